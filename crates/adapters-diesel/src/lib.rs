@@ -1,0 +1,24 @@
+//! Storage adapter: the domain's repository ports on diesel 2, over SQLite (the embedded
+//! default) and PostgreSQL, in one binary.
+//!
+//! - [`db::AnyConnection`] is a `#[derive(diesel::MultiConnection)]` enum; queries are written
+//!   once against it. Where diesel's common subset is not enough, code matches on the variant.
+//! - [`db::Database`] owns an r2d2 pool, applies the embedded per-backend migrations at start
+//!   (under an advisory lock on PostgreSQL) and runs every blocking call on
+//!   `tokio::task::spawn_blocking`, never on the caller's (actix worker) thread.
+//! - diesel errors become [`domain::StorageError`]s: unique and foreign-key violations are
+//!   named, pool time-outs are `Unavailable`, nothing panics.
+
+pub mod db;
+mod error;
+mod folders;
+mod health;
+mod schema;
+mod tenancy;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use db::{Backend, Database, DatabaseError};
+pub use folders::DieselFolderRepository;
+pub use health::DieselHealthProbe;
+pub use tenancy::DieselTenancyRepository;

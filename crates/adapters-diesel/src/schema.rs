@@ -1,0 +1,76 @@
+//! One schema for both backends: only types diesel's MultiConnection supports
+//! (Text, Bool, Timestamp). Kept by hand in step with `migrations/{sqlite,postgres}`; the
+//! contract tests (which write and read back every column on both backends) catch drift.
+
+diesel::table! {
+    organisations (id) {
+        id -> Text,
+        name -> Text,
+        created -> Timestamp,
+    }
+}
+
+diesel::table! {
+    environments (id) {
+        id -> Text,
+        organisation_id -> Text,
+        name -> Text,
+        created -> Timestamp,
+    }
+}
+
+diesel::table! {
+    api_keys (id) {
+        id -> Text,
+        organisation_id -> Text,
+        name -> Nullable<Text>,
+        secret_hash -> Text,
+        roles -> Text,
+        scopes -> Text,
+        all_environments -> Bool,
+        created -> Timestamp,
+        revoked -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    api_key_environments (key_id, environment_id) {
+        key_id -> Text,
+        environment_id -> Text,
+    }
+}
+
+diesel::table! {
+    access_tokens (token_hash) {
+        token_hash -> Text,
+        key_id -> Text,
+        created -> Timestamp,
+        expires -> Timestamp,
+    }
+}
+
+diesel::table! {
+    folders (id) {
+        id -> Text,
+        environment_id -> Text,
+        organisation_id -> Text,
+        parent_id -> Nullable<Text>,
+        name -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::joinable!(environments -> organisations (organisation_id));
+diesel::joinable!(api_keys -> organisations (organisation_id));
+diesel::joinable!(api_key_environments -> api_keys (key_id));
+diesel::joinable!(access_tokens -> api_keys (key_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    organisations,
+    environments,
+    api_keys,
+    api_key_environments,
+    access_tokens,
+    folders,
+);

@@ -1,0 +1,112 @@
+//! Isolated databases for tests: a fresh SQLite file, or a fresh PostgreSQL schema on the
+//! server named by `TEST_POSTGRES_URL`. Both are removed when the value is dropped.
+//!
+//! Without `TEST_POSTGRES_URL`, [`TestDatabase::postgres`] returns `None` so the caller can
+//! skip visibly; when `CI` is set it panics instead, so CI can never pass by skipping.
+
+use std::path::PathBuf;
+
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection};
+
+pub struct TestDatabase {
+    url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    File(PathBuf),
+    Schema { base_url: String, schema: String },
+}
+
+impl TestDatabase {
+    /// A new SQLite database in the system's temporary folder.
+    pub fn sqlite() -> Self {
+        let file = std::env::temp_dir().join(format!("workbench-test-{}.db", unique()));
+        TestDatabase {
+            url: format!("sqlite://{}", file.display()),
+            cleanup: Cleanup::File(file),
+        }
+    }
+
+    /// A new, empty schema on the test PostgreSQL server, or `None` when there is none
+    /// configured outside CI.
+    pub fn postgres() -> Option<Self> {
+        let base_url = match std::env::var("TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if std::env::var_os("CI").is_some() => {
+                panic!("TEST_POSTGRES_URL is not set: the PostgreSQL tests must run in CI")
+            }
+            _ => {
+                eprintln!("skipping: TEST_POSTGRES_URL is not set (PostgreSQL tests not run)");
+                return None;
+            }
+        };
+        let schema = format!("test_{}", unique());
+        let mut admin = PgConnection::establish(&base_url)
+            .unwrap_or_else(|e| panic!("cannot connect to TEST_POSTGRES_URL: {e}"));
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .unwrap_or_else(|e| panic!("cannot create test schema: {e}"));
+        let separator = if base_url.contains('?') { '&' } else { '?' };
+        let url = format!("{base_url}{separator}options=--search_path%3D{schema}");
+        Some(TestDatabase {
+            url,
+            cleanup: Cleanup::Schema { base_url, schema },
+        })
+    }
+
+    /// The `WORKBENCH_DATABASE_URL` of this database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::File(file) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut path = file.clone().into_os_string();
+                    path.push(suffix);
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            Cleanup::Schema { base_url, schema } => {
+                if let Ok(mut admin) = PgConnection::establish(base_url) {
+                    let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+                }
+            }
+        }
+    }
+}
+
+fn unique() -> String {
+    ulid::Ulid::new().to_string().to_ascii_lowercase()
+}
+
+/// Writes each test once and runs it on both backends: `sqlite::name` and `postgres::name`.
+/// Each test is an `async fn name(url: &str)` in the invoking module.
+#[macro_export]
+macro_rules! both_backends {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let db = $crate::testing::TestDatabase::sqlite();
+                    super::$test(db.url()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(db) = $crate::testing::TestDatabase::postgres() else { return };
+                    super::$test(db.url()).await;
+                }
+            )*
+        }
+    };
+}

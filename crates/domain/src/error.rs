@@ -1,0 +1,107 @@
+//! Errors shared by every use case.
+//!
+//! Services answer with [`DomainError`]; the API layer maps each variant to one HTTP status and
+//! one stable machine code. Adapters answer with [`StorageError`], which services translate
+//! (a unique violation on a folder insert becomes [`ConflictKind::FolderNameTaken`], ...).
+
+use std::fmt;
+
+/// One problem with one input field. `field` is a JSON path into the request
+/// (`name`, `flows[0].payload.cardOptions.priority`); empty for the body as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The kinds of resource a caller can fail to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Folder,
+    Credential,
+    Environment,
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Resource::Folder => "folder",
+            Resource::Credential => "credential",
+            Resource::Environment => "environment",
+        })
+    }
+}
+
+/// Conflicts with the current state of a resource (HTTP 409).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictKind {
+    FolderNameTaken,
+    FolderHasChildren,
+    EnvironmentNameTaken,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    /// The request is malformed: every field problem found, not only the first.
+    #[error("validation failed: {}", summarise(.0))]
+    Validation(Vec<FieldError>),
+    #[error("{0} not found")]
+    NotFound(Resource),
+    #[error("{message}")]
+    Conflict { kind: ConflictKind, message: String },
+    /// No usable credential, or no access to the environment named in the path
+    /// (the two are indistinguishable to the caller on purpose).
+    #[error("unauthenticated")]
+    Unauthenticated,
+    /// A valid credential for the environment, without the role or scope the operation needs.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+fn summarise(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl DomainError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        DomainError::Validation(vec![FieldError::new(field, message)])
+    }
+
+    pub fn conflict(kind: ConflictKind, message: impl Into<String>) -> Self {
+        DomainError::Conflict {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a storage adapter can report. Constraint violations are named so services can turn
+/// them into the right domain answer; everything else is a fault of the system, not the caller.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum StorageError {
+    #[error("unique constraint violated: {0}")]
+    UniqueViolation(String),
+    #[error("foreign key constraint violated: {0}")]
+    ForeignKeyViolation(String),
+    /// The database cannot be reached or did not answer in time.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else: a bug or a corrupted row. Logged, answered with a 500.
+    #[error("storage failure: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,47 @@
+//! Resource identifiers: `<prefix>_<26-char lowercase ULID>` (contract §1).
+
+/// Prefixes of the identifiers this service mints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    Organisation,
+    Environment,
+    Folder,
+    Key,
+}
+
+impl IdKind {
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            IdKind::Organisation => "org",
+            IdKind::Environment => "env",
+            IdKind::Folder => "fld",
+            IdKind::Key => "key",
+        }
+    }
+}
+
+/// A new, time-ordered, globally unique identifier of the given kind.
+pub fn new_id(kind: IdKind) -> String {
+    format!(
+        "{}_{}",
+        kind.prefix(),
+        ulid::Ulid::new().to_string().to_ascii_lowercase()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_prefix_and_26_lowercase_base32_chars() {
+        let id = new_id(IdKind::Folder);
+        let (prefix, body) = id.split_once('_').expect("separator");
+        assert_eq!(prefix, "fld");
+        assert_eq!(body.len(), 26);
+        assert!(body
+            .chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+        assert_ne!(id, new_id(IdKind::Folder));
+    }
+}

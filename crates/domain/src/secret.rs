@@ -1,0 +1,105 @@
+//! Bearer secrets: generated from the OS's random source, stored only as SHA-256 hashes,
+//! compared in constant time.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The SHA-256 of a secret, as lowercase hex. This is all the database ever holds.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretHash(String);
+
+impl SecretHash {
+    pub fn of(secret: &str) -> Self {
+        let digest = Sha256::digest(secret.as_bytes());
+        let mut hex = String::with_capacity(64);
+        for byte in digest {
+            hex.push_str(&format!("{byte:02x}"));
+        }
+        SecretHash(hex)
+    }
+
+    /// Rebuilds a hash read back from storage.
+    pub fn from_stored(hex: String) -> Self {
+        SecretHash(hex)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Constant-time check that `secret` hashes to this value.
+    pub fn verify(&self, secret: &str) -> bool {
+        SecretHash::of(secret)
+            .0
+            .as_bytes()
+            .ct_eq(self.0.as_bytes())
+            .into()
+    }
+}
+
+impl std::fmt::Debug for SecretHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretHash(..)")
+    }
+}
+
+/// A freshly generated secret: `<prefix>_` + base64url of 32 random bytes. The plaintext is
+/// handed to the caller once; `Debug` never prints it.
+pub struct NewSecret {
+    pub plaintext: String,
+    pub hash: SecretHash,
+}
+
+impl std::fmt::Debug for NewSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NewSecret(..)")
+    }
+}
+
+/// Prefix of API key secrets (`Authorization: Bearer wbs_...`).
+pub const KEY_SECRET_PREFIX: &str = "wbs_";
+/// Prefix of OAuth access tokens issued by `POST /oauth/token`.
+pub const ACCESS_TOKEN_PREFIX: &str = "wbt_";
+
+pub fn generate(prefix: &str) -> NewSecret {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let plaintext = format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes));
+    let hash = SecretHash::of(&plaintext);
+    NewSecret { plaintext, hash }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_secrets_are_unique_and_verify_against_their_hash() {
+        let a = generate(KEY_SECRET_PREFIX);
+        let b = generate(KEY_SECRET_PREFIX);
+        assert_ne!(a.plaintext, b.plaintext);
+        assert!(a.plaintext.starts_with("wbs_"));
+        assert_eq!(a.plaintext.len(), 4 + 43);
+        assert!(a.hash.verify(&a.plaintext));
+        assert!(!a.hash.verify(&b.plaintext));
+        assert_eq!(a.hash.as_str().len(), 64);
+    }
+
+    #[test]
+    fn hash_matches_known_sha256_vector() {
+        assert_eq!(
+            SecretHash::of("abc").as_str(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn debug_never_prints_the_secret() {
+        let s = generate(ACCESS_TOKEN_PREFIX);
+        assert!(!format!("{s:?}").contains(&s.plaintext));
+        assert!(!format!("{:?}", s.hash).contains(s.hash.as_str()));
+    }
+}

@@ -1,0 +1,371 @@
+use std::sync::Arc;
+
+use chrono::TimeZone;
+use mockall::predicate::eq;
+
+use super::*;
+use crate::time::MockClock;
+
+fn t0() -> Timestamp {
+    chrono::Utc
+        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+        .single()
+        .expect("valid time")
+}
+
+fn clock() -> Arc<MockClock> {
+    let mut clock = MockClock::new();
+    clock.expect_now().returning(t0);
+    Arc::new(clock)
+}
+
+fn key(secret: &str, access: KeyAccess, environments: EnvironmentGrant) -> ApiKey {
+    ApiKey {
+        id: "key_1".into(),
+        organisation_id: "org_1".into(),
+        name: None,
+        secret_hash: SecretHash::of(secret),
+        access,
+        environments,
+        created: t0(),
+        revoked: None,
+    }
+}
+
+fn env(id: &str) -> Environment {
+    Environment {
+        id: id.into(),
+        organisation_id: "org_1".into(),
+        name: id.into(),
+        created: t0(),
+    }
+}
+
+#[test]
+fn permission_table_matches_the_contract() {
+    let legacy = |roles: &[Role]| KeyAccess::Roles(roles.to_vec());
+    // Folders need scopes; no legacy role grants them.
+    for p in [
+        Permission::FoldersRead,
+        Permission::FoldersCreate,
+        Permission::FoldersUpdate,
+        Permission::FoldersDelete,
+    ] {
+        assert!(!legacy(&Role::ALL).allows(p), "{p:?}");
+        assert!(KeyAccess::Scopes(vec![p.scope()]).allows(p));
+    }
+    assert!(legacy(&[Role::Events]).allows(Permission::ActionFlowsTrigger));
+    assert!(!legacy(&[Role::Workbench]).allows(Permission::ActionFlowsTrigger));
+    assert!(legacy(&[Role::Workbench]).allows(Permission::WebhooksWrite));
+    assert!(legacy(&[Role::Workbench]).allows(Permission::NotificationPlatformsRead));
+    assert!(legacy(&[Role::Events]).allows(Permission::UsersWrite));
+    assert!(legacy(&[Role::Workbench]).allows(Permission::UsersRead));
+    assert!(legacy(&[Role::Auth]).allows(Permission::CredentialsWrite));
+    assert!(!legacy(&[Role::Events]).allows(Permission::CredentialsWrite));
+    assert!(!KeyAccess::Scopes(vec![Scope::WorkbenchFoldersRead]).allows(Permission::FoldersCreate));
+}
+
+#[test]
+fn scopes_and_roles_round_trip_through_their_names() {
+    for s in Scope::ALL {
+        assert_eq!(s.as_str().parse::<Scope>(), Ok(s));
+    }
+    for r in Role::ALL {
+        assert_eq!(r.as_str().parse::<Role>(), Ok(r));
+    }
+    assert!("admin".parse::<Role>().is_err());
+    assert!("folders:read".parse::<Scope>().is_err());
+}
+
+#[test]
+fn authorize_says_401_for_foreign_environments_and_403_for_missing_permissions() {
+    let p = Principal {
+        key_id: "key_1".into(),
+        organisation_id: "org_1".into(),
+        access: KeyAccess::Roles(vec![Role::Events]),
+        environment_ids: vec!["env_a".into()],
+    };
+    assert!(p.authorize("env_a", Permission::ActionFlowsRead).is_ok());
+    assert!(matches!(
+        p.authorize("env_b", Permission::ActionFlowsRead),
+        Err(DomainError::Unauthenticated)
+    ));
+    match p.authorize("env_a", Permission::FoldersRead) {
+        Err(DomainError::Forbidden(msg)) => {
+            assert!(msg.contains("workbench_folders:read"), "{msg}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn authenticate_resolves_a_key_secret_and_its_environments() {
+    let secret = "wbs_secret";
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key_by_secret_hash()
+        .with(eq(SecretHash::of(secret)))
+        .returning(move |_| {
+            Ok(Some(key(
+                "wbs_secret",
+                KeyAccess::Scopes(vec![Scope::UsersRead]),
+                EnvironmentGrant::All,
+            )))
+        });
+    repo.expect_list_environments()
+        .with(eq("org_1"))
+        .returning(|_| Ok(vec![env("env_a"), env("env_b")]));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let p = svc.authenticate(secret).await.expect("authenticated");
+    assert_eq!(p.environment_ids, ["env_a", "env_b"]);
+    assert_eq!(p.key_id, "key_1");
+}
+
+#[tokio::test]
+async fn authenticate_refuses_unknown_revoked_and_malformed_bearers() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key_by_secret_hash()
+        .with(eq(SecretHash::of("wbs_unknown")))
+        .returning(|_| Ok(None));
+    repo.expect_find_key_by_secret_hash()
+        .with(eq(SecretHash::of("wbs_revoked")))
+        .returning(|_| {
+            Ok(Some(ApiKey {
+                revoked: Some(t0()),
+                ..key(
+                    "wbs_revoked",
+                    KeyAccess::Roles(vec![Role::Events]),
+                    EnvironmentGrant::All,
+                )
+            }))
+        });
+    let svc = AuthService::new(Arc::new(repo), clock());
+    for bearer in ["wbs_unknown", "wbs_revoked", "", "not-a-secret"] {
+        assert!(
+            matches!(
+                svc.authenticate(bearer).await,
+                Err(DomainError::Unauthenticated)
+            ),
+            "{bearer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn authenticate_accepts_live_tokens_and_refuses_expired_ones() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_access_token()
+        .with(eq(SecretHash::of("wbt_live")))
+        .returning(|_| {
+            Ok(Some(AccessTokenGrant {
+                token_hash: SecretHash::of("wbt_live"),
+                key_id: "key_1".into(),
+                created: t0(),
+                expires: t0() + Duration::seconds(1),
+            }))
+        });
+    repo.expect_find_access_token()
+        .with(eq(SecretHash::of("wbt_expired")))
+        .returning(|_| {
+            Ok(Some(AccessTokenGrant {
+                token_hash: SecretHash::of("wbt_expired"),
+                key_id: "key_1".into(),
+                created: t0() - Duration::hours(1),
+                expires: t0(),
+            }))
+        });
+    repo.expect_find_key().with(eq("key_1")).returning(|_| {
+        Ok(Some(key(
+            "wbs_x",
+            KeyAccess::Roles(vec![Role::Events]),
+            EnvironmentGrant::Only(vec!["env_a".into()]),
+        )))
+    });
+    let svc = AuthService::new(Arc::new(repo), clock());
+    assert_eq!(
+        svc.authenticate("wbt_live")
+            .await
+            .expect("live")
+            .environment_ids,
+        ["env_a"]
+    );
+    assert!(matches!(
+        svc.authenticate("wbt_expired").await,
+        Err(DomainError::Unauthenticated)
+    ));
+}
+
+#[tokio::test]
+async fn client_credentials_exchange_issues_a_one_hour_token_stored_hashed() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key().with(eq("key_1")).returning(|_| {
+        Ok(Some(key(
+            "wbs_right",
+            KeyAccess::Roles(vec![Role::Events]),
+            EnvironmentGrant::All,
+        )))
+    });
+    repo.expect_insert_access_token()
+        .withf(|t| t.key_id == "key_1" && t.expires == t0() + Duration::seconds(3600))
+        .times(1)
+        .returning(|_| Ok(()));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let token = svc
+        .exchange_client_credentials("key_1", "wbs_right")
+        .await
+        .expect("token");
+    assert!(token.access_token.starts_with("wbt_"));
+    assert_eq!(token.expires_in, 3600);
+    assert!(matches!(
+        svc.exchange_client_credentials("key_1", "wbs_wrong").await,
+        Err(DomainError::Unauthenticated)
+    ));
+}
+
+#[tokio::test]
+async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_insert_key()
+        .withf(|k| {
+            k.access == KeyAccess::Roles(vec![Role::Workbench])
+                && k.environments == EnvironmentGrant::Only(vec!["env_a".into()])
+                && k.organisation_id == "org_1"
+        })
+        .times(1)
+        .returning(|_| Ok(()));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let auth = Principal {
+        key_id: "key_admin".into(),
+        organisation_id: "org_1".into(),
+        access: KeyAccess::Roles(vec![Role::Auth]),
+        environment_ids: vec!["env_a".into()],
+    };
+    let issued = svc
+        .create_credential(&auth, "env_a", Role::Workbench)
+        .await
+        .expect("issued");
+    assert!(issued.key.secret_hash.verify(&issued.client_secret));
+    assert!(matches!(
+        svc.create_credential(&auth, "env_a", Role::Auth).await,
+        Err(DomainError::Validation(_))
+    ));
+    let events = Principal {
+        access: KeyAccess::Roles(vec![Role::Events]),
+        ..auth
+    };
+    assert!(matches!(
+        svc.create_credential(&events, "env_a", Role::Events).await,
+        Err(DomainError::Forbidden(_))
+    ));
+}
+
+#[tokio::test]
+async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key().with(eq("key_mine")).returning(|_| {
+        Ok(Some(ApiKey {
+            id: "key_mine".into(),
+            ..key(
+                "s",
+                KeyAccess::Roles(vec![Role::Events]),
+                EnvironmentGrant::Only(vec!["env_a".into()]),
+            )
+        }))
+    });
+    repo.expect_find_key()
+        .with(eq("key_other_env"))
+        .returning(|_| {
+            Ok(Some(key(
+                "s",
+                KeyAccess::Roles(vec![Role::Events]),
+                EnvironmentGrant::Only(vec!["env_b".into()]),
+            )))
+        });
+    repo.expect_find_key()
+        .with(eq("key_other_org"))
+        .returning(|_| {
+            Ok(Some(ApiKey {
+                organisation_id: "org_2".into(),
+                ..key(
+                    "s",
+                    KeyAccess::Roles(vec![Role::Events]),
+                    EnvironmentGrant::All,
+                )
+            }))
+        });
+    repo.expect_revoke_key()
+        .with(eq("key_mine"), eq(t0()))
+        .times(1)
+        .returning(|_, _| Ok(true));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let auth = Principal {
+        key_id: "key_admin".into(),
+        organisation_id: "org_1".into(),
+        access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+        environment_ids: vec!["env_a".into(), "env_b".into()],
+    };
+    svc.revoke_credential(&auth, "env_a", "key_mine")
+        .await
+        .expect("revoked");
+    for other in ["key_other_env", "key_other_org"] {
+        assert!(matches!(
+            svc.revoke_credential(&auth, "env_a", other).await,
+            Err(DomainError::NotFound(Resource::Credential))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn admin_key_creation_validates_roles_scopes_and_environments_together() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_organisation_by_name().returning(|_| {
+        Ok(Some(Organisation {
+            id: "org_1".into(),
+            name: "default".into(),
+            created: t0(),
+        }))
+    });
+    repo.expect_list_environments()
+        .returning(|_| Ok(vec![env("env_a")]));
+    repo.expect_insert_key().never();
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let err = svc
+        .create_key(
+            None,
+            vec![Role::Events],
+            vec![Scope::UsersRead],
+            EnvironmentGrant::Only(vec!["env_zz".into()]),
+        )
+        .await
+        .expect_err("invalid");
+    match err {
+        DomainError::Validation(errors) => assert_eq!(errors.len(), 2, "{errors:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bootstrap_creates_a_full_scope_key_only_on_an_empty_database() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_bootstrap_if_empty()
+        .withf(|org, env, key| {
+            org.name == "default"
+                && env.name == "development"
+                && env.organisation_id == org.id
+                && key.access == KeyAccess::Scopes(Scope::ALL.to_vec())
+                && key.environments == EnvironmentGrant::All
+        })
+        .times(1)
+        .returning(|_, _, _| Ok(true));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let boot = svc.bootstrap().await.expect("ok").expect("created");
+    assert!(boot.key.key.secret_hash.verify(&boot.key.client_secret));
+
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_bootstrap_if_empty()
+        .returning(|_, _, _| Ok(false));
+    assert!(AuthService::new(Arc::new(repo), clock())
+        .bootstrap()
+        .await
+        .expect("ok")
+        .is_none());
+}
