@@ -1,0 +1,51 @@
+//! `Authorization: Bearer <secret or token>` → the domain's [`Principal`].
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{web, FromRequest, HttpRequest};
+use domain::Principal;
+
+use crate::problem::ApiError;
+use crate::AppState;
+
+/// The authenticated caller. Extracting it answers 401 (with `WWW-Authenticate: Bearer`)
+/// for a missing, malformed, unknown, revoked or expired credential.
+pub struct Caller(pub Principal);
+
+/// The credential of an `Authorization: Bearer ...` header, if well formed.
+fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
+    let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthorized("send the API key as `Authorization: Bearer <key>`")
+    })?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+    let (scheme, credential) = value
+        .split_once(' ')
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be `Bearer <key>`"))?;
+    let credential = credential.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || credential.is_empty() {
+        return Err(ApiError::unauthorized(
+            "the Authorization header must be `Bearer <key>`",
+        ));
+    }
+    Ok(credential.to_owned())
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let credential = bearer(req);
+        Box::pin(async move {
+            let state = state.ok_or_else(ApiError::internal)?;
+            let principal = state.auth.authenticate(&credential?).await?;
+            Ok(Caller(principal))
+        })
+    }
+}

@@ -1,0 +1,79 @@
+//! The HTTP adapter: routes, authentication extraction, request/response DTOs, problem+json
+//! errors, OpenAPI. Handlers translate HTTP to domain calls and back; rules live in `domain`.
+
+mod auth;
+mod body;
+mod edge;
+mod metrics;
+pub mod openapi;
+mod problem;
+mod routes;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::http::StatusCode;
+use actix_web::middleware::from_fn;
+use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use domain::{AuthService, FolderService, HealthProbe};
+
+pub use metrics::Metrics;
+pub use problem::{ApiError, Problem};
+
+/// Largest request body accepted by the JSON endpoints.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Everything the handlers need, shared by every worker.
+pub struct AppState {
+    pub auth: Arc<AuthService>,
+    pub folders: Arc<FolderService>,
+    pub health: Arc<dyn HealthProbe>,
+    pub metrics: Metrics,
+}
+
+/// Every route of the API.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    routes::ops::configure(cfg);
+    routes::oauth::configure(cfg);
+    routes::environments::configure(cfg);
+    routes::credentials::configure(cfg);
+    routes::folders::configure(cfg);
+    openapi::configure(cfg);
+}
+
+async fn no_route() -> HttpResponse {
+    ApiError::from_status(StatusCode::NOT_FOUND).error_response()
+}
+
+/// Server tuning that is not business configuration.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub workers: usize,
+    /// How long in-flight requests may run after SIGTERM before they are dropped.
+    pub shutdown_timeout: Duration,
+}
+
+/// Builds the HTTP server on an already bound listener. It stops gracefully on SIGTERM and
+/// SIGINT: the listener closes at once, in-flight requests finish.
+pub fn build_server(
+    listener: TcpListener,
+    state: AppState,
+    options: &ServerOptions,
+) -> std::io::Result<Server> {
+    let state = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+            .wrap(from_fn(edge::edge))
+            .configure(configure)
+            .default_service(web::to(no_route))
+    })
+    .workers(options.workers.max(1))
+    .shutdown_timeout(options.shutdown_timeout.as_secs())
+    .listen(listener)?
+    .run();
+    Ok(server)
+}

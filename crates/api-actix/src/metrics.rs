@@ -1,0 +1,79 @@
+//! Prometheus metrics: request count and latency by method, route pattern and status.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new_custom(Some("workbench".into()), None)?;
+        let labels = ["method", "route", "status"];
+        let requests = IntCounterVec::new(
+            Opts::new("http_requests_total", "HTTP requests answered"),
+            &labels,
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "http_request_duration_seconds",
+                "Time to answer an HTTP request",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            &labels,
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        Ok(Self {
+            registry,
+            requests,
+            latency,
+        })
+    }
+
+    pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        let status = status.to_string();
+        let labels = [method, route, status.as_str()];
+        self.requests.with_label_values(&labels).inc();
+        self.latency
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Result<String, prometheus::Error> {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_appear_in_the_exposition() {
+        let m = Metrics::new().expect("metrics");
+        m.observe(
+            "GET",
+            "/v1/{environmentId}/workbench-folder",
+            200,
+            Duration::from_millis(3),
+        );
+        let text = m.render().expect("render");
+        assert!(text.contains(
+            "workbench_http_requests_total{method=\"GET\",route=\"/v1/{environmentId}/workbench-folder\",status=\"200\"} 1"
+        ), "{text}");
+        assert!(text.contains("workbench_http_request_duration_seconds_bucket"));
+    }
+}

@@ -1,0 +1,99 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations, and the interactive
+//! reference at `/docs` (Swagger UI, served from assets compiled into the binary).
+
+use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::routes::{credentials, environments, folders, oauth, ops};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Workbench API",
+        description = "Folders, Action Flows, webhooks and push notification platforms. \
+Every error is an RFC 9457 problem document (`application/problem+json`) with a stable `code`; \
+every response carries `X-Request-Id`.",
+    ),
+    paths(
+        folders::list, folders::create, folders::get, folders::rename, folders::delete,
+        environments::list, credentials::create, credentials::revoke, oauth::token,
+        ops::healthz, ops::readyz, ops::metrics,
+    ),
+    components(schemas(crate::problem::Problem, crate::problem::FieldProblem)),
+    modifiers(&Extras),
+    tags(
+        (name = "folders", description = "Folders that organise Action Flows"),
+        (name = "credentials", description = "API keys, access tokens and environments"),
+        (name = "operations", description = "Health, metrics and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// Security schemes, and the two documentation endpoints that have no handler of ours.
+struct Extras;
+
+impl Modify for Extras {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("An API key secret, or a token from POST /oauth/token"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
+        );
+
+        let document = |summary: &str, id: &str, content_type: &str, description: &str| {
+            let operation = OperationBuilder::new()
+                .summary(Some(summary))
+                .operation_id(Some(id))
+                .tag("operations")
+                .response(
+                    "200",
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content(content_type, ContentBuilder::new().build())
+                        .build(),
+                )
+                .build();
+            (HttpMethod::Get, operation)
+        };
+        let (method, operation) = document(
+            "This OpenAPI 3.1 document",
+            "openapi",
+            "application/json",
+            "The OpenAPI document",
+        );
+        doc.paths
+            .add_path_operation("/openapi.json", vec![method], operation);
+        let (method, operation) = document(
+            "Interactive API reference (Swagger UI)",
+            "docs",
+            "text/html",
+            "An HTML page",
+        );
+        doc.paths
+            .add_path_operation("/docs/", vec![method], operation);
+    }
+}
+
+/// Serves `/openapi.json` and the UI under `/docs/`; `/docs` redirects there.
+pub fn configure(cfg: &mut actix_web::web::ServiceConfig) {
+    cfg.service(
+        actix_web::web::resource("/docs").route(actix_web::web::get().to(|| async {
+            actix_web::HttpResponse::PermanentRedirect()
+                .insert_header((actix_web::http::header::LOCATION, "/docs/"))
+                .finish()
+        })),
+    )
+    .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()));
+}

@@ -1,0 +1,387 @@
+//! Every error the service answers is an RFC 9457 problem (contract §1):
+//! `Content-Type: application/problem+json`, a stable snake_case `code`, and `errors` listing
+//! every field problem found.
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use domain::{ConflictKind, DomainError, FieldError, StorageError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// An RFC 9457 problem details document.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "type": "urn:workbench:error:validation_failed",
+    "title": "Validation failed",
+    "status": 400,
+    "detail": "The request has 1 invalid field.",
+    "code": "validation_failed",
+    "errors": [{"field": "name", "message": "must not be empty"}]
+}))]
+pub struct Problem {
+    /// `urn:workbench:error:<code>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable machine-readable code (see docs/errors.md).
+    pub code: String,
+    /// Every field-level problem found (empty when the error is not about fields).
+    pub errors: Vec<FieldProblem>,
+    /// OAuth 2.0 error code, on `/oauth/token` errors only (RFC 6749 §5.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FieldProblem {
+    /// JSON path of the offending input, e.g. `name` or `flows[0].target.type`.
+    pub field: String,
+    pub message: String,
+}
+
+/// An error answer: status, code, human text, field problems, and a few headers. Boxed, so
+/// that every `Result<_, ApiError>` stays one pointer wide.
+#[derive(Debug)]
+pub struct ApiError(Box<Details>);
+
+#[derive(Debug)]
+struct Details {
+    status: StatusCode,
+    code: &'static str,
+    title: &'static str,
+    detail: String,
+    errors: Vec<FieldError>,
+    challenge: Option<&'static str>,
+    oauth_error: Option<&'static str>,
+    /// Echoed as `X-Request-Id` when the error is rendered outside the edge middleware's reach.
+    request_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        code: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        ApiError(Box::new(Details {
+            status,
+            code,
+            title,
+            detail: detail.into(),
+            errors: Vec::new(),
+            challenge: None,
+            oauth_error: None,
+            request_id: None,
+        }))
+    }
+
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let detail = match errors.len() {
+            1 => "The request has 1 invalid field.".to_owned(),
+            n => format!("The request has {n} invalid fields."),
+        };
+        let mut err = Self::new(
+            StatusCode::BAD_REQUEST,
+            "validation_failed",
+            "Validation failed",
+            detail,
+        );
+        err.0.errors = errors;
+        err
+    }
+
+    pub fn malformed_json(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            "Malformed JSON",
+            detail,
+        )
+    }
+
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            detail,
+        )
+        .with_challenge("Bearer realm=\"workbench\"")
+    }
+
+    pub fn unsupported_media_type(expected: &str) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Unsupported media type",
+            format!("the request body must be sent with Content-Type: {expected}"),
+        )
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "Internal server error",
+            "The server failed to handle the request; it has been logged with the request id.",
+        )
+    }
+
+    /// The challenge sent with a 401 (`WWW-Authenticate`).
+    pub fn with_challenge(mut self, challenge: &'static str) -> Self {
+        self.0.challenge = Some(challenge);
+        self
+    }
+
+    /// The RFC 6749 `error` member, for the token endpoint.
+    pub fn with_oauth_error(mut self, error: &'static str) -> Self {
+        self.0.oauth_error = Some(error);
+        self
+    }
+
+    pub fn with_request_id(mut self, id: String) -> Self {
+        self.0.request_id = Some(id);
+        self
+    }
+
+    /// The problem for an error response produced outside our handlers (actix's router,
+    /// payload limits, ...), chosen by status.
+    pub fn from_status(status: StatusCode) -> Self {
+        match status.as_u16() {
+            400 => Self::malformed_json("the request could not be read"),
+            401 => Self::unauthorized("missing or invalid credential"),
+            404 => Self::new(status, "not_found", "Not found", "no resource at this path"),
+            405 => Self::new(
+                status,
+                "method_not_allowed",
+                "Method not allowed",
+                "this path does not accept this method",
+            ),
+            413 => Self::new(
+                status,
+                "payload_too_large",
+                "Payload too large",
+                "the request body exceeds the limit for this endpoint",
+            ),
+            415 => Self::unsupported_media_type("application/json"),
+            500 => Self::internal(),
+            503 => Self::new(
+                status,
+                "service_unavailable",
+                "Service unavailable",
+                "try again shortly",
+            ),
+            _ if status.is_server_error() => {
+                let mut err = Self::internal();
+                err.0.status = status;
+                err
+            }
+            _ => Self::new(
+                status,
+                "http_error",
+                "Request failed",
+                status.canonical_reason().unwrap_or("request failed"),
+            ),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.0.code
+    }
+
+    fn body(&self) -> Problem {
+        let d = &self.0;
+        Problem {
+            kind: format!("urn:workbench:error:{}", d.code),
+            title: d.title.to_owned(),
+            status: d.status.as_u16(),
+            detail: d.detail.clone(),
+            code: d.code.to_owned(),
+            errors: d
+                .errors
+                .iter()
+                .map(|e| FieldProblem {
+                    field: e.field.clone(),
+                    message: e.message.clone(),
+                })
+                .collect(),
+            error: d.oauth_error.map(str::to_owned),
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.0.status.as_u16(),
+            self.0.code,
+            self.0.detail
+        )
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.0.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let d = &self.0;
+        let mut response = HttpResponse::build(d.status);
+        response.insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        ));
+        if let Some(challenge) = d.challenge {
+            response.insert_header((header::WWW_AUTHENTICATE, challenge));
+        }
+        if let Some(id) = &d.request_id {
+            response.insert_header(("x-request-id", id.as_str()));
+        }
+        if d.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.insert_header((header::RETRY_AFTER, "1"));
+        }
+        match serde_json::to_vec(&self.body()) {
+            Ok(body) => response.body(body),
+            Err(_) => response.finish(),
+        }
+    }
+}
+
+fn conflict_code(kind: ConflictKind) -> &'static str {
+    match kind {
+        ConflictKind::FolderNameTaken => "folder_name_taken",
+        ConflictKind::FolderHasChildren => "folder_has_children",
+        ConflictKind::EnvironmentNameTaken => "environment_name_taken",
+    }
+}
+
+impl From<DomainError> for ApiError {
+    fn from(err: DomainError) -> Self {
+        match err {
+            DomainError::Validation(errors) => ApiError::validation(errors),
+            DomainError::NotFound(resource) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "Not found",
+                format!("no such {resource} in this environment"),
+            ),
+            DomainError::Conflict { kind, message } => {
+                ApiError::new(StatusCode::CONFLICT, conflict_code(kind), "Conflict", message)
+            }
+            DomainError::Unauthenticated => ApiError::unauthorized(
+                "the credential is missing, invalid, expired or revoked, or has no access to this environment",
+            ),
+            DomainError::Forbidden(detail) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail),
+            DomainError::Storage(StorageError::Unavailable(cause)) => {
+                tracing::error!(%cause, "storage unavailable");
+                ApiError::from_status(StatusCode::SERVICE_UNAVAILABLE)
+            }
+            DomainError::Storage(cause) => {
+                tracing::error!(%cause, "storage failure");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::body::MessageBody;
+    use domain::Resource;
+
+    use super::*;
+
+    fn render(err: ApiError) -> (StatusCode, Option<String>, serde_json::Value) {
+        let response = err.error_response();
+        let status = response.status();
+        let challenge = response
+            .headers()
+            .get(header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        assert_eq!(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some(PROBLEM_CONTENT_TYPE)
+        );
+        let bytes = response
+            .into_body()
+            .try_into_bytes()
+            .expect("a complete body");
+        (
+            status,
+            challenge,
+            serde_json::from_slice(&bytes).expect("json"),
+        )
+    }
+
+    #[test]
+    fn validation_errors_list_every_field() {
+        let err: ApiError = DomainError::Validation(vec![
+            FieldError::new("name", "must not be empty"),
+            FieldError::new("parentId", "unknown"),
+        ])
+        .into();
+        let (status, _, body) = render(err);
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["type"], "urn:workbench:error:validation_failed");
+        assert_eq!(body["code"], "validation_failed");
+        assert_eq!(body["status"], 400);
+        assert_eq!(body["errors"][1]["field"], "parentId");
+        assert_eq!(body["errors"].as_array().map(Vec::len), Some(2));
+        assert!(body.get("error").is_none());
+    }
+
+    #[test]
+    fn domain_errors_map_to_their_status_and_code() {
+        let cases: Vec<(DomainError, u16, &str)> = vec![
+            (DomainError::NotFound(Resource::Folder), 404, "not_found"),
+            (
+                DomainError::conflict(ConflictKind::FolderNameTaken, "x"),
+                409,
+                "folder_name_taken",
+            ),
+            (
+                DomainError::conflict(ConflictKind::FolderHasChildren, "x"),
+                409,
+                "folder_has_children",
+            ),
+            (DomainError::Forbidden("x".into()), 403, "forbidden"),
+            (DomainError::Unauthenticated, 401, "unauthorized"),
+            (
+                StorageError::Unavailable("pool".into()).into(),
+                503,
+                "service_unavailable",
+            ),
+            (
+                StorageError::Internal("boom".into()).into(),
+                500,
+                "internal_error",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let (actual, challenge, body) = render(err.into());
+            assert_eq!(actual.as_u16(), status, "{code}");
+            assert_eq!(body["code"], code);
+            assert_eq!(challenge.is_some(), status == 401, "{code}");
+        }
+    }
+
+    #[test]
+    fn internal_errors_do_not_leak_their_cause() {
+        let (_, _, body) =
+            render(DomainError::from(StorageError::Internal("password=hunter2".into())).into());
+        assert!(!body.to_string().contains("hunter2"));
+    }
+}

@@ -1,0 +1,248 @@
+//! Folders (spec 4.1). Fine-grained keys only: `workbench_folders:read|create|update|delete`.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::folder::{CreateFolder, RenameFolder};
+use domain::{Folder, Permission};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::timestamp;
+use crate::auth::Caller;
+use crate::body::{json_object, Fields};
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+/// A folder of Action Flows.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FolderDto {
+    #[schema(example = "fld_01jd3m5y6q8k9r2t4v6w8x0z1a")]
+    pub id: String,
+    #[schema(example = "Onboarding")]
+    pub name: String,
+    pub environment_id: String,
+    pub organisation_id: String,
+    /// Null for a root folder.
+    pub parent_id: Option<String>,
+    #[schema(format = DateTime, example = "2026-11-22T10:00:00.000Z")]
+    pub created: String,
+    #[schema(format = DateTime, example = "2026-11-22T10:00:00.000Z")]
+    pub updated: String,
+}
+
+impl From<Folder> for FolderDto {
+    fn from(f: Folder) -> Self {
+        FolderDto {
+            created: timestamp(&f.created),
+            updated: timestamp(&f.updated),
+            id: f.id,
+            name: f.name,
+            environment_id: f.environment_id,
+            organisation_id: f.organisation_id,
+            parent_id: f.parent_id,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FolderResponse {
+    pub data: FolderDto,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FolderListResponse {
+    pub data: Vec<FolderDto>,
+}
+
+/// Body of a create request.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
+#[schema(example = json!({"name": "Q4 campaigns", "parentId": null}))]
+pub struct CreateFolderRequest {
+    /// 1–255 letters, digits, hyphens, underscores and spaces; not starting or ending with a
+    /// space; unique among the folders with the same parent.
+    name: String,
+    /// The parent folder; omitted, null or "" for a root folder.
+    #[schema(rename = "parentId")]
+    parent_id: Option<String>,
+}
+
+/// Body of a rename request: only the name can change.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
+#[schema(example = json!({"name": "Q1 campaigns"}))]
+pub struct RenameFolderRequest {
+    name: String,
+}
+
+fn found(folder: Folder) -> HttpResponse {
+    HttpResponse::Ok().json(FolderResponse {
+        data: folder.into(),
+    })
+}
+
+/// List every folder of the environment (roots and sub-folders), sorted by name.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "listFolders",
+    params(("environmentId" = String, Path, description = "Environment id")),
+    responses(
+        (status = 200, description = "Every folder, sorted by name", body = FolderListResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let folders = state.folders.list(&caller.0, &env).await?;
+    Ok(HttpResponse::Ok().json(FolderListResponse {
+        data: folders.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Create a folder, at the root or under a parent (at most three levels deep).
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "createFolder",
+    params(("environmentId" = String, Path, description = "Environment id")),
+    request_body = CreateFolderRequest,
+    responses(
+        (status = 201, description = "The folder", body = FolderResponse,
+            headers(("Location" = String, description = "Address of the new folder"))),
+        (status = 400, description = "Invalid name or parentId (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `workbench_folders:create`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    caller.0.authorize(&env, Permission::FoldersCreate)?;
+    let object = json_object(&req, &body)?;
+    let mut fields = Fields::new(&object);
+    let name = fields.string("name");
+    let parent_id = fields.nullable_string("parentId").flatten();
+    fields.finish()?;
+    let request = CreateFolder {
+        name: name.unwrap_or_default(),
+        parent_id,
+    };
+    let folder = state.folders.create(&caller.0, &env, request).await?;
+    let location = format!(
+        "/v1/{}/workbench-folder/{}",
+        folder.environment_id, folder.id
+    );
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, location))
+        .json(FolderResponse {
+            data: folder.into(),
+        }))
+}
+
+/// Get one folder.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "getFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    responses(
+        (status = 200, description = "The folder", body = FolderResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    Ok(found(state.folders.get(&caller.0, &env, &id).await?))
+}
+
+/// Rename a folder. Folders cannot move: a `parentId` other than the current one is refused.
+#[utoipa::path(
+    put, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "renameFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    request_body = RenameFolderRequest,
+    responses(
+        (status = 200, description = "The renamed folder", body = FolderResponse),
+        (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `workbench_folders:update`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn rename(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    caller.0.authorize(&env, Permission::FoldersUpdate)?;
+    let object = json_object(&req, &body)?;
+    let mut fields = Fields::new(&object);
+    let name = fields.string("name");
+    let parent_id = fields.nullable_string("parentId");
+    fields.finish()?;
+    let request = RenameFolder {
+        name: name.unwrap_or_default(),
+        parent_id,
+    };
+    Ok(found(
+        state.folders.rename(&caller.0, &env, &id, request).await?,
+    ))
+}
+
+/// Delete a folder without sub-folders; Action Flows filed in it become uncategorised.
+#[utoipa::path(
+    delete, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "deleteFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `workbench_folders:delete`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The folder has sub-folders (`folder_has_children`): delete them first", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    state.folders.delete(&caller.0, &env, &id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/v1/{environmentId}/workbench-folder")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/workbench-folder/{folderId}")
+            .route(web::get().to(get))
+            .route(web::put().to(rename))
+            .route(web::delete().to(delete)),
+    );
+}

@@ -1,0 +1,15 @@
+//! Route handlers: each translates HTTP to a domain call and the answer back. No rules here.
+
+pub mod credentials;
+pub mod environments;
+pub mod folders;
+pub mod oauth;
+pub mod ops;
+
+use chrono::SecondsFormat;
+use domain::Timestamp;
+
+/// The API's timestamp format: RFC 3339, UTC, milliseconds (`2026-11-22T10:00:00.000Z`).
+pub(crate) fn timestamp(t: &Timestamp) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}

@@ -1,0 +1,160 @@
+//! `POST /oauth/token`: the OAuth 2.0 client-credentials exchange (RFC 6749 §4.4).
+//! Errors are problem documents that also carry RFC 6749's `error` member.
+
+use std::collections::HashMap;
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use domain::DomainError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+const FORM: &str = "application/x-www-form-urlencoded";
+const BASIC_CHALLENGE: &str = "Basic realm=\"workbench\"";
+
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; the form is read by hand below
+pub struct TokenRequest {
+    /// Must be `client_credentials`.
+    grant_type: String,
+    /// Alternative to HTTP Basic authentication (`client_secret_post`).
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TokenResponse {
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: &'static str,
+    /// Seconds until the token expires (3600).
+    pub expires_in: i64,
+}
+
+fn invalid_client(detail: &str) -> ApiError {
+    ApiError::unauthorized(detail.to_owned())
+        .with_challenge(BASIC_CHALLENGE)
+        .with_oauth_error("invalid_client")
+}
+
+/// `client_id:client_secret` from `Authorization: Basic ...`, if present.
+fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiError> {
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let malformed =
+        || invalid_client("the Authorization header must be `Basic base64(clientId:clientSecret)`");
+    let value = value.to_str().map_err(|_| malformed())?;
+    let (scheme, encoded) = value.split_once(' ').ok_or_else(malformed)?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(malformed());
+    }
+    let decoded = STANDARD.decode(encoded.trim()).map_err(|_| malformed())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| malformed())?;
+    let (id, secret) = decoded.split_once(':').ok_or_else(malformed)?;
+    Ok(Some((id.to_owned(), secret.to_owned())))
+}
+
+/// Exchange a key's client id and secret for a one-hour bearer token.
+#[utoipa::path(
+    post, path = "/oauth/token", tag = "credentials", operation_id = "issueToken",
+    request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "A bearer token valid for one hour", body = TokenResponse),
+        (status = 400, description = "`grant_type` missing (`invalid_request`) or not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("basic" = []))
+)]
+pub async fn token(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let is_form = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(FORM)
+        });
+    if !is_form {
+        return Err(ApiError::unsupported_media_type(FORM));
+    }
+    let form: HashMap<String, String> = serde_urlencoded::from_bytes(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "Invalid request",
+            format!("the form cannot be read: {e}"),
+        )
+        .with_oauth_error("invalid_request")
+    })?;
+    match form.get("grant_type").map(String::as_str) {
+        Some("client_credentials") => {}
+        None => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "Invalid request",
+                "`grant_type` is required",
+            )
+            .with_oauth_error("invalid_request"))
+        }
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "Unsupported grant type",
+                format!("grant_type `{other}` is not supported; use `client_credentials`"),
+            )
+            .with_oauth_error("unsupported_grant_type"))
+        }
+    }
+    let (client_id, client_secret) = match basic_credentials(&req)? {
+        Some(pair) => pair,
+        None => match (form.get("client_id"), form.get("client_secret")) {
+            (Some(id), Some(secret)) => (id.clone(), secret.clone()),
+            _ => {
+                return Err(invalid_client(
+                    "authenticate with HTTP Basic (clientId:clientSecret)",
+                ))
+            }
+        },
+    };
+    let issued = match state
+        .auth
+        .exchange_client_credentials(&client_id, &client_secret)
+        .await
+    {
+        Ok(issued) => issued,
+        Err(DomainError::Unauthenticated) => {
+            return Err(invalid_client(
+                "unknown client, wrong secret, or revoked key",
+            ))
+        }
+        Err(other) => return Err(other.into()),
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::PRAGMA, "no-cache"))
+        .json(TokenResponse {
+            access_token: issued.access_token,
+            token_type: "Bearer",
+            expires_in: issued.expires_in,
+        }))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/oauth/token").route(web::post().to(token)));
+}

@@ -1,0 +1,182 @@
+//! Configuration: defaults, then an optional TOML file (`--config`), then `WORKBENCH_*`
+//! environment variables, each overriding the one before. Validated once, at start.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated settings. `database_url` may hold a password: never log it.
+#[derive(Clone)]
+pub struct Settings {
+    pub listen: String,
+    pub database_url: String,
+    pub database_pool_size: u32,
+    pub log_format: LogFormat,
+    pub log_filter: String,
+    pub workers: usize,
+    pub shutdown_timeout_seconds: u64,
+    /// Where `bootstrap-credentials.json` is written: beside the SQLite file, else the
+    /// working directory, unless set.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The file's shape: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    listen: Option<String>,
+    database_url: Option<String>,
+    database_pool_size: Option<u32>,
+    log_format: Option<LogFormat>,
+    log_filter: Option<String>,
+    workers: Option<usize>,
+    shutdown_timeout_seconds: Option<u64>,
+    data_dir: Option<PathBuf>,
+}
+
+impl Settings {
+    pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let from_file = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| {
+                    format!("cannot read the configuration file {}", path.display())
+                })?;
+                toml::from_str::<FileSettings>(&text)
+                    .with_context(|| format!("invalid configuration file {}", path.display()))?
+            }
+            None => FileSettings::default(),
+        };
+        let var = |name: &str| env(name).filter(|v| !v.is_empty());
+        let number = |name: &str| -> anyhow::Result<Option<u64>> {
+            var(name)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .with_context(|| format!("{name} must be a whole number, got `{v}`"))
+                })
+                .transpose()
+        };
+        let log_format = match var("WORKBENCH_LOG_FORMAT").as_deref() {
+            Some("text") => Some(LogFormat::Text),
+            Some("json") => Some(LogFormat::Json),
+            Some(other) => bail!("WORKBENCH_LOG_FORMAT must be `text` or `json`, got `{other}`"),
+            None => None,
+        };
+        let settings = Settings {
+            listen: var("WORKBENCH_LISTEN")
+                .or(from_file.listen)
+                .unwrap_or_else(|| "127.0.0.1:8080".into()),
+            database_url: var("WORKBENCH_DATABASE_URL")
+                .or(from_file.database_url)
+                .unwrap_or_else(|| "sqlite://./workbench.db".into()),
+            database_pool_size: number("WORKBENCH_DATABASE_POOL_SIZE")?
+                .map(|n| n as u32)
+                .or(from_file.database_pool_size)
+                .unwrap_or(8),
+            log_format: log_format
+                .or(from_file.log_format)
+                .unwrap_or(LogFormat::Text),
+            log_filter: var("WORKBENCH_LOG")
+                .or(from_file.log_filter)
+                .unwrap_or_else(|| "info".into()),
+            workers: number("WORKBENCH_WORKERS")?
+                .map(|n| n as usize)
+                .or(from_file.workers)
+                .unwrap_or(2),
+            shutdown_timeout_seconds: number("WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS")?
+                .or(from_file.shutdown_timeout_seconds)
+                .unwrap_or(30),
+            data_dir: var("WORKBENCH_DATA_DIR")
+                .map(PathBuf::from)
+                .or(from_file.data_dir),
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        self.listen.parse::<SocketAddr>().with_context(|| {
+            format!("WORKBENCH_LISTEN must be host:port, got `{}`", self.listen)
+        })?;
+        if !(1..=256).contains(&self.database_pool_size) {
+            bail!("the database pool size must be between 1 and 256");
+        }
+        if !(1..=256).contains(&self.workers) {
+            bail!("the number of HTTP workers must be between 1 and 256");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_serve_sqlite_on_loopback_8080() {
+        let s = Settings::load(None, env(&[])).expect("defaults");
+        assert_eq!(s.listen, "127.0.0.1:8080");
+        assert_eq!(s.database_url, "sqlite://./workbench.db");
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("workbench.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9000\"\nlog_format = \"json\"\nworkers = 4\n",
+        )
+        .expect("write");
+        let s = Settings::load(Some(&file), env(&[("WORKBENCH_LISTEN", "0.0.0.0:7000")]))
+            .expect("load");
+        assert_eq!(s.listen, "0.0.0.0:7000");
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.workers, 4);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_their_name() {
+        for (name, value) in [
+            ("WORKBENCH_LISTEN", "localhost"),
+            ("WORKBENCH_LOG_FORMAT", "xml"),
+            ("WORKBENCH_WORKERS", "0"),
+            ("WORKBENCH_DATABASE_POOL_SIZE", "many"),
+        ] {
+            let err = Settings::load(None, env(&[(name, value)]))
+                .err()
+                .expect("refused");
+            let text = format!("{err:#}");
+            assert!(
+                text.contains(name) || text.contains("between"),
+                "{name}: {text}"
+            );
+        }
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").expect("write");
+        assert!(
+            Settings::load(Some(&file), env(&[])).is_err(),
+            "unknown keys are typos"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! `workbench`: the service (`serve`, the default) and its admin commands.
+
+mod bootstrap;
+mod config;
+mod telemetry;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use adapters_diesel::db::DatabaseUrl;
+use adapters_diesel::{
+    Database, DieselFolderRepository, DieselHealthProbe, DieselTenancyRepository,
+};
+use anyhow::{anyhow, Context};
+use api_actix::{AppState, Metrics, ServerOptions};
+use clap::{Args, Parser, Subcommand};
+use domain::{AuthService, DomainError, EnvironmentGrant, FolderService, Role, Scope, SystemClock};
+use serde_json::json;
+
+use crate::config::Settings;
+
+#[derive(Parser)]
+#[command(
+    name = "workbench",
+    version,
+    about = "Folders, Action Flows, webhooks and push notification platforms"
+)]
+struct Cli {
+    /// A TOML configuration file; WORKBENCH_* environment variables override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service (the default).
+    Serve,
+    /// Manage environments.
+    Env {
+        #[command(subcommand)]
+        command: EnvCommand,
+    },
+    /// Manage API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EnvCommand {
+    /// Create an environment (and the `default` organisation when there is none).
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create an API key and print its secret (shown once).
+    Create(KeyArgs),
+}
+
+#[derive(Args)]
+struct KeyArgs {
+    /// An environment the key may use (repeatable).
+    #[arg(
+        long = "env",
+        value_name = "ENV_ID",
+        required_unless_present = "all_envs"
+    )]
+    envs: Vec<String>,
+    /// Grant every environment of the organisation, present and future.
+    #[arg(long, conflicts_with = "envs")]
+    all_envs: bool,
+    /// A legacy role: events, workbench or auth (repeatable).
+    #[arg(long = "role", value_parser = parse_role)]
+    roles: Vec<Role>,
+    /// A fine-grained scope, e.g. workbench_folders:read (repeatable).
+    #[arg(long = "scope", value_parser = parse_scope)]
+    scopes: Vec<Scope>,
+    /// A name to recognise the key by.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse()
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    s.parse::<Scope>().map_err(|e| {
+        let known: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+        format!("{e} (known: {})", known.join(", "))
+    })
+}
+
+#[actix_web::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("workbench: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    telemetry::init(settings.log_format, &settings.log_filter);
+    let result = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(settings).await,
+        Command::Env {
+            command: EnvCommand::Create { name },
+        } => create_env(settings, &name).await,
+        Command::Key {
+            command: KeyCommand::Create(args),
+        } => create_key(settings, args).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("workbench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects and migrates on the blocking pool (it may wait for PostgreSQL's migration lock).
+async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
+    let (url, size) = (settings.database_url.clone(), settings.database_pool_size);
+    tokio::task::spawn_blocking(move || Database::connect(&url, size))
+        .await
+        .context("database start-up task failed")?
+        .context("cannot open the database")
+}
+
+fn auth_service(db: &Database) -> Arc<AuthService> {
+    Arc::new(AuthService::new(
+        Arc::new(DieselTenancyRepository::new(db.clone())),
+        Arc::new(SystemClock),
+    ))
+}
+
+/// Domain errors of the admin commands, as one readable line.
+fn admin_error(err: DomainError) -> anyhow::Error {
+    match err {
+        DomainError::Validation(errors) => anyhow!(
+            "{}",
+            errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        other => anyhow!(other),
+    }
+}
+
+async fn create_env(settings: Settings, name: &str) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    let env = auth_service(&db)
+        .create_environment(name)
+        .await
+        .map_err(admin_error)?;
+    println!(
+        "{}",
+        json!({"organisationId": env.organisation_id, "environmentId": env.id, "name": env.name})
+    );
+    Ok(())
+}
+
+async fn create_key(settings: Settings, args: KeyArgs) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    let grant = if args.all_envs {
+        EnvironmentGrant::All
+    } else {
+        EnvironmentGrant::Only(args.envs)
+    };
+    let issued = auth_service(&db)
+        .create_key(args.name, args.roles, args.scopes, grant)
+        .await
+        .map_err(admin_error)?;
+    let roles: Vec<&str> = issued
+        .key
+        .access
+        .roles()
+        .iter()
+        .map(|r| r.as_str())
+        .collect();
+    let scopes: Vec<&str> = issued
+        .key
+        .access
+        .scopes()
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    println!(
+        "{}",
+        json!({
+            "clientId": issued.key.id,
+            "clientSecret": issued.client_secret,
+            "environmentIds": issued.environment_ids,
+            "roles": roles,
+            "scopes": scopes,
+        })
+    );
+    Ok(())
+}
+
+/// Where files "beside the database" go.
+fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &settings.data_dir {
+        return Ok(dir.clone());
+    }
+    let url = DatabaseUrl::parse(&settings.database_url)?;
+    Ok(match url.sqlite_file().as_deref().and_then(Path::parent) {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    })
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    tracing::info!(backend = ?db.backend(), "database ready");
+    let clock = Arc::new(SystemClock);
+    let auth = auth_service(&db);
+    if let Some(boot) = auth.bootstrap().await.map_err(admin_error)? {
+        let path = bootstrap::write(&data_dir(&settings)?, &boot)?;
+        tracing::info!(
+            path = %path.display(),
+            environment_id = %boot.environment.id,
+            client_id = %boot.key.key.id,
+            "empty database: created the default organisation, the development environment and a \
+             key with every scope; its secret is in the file"
+        );
+    }
+    let state = AppState {
+        auth,
+        folders: Arc::new(FolderService::new(
+            Arc::new(DieselFolderRepository::new(db.clone())),
+            clock,
+        )),
+        health: Arc::new(DieselHealthProbe::new(db.clone())),
+        metrics: Metrics::new().context("cannot register metrics")?,
+    };
+    let listener = TcpListener::bind(&settings.listen)
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let address = listener.local_addr()?;
+    let options = ServerOptions {
+        workers: settings.workers,
+        shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
+    };
+    let server = api_actix::build_server(listener, state, &options)?;
+    tracing::info!(%address, "listening on http://{address}");
+    server.await?;
+    tracing::info!("stopped");
+    Ok(())
+}

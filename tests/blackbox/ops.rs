@@ -1,0 +1,283 @@
+//! The error shape for requests actix itself rejects, request ids, operations endpoints,
+//! the OpenAPI document, and shutdown.
+
+use serde_json::{json, Value};
+
+use crate::support::{blackbox, call, Reply, Server};
+
+async fn framework_errors_are_problem_documents(server: Server) {
+    let folders = server.url(&format!("/v1/{}/workbench-folder", server.env));
+    let send = |request: reqwest::RequestBuilder| async move {
+        Reply::from(request.send().await.expect("sent")).await
+    };
+    let bearer = server.admin_secret.clone();
+
+    send(server.client.get(server.url("/no/such/path")))
+        .await
+        .problem(404, "not_found");
+    let wrong_method = send(server.client.patch(folders.clone()).bearer_auth(&bearer)).await;
+    wrong_method.problem(405, "method_not_allowed");
+    let malformed = send(
+        server
+            .client
+            .post(folders.clone())
+            .bearer_auth(&bearer)
+            .header("content-type", "application/json")
+            .body("{\"name\": "),
+    )
+    .await;
+    malformed.problem(400, "malformed_json");
+    let empty = send(
+        server
+            .client
+            .post(folders.clone())
+            .bearer_auth(&bearer)
+            .header("content-type", "application/json"),
+    )
+    .await;
+    empty.problem(400, "malformed_json");
+    let not_object = send(
+        server
+            .client
+            .post(folders.clone())
+            .bearer_auth(&bearer)
+            .json(&json!(["x"])),
+    )
+    .await;
+    not_object.problem(400, "validation_failed");
+    let text = send(
+        server
+            .client
+            .post(folders.clone())
+            .bearer_auth(&bearer)
+            .header("content-type", "text/plain")
+            .body("{}"),
+    )
+    .await;
+    text.problem(415, "unsupported_media_type");
+    let none = send(
+        server
+            .client
+            .post(folders.clone())
+            .bearer_auth(&bearer)
+            .body("{\"name\":\"x\"}"),
+    )
+    .await;
+    none.problem(415, "unsupported_media_type");
+    let huge = format!("{{\"name\": \"{}\"}}", "a".repeat(2 * 1024 * 1024));
+    let too_large = send(
+        server
+            .client
+            .post(folders)
+            .bearer_auth(&bearer)
+            .header("content-type", "application/json")
+            .body(huge),
+    )
+    .await;
+    too_large.problem(413, "payload_too_large");
+}
+
+async fn every_response_carries_a_request_id_and_echoes_the_clients(server: Server) {
+    let minted = call(&server, "GET", "/healthz", None, None).await;
+    let id = minted.header("x-request-id").expect("minted id");
+    assert_eq!(id.len(), 26);
+    let echoed = Reply::from(
+        server
+            .client
+            .get(server.url("/healthz"))
+            .header("x-request-id", "trace-abc.123")
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_eq!(echoed.header("x-request-id"), Some("trace-abc.123"));
+    let refused = Reply::from(
+        server
+            .client
+            .get(server.url("/healthz"))
+            .header("x-request-id", "has space")
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_ne!(refused.header("x-request-id"), Some("has space"));
+    let error = call(&server, "GET", "/nowhere", None, None).await;
+    assert!(error.header("x-request-id").is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        server.logs().contains("trace-abc.123"),
+        "logs carry the request id"
+    );
+}
+
+async fn health_readiness_and_metrics(server: Server) {
+    let live = call(&server, "GET", "/healthz", None, None).await;
+    assert_eq!(
+        (live.status, live.body.clone()),
+        (200, json!({"status": "ok"}))
+    );
+    let ready = call(&server, "GET", "/readyz", None, None).await;
+    assert_eq!(
+        (ready.status, ready.body.clone()),
+        (200, json!({"status": "ready"}))
+    );
+    call(
+        &server,
+        "GET",
+        &format!("/v1/{}/workbench-folder", server.env),
+        Some(&server.admin_secret),
+        None,
+    )
+    .await;
+    call(
+        &server,
+        "GET",
+        &format!("/v1/{}/workbench-folder", server.env),
+        None,
+        None,
+    )
+    .await;
+    let metrics = call(&server, "GET", "/metrics", None, None).await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics
+        .header("content-type")
+        .expect("type")
+        .starts_with("text/plain"));
+    let route = "route=\"/v1/{environmentId}/workbench-folder\"";
+    for status in ["200", "401"] {
+        let line = format!(
+            "workbench_http_requests_total{{method=\"GET\",{route},status=\"{status}\"}} 1"
+        );
+        assert!(
+            metrics.text.contains(&line),
+            "missing {line}\n{}",
+            metrics.text
+        );
+    }
+    assert!(metrics
+        .text
+        .contains("workbench_http_request_duration_seconds_bucket{method=\"GET\""));
+}
+
+async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
+    let doc = call(&server, "GET", "/openapi.json", None, None).await;
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.body["openapi"], "3.1.0");
+    let expected: &[(&str, &str, &[&str])] = &[
+        (
+            "/v1/{environmentId}/workbench-folder",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/workbench-folder",
+            "post",
+            &["201", "400", "401", "403", "409", "413", "415"],
+        ),
+        (
+            "/v1/{environmentId}/workbench-folder/{folderId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/workbench-folder/{folderId}",
+            "put",
+            &["200", "400", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/workbench-folder/{folderId}",
+            "delete",
+            &["204", "401", "403", "404", "409"],
+        ),
+        ("/v1/environments", "get", &["200", "401"]),
+        (
+            "/v1/{environmentId}/credentials",
+            "post",
+            &["201", "400", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/credentials/{clientId}",
+            "delete",
+            &["204", "401", "403", "404"],
+        ),
+        ("/oauth/token", "post", &["200", "400", "401", "415"]),
+        ("/healthz", "get", &["200"]),
+        ("/readyz", "get", &["200", "503"]),
+        ("/metrics", "get", &["200"]),
+        ("/openapi.json", "get", &["200"]),
+        ("/docs/", "get", &["200"]),
+    ];
+    for (path, method, statuses) in expected {
+        let operation = &doc.body["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} is missing");
+        for status in *statuses {
+            let response = &operation["responses"][status];
+            assert!(response.is_object(), "{method} {path} lacks {status}");
+            if status.starts_with('4') || status.starts_with('5') {
+                assert!(
+                    response["content"]["application/problem+json"].is_object(),
+                    "{method} {path} {status} is not a problem"
+                );
+            }
+        }
+    }
+    let paths = doc.body["paths"].as_object().expect("paths").len();
+    assert_eq!(paths, 11, "a new endpoint must be added to this test");
+    let schemes = &doc.body["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+
+    let mut snapshot = doc.body.clone();
+    if let Some(info) = snapshot.get_mut("info").and_then(Value::as_object_mut) {
+        info.remove("version"); // the crate version is not part of the contract
+    }
+    insta::assert_json_snapshot!("openapi", snapshot);
+
+    let docs = Reply::from(
+        server
+            .client
+            .get(server.url("/docs/"))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_eq!(docs.status, 200);
+    assert!(docs.text.to_lowercase().contains("<html"), "{}", docs.text);
+    let redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let bare = redirect
+        .get(server.url("/docs"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(bare.status().as_u16(), 308);
+}
+
+async fn sigterm_stops_the_server_cleanly(mut server: Server) {
+    assert_eq!(
+        call(&server, "GET", "/healthz", None, None).await.status,
+        200
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = server
+        .wait_exit(std::time::Duration::from_secs(20))
+        .expect("exited");
+    assert!(exit.success(), "{exit:?}");
+    assert!(server.logs().contains("\"stopped\""), "{}", server.logs());
+}
+
+blackbox!(
+    framework_errors_are_problem_documents,
+    every_response_carries_a_request_id_and_echoes_the_clients,
+    health_readiness_and_metrics,
+    openapi_lists_every_endpoint_with_its_errors,
+    sigterm_stops_the_server_cleanly,
+);

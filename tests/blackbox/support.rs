@@ -1,0 +1,266 @@
+//! Starts the real `workbench` binary on a free port against a fresh database, and talks to
+//! it over HTTP. Every test gets its own process and database.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use adapters_diesel::testing::TestDatabase;
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_workbench");
+
+/// One running server.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+    /// What the bootstrap wrote: the first environment and a key with every scope.
+    pub env: String,
+    pub org: String,
+    pub admin_secret: String,
+    pub admin_client_id: String,
+    pub dir: tempfile::TempDir,
+    logs: Arc<Mutex<Vec<String>>>,
+    // Dropped last: the server must be gone before its database is.
+    db: TestDatabase,
+}
+
+impl Server {
+    pub async fn start(db: TestDatabase) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut child = command(&db, dir.path())
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start workbench");
+        let stderr = child.stderr.take().expect("stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    if let Some(address) = event.get("address").and_then(Value::as_str) {
+                        let _ = address_tx.send(address.to_owned());
+                    }
+                }
+                sink.lock().expect("logs").push(line);
+            }
+        });
+        let address = match address_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(address) => address,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "workbench did not start:\n{}",
+                    logs.lock().expect("logs").join("\n")
+                );
+            }
+        };
+        let boot: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("bootstrap-credentials.json"))
+                .expect("bootstrap file"),
+        )
+        .expect("bootstrap json");
+        let text = |k: &str| boot[k].as_str().expect(k).to_owned();
+        Server {
+            child,
+            base: format!("http://{address}"),
+            client: reqwest::Client::new(),
+            env: text("environmentId"),
+            org: text("organisationId"),
+            admin_secret: text("clientSecret"),
+            admin_client_id: text("clientId"),
+            dir,
+            logs,
+            db,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Runs an admin subcommand against this server's database; its stdout as JSON.
+    pub fn admin(&self, args: &[&str]) -> Result<Value, String> {
+        let out = command(&self.db, self.dir.path())
+            .args(args)
+            .output()
+            .expect("run workbench");
+        if out.status.success() {
+            Ok(serde_json::from_slice(&out.stdout).expect("admin output is JSON"))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// A new key: `--env` is this server's environment unless `args` says otherwise.
+    pub fn key(&self, args: &[&str]) -> String {
+        let mut all = vec!["key", "create"];
+        if !args.iter().any(|a| *a == "--env" || *a == "--all-envs") {
+            all.extend(["--env", self.env.as_str()]);
+        }
+        all.extend(args);
+        let key = self
+            .admin(&all)
+            .unwrap_or_else(|e| panic!("key create {args:?}: {e}"));
+        key["clientSecret"].as_str().expect("secret").to_owned()
+    }
+
+    /// A second environment in the same organisation.
+    pub fn other_env(&self, name: &str) -> String {
+        let env = self
+            .admin(&["env", "create", "--name", name])
+            .expect("env create");
+        env["environmentId"].as_str().expect("id").to_owned()
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().expect("logs").join("\n")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn database_url(&self) -> &str {
+        self.db.url()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn command(db: &TestDatabase, dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("WORKBENCH_DATABASE_URL", db.url())
+        .env("WORKBENCH_LISTEN", "127.0.0.1:0")
+        .env("WORKBENCH_LOG_FORMAT", "json")
+        .env("WORKBENCH_LOG", "info")
+        .env("WORKBENCH_DATA_DIR", dir)
+        .env("WORKBENCH_WORKERS", "2")
+        .env("WORKBENCH_DATABASE_POOL_SIZE", "4");
+    cmd
+}
+
+/// A response read whole: status, headers and JSON body (Null when empty or not JSON).
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    pub async fn from(response: reqwest::Response) -> Reply {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem document with this status and code; returns the field paths.
+    #[track_caller]
+    pub fn problem(&self, status: u16, code: &str) -> Vec<String> {
+        assert_eq!(self.status, status, "status; body: {}", self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "{}",
+            self.text
+        );
+        assert_eq!(self.body["code"], code, "{}", self.text);
+        assert_eq!(self.body["status"], status);
+        assert_eq!(self.body["type"], format!("urn:workbench:error:{code}"));
+        assert!(self.body["title"].is_string() && self.body["detail"].is_string());
+        assert!(self.header("x-request-id").is_some());
+        self.body["errors"]
+            .as_array()
+            .expect("errors array")
+            .iter()
+            .map(|e| e["field"].as_str().expect("field").to_owned())
+            .collect()
+    }
+}
+
+/// Shorthand for requests with a bearer and an optional JSON body.
+pub async fn call(
+    server: &Server,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> Reply {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut request = server.client.request(method, server.url(path));
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    Reply::from(request.send().await.expect("request sent")).await
+}
+
+/// Writes each black-box test once and runs it on both backends.
+macro_rules! blackbox {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let server = $crate::support::Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+                    super::$test(server).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(db) = adapters_diesel::testing::TestDatabase::postgres() else { return };
+                    let server = $crate::support::Server::start(db).await;
+                    super::$test(server).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use blackbox;
