@@ -1,0 +1,30 @@
+# Everyday commands. `make test` is the test command of the README and of CI.
+.PHONY: run test lint fmt ci postgres postgres-stop
+
+# Serve on 127.0.0.1:8080 with the embedded SQLite database ./workbench.db.
+run:
+	cargo run -p server --bin workbench -- serve
+
+# Every test, on SQLite and on a throw-away PostgreSQL (installed and started on 127.0.0.1:55432
+# by .ci/postgres.sh when TEST_POSTGRES_URL is not already set).
+test:
+	@if [ -z "$$TEST_POSTGRES_URL" ]; then eval "$$(.ci/postgres.sh)"; fi; \
+	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test --workspace
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	@if cargo tree -p domain -e normal | grep -E ' (diesel|actix-web|actix-http|reqwest|r2d2|tokio|libsqlite3-sys|pq-sys) v'; then \
+	  echo "crates/domain must not depend on infrastructure crates" >&2; exit 1; fi
+
+fmt:
+	cargo fmt --all
+
+ci:
+	bash .ci/run
+
+postgres:
+	@.ci/postgres.sh
+
+postgres-stop:
+	@.ci/postgres.sh stop
