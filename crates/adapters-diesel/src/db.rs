@@ -161,7 +161,9 @@ impl Database {
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .connection_timeout(Duration::from_secs(5))
-            .test_on_check_out(false)
+            // Ping on checkout: after a database restart, dead connections are replaced
+            // instead of failing requests.
+            .test_on_check_out(true)
             .build(Manager(url))
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
         Ok(Self { pool, backend })

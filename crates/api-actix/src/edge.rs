@@ -117,3 +117,88 @@ pub async fn edge(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use actix_web::middleware::from_fn;
+    use actix_web::{test, App, HttpResponse};
+
+    use super::*;
+
+    async fn boom() -> HttpResponse {
+        panic!("handler bug")
+    }
+
+    #[actix_web::test]
+    async fn a_panicking_handler_answers_a_500_problem_with_a_request_id() {
+        let app = test::init_service(
+            App::new()
+                .wrap(from_fn(edge))
+                .route("/boom", web::get().to(boom))
+                .route(
+                    "/ok",
+                    web::get().to(|| async { HttpResponse::Ok().finish() }),
+                ),
+        )
+        .await;
+        let request = test::TestRequest::get()
+            .uri("/boom")
+            .insert_header(("x-request-id", "abc-1"))
+            .to_request();
+        let response = match test::try_call_service(&app, request).await {
+            Ok(response) => response.into_parts().1,
+            Err(err) => err.error_response(),
+        };
+        assert_eq!(response.status(), 500);
+        assert_eq!(
+            response
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok()),
+            Some("abc-1")
+        );
+        assert_eq!(
+            response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some(PROBLEM_CONTENT_TYPE)
+        );
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .expect("body");
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(problem["code"], "internal_error");
+        assert!(
+            !problem.to_string().contains("handler bug"),
+            "the panic message is not leaked"
+        );
+
+        // The worker survives: the next request is served.
+        let next = test::call_service(&app, test::TestRequest::get().uri("/ok").to_request()).await;
+        assert_eq!(next.status(), 200);
+    }
+
+    #[actix_web::test]
+    async fn plain_text_framework_errors_become_problems() {
+        let app = test::init_service(
+            App::new()
+                .wrap(from_fn(edge))
+                .service(web::resource("/only-get").route(web::get().to(HttpResponse::Ok))),
+        )
+        .await;
+        let response = test::call_service(
+            &app,
+            test::TestRequest::post().uri("/only-get").to_request(),
+        )
+        .await;
+        assert_eq!(response.status(), 405);
+        assert!(
+            response.headers().get(header::ALLOW).is_some(),
+            "Allow survives the conversion"
+        );
+        let body = test::read_body(response).await;
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(problem["code"], "method_not_allowed");
+    }
+}

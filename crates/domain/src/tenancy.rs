@@ -254,6 +254,16 @@ impl KeyAccess {
             KeyAccess::Scopes(s) => s,
         }
     }
+
+    /// The roles' names, as the API and the admin commands show them.
+    pub fn role_names(&self) -> Vec<&'static str> {
+        self.roles().iter().map(|r| r.as_str()).collect()
+    }
+
+    /// The scopes' names, as the API and the admin commands show them.
+    pub fn scope_names(&self) -> Vec<&'static str> {
+        self.scopes().iter().map(|s| s.as_str()).collect()
+    }
 }
 
 /// Which environments of its organisation a key may use.

@@ -13,21 +13,13 @@ pub const FILE_NAME: &str = "bootstrap-credentials.json";
 /// Writes the credentials to `dir/bootstrap-credentials.json`, mode 0600, atomically.
 pub fn write(dir: &Path, boot: &Bootstrap) -> anyhow::Result<PathBuf> {
     let path = dir.join(FILE_NAME);
-    let scopes: Vec<&str> = boot
-        .key
-        .key
-        .access
-        .scopes()
-        .iter()
-        .map(|s| s.as_str())
-        .collect();
     let body = json!({
         "organisationId": boot.organisation.id,
         "environmentId": boot.environment.id,
         "environmentName": boot.environment.name,
         "clientId": boot.key.key.id,
         "clientSecret": boot.key.client_secret,
-        "scopes": scopes,
+        "scopes": boot.key.key.access.scope_names(),
         "allEnvironments": true,
     });
     let tmp = dir.join(format!(".{FILE_NAME}.tmp"));

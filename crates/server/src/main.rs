@@ -184,28 +184,14 @@ async fn create_key(settings: Settings, args: KeyArgs) -> anyhow::Result<()> {
         .create_key(args.name, args.roles, args.scopes, grant)
         .await
         .map_err(admin_error)?;
-    let roles: Vec<&str> = issued
-        .key
-        .access
-        .roles()
-        .iter()
-        .map(|r| r.as_str())
-        .collect();
-    let scopes: Vec<&str> = issued
-        .key
-        .access
-        .scopes()
-        .iter()
-        .map(|s| s.as_str())
-        .collect();
     println!(
         "{}",
         json!({
             "clientId": issued.key.id,
             "clientSecret": issued.client_secret,
             "environmentIds": issued.environment_ids,
-            "roles": roles,
-            "scopes": scopes,
+            "roles": issued.key.access.role_names(),
+            "scopes": issued.key.access.scope_names(),
         })
     );
     Ok(())
