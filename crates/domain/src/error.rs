@@ -29,6 +29,9 @@ pub enum Resource {
     Folder,
     Credential,
     Environment,
+    Flow,
+    FlowVersion,
+    Draft,
 }
 
 impl fmt::Display for Resource {
@@ -37,6 +40,9 @@ impl fmt::Display for Resource {
             Resource::Folder => "folder",
             Resource::Credential => "credential",
             Resource::Environment => "environment",
+            Resource::Flow => "action flow",
+            Resource::FlowVersion => "configuration version of this action flow",
+            Resource::Draft => "draft of this action flow",
         })
     }
 }
@@ -47,6 +53,11 @@ pub enum ConflictKind {
     FolderNameTaken,
     FolderHasChildren,
     EnvironmentNameTaken,
+    /// A publish with a body while the flow has a draft.
+    DraftExists,
+    FlowArchived,
+    /// Other requests kept changing the same record; the caller may retry.
+    ConcurrentChange,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +65,9 @@ pub enum DomainError {
     /// The request is malformed: every field problem found, not only the first.
     #[error("validation failed: {}", summarise(.0))]
     Validation(Vec<FieldError>),
+    /// An Action Flow configuration is invalid: every problem found.
+    #[error("invalid configuration: {}", summarise(.0))]
+    InvalidConfig(Vec<FieldError>),
     #[error("{0} not found")]
     NotFound(Resource),
     #[error("{message}")]
@@ -65,6 +79,9 @@ pub enum DomainError {
     /// A valid credential for the environment, without the role or scope the operation needs.
     #[error("{0}")]
     Forbidden(String),
+    /// Approvals are enabled and the change has not been approved.
+    #[error("{0}")]
+    ApprovalRequired(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -99,6 +116,9 @@ pub enum StorageError {
     #[error("foreign key constraint violated: {0}")]
     ForeignKeyViolation(String),
     /// The database cannot be reached or did not answer in time.
+    /// A compare-and-swap found the record changed since it was read.
+    #[error("the record changed since it was read")]
+    StaleRevision,
     #[error("storage unavailable: {0}")]
     Unavailable(String),
     /// Anything else: a bug or a corrupted row. Logged, answered with a 500.

@@ -7,6 +7,8 @@ pub enum IdKind {
     Environment,
     Folder,
     Key,
+    /// An Action Flow (its "flow config id").
+    Flow,
 }
 
 impl IdKind {
@@ -16,6 +18,7 @@ impl IdKind {
             IdKind::Environment => "env",
             IdKind::Folder => "fld",
             IdKind::Key => "key",
+            IdKind::Flow => "flw",
         }
     }
 }

@@ -6,18 +6,22 @@
 //! (and of other crates) can use generated mocks.
 
 pub mod error;
+pub mod flow;
 pub mod folder;
 pub mod health;
 pub mod id;
+pub mod page;
 pub mod secret;
 pub mod tenancy;
 pub mod time;
 
 pub use error::{ConflictKind, DomainError, FieldError, Resource, StorageError};
+pub use flow::{Flow, FlowRepository, FlowService, FlowVersion, SettingsRepository};
 pub use folder::{
     Folder, FolderRepository, FolderService, FOLDER_MAX_DEPTH, FOLDER_NAME_MAX_CHARS,
 };
 pub use health::HealthProbe;
+pub use page::{Page, PageRequest};
 pub use tenancy::{
     AccessTokenGrant, ApiKey, AuthService, Environment, EnvironmentGrant, IssuedKey, KeyAccess,
     Organisation, Permission, Principal, Role, Scope, TenancyRepository,
