@@ -128,6 +128,19 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
+/// Runs the same statement on whichever backend the connection is, for the few statements
+/// diesel's MultiConnection cannot express (upserts, `FOR UPDATE SKIP LOCKED`).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! per_backend {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            $crate::db::AnyConnection::Postgresql($c) => $body,
+            $crate::db::AnyConnection::Sqlite($c) => $body,
+        }
+    };
+}
+
 /// The failure of a unit of work: a diesel error, or a domain answer decided inside it.
 pub(crate) enum Failure {
     Query(diesel::result::Error),

@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use domain::{Folder, FolderRepository, StorageError, Timestamp};
 
 use crate::db::Database;
-use crate::schema::folders;
+use crate::schema::{action_flows, folders};
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = folders)]
@@ -158,10 +158,19 @@ impl FolderRepository for DieselFolderRepository {
         let (env, id) = (environment_id.to_owned(), folder_id.to_owned());
         self.db
             .transaction(move |conn| {
-                // Action Flows are not stored yet; when they are, their folder reference is
-                // cleared here, in this transaction, before the folder goes.
+                // The flows filed in the folder stay, uncategorised.
+                diesel::update(
+                    action_flows::table.filter(
+                        action_flows::environment_id
+                            .eq(&env)
+                            .and(action_flows::folder_id.eq(&id)),
+                    ),
+                )
+                .set(action_flows::folder_id.eq(None::<String>))
+                .execute(conn)?;
                 let deleted = diesel::delete(
-                    folders::table.filter(folders::environment_id.eq(env).and(folders::id.eq(id))),
+                    folders::table
+                        .filter(folders::environment_id.eq(&env).and(folders::id.eq(&id))),
                 )
                 .execute(conn)?;
                 Ok(deleted > 0)

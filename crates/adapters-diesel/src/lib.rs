@@ -11,6 +11,7 @@
 
 pub mod db;
 mod error;
+mod flows;
 mod folders;
 mod health;
 mod schema;
@@ -19,6 +20,7 @@ mod tenancy;
 pub mod testing;
 
 pub use db::{Backend, Database, DatabaseError};
+pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
 pub use tenancy::DieselTenancyRepository;

@@ -66,6 +66,51 @@ diesel::joinable!(api_keys -> organisations (organisation_id));
 diesel::joinable!(api_key_environments -> api_keys (key_id));
 diesel::joinable!(access_tokens -> api_keys (key_id));
 
+diesel::table! {
+    environment_settings (environment_id) {
+        environment_id -> Text,
+        approvals_enabled -> Bool,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    action_flows (id) {
+        id -> Text,
+        environment_id -> Text,
+        organisation_id -> Text,
+        name -> Text,
+        name_folded -> Text,
+        description -> Text,
+        folder_id -> Nullable<Text>,
+        archived -> Bool,
+        latest_version -> Integer,
+        published_version -> Nullable<Integer>,
+        draft_version -> Nullable<Integer>,
+        variables -> Text,
+        revision -> BigInt,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    action_flow_versions (flow_id, version) {
+        flow_id -> Text,
+        version -> Integer,
+        status -> Text,
+        config -> Text,
+        created_by -> Text,
+        approved_by -> Nullable<Text>,
+        approved -> Nullable<Timestamp>,
+        published -> Nullable<Timestamp>,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::joinable!(action_flow_versions -> action_flows (flow_id));
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -73,4 +118,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_key_environments,
     access_tokens,
     folders,
+    environment_settings,
+    action_flows,
+    action_flow_versions,
 );
