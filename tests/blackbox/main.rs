@@ -2,6 +2,7 @@
 //! fresh SQLite file or PostgreSQL schema, driven over HTTP and through its admin commands.
 
 mod auth;
+mod flows;
 mod folders;
 mod ops;
 mod support;

@@ -191,6 +191,76 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "delete",
             &["204", "401", "403", "404", "409"],
         ),
+        (
+            "/v1/{environmentId}/action-flow",
+            "get",
+            &["200", "400", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow",
+            "post",
+            &["201", "400", "401", "403", "415"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}",
+            "put",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/{flowConfigVersion}",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish",
+            "post",
+            &["200", "400", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
+            "put",
+            &["200", "400", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
+            "delete",
+            &["204", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/approve",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish",
+            "post",
+            &["200", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/archive",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/unarchive",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/settings",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/settings",
+            "put",
+            &["200", "400", "401", "403"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -224,7 +294,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 11, "a new endpoint must be added to this test");
+    assert_eq!(paths, 21, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -55,6 +55,7 @@ pub fn json_object(req: &HttpRequest, body: &[u8]) -> Result<Map<String, Value>,
 /// Typed reads from a JSON object, collecting every problem.
 pub struct Fields<'a> {
     object: &'a Map<String, Value>,
+    prefix: Option<String>,
     errors: Vec<FieldError>,
 }
 
@@ -62,12 +63,39 @@ impl<'a> Fields<'a> {
     pub fn new(object: &'a Map<String, Value>) -> Self {
         Self {
             object,
+            prefix: None,
             errors: Vec::new(),
         }
     }
 
+    /// Reports the fields of this (nested) object as `prefix.field`.
+    pub fn prefix(&mut self, prefix: &str) {
+        self.prefix = Some(prefix.to_owned());
+    }
+
+    /// Records a problem with `key` (the object itself when empty).
     pub fn problem(&mut self, key: &str, message: impl Into<String>) {
-        self.errors.push(FieldError::new(key, message));
+        let path = match (&self.prefix, key) {
+            (Some(prefix), "") => prefix.clone(),
+            (Some(prefix), key) => format!("{prefix}.{key}"),
+            (None, key) => key.to_owned(),
+        };
+        self.errors.push(FieldError::new(path, message));
+    }
+
+    /// A required boolean.
+    pub fn boolean(&mut self, key: &str) -> Option<bool> {
+        match self.object.get(key) {
+            Some(Value::Bool(b)) => Some(*b),
+            None | Some(Value::Null) => {
+                self.problem(key, "is required");
+                None
+            }
+            Some(_) => {
+                self.problem(key, "must be true or false");
+                None
+            }
+        }
     }
 
     /// A required string.
@@ -171,11 +199,16 @@ mod tests {
         let value = json!({"a": null, "b": "x"});
         let object = value.as_object().expect("object");
         let mut fields = Fields::new(object);
+        fields.prefix("outer");
         assert_eq!(fields.nullable_string("a"), Some(None));
         assert_eq!(fields.nullable_string("b"), Some(Some("x".into())));
         assert_eq!(fields.nullable_string("c"), None);
         fields.problem("b", "bad");
-        let err = fields.finish().expect_err("one problem");
-        assert!(err.to_string().contains("1 invalid field"));
+        assert_eq!(fields.errors[0].field, "outer.b");
+        fields.problem("", "whole");
+        assert_eq!(fields.errors[1].field, "outer");
+        assert_eq!(fields.boolean("b"), None);
+        let err = fields.finish().expect_err("problems");
+        assert!(err.to_string().contains("3 invalid fields"));
     }
 }

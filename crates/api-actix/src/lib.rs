@@ -17,7 +17,7 @@ use actix_web::dev::Server;
 use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
-use domain::{AuthService, FolderService, HealthProbe};
+use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
 pub use metrics::Metrics;
 pub use problem::{ApiError, Problem};
@@ -29,8 +29,11 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     pub auth: Arc<AuthService>,
     pub folders: Arc<FolderService>,
+    pub flows: Arc<FlowService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
+    /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
+    pub public_url: String,
 }
 
 /// Every route of the API.
@@ -40,6 +43,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::environments::configure(cfg);
     routes::credentials::configure(cfg);
     routes::folders::configure(cfg);
+    routes::flows::configure(cfg);
     openapi::configure(cfg);
 }
 

@@ -7,7 +7,7 @@ use utoipa::openapi::{ContentBuilder, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::routes::{credentials, environments, folders, oauth, ops};
+use crate::routes::{credentials, environments, flows, folders, oauth, ops};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,9 @@ every response carries `X-Request-Id`.",
     ),
     paths(
         folders::list, folders::create, folders::get, folders::rename, folders::delete,
+        flows::list, flows::create, flows::get, flows::update, flows::get_config, flows::publish,
+        flows::save_draft, flows::discard_draft, flows::approve_draft, flows::publish_draft,
+        flows::archive, flows::unarchive, flows::get_settings, flows::put_settings,
         environments::list, credentials::create, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
@@ -26,6 +29,7 @@ every response carries `X-Request-Id`.",
     modifiers(&Extras),
     tags(
         (name = "folders", description = "Folders that organise Action Flows"),
+        (name = "action-flows", description = "Action Flows, their versioned configurations, drafts and approvals"),
         (name = "credentials", description = "API keys, access tokens and environments"),
         (name = "operations", description = "Health, metrics and this document"),
     )

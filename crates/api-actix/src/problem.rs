@@ -261,6 +261,9 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::FolderNameTaken => "folder_name_taken",
         ConflictKind::FolderHasChildren => "folder_has_children",
         ConflictKind::EnvironmentNameTaken => "environment_name_taken",
+        ConflictKind::DraftExists => "draft_exists",
+        ConflictKind::FlowArchived => "flow_archived",
+        ConflictKind::ConcurrentChange => "concurrent_change",
     }
 }
 
@@ -268,6 +271,15 @@ impl From<DomainError> for ApiError {
     fn from(err: DomainError) -> Self {
         match err {
             DomainError::Validation(errors) => ApiError::validation(errors),
+            DomainError::InvalidConfig(errors) => {
+                let mut err = ApiError::validation(errors);
+                err.0.code = "invalid_config";
+                err.0.title = "Invalid configuration";
+                err
+            }
+            DomainError::ApprovalRequired(detail) => {
+                ApiError::new(StatusCode::FORBIDDEN, "approvals_enabled", "Approval required", detail)
+            }
             DomainError::NotFound(resource) => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
@@ -358,6 +370,31 @@ mod tests {
                 "folder_has_children",
             ),
             (DomainError::Forbidden("x".into()), 403, "forbidden"),
+            (
+                DomainError::ApprovalRequired("x".into()),
+                403,
+                "approvals_enabled",
+            ),
+            (
+                DomainError::InvalidConfig(vec![FieldError::new("config.type", "x")]),
+                400,
+                "invalid_config",
+            ),
+            (
+                DomainError::conflict(ConflictKind::DraftExists, "x"),
+                409,
+                "draft_exists",
+            ),
+            (
+                DomainError::conflict(ConflictKind::FlowArchived, "x"),
+                409,
+                "flow_archived",
+            ),
+            (
+                DomainError::NotFound(Resource::FlowVersion),
+                404,
+                "not_found",
+            ),
             (DomainError::Unauthenticated, 401, "unauthorized"),
             (
                 StorageError::Unavailable("pool".into()).into(),

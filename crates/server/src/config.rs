@@ -27,6 +27,9 @@ pub struct Settings {
     /// Where `bootstrap-credentials.json` is written: beside the SQLite file, else the
     /// working directory, unless set.
     pub data_dir: Option<PathBuf>,
+    /// Base of the addresses the API hands out (`invocationUrl`), without a trailing slash;
+    /// `http://` + the bound address when unset.
+    pub public_url: Option<String>,
 }
 
 /// The file's shape: every key optional.
@@ -41,6 +44,7 @@ struct FileSettings {
     workers: Option<usize>,
     shutdown_timeout_seconds: Option<u64>,
     data_dir: Option<PathBuf>,
+    public_url: Option<String>,
 }
 
 impl Settings {
@@ -97,6 +101,9 @@ impl Settings {
             data_dir: var("WORKBENCH_DATA_DIR")
                 .map(PathBuf::from)
                 .or(from_file.data_dir),
+            public_url: var("WORKBENCH_PUBLIC_URL")
+                .or(from_file.public_url)
+                .map(|u| u.trim_end_matches('/').to_owned()),
         };
         settings.validate()?;
         Ok(settings)
@@ -106,6 +113,14 @@ impl Settings {
         self.listen.parse::<SocketAddr>().with_context(|| {
             format!("WORKBENCH_LISTEN must be host:port, got `{}`", self.listen)
         })?;
+        if let Some(url) = &self.public_url {
+            let rest = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"));
+            if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
+                bail!("WORKBENCH_PUBLIC_URL must be an absolute http(s) URL, got `{url}`");
+            }
+        }
         if !(1..=256).contains(&self.database_pool_size) {
             bail!("the database pool size must be between 1 and 256");
         }
@@ -152,6 +167,12 @@ mod tests {
         assert_eq!(s.listen, "0.0.0.0:7000");
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!(s.workers, 4);
+        let s = Settings::load(
+            None,
+            env(&[("WORKBENCH_PUBLIC_URL", "https://api.example.com/")]),
+        )
+        .expect("load");
+        assert_eq!(s.public_url.as_deref(), Some("https://api.example.com"));
     }
 
     #[test]
@@ -161,6 +182,8 @@ mod tests {
             ("WORKBENCH_LOG_FORMAT", "xml"),
             ("WORKBENCH_WORKERS", "0"),
             ("WORKBENCH_DATABASE_POOL_SIZE", "many"),
+            ("WORKBENCH_PUBLIC_URL", "example.com"),
+            ("WORKBENCH_PUBLIC_URL", "ftp://example.com"),
         ] {
             let err = Settings::load(None, env(&[(name, value)]))
                 .err()

@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use adapters_diesel::db::DatabaseUrl;
 use adapters_diesel::{
-    Database, DieselFolderRepository, DieselHealthProbe, DieselTenancyRepository,
+    Database, DieselFlowRepository, DieselFolderRepository, DieselHealthProbe,
+    DieselSettingsRepository, DieselTenancyRepository,
 };
 use anyhow::{anyhow, Context};
 use api_actix::{AppState, Metrics, ServerOptions};
 use clap::{Args, Parser, Subcommand};
-use domain::{AuthService, DomainError, EnvironmentGrant, FolderService, Role, Scope, SystemClock};
+use domain::{
+    AuthService, DomainError, EnvironmentGrant, FlowService, FolderService, Role, Scope,
+    SystemClock,
+};
 use serde_json::json;
 
 use crate::config::Settings;
@@ -224,18 +228,26 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
              key with every scope; its secret is in the file"
         );
     }
+    let listener = TcpListener::bind(&settings.listen)
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let address = listener.local_addr()?;
+    let folders = Arc::new(DieselFolderRepository::new(db.clone()));
     let state = AppState {
         auth,
-        folders: Arc::new(FolderService::new(
-            Arc::new(DieselFolderRepository::new(db.clone())),
+        folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
+        flows: Arc::new(FlowService::new(
+            Arc::new(DieselFlowRepository::new(db.clone())),
+            folders,
+            Arc::new(DieselSettingsRepository::new(db.clone())),
             clock,
         )),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
+        public_url: settings
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{address}")),
     };
-    let listener = TcpListener::bind(&settings.listen)
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let address = listener.local_addr()?;
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),

@@ -2,6 +2,7 @@
 
 pub mod credentials;
 pub mod environments;
+pub mod flows;
 pub mod folders;
 pub mod oauth;
 pub mod ops;

@@ -1,0 +1,799 @@
+//! Action Flows (spec 4.2: get config, update metadata, publish, list; contract §4: create,
+//! drafts, approvals, archive, settings). Legacy role `events` or scopes `action_flows:*`.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use domain::flow::{
+    CreateFlow, EnvironmentSettings, FlowFilter, FlowStatus, FolderFilter, ShownStatus, UpdateFlow,
+    VersionRef,
+};
+use domain::{Flow, FlowVersion, PageRequest, Permission};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::timestamp;
+use crate::auth::Caller;
+use crate::body::{json_object, Fields};
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+/// The flow summary (spec 2.2), with where it is filed and its version counters.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlowSummaryDto {
+    /// The flow config id.
+    #[schema(example = "flw_01jd3m5y6q8k9r2t4v6w8x0z1a")]
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// `active` (published), `draft` (never published) or `archived`.
+    #[schema(example = "active")]
+    pub status: &'static str,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+    /// Variable definitions of the published configuration, else of the draft.
+    #[schema(value_type = Object)]
+    pub variables: Map<String, Value>,
+    /// Absolute address of this flow's start endpoint.
+    pub invocation_url: String,
+    /// The folder the flow is filed in; null for Uncategorized.
+    pub folder_id: Option<String>,
+    /// The highest version number given so far (0 before the first).
+    pub latest_version: u32,
+    pub published_version: Option<u32>,
+    pub draft_version: Option<u32>,
+}
+
+impl FlowSummaryDto {
+    fn new(flow: Flow, public_url: &str) -> Self {
+        FlowSummaryDto {
+            status: match flow.status() {
+                FlowStatus::Published => "active",
+                FlowStatus::Draft => "draft",
+                FlowStatus::Archived => "archived",
+            },
+            created: timestamp(&flow.created),
+            updated: timestamp(&flow.updated),
+            invocation_url: format!(
+                "{public_url}/v1/{}/action-flow/{}/start",
+                flow.environment_id, flow.id
+            ),
+            id: flow.id,
+            name: flow.name,
+            description: flow.description,
+            variables: flow.variables,
+            folder_id: flow.folder_id,
+            latest_version: flow.latest_version,
+            published_version: flow.published_version,
+            draft_version: flow.draft_version,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FlowSummaryResponse {
+    pub data: FlowSummaryDto,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FlowListResponse {
+    pub data: Vec<FlowSummaryDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
+}
+
+/// A configuration version (spec 2.3).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRecordDto {
+    /// `DRAFT`, `PUBLISHED`, or `ARCHIVED` (every version of an archived flow).
+    #[schema(example = "PUBLISHED")]
+    pub status: &'static str,
+    /// The configuration as stored, unknown fields included.
+    #[schema(value_type = Object)]
+    pub config: Value,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+    pub version: u32,
+    pub flow_config_id: String,
+    /// The key that saved this configuration.
+    pub created_by: String,
+    /// The key that approved this draft, if any.
+    pub approved_by: Option<String>,
+    #[schema(format = DateTime)]
+    pub published: Option<String>,
+}
+
+impl ConfigRecordDto {
+    fn new(flow: &Flow, version: FlowVersion) -> Self {
+        ConfigRecordDto {
+            status: match version.shown_status(flow) {
+                ShownStatus::Draft => "DRAFT",
+                ShownStatus::Published => "PUBLISHED",
+                ShownStatus::Archived => "ARCHIVED",
+            },
+            created: timestamp(&version.created),
+            updated: timestamp(&version.updated),
+            published: version.published.as_ref().map(timestamp),
+            version: version.version,
+            flow_config_id: version.flow_id,
+            created_by: version.created_by,
+            approved_by: version.approved_by,
+            config: version.config,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ConfigRecordResponse {
+    pub data: ConfigRecordDto,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsDto {
+    /// When on, configurations are published only as approved drafts.
+    pub approvals_enabled: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SettingsResponse {
+    pub data: SettingsDto,
+}
+
+/// Body of a create request.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
+#[schema(example = json!({"name": "Welcome", "description": "First card", "folderId": null}))]
+pub struct CreateFlowRequest {
+    /// 1–255 characters.
+    name: String,
+    description: Option<String>,
+    /// A folder of this environment; null or omitted for Uncategorized.
+    #[schema(rename = "folderId")]
+    folder_id: Option<String>,
+    /// A configuration (2.3): when given, version 1 is a draft holding it.
+    #[schema(value_type = Option<Object>)]
+    config: Option<Value>,
+}
+
+/// Body of a metadata update.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
+#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "folderId": "fld_01jd3m5y6q8k9r2t4v6w8x0z1a"}}))]
+pub struct UpdateFlowRequest {
+    /// Any of `name`, `description`, `folderId` (null un-files).
+    #[schema(rename = "actionFlow", value_type = Object)]
+    action_flow: Value,
+}
+
+/// Body of a settings update.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
+#[schema(example = json!({"approvalsEnabled": true}))]
+pub struct SettingsRequest {
+    #[schema(rename = "approvalsEnabled")]
+    approvals_enabled: bool,
+}
+
+fn summary(state: &AppState, flow: Flow) -> HttpResponse {
+    HttpResponse::Ok().json(FlowSummaryResponse {
+        data: FlowSummaryDto::new(flow, &state.public_url),
+    })
+}
+
+fn record(flow: &Flow, version: FlowVersion) -> HttpResponse {
+    HttpResponse::Ok().json(ConfigRecordResponse {
+        data: ConfigRecordDto::new(flow, version),
+    })
+}
+
+/// The configuration in a publish or draft body: the body itself, or its `config` member
+/// when the body is `{"config": {...}}`.
+fn config_of(object: Map<String, Value>) -> Value {
+    match object.get("config") {
+        Some(Value::Object(_)) if !object.contains_key("type") && !object.contains_key("steps") => {
+            object
+                .into_iter()
+                .find(|(k, _)| k == "config")
+                .map(|(_, v)| v)
+                .unwrap_or(Value::Null)
+        }
+        _ => Value::Object(object),
+    }
+}
+
+fn encode_cursor(id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(id)
+}
+
+fn decode_cursor(cursor: &str) -> Option<String> {
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+}
+
+/// The list's query: every problem reported at once.
+fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(req.query_string()).map_err(|e| {
+            ApiError::validation(vec![domain::FieldError::new(
+                "query",
+                format!("cannot be read: {e}"),
+            )])
+        })?;
+    let get = |key: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let mut errors = Vec::new();
+    let status =
+        get("status")
+            .filter(|s| !s.is_empty())
+            .and_then(|s| match FlowStatus::parse(&s) {
+                Some(status) => Some(status),
+                None => {
+                    errors.push(domain::FieldError::new(
+                        "status",
+                        "must be DRAFT, PUBLISHED or ARCHIVED",
+                    ));
+                    None
+                }
+            });
+    let uncategorized = match get("uncategorized").as_deref() {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            errors.push(domain::FieldError::new(
+                "uncategorized",
+                "must be true or false",
+            ));
+            false
+        }
+    };
+    let folder = match (get("folderId").filter(|f| !f.is_empty()), uncategorized) {
+        (Some(_), true) => {
+            errors.push(domain::FieldError::new(
+                "folderId",
+                "cannot be combined with uncategorized=true",
+            ));
+            None
+        }
+        (Some(folder), false) => Some(FolderFilter::In(folder)),
+        (None, true) => Some(FolderFilter::Uncategorized),
+        (None, false) => None,
+    };
+    let limit = match get("limit").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                errors.push(domain::FieldError::new(
+                    "limit",
+                    "must be a whole number from 1 to 500",
+                ));
+                None
+            }
+        },
+    };
+    let after = match get("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(c) => match decode_cursor(&c) {
+            Some(id) => Some(id),
+            None => {
+                errors.push(domain::FieldError::new(
+                    "cursor",
+                    "is not a cursor this service returned",
+                ));
+                None
+            }
+        },
+    };
+    let page = match PageRequest::new(limit, after) {
+        Ok(page) => page,
+        Err(domain::DomainError::Validation(mut e)) => {
+            errors.append(&mut e);
+            PageRequest::default()
+        }
+        Err(other) => return Err(other.into()),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok((
+        FlowFilter {
+            name_contains: get("name"),
+            status,
+            folder,
+        },
+        page,
+    ))
+}
+
+fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
+    if raw == "latest" {
+        return Ok(VersionRef::Latest);
+    }
+    match raw.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(VersionRef::Number(n)),
+        _ => Err(ApiError::validation(vec![domain::FieldError::new(
+            "flowConfigVersion",
+            "must be a version number (1, 2, ...) or `latest`",
+        )])),
+    }
+}
+
+/// List flows, newest first. Filters apply together.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow", tag = "action-flows", operation_id = "listActionFlows",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("name" = Option<String>, Query, description = "Case-insensitive part of the name"),
+        ("status" = Option<String>, Query, description = "DRAFT (never published), PUBLISHED (published, not archived) or ARCHIVED"),
+        ("folderId" = Option<String>, Query, description = "Only flows filed in this folder"),
+        ("uncategorized" = Option<bool>, Query, description = "true: only flows in no folder"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of flow summaries", body = FlowListResponse),
+        (status = 400, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+    let (filter, page) = list_query(&req)?;
+    let page = state.flows.list(&caller.0, &env, filter, page).await?;
+    Ok(HttpResponse::Ok().json(FlowListResponse {
+        data: page
+            .items
+            .into_iter()
+            .map(|f| FlowSummaryDto::new(f, &state.public_url))
+            .collect(),
+        next: page.next_after.as_deref().map(encode_cursor),
+    }))
+}
+
+/// Create a flow; with a `config`, its version 1 is a draft.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow", tag = "action-flows", operation_id = "createActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id")),
+    request_body = CreateFlowRequest,
+    responses(
+        (status = 201, description = "The flow", body = FlowSummaryResponse, headers(("Location" = String, description = "Address of the flow"))),
+        (status = 400, description = "`validation_failed` (name, description, folderId) or `invalid_config` (with every configuration problem)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let object = json_object(&req, &body)?;
+    let mut fields = Fields::new(&object);
+    let name = fields.string("name");
+    let description = fields.nullable_string("description").flatten();
+    let folder_id = fields.nullable_string("folderId").flatten();
+    fields.finish()?;
+    let config = object.get("config").filter(|c| !c.is_null()).cloned();
+    let request = CreateFlow {
+        name: name.unwrap_or_default(),
+        description,
+        folder_id,
+        config,
+    };
+    let flow = state.flows.create(&caller.0, &env, request).await?;
+    let location = format!("/v1/{}/action-flow/{}", flow.environment_id, flow.id);
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, location))
+        .json(FlowSummaryResponse {
+            data: FlowSummaryDto::new(flow, &state.public_url),
+        }))
+}
+
+/// Get a flow's summary.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows", operation_id = "getActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 200, description = "The flow summary", body = FlowSummaryResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    let flow = state.flows.get(&caller.0, &env, &id).await?;
+    Ok(summary(&state, flow))
+}
+
+/// Update a flow's name, description or folder.
+#[utoipa::path(
+    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows", operation_id = "updateActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body = UpdateFlowRequest,
+    responses(
+        (status = 200, description = "The updated summary", body = FlowSummaryResponse),
+        (status = 400, description = "Invalid name or description, or folderId not a folder of this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let object = json_object(&req, &body)?;
+    let Some(Value::Object(inner)) = object.get("actionFlow") else {
+        return Err(ApiError::validation(vec![domain::FieldError::new(
+            "actionFlow",
+            "is required and must be an object",
+        )]));
+    };
+    let mut fields = Fields::new(inner);
+    fields.prefix("actionFlow");
+    let name = fields.nullable_string("name");
+    let description = fields.nullable_string("description");
+    let folder_id = fields.nullable_string("folderId");
+    if name == Some(None) {
+        fields.problem("name", "must be a string");
+    }
+    if !["name", "description", "folderId"]
+        .iter()
+        .any(|k| inner.contains_key(*k))
+    {
+        fields.problem("", "give at least one of name, description, folderId");
+    }
+    fields.finish()?;
+    let request = UpdateFlow {
+        name: name.flatten(),
+        description: description.map(Option::unwrap_or_default),
+        folder_id: folder_id.map(|f| f.filter(|f| !f.is_empty())),
+    };
+    let flow = state.flows.update(&caller.0, &env, &id, request).await?;
+    Ok(summary(&state, flow))
+}
+
+/// Get a configuration version: a number, or `latest` (the newest of any status).
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/{flowConfigVersion}", tag = "action-flows", operation_id = "getActionFlowConfig",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id"),
+        ("flowConfigVersion" = String, Path, description = "A version number or `latest`"),
+    ),
+    responses(
+        (status = 200, description = "The configuration record", body = ConfigRecordResponse),
+        (status = 400, description = "The version is neither a number nor `latest`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or no such version", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_config(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id, version) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+    let version = version_ref(&version)?;
+    let (flow, version) = state
+        .flows
+        .get_config(&caller.0, &env, &id, version)
+        .await?;
+    Ok(record(&flow, version))
+}
+
+/// Publish a new version from the configuration in the body (or `{"config": ...}`).
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish", tag = "action-flows", operation_id = "publishActionFlowConfig",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body(content = Object, description = "The configuration (spec 2.3 `config`)"),
+    responses(
+        (status = 200, description = "The new PUBLISHED version", body = ConfigRecordResponse),
+        (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn publish(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let config = config_of(json_object(&req, &body)?);
+    let (flow, version) = state.flows.publish(&caller.0, &env, &id, config).await?;
+    Ok(record(&flow, version))
+}
+
+/// Save the draft (validated like a publish). Replacing a draft clears its approval.
+#[utoipa::path(
+    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "saveActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body(content = Object, description = "The configuration (spec 2.3 `config`)"),
+    responses(
+        (status = 200, description = "The DRAFT version", body = ConfigRecordResponse),
+        (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn save_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let config = config_of(json_object(&req, &body)?);
+    let (flow, version) = state.flows.save_draft(&caller.0, &env, &id, config).await?;
+    Ok(record(&flow, version))
+}
+
+/// Discard the draft. Its version number is not given again.
+#[utoipa::path(
+    delete, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "discardActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 204, description = "Discarded"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn discard_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    state.flows.discard_draft(&caller.0, &env, &id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Approve the draft: by a credential other than the one that saved it.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/approve", tag = "action-flows", operation_id = "approveActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 200, description = "The approved DRAFT version", body = ConfigRecordResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs `action_flows:write`, or this credential saved the draft", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn approve_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    let (flow, version) = state.flows.approve_draft(&caller.0, &env, &id).await?;
+    Ok(record(&flow, version))
+}
+
+/// Publish the draft (approved first when approvals are enabled).
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish", tag = "action-flows", operation_id = "publishActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 200, description = "The draft, now PUBLISHED", body = ConfigRecordResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn publish_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    let (flow, version) = state.flows.publish_draft(&caller.0, &env, &id).await?;
+    Ok(record(&flow, version))
+}
+
+/// Archive a flow: it no longer starts, its versions show ARCHIVED.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/archive", tag = "action-flows", operation_id = "archiveActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 200, description = "The archived flow", body = FlowSummaryResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn archive(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    let flow = state.flows.set_archived(&caller.0, &env, &id, true).await?;
+    Ok(summary(&state, flow))
+}
+
+/// Unarchive a flow.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/unarchive", tag = "action-flows", operation_id = "unarchiveActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    responses(
+        (status = 200, description = "The flow", body = FlowSummaryResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn unarchive(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    let flow = state
+        .flows
+        .set_archived(&caller.0, &env, &id, false)
+        .await?;
+    Ok(summary(&state, flow))
+}
+
+/// The environment's settings.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/settings", tag = "action-flows", operation_id = "getSettings",
+    params(("environmentId" = String, Path, description = "Environment id")),
+    responses(
+        (status = 200, description = "The settings", body = SettingsResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_settings(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let settings = state.flows.settings(&caller.0, &env).await?;
+    Ok(HttpResponse::Ok().json(SettingsResponse {
+        data: SettingsDto {
+            approvals_enabled: settings.approvals_enabled,
+        },
+    }))
+}
+
+/// Change the environment's settings.
+#[utoipa::path(
+    put, path = "/v1/{environmentId}/settings", tag = "action-flows", operation_id = "putSettings",
+    params(("environmentId" = String, Path, description = "Environment id")),
+    request_body = SettingsRequest,
+    responses(
+        (status = 200, description = "The settings", body = SettingsResponse),
+        (status = 400, description = "`approvalsEnabled` missing or not a boolean", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn put_settings(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let object = json_object(&req, &body)?;
+    let mut fields = Fields::new(&object);
+    let approvals = fields.boolean("approvalsEnabled");
+    fields.finish()?;
+    let settings = EnvironmentSettings {
+        approvals_enabled: approvals.unwrap_or_default(),
+    };
+    let settings = state.flows.put_settings(&caller.0, &env, settings).await?;
+    Ok(HttpResponse::Ok().json(SettingsResponse {
+        data: SettingsDto {
+            approvals_enabled: settings.approvals_enabled,
+        },
+    }))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    const FLOW: &str = "/v1/{environmentId}/action-flow/{flowConfigId}";
+    cfg.service(
+        web::resource("/v1/{environmentId}/action-flow")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .service(web::resource(format!("{FLOW}/config/publish")).route(web::post().to(publish)))
+    .service(
+        web::resource(format!("{FLOW}/config/draft"))
+            .route(web::put().to(save_draft))
+            .route(web::delete().to(discard_draft)),
+    )
+    .service(
+        web::resource(format!("{FLOW}/config/draft/approve")).route(web::post().to(approve_draft)),
+    )
+    .service(
+        web::resource(format!("{FLOW}/config/draft/publish")).route(web::post().to(publish_draft)),
+    )
+    .service(
+        web::resource(format!("{FLOW}/config/{{flowConfigVersion}}"))
+            .route(web::get().to(get_config)),
+    )
+    .service(web::resource(format!("{FLOW}/archive")).route(web::post().to(archive)))
+    .service(web::resource(format!("{FLOW}/unarchive")).route(web::post().to(unarchive)))
+    .service(
+        web::resource(FLOW)
+            .route(web::get().to(get))
+            .route(web::put().to(update)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/settings")
+            .route(web::get().to(get_settings))
+            .route(web::put().to(put_settings)),
+    );
+}
