@@ -57,14 +57,52 @@ const KNOWN_ELEMENTS: [(&str, &str); 4] = [
     ("submitButton", "text"),
 ];
 
-/// Collected problems, with the path of the value being looked at.
+/// The JSON path of the value being looked at, as a chain of borrowed segments: it costs
+/// nothing until a problem is reported, when it is rendered
+/// (`config.steps.s1.next[0]`, `config.cardTemplates["a b"]`).
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root(&'a str),
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    fn key(&'a self, key: &'a str) -> Path<'a> {
+        Path::Key(self, key)
+    }
+
+    fn index(&'a self, index: usize) -> Path<'a> {
+        Path::Index(self, index)
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root(name) => f.write_str(name),
+            Path::Key(parent, key) => {
+                let plain = !key.is_empty()
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if plain {
+                    write!(f, "{parent}.{key}")
+                } else {
+                    write!(f, "{parent}[{}]", serde_json::to_string(key).unwrap_or_default())
+                }
+            }
+            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
+}
+
+/// Collected problems.
 struct Problems {
     errors: Vec<FieldError>,
 }
 
 impl Problems {
-    fn add(&mut self, path: &str, message: impl Into<String>) {
-        self.errors.push(FieldError::new(path, message));
+    fn add(&mut self, path: &Path<'_>, message: impl Into<String>) {
+        self.errors.push(FieldError::new(path.to_string(), message));
     }
 }
 
@@ -79,48 +117,26 @@ fn describe(value: &Value) -> &'static str {
     }
 }
 
-/// `key` of an object path, quoted when it is not a plain identifier.
-fn child(path: &str, key: &str) -> String {
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if plain {
-        format!("{path}.{key}")
-    } else {
-        format!("{path}[{}]", serde_json::to_string(key).unwrap_or_default())
-    }
-}
-
 /// Validates a configuration. `path` is the name the configuration has in the request
-/// (`config`). Returns every problem found.
+/// (`config`). Returns every problem found, ordered by path.
 pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
     let mut p = Problems { errors: Vec::new() };
+    let root = Path::Root(path);
     let Some(config) = config.as_object() else {
-        p.add(path, format!("must be an object, not {}", describe(config)));
+        p.add(&root, format!("must be an object, not {}", describe(config)));
         return p.errors;
     };
     match config.get("type") {
         Some(Value::String(t)) if t == "card" => {}
-        Some(other) => p.add(
-            &child(path, "type"),
-            format!("must be `card`, not {}", show(other)),
-        ),
-        None => p.add(&child(path, "type"), "is required and must be `card`"),
+        Some(other) => p.add(&root.key("type"), format!("must be `card`, not {}", show(other))),
+        None => p.add(&root.key("type"), "is required and must be `card`"),
     }
-    if let Some(version) = config.get("version") {
-        if !version.is_string() {
-            p.add(&child(path, "version"), "must be a string");
-        }
+    if config.get("version").is_some_and(|v| !v.is_string()) {
+        p.add(&root.key("version"), "must be a string");
     }
-    let flow_variables = variables(&mut p, config.get("variables"), &child(path, "variables"));
-    let templates = card_templates(
-        &mut p,
-        config.get("cardTemplates"),
-        &child(path, "cardTemplates"),
-        &flow_variables,
-    );
-    steps(&mut p, config, path, &templates);
+    let flow_variables = variables(&mut p, config.get("variables"), &root.key("variables"));
+    let templates = card_templates(&mut p, config.get("cardTemplates"), &root.key("cardTemplates"), &flow_variables);
+    steps(&mut p, config, &root, &templates);
     // A stable order for callers: by path (the sort keeps problems of one path in order).
     p.errors.sort_by(|a, b| a.field.cmp(&b.field));
     p.errors
@@ -133,12 +149,7 @@ fn show(value: &Value) -> String {
     }
 }
 
-fn object<'a>(
-    p: &mut Problems,
-    value: Option<&'a Value>,
-    path: &str,
-    required: bool,
-) -> Option<&'a Map<String, Value>> {
+fn object<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, required: bool) -> Option<&'v Map<String, Value>> {
     match value {
         Some(Value::Object(map)) => Some(map),
         None if !required => None,
@@ -155,75 +166,55 @@ fn object<'a>(
 
 // ---- steps ----
 
-fn steps(p: &mut Problems, config: &Map<String, Value>, path: &str, templates: &HashSet<String>) {
-    let steps_path = child(path, "steps");
+fn steps(p: &mut Problems, config: &Map<String, Value>, root: &Path<'_>, templates: &HashSet<&str>) {
+    let steps_path = root.key("steps");
+    let initial_path = root.key("initialSteps");
     let Some(steps) = object(p, config.get("steps"), &steps_path, true) else {
         // Without steps, initialSteps cannot be checked against them; still check its shape.
-        string_list(
-            p,
-            config.get("initialSteps"),
-            &child(path, "initialSteps"),
-            true,
-        );
+        string_list(p, config.get("initialSteps"), &initial_path, true);
         return;
     };
     let mut graph: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (id, step) in steps {
-        let step_path = child(&steps_path, id);
+        let step_path = steps_path.key(id);
         let Some(step) = object(p, Some(step), &step_path, true) else {
             graph.insert(id, Vec::new());
             continue;
         };
         match step.get("id") {
             Some(Value::String(own)) if own == id => {}
-            Some(Value::String(own)) => p.add(
-                &child(&step_path, "id"),
-                format!("must equal the step's key `{id}`, not `{own}`"),
-            ),
-            Some(other) => p.add(
-                &child(&step_path, "id"),
-                format!("must be a string, not {}", describe(other)),
-            ),
-            None => p.add(
-                &child(&step_path, "id"),
-                format!("is required and must be `{id}`"),
-            ),
+            Some(Value::String(own)) => {
+                p.add(&step_path.key("id"), format!("must equal the step's key `{id}`, not `{own}`"))
+            }
+            Some(other) => p.add(&step_path.key("id"), format!("must be a string, not {}", describe(other))),
+            None => p.add(&step_path.key("id"), format!("is required and must be `{id}`")),
         }
         let step_type = match step.get("type") {
             Some(Value::String(t)) => match StepType::parse(t) {
                 Some(known) => Some(known),
                 None => {
                     let known: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
-                    p.add(
-                        &child(&step_path, "type"),
-                        format!("unknown step type `{t}` (known: {})", known.join(", ")),
-                    );
+                    p.add(&step_path.key("type"), format!("unknown step type `{t}` (known: {})", known.join(", ")));
                     None
                 }
             },
             Some(other) => {
-                p.add(
-                    &child(&step_path, "type"),
-                    format!("must be a string, not {}", describe(other)),
-                );
+                p.add(&step_path.key("type"), format!("must be a string, not {}", describe(other)));
                 None
             }
             None => {
-                p.add(&child(&step_path, "type"), "is required");
+                p.add(&step_path.key("type"), "is required");
                 None
             }
         };
-        let next_path = child(&step_path, "next");
+        let next_path = step_path.key("next");
         let next = string_list(p, step.get("next"), &next_path, false);
-        let mut edges = Vec::new();
+        let mut edges = Vec::with_capacity(next.len());
         for (i, target) in next {
             if steps.contains_key(target) {
                 edges.push(target);
             } else {
-                p.add(
-                    &format!("{next_path}[{i}]"),
-                    format!("names no step: `{target}`"),
-                );
+                p.add(&next_path.index(i), format!("names no step: `{target}`"));
             }
         }
         graph.insert(id, edges);
@@ -232,23 +223,16 @@ fn steps(p: &mut Problems, config: &Map<String, Value>, path: &str, templates: &
         }
     }
 
-    let initial_path = child(path, "initialSteps");
     let mut roots = Vec::new();
     let initial = string_list(p, config.get("initialSteps"), &initial_path, true);
-    if config
-        .get("initialSteps")
-        .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
-    {
+    if config.get("initialSteps").is_some_and(|v| v.as_array().is_some_and(Vec::is_empty)) {
         p.add(&initial_path, "must name at least one step");
     }
     for (i, id) in initial {
         if steps.contains_key(id) {
             roots.push(id);
         } else {
-            p.add(
-                &format!("{initial_path}[{i}]"),
-                format!("names no step: `{id}`"),
-            );
+            p.add(&initial_path.index(i), format!("names no step: `{id}`"));
         }
     }
     if !roots.is_empty() {
@@ -260,36 +244,24 @@ fn validate_step_properties(
     p: &mut Problems,
     step_type: StepType,
     step: &Map<String, Value>,
-    step_path: &str,
-    templates: &HashSet<String>,
+    step_path: &Path<'_>,
+    templates: &HashSet<&str>,
 ) {
-    let props_path = child(step_path, "properties");
+    let props_path = step_path.key("properties");
     match step_type {
         StepType::CreateCard => {
-            let Some(props) = object(p, step.get("properties"), &props_path, true) else {
-                return;
-            };
-            let template_path = child(&props_path, "cardTemplateId");
+            let Some(props) = object(p, step.get("properties"), &props_path, true) else { return };
+            let template_path = props_path.key("cardTemplateId");
             match props.get("cardTemplateId") {
-                Some(Value::String(id)) if templates.contains(id) => {}
-                Some(Value::String(id)) => {
-                    p.add(&template_path, format!("names no card template: `{id}`"))
-                }
-                Some(other) => p.add(
-                    &template_path,
-                    format!("must be a string, not {}", describe(other)),
-                ),
+                Some(Value::String(id)) if templates.contains(id.as_str()) => {}
+                Some(Value::String(id)) => p.add(&template_path, format!("names no card template: `{id}`")),
+                Some(other) => p.add(&template_path, format!("must be a string, not {}", describe(other))),
                 None => p.add(&template_path, "is required"),
             }
-            if let Some(output) = props.get("output") {
-                if let Some(output) = object(p, Some(output), &child(&props_path, "output"), false)
-                {
-                    if output.get("type").is_some_and(|t| !t.is_string()) {
-                        p.add(
-                            &child(&child(&props_path, "output"), "type"),
-                            "must be a string",
-                        );
-                    }
+            let output_path = props_path.key("output");
+            if let Some(output) = object(p, props.get("output"), &output_path, false) {
+                if output.get("type").is_some_and(|t| !t.is_string()) {
+                    p.add(&output_path.key("type"), "must be a string");
                 }
             }
         }
@@ -297,12 +269,7 @@ fn validate_step_properties(
 }
 
 /// Every step reachable from the roots; no cycle. Iterative DFS with colours.
-fn reachability_and_cycles(
-    p: &mut Problems,
-    graph: &BTreeMap<&str, Vec<&str>>,
-    roots: &[&str],
-    steps_path: &str,
-) {
+fn reachability_and_cycles(p: &mut Problems, graph: &BTreeMap<&str, Vec<&str>>, roots: &[&str], steps_path: &Path<'_>) {
     #[derive(Clone, Copy, PartialEq)]
     enum Colour {
         White,
@@ -330,7 +297,7 @@ fn reachability_and_cycles(
                     }
                     Some(Colour::Grey) if reported_cycle.insert((from, to)) => {
                         p.add(
-                            &child(&child(steps_path, from), "next"),
+                            &steps_path.key(from).key("next"),
                             format!("`{from}` → `{to}` closes a cycle; steps must form a directed acyclic graph"),
                         );
                     }
@@ -344,24 +311,16 @@ fn reachability_and_cycles(
     }
     for (id, c) in &colour {
         if *c == Colour::White {
-            p.add(&child(steps_path, id), "is not reachable from initialSteps");
+            p.add(&steps_path.key(id), "is not reachable from initialSteps");
         }
     }
 }
 
 /// A list of strings: (index, value) of the valid entries; problems for the others.
-fn string_list<'a>(
-    p: &mut Problems,
-    value: Option<&'a Value>,
-    path: &str,
-    required: bool,
-) -> Vec<(usize, &'a str)> {
+fn string_list<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, required: bool) -> Vec<(usize, &'v str)> {
     match value {
         None | Some(Value::Null) if required => {
-            p.add(
-                path,
-                "is required and must be a non-empty array of step ids",
-            );
+            p.add(path, "is required and must be a non-empty array of step ids");
             Vec::new()
         }
         None | Some(Value::Null) => Vec::new(),
@@ -371,19 +330,13 @@ fn string_list<'a>(
             .filter_map(|(i, item)| match item {
                 Value::String(s) => Some((i, s.as_str())),
                 other => {
-                    p.add(
-                        &format!("{path}[{i}]"),
-                        format!("must be a string, not {}", describe(other)),
-                    );
+                    p.add(&path.index(i), format!("must be a string, not {}", describe(other)));
                     None
                 }
             })
             .collect(),
         Some(other) => {
-            p.add(
-                path,
-                format!("must be an array of strings, not {}", describe(other)),
-            );
+            p.add(path, format!("must be an array of strings, not {}", describe(other)));
             Vec::new()
         }
     }
@@ -392,33 +345,19 @@ fn string_list<'a>(
 // ---- variables ----
 
 /// Checks a map of variable definitions; returns the names defined.
-fn variables(p: &mut Problems, value: Option<&Value>, path: &str) -> HashSet<String> {
-    let Some(defs) = object(p, value, path, false) else {
-        return HashSet::new();
-    };
+fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) -> HashSet<&'v str> {
+    let Some(defs) = object(p, value, path, false) else { return HashSet::new() };
     for (name, def) in defs {
-        let def_path = child(path, name);
-        let Some(def) = object(p, Some(def), &def_path, true) else {
-            continue;
-        };
+        let def_path = path.key(name);
+        let Some(def) = object(p, Some(def), &def_path, true) else { continue };
         let var_type = match def.get("type") {
             Some(Value::String(t)) if VARIABLE_TYPES.contains(&t.as_str()) => Some(t.as_str()),
             Some(other) => {
-                p.add(
-                    &child(&def_path, "type"),
-                    format!(
-                        "must be one of {}, not {}",
-                        VARIABLE_TYPES.join(", "),
-                        show(other)
-                    ),
-                );
+                p.add(&def_path.key("type"), format!("must be one of {}, not {}", VARIABLE_TYPES.join(", "), show(other)));
                 None
             }
             None => {
-                p.add(
-                    &child(&def_path, "type"),
-                    format!("is required: one of {}", VARIABLE_TYPES.join(", ")),
-                );
+                p.add(&def_path.key("type"), format!("is required: one of {}", VARIABLE_TYPES.join(", ")));
                 None
             }
         };
@@ -426,51 +365,36 @@ fn variables(p: &mut Problems, value: Option<&Value>, path: &str) -> HashSet<Str
             None => {}
             Some(Value::String(s)) if VARIABLE_SOURCES.contains(&s.as_str()) => {}
             Some(other) => p.add(
-                &child(&def_path, "source"),
-                format!(
-                    "must be one of {}, not {}",
-                    VARIABLE_SOURCES.join(", "),
-                    show(other)
-                ),
+                &def_path.key("source"),
+                format!("must be one of {}, not {}", VARIABLE_SOURCES.join(", "), show(other)),
             ),
         }
-        if let Some(required) = def.get("required") {
-            if !required.is_boolean() {
-                p.add(&child(&def_path, "required"), "must be a boolean");
-            }
+        if def.get("required").is_some_and(|r| !r.is_boolean()) {
+            p.add(&def_path.key("required"), "must be a boolean");
         }
         let pattern = match def.get("defaultFormatterOption") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.as_str()),
             Some(other) => {
-                p.add(
-                    &child(&def_path, "defaultFormatterOption"),
-                    format!("must be a string, not {}", describe(other)),
-                );
+                p.add(&def_path.key("defaultFormatterOption"), format!("must be a string, not {}", describe(other)));
                 None
             }
         };
-        if let Some(formatter) = def.get("defaultFormatter") {
-            if !formatter.is_string() {
-                p.add(&child(&def_path, "defaultFormatter"), "must be a string");
-            }
+        if def.get("defaultFormatter").is_some_and(|f| !f.is_string()) {
+            p.add(&def_path.key("defaultFormatter"), "must be a string");
         }
         if let (Some(var_type), Some(default)) = (var_type, def.get("default")) {
             if let Err(message) = check_value(var_type, default, pattern) {
-                p.add(&child(&def_path, "default"), message);
+                p.add(&def_path.key("default"), message);
             }
         }
     }
-    defs.keys().cloned().collect()
+    defs.keys().map(String::as_str).collect()
 }
 
 /// Checks that `value` has the variable type `var_type`. Shared with the trigger, which
 /// type-checks the variables a request sends.
-pub fn check_value(
-    var_type: &str,
-    value: &Value,
-    date_pattern: Option<&str>,
-) -> Result<(), String> {
+pub fn check_value(var_type: &str, value: &Value, date_pattern: Option<&str>) -> Result<(), String> {
     let ok = match (var_type, value) {
         (_, Value::Null) => true,
         ("string", Value::String(_)) => true,
@@ -479,8 +403,7 @@ pub fn check_value(
         ("boolean", Value::Bool(_)) => true,
         ("boolean", Value::String(s)) => s == "true" || s == "false",
         ("date", Value::String(s)) => {
-            chrono::DateTime::parse_from_rfc3339(s).is_ok()
-                || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
+            chrono::DateTime::parse_from_rfc3339(s).is_ok() || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
         }
         _ => false,
     };
@@ -488,10 +411,7 @@ pub fn check_value(
         Ok(())
     } else if var_type == "date" {
         Err(match date_pattern {
-            Some(pat) => format!(
-                "must be a date: RFC 3339 or the pattern `{pat}`, not {}",
-                show(value)
-            ),
+            Some(pat) => format!("must be a date: RFC 3339 or the pattern `{pat}`, not {}", show(value)),
             None => format!("must be an RFC 3339 date, not {}", show(value)),
         })
     } else {
@@ -523,11 +443,7 @@ pub fn matches_pattern(text: &str, pattern: &str) -> bool {
                 j += take;
             }
             'a' => {
-                let rest: String = txt[j..]
-                    .iter()
-                    .take(2)
-                    .collect::<String>()
-                    .to_ascii_uppercase();
+                let rest: String = txt[j..].iter().take(2).collect::<String>().to_ascii_uppercase();
                 if rest != "AM" && rest != "PM" {
                     return false;
                 }
@@ -551,168 +467,102 @@ pub fn matches_pattern(text: &str, pattern: &str) -> bool {
 
 /// Checks every template; returns the ids of the templates present (even invalid ones, so a
 /// step naming an invalid template is not reported twice).
-fn card_templates(
-    p: &mut Problems,
-    value: Option<&Value>,
-    path: &str,
-    flow_variables: &HashSet<String>,
-) -> HashSet<String> {
-    let Some(templates) = object(p, value, path, false) else {
-        return HashSet::new();
-    };
+fn card_templates<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, flow_variables: &HashSet<&str>) -> HashSet<&'v str> {
+    let Some(templates) = object(p, value, path, false) else { return HashSet::new() };
     for (id, template) in templates {
-        let template_path = child(path, id);
-        let Some(template) = object(p, Some(template), &template_path, true) else {
-            continue;
-        };
-        let own = variables(
-            p,
-            template.get("variables"),
-            &child(&template_path, "variables"),
-        );
+        let template_path = path.key(id);
+        let Some(template) = object(p, Some(template), &template_path, true) else { continue };
+        let own = variables(p, template.get("variables"), &template_path.key("variables"));
         let known = |name: &str| own.contains(name) || flow_variables.contains(name);
 
-        let metadata_path = child(&template_path, "metadata");
+        let metadata_path = template_path.key("metadata");
         if let Some(metadata) = object(p, template.get("metadata"), &metadata_path, true) {
             match metadata.get("cardName") {
                 Some(Value::String(name)) if !name.trim().is_empty() => {}
-                Some(Value::String(_)) | None => p.add(
-                    &child(&metadata_path, "cardName"),
-                    "is required and must not be empty",
-                ),
-                Some(other) => p.add(
-                    &child(&metadata_path, "cardName"),
-                    format!("must be a string, not {}", describe(other)),
-                ),
+                Some(Value::String(_)) | None => p.add(&metadata_path.key("cardName"), "is required and must not be empty"),
+                Some(other) => p.add(&metadata_path.key("cardName"), format!("must be a string, not {}", describe(other))),
             }
-            if let Some(description) = metadata.get("cardDescription") {
-                if !description.is_string() {
-                    p.add(
-                        &child(&metadata_path, "cardDescription"),
-                        "must be a string",
-                    );
-                }
+            if metadata.get("cardDescription").is_some_and(|d| !d.is_string()) {
+                p.add(&metadata_path.key("cardDescription"), "must be a string");
             }
-            let delivery_path = child(&metadata_path, "delivery");
+            let delivery_path = metadata_path.key("delivery");
             if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
                 if let Some(priority) = delivery.get("priority") {
                     if !priority.as_i64().is_some_and(|n| (1..=10).contains(&n)) {
-                        p.add(
-                            &child(&delivery_path, "priority"),
-                            format!("must be a whole number from 1 to 10, not {}", priority),
-                        );
+                        p.add(&delivery_path.key("priority"), format!("must be a whole number from 1 to 10, not {priority}"));
                     }
                 }
             }
         }
 
-        if let Some(view) = object(
-            p,
-            template.get("defaultView"),
-            &child(&template_path, "defaultView"),
-            false,
-        ) {
-            check_view(p, view, &child(&template_path, "defaultView"), &known);
+        let default_view_path = template_path.key("defaultView");
+        if let Some(view) = object(p, template.get("defaultView"), &default_view_path, false) {
+            check_view(p, view, &default_view_path, &known);
         }
-        if let Some(subviews) = object(
-            p,
-            template.get("subviews"),
-            &child(&template_path, "subviews"),
-            false,
-        ) {
+        let subviews_path = template_path.key("subviews");
+        if let Some(subviews) = object(p, template.get("subviews"), &subviews_path, false) {
             for (name, view) in subviews {
-                let view_path = child(&child(&template_path, "subviews"), name);
+                let view_path = subviews_path.key(name);
                 if let Some(view) = object(p, Some(view), &view_path, true) {
                     check_view(p, view, &view_path, &known);
                 }
             }
         }
-        if let Some(notification) = object(
-            p,
-            template.get("notification"),
-            &child(&template_path, "notification"),
-            false,
-        ) {
-            check_references(
-                p,
-                &Value::Object(notification.clone()),
-                &child(&template_path, "notification"),
-                &known,
-            );
+        let notification_path = template_path.key("notification");
+        if object(p, template.get("notification"), &notification_path, false).is_some() {
+            if let Some(notification) = template.get("notification") {
+                check_references(p, notification, &notification_path, &known);
+            }
         }
     }
-    templates.keys().cloned().collect()
+    templates.keys().map(String::as_str).collect()
 }
 
-fn check_view(
-    p: &mut Problems,
-    view: &Map<String, Value>,
-    path: &str,
-    known: &dyn Fn(&str) -> bool,
-) {
-    let mut keys: HashMap<&str, String> = HashMap::new();
+fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, known: &dyn Fn(&str) -> bool) {
+    // Element key → where it was first seen (list name, index).
+    let mut keys: HashMap<&str, (&str, usize)> = HashMap::new();
     for list in ["actions", "content"] {
-        let list_path = child(path, list);
+        let list_path = path.key(list);
         let items = match view.get(list) {
             None | Some(Value::Null) => continue,
             Some(Value::Array(items)) => items,
             Some(other) => {
-                p.add(
-                    &list_path,
-                    format!("must be an array, not {}", describe(other)),
-                );
+                p.add(&list_path, format!("must be an array, not {}", describe(other)));
                 continue;
             }
         };
         for (i, element) in items.iter().enumerate() {
-            let element_path = format!("{list_path}[{i}]");
-            let Some(element) = object(p, Some(element), &element_path, true) else {
-                continue;
-            };
+            let element_path = list_path.index(i);
+            let Some(element) = object(p, Some(element), &element_path, true) else { continue };
             match element.get("key") {
                 Some(Value::String(key)) if !key.is_empty() => {
-                    if let Some(first) = keys.insert(key.as_str(), element_path.clone()) {
-                        p.add(&child(&element_path, "key"), format!("`{key}` is already the key of {first}; keys are unique within a view"));
+                    if let Some((first_list, first_index)) = keys.insert(key.as_str(), (list, i)) {
+                        let first = path.key(first_list);
+                        let first = first.index(first_index);
+                        p.add(&element_path.key("key"), format!("`{key}` is already the key of {first}; keys are unique within a view"));
                     }
                 }
-                Some(Value::String(_)) | None => p.add(
-                    &child(&element_path, "key"),
-                    "is required and must not be empty",
-                ),
-                Some(other) => p.add(
-                    &child(&element_path, "key"),
-                    format!("must be a string, not {}", describe(other)),
-                ),
+                Some(Value::String(_)) | None => p.add(&element_path.key("key"), "is required and must not be empty"),
+                Some(other) => p.add(&element_path.key("key"), format!("must be a string, not {}", describe(other))),
             }
             let element_type = match element.get("type") {
                 Some(Value::String(t)) => Some(t.as_str()),
                 Some(other) => {
-                    p.add(
-                        &child(&element_path, "type"),
-                        format!("must be a string, not {}", describe(other)),
-                    );
+                    p.add(&element_path.key("type"), format!("must be a string, not {}", describe(other)));
                     None
                 }
                 None => {
-                    p.add(&child(&element_path, "type"), "is required");
+                    p.add(&element_path.key("type"), "is required");
                     None
                 }
             };
-            let attributes_path = child(&element_path, "attributes");
+            let attributes_path = element_path.key("attributes");
             let attributes = object(p, element.get("attributes"), &attributes_path, false);
-            if let Some((_, required)) =
-                element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t))
-            {
+            if let Some((_, required)) = element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t)) {
                 match attributes.and_then(|a| a.get(*required)) {
                     Some(Value::String(s)) if !s.is_empty() => {}
-                    Some(Value::String(_)) | None => p.add(
-                        &child(&attributes_path, required),
-                        "is required and must not be empty",
-                    ),
-                    Some(other) => p.add(
-                        &child(&attributes_path, required),
-                        format!("must be a string, not {}", describe(other)),
-                    ),
+                    Some(Value::String(_)) | None => p.add(&attributes_path.key(required), "is required and must not be empty"),
+                    Some(other) => p.add(&attributes_path.key(required), format!("must be a string, not {}", describe(other))),
                 }
             }
             if let Some(attributes) = element.get("attributes") {
@@ -724,7 +574,7 @@ fn check_view(
 
 /// Every `%{name}` in any string below `value` must name a known variable;
 /// `%{assetv1:...}` names an asset and is accepted.
-fn check_references(p: &mut Problems, value: &Value, path: &str, known: &dyn Fn(&str) -> bool) {
+fn check_references(p: &mut Problems, value: &Value, path: &Path<'_>, known: &dyn Fn(&str) -> bool) {
     match value {
         Value::String(text) => {
             let mut rest = text.as_str();
@@ -749,12 +599,12 @@ fn check_references(p: &mut Problems, value: &Value, path: &str, known: &dyn Fn(
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                check_references(p, item, &format!("{path}[{i}]"), known);
+                check_references(p, item, &path.index(i), known);
             }
         }
         Value::Object(map) => {
             for (key, item) in map {
-                check_references(p, item, &child(path, key), known);
+                check_references(p, item, &path.key(key), known);
             }
         }
         _ => {}
