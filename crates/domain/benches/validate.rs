@@ -12,7 +12,11 @@ use serde_json::{json, Map, Value};
 fn big_config() -> Value {
     let mut steps = Map::new();
     for i in 0..50 {
-        let next: Vec<String> = [i + 1, i + 2].iter().filter(|n| **n < 50).map(|n| format!("s{n}")).collect();
+        let next: Vec<String> = [i + 1, i + 2]
+            .iter()
+            .filter(|n| **n < 50)
+            .map(|n| format!("s{n}"))
+            .collect();
         steps.insert(
             format!("s{i}"),
             json!({"id": format!("s{i}"), "type": "create-card", "next": next,
@@ -51,7 +55,10 @@ fn big_config() -> Value {
 
 fn main() {
     let config = big_config();
-    assert!(validate(&config, "config").is_empty(), "the benchmark configuration must be valid");
+    assert!(
+        validate(&config, "config").is_empty(),
+        "the benchmark configuration must be valid"
+    );
     let size = config.to_string().len();
     for _ in 0..1000 {
         black_box(validate(black_box(&config), "config"));

@@ -49,7 +49,10 @@ async fn seed(url: &str, env: &str, org: &str) -> Vec<String> {
             id: format!("flw_bench{i:021}"),
             environment_id: env.into(),
             organisation_id: org.into(),
-            name: format!("{} campaign {i}", if i % 2 == 0 { "Welcome" } else { "Receipt" }),
+            name: format!(
+                "{} campaign {i}",
+                if i % 2 == 0 { "Welcome" } else { "Receipt" }
+            ),
             description: "seeded".into(),
             folder_id: (i % 2 == 0).then(|| folder_ids[i % 5].clone()),
             archived: i % 10 == 0,
@@ -63,7 +66,10 @@ async fn seed(url: &str, env: &str, org: &str) -> Vec<String> {
         };
         flows.insert(&flow, None).await.expect("flow");
     }
-    println!("  seeded {FLOWS} flows in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "  seeded {FLOWS} flows in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     folder_ids
 }
 
@@ -77,12 +83,27 @@ async fn run(db: TestDatabase, backend: &str) {
         ("name contains", "?name=welcome&limit=50".to_owned()),
         ("status=PUBLISHED", "?status=PUBLISHED&limit=50".to_owned()),
         ("folderId", format!("?folderId={}&limit=50", folders[2])),
-        ("name + status + folderId", format!("?name=welcome&status=PUBLISHED&folderId={}&limit=50", folders[2])),
-        ("rare name (scans the environment)", "?name=campaign%209999&limit=50".to_owned()),
+        (
+            "name + status + folderId",
+            format!(
+                "?name=welcome&status=PUBLISHED&folderId={}&limit=50",
+                folders[2]
+            ),
+        ),
+        (
+            "rare name (scans the environment)",
+            "?name=campaign%209999&limit=50".to_owned(),
+        ),
     ];
     for (label, query) in queries {
         let url = server.url(&format!("{base}{query}"));
-        let get = || server.client.get(&url).bearer_auth(&server.admin_secret).send();
+        let get = || {
+            server
+                .client
+                .get(&url)
+                .bearer_auth(&server.admin_secret)
+                .send()
+        };
         for _ in 0..100 {
             get().await.expect("warm-up");
         }
@@ -105,8 +126,13 @@ async fn run(db: TestDatabase, backend: &str) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    println!("flow list latency: {FLOWS} flows, {REQUESTS} sequential requests per query, limit 50");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "flow list latency: {FLOWS} flows, {REQUESTS} sequential requests per query, limit 50"
+    );
     runtime.block_on(run(TestDatabase::sqlite(), "SQLite"));
     if std::env::var_os("TEST_POSTGRES_URL").is_some() {
         if let Some(db) = TestDatabase::postgres() {

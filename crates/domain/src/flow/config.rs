@@ -83,11 +83,17 @@ impl std::fmt::Display for Path<'_> {
             Path::Root(name) => f.write_str(name),
             Path::Key(parent, key) => {
                 let plain = !key.is_empty()
-                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    && key
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
                 if plain {
                     write!(f, "{parent}.{key}")
                 } else {
-                    write!(f, "{parent}[{}]", serde_json::to_string(key).unwrap_or_default())
+                    write!(
+                        f,
+                        "{parent}[{}]",
+                        serde_json::to_string(key).unwrap_or_default()
+                    )
                 }
             }
             Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
@@ -123,19 +129,30 @@ pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
     let mut p = Problems { errors: Vec::new() };
     let root = Path::Root(path);
     let Some(config) = config.as_object() else {
-        p.add(&root, format!("must be an object, not {}", describe(config)));
+        p.add(
+            &root,
+            format!("must be an object, not {}", describe(config)),
+        );
         return p.errors;
     };
     match config.get("type") {
         Some(Value::String(t)) if t == "card" => {}
-        Some(other) => p.add(&root.key("type"), format!("must be `card`, not {}", show(other))),
+        Some(other) => p.add(
+            &root.key("type"),
+            format!("must be `card`, not {}", show(other)),
+        ),
         None => p.add(&root.key("type"), "is required and must be `card`"),
     }
     if config.get("version").is_some_and(|v| !v.is_string()) {
         p.add(&root.key("version"), "must be a string");
     }
     let flow_variables = variables(&mut p, config.get("variables"), &root.key("variables"));
-    let templates = card_templates(&mut p, config.get("cardTemplates"), &root.key("cardTemplates"), &flow_variables);
+    let templates = card_templates(
+        &mut p,
+        config.get("cardTemplates"),
+        &root.key("cardTemplates"),
+        &flow_variables,
+    );
     steps(&mut p, config, &root, &templates);
     // A stable order for callers: by path (the sort keeps problems of one path in order).
     p.errors.sort_by(|a, b| a.field.cmp(&b.field));
@@ -149,7 +166,12 @@ fn show(value: &Value) -> String {
     }
 }
 
-fn object<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, required: bool) -> Option<&'v Map<String, Value>> {
+fn object<'v>(
+    p: &mut Problems,
+    value: Option<&'v Value>,
+    path: &Path<'_>,
+    required: bool,
+) -> Option<&'v Map<String, Value>> {
     match value {
         Some(Value::Object(map)) => Some(map),
         None if !required => None,
@@ -166,7 +188,12 @@ fn object<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, requi
 
 // ---- steps ----
 
-fn steps(p: &mut Problems, config: &Map<String, Value>, root: &Path<'_>, templates: &HashSet<&str>) {
+fn steps(
+    p: &mut Problems,
+    config: &Map<String, Value>,
+    root: &Path<'_>,
+    templates: &HashSet<&str>,
+) {
     let steps_path = root.key("steps");
     let initial_path = root.key("initialSteps");
     let Some(steps) = object(p, config.get("steps"), &steps_path, true) else {
@@ -183,23 +210,36 @@ fn steps(p: &mut Problems, config: &Map<String, Value>, root: &Path<'_>, templat
         };
         match step.get("id") {
             Some(Value::String(own)) if own == id => {}
-            Some(Value::String(own)) => {
-                p.add(&step_path.key("id"), format!("must equal the step's key `{id}`, not `{own}`"))
-            }
-            Some(other) => p.add(&step_path.key("id"), format!("must be a string, not {}", describe(other))),
-            None => p.add(&step_path.key("id"), format!("is required and must be `{id}`")),
+            Some(Value::String(own)) => p.add(
+                &step_path.key("id"),
+                format!("must equal the step's key `{id}`, not `{own}`"),
+            ),
+            Some(other) => p.add(
+                &step_path.key("id"),
+                format!("must be a string, not {}", describe(other)),
+            ),
+            None => p.add(
+                &step_path.key("id"),
+                format!("is required and must be `{id}`"),
+            ),
         }
         let step_type = match step.get("type") {
             Some(Value::String(t)) => match StepType::parse(t) {
                 Some(known) => Some(known),
                 None => {
                     let known: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
-                    p.add(&step_path.key("type"), format!("unknown step type `{t}` (known: {})", known.join(", ")));
+                    p.add(
+                        &step_path.key("type"),
+                        format!("unknown step type `{t}` (known: {})", known.join(", ")),
+                    );
                     None
                 }
             },
             Some(other) => {
-                p.add(&step_path.key("type"), format!("must be a string, not {}", describe(other)));
+                p.add(
+                    &step_path.key("type"),
+                    format!("must be a string, not {}", describe(other)),
+                );
                 None
             }
             None => {
@@ -225,7 +265,10 @@ fn steps(p: &mut Problems, config: &Map<String, Value>, root: &Path<'_>, templat
 
     let mut roots = Vec::new();
     let initial = string_list(p, config.get("initialSteps"), &initial_path, true);
-    if config.get("initialSteps").is_some_and(|v| v.as_array().is_some_and(Vec::is_empty)) {
+    if config
+        .get("initialSteps")
+        .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+    {
         p.add(&initial_path, "must name at least one step");
     }
     for (i, id) in initial {
@@ -250,12 +293,19 @@ fn validate_step_properties(
     let props_path = step_path.key("properties");
     match step_type {
         StepType::CreateCard => {
-            let Some(props) = object(p, step.get("properties"), &props_path, true) else { return };
+            let Some(props) = object(p, step.get("properties"), &props_path, true) else {
+                return;
+            };
             let template_path = props_path.key("cardTemplateId");
             match props.get("cardTemplateId") {
                 Some(Value::String(id)) if templates.contains(id.as_str()) => {}
-                Some(Value::String(id)) => p.add(&template_path, format!("names no card template: `{id}`")),
-                Some(other) => p.add(&template_path, format!("must be a string, not {}", describe(other))),
+                Some(Value::String(id)) => {
+                    p.add(&template_path, format!("names no card template: `{id}`"))
+                }
+                Some(other) => p.add(
+                    &template_path,
+                    format!("must be a string, not {}", describe(other)),
+                ),
                 None => p.add(&template_path, "is required"),
             }
             let output_path = props_path.key("output");
@@ -269,7 +319,12 @@ fn validate_step_properties(
 }
 
 /// Every step reachable from the roots; no cycle. Iterative DFS with colours.
-fn reachability_and_cycles(p: &mut Problems, graph: &BTreeMap<&str, Vec<&str>>, roots: &[&str], steps_path: &Path<'_>) {
+fn reachability_and_cycles(
+    p: &mut Problems,
+    graph: &BTreeMap<&str, Vec<&str>>,
+    roots: &[&str],
+    steps_path: &Path<'_>,
+) {
     #[derive(Clone, Copy, PartialEq)]
     enum Colour {
         White,
@@ -317,10 +372,18 @@ fn reachability_and_cycles(p: &mut Problems, graph: &BTreeMap<&str, Vec<&str>>, 
 }
 
 /// A list of strings: (index, value) of the valid entries; problems for the others.
-fn string_list<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, required: bool) -> Vec<(usize, &'v str)> {
+fn string_list<'v>(
+    p: &mut Problems,
+    value: Option<&'v Value>,
+    path: &Path<'_>,
+    required: bool,
+) -> Vec<(usize, &'v str)> {
     match value {
         None | Some(Value::Null) if required => {
-            p.add(path, "is required and must be a non-empty array of step ids");
+            p.add(
+                path,
+                "is required and must be a non-empty array of step ids",
+            );
             Vec::new()
         }
         None | Some(Value::Null) => Vec::new(),
@@ -330,13 +393,19 @@ fn string_list<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, 
             .filter_map(|(i, item)| match item {
                 Value::String(s) => Some((i, s.as_str())),
                 other => {
-                    p.add(&path.index(i), format!("must be a string, not {}", describe(other)));
+                    p.add(
+                        &path.index(i),
+                        format!("must be a string, not {}", describe(other)),
+                    );
                     None
                 }
             })
             .collect(),
         Some(other) => {
-            p.add(path, format!("must be an array of strings, not {}", describe(other)));
+            p.add(
+                path,
+                format!("must be an array of strings, not {}", describe(other)),
+            );
             Vec::new()
         }
     }
@@ -346,18 +415,32 @@ fn string_list<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, 
 
 /// Checks a map of variable definitions; returns the names defined.
 fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) -> HashSet<&'v str> {
-    let Some(defs) = object(p, value, path, false) else { return HashSet::new() };
+    let Some(defs) = object(p, value, path, false) else {
+        return HashSet::new();
+    };
     for (name, def) in defs {
         let def_path = path.key(name);
-        let Some(def) = object(p, Some(def), &def_path, true) else { continue };
+        let Some(def) = object(p, Some(def), &def_path, true) else {
+            continue;
+        };
         let var_type = match def.get("type") {
             Some(Value::String(t)) if VARIABLE_TYPES.contains(&t.as_str()) => Some(t.as_str()),
             Some(other) => {
-                p.add(&def_path.key("type"), format!("must be one of {}, not {}", VARIABLE_TYPES.join(", "), show(other)));
+                p.add(
+                    &def_path.key("type"),
+                    format!(
+                        "must be one of {}, not {}",
+                        VARIABLE_TYPES.join(", "),
+                        show(other)
+                    ),
+                );
                 None
             }
             None => {
-                p.add(&def_path.key("type"), format!("is required: one of {}", VARIABLE_TYPES.join(", ")));
+                p.add(
+                    &def_path.key("type"),
+                    format!("is required: one of {}", VARIABLE_TYPES.join(", ")),
+                );
                 None
             }
         };
@@ -366,7 +449,11 @@ fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) ->
             Some(Value::String(s)) if VARIABLE_SOURCES.contains(&s.as_str()) => {}
             Some(other) => p.add(
                 &def_path.key("source"),
-                format!("must be one of {}, not {}", VARIABLE_SOURCES.join(", "), show(other)),
+                format!(
+                    "must be one of {}, not {}",
+                    VARIABLE_SOURCES.join(", "),
+                    show(other)
+                ),
             ),
         }
         if def.get("required").is_some_and(|r| !r.is_boolean()) {
@@ -376,7 +463,10 @@ fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) ->
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.as_str()),
             Some(other) => {
-                p.add(&def_path.key("defaultFormatterOption"), format!("must be a string, not {}", describe(other)));
+                p.add(
+                    &def_path.key("defaultFormatterOption"),
+                    format!("must be a string, not {}", describe(other)),
+                );
                 None
             }
         };
@@ -394,7 +484,11 @@ fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) ->
 
 /// Checks that `value` has the variable type `var_type`. Shared with the trigger, which
 /// type-checks the variables a request sends.
-pub fn check_value(var_type: &str, value: &Value, date_pattern: Option<&str>) -> Result<(), String> {
+pub fn check_value(
+    var_type: &str,
+    value: &Value,
+    date_pattern: Option<&str>,
+) -> Result<(), String> {
     let ok = match (var_type, value) {
         (_, Value::Null) => true,
         ("string", Value::String(_)) => true,
@@ -403,7 +497,8 @@ pub fn check_value(var_type: &str, value: &Value, date_pattern: Option<&str>) ->
         ("boolean", Value::Bool(_)) => true,
         ("boolean", Value::String(s)) => s == "true" || s == "false",
         ("date", Value::String(s)) => {
-            chrono::DateTime::parse_from_rfc3339(s).is_ok() || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
+            chrono::DateTime::parse_from_rfc3339(s).is_ok()
+                || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
         }
         _ => false,
     };
@@ -411,7 +506,10 @@ pub fn check_value(var_type: &str, value: &Value, date_pattern: Option<&str>) ->
         Ok(())
     } else if var_type == "date" {
         Err(match date_pattern {
-            Some(pat) => format!("must be a date: RFC 3339 or the pattern `{pat}`, not {}", show(value)),
+            Some(pat) => format!(
+                "must be a date: RFC 3339 or the pattern `{pat}`, not {}",
+                show(value)
+            ),
             None => format!("must be an RFC 3339 date, not {}", show(value)),
         })
     } else {
@@ -443,7 +541,11 @@ pub fn matches_pattern(text: &str, pattern: &str) -> bool {
                 j += take;
             }
             'a' => {
-                let rest: String = txt[j..].iter().take(2).collect::<String>().to_ascii_uppercase();
+                let rest: String = txt[j..]
+                    .iter()
+                    .take(2)
+                    .collect::<String>()
+                    .to_ascii_uppercase();
                 if rest != "AM" && rest != "PM" {
                     return false;
                 }
@@ -467,29 +569,54 @@ pub fn matches_pattern(text: &str, pattern: &str) -> bool {
 
 /// Checks every template; returns the ids of the templates present (even invalid ones, so a
 /// step naming an invalid template is not reported twice).
-fn card_templates<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>, flow_variables: &HashSet<&str>) -> HashSet<&'v str> {
-    let Some(templates) = object(p, value, path, false) else { return HashSet::new() };
+fn card_templates<'v>(
+    p: &mut Problems,
+    value: Option<&'v Value>,
+    path: &Path<'_>,
+    flow_variables: &HashSet<&str>,
+) -> HashSet<&'v str> {
+    let Some(templates) = object(p, value, path, false) else {
+        return HashSet::new();
+    };
     for (id, template) in templates {
         let template_path = path.key(id);
-        let Some(template) = object(p, Some(template), &template_path, true) else { continue };
-        let own = variables(p, template.get("variables"), &template_path.key("variables"));
+        let Some(template) = object(p, Some(template), &template_path, true) else {
+            continue;
+        };
+        let own = variables(
+            p,
+            template.get("variables"),
+            &template_path.key("variables"),
+        );
         let known = |name: &str| own.contains(name) || flow_variables.contains(name);
 
         let metadata_path = template_path.key("metadata");
         if let Some(metadata) = object(p, template.get("metadata"), &metadata_path, true) {
             match metadata.get("cardName") {
                 Some(Value::String(name)) if !name.trim().is_empty() => {}
-                Some(Value::String(_)) | None => p.add(&metadata_path.key("cardName"), "is required and must not be empty"),
-                Some(other) => p.add(&metadata_path.key("cardName"), format!("must be a string, not {}", describe(other))),
+                Some(Value::String(_)) | None => p.add(
+                    &metadata_path.key("cardName"),
+                    "is required and must not be empty",
+                ),
+                Some(other) => p.add(
+                    &metadata_path.key("cardName"),
+                    format!("must be a string, not {}", describe(other)),
+                ),
             }
-            if metadata.get("cardDescription").is_some_and(|d| !d.is_string()) {
+            if metadata
+                .get("cardDescription")
+                .is_some_and(|d| !d.is_string())
+            {
                 p.add(&metadata_path.key("cardDescription"), "must be a string");
             }
             let delivery_path = metadata_path.key("delivery");
             if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
                 if let Some(priority) = delivery.get("priority") {
                     if !priority.as_i64().is_some_and(|n| (1..=10).contains(&n)) {
-                        p.add(&delivery_path.key("priority"), format!("must be a whole number from 1 to 10, not {priority}"));
+                        p.add(
+                            &delivery_path.key("priority"),
+                            format!("must be a whole number from 1 to 10, not {priority}"),
+                        );
                     }
                 }
             }
@@ -518,7 +645,12 @@ fn card_templates<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_
     templates.keys().map(String::as_str).collect()
 }
 
-fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, known: &dyn Fn(&str) -> bool) {
+fn check_view(
+    p: &mut Problems,
+    view: &Map<String, Value>,
+    path: &Path<'_>,
+    known: &dyn Fn(&str) -> bool,
+) {
     // Element key → where it was first seen (list name, index).
     let mut keys: HashMap<&str, (&str, usize)> = HashMap::new();
     for list in ["actions", "content"] {
@@ -527,13 +659,18 @@ fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, know
             None | Some(Value::Null) => continue,
             Some(Value::Array(items)) => items,
             Some(other) => {
-                p.add(&list_path, format!("must be an array, not {}", describe(other)));
+                p.add(
+                    &list_path,
+                    format!("must be an array, not {}", describe(other)),
+                );
                 continue;
             }
         };
         for (i, element) in items.iter().enumerate() {
             let element_path = list_path.index(i);
-            let Some(element) = object(p, Some(element), &element_path, true) else { continue };
+            let Some(element) = object(p, Some(element), &element_path, true) else {
+                continue;
+            };
             match element.get("key") {
                 Some(Value::String(key)) if !key.is_empty() => {
                     if let Some((first_list, first_index)) = keys.insert(key.as_str(), (list, i)) {
@@ -542,13 +679,22 @@ fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, know
                         p.add(&element_path.key("key"), format!("`{key}` is already the key of {first}; keys are unique within a view"));
                     }
                 }
-                Some(Value::String(_)) | None => p.add(&element_path.key("key"), "is required and must not be empty"),
-                Some(other) => p.add(&element_path.key("key"), format!("must be a string, not {}", describe(other))),
+                Some(Value::String(_)) | None => p.add(
+                    &element_path.key("key"),
+                    "is required and must not be empty",
+                ),
+                Some(other) => p.add(
+                    &element_path.key("key"),
+                    format!("must be a string, not {}", describe(other)),
+                ),
             }
             let element_type = match element.get("type") {
                 Some(Value::String(t)) => Some(t.as_str()),
                 Some(other) => {
-                    p.add(&element_path.key("type"), format!("must be a string, not {}", describe(other)));
+                    p.add(
+                        &element_path.key("type"),
+                        format!("must be a string, not {}", describe(other)),
+                    );
                     None
                 }
                 None => {
@@ -558,11 +704,19 @@ fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, know
             };
             let attributes_path = element_path.key("attributes");
             let attributes = object(p, element.get("attributes"), &attributes_path, false);
-            if let Some((_, required)) = element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t)) {
+            if let Some((_, required)) =
+                element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t))
+            {
                 match attributes.and_then(|a| a.get(*required)) {
                     Some(Value::String(s)) if !s.is_empty() => {}
-                    Some(Value::String(_)) | None => p.add(&attributes_path.key(required), "is required and must not be empty"),
-                    Some(other) => p.add(&attributes_path.key(required), format!("must be a string, not {}", describe(other))),
+                    Some(Value::String(_)) | None => p.add(
+                        &attributes_path.key(required),
+                        "is required and must not be empty",
+                    ),
+                    Some(other) => p.add(
+                        &attributes_path.key(required),
+                        format!("must be a string, not {}", describe(other)),
+                    ),
                 }
             }
             if let Some(attributes) = element.get("attributes") {
@@ -574,7 +728,12 @@ fn check_view(p: &mut Problems, view: &Map<String, Value>, path: &Path<'_>, know
 
 /// Every `%{name}` in any string below `value` must name a known variable;
 /// `%{assetv1:...}` names an asset and is accepted.
-fn check_references(p: &mut Problems, value: &Value, path: &Path<'_>, known: &dyn Fn(&str) -> bool) {
+fn check_references(
+    p: &mut Problems,
+    value: &Value,
+    path: &Path<'_>,
+    known: &dyn Fn(&str) -> bool,
+) {
     match value {
         Value::String(text) => {
             let mut rest = text.as_str();
