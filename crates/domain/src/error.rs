@@ -32,6 +32,9 @@ pub enum Resource {
     Flow,
     FlowVersion,
     Draft,
+    EndUser,
+    Segment,
+    Stream,
 }
 
 impl fmt::Display for Resource {
@@ -43,6 +46,9 @@ impl fmt::Display for Resource {
             Resource::Flow => "action flow",
             Resource::FlowVersion => "configuration version of this action flow",
             Resource::Draft => "draft of this action flow",
+            Resource::EndUser => "end user",
+            Resource::Segment => "segment",
+            Resource::Stream => "stream",
         })
     }
 }
@@ -58,6 +64,9 @@ pub enum ConflictKind {
     FlowArchived,
     /// Other requests kept changing the same record; the caller may retry.
     ConcurrentChange,
+    StreamNameTaken,
+    /// The `All cards` stream cannot be deleted.
+    DefaultStream,
 }
 
 #[derive(Debug, thiserror::Error)]

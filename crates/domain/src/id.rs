@@ -9,6 +9,8 @@ pub enum IdKind {
     Key,
     /// An Action Flow (its "flow config id").
     Flow,
+    Segment,
+    Stream,
 }
 
 impl IdKind {
@@ -19,6 +21,8 @@ impl IdKind {
             IdKind::Folder => "fld",
             IdKind::Key => "key",
             IdKind::Flow => "flw",
+            IdKind::Segment => "seg",
+            IdKind::Stream => "str",
         }
     }
 }

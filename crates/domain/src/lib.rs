@@ -5,6 +5,7 @@
 //! Port traits carry `#[cfg_attr(feature = "mock", mockall::automock)]` so tests of the services
 //! (and of other crates) can use generated mocks.
 
+pub mod audience;
 pub mod error;
 pub mod flow;
 pub mod folder;
