@@ -9,6 +9,7 @@
 //! - diesel errors become [`domain::StorageError`]s: unique and foreign-key violations are
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 
+mod audience;
 pub mod db;
 mod error;
 mod flows;
@@ -19,6 +20,7 @@ mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
 pub use db::{Backend, Database, DatabaseError};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;

@@ -111,6 +111,46 @@ diesel::table! {
 
 diesel::joinable!(action_flow_versions -> action_flows (flow_id));
 
+diesel::table! {
+    end_users (environment_id, id) {
+        environment_id -> Text,
+        id -> Text,
+        test_user -> Bool,
+        attributes -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    end_user_tags (environment_id, tag, user_id) {
+        environment_id -> Text,
+        tag -> Text,
+        user_id -> Text,
+    }
+}
+
+diesel::table! {
+    segments (id) {
+        id -> Text,
+        environment_id -> Text,
+        name -> Text,
+        filter -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    streams (id) {
+        id -> Text,
+        environment_id -> Text,
+        name -> Text,
+        is_default -> Bool,
+        created -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -121,4 +161,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     environment_settings,
     action_flows,
     action_flow_versions,
+    end_users,
+    end_user_tags,
+    segments,
+    streams,
 );

@@ -915,3 +915,252 @@ mod flows {
         settings_default_off_and_upsert,
     );
 }
+
+// ---- Audience ----
+
+mod audience {
+    use adapters_diesel::{
+        both_backends, DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository,
+    };
+    use domain::audience::{
+        EndUser, EndUserRepository, Filter, Segment, SegmentRepository, Stream, StreamRepository,
+        UserQuery,
+    };
+    use domain::PageRequest;
+    use serde_json::{json, Map};
+
+    use super::{seeded, t};
+
+    fn user(env: &str, id: &str, test: bool, tags: &[&str], at: i64) -> EndUser {
+        let mut attributes = Map::new();
+        attributes.insert("country".into(), json!("NZ"));
+        attributes.insert("age".into(), json!(42));
+        EndUser {
+            environment_id: env.into(),
+            id: id.into(),
+            test_user: test,
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            attributes,
+            created: t(at),
+            updated: t(at),
+        }
+    }
+
+    fn default_stream(env: &str, id: &str) -> Stream {
+        Stream {
+            id: id.into(),
+            environment_id: env.into(),
+            name: "All cards".into(),
+            is_default: true,
+            created: t(1),
+        }
+    }
+
+    async fn users_upsert_replace_and_delete_with_their_tags(url: &str) {
+        let (db, _) = seeded(url).await;
+        let repo = DieselEndUserRepository::new(db);
+        repo.upsert(vec![
+            user("env_a", "u1", false, &["a", "vip"], 1),
+            user("env_b", "u1", true, &[], 1),
+        ])
+        .await
+        .expect("insert");
+        assert_eq!(
+            repo.get("env_a", "u1").await.expect("get"),
+            Some(user("env_a", "u1", false, &["a", "vip"], 1))
+        );
+        assert_eq!(
+            repo.get("env_b", "u1")
+                .await
+                .expect("get")
+                .map(|u| u.test_user),
+            Some(true),
+            "same id, other environment"
+        );
+
+        let mut replaced = user("env_a", "u1", true, &["b"], 9);
+        replaced.attributes.remove("age");
+        repo.upsert(vec![replaced.clone()]).await.expect("replace");
+        let stored = repo.get("env_a", "u1").await.expect("get").expect("exists");
+        assert_eq!(stored.created, t(1), "created is kept");
+        assert_eq!(
+            stored,
+            EndUser {
+                created: t(1),
+                ..replaced
+            }
+        );
+
+        assert!(repo.delete("env_a", "u1").await.expect("delete"));
+        assert!(!repo.delete("env_a", "u1").await.expect("again"));
+        assert_eq!(repo.get("env_a", "u1").await.expect("get"), None);
+        let tagged = repo
+            .list(
+                "env_a",
+                &UserQuery {
+                    tag: Some("b".into()),
+                    test_user: None,
+                },
+                &PageRequest::default(),
+            )
+            .await
+            .expect("list");
+        assert!(tagged.is_empty(), "its tags went with it");
+    }
+
+    async fn users_list_by_tag_and_test_flag_in_id_order(url: &str) {
+        let (db, _) = seeded(url).await;
+        let repo = DieselEndUserRepository::new(db);
+        let mut batch = Vec::new();
+        for i in 0..30 {
+            let tags: &[&str] = if i % 3 == 0 { &["vip"] } else { &[] };
+            batch.push(user("env_a", &format!("u{i:02}"), i % 2 == 0, tags, 1));
+        }
+        batch.push(user("env_b", "u99", true, &["vip"], 1));
+        repo.upsert(batch).await.expect("batch");
+        let ids = |users: Vec<EndUser>| users.into_iter().map(|u| u.id).collect::<Vec<_>>();
+        let vip = UserQuery {
+            tag: Some("vip".into()),
+            test_user: None,
+        };
+        let page = PageRequest {
+            limit: 4,
+            after: None,
+        };
+        assert_eq!(
+            ids(repo.list("env_a", &vip, &page).await.expect("vip")),
+            ["u00", "u03", "u06", "u09", "u12"]
+        );
+        let next = PageRequest {
+            limit: 4,
+            after: Some("u09".into()),
+        };
+        assert_eq!(
+            ids(repo.list("env_a", &vip, &next).await.expect("vip 2")),
+            ["u12", "u15", "u18", "u21", "u24"]
+        );
+        let test_vip = UserQuery {
+            tag: Some("vip".into()),
+            test_user: Some(true),
+        };
+        assert_eq!(
+            ids(repo
+                .list("env_a", &test_vip, &PageRequest::default())
+                .await
+                .expect("test vip")),
+            ["u00", "u06", "u12", "u18", "u24"]
+        );
+        let all = repo
+            .list(
+                "env_a",
+                &UserQuery::default(),
+                &PageRequest {
+                    limit: 500,
+                    after: None,
+                },
+            )
+            .await
+            .expect("all");
+        assert_eq!(all.len(), 30);
+        assert_eq!(all[3].tags, ["vip"], "tags come with the page");
+    }
+
+    async fn segments_round_trip_with_their_filter(url: &str) {
+        let (db, _) = seeded(url).await;
+        let repo = DieselSegmentRepository::new(db);
+        let source = json!({"match": "any", "conditions": [{"field": "attributes.country", "op": "in", "value": ["NZ", "AU"]}]});
+        let segment = Segment {
+            id: "seg_1".into(),
+            environment_id: "env_a".into(),
+            name: "ANZ".into(),
+            filter: Filter::parse(&source, "filter").expect("filter"),
+            created: t(1),
+            updated: t(1),
+        };
+        repo.insert(&segment).await.expect("insert");
+        assert_eq!(
+            repo.get("env_a", "seg_1").await.expect("get"),
+            Some(segment.clone())
+        );
+        assert_eq!(repo.get("env_b", "seg_1").await.expect("get"), None);
+        let renamed = Segment {
+            name: "Oceania".into(),
+            updated: t(2),
+            ..segment.clone()
+        };
+        assert!(repo.update(&renamed).await.expect("update"));
+        assert_eq!(repo.list("env_a").await.expect("list"), vec![renamed]);
+        assert!(!repo
+            .update(&Segment {
+                environment_id: "env_b".into(),
+                ..segment
+            })
+            .await
+            .expect("other env"));
+        assert!(repo.delete("env_a", "seg_1").await.expect("delete"));
+        assert!(repo.list("env_a").await.expect("list").is_empty());
+    }
+
+    async fn the_default_stream_appears_once_even_when_racing(url: &str) {
+        let (db, _) = seeded(url).await;
+        let repo = std::sync::Arc::new(DieselStreamRepository::new(db));
+        let mut tasks = Vec::new();
+        for i in 0..6 {
+            let repo = repo.clone();
+            tasks.push(tokio::spawn(async move {
+                repo.list("env_a", default_stream("env_a", &format!("str_{i}")))
+                    .await
+            }));
+        }
+        for task in tasks {
+            let streams = task.await.expect("join").expect("list");
+            assert_eq!(streams.len(), 1);
+            assert!(streams[0].is_default);
+        }
+        let custom = Stream {
+            id: "str_c".into(),
+            environment_id: "env_a".into(),
+            name: "Promotions".into(),
+            is_default: false,
+            created: t(2),
+        };
+        repo.insert(&custom).await.expect("custom");
+        assert!(
+            repo.insert(&Stream {
+                id: "str_d".into(),
+                ..custom.clone()
+            })
+            .await
+            .is_err(),
+            "names are unique"
+        );
+        let listed = repo
+            .list("env_a", default_stream("env_a", "str_new"))
+            .await
+            .expect("list");
+        assert_eq!(
+            listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["All cards", "Promotions"]
+        );
+        let default_id = listed[0].id.clone();
+        assert!(
+            !repo.delete("env_a", &default_id).await.expect("default"),
+            "the default is never deleted"
+        );
+        assert!(repo.delete("env_a", "str_c").await.expect("custom"));
+        assert_eq!(
+            repo.get("env_a", &default_id)
+                .await
+                .expect("get")
+                .map(|s| s.is_default),
+            Some(true)
+        );
+    }
+
+    both_backends!(
+        users_upsert_replace_and_delete_with_their_tags,
+        users_list_by_tag_and_test_flag_in_id_order,
+        segments_round_trip_with_their_filter,
+        the_default_stream_appears_once_even_when_racing,
+    );
+}

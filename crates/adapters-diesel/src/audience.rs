@@ -1,0 +1,471 @@
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::audience::{
+    EndUser, EndUserRepository, Filter, Segment, SegmentRepository, Stream, StreamRepository,
+    UserQuery,
+};
+use domain::{PageRequest, StorageError};
+use serde_json::{Map, Value};
+
+use crate::db::{AnyConnection, Database, Failure};
+use crate::schema::{end_user_tags, end_users, segments, streams};
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = end_users)]
+struct UserRow {
+    environment_id: String,
+    id: String,
+    test_user: bool,
+    attributes: String,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = segments)]
+struct SegmentRow {
+    id: String,
+    environment_id: String,
+    name: String,
+    filter: String,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = streams)]
+struct StreamRow {
+    id: String,
+    environment_id: String,
+    name: String,
+    is_default: bool,
+    created: NaiveDateTime,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
+}
+
+/// Attaches tags (loaded with one query for the whole page) to user rows.
+fn with_tags(
+    conn: &mut AnyConnection,
+    env: &str,
+    rows: Vec<UserRow>,
+) -> Result<Vec<EndUser>, Failure> {
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let mut tags: HashMap<String, Vec<String>> = HashMap::new();
+    // Bounded IN lists: SQLite allows 32,766 parameters, PostgreSQL 65,535.
+    for chunk in ids.chunks(5_000) {
+        let pairs: Vec<(String, String)> = end_user_tags::table
+            .filter(
+                end_user_tags::environment_id
+                    .eq(env)
+                    .and(end_user_tags::user_id.eq_any(chunk)),
+            )
+            .select((end_user_tags::user_id, end_user_tags::tag))
+            .order((end_user_tags::user_id, end_user_tags::tag))
+            .load(conn)?;
+        for (user, tag) in pairs {
+            tags.entry(user).or_default().push(tag);
+        }
+    }
+    rows.into_iter()
+        .map(|r| {
+            let attributes: Map<String, Value> = serde_json::from_str(&r.attributes)
+                .map_err(|e| Failure::Domain(corrupt("user attributes", e)))?;
+            Ok(EndUser {
+                tags: tags.remove(&r.id).unwrap_or_default(),
+                environment_id: r.environment_id,
+                id: r.id,
+                test_user: r.test_user,
+                attributes,
+                created: r.created.and_utc(),
+                updated: r.updated.and_utc(),
+            })
+        })
+        .collect()
+}
+
+pub struct DieselEndUserRepository {
+    db: Database,
+}
+
+impl DieselEndUserRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl EndUserRepository for DieselEndUserRepository {
+    async fn upsert(&self, users: Vec<EndUser>) -> Result<(), StorageError> {
+        self.db
+            .transaction(move |conn| {
+                for user in &users {
+                    let row = UserRow {
+                        environment_id: user.environment_id.clone(),
+                        id: user.id.clone(),
+                        test_user: user.test_user,
+                        attributes: Value::Object(user.attributes.clone()).to_string(),
+                        created: user.created.naive_utc(),
+                        updated: user.updated.naive_utc(),
+                    };
+                    let changes = (
+                        end_users::test_user.eq(row.test_user),
+                        end_users::attributes.eq(&row.attributes),
+                        end_users::updated.eq(row.updated),
+                    );
+                    // ON CONFLICT is outside MultiConnection's subset; both backends speak it.
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(end_users::table)
+                        .values(&row)
+                        .on_conflict((end_users::environment_id, end_users::id))
+                        .do_update()
+                        .set(changes)
+                        .execute(c))?;
+                    diesel::delete(
+                        end_user_tags::table.filter(
+                            end_user_tags::environment_id
+                                .eq(&user.environment_id)
+                                .and(end_user_tags::user_id.eq(&user.id)),
+                        ),
+                    )
+                    .execute(conn)?;
+                    for tag in &user.tags {
+                        diesel::insert_into(end_user_tags::table)
+                            .values((
+                                end_user_tags::environment_id.eq(&user.environment_id),
+                                end_user_tags::tag.eq(tag),
+                                end_user_tags::user_id.eq(&user.id),
+                            ))
+                            .execute(conn)?;
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+    ) -> Result<Option<EndUser>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), user_id.to_owned());
+        self.db
+            .run(move |conn| {
+                let rows = end_users::table
+                    .filter(
+                        end_users::environment_id
+                            .eq(&env)
+                            .and(end_users::id.eq(&id)),
+                    )
+                    .select(UserRow::as_select())
+                    .load(conn)?;
+                Ok(with_tags(conn, &env, rows)?.into_iter().next())
+            })
+            .await
+    }
+
+    async fn delete(&self, environment_id: &str, user_id: &str) -> Result<bool, StorageError> {
+        let (env, id) = (environment_id.to_owned(), user_id.to_owned());
+        self.db
+            .transaction(move |conn| {
+                diesel::delete(
+                    end_user_tags::table.filter(
+                        end_user_tags::environment_id
+                            .eq(&env)
+                            .and(end_user_tags::user_id.eq(&id)),
+                    ),
+                )
+                .execute(conn)?;
+                let deleted = diesel::delete(
+                    end_users::table.filter(
+                        end_users::environment_id
+                            .eq(&env)
+                            .and(end_users::id.eq(&id)),
+                    ),
+                )
+                .execute(conn)?;
+                Ok(deleted > 0)
+            })
+            .await
+    }
+
+    async fn list(
+        &self,
+        environment_id: &str,
+        query: &UserQuery,
+        page: &PageRequest,
+    ) -> Result<Vec<EndUser>, StorageError> {
+        let env = environment_id.to_owned();
+        let query = query.clone();
+        let page = page.clone();
+        self.db
+            .run(move |conn| {
+                let mut select = end_users::table
+                    .filter(end_users::environment_id.eq(&env))
+                    .select(UserRow::as_select())
+                    .order(end_users::id)
+                    .limit(i64::from(page.limit) + 1)
+                    .into_boxed();
+                if let Some(after) = page.after {
+                    select = select.filter(end_users::id.gt(after));
+                }
+                if let Some(test_user) = query.test_user {
+                    select = select.filter(end_users::test_user.eq(test_user));
+                }
+                if let Some(tag) = query.tag {
+                    let tagged = end_user_tags::table
+                        .filter(
+                            end_user_tags::environment_id
+                                .eq(env.clone())
+                                .and(end_user_tags::tag.eq(tag)),
+                        )
+                        .select(end_user_tags::user_id);
+                    select = select.filter(end_users::id.eq_any(tagged));
+                }
+                let rows = select.load(conn)?;
+                with_tags(conn, &env, rows)
+            })
+            .await
+    }
+}
+
+pub struct DieselSegmentRepository {
+    db: Database,
+}
+
+impl DieselSegmentRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+fn segment_row(s: &Segment) -> SegmentRow {
+    SegmentRow {
+        id: s.id.clone(),
+        environment_id: s.environment_id.clone(),
+        name: s.name.clone(),
+        filter: s.filter.source.to_string(),
+        created: s.created.naive_utc(),
+        updated: s.updated.naive_utc(),
+    }
+}
+
+fn segment(row: SegmentRow) -> Result<Segment, StorageError> {
+    let source: Value =
+        serde_json::from_str(&row.filter).map_err(|e| corrupt("segment filter", e))?;
+    let filter = Filter::parse(&source, "filter")
+        .map_err(|e| corrupt("segment filter", format!("{e:?}")))?;
+    Ok(Segment {
+        id: row.id,
+        environment_id: row.environment_id,
+        name: row.name,
+        filter,
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    })
+}
+
+#[async_trait]
+impl SegmentRepository for DieselSegmentRepository {
+    async fn insert(&self, s: &Segment) -> Result<(), StorageError> {
+        let row = segment_row(s);
+        self.db
+            .run(move |conn| {
+                diesel::insert_into(segments::table)
+                    .values(&row)
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        segment_id: &str,
+    ) -> Result<Option<Segment>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), segment_id.to_owned());
+        let row = self
+            .db
+            .run(move |conn| {
+                Ok(segments::table
+                    .filter(segments::environment_id.eq(env).and(segments::id.eq(id)))
+                    .select(SegmentRow::as_select())
+                    .first(conn)
+                    .optional()?)
+            })
+            .await?;
+        row.map(segment).transpose()
+    }
+
+    async fn list(&self, environment_id: &str) -> Result<Vec<Segment>, StorageError> {
+        let env = environment_id.to_owned();
+        let rows = self
+            .db
+            .run(move |conn| {
+                Ok(segments::table
+                    .filter(segments::environment_id.eq(env))
+                    .order((segments::name, segments::id))
+                    .select(SegmentRow::as_select())
+                    .load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(segment).collect()
+    }
+
+    async fn update(&self, s: &Segment) -> Result<bool, StorageError> {
+        let row = segment_row(s);
+        self.db
+            .run(move |conn| {
+                let changed = diesel::update(
+                    segments::table.filter(
+                        segments::environment_id
+                            .eq(&row.environment_id)
+                            .and(segments::id.eq(&row.id)),
+                    ),
+                )
+                .set((
+                    segments::name.eq(&row.name),
+                    segments::filter.eq(&row.filter),
+                    segments::updated.eq(row.updated),
+                ))
+                .execute(conn)?;
+                Ok(changed > 0)
+            })
+            .await
+    }
+
+    async fn delete(&self, environment_id: &str, segment_id: &str) -> Result<bool, StorageError> {
+        let (env, id) = (environment_id.to_owned(), segment_id.to_owned());
+        self.db
+            .run(move |conn| {
+                Ok(diesel::delete(
+                    segments::table
+                        .filter(segments::environment_id.eq(env).and(segments::id.eq(id))),
+                )
+                .execute(conn)?
+                    > 0)
+            })
+            .await
+    }
+}
+
+pub struct DieselStreamRepository {
+    db: Database,
+}
+
+impl DieselStreamRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+fn stream(row: StreamRow) -> Stream {
+    Stream {
+        id: row.id,
+        environment_id: row.environment_id,
+        name: row.name,
+        is_default: row.is_default,
+        created: row.created.and_utc(),
+    }
+}
+
+#[async_trait]
+impl StreamRepository for DieselStreamRepository {
+    async fn list(
+        &self,
+        environment_id: &str,
+        default: Stream,
+    ) -> Result<Vec<Stream>, StorageError> {
+        let env = environment_id.to_owned();
+        self.db
+            .transaction(move |conn| {
+                let has_default = streams::table.filter(
+                    streams::environment_id
+                        .eq(&env)
+                        .and(streams::is_default.eq(true)),
+                );
+                if !diesel::select(diesel::dsl::exists(has_default)).get_result::<bool>(conn)? {
+                    let row = StreamRow {
+                        id: default.id.clone(),
+                        environment_id: env.clone(),
+                        name: default.name.clone(),
+                        is_default: true,
+                        created: default.created.naive_utc(),
+                    };
+                    // Two first listings may race: the loser's insert does nothing.
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(streams::table)
+                        .values(&row)
+                        .on_conflict((streams::environment_id, streams::name))
+                        .do_nothing()
+                        .execute(c))?;
+                }
+                let rows = streams::table
+                    .filter(streams::environment_id.eq(&env))
+                    .order((streams::is_default.desc(), streams::created, streams::id))
+                    .select(StreamRow::as_select())
+                    .load(conn)?;
+                Ok(rows.into_iter().map(stream).collect())
+            })
+            .await
+    }
+
+    async fn insert(&self, s: &Stream) -> Result<(), StorageError> {
+        let row = StreamRow {
+            id: s.id.clone(),
+            environment_id: s.environment_id.clone(),
+            name: s.name.clone(),
+            is_default: s.is_default,
+            created: s.created.naive_utc(),
+        };
+        self.db
+            .run(move |conn| {
+                diesel::insert_into(streams::table)
+                    .values(&row)
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        stream_id: &str,
+    ) -> Result<Option<Stream>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), stream_id.to_owned());
+        self.db
+            .run(move |conn| {
+                let row = streams::table
+                    .filter(streams::environment_id.eq(env).and(streams::id.eq(id)))
+                    .select(StreamRow::as_select())
+                    .first(conn)
+                    .optional()?;
+                Ok(row.map(stream))
+            })
+            .await
+    }
+
+    async fn delete(&self, environment_id: &str, stream_id: &str) -> Result<bool, StorageError> {
+        let (env, id) = (environment_id.to_owned(), stream_id.to_owned());
+        self.db
+            .run(move |conn| {
+                Ok(diesel::delete(
+                    streams::table.filter(
+                        streams::environment_id
+                            .eq(env)
+                            .and(streams::id.eq(id))
+                            .and(streams::is_default.eq(false)),
+                    ),
+                )
+                .execute(conn)?
+                    > 0)
+            })
+            .await
+    }
+}
