@@ -261,6 +261,67 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "put",
             &["200", "400", "401", "403"],
         ),
+        (
+            "/v1/{environmentId}/users",
+            "get",
+            &["200", "400", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/users:batch",
+            "post",
+            &["200", "400", "401", "403", "413"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}",
+            "put",
+            &["200", "400", "401", "403", "415"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}",
+            "delete",
+            &["204", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/segments",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/segments",
+            "post",
+            &["201", "400", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/segments/{segmentId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/segments/{segmentId}",
+            "put",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/segments/{segmentId}",
+            "delete",
+            &["204", "401", "403", "404"],
+        ),
+        ("/v1/{environmentId}/streams", "get", &["200", "401", "403"]),
+        (
+            "/v1/{environmentId}/streams",
+            "post",
+            &["201", "400", "401", "403", "409"],
+        ),
+        (
+            "/v1/{environmentId}/streams/{streamId}",
+            "delete",
+            &["204", "401", "403", "404", "409"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -294,7 +355,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 21, "a new endpoint must be added to this test");
+    assert_eq!(paths, 28, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -17,6 +17,7 @@ use actix_web::dev::Server;
 use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use domain::audience::AudienceService;
 use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
 pub use metrics::Metrics;
@@ -30,6 +31,7 @@ pub struct AppState {
     pub auth: Arc<AuthService>,
     pub folders: Arc<FolderService>,
     pub flows: Arc<FlowService>,
+    pub audience: Arc<AudienceService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -44,6 +46,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::credentials::configure(cfg);
     routes::folders::configure(cfg);
     routes::flows::configure(cfg);
+    routes::audience::configure(cfg);
     openapi::configure(cfg);
 }
 

@@ -7,7 +7,7 @@ use utoipa::openapi::{ContentBuilder, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::routes::{credentials, environments, flows, folders, oauth, ops};
+use crate::routes::{audience, credentials, environments, flows, folders, oauth, ops};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,6 +22,10 @@ every response carries `X-Request-Id`.",
         flows::list, flows::create, flows::get, flows::update, flows::get_config, flows::publish,
         flows::save_draft, flows::discard_draft, flows::approve_draft, flows::publish_draft,
         flows::archive, flows::unarchive, flows::get_settings, flows::put_settings,
+        audience::put_user, audience::get_user, audience::delete_user, audience::list_users,
+        audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,
+        audience::update_segment, audience::delete_segment, audience::list_streams,
+        audience::create_stream, audience::delete_stream,
         environments::list, credentials::create, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
@@ -30,6 +34,7 @@ every response carries `X-Request-Id`.",
     tags(
         (name = "folders", description = "Folders that organise Action Flows"),
         (name = "action-flows", description = "Action Flows, their versioned configurations, drafts and approvals"),
+        (name = "audience", description = "End users, segments and streams that flows target"),
         (name = "credentials", description = "API keys, access tokens and environments"),
         (name = "operations", description = "Health, metrics and this document"),
     )

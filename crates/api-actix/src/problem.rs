@@ -264,6 +264,8 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::DraftExists => "draft_exists",
         ConflictKind::FlowArchived => "flow_archived",
         ConflictKind::ConcurrentChange => "concurrent_change",
+        ConflictKind::StreamNameTaken => "stream_name_taken",
+        ConflictKind::DefaultStream => "default_stream",
     }
 }
 

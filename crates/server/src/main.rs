@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use adapters_diesel::db::DatabaseUrl;
 use adapters_diesel::{
-    Database, DieselFlowRepository, DieselFolderRepository, DieselHealthProbe,
-    DieselSettingsRepository, DieselTenancyRepository,
+    Database, DieselEndUserRepository, DieselFlowRepository, DieselFolderRepository,
+    DieselHealthProbe, DieselSegmentRepository, DieselSettingsRepository, DieselStreamRepository,
+    DieselTenancyRepository,
 };
 use anyhow::{anyhow, Context};
 use api_actix::{AppState, Metrics, ServerOptions};
 use clap::{Args, Parser, Subcommand};
+use domain::audience::AudienceService;
 use domain::{
     AuthService, DomainError, EnvironmentGrant, FlowService, FolderService, Role, Scope,
     SystemClock,
@@ -239,6 +241,12 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             Arc::new(DieselFlowRepository::new(db.clone())),
             folders,
             Arc::new(DieselSettingsRepository::new(db.clone())),
+            clock.clone(),
+        )),
+        audience: Arc::new(AudienceService::new(
+            Arc::new(DieselEndUserRepository::new(db.clone())),
+            Arc::new(DieselSegmentRepository::new(db.clone())),
+            Arc::new(DieselStreamRepository::new(db.clone())),
             clock,
         )),
         health: Arc::new(DieselHealthProbe::new(db.clone())),

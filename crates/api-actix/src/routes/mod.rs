@@ -1,5 +1,6 @@
 //! Route handlers: each translates HTTP to a domain call and the answer back. No rules here.
 
+pub mod audience;
 pub mod credentials;
 pub mod environments;
 pub mod flows;
