@@ -15,6 +15,7 @@ pub mod page;
 pub mod secret;
 pub mod tenancy;
 pub mod time;
+pub mod trigger;
 
 pub use error::{ConflictKind, DomainError, FieldError, Resource, StorageError};
 pub use flow::{Flow, FlowRepository, FlowService, FlowVersion, SettingsRepository};

@@ -1,0 +1,593 @@
+//! The trigger request of spec 4.3 (`POST .../test` and `.../start`), parsed and validated:
+//! every problem at once, each with its JSON path (`flows[0].payload.cardOptions.priority`).
+//! Limits (contract §4): 1 to 1,000 flow elements, 1 to 10,000 `targetUserIds` per element.
+
+use chrono::Duration;
+use serde_json::{Map, Value};
+
+use crate::audience::filter::Filter;
+use crate::audience::validate_user_id;
+use crate::{FieldError, Timestamp};
+
+pub const MAX_FLOW_ELEMENTS: usize = 1_000;
+pub const MAX_TARGET_USERS: usize = 10_000;
+pub const MAX_INVOCATION_ID_CHARS: usize = 255;
+/// The push payload limit (spec 8), which `notificationDetail` must fit in.
+pub const MAX_NOTIFICATION_DETAIL_BYTES: usize = 2_048;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Users(Vec<String>),
+    Segment(String),
+    Tag(String),
+    AllTestUsers,
+    Filters(Filter),
+}
+
+impl Target {
+    /// Segment, tag and filter targets are "bulk targets" (contract §4): at most five run at
+    /// once per environment.
+    pub fn is_bulk(&self) -> bool {
+        matches!(
+            self,
+            Target::Segment(_) | Target::Tag(_) | Target::Filters(_)
+        )
+    }
+}
+
+/// A variable value: for every platform, or with iOS and Android overrides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariableValue {
+    pub value: Value,
+    pub ios: Option<Value>,
+    pub android: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Platforms {
+    pub web: bool,
+    pub ios: bool,
+    pub android: bool,
+}
+
+impl Default for Platforms {
+    /// Rule 2: with no platforms given, cards go to Web, iOS and Android.
+    fn default() -> Self {
+        Platforms {
+            web: true,
+            ios: true,
+            android: true,
+        }
+    }
+}
+
+impl Platforms {
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.web {
+            names.push("Web");
+        }
+        if self.ios {
+            names.push("iOS");
+        }
+        if self.android {
+            names.push("Android");
+        }
+        names
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CardOptions {
+    pub priority: Option<u8>,
+    pub expires: Option<Timestamp>,
+    pub expires_interval: Option<Duration>,
+    pub embargo: Option<Timestamp>,
+    pub target_stream_ids: Option<Vec<String>>,
+    pub target_platforms: Option<Platforms>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Payload {
+    pub variables: Vec<(String, VariableValue)>,
+    pub card_options: CardOptions,
+    pub notification_detail: Option<Map<String, Value>>,
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// One element of `flows`: one target, its payload, its idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowElement {
+    pub target: Target,
+    pub payload: Payload,
+    pub invocation_id: Option<String>,
+    /// The target and payload as sent, for the idempotency hash and the record.
+    pub raw_target: Value,
+    pub raw_payload: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriggerRequest {
+    pub flows: Vec<FlowElement>,
+    pub strict_variables: bool,
+}
+
+fn err(errors: &mut Vec<FieldError>, path: impl Into<String>, message: impl Into<String>) {
+    errors.push(FieldError::new(path, message));
+}
+
+pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let Some(body) = body.as_object() else {
+        return Err(vec![FieldError::new(
+            "",
+            "the request body must be a JSON object",
+        )]);
+    };
+    let strict_variables = match body.get("options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(options)) => match options.get("strictVariables") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                err(
+                    &mut errors,
+                    "options.strictVariables",
+                    "must be true or false",
+                );
+                false
+            }
+        },
+        Some(_) => {
+            err(&mut errors, "options", "must be an object");
+            false
+        }
+    };
+    let mut flows = Vec::new();
+    match body.get("flows") {
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_FLOW_ELEMENTS => {
+            let mut ids = std::collections::HashSet::new();
+            for (i, item) in items.iter().enumerate() {
+                if let Some(element) = element(&mut errors, item, &format!("flows[{i}]")) {
+                    if let Some(id) = &element.invocation_id {
+                        if !ids.insert(id.clone()) {
+                            err(
+                                &mut errors,
+                                format!("flows[{i}].flowInvocationId"),
+                                "is used by another element of this request",
+                            );
+                        }
+                    }
+                    flows.push(element);
+                }
+            }
+        }
+        Some(Value::Array(items)) if items.len() > MAX_FLOW_ELEMENTS => err(
+            &mut errors,
+            "flows",
+            format!("at most {MAX_FLOW_ELEMENTS} elements per request"),
+        ),
+        _ => err(
+            &mut errors,
+            "flows",
+            format!("must be an array of 1 to {MAX_FLOW_ELEMENTS} elements"),
+        ),
+    }
+    if errors.is_empty() {
+        Ok(TriggerRequest {
+            flows,
+            strict_variables,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+fn element(errors: &mut Vec<FieldError>, item: &Value, path: &str) -> Option<FlowElement> {
+    let Some(item) = item.as_object() else {
+        err(errors, path, "must be an object with a `target`");
+        return None;
+    };
+    let before = errors.len();
+    let raw_target = item.get("target").cloned().unwrap_or(Value::Null);
+    let target = target(errors, &raw_target, &format!("{path}.target"));
+    let raw_payload = item.get("payload").cloned().unwrap_or(Value::Null);
+    let payload = payload(errors, &raw_payload, &format!("{path}.payload"));
+    let invocation_id = match item.get("flowInvocationId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id))
+            if !id.trim().is_empty()
+                && id.chars().count() <= MAX_INVOCATION_ID_CHARS
+                && !id.chars().any(char::is_control) =>
+        {
+            Some(id.clone())
+        }
+        Some(_) => {
+            err(
+                errors,
+                format!("{path}.flowInvocationId"),
+                format!("must be a string of 1 to {MAX_INVOCATION_ID_CHARS} characters"),
+            );
+            None
+        }
+    };
+    match (target, errors.len() == before) {
+        (Some(target), true) => Some(FlowElement {
+            target,
+            payload,
+            invocation_id,
+            raw_target,
+            raw_payload,
+        }),
+        _ => None,
+    }
+}
+
+fn target(errors: &mut Vec<FieldError>, raw: &Value, path: &str) -> Option<Target> {
+    let Some(object) = raw.as_object() else {
+        err(errors, path, "is required: an object with a `type`");
+        return None;
+    };
+    let string = |errors: &mut Vec<FieldError>, keys: &[&str]| -> Option<String> {
+        match keys.iter().find_map(|k| object.get(*k).map(|v| (k, v))) {
+            Some((_, Value::String(s))) if !s.is_empty() => Some(s.clone()),
+            Some((k, _)) => {
+                err(errors, format!("{path}.{k}"), "must be a non-empty string");
+                None
+            }
+            None => {
+                err(errors, format!("{path}.{}", keys[0]), "is required");
+                None
+            }
+        }
+    };
+    match object.get("type").and_then(Value::as_str) {
+        Some("user") => match object.get("targetUserIds") {
+            Some(Value::Array(ids)) if !ids.is_empty() && ids.len() <= MAX_TARGET_USERS => {
+                let mut users = Vec::with_capacity(ids.len());
+                let before = errors.len();
+                for (i, id) in ids.iter().enumerate() {
+                    match id {
+                        Value::String(id) => {
+                            validate_user_id(errors, &format!("{path}.targetUserIds[{i}]"), id);
+                            users.push(id.clone());
+                        }
+                        _ => err(
+                            errors,
+                            format!("{path}.targetUserIds[{i}]"),
+                            "must be a string",
+                        ),
+                    }
+                }
+                users.sort();
+                users.dedup();
+                (errors.len() == before).then_some(Target::Users(users))
+            }
+            _ => {
+                err(
+                    errors,
+                    format!("{path}.targetUserIds"),
+                    format!("must be an array of 1 to {MAX_TARGET_USERS} user ids"),
+                );
+                None
+            }
+        },
+        Some("segment") => string(errors, &["targetSegmentId"]).map(Target::Segment),
+        Some("tag") => string(errors, &["tagName", "tag"]).map(Target::Tag),
+        Some("allTestUsers") => Some(Target::AllTestUsers),
+        Some("filters") => match object.get("filter") {
+            Some(filter) => match Filter::parse(filter, &format!("{path}.filter")) {
+                Ok(filter) => Some(Target::Filters(filter)),
+                Err(mut e) => {
+                    errors.append(&mut e);
+                    None
+                }
+            },
+            None => {
+                err(
+                    errors,
+                    format!("{path}.filter"),
+                    "is required for a `filters` target",
+                );
+                None
+            }
+        },
+        _ => {
+            err(
+                errors,
+                format!("{path}.type"),
+                "must be user, segment, tag, allTestUsers or filters",
+            );
+            None
+        }
+    }
+}
+
+fn payload(errors: &mut Vec<FieldError>, raw: &Value, path: &str) -> Payload {
+    let mut payload = Payload::default();
+    let object = match raw {
+        Value::Null => return payload,
+        Value::Object(object) => object,
+        _ => {
+            err(errors, path, "must be an object");
+            return payload;
+        }
+    };
+    match object.get("variables") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(vars)) => {
+            for (name, value) in vars {
+                let var_path = format!("{path}.variables.{name}");
+                let scalar =
+                    |v: &Value| matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_));
+                let parsed = match value {
+                    v if scalar(v) => Some(VariableValue {
+                        value: v.clone(),
+                        ios: None,
+                        android: None,
+                    }),
+                    Value::Object(o) => {
+                        let field = |errors: &mut Vec<FieldError>, key: &str| match o.get(key) {
+                            None | Some(Value::Null) => None,
+                            Some(v) if scalar(v) => Some(v.clone()),
+                            Some(_) => {
+                                err(errors, format!("{var_path}.{key}"), "must be a string");
+                                None
+                            }
+                        };
+                        let ios = field(errors, "valueIos");
+                        let android = field(errors, "valueAndroid");
+                        match o.get("value") {
+                            Some(v) if scalar(v) => Some(VariableValue {
+                                value: v.clone(),
+                                ios,
+                                android,
+                            }),
+                            _ => {
+                                err(
+                                    errors,
+                                    format!("{var_path}.value"),
+                                    "is required and must be a string",
+                                );
+                                None
+                            }
+                        }
+                    }
+                    _ => {
+                        err(errors, &var_path, "must be a string, or an object with `value`, `valueIos`, `valueAndroid`");
+                        None
+                    }
+                };
+                if let Some(parsed) = parsed {
+                    payload.variables.push((name.clone(), parsed));
+                }
+            }
+        }
+        Some(_) => err(errors, format!("{path}.variables"), "must be an object"),
+    }
+    match object.get("cardOptions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(options)) => {
+            payload.card_options = card_options(errors, options, &format!("{path}.cardOptions"))
+        }
+        Some(_) => err(errors, format!("{path}.cardOptions"), "must be an object"),
+    }
+    for (key, slot) in [
+        ("notificationDetail", &mut payload.notification_detail),
+        ("metadata", &mut payload.metadata),
+    ] {
+        match object.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => *slot = Some(map.clone()),
+            Some(_) => err(errors, format!("{path}.{key}"), "must be an object"),
+        }
+    }
+    if let Some(detail) = &payload.notification_detail {
+        let size = Value::Object(detail.clone()).to_string().len();
+        if size > MAX_NOTIFICATION_DETAIL_BYTES {
+            err(
+                errors,
+                format!("{path}.notificationDetail"),
+                format!("is {size} bytes; the push payload it travels in is limited to {MAX_NOTIFICATION_DETAIL_BYTES} bytes"),
+            );
+        }
+    }
+    payload
+}
+
+fn timestamp(
+    errors: &mut Vec<FieldError>,
+    options: &Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Option<Timestamp> {
+    match options.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
+            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
+            Err(_) => {
+                err(
+                    errors,
+                    format!("{path}.{key}"),
+                    "must be an RFC 3339 timestamp",
+                );
+                None
+            }
+        },
+        Some(_) => {
+            err(
+                errors,
+                format!("{path}.{key}"),
+                "must be an RFC 3339 timestamp",
+            );
+            None
+        }
+    }
+}
+
+fn card_options(
+    errors: &mut Vec<FieldError>,
+    options: &Map<String, Value>,
+    path: &str,
+) -> CardOptions {
+    let mut out = CardOptions::default();
+    match options.get("priority") {
+        None | Some(Value::Null) => {}
+        Some(p) => match p.as_u64().filter(|n| (1..=10).contains(n)) {
+            Some(n) => out.priority = u8::try_from(n).ok(),
+            None => err(
+                errors,
+                format!("{path}.priority"),
+                "must be a whole number from 1 to 10",
+            ),
+        },
+    }
+    out.expires = timestamp(errors, options, "expires", path);
+    out.embargo = timestamp(errors, options, "embargo", path);
+    match options.get("expiresInterval") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => match parse_duration(s) {
+            Some(d) if d > Duration::zero() => out.expires_interval = Some(d),
+            _ => err(
+                errors,
+                format!("{path}.expiresInterval"),
+                "must be a positive ISO 8601 duration, e.g. PT30M or P1DT12H",
+            ),
+        },
+        Some(_) => err(
+            errors,
+            format!("{path}.expiresInterval"),
+            "must be an ISO 8601 duration string",
+        ),
+    }
+    if let (Some(embargo), Some(expires)) = (out.embargo, out.expires) {
+        if expires <= embargo {
+            err(errors, format!("{path}.expires"), "must be after embargo");
+        }
+    }
+    match options.get("targetStreamIds") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(ids)) => {
+            let mut streams = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                match id {
+                    Value::String(s) if !s.is_empty() => streams.push(s.clone()),
+                    _ => err(
+                        errors,
+                        format!("{path}.targetStreamIds[{i}]"),
+                        "must be a stream id",
+                    ),
+                }
+            }
+            out.target_stream_ids = Some(streams);
+        }
+        Some(_) => err(
+            errors,
+            format!("{path}.targetStreamIds"),
+            "must be an array of stream ids",
+        ),
+    }
+    match options.get("targetPlatforms") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            let mut platforms = Platforms {
+                web: false,
+                ios: false,
+                android: false,
+            };
+            for (key, value) in map {
+                let Some(on) = value.as_bool() else {
+                    err(
+                        errors,
+                        format!("{path}.targetPlatforms.{key}"),
+                        "must be true or false",
+                    );
+                    continue;
+                };
+                match key.as_str() {
+                    "Web" => platforms.web = on,
+                    "iOS" => platforms.ios = on,
+                    "Android" => platforms.android = on,
+                    _ => err(
+                        errors,
+                        format!("{path}.targetPlatforms.{key}"),
+                        "platforms are Web, iOS and Android",
+                    ),
+                }
+            }
+            out.target_platforms = Some(platforms);
+        }
+        Some(_) => err(
+            errors,
+            format!("{path}.targetPlatforms"),
+            "must be an object of Web, iOS, Android booleans",
+        ),
+    }
+    for key in options.keys() {
+        if ![
+            "priority",
+            "expires",
+            "expiresInterval",
+            "embargo",
+            "targetStreamIds",
+            "targetPlatforms",
+        ]
+        .contains(&key.as_str())
+        {
+            err(errors, format!("{path}.{key}"), "is not a card option");
+        }
+    }
+    out
+}
+
+/// An ISO 8601 duration: `P[nY][nM][nW][nD][T[nH][nM][nS]]` with whole numbers (seconds may
+/// have a fraction). Years are 365 days and months 30 (a card expiry, not a calendar).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let rest = text.strip_prefix('P')?;
+    if rest.is_empty() {
+        return None;
+    }
+    let (date, time) = match rest.split_once('T') {
+        Some((_, "")) => return None,
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut total = Duration::zero();
+    let mut parse_part = |part: &str, units: &[(char, i64)]| -> Option<()> {
+        let mut number = String::new();
+        let mut last_unit = 0;
+        for c in part.chars() {
+            if c.is_ascii_digit() || c == '.' {
+                number.push(c);
+                continue;
+            }
+            let position = units.iter().position(|(u, _)| *u == c)?;
+            if number.is_empty() || position < last_unit {
+                return None;
+            }
+            last_unit = position + 1;
+            let seconds_per_unit = units[position].1;
+            let value: f64 = number.parse().ok()?;
+            if number.contains('.') && c != 'S' {
+                return None;
+            }
+            total +=
+                Duration::milliseconds((value * seconds_per_unit as f64 * 1000.0).round() as i64);
+            number.clear();
+        }
+        number.is_empty().then_some(())
+    };
+    parse_part(
+        date,
+        &[
+            ('Y', 365 * 86_400),
+            ('M', 30 * 86_400),
+            ('W', 7 * 86_400),
+            ('D', 86_400),
+        ],
+    )?;
+    if let Some(time) = time {
+        parse_part(time, &[('H', 3_600), ('M', 60), ('S', 1)])?;
+    }
+    Some(total)
+}

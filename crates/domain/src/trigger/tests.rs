@@ -1,0 +1,423 @@
+use chrono::Duration;
+use serde_json::{json, Value};
+
+use super::request::{parse_duration, MAX_FLOW_ELEMENTS, MAX_TARGET_USERS};
+use super::variables::{render, resolve, Platform};
+use super::*;
+
+fn fields(body: Value) -> Vec<String> {
+    match parse(&body) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.into_iter().map(|e| e.field).collect(),
+    }
+}
+
+fn one(target: Value, payload: Value) -> Value {
+    json!({"flows": [{"target": target, "payload": payload}]})
+}
+
+#[test]
+fn table_of_invalid_requests() {
+    let user = json!({"type": "user", "targetUserIds": ["u1"]});
+    let cases: Vec<(&str, Value, &[&str])> = vec![
+        ("not an object", json!([]), &[""]),
+        ("no flows", json!({}), &["flows"]),
+        ("empty flows", json!({"flows": []}), &["flows"]),
+        (
+            "too many flows",
+            json!({"flows": vec![json!({"target": user}); MAX_FLOW_ELEMENTS + 1]}),
+            &["flows"],
+        ),
+        (
+            "element not an object",
+            json!({"flows": [3]}),
+            &["flows[0]"],
+        ),
+        ("no target", json!({"flows": [{}]}), &["flows[0].target"]),
+        (
+            "unknown target type",
+            one(json!({"type": "everyone"}), Value::Null),
+            &["flows[0].target.type"],
+        ),
+        (
+            "user without ids",
+            one(json!({"type": "user"}), Value::Null),
+            &["flows[0].target.targetUserIds"],
+        ),
+        (
+            "user ids empty",
+            one(json!({"type": "user", "targetUserIds": []}), Value::Null),
+            &["flows[0].target.targetUserIds"],
+        ),
+        (
+            "too many user ids",
+            one(
+                json!({"type": "user", "targetUserIds": vec!["u"; MAX_TARGET_USERS + 1]}),
+                Value::Null,
+            ),
+            &["flows[0].target.targetUserIds"],
+        ),
+        (
+            "user id not a string",
+            one(
+                json!({"type": "user", "targetUserIds": ["u1", 2, ""]}),
+                Value::Null,
+            ),
+            &[
+                "flows[0].target.targetUserIds[1]",
+                "flows[0].target.targetUserIds[2]",
+            ],
+        ),
+        (
+            "segment without id",
+            one(json!({"type": "segment"}), Value::Null),
+            &["flows[0].target.targetSegmentId"],
+        ),
+        (
+            "tag without name",
+            one(json!({"type": "tag"}), Value::Null),
+            &["flows[0].target.tagName"],
+        ),
+        (
+            "tag name not a string",
+            one(json!({"type": "tag", "tag": 5}), Value::Null),
+            &["flows[0].target.tag"],
+        ),
+        (
+            "filters without filter",
+            one(json!({"type": "filters"}), Value::Null),
+            &["flows[0].target.filter"],
+        ),
+        (
+            "filters with a bad filter",
+            one(
+                json!({"type": "filters", "filter": {"conditions": [{"field": "x", "op": "eq"}]}}),
+                Value::Null,
+            ),
+            &["flows[0].target.filter.conditions[0].field"],
+        ),
+        (
+            "payload not an object",
+            one(user.clone(), json!("x")),
+            &["flows[0].payload"],
+        ),
+        (
+            "variable of a bad kind",
+            one(user.clone(), json!({"variables": {"a": [1]}})),
+            &["flows[0].payload.variables.a"],
+        ),
+        (
+            "variable object without value",
+            one(user.clone(), json!({"variables": {"a": {"valueIos": "x"}}})),
+            &["flows[0].payload.variables.a.value"],
+        ),
+        (
+            "priority 0",
+            one(user.clone(), json!({"cardOptions": {"priority": 0}})),
+            &["flows[0].payload.cardOptions.priority"],
+        ),
+        (
+            "priority 11",
+            one(user.clone(), json!({"cardOptions": {"priority": 11}})),
+            &["flows[0].payload.cardOptions.priority"],
+        ),
+        (
+            "expires not a timestamp",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"expires": "tomorrow"}}),
+            ),
+            &["flows[0].payload.cardOptions.expires"],
+        ),
+        (
+            "embargo not a timestamp",
+            one(user.clone(), json!({"cardOptions": {"embargo": 5}})),
+            &["flows[0].payload.cardOptions.embargo"],
+        ),
+        (
+            "expires before embargo",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"embargo": "2027-01-02T00:00:00Z", "expires": "2027-01-01T00:00:00Z"}}),
+            ),
+            &["flows[0].payload.cardOptions.expires"],
+        ),
+        (
+            "bad interval",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"expiresInterval": "30 minutes"}}),
+            ),
+            &["flows[0].payload.cardOptions.expiresInterval"],
+        ),
+        (
+            "streams not an array",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"targetStreamIds": "s"}}),
+            ),
+            &["flows[0].payload.cardOptions.targetStreamIds"],
+        ),
+        (
+            "unknown platform",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"targetPlatforms": {"Web": true, "Windows": true}}}),
+            ),
+            &["flows[0].payload.cardOptions.targetPlatforms.Windows"],
+        ),
+        (
+            "platform not a boolean",
+            one(
+                user.clone(),
+                json!({"cardOptions": {"targetPlatforms": {"iOS": "yes"}}}),
+            ),
+            &["flows[0].payload.cardOptions.targetPlatforms.iOS"],
+        ),
+        (
+            "unknown card option",
+            one(user.clone(), json!({"cardOptions": {"colour": "red"}})),
+            &["flows[0].payload.cardOptions.colour"],
+        ),
+        (
+            "notification detail too big",
+            one(
+                user.clone(),
+                json!({"notificationDetail": {"x": "y".repeat(2100)}}),
+            ),
+            &["flows[0].payload.notificationDetail"],
+        ),
+        (
+            "metadata not an object",
+            one(user.clone(), json!({"metadata": [1]})),
+            &["flows[0].payload.metadata"],
+        ),
+        (
+            "invocation id not a string",
+            json!({"flows": [{"target": user, "flowInvocationId": 7}]}),
+            &["flows[0].flowInvocationId"],
+        ),
+        (
+            "invocation id twice",
+            json!({"flows": [{"target": user, "flowInvocationId": "a"}, {"target": user, "flowInvocationId": "a"}]}),
+            &["flows[1].flowInvocationId"],
+        ),
+        (
+            "strictVariables not a boolean",
+            json!({"flows": [{"target": user}], "options": {"strictVariables": "yes"}}),
+            &["options.strictVariables"],
+        ),
+    ];
+    assert!(cases.len() >= 25);
+    for (name, body, expected) in cases {
+        assert_eq!(fields(body), expected, "{name}");
+    }
+}
+
+#[test]
+fn every_problem_of_every_element_is_reported() {
+    let body = json!({"flows": [
+        {"target": {"type": "tag"}, "payload": {"cardOptions": {"priority": 20}}},
+        {"target": {"type": "user", "targetUserIds": ["ok"]}, "payload": {"cardOptions": {"embargo": "x"}}}
+    ]});
+    assert_eq!(
+        fields(body),
+        [
+            "flows[0].target.tagName",
+            "flows[0].payload.cardOptions.priority",
+            "flows[1].payload.cardOptions.embargo"
+        ]
+    );
+}
+
+#[test]
+fn valid_requests_parse_into_targets_and_options() {
+    let body = json!({
+        "flows": [
+            {"target": {"type": "user", "targetUserIds": ["b", "a", "b"]}, "flowInvocationId": "inv-1",
+             "payload": {"variables": {"name": "Ann", "amount": {"value": "5", "valueIos": "6"}},
+                         "cardOptions": {"priority": 7, "expires": "2027-01-01T00:00:00Z", "expiresInterval": "PT30M",
+                                         "targetStreamIds": ["str_1"], "targetPlatforms": {"Web": true, "iOS": false}},
+                         "metadata": {"campaign": "x"}, "notificationDetail": {"deepLink": "app://x"}}},
+            {"target": {"type": "tag", "tag": "vip"}},
+            {"target": {"type": "segment", "targetSegmentId": "seg_1"}},
+            {"target": {"type": "allTestUsers"}},
+            {"target": {"type": "filters", "filter": {"conditions": [{"field": "testUser", "op": "eq", "value": true}]}}}
+        ],
+        "options": {"strictVariables": true}
+    });
+    let request = parse(&body).expect("valid");
+    assert!(request.strict_variables);
+    assert_eq!(
+        request.flows[0].target,
+        Target::Users(vec!["a".into(), "b".into()])
+    );
+    let options = &request.flows[0].payload.card_options;
+    assert_eq!(options.priority, Some(7));
+    assert_eq!(options.expires_interval, Some(Duration::minutes(30)));
+    assert_eq!(
+        options.target_platforms,
+        Some(Platforms {
+            web: true,
+            ios: false,
+            android: false
+        })
+    );
+    assert_eq!(request.flows[1].target, Target::Tag("vip".into()));
+    assert!(
+        request.flows[1].target.is_bulk()
+            && request.flows[2].target.is_bulk()
+            && request.flows[4].target.is_bulk()
+    );
+    assert!(!request.flows[0].target.is_bulk() && !request.flows[3].target.is_bulk());
+    assert_eq!(Platforms::default().names(), ["Web", "iOS", "Android"]);
+}
+
+#[test]
+fn iso_8601_durations() {
+    assert_eq!(parse_duration("PT30M"), Some(Duration::minutes(30)));
+    assert_eq!(parse_duration("P1DT12H"), Some(Duration::hours(36)));
+    assert_eq!(parse_duration("P2W"), Some(Duration::days(14)));
+    assert_eq!(parse_duration("PT1.5S"), Some(Duration::milliseconds(1500)));
+    assert_eq!(parse_duration("P1Y"), Some(Duration::days(365)));
+    for bad in [
+        "", "P", "PT", "30M", "P1H", "PT1D", "P1.5D", "PM1", "PT30M5H",
+    ] {
+        assert_eq!(parse_duration(bad), None, "{bad}");
+    }
+}
+
+fn config() -> Value {
+    json!({
+        "type": "card", "initialSteps": ["s1"],
+        "variables": {
+            "name": {"type": "string", "default": "there"},
+            "due": {"type": "date", "required": true},
+            "score": {"type": "number", "source": "script"}
+        },
+        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
+        "cardTemplates": {"t": {
+            "metadata": {"cardName": "T"},
+            "variables": {"amount": {"type": "number", "default": 10}},
+            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}, pay %{amount} by %{due} %{assetv1:logo}"}}]},
+            "notification": {"attributes": {"body": "Hello %{name}"}}
+        }}
+    })
+}
+
+fn payload(variables: Value) -> Payload {
+    parse(&one(
+        json!({"type": "allTestUsers"}),
+        json!({"variables": variables}),
+    ))
+    .expect("valid")
+    .flows
+    .remove(0)
+    .payload
+}
+
+#[test]
+fn table_of_variable_resolution() {
+    let cases: Vec<(&str, Value, bool, &[&str])> = vec![
+        (
+            "required sent",
+            json!({"due": "2027-01-01T00:00:00Z"}),
+            false,
+            &[],
+        ),
+        (
+            "required missing",
+            json!({}),
+            false,
+            &["flows[0].payload.variables.due"],
+        ),
+        (
+            "wrong type",
+            json!({"due": "2027-01-01T00:00:00Z", "amount": "ten"}),
+            false,
+            &["flows[0].payload.variables.amount"],
+        ),
+        (
+            "wrong type on iOS",
+            json!({"due": "2027-01-01T00:00:00Z", "amount": {"value": "1", "valueIos": "x"}}),
+            false,
+            &["flows[0].payload.variables.amount.valueIos"],
+        ),
+        (
+            "script variable",
+            json!({"due": "2027-01-01T00:00:00Z", "score": "5"}),
+            false,
+            &["flows[0].payload.variables.score"],
+        ),
+        (
+            "unknown, lenient",
+            json!({"due": "2027-01-01T00:00:00Z", "nope": "x"}),
+            false,
+            &[],
+        ),
+        (
+            "unknown, strict",
+            json!({"due": "2027-01-01T00:00:00Z", "nope": "x"}),
+            true,
+            &["flows[0].payload.variables.nope"],
+        ),
+        (
+            "template variable sent",
+            json!({"due": "2027-01-01T00:00:00Z", "amount": 12}),
+            true,
+            &[],
+        ),
+    ];
+    for (name, vars, strict, expected) in cases {
+        let got: Vec<String> = match resolve(&config(), &payload(vars), strict, "flows[0].payload")
+        {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.into_iter().map(|e| e.field).collect(),
+        };
+        assert_eq!(got, expected, "{name}");
+    }
+}
+
+#[test]
+fn rendering_uses_request_then_flow_default_then_template_default_per_platform() {
+    let vars = resolve(&config(), &payload(json!({"due": {"value": "2027-01-01T00:00:00Z", "valueAndroid": "2027-02-01T00:00:00Z"}})), false, "p").expect("ok");
+    let web = render(&config()["cardTemplates"]["t"], &vars, Platform::Web);
+    assert_eq!(
+        web["defaultView"]["content"][0]["attributes"]["text"],
+        "Hi there, pay 10 by 2027-01-01T00:00:00Z %{assetv1:logo}"
+    );
+    assert_eq!(web["notification"]["attributes"]["body"], "Hello there");
+    let android = render(&config()["cardTemplates"]["t"], &vars, Platform::Android);
+    assert_eq!(
+        android["defaultView"]["content"][0]["attributes"]["text"],
+        "Hi there, pay 10 by 2027-02-01T00:00:00Z %{assetv1:logo}"
+    );
+    let sent = resolve(
+        &config(),
+        &payload(json!({"due": "2027-01-01T00:00:00Z", "name": "Ann", "amount": 3})),
+        false,
+        "p",
+    )
+    .expect("ok");
+    let ios = render(&config()["cardTemplates"]["t"], &sent, Platform::Ios);
+    assert_eq!(
+        ios["defaultView"]["content"][0]["attributes"]["text"],
+        "Hi Ann, pay 3 by 2027-01-01T00:00:00Z %{assetv1:logo}"
+    );
+}
+
+#[test]
+fn fingerprints_ignore_key_order_but_not_content() {
+    let a = parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {"metadata": {"a": 1, "b": 2}}}]})).expect("a");
+    let b = parse(&json!({"flows": [{"payload": {"metadata": {"b": 2, "a": 1}}, "target": {"tagName": "x", "type": "tag"}}]})).expect("b");
+    let c = parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {"metadata": {"a": 1, "b": 3}}}]})).expect("c");
+    let empty =
+        parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {}}]}))
+            .expect("empty");
+    let absent =
+        parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}}]})).expect("absent");
+    assert_eq!(fingerprint(&a.flows[0]), fingerprint(&b.flows[0]));
+    assert_ne!(fingerprint(&a.flows[0]), fingerprint(&c.flows[0]));
+    assert_eq!(fingerprint(&empty.flows[0]), fingerprint(&absent.flows[0]));
+    assert_eq!(fingerprint(&a.flows[0]).len(), 64);
+}

@@ -1,0 +1,224 @@
+//! Variables of a trigger: what the request sends, checked against the flow's definitions,
+//! and the card content rendered with them (spec 4.3: request > flow definition > template
+//! default; required variables must be sent; script variables cannot be; with
+//! `strictVariables`, unknown variables fail the request).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::request::Payload;
+use crate::flow::config::check_value;
+use crate::FieldError;
+
+/// A variable's value on each platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformValues {
+    pub web: String,
+    pub ios: String,
+    pub android: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Web,
+    Ios,
+    Android,
+}
+
+impl PlatformValues {
+    fn on(&self, platform: Platform) -> &str {
+        match platform {
+            Platform::Web => &self.web,
+            Platform::Ios => &self.ios,
+            Platform::Android => &self.android,
+        }
+    }
+}
+
+/// The values a trigger resolved: sent values, else flow-level defaults. Template defaults
+/// apply when a card of that template is rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedVariables {
+    pub values: BTreeMap<String, PlatformValues>,
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Every definition in the configuration: flow-level first, then each template's.
+fn definitions(config: &Value) -> Vec<(&str, &Map<String, Value>)> {
+    let templates = config.get("cardTemplates").and_then(Value::as_object);
+    std::iter::once(config.get("variables"))
+        .chain(
+            templates
+                .into_iter()
+                .flat_map(|t| t.values().map(|template| template.get("variables"))),
+        )
+        .filter_map(|defs| defs.and_then(Value::as_object))
+        .flat_map(|defs| {
+            defs.iter()
+                .filter_map(|(name, def)| def.as_object().map(|d| (name.as_str(), d)))
+        })
+        .collect()
+}
+
+/// Checks the sent variables against the configuration; `path` is the element's payload
+/// path (`flows[0].payload`).
+pub fn resolve(
+    config: &Value,
+    payload: &Payload,
+    strict: bool,
+    path: &str,
+) -> Result<ResolvedVariables, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let defs = definitions(config);
+    let find = |name: &str| defs.iter().find(|(n, _)| *n == name).map(|(_, d)| *d);
+    let mut values = BTreeMap::new();
+    for (name, sent) in &payload.variables {
+        let var_path = format!("{path}.variables.{name}");
+        let Some(def) = find(name) else {
+            if strict {
+                errors.push(FieldError::new(
+                    var_path,
+                    "is not a variable of this flow (strictVariables is on)",
+                ));
+            }
+            continue;
+        };
+        if def.get("source").and_then(Value::as_str) == Some("script") {
+            errors.push(FieldError::new(var_path, "is a script variable: its value comes from the template's script and cannot be sent"));
+            continue;
+        }
+        let var_type = def.get("type").and_then(Value::as_str).unwrap_or("string");
+        let pattern = def.get("defaultFormatterOption").and_then(Value::as_str);
+        let mut ok = true;
+        for (suffix, value) in [
+            ("", Some(&sent.value)),
+            (".valueIos", sent.ios.as_ref()),
+            (".valueAndroid", sent.android.as_ref()),
+        ] {
+            if let Some(value) = value {
+                if let Err(message) = check_value(var_type, value, pattern) {
+                    errors.push(FieldError::new(format!("{var_path}{suffix}"), message));
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            let web = text(&sent.value);
+            values.insert(
+                name.clone(),
+                PlatformValues {
+                    ios: sent.ios.as_ref().map(text).unwrap_or_else(|| web.clone()),
+                    android: sent
+                        .android
+                        .as_ref()
+                        .map(text)
+                        .unwrap_or_else(|| web.clone()),
+                    web,
+                },
+            );
+        }
+    }
+    // Required variables must be sent; flow-level defaults fill in the rest.
+    if let Some(flow_defs) = config.get("variables").and_then(Value::as_object) {
+        for (name, def) in flow_defs {
+            if values.contains_key(name) || payload.variables.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            if def.get("required").and_then(Value::as_bool) == Some(true) {
+                errors.push(FieldError::new(
+                    format!("{path}.variables.{name}"),
+                    "is required by the flow",
+                ));
+            } else if let Some(default) = def.get("default").filter(|d| !d.is_null()) {
+                let v = text(default);
+                values.insert(
+                    name.clone(),
+                    PlatformValues {
+                        web: v.clone(),
+                        ios: v.clone(),
+                        android: v,
+                    },
+                );
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(ResolvedVariables { values })
+    } else {
+        Err(errors)
+    }
+}
+
+/// The template's own default for a variable, as text.
+fn template_default(template: &Value, name: &str) -> Option<String> {
+    template
+        .get("variables")?
+        .get(name)?
+        .get("default")
+        .filter(|d| !d.is_null())
+        .map(text)
+}
+
+/// Replaces every `%{name}` in the strings below `value`; `%{assetv1:...}` stays for the SDK.
+fn substitute(value: &Value, lookup: &dyn Fn(&str) -> Option<String>) -> Value {
+    match value {
+        Value::String(s) if s.contains("%{") => {
+            let mut out = String::with_capacity(s.len());
+            let mut rest = s.as_str();
+            while let Some(start) = rest.find("%{") {
+                out.push_str(&rest[..start]);
+                let after = &rest[start + 2..];
+                let Some(end) = after.find('}') else {
+                    out.push_str(&rest[start..]);
+                    rest = "";
+                    break;
+                };
+                let name = after[..end].trim();
+                match (name.starts_with("assetv1:"), lookup(name)) {
+                    (false, Some(v)) => out.push_str(&v),
+                    _ => out.push_str(&rest[start..start + 2 + end + 1]),
+                }
+                rest = &after[end + 1..];
+            }
+            out.push_str(rest);
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| substitute(i, lookup)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), substitute(v, lookup)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A card's content on one platform: the template's views and notification with variables
+/// substituted (a variable without a value renders empty).
+pub fn render(template: &Value, variables: &ResolvedVariables, platform: Platform) -> Value {
+    let lookup = |name: &str| {
+        Some(
+            variables
+                .values
+                .get(name)
+                .map(|v| v.on(platform).to_owned())
+                .or_else(|| template_default(template, name))
+                .unwrap_or_default(),
+        )
+    };
+    let mut out = Map::new();
+    for key in ["defaultView", "subviews", "notification"] {
+        if let Some(part) = template.get(key) {
+            out.insert(key.to_owned(), substitute(part, &lookup));
+        }
+    }
+    Value::Object(out)
+}
