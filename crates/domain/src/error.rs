@@ -35,6 +35,8 @@ pub enum Resource {
     EndUser,
     Segment,
     Stream,
+    Invocation,
+    Card,
 }
 
 impl fmt::Display for Resource {
@@ -49,6 +51,8 @@ impl fmt::Display for Resource {
             Resource::EndUser => "end user",
             Resource::Segment => "segment",
             Resource::Stream => "stream",
+            Resource::Invocation => "invocation of this action flow",
+            Resource::Card => "card of this user",
         })
     }
 }
@@ -67,6 +71,12 @@ pub enum ConflictKind {
     StreamNameTaken,
     /// The `All cards` stream cannot be deleted.
     DefaultStream,
+    /// A `flowInvocationId` reused with another target or payload.
+    InvocationConflict,
+    /// An action on a card in a closed state.
+    CardClosed,
+    /// An action on an embargoed or snoozed card.
+    CardNotActive,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +98,15 @@ pub enum DomainError {
     /// A valid credential for the environment, without the role or scope the operation needs.
     #[error("{0}")]
     Forbidden(String),
+    /// A `flowInvocationId` reused with another flow or mode (HTTP 422).
+    #[error("{0}")]
+    InvocationMismatch(String),
+    /// Too many tasks running; try again after the given delay (HTTP 429).
+    #[error("{message}")]
+    RateLimited {
+        retry_after_seconds: u64,
+        message: String,
+    },
     /// Approvals are enabled and the change has not been approved.
     #[error("{0}")]
     ApprovalRequired(String),

@@ -11,6 +11,11 @@ pub enum IdKind {
     Flow,
     Segment,
     Stream,
+    /// A generated `flowInvocationId`.
+    Invocation,
+    FlowInstance,
+    Card,
+    Event,
 }
 
 impl IdKind {
@@ -23,6 +28,10 @@ impl IdKind {
             IdKind::Flow => "flw",
             IdKind::Segment => "seg",
             IdKind::Stream => "str",
+            IdKind::Invocation => "inv",
+            IdKind::FlowInstance => "fin",
+            IdKind::Card => "crd",
+            IdKind::Event => "evt",
         }
     }
 }

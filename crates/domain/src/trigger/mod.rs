@@ -1,6 +1,7 @@
 //! Triggering Action Flows (spec 4.3, contract §4): the request, its variables, and the
 //! idempotency of `flowInvocationId`.
 
+pub mod engine;
 pub mod request;
 pub mod variables;
 

@@ -1,0 +1,739 @@
+//! Invocations: recorded durably by the trigger (one row per flow element, idempotent by
+//! `flowInvocationId`), then executed by workers that claim them with a lease and fan the
+//! audience out in batches. Each batch — its flow instances, cards, events and the invocation's
+//! progress cursor — is saved in one transaction, so a crash resumes from the last saved
+//! cursor without losing or duplicating a card.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Duration;
+use serde_json::{json, Map, Value};
+
+use super::request::{parse_duration, CardOptions, Payload, Platforms, Target, TriggerRequest};
+use super::variables::{render, resolve, Platform, ResolvedVariables};
+use super::{fingerprint, Mode};
+use crate::audience::{EndUserRepository, Filter, SegmentRepository, StreamRepository, UserQuery};
+use crate::card::{card_event, AnalyticsEvent, CardInstance, CardStatus};
+use crate::flow::{FlowRepository, VersionRef};
+use crate::id::{new_id, IdKind};
+use crate::page::PageRequest;
+use crate::tenancy::{Permission, Principal};
+use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+
+/// At most this many bulk-target invocations run at once per environment (contract §4).
+pub const MAX_RUNNING_BULK: u64 = 5;
+/// Users handled per saved batch.
+pub const BATCH_USERS: u32 = 1_000;
+/// How long a claimed invocation is a worker's before another may take it over.
+pub const LEASE_SECONDS: i64 = 30;
+/// A card's priority when neither the trigger nor the template sets one.
+pub const DEFAULT_PRIORITY: u8 = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvocationStatus {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl InvocationStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InvocationStatus::Pending => "pending",
+            InvocationStatus::Running => "running",
+            InvocationStatus::Completed => "completed",
+            InvocationStatus::Failed => "failed",
+            InvocationStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+/// One flow element of a trigger request, as recorded and executed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    pub environment_id: String,
+    pub id: String,
+    pub flow_id: String,
+    pub mode: Mode,
+    pub flow_version: u32,
+    pub fingerprint: String,
+    pub target: Value,
+    pub payload: Value,
+    pub strict_variables: bool,
+    pub bulk: bool,
+    pub status: InvocationStatus,
+    pub users_targeted: u64,
+    pub cards_created: u64,
+    pub errors: Vec<String>,
+    /// The last user handled; the next batch starts after it.
+    pub cursor: Option<String>,
+    pub created: Timestamp,
+    pub updated: Timestamp,
+}
+
+/// What one executed batch saves, atomically.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchResult {
+    pub environment_id: String,
+    pub invocation_id: String,
+    /// The cursor the batch started from: the save applies only if it is still the stored one
+    /// (a worker whose lease ran out and was overtaken saves nothing).
+    pub from_cursor: Option<String>,
+    pub cursor: Option<String>,
+    pub status: InvocationStatus,
+    pub users_targeted: u64,
+    pub cards_created: u64,
+    pub errors: Vec<String>,
+    pub flow_instances: Vec<FlowInstance>,
+    pub cards: Vec<CardInstance>,
+    pub events: Vec<AnalyticsEvent>,
+    pub updated: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowInstance {
+    pub id: String,
+    pub environment_id: String,
+    pub invocation_id: String,
+    pub flow_id: String,
+    pub flow_version: u32,
+    pub user_id: String,
+    pub created: Timestamp,
+}
+
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait InvocationRepository: Send + Sync {
+    /// In one transaction, for each invocation: insert it when its id is new in its
+    /// environment, else return the stored one in its place. When a stored one differs from
+    /// its request in flow, mode or fingerprint, nothing at all is inserted. Ids kept at least
+    /// 30 days.
+    async fn record(
+        &self,
+        invocations: Vec<Invocation>,
+    ) -> Result<Vec<Option<Invocation>>, StorageError>;
+    async fn get(&self, environment_id: &str, id: &str)
+        -> Result<Option<Invocation>, StorageError>;
+    /// Pending or running bulk-target invocations of the environment.
+    async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError>;
+    /// Takes the oldest pending invocation, or a running one whose lease has expired: marks
+    /// it running with a lease until `lease_until`. Never gives one invocation to two workers
+    /// at once (`FOR UPDATE SKIP LOCKED` on PostgreSQL).
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<Invocation>, StorageError>;
+    /// Saves a batch in one transaction: instances, cards and events, the progress (the
+    /// batch's counts are added to the invocation's), cursor and status, and extends the lease.
+    async fn save_batch(
+        &self,
+        batch: BatchResult,
+        lease_until: Timestamp,
+    ) -> Result<(), StorageError>;
+}
+
+/// Records triggers; reads their progress.
+pub struct TriggerService {
+    flows: Arc<dyn FlowRepository>,
+    invocations: Arc<dyn InvocationRepository>,
+    segments: Arc<dyn SegmentRepository>,
+    streams: Arc<dyn StreamRepository>,
+    clock: Arc<dyn Clock>,
+}
+
+/// The answer to a trigger: the invocation ids, in request order.
+pub type Triggered = Vec<String>;
+
+impl TriggerService {
+    pub fn new(
+        flows: Arc<dyn FlowRepository>,
+        invocations: Arc<dyn InvocationRepository>,
+        segments: Arc<dyn SegmentRepository>,
+        streams: Arc<dyn StreamRepository>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            flows,
+            invocations,
+            segments,
+            streams,
+            clock,
+        }
+    }
+
+    pub async fn trigger(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+        request: TriggerRequest,
+    ) -> Result<Triggered, DomainError> {
+        who.authorize(env, Permission::ActionFlowsTrigger)?;
+        let flow = self
+            .flows
+            .get(env, flow_id)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::Flow))?;
+        let version = match mode {
+            Mode::Live => {
+                if flow.archived {
+                    return Err(DomainError::conflict(
+                        ConflictKind::FlowArchived,
+                        "the flow is archived and cannot be started",
+                    ));
+                }
+                flow.published_version
+            }
+            Mode::Test => flow.draft_version.or(flow.published_version),
+        }
+        .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
+        let config = self
+            .flows
+            .get_version(&flow.id, VersionRef::Number(version))
+            .await?
+            .ok_or(DomainError::NotFound(Resource::FlowVersion))?
+            .config;
+
+        let mut errors: Vec<FieldError> = Vec::new();
+        let known_streams: BTreeSet<String> = self
+            .streams
+            .list(
+                env,
+                crate::audience::Stream {
+                    id: new_id(IdKind::Stream),
+                    environment_id: env.to_owned(),
+                    name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
+                    is_default: true,
+                    created: self.clock.now(),
+                },
+            )
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        for (i, element) in request.flows.iter().enumerate() {
+            let path = format!("flows[{i}].payload");
+            if let Err(mut e) = resolve(&config, &element.payload, request.strict_variables, &path)
+            {
+                errors.append(&mut e);
+            }
+            if let Some(ids) = &element.payload.card_options.target_stream_ids {
+                for (j, id) in ids.iter().enumerate() {
+                    if !known_streams.contains(id) {
+                        errors.push(FieldError::new(
+                            format!("{path}.cardOptions.targetStreamIds[{j}]"),
+                            format!("`{id}` is not a stream of this environment"),
+                        ));
+                    }
+                }
+            }
+            if let Target::Segment(segment) = &element.target {
+                if self.segments.get(env, segment).await?.is_none() {
+                    errors.push(FieldError::new(
+                        format!("flows[{i}].target.targetSegmentId"),
+                        format!("`{segment}` is not a segment of this environment"),
+                    ));
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(DomainError::Validation(errors));
+        }
+        let bulk = request.flows.iter().filter(|f| f.target.is_bulk()).count() as u64;
+        if bulk > 0 && self.invocations.running_bulk(env).await? + bulk > MAX_RUNNING_BULK {
+            return Err(DomainError::RateLimited {
+                retry_after_seconds: 5,
+                message: format!("at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run at once per environment; try again shortly"),
+            });
+        }
+
+        let now = self.clock.now();
+        let invocations: Vec<Invocation> = request
+            .flows
+            .iter()
+            .map(|element| Invocation {
+                environment_id: env.to_owned(),
+                id: element
+                    .invocation_id
+                    .clone()
+                    .unwrap_or_else(|| new_id(IdKind::Invocation)),
+                flow_id: flow.id.clone(),
+                mode,
+                flow_version: version,
+                fingerprint: fingerprint(element),
+                target: element.raw_target.clone(),
+                payload: element.raw_payload.clone(),
+                strict_variables: request.strict_variables,
+                bulk: element.target.is_bulk(),
+                status: InvocationStatus::Pending,
+                users_targeted: 0,
+                cards_created: 0,
+                errors: Vec::new(),
+                cursor: None,
+                created: now,
+                updated: now,
+            })
+            .collect();
+        let existing = self.invocations.record(invocations.clone()).await?;
+        for (i, (asked, stored)) in invocations.iter().zip(&existing).enumerate() {
+            let Some(stored) = stored else { continue };
+            if stored.flow_id != asked.flow_id || stored.mode != asked.mode {
+                return Err(DomainError::InvocationMismatch(format!(
+                    "flows[{i}].flowInvocationId `{}` was used with {} in {} mode; an invocation id belongs to one flow and one mode",
+                    asked.id, stored.flow_id, stored.mode.as_str()
+                )));
+            }
+            if stored.fingerprint != asked.fingerprint {
+                return Err(DomainError::conflict(
+                    ConflictKind::InvocationConflict,
+                    format!(
+                        "flows[{i}].flowInvocationId `{}` was used with another target or payload",
+                        asked.id
+                    ),
+                ));
+            }
+        }
+        Ok(invocations.into_iter().map(|i| i.id).collect())
+    }
+
+    pub async fn invocation(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        id: &str,
+    ) -> Result<Invocation, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        self.invocations
+            .get(env, id)
+            .await?
+            .filter(|i| i.flow_id == flow_id)
+            .ok_or(DomainError::NotFound(Resource::Invocation))
+    }
+}
+
+/// Executes invocations, one batch of users at a time.
+pub struct Engine {
+    flows: Arc<dyn FlowRepository>,
+    invocations: Arc<dyn InvocationRepository>,
+    users: Arc<dyn EndUserRepository>,
+    segments: Arc<dyn SegmentRepository>,
+    streams: Arc<dyn StreamRepository>,
+    clock: Arc<dyn Clock>,
+}
+
+/// The users of one batch, and where the next batch starts.
+struct Audience {
+    users: Vec<String>,
+    next: Option<String>,
+}
+
+impl Engine {
+    pub fn new(
+        flows: Arc<dyn FlowRepository>,
+        invocations: Arc<dyn InvocationRepository>,
+        users: Arc<dyn EndUserRepository>,
+        segments: Arc<dyn SegmentRepository>,
+        streams: Arc<dyn StreamRepository>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            flows,
+            invocations,
+            users,
+            segments,
+            streams,
+            clock,
+        }
+    }
+
+    /// Claims one invocation and runs one batch of it. Returns false when there was nothing
+    /// to do.
+    pub async fn step(&self) -> Result<bool, StorageError> {
+        let now = self.clock.now();
+        let Some(invocation) = self
+            .invocations
+            .claim(now, now + Duration::seconds(LEASE_SECONDS))
+            .await?
+        else {
+            return Ok(false);
+        };
+        let batch = match self.run_batch(&invocation, now).await {
+            Ok(batch) => batch,
+            Err(DomainError::Storage(e)) => return Err(e),
+            Err(other) => BatchResult {
+                status: InvocationStatus::Failed,
+                errors: vec![other.to_string()],
+                ..empty_batch(&invocation, now)
+            },
+        };
+        self.invocations
+            .save_batch(batch, now + Duration::seconds(LEASE_SECONDS))
+            .await?;
+        Ok(true)
+    }
+
+    async fn run_batch(
+        &self,
+        invocation: &Invocation,
+        now: Timestamp,
+    ) -> Result<BatchResult, DomainError> {
+        let env = &invocation.environment_id;
+        let version = self
+            .flows
+            .get_version(
+                &invocation.flow_id,
+                VersionRef::Number(invocation.flow_version),
+            )
+            .await?
+            .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
+        let config = version.config;
+        let element = super::request::parse(
+            &json!({"flows": [{"target": invocation.target, "payload": invocation.payload}]}),
+        )
+        .map_err(DomainError::Validation)?
+        .flows
+        .remove(0);
+        let variables = resolve(
+            &config,
+            &element.payload,
+            invocation.strict_variables,
+            "payload",
+        )
+        .map_err(DomainError::Validation)?;
+        let audience = self.audience(invocation, &element.target).await?;
+        let default_stream = self
+            .streams
+            .list(
+                env,
+                crate::audience::Stream {
+                    id: new_id(IdKind::Stream),
+                    environment_id: env.clone(),
+                    name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
+                    is_default: true,
+                    created: now,
+                },
+            )
+            .await?
+            .into_iter()
+            .find(|s| s.is_default)
+            .map(|s| s.id)
+            .ok_or_else(|| StorageError::Internal("no default stream".into()))?;
+        let mut batch = empty_batch(invocation, now);
+        let steps = steps_in_order(&config);
+        for user in &audience.users {
+            let instance = FlowInstance {
+                id: new_id(IdKind::FlowInstance),
+                environment_id: env.clone(),
+                invocation_id: invocation.id.clone(),
+                flow_id: invocation.flow_id.clone(),
+                flow_version: invocation.flow_version,
+                user_id: user.clone(),
+                created: now,
+            };
+            for (step_id, template_id) in &steps {
+                let card = build_card(
+                    invocation,
+                    &instance,
+                    step_id,
+                    template_id,
+                    &config,
+                    &element.payload,
+                    &variables,
+                    &default_stream,
+                    now,
+                );
+                batch.events.push(card_event(&card, None, None, now));
+                batch.cards.push(card);
+            }
+            batch.flow_instances.push(instance);
+        }
+        batch.users_targeted = audience.users.len() as u64;
+        batch.cards_created = batch.cards.len() as u64;
+        batch.cursor = audience.next.clone().or(invocation.cursor.clone());
+        batch.status = if audience.next.is_some() {
+            InvocationStatus::Running
+        } else {
+            InvocationStatus::Completed
+        };
+        Ok(batch)
+    }
+
+    /// The next batch of users after the invocation's cursor. Test mode keeps test users only.
+    async fn audience(
+        &self,
+        invocation: &Invocation,
+        target: &Target,
+    ) -> Result<Audience, DomainError> {
+        let env = &invocation.environment_id;
+        let test_only = invocation.mode == Mode::Test;
+        let after = invocation.cursor.clone();
+        let page = PageRequest {
+            limit: BATCH_USERS,
+            after: after.clone(),
+        };
+        let query = |tag: Option<String>| UserQuery {
+            tag,
+            test_user: test_only.then_some(true),
+        };
+        match target {
+            Target::Users(ids) => {
+                let start = after
+                    .as_ref()
+                    .map(|a| ids.partition_point(|id| id <= a))
+                    .unwrap_or(0);
+                let slice: Vec<String> = ids
+                    .iter()
+                    .skip(start)
+                    .take(BATCH_USERS as usize)
+                    .cloned()
+                    .collect();
+                let next = (start + slice.len() < ids.len())
+                    .then(|| slice.last().cloned())
+                    .flatten();
+                let users = if test_only {
+                    let mut test_users = Vec::new();
+                    for id in &slice {
+                        if self.users.get(env, id).await?.is_some_and(|u| u.test_user) {
+                            test_users.push(id.clone());
+                        }
+                    }
+                    test_users
+                } else {
+                    slice
+                };
+                Ok(Audience { users, next })
+            }
+            Target::Tag(tag) => {
+                self.page_of(env, &query(Some(tag.clone())), page, None)
+                    .await
+            }
+            Target::AllTestUsers => {
+                self.page_of(
+                    env,
+                    &UserQuery {
+                        tag: None,
+                        test_user: Some(true),
+                    },
+                    page,
+                    None,
+                )
+                .await
+            }
+            Target::Filters(filter) => self.page_of(env, &query(None), page, Some(filter)).await,
+            Target::Segment(id) => {
+                let segment = self
+                    .segments
+                    .get(env, id)
+                    .await?
+                    .ok_or(DomainError::NotFound(Resource::Segment))?;
+                self.page_of(env, &query(None), page, Some(&segment.filter))
+                    .await
+            }
+        }
+    }
+
+    async fn page_of(
+        &self,
+        env: &str,
+        query: &UserQuery,
+        page: PageRequest,
+        filter: Option<&Filter>,
+    ) -> Result<Audience, DomainError> {
+        let limit = page.limit as usize;
+        let mut users = self.users.list(env, query, &page).await?;
+        let more = users.len() > limit;
+        users.truncate(limit);
+        let next = if more {
+            users.last().map(|u| u.id.clone())
+        } else {
+            None
+        };
+        let users = users
+            .into_iter()
+            .filter(|u| filter.is_none_or(|f| f.matches(u)))
+            .map(|u| u.id)
+            .collect();
+        Ok(Audience { users, next })
+    }
+}
+
+fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
+    BatchResult {
+        environment_id: invocation.environment_id.clone(),
+        invocation_id: invocation.id.clone(),
+        from_cursor: invocation.cursor.clone(),
+        cursor: invocation.cursor.clone(),
+        status: invocation.status,
+        users_targeted: 0,
+        cards_created: 0,
+        errors: Vec::new(),
+        flow_instances: Vec::new(),
+        cards: Vec::new(),
+        events: Vec::new(),
+        updated: now,
+    }
+}
+
+/// The `create-card` steps reachable from `initialSteps`, breadth first, each once, with
+/// their card template.
+fn steps_in_order(config: &Value) -> Vec<(String, String)> {
+    let steps = config.get("steps").and_then(Value::as_object);
+    let mut queue: VecDeque<String> = config
+        .get("initialSteps")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    while let Some(id) = queue.pop_front() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let Some(step) = steps.and_then(|s| s.get(&id)) else {
+            continue;
+        };
+        if step.get("type").and_then(Value::as_str) == Some("create-card") {
+            if let Some(template) = step
+                .pointer("/properties/cardTemplateId")
+                .and_then(Value::as_str)
+            {
+                out.push((id.clone(), template.to_owned()));
+            }
+        }
+        if let Some(next) = step.get("next").and_then(Value::as_array) {
+            queue.extend(next.iter().filter_map(|s| s.as_str().map(str::to_owned)));
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_card(
+    invocation: &Invocation,
+    instance: &FlowInstance,
+    step_id: &str,
+    template_id: &str,
+    config: &Value,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    default_stream: &str,
+    now: Timestamp,
+) -> CardInstance {
+    let template = config
+        .pointer(&format!(
+            "/cardTemplates/{}",
+            template_id.replace('~', "~0").replace('/', "~1")
+        ))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let options: &CardOptions = &payload.card_options;
+    let platforms = options.target_platforms.unwrap_or_default();
+    let mut content = Map::new();
+    for (name, platform, on) in [
+        ("Web", Platform::Web, platforms.web),
+        ("iOS", Platform::Ios, platforms.ios),
+        ("Android", Platform::Android, platforms.android),
+    ] {
+        if on {
+            content.insert(name.to_owned(), render(&template, variables, platform));
+        }
+    }
+    let priority = options
+        .priority
+        .or_else(|| {
+            template
+                .pointer("/metadata/delivery/priority")
+                .and_then(Value::as_u64)
+                .and_then(|p| u8::try_from(p).ok())
+        })
+        .unwrap_or(DEFAULT_PRIORITY);
+    let embargo = options.embargo.filter(|e| *e > now);
+    let expires_at = options
+        .expires
+        .or_else(|| options.expires_interval.map(|d| embargo.unwrap_or(now) + d));
+    let status = if embargo.is_some() {
+        CardStatus::Embargoed
+    } else {
+        CardStatus::Active
+    };
+    let stream_ids = match &options.target_stream_ids {
+        Some(ids) if !ids.is_empty() => {
+            // Every card is in `All cards` too.
+            let mut ids = ids.clone();
+            if !ids.iter().any(|i| i == default_stream) {
+                ids.insert(0, default_stream.to_owned());
+            }
+            ids
+        }
+        _ => vec![default_stream.to_owned()],
+    };
+    let variable_values: Map<String, Value> = variables
+        .values
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.web.clone())))
+        .collect();
+    CardInstance {
+        id: new_id(IdKind::Card),
+        environment_id: invocation.environment_id.clone(),
+        user_id: instance.user_id.clone(),
+        flow_instance_id: instance.id.clone(),
+        invocation_id: invocation.id.clone(),
+        flow_id: invocation.flow_id.clone(),
+        flow_version: invocation.flow_version,
+        step_id: step_id.to_owned(),
+        template_id: template_id.to_owned(),
+        template_name: template
+            .pointer("/metadata/cardName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        status,
+        priority,
+        stream_ids,
+        platforms: Platforms::names(&platforms)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        content,
+        context: json!({
+            "test": invocation.mode == Mode::Test,
+            "variables": variable_values,
+            "metadata": payload.metadata.clone().unwrap_or_default(),
+            "notificationDetail": payload.notification_detail.clone().unwrap_or_default(),
+        }),
+        embargo_until: embargo,
+        expires_at,
+        snoozed_until: None,
+        published_at: (status == CardStatus::Active).then_some(now),
+        created: now,
+        updated: now,
+    }
+}
+
+/// Exposed for the CSV issue, which reads durations the same way.
+pub fn duration(text: &str) -> Option<Duration> {
+    parse_duration(text)
+}
