@@ -11,6 +11,7 @@
 
 mod audience;
 pub mod db;
+mod engine;
 mod error;
 mod flows;
 mod folders;
@@ -22,6 +23,7 @@ pub mod testing;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
 pub use db::{Backend, Database, DatabaseError};
+pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;

@@ -151,6 +151,84 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    invocations (environment_id, id) {
+        environment_id -> Text,
+        id -> Text,
+        flow_id -> Text,
+        mode -> Text,
+        flow_version -> Integer,
+        fingerprint -> Text,
+        target -> Text,
+        payload -> Text,
+        strict_variables -> Bool,
+        bulk -> Bool,
+        status -> Text,
+        users_targeted -> BigInt,
+        cards_created -> BigInt,
+        errors -> Text,
+        cursor -> Nullable<Text>,
+        lease_until -> Nullable<Timestamp>,
+        attempts -> Integer,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    flow_instances (id) {
+        id -> Text,
+        environment_id -> Text,
+        invocation_id -> Text,
+        flow_id -> Text,
+        flow_version -> Integer,
+        user_id -> Text,
+        status -> Text,
+        created -> Timestamp,
+    }
+}
+
+diesel::table! {
+    card_instances (id) {
+        id -> Text,
+        environment_id -> Text,
+        user_id -> Text,
+        flow_instance_id -> Text,
+        invocation_id -> Text,
+        flow_id -> Text,
+        flow_version -> Integer,
+        step_id -> Text,
+        template_id -> Text,
+        template_name -> Text,
+        status -> Text,
+        priority -> Integer,
+        stream_ids -> Text,
+        platforms -> Text,
+        content -> Text,
+        context -> Text,
+        embargo_until -> Nullable<Timestamp>,
+        expires_at -> Nullable<Timestamp>,
+        snoozed_until -> Nullable<Timestamp>,
+        published_at -> Nullable<Timestamp>,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    analytics_events (id) {
+        id -> Text,
+        environment_id -> Text,
+        name -> Text,
+        user_id -> Text,
+        card_instance_id -> Nullable<Text>,
+        flow_id -> Nullable<Text>,
+        invocation_id -> Nullable<Text>,
+        data -> Text,
+        created -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -165,4 +243,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     end_user_tags,
     segments,
     streams,
+    invocations,
+    flow_instances,
+    card_instances,
+    analytics_events,
 );

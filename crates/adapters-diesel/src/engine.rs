@@ -1,0 +1,641 @@
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
+use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
+use domain::trigger::Mode;
+use domain::{StorageError, Timestamp};
+use serde_json::Value;
+
+use crate::db::{AnyConnection, Database, Failure};
+use crate::schema::{analytics_events, card_instances, flow_instances, invocations};
+
+/// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
+const INSERT_CHUNK: usize = 500;
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = invocations)]
+struct InvocationRow {
+    environment_id: String,
+    id: String,
+    flow_id: String,
+    mode: String,
+    flow_version: i32,
+    fingerprint: String,
+    target: String,
+    payload: String,
+    strict_variables: bool,
+    bulk: bool,
+    status: String,
+    users_targeted: i64,
+    cards_created: i64,
+    errors: String,
+    cursor: Option<String>,
+    lease_until: Option<NaiveDateTime>,
+    attempts: i32,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = flow_instances)]
+struct FlowInstanceRow {
+    id: String,
+    environment_id: String,
+    invocation_id: String,
+    flow_id: String,
+    flow_version: i32,
+    user_id: String,
+    status: String,
+    created: NaiveDateTime,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = card_instances)]
+struct CardRow {
+    id: String,
+    environment_id: String,
+    user_id: String,
+    flow_instance_id: String,
+    invocation_id: String,
+    flow_id: String,
+    flow_version: i32,
+    step_id: String,
+    template_id: String,
+    template_name: String,
+    status: String,
+    priority: i32,
+    stream_ids: String,
+    platforms: String,
+    content: String,
+    context: String,
+    embargo_until: Option<NaiveDateTime>,
+    expires_at: Option<NaiveDateTime>,
+    snoozed_until: Option<NaiveDateTime>,
+    published_at: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = analytics_events)]
+struct EventRow {
+    id: String,
+    environment_id: String,
+    name: String,
+    user_id: String,
+    card_instance_id: Option<String>,
+    flow_id: Option<String>,
+    invocation_id: Option<String>,
+    data: String,
+    created: NaiveDateTime,
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
+}
+
+fn json(text: &str, what: &str) -> Result<Value, StorageError> {
+    serde_json::from_str(text).map_err(|e| corrupt(what, e))
+}
+
+fn mode_text(mode: Mode) -> &'static str {
+    mode.as_str()
+}
+
+impl InvocationRow {
+    fn from_invocation(i: &Invocation) -> Self {
+        InvocationRow {
+            environment_id: i.environment_id.clone(),
+            id: i.id.clone(),
+            flow_id: i.flow_id.clone(),
+            mode: mode_text(i.mode).to_owned(),
+            flow_version: i32::try_from(i.flow_version).unwrap_or(i32::MAX),
+            fingerprint: i.fingerprint.clone(),
+            target: i.target.to_string(),
+            payload: i.payload.to_string(),
+            strict_variables: i.strict_variables,
+            bulk: i.bulk,
+            status: i.status.as_str().to_owned(),
+            users_targeted: i64::try_from(i.users_targeted).unwrap_or(i64::MAX),
+            cards_created: i64::try_from(i.cards_created).unwrap_or(i64::MAX),
+            errors: serde_json::to_string(&i.errors).unwrap_or_else(|_| "[]".into()),
+            cursor: i.cursor.clone(),
+            lease_until: None,
+            attempts: 0,
+            created: i.created.naive_utc(),
+            updated: i.updated.naive_utc(),
+        }
+    }
+
+    fn into_invocation(self) -> Result<Invocation, StorageError> {
+        Ok(Invocation {
+            mode: match self.mode.as_str() {
+                "live" => Mode::Live,
+                "test" => Mode::Test,
+                other => return Err(corrupt("invocation mode", other)),
+            },
+            status: InvocationStatus::parse(&self.status)
+                .ok_or_else(|| corrupt("invocation status", &self.status))?,
+            target: json(&self.target, "invocation target")?,
+            payload: json(&self.payload, "invocation payload")?,
+            errors: serde_json::from_str(&self.errors)
+                .map_err(|e| corrupt("invocation errors", e))?,
+            environment_id: self.environment_id,
+            id: self.id,
+            flow_id: self.flow_id,
+            flow_version: u32::try_from(self.flow_version).unwrap_or(0),
+            fingerprint: self.fingerprint,
+            strict_variables: self.strict_variables,
+            bulk: self.bulk,
+            users_targeted: u64::try_from(self.users_targeted).unwrap_or(0),
+            cards_created: u64::try_from(self.cards_created).unwrap_or(0),
+            cursor: self.cursor,
+            created: self.created.and_utc(),
+            updated: self.updated.and_utc(),
+        })
+    }
+}
+
+fn card_row(c: &CardInstance) -> CardRow {
+    CardRow {
+        id: c.id.clone(),
+        environment_id: c.environment_id.clone(),
+        user_id: c.user_id.clone(),
+        flow_instance_id: c.flow_instance_id.clone(),
+        invocation_id: c.invocation_id.clone(),
+        flow_id: c.flow_id.clone(),
+        flow_version: i32::try_from(c.flow_version).unwrap_or(i32::MAX),
+        step_id: c.step_id.clone(),
+        template_id: c.template_id.clone(),
+        template_name: c.template_name.clone(),
+        status: c.status.as_str().to_owned(),
+        priority: i32::from(c.priority),
+        stream_ids: serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()),
+        platforms: serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()),
+        content: Value::Object(c.content.clone()).to_string(),
+        context: c.context.to_string(),
+        embargo_until: c.embargo_until.map(|t| t.naive_utc()),
+        expires_at: c.expires_at.map(|t| t.naive_utc()),
+        snoozed_until: c.snoozed_until.map(|t| t.naive_utc()),
+        published_at: c.published_at.map(|t| t.naive_utc()),
+        created: c.created.naive_utc(),
+        updated: c.updated.naive_utc(),
+    }
+}
+
+fn card(row: CardRow) -> Result<CardInstance, StorageError> {
+    Ok(CardInstance {
+        status: CardStatus::parse(&row.status)
+            .ok_or_else(|| corrupt("card status", &row.status))?,
+        stream_ids: serde_json::from_str(&row.stream_ids)
+            .map_err(|e| corrupt("card streams", e))?,
+        platforms: serde_json::from_str(&row.platforms)
+            .map_err(|e| corrupt("card platforms", e))?,
+        content: match json(&row.content, "card content")? {
+            Value::Object(map) => map,
+            _ => return Err(corrupt("card content", "not an object")),
+        },
+        context: json(&row.context, "card context")?,
+        id: row.id,
+        environment_id: row.environment_id,
+        user_id: row.user_id,
+        flow_instance_id: row.flow_instance_id,
+        invocation_id: row.invocation_id,
+        flow_id: row.flow_id,
+        flow_version: u32::try_from(row.flow_version).unwrap_or(0),
+        step_id: row.step_id,
+        template_id: row.template_id,
+        template_name: row.template_name,
+        priority: u8::try_from(row.priority).unwrap_or(5),
+        embargo_until: row.embargo_until.map(|t| t.and_utc()),
+        expires_at: row.expires_at.map(|t| t.and_utc()),
+        snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
+        published_at: row.published_at.map(|t| t.and_utc()),
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    })
+}
+
+fn event_row(e: &AnalyticsEvent) -> EventRow {
+    EventRow {
+        id: e.id.clone(),
+        environment_id: e.environment_id.clone(),
+        name: e.name.clone(),
+        user_id: e.user_id.clone(),
+        card_instance_id: e.card_instance_id.clone(),
+        flow_id: e.flow_id.clone(),
+        invocation_id: e.invocation_id.clone(),
+        data: e.data.to_string(),
+        created: e.created.naive_utc(),
+    }
+}
+
+fn event(row: EventRow) -> Result<AnalyticsEvent, StorageError> {
+    Ok(AnalyticsEvent {
+        data: json(&row.data, "event")?,
+        id: row.id,
+        environment_id: row.environment_id,
+        name: row.name,
+        user_id: row.user_id,
+        card_instance_id: row.card_instance_id,
+        flow_id: row.flow_id,
+        invocation_id: row.invocation_id,
+        created: row.created.and_utc(),
+    })
+}
+
+/// Inserts rows in multi-row statements. MultiConnection cannot batch-insert, so each backend
+/// gets the same statement on its own connection.
+fn insert_events(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+    let rows: Vec<EventRow> = events.iter().map(event_row).collect();
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+    }
+    Ok(())
+}
+
+fn load_invocation(
+    conn: &mut AnyConnection,
+    env: &str,
+    id: &str,
+) -> Result<Option<InvocationRow>, Failure> {
+    Ok(invocations::table
+        .filter(
+            invocations::environment_id
+                .eq(env)
+                .and(invocations::id.eq(id)),
+        )
+        .select(InvocationRow::as_select())
+        .first(conn)
+        .optional()?)
+}
+
+pub struct DieselInvocationRepository {
+    db: Database,
+}
+
+impl DieselInvocationRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl InvocationRepository for DieselInvocationRepository {
+    async fn record(
+        &self,
+        asked: Vec<Invocation>,
+    ) -> Result<Vec<Option<Invocation>>, StorageError> {
+        // A racing insert of a conflicting id (PostgreSQL) rolls this attempt back; the next
+        // attempt sees it before inserting anything.
+        for _ in 0..3 {
+            let asked = asked.clone();
+            let outcome = self
+                .db
+                .transaction(move |conn| {
+                    let mut stored = Vec::with_capacity(asked.len());
+                    for invocation in &asked {
+                        stored.push(load_invocation(conn, &invocation.environment_id, &invocation.id)?);
+                    }
+                    let differs = |row: &InvocationRow, i: &Invocation| {
+                        row.flow_id != i.flow_id || row.mode != mode_text(i.mode) || row.fingerprint != i.fingerprint
+                    };
+                    let mismatch = stored.iter().zip(&asked).any(|(row, i)| row.as_ref().is_some_and(|r| differs(r, i)));
+                    if !mismatch {
+                        for (row, invocation) in stored.iter_mut().zip(&asked) {
+                            if row.is_some() {
+                                continue;
+                            }
+                            let new = InvocationRow::from_invocation(invocation);
+                            let inserted = crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+                                .values(&new)
+                                .on_conflict((invocations::environment_id, invocations::id))
+                                .do_nothing()
+                                .execute(c))?;
+                            if inserted == 0 {
+                                let theirs = load_invocation(conn, &invocation.environment_id, &invocation.id)?;
+                                if theirs.as_ref().is_some_and(|r| differs(r, invocation)) {
+                                    return Err(Failure::Domain(StorageError::StaleRevision));
+                                }
+                                *row = theirs;
+                            }
+                        }
+                    }
+                    stored.into_iter().map(|row| row.map(InvocationRow::into_invocation).transpose().map_err(Failure::Domain)).collect()
+                })
+                .await;
+            match outcome {
+                Err(StorageError::StaleRevision) => continue,
+                other => return other,
+            }
+        }
+        Err(StorageError::Unavailable(
+            "invocation ids kept being reused concurrently".into(),
+        ))
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        id: &str,
+    ) -> Result<Option<Invocation>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), id.to_owned());
+        let row = self
+            .db
+            .run(move |conn| load_invocation(conn, &env, &id))
+            .await?;
+        row.map(InvocationRow::into_invocation).transpose()
+    }
+
+    async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError> {
+        let env = environment_id.to_owned();
+        let count: i64 = self
+            .db
+            .run(move |conn| {
+                Ok(invocations::table
+                    .filter(invocations::environment_id.eq(env))
+                    .filter(invocations::bulk.eq(true))
+                    .filter(invocations::status.eq_any(["pending", "running"]))
+                    .count()
+                    .get_result(conn)?)
+            })
+            .await?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<Invocation>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let row = self
+            .db
+            .transaction(move |conn| {
+                let due = invocations::table
+                    .filter(invocations::status.eq_any(["pending", "running"]))
+                    .filter(
+                        invocations::lease_until
+                            .is_null()
+                            .or(invocations::lease_until.lt(now)),
+                    )
+                    .order(invocations::created)
+                    .select((invocations::environment_id, invocations::id));
+                // Several processes share PostgreSQL: lock the row and skip rows others hold.
+                // SQLite serves one process, and BEGIN IMMEDIATE already serialises claims.
+                let key: Option<(String, String)> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due
+                        .limit(1)
+                        .for_update()
+                        .skip_locked()
+                        .first(c)
+                        .optional()?,
+                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
+                };
+                let Some((env, id)) = key else {
+                    return Ok(None);
+                };
+                diesel::update(
+                    invocations::table.filter(
+                        invocations::environment_id
+                            .eq(&env)
+                            .and(invocations::id.eq(&id)),
+                    ),
+                )
+                .set((
+                    invocations::status.eq("running"),
+                    invocations::lease_until.eq(Some(lease)),
+                    invocations::attempts.eq(invocations::attempts + 1),
+                ))
+                .execute(conn)?;
+                load_invocation(conn, &env, &id)
+            })
+            .await?;
+        row.map(InvocationRow::into_invocation).transpose()
+    }
+
+    async fn save_batch(
+        &self,
+        batch: BatchResult,
+        lease_until: Timestamp,
+    ) -> Result<(), StorageError> {
+        let lease = lease_until.naive_utc();
+        self.db
+            .transaction(move |conn| {
+                let key = invocations::table.filter(
+                    invocations::environment_id.eq(&batch.environment_id).and(invocations::id.eq(&batch.invocation_id)),
+                );
+                let finished = matches!(batch.status, InvocationStatus::Completed | InvocationStatus::Failed | InvocationStatus::Cancelled);
+                let changes = (
+                    invocations::status.eq(batch.status.as_str()),
+                    invocations::cursor.eq(&batch.cursor),
+                    invocations::users_targeted.eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
+                    invocations::cards_created.eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
+                    invocations::errors.eq(serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())),
+                    invocations::lease_until.eq(if finished { None } else { Some(lease) }),
+                    invocations::updated.eq(batch.updated.naive_utc()),
+                );
+                // Applies only from the cursor this batch started at.
+                let updated = match &batch.from_cursor {
+                    Some(from) => diesel::update(key.filter(invocations::cursor.eq(from))).set(changes).execute(conn)?,
+                    None => diesel::update(key.filter(invocations::cursor.is_null())).set(changes).execute(conn)?,
+                };
+                if updated == 0 {
+                    return Err(Failure::Domain(StorageError::StaleRevision));
+                }
+                let instances: Vec<FlowInstanceRow> = batch
+                    .flow_instances
+                    .iter()
+                    .map(|f| FlowInstanceRow {
+                        id: f.id.clone(),
+                        environment_id: f.environment_id.clone(),
+                        invocation_id: f.invocation_id.clone(),
+                        flow_id: f.flow_id.clone(),
+                        flow_version: i32::try_from(f.flow_version).unwrap_or(i32::MAX),
+                        user_id: f.user_id.clone(),
+                        status: "active".into(),
+                        created: f.created.naive_utc(),
+                    })
+                    .collect();
+                for chunk in instances.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table).values(chunk).execute(c))?;
+                }
+                let cards: Vec<CardRow> = batch.cards.iter().map(card_row).collect();
+                for chunk in cards.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+                }
+                insert_events(conn, &batch.events)
+            })
+            .await
+            .or_else(|e| match e {
+                // Another worker took this invocation over and saved this batch first.
+                StorageError::StaleRevision => Ok(()),
+                other => Err(other),
+            })
+    }
+}
+
+pub struct DieselCardRepository {
+    db: Database,
+}
+
+impl DieselCardRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl CardRepository for DieselCardRepository {
+    async fn feed(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        stream_id: Option<String>,
+    ) -> Result<Vec<CardInstance>, StorageError> {
+        let (env, user) = (environment_id.to_owned(), user_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                let mut query = card_instances::table
+                    .filter(
+                        card_instances::environment_id
+                            .eq(env)
+                            .and(card_instances::user_id.eq(user)),
+                    )
+                    .filter(card_instances::status.eq("active"))
+                    .order((
+                        card_instances::priority.desc(),
+                        card_instances::created.desc(),
+                        card_instances::id.desc(),
+                    ))
+                    .select(CardRow::as_select())
+                    .into_boxed();
+                if let Some(stream) = stream_id {
+                    // stream_ids is a JSON array of ids; ids hold no quote, % or _ of their own
+                    // that matter once quoted and escaped.
+                    let quoted = serde_json::to_string(&stream)
+                        .unwrap_or_default()
+                        .replace('\\', "\\\\")
+                        .replace('%', "\\%")
+                        .replace('_', "\\_");
+                    query = query.filter(
+                        card_instances::stream_ids
+                            .like(format!("%{quoted}%"))
+                            .escape('\\'),
+                    );
+                }
+                Ok(query.load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(card).collect()
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        card_id: &str,
+    ) -> Result<Option<CardInstance>, StorageError> {
+        let (env, user, id) = (
+            environment_id.to_owned(),
+            user_id.to_owned(),
+            card_id.to_owned(),
+        );
+        let row = self
+            .db
+            .run(move |conn| {
+                Ok(card_instances::table
+                    .filter(
+                        card_instances::environment_id
+                            .eq(env)
+                            .and(card_instances::user_id.eq(user))
+                            .and(card_instances::id.eq(id)),
+                    )
+                    .select(CardRow::as_select())
+                    .first(conn)
+                    .optional()?)
+            })
+            .await?;
+        row.map(card).transpose()
+    }
+
+    async fn due(&self, now: Timestamp, limit: u32) -> Result<Vec<CardInstance>, StorageError> {
+        let now = now.naive_utc();
+        let rows = self
+            .db
+            .run(move |conn| {
+                Ok(card_instances::table
+                    .filter(
+                        card_instances::status
+                            .eq("embargoed")
+                            .and(card_instances::embargo_until.le(now))
+                            .or(card_instances::status
+                                .eq("snoozed")
+                                .and(card_instances::snoozed_until.le(now)))
+                            .or(card_instances::status
+                                .eq_any(["embargoed", "active", "snoozed"])
+                                .and(card_instances::expires_at.le(now))),
+                    )
+                    .limit(i64::from(limit))
+                    .select(CardRow::as_select())
+                    .load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(card).collect()
+    }
+
+    async fn transition(&self, transitions: Vec<Transition>) -> Result<usize, StorageError> {
+        self.db
+            .transaction(move |conn| {
+                let mut applied = Vec::new();
+                for t in &transitions {
+                    let c = &t.card;
+                    let changed = diesel::update(
+                        card_instances::table.filter(
+                            card_instances::id
+                                .eq(&c.id)
+                                .and(card_instances::status.eq(t.from.as_str())),
+                        ),
+                    )
+                    .set((
+                        card_instances::status.eq(c.status.as_str()),
+                        card_instances::snoozed_until.eq(c.snoozed_until.map(|x| x.naive_utc())),
+                        card_instances::published_at.eq(c.published_at.map(|x| x.naive_utc())),
+                        card_instances::updated.eq(c.updated.naive_utc()),
+                    ))
+                    .execute(conn)?;
+                    if changed == 1 {
+                        applied.push(t.event.clone());
+                    }
+                }
+                insert_events(conn, &applied)?;
+                Ok(applied.len())
+            })
+            .await
+    }
+
+    async fn events_of(
+        &self,
+        environment_id: &str,
+        card_id: &str,
+    ) -> Result<Vec<AnalyticsEvent>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), card_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                Ok(analytics_events::table
+                    .filter(
+                        analytics_events::environment_id
+                            .eq(env)
+                            .and(analytics_events::card_instance_id.eq(id)),
+                    )
+                    .order((analytics_events::created, analytics_events::id))
+                    .select(EventRow::as_select())
+                    .load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(event).collect()
+    }
+}
