@@ -7,3 +7,4 @@ mod flows;
 mod folders;
 mod ops;
 mod support;
+mod trigger;

@@ -322,6 +322,36 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "delete",
             &["204", "401", "403", "404", "409"],
         ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/start",
+            "post",
+            &["200", "400", "401", "403", "404", "409", "422", "429"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/test",
+            "post",
+            &["200", "400", "401", "403", "404", "409", "422", "429"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/cards",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
+            "post",
+            &["200", "400", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -355,7 +385,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 28, "a new endpoint must be added to this test");
+    assert_eq!(paths, 34, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -18,6 +18,8 @@ use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
 use domain::audience::AudienceService;
+use domain::card::CardService;
+use domain::trigger::engine::TriggerService;
 use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
 pub use metrics::Metrics;
@@ -32,6 +34,8 @@ pub struct AppState {
     pub folders: Arc<FolderService>,
     pub flows: Arc<FlowService>,
     pub audience: Arc<AudienceService>,
+    pub triggers: Arc<TriggerService>,
+    pub cards: Arc<CardService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -47,6 +51,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::folders::configure(cfg);
     routes::flows::configure(cfg);
     routes::audience::configure(cfg);
+    routes::trigger::configure(cfg);
     openapi::configure(cfg);
 }
 

@@ -7,7 +7,7 @@ use utoipa::openapi::{ContentBuilder, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::routes::{audience, credentials, environments, flows, folders, oauth, ops};
+use crate::routes::{audience, credentials, environments, flows, folders, oauth, ops, trigger};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -26,6 +26,7 @@ every response carries `X-Request-Id`.",
         audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,
         audience::update_segment, audience::delete_segment, audience::list_streams,
         audience::create_stream, audience::delete_stream,
+        trigger::start, trigger::test, trigger::invocation, trigger::feed, trigger::act, trigger::events,
         environments::list, credentials::create, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
@@ -35,6 +36,8 @@ every response carries `X-Request-Id`.",
         (name = "folders", description = "Folders that organise Action Flows"),
         (name = "action-flows", description = "Action Flows, their versioned configurations, drafts and approvals"),
         (name = "audience", description = "End users, segments and streams that flows target"),
+        (name = "triggers", description = "Starting and testing Action Flows, and their invocations"),
+        (name = "cards", description = "The end-user card API: feed, actions, events"),
         (name = "credentials", description = "API keys, access tokens and environments"),
         (name = "operations", description = "Health, metrics and this document"),
     )

@@ -60,6 +60,8 @@ struct Details {
     oauth_error: Option<&'static str>,
     /// Echoed as `X-Request-Id` when the error is rendered outside the edge middleware's reach.
     request_id: Option<String>,
+    /// Seconds for `Retry-After` (429, 503).
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -78,6 +80,7 @@ impl ApiError {
             challenge: None,
             oauth_error: None,
             request_id: None,
+            retry_after: None,
         }))
     }
 
@@ -246,8 +249,14 @@ impl ResponseError for ApiError {
         if let Some(id) = &d.request_id {
             response.insert_header(("x-request-id", id.as_str()));
         }
-        if d.status == StatusCode::SERVICE_UNAVAILABLE {
-            response.insert_header((header::RETRY_AFTER, "1"));
+        match (d.retry_after, d.status) {
+            (Some(seconds), _) => {
+                response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+            }
+            (None, StatusCode::SERVICE_UNAVAILABLE) => {
+                response.insert_header((header::RETRY_AFTER, "1"));
+            }
+            _ => {}
         }
         match serde_json::to_vec(&self.body()) {
             Ok(body) => response.body(body),
@@ -266,6 +275,9 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::ConcurrentChange => "concurrent_change",
         ConflictKind::StreamNameTaken => "stream_name_taken",
         ConflictKind::DefaultStream => "default_stream",
+        ConflictKind::InvocationConflict => "invocation_conflict",
+        ConflictKind::CardClosed => "card_closed",
+        ConflictKind::CardNotActive => "card_not_active",
     }
 }
 
@@ -277,6 +289,14 @@ impl From<DomainError> for ApiError {
                 let mut err = ApiError::validation(errors);
                 err.0.code = "invalid_config";
                 err.0.title = "Invalid configuration";
+                err
+            }
+            DomainError::InvocationMismatch(detail) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invocation_mismatch", "Invocation mismatch", detail)
+            }
+            DomainError::RateLimited { retry_after_seconds, message } => {
+                let mut err = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too many requests", message);
+                err.0.retry_after = Some(retry_after_seconds);
                 err
             }
             DomainError::ApprovalRequired(detail) => {

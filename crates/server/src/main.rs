@@ -3,6 +3,7 @@
 mod bootstrap;
 mod config;
 mod telemetry;
+mod workers;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -11,14 +12,16 @@ use std::time::Duration;
 
 use adapters_diesel::db::DatabaseUrl;
 use adapters_diesel::{
-    Database, DieselEndUserRepository, DieselFlowRepository, DieselFolderRepository,
-    DieselHealthProbe, DieselSegmentRepository, DieselSettingsRepository, DieselStreamRepository,
-    DieselTenancyRepository,
+    Database, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
+    DieselFolderRepository, DieselHealthProbe, DieselInvocationRepository, DieselSegmentRepository,
+    DieselSettingsRepository, DieselStreamRepository, DieselTenancyRepository,
 };
 use anyhow::{anyhow, Context};
 use api_actix::{AppState, Metrics, ServerOptions};
 use clap::{Args, Parser, Subcommand};
 use domain::audience::AudienceService;
+use domain::card::CardService;
+use domain::trigger::engine::{Engine, TriggerService};
 use domain::{
     AuthService, DomainError, EnvironmentGrant, FlowService, FolderService, Role, Scope,
     SystemClock,
@@ -234,21 +237,46 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let address = listener.local_addr()?;
     let folders = Arc::new(DieselFolderRepository::new(db.clone()));
+    let flows = Arc::new(DieselFlowRepository::new(db.clone()));
+    let users = Arc::new(DieselEndUserRepository::new(db.clone()));
+    let segments = Arc::new(DieselSegmentRepository::new(db.clone()));
+    let streams = Arc::new(DieselStreamRepository::new(db.clone()));
+    let invocations = Arc::new(DieselInvocationRepository::new(db.clone()));
+    let cards = Arc::new(CardService::new(
+        Arc::new(DieselCardRepository::new(db.clone())),
+        clock.clone(),
+    ));
+    let engine = Arc::new(Engine::new(
+        flows.clone(),
+        invocations.clone(),
+        users.clone(),
+        segments.clone(),
+        streams.clone(),
+        clock.clone(),
+    ));
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
         flows: Arc::new(FlowService::new(
-            Arc::new(DieselFlowRepository::new(db.clone())),
+            flows.clone(),
             folders,
             Arc::new(DieselSettingsRepository::new(db.clone())),
             clock.clone(),
         )),
         audience: Arc::new(AudienceService::new(
-            Arc::new(DieselEndUserRepository::new(db.clone())),
-            Arc::new(DieselSegmentRepository::new(db.clone())),
-            Arc::new(DieselStreamRepository::new(db.clone())),
-            clock,
+            users,
+            segments.clone(),
+            streams.clone(),
+            clock.clone(),
         )),
+        triggers: Arc::new(TriggerService::new(
+            flows,
+            invocations,
+            segments,
+            streams,
+            clock.clone(),
+        )),
+        cards: cards.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings
@@ -256,6 +284,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{address}")),
     };
+    workers::spawn(engine, cards, 2);
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),

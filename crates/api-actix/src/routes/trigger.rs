@@ -1,0 +1,452 @@
+//! Triggering flows (spec 4.2 test/start, 4.3), invocation progress (contract §4), and the
+//! end-user card API the SDKs would call (contract §4).
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::card::{AnalyticsEvent, CardAction, CardInstance};
+use domain::trigger::engine::Invocation;
+use domain::trigger::{self, Mode};
+use domain::{FieldError, Permission};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::timestamp;
+use crate::auth::Caller;
+use crate::body::{json_object, Fields};
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+/// Largest trigger body: 1,000 elements are allowed, each with up to 10,000 user ids.
+pub const MAX_TRIGGER_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggeredFlow {
+    pub flow_invocation_id: String,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggeredFlows {
+    pub triggered_flows: Vec<TriggeredFlow>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TriggerResponse {
+    pub data: TriggeredFlows,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InvocationDto {
+    pub flow_invocation_id: String,
+    pub flow_config_id: String,
+    pub flow_config_version: u32,
+    /// `live` or `test`.
+    pub mode: &'static str,
+    /// `pending`, `running`, `completed`, `failed` or `cancelled`.
+    pub status: &'static str,
+    pub users_targeted: u64,
+    pub cards_created: u64,
+    pub errors: Vec<String>,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+}
+
+impl From<Invocation> for InvocationDto {
+    fn from(i: Invocation) -> Self {
+        InvocationDto {
+            created: timestamp(&i.created),
+            updated: timestamp(&i.updated),
+            flow_invocation_id: i.id,
+            flow_config_id: i.flow_id,
+            flow_config_version: i.flow_version,
+            mode: i.mode.as_str(),
+            status: i.status.as_str(),
+            users_targeted: i.users_targeted,
+            cards_created: i.cards_created,
+            errors: i.errors,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct InvocationResponse {
+    pub data: InvocationDto,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CardDto {
+    pub id: String,
+    /// embargoed, active, snoozed, completed, dismissed, cancelled or expired.
+    pub status: &'static str,
+    /// 10 is the top of the feed, 1 the bottom.
+    pub priority: u8,
+    pub stream_ids: Vec<String>,
+    pub platforms: Vec<String>,
+    /// Rendered views and notification, per platform.
+    #[schema(value_type = Object)]
+    pub content: Map<String, Value>,
+    pub card_template_id: String,
+    pub card_template_name: String,
+    pub flow_config_id: String,
+    pub flow_config_version: u32,
+    pub flow_invocation_id: String,
+    pub flow_instance_id: String,
+    #[schema(format = DateTime)]
+    pub published_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub snoozed_until: Option<String>,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+}
+
+impl From<CardInstance> for CardDto {
+    fn from(c: CardInstance) -> Self {
+        CardDto {
+            status: c.status.as_str(),
+            published_at: c.published_at.as_ref().map(timestamp),
+            expires_at: c.expires_at.as_ref().map(timestamp),
+            snoozed_until: c.snoozed_until.as_ref().map(timestamp),
+            created: timestamp(&c.created),
+            updated: timestamp(&c.updated),
+            id: c.id,
+            priority: c.priority,
+            stream_ids: c.stream_ids,
+            platforms: c.platforms,
+            content: c.content,
+            card_template_id: c.template_id,
+            card_template_name: c.template_name,
+            flow_config_id: c.flow_id,
+            flow_config_version: c.flow_version,
+            flow_invocation_id: c.invocation_id,
+            flow_instance_id: c.flow_instance_id,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CardResponse {
+    pub data: CardDto,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FeedResponse {
+    pub data: Vec<CardDto>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct EventListResponse {
+    /// Each event's `data` (spec 2.9), oldest first.
+    #[schema(value_type = Vec<Object>)]
+    pub data: Vec<Value>,
+}
+
+/// Body of a card action.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; bodies are read field by field
+#[schema(example = json!({"action": "submit", "values": {"answer": "yes"}}))]
+pub struct CardActionRequest {
+    /// `submit`, `dismiss` or `snooze`.
+    action: String,
+    /// With `submit`: the user's input, passed to `card-completed`.
+    #[schema(value_type = Option<Object>)]
+    values: Option<Value>,
+    /// With `snooze`: when the card comes back (RFC 3339, in the future).
+    #[schema(rename = "snoozeUntil", format = DateTime)]
+    snooze_until: Option<String>,
+}
+
+/// The trigger body of spec 4.3 (documented by shape, validated in the domain).
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; the body is parsed by domain::trigger::parse
+#[schema(example = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["user-1"]},
+    "payload": {"variables": {"firstName": "Ann"}, "cardOptions": {"priority": 8}}, "flowInvocationId": "welcome-user-1"}]}))]
+pub struct TriggerRequestBody {
+    #[schema(value_type = Vec<Object>)]
+    flows: Vec<Value>,
+    #[schema(value_type = Option<Object>)]
+    options: Option<Value>,
+}
+
+async fn trigger(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+    mode: Mode,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsTrigger)?;
+    let object = json_object(&req, &body)?;
+    let request = trigger::parse(&Value::Object(object)).map_err(ApiError::validation)?;
+    let ids = state
+        .triggers
+        .trigger(&caller.0, &env, &flow, mode, request)
+        .await?;
+    Ok(HttpResponse::Ok().json(TriggerResponse {
+        data: TriggeredFlows {
+            triggered_flows: ids
+                .into_iter()
+                .map(|flow_invocation_id| TriggeredFlow { flow_invocation_id })
+                .collect(),
+        },
+    }))
+}
+
+const TRIGGER_400: &str = "Every invalid field of the request (`validation_failed`), paths like `flows[0].payload.cardOptions.priority`";
+
+/// Start a published flow for users, a segment, a tag, all test users or a filter.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/start", tag = "triggers", operation_id = "startActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body = TriggerRequestBody,
+    responses(
+        (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
+        (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or it has no published version", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invocation_conflict` (an id reused with another target or payload) or `flow_archived`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn start(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    trigger(state, caller, path, req, body, Mode::Live).await
+}
+
+/// Send a flow (its draft when it has one) to test users only; others are ignored silently.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/test", tag = "triggers", operation_id = "testActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body = TriggerRequestBody,
+    responses(
+        (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
+        (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow, or it has no version yet", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`invocation_conflict`: an id reused with another target or payload", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn test(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    trigger(state, caller, path, req, body, Mode::Test).await
+}
+
+/// An invocation's progress.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}", tag = "triggers", operation_id = "getInvocation",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id"),
+        ("flowInvocationId" = String, Path, description = "The invocation id a trigger answered"),
+    ),
+    responses(
+        (status = 200, description = "Status, users targeted, cards created, errors", body = InvocationResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such invocation of this flow", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn invocation(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow, id) = path.into_inner();
+    let invocation = state
+        .triggers
+        .invocation(&caller.0, &env, &flow, &id)
+        .await?;
+    Ok(HttpResponse::Ok().json(InvocationResponse {
+        data: invocation.into(),
+    }))
+}
+
+/// A user's feed: active cards, priority 10 first, newest first within a priority.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards", tag = "cards", operation_id = "getFeed",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+        ("streamId" = Option<String>, Query, description = "Only cards in this stream"),
+    ),
+    responses(
+        (status = 200, description = "The feed", body = FeedResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn feed(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user) = path.into_inner();
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(req.query_string()).unwrap_or_default();
+    let stream = pairs
+        .into_iter()
+        .find(|(k, v)| k == "streamId" && !v.is_empty())
+        .map(|(_, v)| v);
+    let cards = state.cards.feed(&caller.0, &env, &user, stream).await?;
+    Ok(HttpResponse::Ok().json(FeedResponse {
+        data: cards.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Act on a card: submit (completes it, with values), dismiss, or snooze until a time.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions", tag = "cards", operation_id = "actOnCard",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+        ("cardInstanceId" = String, Path, description = "Card id"),
+    ),
+    request_body = CardActionRequest,
+    responses(
+        (status = 200, description = "The card after the action", body = CardResponse),
+        (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn act(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user, card) = path.into_inner();
+    caller.0.authorize(&env, Permission::CardsWrite)?;
+    let object = json_object(&req, &body)?;
+    let mut fields = Fields::new(&object);
+    let action = fields.string("action");
+    let action = match action.as_deref() {
+        Some("submit") => match object.get("values") {
+            None | Some(Value::Null) => Some(CardAction::Submit(Value::Object(Map::new()))),
+            Some(Value::Object(values)) => Some(CardAction::Submit(Value::Object(values.clone()))),
+            Some(_) => {
+                fields.problem("values", "must be an object");
+                None
+            }
+        },
+        Some("dismiss") => Some(CardAction::Dismiss),
+        Some("snooze") => match object
+            .get("snoozeUntil")
+            .and_then(Value::as_str)
+            .map(chrono::DateTime::parse_from_rfc3339)
+        {
+            Some(Ok(until)) => Some(CardAction::Snooze(until.with_timezone(&chrono::Utc))),
+            _ => {
+                fields.problem(
+                    "snoozeUntil",
+                    "is required with snooze: an RFC 3339 timestamp",
+                );
+                None
+            }
+        },
+        Some(_) => {
+            fields.problem("action", "must be submit, dismiss or snooze");
+            None
+        }
+        None => None,
+    };
+    fields.finish()?;
+    let action = action
+        .ok_or_else(|| ApiError::validation(vec![FieldError::new("action", "is required")]))?;
+    let card = state
+        .cards
+        .act(&caller.0, &env, &user, &card, action)
+        .await?;
+    Ok(HttpResponse::Ok().json(CardResponse { data: card.into() }))
+}
+
+/// A card's analytics events (spec 2.9 `data`), oldest first.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events", tag = "cards", operation_id = "getCardEvents",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+        ("cardInstanceId" = String, Path, description = "Card id"),
+    ),
+    responses(
+        (status = 200, description = "The card's events", body = EventListResponse),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn events(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user, card) = path.into_inner();
+    let events: Vec<AnalyticsEvent> = state.cards.events(&caller.0, &env, &user, &card).await?;
+    Ok(HttpResponse::Ok().json(EventListResponse {
+        data: events.into_iter().map(|e| e.data).collect(),
+    }))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    const FLOW: &str = "/v1/{environmentId}/action-flow/{flowConfigId}";
+    cfg.service(
+        web::resource(format!("{FLOW}/start"))
+            .app_data(web::PayloadConfig::new(MAX_TRIGGER_BODY_BYTES))
+            .route(web::post().to(start)),
+    )
+    .service(
+        web::resource(format!("{FLOW}/test"))
+            .app_data(web::PayloadConfig::new(MAX_TRIGGER_BODY_BYTES))
+            .route(web::post().to(test)),
+    )
+    .service(
+        web::resource(format!("{FLOW}/invocations/{{flowInvocationId}}"))
+            .route(web::get().to(invocation)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards").route(web::get().to(feed)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions")
+            .route(web::post().to(act)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events")
+            .route(web::get().to(events)),
+    );
+}
