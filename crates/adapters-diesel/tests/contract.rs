@@ -1164,3 +1164,336 @@ mod audience {
         the_default_stream_appears_once_even_when_racing,
     );
 }
+
+// ---- Invocations and cards ----
+
+mod engine {
+    use adapters_diesel::{
+        both_backends, DieselCardRepository, DieselFlowRepository, DieselInvocationRepository,
+    };
+    use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
+    use domain::trigger::engine::{
+        BatchResult, FlowInstance, Invocation, InvocationRepository, InvocationStatus,
+    };
+    use domain::trigger::Mode;
+    use domain::{Flow, FlowRepository};
+    use serde_json::{json, Map};
+
+    use super::{seeded, t};
+
+    async fn with_flow(url: &str) -> adapters_diesel::Database {
+        let (db, _) = seeded(url).await;
+        let flow = Flow {
+            id: "flw_1".into(),
+            environment_id: "env_a".into(),
+            organisation_id: "org_1".into(),
+            name: "F".into(),
+            description: String::new(),
+            folder_id: None,
+            archived: false,
+            latest_version: 1,
+            published_version: Some(1),
+            draft_version: None,
+            variables: Map::new(),
+            revision: 0,
+            created: t(1),
+            updated: t(1),
+        };
+        DieselFlowRepository::new(db.clone())
+            .insert(&flow, None)
+            .await
+            .expect("flow");
+        db
+    }
+
+    fn invocation(id: &str, mode: Mode, fingerprint: &str, bulk: bool) -> Invocation {
+        Invocation {
+            environment_id: "env_a".into(),
+            id: id.into(),
+            flow_id: "flw_1".into(),
+            mode,
+            flow_version: 1,
+            fingerprint: fingerprint.into(),
+            target: json!({"type": "user", "targetUserIds": ["u1"]}),
+            payload: json!({}),
+            strict_variables: false,
+            bulk,
+            status: InvocationStatus::Pending,
+            users_targeted: 0,
+            cards_created: 0,
+            errors: Vec::new(),
+            cursor: None,
+            created: t(2),
+            updated: t(2),
+        }
+    }
+
+    fn card(id: &str, instance: &str, user: &str, priority: u8, at: i64) -> CardInstance {
+        CardInstance {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            user_id: user.into(),
+            flow_instance_id: instance.into(),
+            invocation_id: "inv_1".into(),
+            flow_id: "flw_1".into(),
+            flow_version: 1,
+            step_id: format!("step-{id}"),
+            template_id: "t1".into(),
+            template_name: "T".into(),
+            status: CardStatus::Active,
+            priority,
+            stream_ids: vec!["str_all".into()],
+            platforms: vec!["Web".into()],
+            content: Map::new(),
+            context: json!({"variables": {}}),
+            embargo_until: None,
+            expires_at: None,
+            snoozed_until: None,
+            published_at: Some(t(at)),
+            created: t(at),
+            updated: t(at),
+        }
+    }
+
+    fn batch(from: Option<&str>, to: Option<&str>, cards: Vec<CardInstance>) -> BatchResult {
+        let mut seen = std::collections::HashSet::new();
+        let instances: Vec<FlowInstance> = cards
+            .iter()
+            .filter(|c| seen.insert(c.flow_instance_id.clone()))
+            .map(|c| FlowInstance {
+                id: c.flow_instance_id.clone(),
+                environment_id: "env_a".into(),
+                invocation_id: "inv_1".into(),
+                flow_id: "flw_1".into(),
+                flow_version: 1,
+                user_id: c.user_id.clone(),
+                created: t(3),
+            })
+            .collect();
+        BatchResult {
+            environment_id: "env_a".into(),
+            invocation_id: "inv_1".into(),
+            from_cursor: from.map(Into::into),
+            cursor: to.map(Into::into),
+            status: if to.is_some() {
+                InvocationStatus::Running
+            } else {
+                InvocationStatus::Completed
+            },
+            users_targeted: instances.len() as u64,
+            cards_created: cards.len() as u64,
+            errors: Vec::new(),
+            events: cards
+                .iter()
+                .map(|c| card_event(c, None, None, t(3)))
+                .collect(),
+            flow_instances: instances,
+            cards,
+            updated: t(3),
+        }
+    }
+
+    async fn record_is_idempotent_and_all_or_nothing(url: &str) {
+        let repo = DieselInvocationRepository::new(with_flow(url).await);
+        let first = repo
+            .record(vec![invocation("inv_1", Mode::Live, "fp1", false)])
+            .await
+            .expect("record");
+        assert_eq!(first, vec![None], "new ids are inserted");
+        let replay = repo
+            .record(vec![invocation("inv_1", Mode::Live, "fp1", false)])
+            .await
+            .expect("replay");
+        assert_eq!(
+            replay[0].as_ref().map(|i| i.fingerprint.as_str()),
+            Some("fp1")
+        );
+        // One element conflicting: the new one beside it is not inserted either.
+        let mixed = repo
+            .record(vec![
+                invocation("inv_2", Mode::Live, "fp2", false),
+                invocation("inv_1", Mode::Test, "fp1", false),
+            ])
+            .await
+            .expect("mixed");
+        assert_eq!(mixed[1].as_ref().map(|i| i.mode), Some(Mode::Live));
+        assert_eq!(repo.get("env_a", "inv_2").await.expect("get"), None);
+        assert_eq!(
+            repo.get("env_b", "inv_1").await.expect("get"),
+            None,
+            "ids are per environment"
+        );
+    }
+
+    async fn racing_records_of_one_id_insert_it_once(url: &str) {
+        let repo = std::sync::Arc::new(DieselInvocationRepository::new(with_flow(url).await));
+        let mut tasks = Vec::new();
+        for _ in 0..10 {
+            let repo = repo.clone();
+            tasks.push(tokio::spawn(async move {
+                repo.record(vec![invocation("inv_r", Mode::Live, "fp", true)])
+                    .await
+            }));
+        }
+        let mut inserted = 0;
+        for task in tasks {
+            if task.await.expect("join").expect("record")[0].is_none() {
+                inserted += 1;
+            }
+        }
+        assert_eq!(inserted, 1);
+        assert_eq!(repo.running_bulk("env_a").await.expect("count"), 1);
+    }
+
+    async fn a_claim_is_exclusive_until_its_lease_runs_out(url: &str) {
+        let repo = DieselInvocationRepository::new(with_flow(url).await);
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let claimed = repo.claim(t(10), t(40)).await.expect("claim").expect("one");
+        assert_eq!(claimed.status, InvocationStatus::Running);
+        assert_eq!(
+            repo.claim(t(20), t(50)).await.expect("claim"),
+            None,
+            "leased"
+        );
+        let again = repo
+            .claim(t(41), t(71))
+            .await
+            .expect("claim")
+            .expect("lease expired");
+        assert_eq!(again.id, "inv_1");
+    }
+
+    async fn batches_apply_from_their_cursor_only(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db);
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        repo.save_batch(
+            batch(None, Some("u1"), vec![card("crd_1", "fin_1", "u1", 5, 3)]),
+            t(60),
+        )
+        .await
+        .expect("first");
+        // An overtaken worker saving the same batch again changes nothing.
+        repo.save_batch(
+            batch(None, Some("u1"), vec![card("crd_x", "fin_x", "u1", 5, 3)]),
+            t(60),
+        )
+        .await
+        .expect("stale is ignored");
+        repo.save_batch(
+            batch(Some("u1"), None, vec![card("crd_2", "fin_2", "u2", 5, 3)]),
+            t(60),
+        )
+        .await
+        .expect("second");
+        let done = repo
+            .get("env_a", "inv_1")
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!(
+            (done.status, done.users_targeted, done.cards_created),
+            (InvocationStatus::Completed, 2, 2)
+        );
+        assert_eq!(cards.get("env_a", "u1", "crd_x").await.expect("get"), None);
+        assert_eq!(
+            cards
+                .events_of("env_a", "crd_1")
+                .await
+                .expect("events")
+                .len(),
+            1
+        );
+        assert_eq!(
+            repo.claim(t(100), t(130)).await.expect("claim"),
+            None,
+            "a completed invocation is never claimed"
+        );
+    }
+
+    async fn feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db);
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let mut snoozed = card("crd_4", "fin_1", "u1", 9, 8);
+        snoozed.status = CardStatus::Snoozed;
+        snoozed.snoozed_until = Some(t(50));
+        let mut other_stream = card("crd_5", "fin_1", "u1", 1, 9);
+        other_stream.stream_ids = vec!["str_all".into(), "str_promo".into()];
+        let all = vec![
+            card("crd_1", "fin_1", "u1", 5, 1),
+            card("crd_2", "fin_1", "u1", 8, 2),
+            card("crd_3", "fin_1", "u1", 5, 3),
+            snoozed,
+            other_stream,
+        ];
+        repo.save_batch(batch(None, None, all), t(60))
+            .await
+            .expect("batch");
+        let ids = |cs: Vec<CardInstance>| cs.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(cards.feed("env_a", "u1", None).await.expect("feed")),
+            ["crd_2", "crd_3", "crd_1", "crd_5"]
+        );
+        assert_eq!(
+            ids(cards
+                .feed("env_a", "u1", Some("str_promo".into()))
+                .await
+                .expect("stream")),
+            ["crd_5"]
+        );
+        assert_eq!(ids(cards.due(t(60), 10).await.expect("due")), ["crd_4"]);
+
+        let active = cards
+            .get("env_a", "u1", "crd_1")
+            .await
+            .expect("get")
+            .expect("card");
+        let completed = CardInstance {
+            status: CardStatus::Completed,
+            ..active.clone()
+        };
+        let event = card_event(
+            &completed,
+            Some(CardStatus::Active),
+            Some(&json!({"a": 1})),
+            t(70),
+        );
+        let t1 = Transition {
+            card: completed.clone(),
+            from: CardStatus::Active,
+            event: event.clone(),
+        };
+        assert_eq!(cards.transition(vec![t1.clone()]).await.expect("first"), 1);
+        let mut again = t1;
+        again.event.id = "evt_other".into();
+        assert_eq!(
+            cards.transition(vec![again]).await.expect("stale"),
+            0,
+            "the card is no longer active"
+        );
+        let events = cards.events_of("env_a", "crd_1").await.expect("events");
+        assert_eq!(
+            events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+            ["card-published", "card-completed"]
+        );
+        assert_eq!(events[1].data["properties"]["values"], json!({"a": 1}));
+        assert!(matches!(cards.transition(vec![]).await, Ok(0)));
+    }
+
+    both_backends!(
+        record_is_idempotent_and_all_or_nothing,
+        racing_records_of_one_id_insert_it_once,
+        a_claim_is_exclusive_until_its_lease_runs_out,
+        batches_apply_from_their_cursor_only,
+        feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
+    );
+}
