@@ -31,36 +31,7 @@ pub struct Server {
 impl Server {
     pub async fn start(db: TestDatabase) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut child = command(&db, dir.path())
-            .arg("serve")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start workbench");
-        let stderr = child.stderr.take().expect("stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (address_tx, address_rx) = mpsc::channel();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line) {
-                    if let Some(address) = event.get("address").and_then(Value::as_str) {
-                        let _ = address_tx.send(address.to_owned());
-                    }
-                }
-                sink.lock().expect("logs").push(line);
-            }
-        });
-        let address = match address_rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(address) => address,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "workbench did not start:\n{}",
-                    logs.lock().expect("logs").join("\n")
-                );
-            }
-        };
+        let (child, logs, address) = launch(&db, dir.path());
         let boot: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("bootstrap-credentials.json"))
                 .expect("bootstrap file"),
@@ -79,6 +50,17 @@ impl Server {
             logs,
             db,
         }
+    }
+
+    /// Kills the process with SIGKILL (no shutdown of any kind) and starts a new one on the
+    /// same database and data folder.
+    pub fn kill_and_restart(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+        let (child, logs, address) = launch(&self.db, self.dir.path());
+        self.child = child;
+        self.logs = logs;
+        self.base = format!("http://{address}");
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -155,6 +137,38 @@ impl Drop for Server {
     }
 }
 
+/// Starts `workbench serve` and waits for the address it listens on.
+fn launch(db: &TestDatabase, dir: &Path) -> (Child, Arc<Mutex<Vec<String>>>, String) {
+    let mut child = command(db, dir)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start workbench");
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let (address_tx, address_rx) = mpsc::channel();
+    let sink = logs.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                if let Some(address) = event.get("address").and_then(Value::as_str) {
+                    let _ = address_tx.send(address.to_owned());
+                }
+            }
+            sink.lock().expect("logs").push(line);
+        }
+    });
+    match address_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(address) => (child, logs, address),
+        Err(_) => {
+            let _ = child.kill();
+            let logs = logs.lock().expect("logs").join("\n");
+            panic!("workbench did not start:\n{logs}");
+        }
+    }
+}
+
 fn command(db: &TestDatabase, dir: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
@@ -166,7 +180,9 @@ fn command(db: &TestDatabase, dir: &Path) -> Command {
         .env("WORKBENCH_LOG", "info")
         .env("WORKBENCH_DATA_DIR", dir)
         .env("WORKBENCH_WORKERS", "2")
-        .env("WORKBENCH_DATABASE_POOL_SIZE", "4");
+        .env("WORKBENCH_DATABASE_POOL_SIZE", "4")
+        // A worker that dies mid-invocation is taken over after two seconds.
+        .env("WORKBENCH_ENGINE_LEASE_SECONDS", "2");
     cmd
 }
 

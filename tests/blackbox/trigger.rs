@@ -81,7 +81,13 @@ async fn fire(s: &Server, flow: &str, mode: &str, body: Value) -> Reply {
 
 /// Waits for an invocation to finish; returns its record.
 async fn finished(s: &Server, flow: &str, invocation: &str) -> Value {
-    for _ in 0..200 {
+    finished_within(s, flow, invocation, Duration::from_secs(10)).await
+}
+
+async fn finished_within(s: &Server, flow: &str, invocation: &str, limit: Duration) -> Value {
+    let mut last = Value::Null;
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
         let reply = call(
             s,
             "GET",
@@ -97,9 +103,10 @@ async fn finished(s: &Server, flow: &str, invocation: &str) -> Value {
         ) {
             return reply.body["data"].clone();
         }
+        last = reply.body["data"].clone();
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("invocation {invocation} did not finish");
+    panic!("invocation {invocation} did not finish: {last}");
 }
 
 async fn feed(s: &Server, user: &str) -> Vec<Value> {
@@ -668,6 +675,51 @@ async fn trigger_permissions(s: Server) {
     );
 }
 
+async fn a_kill_9_mid_fan_out_resumes_without_losing_or_duplicating_a_card(mut s: Server) {
+    let flow = published_flow(&s, false).await;
+    for part in 0..2 {
+        let batch: Vec<Value> = (0..10_000)
+            .map(|i| json!({"id": format!("k{part}{i:05}"), "tags": ["crash"]}))
+            .collect();
+        users(&s, Value::Array(batch)).await;
+    }
+    let id = invocation_id(
+        &fire(
+            &s,
+            &flow,
+            "start",
+            json!({"flows": [{"target": {"type": "tag", "tagName": "crash"}}]}),
+        )
+        .await,
+    );
+    // Kill the server once the first batch is saved, while the fan-out is running.
+    let path = format!("/v1/{}/action-flow/{flow}/invocations/{id}", s.env);
+    let mut seen = Value::Null;
+    for _ in 0..2_000 {
+        seen = call(&s, "GET", &path, Some(&s.admin_secret), None)
+            .await
+            .body["data"]
+            .clone();
+        if seen["usersTargeted"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    s.kill_and_restart();
+    let done = finished_within(&s, &flow, &id, Duration::from_secs(90)).await;
+    assert_eq!(
+        done["status"], "completed",
+        "before the kill: {seen}; after: {done}"
+    );
+    assert_eq!(
+        (done["usersTargeted"].clone(), done["cardsCreated"].clone()),
+        (json!(20_000), json!(20_000))
+    );
+    for user in ["k000000", "k004999", "k009999", "k100000", "k109999"] {
+        assert_eq!(feed(&s, user).await.len(), 1, "{user} has exactly one card");
+    }
+}
+
 blackbox!(
     a_tag_of_three_users_gets_rendered_cards_and_a_submit_completes_one,
     invocation_ids_are_idempotent_200_409_422,
@@ -677,4 +729,5 @@ blackbox!(
     segments_filters_and_options_shape_the_cards,
     embargo_snooze_expiry_and_dismiss_follow_the_life_cycle,
     trigger_permissions,
+    a_kill_9_mid_fan_out_resumes_without_losing_or_duplicating_a_card,
 );

@@ -30,6 +30,8 @@ pub struct Settings {
     /// Base of the addresses the API hands out (`invocationUrl`), without a trailing slash;
     /// `http://` + the bound address when unset.
     pub public_url: Option<String>,
+    /// Seconds a worker holds an invocation without progress before another may resume it.
+    pub engine_lease_seconds: u64,
 }
 
 /// The file's shape: every key optional.
@@ -45,6 +47,7 @@ struct FileSettings {
     shutdown_timeout_seconds: Option<u64>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
+    engine_lease_seconds: Option<u64>,
 }
 
 impl Settings {
@@ -101,6 +104,9 @@ impl Settings {
             data_dir: var("WORKBENCH_DATA_DIR")
                 .map(PathBuf::from)
                 .or(from_file.data_dir),
+            engine_lease_seconds: number("WORKBENCH_ENGINE_LEASE_SECONDS")?
+                .or(from_file.engine_lease_seconds)
+                .unwrap_or(30),
             public_url: var("WORKBENCH_PUBLIC_URL")
                 .or(from_file.public_url)
                 .map(|u| u.trim_end_matches('/').to_owned()),
@@ -120,6 +126,9 @@ impl Settings {
             if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
                 bail!("WORKBENCH_PUBLIC_URL must be an absolute http(s) URL, got `{url}`");
             }
+        }
+        if !(1..=3600).contains(&self.engine_lease_seconds) {
+            bail!("WORKBENCH_ENGINE_LEASE_SECONDS must be between 1 and 3600");
         }
         if !(1..=256).contains(&self.database_pool_size) {
             bail!("the database pool size must be between 1 and 256");

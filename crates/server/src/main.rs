@@ -246,14 +246,19 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Arc::new(DieselCardRepository::new(db.clone())),
         clock.clone(),
     ));
-    let engine = Arc::new(Engine::new(
-        flows.clone(),
-        invocations.clone(),
-        users.clone(),
-        segments.clone(),
-        streams.clone(),
-        clock.clone(),
-    ));
+    let engine = Arc::new(
+        Engine::new(
+            flows.clone(),
+            invocations.clone(),
+            users.clone(),
+            segments.clone(),
+            streams.clone(),
+            clock.clone(),
+        )
+        .with_lease(chrono::Duration::seconds(
+            settings.engine_lease_seconds as i64,
+        )),
+    );
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),

@@ -26,7 +26,7 @@ use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError
 pub const MAX_RUNNING_BULK: u64 = 5;
 /// Users handled per saved batch.
 pub const BATCH_USERS: u32 = 1_000;
-/// How long a claimed invocation is a worker's before another may take it over.
+/// How long a claimed invocation is a worker's before another may take it over (default).
 pub const LEASE_SECONDS: i64 = 30;
 /// A card's priority when neither the trigger nor the template sets one.
 pub const DEFAULT_PRIORITY: u8 = 5;
@@ -332,6 +332,7 @@ impl TriggerService {
 
 /// Executes invocations, one batch of users at a time.
 pub struct Engine {
+    lease: Duration,
     flows: Arc<dyn FlowRepository>,
     invocations: Arc<dyn InvocationRepository>,
     users: Arc<dyn EndUserRepository>,
@@ -356,6 +357,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
+            lease: Duration::seconds(LEASE_SECONDS),
             flows,
             invocations,
             users,
@@ -365,15 +367,17 @@ impl Engine {
         }
     }
 
+    /// How long a claim lasts without progress before another worker may resume it.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
     /// Claims one invocation and runs one batch of it. Returns false when there was nothing
     /// to do.
     pub async fn step(&self) -> Result<bool, StorageError> {
         let now = self.clock.now();
-        let Some(invocation) = self
-            .invocations
-            .claim(now, now + Duration::seconds(LEASE_SECONDS))
-            .await?
-        else {
+        let Some(invocation) = self.invocations.claim(now, now + self.lease).await? else {
             return Ok(false);
         };
         let batch = match self.run_batch(&invocation, now).await {
@@ -385,9 +389,7 @@ impl Engine {
                 ..empty_batch(&invocation, now)
             },
         };
-        self.invocations
-            .save_batch(batch, now + Duration::seconds(LEASE_SECONDS))
-            .await?;
+        self.invocations.save_batch(batch, now + self.lease).await?;
         Ok(true)
     }
 
