@@ -415,25 +415,20 @@ impl InvocationRepository for DieselInvocationRepository {
         row.map(InvocationRow::into_invocation).transpose()
     }
 
-    async fn save_batch(
-        &self,
-        batch: BatchResult,
-        lease_until: Timestamp,
-    ) -> Result<(), StorageError> {
-        let lease = lease_until.naive_utc();
+    async fn save_batch(&self, batch: BatchResult) -> Result<(), StorageError> {
         self.db
             .transaction(move |conn| {
                 let key = invocations::table.filter(
                     invocations::environment_id.eq(&batch.environment_id).and(invocations::id.eq(&batch.invocation_id)),
                 );
-                let finished = matches!(batch.status, InvocationStatus::Completed | InvocationStatus::Failed | InvocationStatus::Cancelled);
                 let changes = (
                     invocations::status.eq(batch.status.as_str()),
                     invocations::cursor.eq(&batch.cursor),
                     invocations::users_targeted.eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
                     invocations::cards_created.eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
                     invocations::errors.eq(serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())),
-                    invocations::lease_until.eq(if finished { None } else { Some(lease) }),
+                    // The claim ends with the batch: the next one may be claimed at once.
+                    invocations::lease_until.eq(None::<NaiveDateTime>),
                     invocations::updated.eq(batch.updated.naive_utc()),
                 );
                 // Applies only from the cursor this batch started at.

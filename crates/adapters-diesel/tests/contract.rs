@@ -1372,23 +1372,36 @@ mod engine {
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
-        repo.save_batch(
-            batch(None, Some("u1"), vec![card("crd_1", "fin_1", "u1", 5, 3)]),
-            t(60),
-        )
+        repo.save_batch(batch(
+            None,
+            Some("u1"),
+            vec![card("crd_1", "fin_1", "u1", 5, 3)],
+        ))
         .await
         .expect("first");
+        let next = repo
+            .claim(t(11), t(41))
+            .await
+            .expect("claim")
+            .expect("claimable at once");
+        assert_eq!(
+            (next.status, next.cursor.as_deref()),
+            (InvocationStatus::Running, Some("u1")),
+            "a saved batch releases its claim"
+        );
         // An overtaken worker saving the same batch again changes nothing.
-        repo.save_batch(
-            batch(None, Some("u1"), vec![card("crd_x", "fin_x", "u1", 5, 3)]),
-            t(60),
-        )
+        repo.save_batch(batch(
+            None,
+            Some("u1"),
+            vec![card("crd_x", "fin_x", "u1", 5, 3)],
+        ))
         .await
         .expect("stale is ignored");
-        repo.save_batch(
-            batch(Some("u1"), None, vec![card("crd_2", "fin_2", "u2", 5, 3)]),
-            t(60),
-        )
+        repo.save_batch(batch(
+            Some("u1"),
+            None,
+            vec![card("crd_2", "fin_2", "u2", 5, 3)],
+        ))
         .await
         .expect("second");
         let done = repo
@@ -1435,7 +1448,7 @@ mod engine {
             snoozed,
             other_stream,
         ];
-        repo.save_batch(batch(None, None, all), t(60))
+        repo.save_batch(batch(None, None, all))
             .await
             .expect("batch");
         let ids = |cs: Vec<CardInstance>| cs.into_iter().map(|c| c.id).collect::<Vec<_>>();

@@ -141,16 +141,17 @@ pub trait InvocationRepository: Send + Sync {
         lease_until: Timestamp,
     ) -> Result<Option<Invocation>, StorageError>;
     /// Saves a batch in one transaction: instances, cards and events, the progress (the
-    /// batch's counts are added to the invocation's), cursor and status, and extends the lease.
-    async fn save_batch(
-        &self,
-        batch: BatchResult,
-        lease_until: Timestamp,
-    ) -> Result<(), StorageError>;
+    /// batch's counts are added to the invocation's), cursor and status; and releases the
+    /// claim, so that the next batch can be claimed at once (by any worker: batches of
+    /// concurrent invocations take turns).
+    async fn save_batch(&self, batch: BatchResult) -> Result<(), StorageError>;
 }
 
 /// Records triggers; reads their progress.
 pub struct TriggerService {
+    /// Published configurations never change, so they are kept once read:
+    /// (flow id, version) → configuration.
+    published: std::sync::Mutex<std::collections::HashMap<(String, u32), Arc<Value>>>,
     flows: Arc<dyn FlowRepository>,
     invocations: Arc<dyn InvocationRepository>,
     segments: Arc<dyn SegmentRepository>,
@@ -170,12 +171,42 @@ impl TriggerService {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
+            published: Default::default(),
             flows,
             invocations,
             segments,
             streams,
             clock,
         }
+    }
+
+    /// The configuration of a version: from the cache for a published version, else read.
+    async fn config(&self, flow_id: &str, version: u32) -> Result<Arc<Value>, DomainError> {
+        let key = (flow_id.to_owned(), version);
+        if let Some(config) = self
+            .published
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(&key).cloned())
+        {
+            return Ok(config);
+        }
+        let stored = self
+            .flows
+            .get_version(flow_id, VersionRef::Number(version))
+            .await?
+            .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
+        let config = Arc::new(stored.config);
+        if stored.status == crate::flow::VersionStatus::Published {
+            if let Ok(mut cache) = self.published.lock() {
+                // Bounded: cleared when it reaches 10,000 configurations.
+                if cache.len() >= 10_000 {
+                    cache.clear();
+                }
+                cache.insert(key, config.clone());
+            }
+        }
+        Ok(config)
     }
 
     pub async fn trigger(
@@ -205,30 +236,34 @@ impl TriggerService {
             Mode::Test => flow.draft_version.or(flow.published_version),
         }
         .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
-        let config = self
-            .flows
-            .get_version(&flow.id, VersionRef::Number(version))
-            .await?
-            .ok_or(DomainError::NotFound(Resource::FlowVersion))?
-            .config;
+        let config = self.config(&flow.id, version).await?;
 
         let mut errors: Vec<FieldError> = Vec::new();
-        let known_streams: BTreeSet<String> = self
-            .streams
-            .list(
-                env,
-                crate::audience::Stream {
-                    id: new_id(IdKind::Stream),
-                    environment_id: env.to_owned(),
-                    name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
-                    is_default: true,
-                    created: self.clock.now(),
-                },
-            )
-            .await?
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
+        // Streams are read only when a request names some (listing them may create the
+        // default stream, which is a write).
+        let names_streams = request
+            .flows
+            .iter()
+            .any(|f| f.payload.card_options.target_stream_ids.is_some());
+        let known_streams: BTreeSet<String> = if names_streams {
+            self.streams
+                .list(
+                    env,
+                    crate::audience::Stream {
+                        id: new_id(IdKind::Stream),
+                        environment_id: env.to_owned(),
+                        name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
+                        is_default: true,
+                        created: self.clock.now(),
+                    },
+                )
+                .await?
+                .into_iter()
+                .map(|s| s.id)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         for (i, element) in request.flows.iter().enumerate() {
             let path = format!("flows[{i}].payload");
             if let Err(mut e) = resolve(&config, &element.payload, request.strict_variables, &path)
@@ -389,7 +424,7 @@ impl Engine {
                 ..empty_batch(&invocation, now)
             },
         };
-        self.invocations.save_batch(batch, now + self.lease).await?;
+        self.invocations.save_batch(batch).await?;
         Ok(true)
     }
 
