@@ -1,0 +1,302 @@
+//! Trigger throughput and fan-out, against the real binary (release build), on SQLite and,
+//! when TEST_POSTGRES_URL is set, PostgreSQL.
+//!
+//! `cargo bench -p server --bench trigger` runs:
+//! 1. closed-loop load with 32 concurrent clients for 10 s: `POST .../start` with one user per
+//!    request, beside `GET /healthz` of the same server (actix with the same middleware: the
+//!    HTTP stack's ceiling on this machine);
+//! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles;
+//! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
+//!    `INSERT ... SELECT` of as many rows into a scratch table.
+
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "../../../tests/blackbox/support.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use adapters_diesel::testing::TestDatabase;
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, SqliteConnection};
+use serde_json::{json, Value};
+
+const CLIENTS: usize = 32;
+const RUN: Duration = Duration::from_secs(10);
+
+fn config() -> Value {
+    json!({
+        "type": "card", "initialSteps": ["s1"],
+        "variables": {"firstName": {"type": "string", "default": "there"}},
+        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
+        "cardTemplates": {"t1": {"metadata": {"cardName": "Bench", "delivery": {"priority": 5}},
+            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}}]}}}
+    })
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// Closed loop: CLIENTS tasks send back to back for RUN. Returns (requests/s, p50, p99).
+async fn closed_loop(
+    make: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+) -> (f64, f64, f64) {
+    let counter = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (make, counter) = (make.clone(), counter.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while started.elapsed() < RUN {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                let sent = Instant::now();
+                let response = make(n).send().await.expect("request");
+                assert!(response.status().is_success(), "{}", response.status());
+                response.bytes().await.expect("body");
+                latencies.push(sent.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("join"));
+    }
+    all.sort();
+    (
+        all.len() as f64 / started.elapsed().as_secs_f64(),
+        pct(&all, 0.5),
+        pct(&all, 0.99),
+    )
+}
+
+/// Open loop at a fixed rate: requests are sent on schedule whatever the answers do.
+async fn open_loop(
+    make: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+    rate: u64,
+) -> (usize, f64, f64, f64) {
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    let mut n = 0u64;
+    while started.elapsed() < RUN {
+        let due = started + interval * n as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let request = make(1_000_000 + n);
+        tasks.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let response = request.send().await.expect("request");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+            sent.elapsed()
+        }));
+        n += 1;
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.push(task.await.expect("join"));
+    }
+    all.sort();
+    (all.len(), pct(&all, 0.5), pct(&all, 0.99), pct(&all, 1.0))
+}
+
+async fn run(db: TestDatabase, backend: &str, users: u64) {
+    println!("{backend}:");
+    let server = support::Server::start(db).await;
+    let admin = server.admin_secret.clone();
+    let env = server.env.clone();
+    let created = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow")))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "Bench"}))
+        .send()
+        .await
+        .expect("create");
+    let flow = created.json::<Value>().await.expect("json")["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let published = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/config/publish")))
+        .bearer_auth(&admin)
+        .json(&config())
+        .send()
+        .await
+        .expect("publish");
+    assert!(published.status().is_success());
+
+    let (client, start_url, health_url) = (
+        server.client.clone(),
+        server.url(&format!("/v1/{env}/action-flow/{flow}/start")),
+        server.url("/healthz"),
+    );
+    let secret = admin.clone();
+    let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
+        client.post(&start_url).bearer_auth(&secret).json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("user{n}")]}}]}))
+    });
+    let client = server.client.clone();
+    let health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> =
+        Arc::new(move |_| client.get(&health_url));
+
+    let (rps, p50, p99) = closed_loop(health.clone()).await;
+    println!("  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    let (rps, p50, p99) = closed_loop(trigger.clone()).await;
+    println!("  POST /start, 1 user each, {CLIENTS} clients:      {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    let (sent, p50, p99, max) = open_loop(trigger, 2_000).await;
+    println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
+    // Let the engine drain what the load queued before the fan-out is timed.
+    drain(&server, &env, &flow).await;
+
+    // Fan-out: BENCH_USERS users with one tag.
+    let seeded = Instant::now();
+    seed_users(server.database_url(), &env, users);
+    println!(
+        "  seeded {users} tagged users in {:.1} s",
+        seeded.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let reply = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/start")))
+        .bearer_auth(&admin)
+        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
+        .send()
+        .await
+        .expect("fan-out");
+    let body: Value = reply.json().await.expect("json");
+    let id = body["data"]["triggeredFlows"][0]["flowInvocationId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let status_url = server.url(&format!("/v1/{env}/action-flow/{flow}/invocations/{id}"));
+    loop {
+        let status: Value = server
+            .client
+            .get(&status_url)
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("json");
+        if status["data"]["status"] == "completed" {
+            assert_eq!(status["data"]["cardsCreated"], users);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fan_out = started.elapsed().as_secs_f64();
+    println!(
+        "  tag of {users} users to all cards active: {fan_out:.1} s ({:.0} cards/s)",
+        users as f64 / fan_out
+    );
+    let raw = raw_insert(server.database_url(), users);
+    println!("  raw INSERT ... SELECT of {users} rows into a scratch table: {raw:.2} s");
+}
+
+async fn drain(server: &support::Server, env: &str, flow: &str) {
+    // Invocations are claimed oldest first: one sent now finishes after all queued before it.
+    let url = server.url(&format!("/v1/{env}/action-flow/{flow}/start"));
+    let reply = server
+        .client
+        .post(url)
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": ["drain"]}}]}))
+        .send()
+        .await
+        .expect("drain");
+    let body: Value = reply.json().await.expect("json");
+    let id = body["data"]["triggeredFlows"][0]["flowInvocationId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let status_url = server.url(&format!("/v1/{env}/action-flow/{flow}/invocations/{id}"));
+    let started = Instant::now();
+    loop {
+        let status: Value = server
+            .client
+            .get(&status_url)
+            .bearer_auth(&server.admin_secret)
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("json");
+        if status["data"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "  the engine drained the queued invocations {:.1} s after the load stopped",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn seed_users(url: &str, env: &str, users: u64) {
+    let sql = format!(
+        "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
+         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM series; \
+         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || n FROM series;"
+    );
+    with_series(url, users, &sql);
+}
+
+fn raw_insert(url: &str, rows: u64) -> f64 {
+    let started = Instant::now();
+    with_series(
+        url,
+        rows,
+        "CREATE TABLE scratch (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, content TEXT NOT NULL, created TIMESTAMP NOT NULL); \
+         INSERT INTO scratch SELECT 'crd' || n, 'b' || n, '{\"Web\":{}}', CURRENT_TIMESTAMP FROM series;",
+    );
+    started.elapsed().as_secs_f64()
+}
+
+/// Runs `sql` with a table-valued `series(n)` of 1..=rows available.
+fn with_series(url: &str, rows: u64, sql: &str) {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let mut conn = SqliteConnection::establish(path).expect("sqlite");
+        conn.batch_execute(&format!(
+            "BEGIN; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
+        ))
+        .expect("sql");
+    } else {
+        let mut conn = PgConnection::establish(url).expect("postgres");
+        conn.batch_execute(&format!(
+            "BEGIN; CREATE TEMP TABLE series AS SELECT n FROM generate_series(1, {rows}) AS n; {sql} DROP TABLE series; COMMIT;"
+        ))
+        .expect("sql");
+    }
+}
+
+fn main() {
+    let users = std::env::var("BENCH_USERS")
+        .ok()
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(100_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("trigger benchmarks: release binary, 2 HTTP workers, 2 engine loops");
+    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", users));
+    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+        if let Some(db) = TestDatabase::postgres() {
+            runtime.block_on(run(db, "PostgreSQL", users));
+        }
+    }
+}
