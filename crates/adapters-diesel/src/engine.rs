@@ -561,21 +561,47 @@ impl CardRepository for DieselCardRepository {
         let rows = self
             .db
             .run(move |conn| {
-                Ok(card_instances::table
+                // Three queries, each served by its own (status, time) index; one query with
+                // OR would read every card.
+                let limit = i64::from(limit);
+                let mut rows: Vec<CardRow> = card_instances::table
                     .filter(
                         card_instances::status
                             .eq("embargoed")
-                            .and(card_instances::embargo_until.le(now))
-                            .or(card_instances::status
-                                .eq("snoozed")
-                                .and(card_instances::snoozed_until.le(now)))
-                            .or(card_instances::status
-                                .eq_any(["embargoed", "active", "snoozed"])
-                                .and(card_instances::expires_at.le(now))),
+                            .and(card_instances::embargo_until.le(now)),
                     )
-                    .limit(i64::from(limit))
+                    .limit(limit)
                     .select(CardRow::as_select())
-                    .load(conn)?)
+                    .load(conn)?;
+                rows.extend(
+                    card_instances::table
+                        .filter(
+                            card_instances::status
+                                .eq("snoozed")
+                                .and(card_instances::snoozed_until.le(now)),
+                        )
+                        .limit(limit)
+                        .select(CardRow::as_select())
+                        .load(conn)?,
+                );
+                for status in ["embargoed", "active", "snoozed"] {
+                    rows.extend(
+                        card_instances::table
+                            .filter(
+                                card_instances::status
+                                    .eq(status)
+                                    .and(card_instances::expires_at.le(now)),
+                            )
+                            .limit(limit)
+                            .select(CardRow::as_select())
+                            .load(conn)?,
+                    );
+                }
+                // A card may be due twice (an embargo and an expiry both past): once is enough.
+                let mut seen = std::collections::HashSet::new();
+                rows.retain(|r| seen.insert(r.id.clone()));
+                rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                Ok(rows)
             })
             .await?;
         rows.into_iter().map(card).collect()

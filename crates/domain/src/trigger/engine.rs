@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use chrono::Duration;
 use serde_json::{json, Map, Value};
 
-use super::request::{parse_duration, CardOptions, Payload, Platforms, Target, TriggerRequest};
+use super::request::{CardOptions, Payload, Platforms, Target, TriggerRequest};
 use super::variables::{render, resolve, Platform, ResolvedVariables};
 use super::{fingerprint, Mode};
 use crate::audience::{EndUserRepository, Filter, SegmentRepository, StreamRepository, UserQuery};
@@ -768,9 +768,4 @@ fn build_card(
         created: now,
         updated: now,
     }
-}
-
-/// Exposed for the CSV issue, which reads durations the same way.
-pub fn duration(text: &str) -> Option<Duration> {
-    parse_duration(text)
 }
