@@ -3,14 +3,13 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use domain::audience::{EndUser, Segment, Stream, UserInput, UserQuery, MAX_BATCH_USERS};
 use domain::{FieldError, PageRequest, Permission};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::query::{cursor, Query};
 use super::timestamp;
 use crate::auth::Caller;
 use crate::body::{json_object, Fields};
@@ -239,23 +238,9 @@ fn user_input(
 fn user_list_query(
     req: &HttpRequest,
 ) -> Result<(UserQuery, Option<String>, PageRequest), ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(req.query_string()).map_err(|e| {
-            ApiError::validation(vec![FieldError::new(
-                "query",
-                format!("cannot be read: {e}"),
-            )])
-        })?;
-    let get = |key: &str| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-            .filter(|v| !v.is_empty())
-    };
+    let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let test_user = match get("testUser").as_deref() {
+    let test_user = match query.get("testUser").as_deref() {
         None => None,
         Some("true") => Some(true),
         Some("false") => Some(false),
@@ -264,41 +249,16 @@ fn user_list_query(
             None
         }
     };
-    let limit = get("limit").map(|l| l.parse::<i64>().unwrap_or(0));
-    let after = match get("cursor") {
-        None => None,
-        Some(c) => match URL_SAFE_NO_PAD
-            .decode(&c)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-        {
-            Some(id) => Some(id),
-            None => {
-                errors.push(FieldError::new(
-                    "cursor",
-                    "is not a cursor this service returned",
-                ));
-                None
-            }
-        },
-    };
-    let page = match PageRequest::new(limit, after) {
-        Ok(page) => page,
-        Err(domain::DomainError::Validation(mut e)) => {
-            errors.append(&mut e);
-            PageRequest::default()
-        }
-        Err(other) => return Err(other.into()),
-    };
+    let page = query.page(&mut errors);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
     Ok((
         UserQuery {
-            tag: get("tag"),
+            tag: query.get("tag"),
             test_user,
         },
-        get("segmentId"),
+        query.get("segmentId"),
         page,
     ))
 }
@@ -415,7 +375,7 @@ pub async fn list_users(
         .await?;
     Ok(HttpResponse::Ok().json(EndUserListResponse {
         data: page.items.into_iter().map(Into::into).collect(),
-        next: page.next_after.map(|id| URL_SAFE_NO_PAD.encode(id)),
+        next: cursor(page.next_after),
     }))
 }
 

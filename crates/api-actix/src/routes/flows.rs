@@ -3,8 +3,6 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use domain::flow::{
     CreateFlow, EnvironmentSettings, FlowFilter, FlowStatus, FolderFilter, ShownStatus, UpdateFlow,
     VersionRef,
@@ -14,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::query::{cursor, Query};
 use super::timestamp;
 use crate::auth::Caller;
 use crate::body::{json_object, Fields};
@@ -210,49 +209,24 @@ fn config_of(object: Map<String, Value>) -> Value {
     }
 }
 
-fn encode_cursor(id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(id)
-}
-
-fn decode_cursor(cursor: &str) -> Option<String> {
-    URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-}
-
 /// The list's query: every problem reported at once.
 fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(req.query_string()).map_err(|e| {
-            ApiError::validation(vec![domain::FieldError::new(
-                "query",
-                format!("cannot be read: {e}"),
-            )])
-        })?;
-    let get = |key: &str| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-    };
+    let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let status =
-        get("status")
-            .filter(|s| !s.is_empty())
-            .and_then(|s| match FlowStatus::parse(&s) {
-                Some(status) => Some(status),
-                None => {
-                    errors.push(domain::FieldError::new(
-                        "status",
-                        "must be DRAFT, PUBLISHED or ARCHIVED",
-                    ));
-                    None
-                }
-            });
-    let uncategorized = match get("uncategorized").as_deref() {
-        None | Some("") | Some("false") => false,
+    let status = query
+        .get("status")
+        .and_then(|s| match FlowStatus::parse(&s) {
+            Some(status) => Some(status),
+            None => {
+                errors.push(domain::FieldError::new(
+                    "status",
+                    "must be DRAFT, PUBLISHED or ARCHIVED",
+                ));
+                None
+            }
+        });
+    let uncategorized = match query.get("uncategorized").as_deref() {
+        None | Some("false") => false,
         Some("true") => true,
         Some(_) => {
             errors.push(domain::FieldError::new(
@@ -262,7 +236,7 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
             false
         }
     };
-    let folder = match (get("folderId").filter(|f| !f.is_empty()), uncategorized) {
+    let folder = match (query.get("folderId"), uncategorized) {
         (Some(_), true) => {
             errors.push(domain::FieldError::new(
                 "folderId",
@@ -274,46 +248,13 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
         (None, true) => Some(FolderFilter::Uncategorized),
         (None, false) => None,
     };
-    let limit = match get("limit").filter(|l| !l.is_empty()) {
-        None => None,
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                errors.push(domain::FieldError::new(
-                    "limit",
-                    "must be a whole number from 1 to 500",
-                ));
-                None
-            }
-        },
-    };
-    let after = match get("cursor").filter(|c| !c.is_empty()) {
-        None => None,
-        Some(c) => match decode_cursor(&c) {
-            Some(id) => Some(id),
-            None => {
-                errors.push(domain::FieldError::new(
-                    "cursor",
-                    "is not a cursor this service returned",
-                ));
-                None
-            }
-        },
-    };
-    let page = match PageRequest::new(limit, after) {
-        Ok(page) => page,
-        Err(domain::DomainError::Validation(mut e)) => {
-            errors.append(&mut e);
-            PageRequest::default()
-        }
-        Err(other) => return Err(other.into()),
-    };
+    let page = query.page(&mut errors);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
     Ok((
         FlowFilter {
-            name_contains: get("name"),
+            name_contains: query.get("name"),
             status,
             folder,
         },
@@ -369,7 +310,7 @@ pub async fn list(
             .into_iter()
             .map(|f| FlowSummaryDto::new(f, &state.public_url))
             .collect(),
-        next: page.next_after.as_deref().map(encode_cursor),
+        next: cursor(page.next_after),
     }))
 }
 

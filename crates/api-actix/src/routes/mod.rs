@@ -7,6 +7,7 @@ pub mod flows;
 pub mod folders;
 pub mod oauth;
 pub mod ops;
+pub mod query;
 pub mod trigger;
 
 use chrono::SecondsFormat;

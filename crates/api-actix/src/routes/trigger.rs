@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::query::Query;
 use super::timestamp;
 use crate::auth::Caller;
 use crate::body::{json_object, Fields};
@@ -311,12 +312,7 @@ pub async fn feed(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(req.query_string()).unwrap_or_default();
-    let stream = pairs
-        .into_iter()
-        .find(|(k, v)| k == "streamId" && !v.is_empty())
-        .map(|(_, v)| v);
+    let stream = Query::parse(&req)?.get("streamId");
     let cards = state.cards.feed(&caller.0, &env, &user, stream).await?;
     Ok(HttpResponse::Ok().json(FeedResponse {
         data: cards.into_iter().map(Into::into).collect(),

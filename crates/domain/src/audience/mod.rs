@@ -70,6 +70,19 @@ pub struct Stream {
     pub created: Timestamp,
 }
 
+impl Stream {
+    /// A new `All cards` stream for the environment (stored only when the environment has none).
+    pub fn default_for(environment_id: &str, created: Timestamp) -> Stream {
+        Stream {
+            id: new_id(IdKind::Stream),
+            environment_id: environment_id.to_owned(),
+            name: DEFAULT_STREAM_NAME.to_owned(),
+            is_default: true,
+            created,
+        }
+    }
+}
+
 /// Which users a list returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserQuery {
@@ -486,13 +499,7 @@ impl AudienceService {
     }
 
     fn default_stream(&self, env: &str) -> Stream {
-        Stream {
-            id: new_id(IdKind::Stream),
-            environment_id: env.to_owned(),
-            name: DEFAULT_STREAM_NAME.to_owned(),
-            is_default: true,
-            created: self.clock.now(),
-        }
+        Stream::default_for(env, self.clock.now())
     }
 
     pub async fn list_streams(

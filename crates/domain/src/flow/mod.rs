@@ -540,16 +540,8 @@ impl FlowService {
         self.change_async(env, id, async |flow: Flow, now| {
             refuse_archived(&flow)?;
             let (version, change) = match flow.draft_version {
-                Some(number) => {
-                    let current = flows
-                        .get_version(&flow.id, VersionRef::Number(number))
-                        .await?
-                        .ok_or_else(|| {
-                            DomainError::Storage(StorageError::Internal(format!(
-                                "draft version {number} of {} is missing",
-                                flow.id
-                            )))
-                        })?;
+                Some(_) => {
+                    let current = current_draft(&flows, &flow).await?;
                     let version = FlowVersion {
                         config: config.clone(),
                         created_by: who.key_id.clone(),

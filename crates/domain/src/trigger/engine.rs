@@ -14,7 +14,9 @@ use serde_json::{json, Map, Value};
 use super::request::{CardOptions, Payload, Platforms, Target, TriggerRequest};
 use super::variables::{render, resolve, Platform, ResolvedVariables};
 use super::{fingerprint, Mode};
-use crate::audience::{EndUserRepository, Filter, SegmentRepository, StreamRepository, UserQuery};
+use crate::audience::{
+    EndUserRepository, Filter, SegmentRepository, Stream, StreamRepository, UserQuery,
+};
 use crate::card::{card_event, AnalyticsEvent, CardInstance, CardStatus};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
@@ -247,16 +249,7 @@ impl TriggerService {
             .any(|f| f.payload.card_options.target_stream_ids.is_some());
         let known_streams: BTreeSet<String> = if names_streams {
             self.streams
-                .list(
-                    env,
-                    crate::audience::Stream {
-                        id: new_id(IdKind::Stream),
-                        environment_id: env.to_owned(),
-                        name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
-                        is_default: true,
-                        created: self.clock.now(),
-                    },
-                )
+                .list(env, Stream::default_for(env, self.clock.now()))
                 .await?
                 .into_iter()
                 .map(|s| s.id)
@@ -459,16 +452,7 @@ impl Engine {
         let audience = self.audience(invocation, &element.target).await?;
         let default_stream = self
             .streams
-            .list(
-                env,
-                crate::audience::Stream {
-                    id: new_id(IdKind::Stream),
-                    environment_id: env.clone(),
-                    name: crate::audience::DEFAULT_STREAM_NAME.to_owned(),
-                    is_default: true,
-                    created: now,
-                },
-            )
+            .list(env, Stream::default_for(env, now))
             .await?
             .into_iter()
             .find(|s| s.is_default)

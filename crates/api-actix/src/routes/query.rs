@@ -1,0 +1,71 @@
+//! Query strings of list endpoints: parameters, and `limit`/`cursor` paging (contract §1).
+//! A cursor is the base64url of the last item's key: opaque to clients, checked when read.
+
+use actix_web::HttpRequest;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use domain::{DomainError, FieldError, PageRequest};
+
+use crate::problem::ApiError;
+
+pub struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    pub fn parse(req: &HttpRequest) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(req.query_string())
+            .map(|pairs| Query { pairs })
+            .map_err(|e| {
+                ApiError::validation(vec![FieldError::new(
+                    "query",
+                    format!("cannot be read: {e}"),
+                )])
+            })
+    }
+
+    /// The parameter's last non-empty value.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(k, v)| k == key && !v.is_empty())
+            .map(|(_, v)| v.clone())
+    }
+
+    /// `limit` and `cursor`; problems are added to `errors`.
+    pub fn page(&self, errors: &mut Vec<FieldError>) -> PageRequest {
+        let limit = match self.get("limit").map(|l| l.parse::<i64>()) {
+            None => None,
+            Some(Ok(n)) => Some(n),
+            // Not a number: PageRequest reports it with the range it takes.
+            Some(Err(_)) => Some(0),
+        };
+        let after = self.get("cursor").and_then(|c| {
+            let id = URL_SAFE_NO_PAD
+                .decode(&c)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok());
+            if id.is_none() {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "is not a cursor this service returned",
+                ));
+            }
+            id
+        });
+        match PageRequest::new(limit, after) {
+            Ok(page) => page,
+            Err(DomainError::Validation(mut e)) => {
+                errors.append(&mut e);
+                PageRequest::default()
+            }
+            Err(_) => PageRequest::default(),
+        }
+    }
+}
+
+/// The `next` of a page: the cursor after its last item.
+pub fn cursor(after: Option<String>) -> Option<String> {
+    after.map(|id| URL_SAFE_NO_PAD.encode(id))
+}
