@@ -315,8 +315,8 @@ async fn secrets_never_reach_the_logs(server: Server) {
         assert!(!logs.contains(secret), "a secret was logged");
     }
     assert!(
-        !logs.contains(server.database_url()) || !server.database_url().contains('@'),
-        "no database URL with credentials"
+        !logs.contains(server.database_url()),
+        "the database URL (it may hold a password) is never logged"
     );
 }
 

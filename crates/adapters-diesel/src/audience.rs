@@ -11,6 +11,7 @@ use domain::{PageRequest, StorageError};
 use serde_json::{Map, Value};
 
 use crate::db::{AnyConnection, Database, Failure};
+use crate::error::corrupt;
 use crate::schema::{end_user_tags, end_users, segments, streams};
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -43,10 +44,6 @@ struct StreamRow {
     name: String,
     is_default: bool,
     created: NaiveDateTime,
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
-    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
 }
 
 /// Attaches tags (loaded with one query for the whole page) to user rows.

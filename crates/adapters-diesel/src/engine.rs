@@ -8,6 +8,7 @@ use domain::{StorageError, Timestamp};
 use serde_json::Value;
 
 use crate::db::{AnyConnection, Database, Failure};
+use crate::error::corrupt;
 use crate::schema::{analytics_events, card_instances, flow_instances, invocations};
 
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
@@ -89,10 +90,6 @@ struct EventRow {
     invocation_id: Option<String>,
     data: String,
     created: NaiveDateTime,
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
-    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
 }
 
 fn json(text: &str, what: &str) -> Result<Value, StorageError> {

@@ -36,3 +36,9 @@ impl From<crate::db::Failure> for StorageError {
         }
     }
 }
+
+/// A stored value that cannot be read back (bad JSON, an unknown status): a fault of the
+/// system, never of the caller.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
+}

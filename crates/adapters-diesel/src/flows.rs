@@ -9,6 +9,7 @@ use domain::{Flow, FlowRepository, FlowVersion, PageRequest, StorageError, Times
 use serde_json::{Map, Value};
 
 use crate::db::{AnyConnection, Database, Failure};
+use crate::error::corrupt;
 use crate::schema::{action_flow_versions, action_flows, environment_settings};
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
@@ -44,10 +45,6 @@ struct VersionRow {
     published: Option<NaiveDateTime>,
     created: NaiveDateTime,
     updated: NaiveDateTime,
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
-    StorageError::Internal(format!("stored {what} cannot be read: {e}"))
 }
 
 fn number(n: u32) -> i32 {

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use crate::time::format_timestamp as ts;
 use crate::{StorageError, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,10 +132,6 @@ pub struct AnalyticsEvent {
     pub invocation_id: Option<String>,
     pub data: Value,
     pub created: Timestamp,
-}
-
-fn ts(t: &Timestamp) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// The event of a card entering its current status (spec 2.9 shape).

@@ -6,6 +6,12 @@ use chrono::{DateTime, SubsecRound, Utc};
 /// `2026-11-22T10:00:00.000Z`, carries milliseconds; storing more would not round-trip).
 pub type Timestamp = DateTime<Utc>;
 
+/// The API's timestamp format (contract §1): RFC 3339, UTC, milliseconds
+/// (`2026-11-22T10:00:00.000Z`). Used by the HTTP layer and inside event payloads.
+pub fn format_timestamp(t: &Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Clock: Send + Sync {
     /// The current instant, truncated to milliseconds.

@@ -10,10 +10,9 @@ pub mod ops;
 pub mod query;
 pub mod trigger;
 
-use chrono::SecondsFormat;
 use domain::Timestamp;
 
 /// The API's timestamp format: RFC 3339, UTC, milliseconds (`2026-11-22T10:00:00.000Z`).
 pub(crate) fn timestamp(t: &Timestamp) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    domain::time::format_timestamp(t)
 }
