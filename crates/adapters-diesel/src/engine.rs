@@ -249,7 +249,8 @@ fn insert_events(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<
     for chunk in rows.chunks(INSERT_CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
     }
-    Ok(())
+    // The outbox: deliveries commit with their events.
+    crate::webhooks::enqueue(conn, events)
 }
 
 fn load_invocation(

@@ -10,6 +10,7 @@
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 
 mod audience;
+pub mod crypto;
 pub mod db;
 mod engine;
 mod error;
@@ -20,11 +21,14 @@ mod schema;
 mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod webhooks;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
+pub use crypto::{KeyError, SecretBox};
 pub use db::{Backend, Database, DatabaseError};
 pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
 pub use tenancy::DieselTenancyRepository;
+pub use webhooks::DieselWebhookRepository;

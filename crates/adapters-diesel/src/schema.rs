@@ -229,6 +229,62 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_subscriptions (id) {
+        id -> Text,
+        environment_id -> Text,
+        url -> Text,
+        method -> Text,
+        headers -> Text,
+        types -> Text,
+        card_template_id -> Nullable<Text>,
+        flow_id -> Nullable<Text>,
+        secret -> Text,
+        previous_secret -> Nullable<Text>,
+        previous_secret_until -> Nullable<Timestamp>,
+        enabled -> Bool,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<Timestamp>,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> Text,
+        environment_id -> Text,
+        subscription_id -> Text,
+        event_id -> Text,
+        event_name -> Text,
+        status -> Text,
+        attempts -> Integer,
+        trigger_kind -> Text,
+        next_attempt_at -> Timestamp,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    webhook_attempts (id) {
+        id -> Text,
+        environment_id -> Text,
+        subscription_id -> Text,
+        delivery_id -> Nullable<Text>,
+        event_id -> Text,
+        event_name -> Text,
+        attempt -> Integer,
+        trigger_kind -> Text,
+        status_code -> Nullable<Integer>,
+        error -> Nullable<Text>,
+        duration_ms -> BigInt,
+        response_body -> Text,
+        next_attempt_at -> Nullable<Timestamp>,
+        created -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -247,4 +303,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     flow_instances,
     card_instances,
     analytics_events,
+    webhook_subscriptions,
+    webhook_deliveries,
+    webhook_attempts,
 );

@@ -110,3 +110,24 @@ macro_rules! both_backends {
         }
     };
 }
+
+/// The `v` column of every row `sql` returns, as text, read with a connection of its own:
+/// for tests that look at what is really stored (sealed secrets, cleaned-up rows).
+pub fn raw_texts(url: &str, sql: &str) -> Vec<String> {
+    use diesel::sql_types::Text;
+    use diesel::RunQueryDsl;
+
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Text)]
+        v: String,
+    }
+    let rows: Vec<Row> = if let Some(path) = url.strip_prefix("sqlite://") {
+        let mut c = diesel::SqliteConnection::establish(path).expect("sqlite");
+        diesel::sql_query(sql).load(&mut c).expect("query")
+    } else {
+        let mut c = PgConnection::establish(url).expect("postgres");
+        diesel::sql_query(sql).load(&mut c).expect("query")
+    };
+    rows.into_iter().map(|r| r.v).collect()
+}

@@ -1181,7 +1181,7 @@ mod engine {
 
     use super::{seeded, t};
 
-    async fn with_flow(url: &str) -> adapters_diesel::Database {
+    pub(super) async fn with_flow(url: &str) -> adapters_diesel::Database {
         let (db, _) = seeded(url).await;
         let flow = Flow {
             id: "flw_1".into(),
@@ -1206,7 +1206,7 @@ mod engine {
         db
     }
 
-    fn invocation(id: &str, mode: Mode, fingerprint: &str, bulk: bool) -> Invocation {
+    pub(super) fn invocation(id: &str, mode: Mode, fingerprint: &str, bulk: bool) -> Invocation {
         Invocation {
             environment_id: "env_a".into(),
             id: id.into(),
@@ -1228,7 +1228,13 @@ mod engine {
         }
     }
 
-    fn card(id: &str, instance: &str, user: &str, priority: u8, at: i64) -> CardInstance {
+    pub(super) fn card(
+        id: &str,
+        instance: &str,
+        user: &str,
+        priority: u8,
+        at: i64,
+    ) -> CardInstance {
         CardInstance {
             id: id.into(),
             environment_id: "env_a".into(),
@@ -1255,7 +1261,11 @@ mod engine {
         }
     }
 
-    fn batch(from: Option<&str>, to: Option<&str>, cards: Vec<CardInstance>) -> BatchResult {
+    pub(super) fn batch(
+        from: Option<&str>,
+        to: Option<&str>,
+        cards: Vec<CardInstance>,
+    ) -> BatchResult {
         let mut seen = std::collections::HashSet::new();
         let instances: Vec<FlowInstance> = cards
             .iter()
@@ -1508,5 +1518,347 @@ mod engine {
         a_claim_is_exclusive_until_its_lease_runs_out,
         batches_apply_from_their_cursor_only,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
+    );
+}
+
+mod webhooks {
+    use std::sync::Arc;
+
+    use adapters_diesel::testing::raw_texts;
+    use adapters_diesel::{
+        both_backends, DieselInvocationRepository, DieselWebhookRepository, SecretBox,
+    };
+    use chrono::Duration;
+    use domain::trigger::engine::InvocationRepository;
+    use domain::webhook::{
+        AttemptOutcome, AttemptRecord, HttpMethod, NextStep, Subscription, SubscriptionChange,
+        WebhookRepository,
+    };
+    use domain::PageRequest;
+
+    use domain::trigger::Mode;
+
+    use super::engine::{batch, card, invocation, with_flow};
+    use super::t;
+
+    fn subscription(id: &str, types: &[&str], flow: Option<&str>) -> Subscription {
+        Subscription {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            url: "https://example.com/hook".into(),
+            method: HttpMethod::Post,
+            headers: [("X-Token".to_owned(), "abc".to_owned())].into(),
+            types: types.iter().map(|t| (*t).to_owned()).collect(),
+            card_template_id: None,
+            flow_id: flow.map(Into::into),
+            secret: format!("whsec_secret-of-{id}"),
+            previous_secret: None,
+            previous_secret_until: None,
+            enabled: true,
+            disabled_reason: None,
+            failing_since: None,
+            created: t(1),
+            updated: t(1),
+        }
+    }
+
+    async fn setup(url: &str) -> (adapters_diesel::Database, DieselWebhookRepository) {
+        let db = with_flow(url).await;
+        let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
+        let repo = DieselWebhookRepository::new(db.clone(), secrets);
+        (db, repo)
+    }
+
+    /// Three published cards for u1..u3, through the engine's batch write.
+    async fn publish_three(db: &adapters_diesel::Database) {
+        let cards = vec![
+            card("crd_1", "fin_1", "u1", 5, 10),
+            card("crd_2", "fin_2", "u2", 5, 10),
+            card("crd_3", "fin_3", "u3", 5, 10),
+        ];
+        let repo = DieselInvocationRepository::new(db.clone());
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("invocation");
+        repo.save_batch(batch(None, None, cards))
+            .await
+            .expect("batch");
+    }
+
+    fn record(job: &domain::webhook::DeliveryJob, status: u16, next: NextStep) -> AttemptRecord {
+        AttemptRecord {
+            delivery_id: Some(job.delivery_id.clone()),
+            subscription_id: job.subscription.id.clone(),
+            environment_id: "env_a".into(),
+            event_id: job.event_id.clone(),
+            event_name: job.event_name.clone(),
+            attempt: job.attempt,
+            trigger: job.trigger.clone(),
+            outcome: AttemptOutcome {
+                status_code: Some(status),
+                error: None,
+                duration_ms: 4,
+                response_body: "ok".into(),
+                retry_after_seconds: None,
+            },
+            next,
+            subscription: None,
+            at: t(20),
+        }
+    }
+
+    async fn subscriptions_round_trip_with_secrets_sealed_and_a_limit(url: &str) {
+        let (_db, repo) = setup(url).await;
+        let mut s = subscription("whk_1", &["card-published"], None);
+        s.previous_secret = Some("whsec_previous".into());
+        s.previous_secret_until = Some(t(100));
+        assert!(repo.create(&s, 2).await.expect("create"));
+        assert!(repo
+            .create(&subscription("whk_2", &["card-completed"], None), 2)
+            .await
+            .expect("create"));
+        assert!(!repo
+            .create(&subscription("whk_3", &["card-completed"], None), 2)
+            .await
+            .expect("limit"));
+        assert_eq!(
+            repo.get("env_a", "whk_1").await.expect("get"),
+            Some(s.clone())
+        );
+        assert_eq!(repo.get("env_b", "whk_1").await.expect("other env"), None);
+        assert_eq!(repo.list("env_a").await.expect("list").len(), 2);
+        let stored = raw_texts(url, "SELECT secret || ' ' || previous_secret AS v FROM webhook_subscriptions WHERE id = 'whk_1'");
+        assert_eq!(stored.len(), 1);
+        assert!(
+            !stored[0].contains("whsec_"),
+            "sealed at rest: {}",
+            stored[0]
+        );
+        assert!(stored[0].starts_with("v1."));
+    }
+
+    async fn events_enqueue_matching_deliveries_in_their_transaction(url: &str) {
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_all", &["card-published"], None), 100)
+            .await
+            .expect("a");
+        repo.create(
+            &subscription("whk_flow", &["card-published"], Some("flw_1")),
+            100,
+        )
+        .await
+        .expect("b");
+        repo.create(
+            &subscription("whk_other_flow", &["card-published"], Some("flw_9")),
+            100,
+        )
+        .await
+        .expect("c");
+        repo.create(
+            &subscription("whk_completed", &["card-completed"], None),
+            100,
+        )
+        .await
+        .expect("d");
+        let mut disabled = subscription("whk_disabled", &["card-published"], None);
+        disabled.enabled = false;
+        repo.create(&disabled, 100).await.expect("e");
+        publish_three(&db).await;
+        let jobs = repo
+            .claim(t(30), t(90), 10, vec![], 100)
+            .await
+            .expect("claim");
+        let mut per_sub: std::collections::BTreeMap<String, usize> = Default::default();
+        for j in &jobs {
+            *per_sub.entry(j.subscription.id.clone()).or_default() += 1;
+            assert_eq!(j.attempt, 1);
+            assert_eq!(j.event_name, "card-published");
+            assert_eq!(j.data["analyticsEvent"], "card-published");
+            assert_eq!(
+                j.subscription.secret,
+                format!("whsec_secret-of-{}", j.subscription.id)
+            );
+        }
+        assert_eq!(
+            per_sub.into_iter().collect::<Vec<_>>(),
+            [("whk_all".to_owned(), 3), ("whk_flow".to_owned(), 3)]
+        );
+        // Leased: not claimable again until the lease runs out.
+        assert!(repo
+            .claim(t(31), t(91), 10, vec![], 100)
+            .await
+            .expect("again")
+            .is_empty());
+        assert_eq!(
+            repo.claim(t(90), t(150), 10, vec![], 100)
+                .await
+                .expect("expired")
+                .len(),
+            6
+        );
+    }
+
+    async fn claims_cap_each_subscription_and_skip_excluded_ones(url: &str) {
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_a", &["card-published"], None), 100)
+            .await
+            .expect("a");
+        repo.create(&subscription("whk_b", &["card-published"], None), 100)
+            .await
+            .expect("b");
+        publish_three(&db).await;
+        let jobs = repo
+            .claim(t(30), t(90), 2, vec!["whk_b".into()], 100)
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 2);
+        assert!(jobs.iter().all(|j| j.subscription.id == "whk_a"));
+        let jobs = repo
+            .claim(t(30), t(90), 1, vec![], 100)
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 2, "one of each");
+        let jobs = repo
+            .claim(t(30), t(90), 10, vec![], 1)
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 1, "the overall limit");
+    }
+
+    async fn outcomes_decide_what_is_claimable_and_the_log_pages(url: &str) {
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_1", &["card-published"], None), 100)
+            .await
+            .expect("a");
+        publish_three(&db).await;
+        let jobs = repo
+            .claim(t(30), t(90), 10, vec![], 100)
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 3);
+        let mut first = record(&jobs[0], 204, NextStep::Done);
+        first.subscription = Some(SubscriptionChange::Recovered);
+        let mut second = record(&jobs[1], 500, NextStep::RetryAt(t(40)));
+        second.subscription = Some(SubscriptionChange::Failing { since: t(20) });
+        let third = record(&jobs[2], 500, NextStep::Failed);
+        repo.record(vec![first, second, third])
+            .await
+            .expect("record");
+        assert!(repo
+            .claim(t(39), t(99), 10, vec![], 100)
+            .await
+            .expect("not yet")
+            .is_empty());
+        let retry = repo
+            .claim(t(40), t(100), 10, vec![], 100)
+            .await
+            .expect("retry");
+        assert_eq!(retry.len(), 1);
+        assert_eq!(retry[0].delivery_id, jobs[1].delivery_id);
+        assert_eq!(retry[0].attempt, 2);
+        assert_eq!(retry[0].subscription.failing_since, Some(t(20)));
+        let page = repo
+            .attempts(
+                "env_a",
+                "whk_1",
+                PageRequest::new(Some(2), None).expect("page"),
+            )
+            .await
+            .expect("log");
+        assert_eq!(page.items.len(), 2);
+        let rest = repo
+            .attempts(
+                "env_a",
+                "whk_1",
+                PageRequest::new(Some(2), page.next_after).expect("page"),
+            )
+            .await
+            .expect("log");
+        assert_eq!(rest.items.len(), 1);
+        assert_eq!(rest.next_after, None);
+        assert!(repo
+            .attempts("env_b", "whk_1", PageRequest::default())
+            .await
+            .expect("other env")
+            .items
+            .is_empty());
+        // Recover re-queues the failed one; resend re-queues a delivered one.
+        assert_eq!(
+            repo.recover("env_a", "whk_1", t(0), t(50))
+                .await
+                .expect("recover"),
+            1
+        );
+        assert!(repo
+            .resend("env_a", "whk_1", &jobs[0].event_id, t(50))
+            .await
+            .expect("resend"));
+        assert!(!repo
+            .resend("env_a", "whk_1", "evt_missing", t(50))
+            .await
+            .expect("missing"));
+        let again = repo
+            .claim(t(50), t(110), 10, vec![], 100)
+            .await
+            .expect("requeued");
+        assert_eq!(again.len(), 2);
+        assert!(again.iter().all(|j| j.trigger == "manual"));
+        // 410: the subscription is disabled and what is pending is cancelled.
+        let mut gone = record(&again[0], 410, NextStep::Failed);
+        gone.subscription = Some(SubscriptionChange::Disable {
+            reason: "gone".into(),
+        });
+        repo.record(vec![gone]).await.expect("record");
+        let s = repo
+            .get("env_a", "whk_1")
+            .await
+            .expect("get")
+            .expect("exists");
+        assert!(!s.enabled);
+        assert_eq!(s.disabled_reason.as_deref(), Some("gone"));
+        assert!(repo
+            .claim(t(500), t(600), 10, vec![], 100)
+            .await
+            .expect("none")
+            .is_empty());
+        assert!(repo.delete("env_a", "whk_1").await.expect("delete"));
+        assert!(!repo.delete("env_a", "whk_1").await.expect("gone"));
+        assert!(raw_texts(url, "SELECT id AS v FROM webhook_deliveries").is_empty());
+    }
+
+    async fn disabling_cancels_pending_deliveries(url: &str) {
+        let (db, repo) = setup(url).await;
+        let mut s = subscription("whk_1", &["card-published"], None);
+        repo.create(&s, 100).await.expect("a");
+        publish_three(&db).await;
+        s.enabled = false;
+        s.updated = t(5) + Duration::seconds(1);
+        repo.update(&s).await.expect("disable");
+        assert!(repo
+            .claim(t(30), t(90), 10, vec![], 100)
+            .await
+            .expect("none")
+            .is_empty());
+        s.enabled = true;
+        repo.update(&s).await.expect("enable");
+        assert!(repo
+            .claim(t(30), t(90), 10, vec![], 100)
+            .await
+            .expect("still none")
+            .is_empty());
+        assert_eq!(
+            repo.recover("env_a", "whk_1", t(0), t(40))
+                .await
+                .expect("recover"),
+            3
+        );
+    }
+
+    both_backends!(
+        subscriptions_round_trip_with_secrets_sealed_and_a_limit,
+        events_enqueue_matching_deliveries_in_their_transaction,
+        claims_cap_each_subscription_and_skip_excluded_ones,
+        outcomes_decide_what_is_claimable_and_the_log_pages,
+        disabling_cancels_pending_deliveries,
     );
 }

@@ -278,6 +278,9 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::InvocationConflict => "invocation_conflict",
         ConflictKind::CardClosed => "card_closed",
         ConflictKind::CardNotActive => "card_not_active",
+        ConflictKind::SubscriptionLimit => "webhook_limit_reached",
+        ConflictKind::SubscriptionEnabled => "webhook_enabled",
+        ConflictKind::SubscriptionDisabled => "webhook_disabled",
     }
 }
 

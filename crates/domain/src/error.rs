@@ -37,6 +37,8 @@ pub enum Resource {
     Stream,
     Invocation,
     Card,
+    Webhook,
+    Event,
 }
 
 impl fmt::Display for Resource {
@@ -53,6 +55,8 @@ impl fmt::Display for Resource {
             Resource::Stream => "stream",
             Resource::Invocation => "invocation of this action flow",
             Resource::Card => "card of this user",
+            Resource::Webhook => "webhook subscription",
+            Resource::Event => "analytics event",
         })
     }
 }
@@ -77,6 +81,12 @@ pub enum ConflictKind {
     CardClosed,
     /// An action on an embargoed or snoozed card.
     CardNotActive,
+    /// The environment has the maximum number of webhook subscriptions.
+    SubscriptionLimit,
+    /// A permanent delete of a subscription that is still enabled.
+    SubscriptionEnabled,
+    /// Resend or recover on a disabled subscription.
+    SubscriptionDisabled,
 }
 
 #[derive(Debug, thiserror::Error)]

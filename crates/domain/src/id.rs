@@ -16,6 +16,11 @@ pub enum IdKind {
     FlowInstance,
     Card,
     Event,
+    Webhook,
+    /// One event queued for one webhook subscription.
+    Delivery,
+    /// One call of a delivery.
+    Attempt,
 }
 
 impl IdKind {
@@ -32,6 +37,9 @@ impl IdKind {
             IdKind::FlowInstance => "fin",
             IdKind::Card => "crd",
             IdKind::Event => "evt",
+            IdKind::Webhook => "whk",
+            IdKind::Delivery => "whd",
+            IdKind::Attempt => "wha",
         }
     }
 }

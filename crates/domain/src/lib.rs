@@ -17,6 +17,7 @@ pub mod secret;
 pub mod tenancy;
 pub mod time;
 pub mod trigger;
+pub mod webhook;
 
 pub use error::{ConflictKind, DomainError, FieldError, Resource, StorageError};
 pub use flow::{Flow, FlowRepository, FlowService, FlowVersion, SettingsRepository};

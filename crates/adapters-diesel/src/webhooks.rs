@@ -1,0 +1,645 @@
+//! Webhook subscriptions, the delivery outbox and the attempt log.
+//!
+//! [`enqueue`] is called by every transaction that appends analytics events, so an event and
+//! its deliveries commit together. Secrets are sealed with [`SecretBox`] on write.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::card::AnalyticsEvent;
+use domain::id::{new_id, IdKind};
+use domain::webhook::{
+    Attempt, AttemptRecord, DeliveryJob, HttpMethod, NextStep, Subscription, SubscriptionChange,
+    WebhookRepository,
+};
+use domain::{Page, PageRequest, StorageError, Timestamp};
+use serde_json::Value;
+
+use crate::crypto::SecretBox;
+use crate::db::{AnyConnection, Database, Failure};
+use crate::error::corrupt;
+use crate::schema::{
+    analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
+};
+
+const INSERT_CHUNK: usize = 500;
+/// Due deliveries looked at to find which subscriptions have work.
+const SCAN: i64 = 1_000;
+
+#[derive(Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = webhook_subscriptions, treat_none_as_null = true)]
+struct SubscriptionRow {
+    id: String,
+    environment_id: String,
+    url: String,
+    method: String,
+    headers: String,
+    types: String,
+    card_template_id: Option<String>,
+    flow_id: Option<String>,
+    secret: String,
+    previous_secret: Option<String>,
+    previous_secret_until: Option<NaiveDateTime>,
+    enabled: bool,
+    disabled_reason: Option<String>,
+    failing_since: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = webhook_deliveries)]
+struct DeliveryRow {
+    id: String,
+    environment_id: String,
+    subscription_id: String,
+    event_id: String,
+    event_name: String,
+    status: String,
+    attempts: i32,
+    trigger_kind: String,
+    next_attempt_at: NaiveDateTime,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = webhook_attempts)]
+struct AttemptRow {
+    id: String,
+    environment_id: String,
+    subscription_id: String,
+    delivery_id: Option<String>,
+    event_id: String,
+    event_name: String,
+    attempt: i32,
+    trigger_kind: String,
+    status_code: Option<i32>,
+    error: Option<String>,
+    duration_ms: i64,
+    response_body: String,
+    next_attempt_at: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+}
+
+fn secret_context(id: &str, field: &str) -> String {
+    format!("webhook_subscriptions.{field}:{id}")
+}
+
+fn seal(secrets: &SecretBox, s: &Subscription) -> Result<SubscriptionRow, StorageError> {
+    Ok(SubscriptionRow {
+        id: s.id.clone(),
+        environment_id: s.environment_id.clone(),
+        url: s.url.clone(),
+        method: s.method.as_str().to_owned(),
+        headers: serde_json::to_string(&s.headers).map_err(|e| corrupt("headers", e))?,
+        types: serde_json::to_string(&s.types).map_err(|e| corrupt("types", e))?,
+        card_template_id: s.card_template_id.clone(),
+        flow_id: s.flow_id.clone(),
+        secret: secrets.seal(&s.secret, &secret_context(&s.id, "secret"))?,
+        previous_secret: s
+            .previous_secret
+            .as_deref()
+            .map(|p| secrets.seal(p, &secret_context(&s.id, "previous_secret")))
+            .transpose()?,
+        previous_secret_until: s.previous_secret_until.map(|t| t.naive_utc()),
+        enabled: s.enabled,
+        disabled_reason: s.disabled_reason.clone(),
+        failing_since: s.failing_since.map(|t| t.naive_utc()),
+        created: s.created.naive_utc(),
+        updated: s.updated.naive_utc(),
+    })
+}
+
+fn open(secrets: &SecretBox, row: SubscriptionRow) -> Result<Subscription, StorageError> {
+    let headers: BTreeMap<String, String> =
+        serde_json::from_str(&row.headers).map_err(|e| corrupt("webhook headers", e))?;
+    let types: Vec<String> =
+        serde_json::from_str(&row.types).map_err(|e| corrupt("webhook types", e))?;
+    Ok(Subscription {
+        secret: secrets.open(&row.secret, &secret_context(&row.id, "secret"))?,
+        previous_secret: row
+            .previous_secret
+            .as_deref()
+            .map(|p| secrets.open(p, &secret_context(&row.id, "previous_secret")))
+            .transpose()?,
+        method: HttpMethod::parse(&row.method)
+            .ok_or_else(|| corrupt("webhook method", &row.method))?,
+        id: row.id,
+        environment_id: row.environment_id,
+        url: row.url,
+        headers,
+        types,
+        card_template_id: row.card_template_id,
+        flow_id: row.flow_id,
+        previous_secret_until: row.previous_secret_until.map(|t| t.and_utc()),
+        enabled: row.enabled,
+        disabled_reason: row.disabled_reason,
+        failing_since: row.failing_since.map(|t| t.and_utc()),
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    })
+}
+
+/// The outbox half of every event write: one pending delivery per enabled subscription that
+/// wants the event, in the caller's transaction.
+pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let mut envs: Vec<&str> = events.iter().map(|e| e.environment_id.as_str()).collect();
+    envs.sort_unstable();
+    envs.dedup();
+    /// id, environment, types, card template filter, flow filter.
+    type Filter = (String, String, String, Option<String>, Option<String>);
+    let filters: Vec<Filter> = webhook_subscriptions::table
+        .filter(webhook_subscriptions::environment_id.eq_any(&envs))
+        .filter(webhook_subscriptions::enabled.eq(true))
+        .select((
+            webhook_subscriptions::id,
+            webhook_subscriptions::environment_id,
+            webhook_subscriptions::types,
+            webhook_subscriptions::card_template_id,
+            webhook_subscriptions::flow_id,
+        ))
+        .load(conn)?;
+    if filters.is_empty() {
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for (id, env, types, template, flow) in filters {
+        let types: Vec<String> = serde_json::from_str(&types)
+            .map_err(|e| Failure::Domain(corrupt("webhook types", e)))?;
+        for event in events.iter().filter(|e| {
+            e.environment_id == env
+                && domain::webhook::wants(&types, template.as_deref(), flow.as_deref(), e)
+        }) {
+            let at = event.created.naive_utc();
+            rows.push(DeliveryRow {
+                id: new_id(IdKind::Delivery),
+                environment_id: env.clone(),
+                subscription_id: id.clone(),
+                event_id: event.id.clone(),
+                event_name: event.name.clone(),
+                status: "pending".into(),
+                attempts: 0,
+                trigger_kind: "scheduled".into(),
+                next_attempt_at: at,
+                created: at,
+                updated: at,
+            });
+        }
+    }
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
+    }
+    Ok(())
+}
+
+pub struct DieselWebhookRepository {
+    db: Database,
+    secrets: Arc<SecretBox>,
+}
+
+impl DieselWebhookRepository {
+    pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
+        Self { db, secrets }
+    }
+}
+
+fn attempt(row: AttemptRow) -> Attempt {
+    Attempt {
+        id: row.id,
+        subscription_id: row.subscription_id,
+        event_id: row.event_id,
+        event_name: row.event_name,
+        attempt: u32::try_from(row.attempt).unwrap_or(0),
+        trigger: row.trigger_kind,
+        status_code: row.status_code.and_then(|s| u16::try_from(s).ok()),
+        error: row.error,
+        duration_ms: u64::try_from(row.duration_ms).unwrap_or(0),
+        response_body: row.response_body,
+        next_attempt_at: row.next_attempt_at.map(|t| t.and_utc()),
+        created: row.created.and_utc(),
+    }
+}
+
+fn load_subscription(
+    conn: &mut AnyConnection,
+    env: &str,
+    id: &str,
+) -> Result<Option<SubscriptionRow>, Failure> {
+    Ok(webhook_subscriptions::table
+        .filter(webhook_subscriptions::environment_id.eq(env))
+        .filter(webhook_subscriptions::id.eq(id))
+        .select(SubscriptionRow::as_select())
+        .first(conn)
+        .optional()?)
+}
+
+/// Cancels what is still queued for a subscription (it was disabled).
+fn cancel_pending(conn: &mut AnyConnection, id: &str, now: NaiveDateTime) -> Result<(), Failure> {
+    diesel::update(
+        webhook_deliveries::table
+            .filter(webhook_deliveries::subscription_id.eq(id))
+            .filter(webhook_deliveries::status.eq("pending")),
+    )
+    .set((
+        webhook_deliveries::status.eq("cancelled"),
+        webhook_deliveries::updated.eq(now),
+    ))
+    .execute(conn)?;
+    Ok(())
+}
+
+#[async_trait]
+impl WebhookRepository for DieselWebhookRepository {
+    async fn create(&self, subscription: &Subscription, limit: u32) -> Result<bool, StorageError> {
+        let row = seal(&self.secrets, subscription)?;
+        self.db
+            .transaction(move |conn| {
+                let count: i64 = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::environment_id.eq(&row.environment_id))
+                    .count()
+                    .get_result(conn)?;
+                if count >= i64::from(limit) {
+                    return Ok(false);
+                }
+                diesel::insert_into(webhook_subscriptions::table)
+                    .values(&row)
+                    .execute(conn)?;
+                Ok(true)
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        id: &str,
+    ) -> Result<Option<Subscription>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), id.to_owned());
+        let row = self
+            .db
+            .run(move |conn| load_subscription(conn, &env, &id))
+            .await?;
+        row.map(|r| open(&self.secrets, r)).transpose()
+    }
+
+    async fn list(&self, environment_id: &str) -> Result<Vec<Subscription>, StorageError> {
+        let env = environment_id.to_owned();
+        let rows: Vec<SubscriptionRow> = self
+            .db
+            .run(move |conn| {
+                Ok(webhook_subscriptions::table
+                    .filter(webhook_subscriptions::environment_id.eq(env))
+                    .order(webhook_subscriptions::id)
+                    .select(SubscriptionRow::as_select())
+                    .load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(|r| open(&self.secrets, r)).collect()
+    }
+
+    async fn update(&self, subscription: &Subscription) -> Result<(), StorageError> {
+        let row = seal(&self.secrets, subscription)?;
+        self.db
+            .transaction(move |conn| {
+                diesel::update(
+                    webhook_subscriptions::table
+                        .filter(webhook_subscriptions::environment_id.eq(&row.environment_id))
+                        .filter(webhook_subscriptions::id.eq(&row.id)),
+                )
+                .set(&row)
+                .execute(conn)?;
+                if !row.enabled {
+                    cancel_pending(conn, &row.id, row.updated)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn delete(&self, environment_id: &str, id: &str) -> Result<bool, StorageError> {
+        let (env, id) = (environment_id.to_owned(), id.to_owned());
+        self.db
+            .transaction(move |conn| {
+                if load_subscription(conn, &env, &id)?.is_none() {
+                    return Ok(false);
+                }
+                diesel::delete(
+                    webhook_attempts::table.filter(webhook_attempts::subscription_id.eq(&id)),
+                )
+                .execute(conn)?;
+                diesel::delete(
+                    webhook_deliveries::table.filter(webhook_deliveries::subscription_id.eq(&id)),
+                )
+                .execute(conn)?;
+                diesel::delete(
+                    webhook_subscriptions::table.filter(webhook_subscriptions::id.eq(&id)),
+                )
+                .execute(conn)?;
+                Ok(true)
+            })
+            .await
+    }
+
+    async fn attempts(
+        &self,
+        environment_id: &str,
+        subscription_id: &str,
+        page: PageRequest,
+    ) -> Result<Page<Attempt>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), subscription_id.to_owned());
+        let limit = page.limit;
+        let rows: Vec<AttemptRow> = self
+            .db
+            .run(move |conn| {
+                let mut q = webhook_attempts::table
+                    .filter(webhook_attempts::environment_id.eq(env))
+                    .filter(webhook_attempts::subscription_id.eq(id))
+                    .select(AttemptRow::as_select())
+                    .order(webhook_attempts::id.desc())
+                    .limit(i64::from(limit) + 1)
+                    .into_boxed();
+                if let Some(after) = page.after {
+                    q = q.filter(webhook_attempts::id.lt(after));
+                }
+                Ok(q.load(conn)?)
+            })
+            .await?;
+        Ok(Page::from_overfetch(
+            rows.into_iter().map(attempt).collect(),
+            limit,
+            |a: &Attempt| a.id.clone(),
+        ))
+    }
+
+    async fn resend(
+        &self,
+        environment_id: &str,
+        subscription_id: &str,
+        event_id: &str,
+        now: Timestamp,
+    ) -> Result<bool, StorageError> {
+        let (env, sub, event) = (
+            environment_id.to_owned(),
+            subscription_id.to_owned(),
+            event_id.to_owned(),
+        );
+        let now = now.naive_utc();
+        self.db
+            .transaction(move |conn| {
+                let name: Option<String> = analytics_events::table
+                    .filter(analytics_events::environment_id.eq(&env))
+                    .filter(analytics_events::id.eq(&event))
+                    .select(analytics_events::name)
+                    .first(conn)
+                    .optional()?;
+                let Some(name) = name else {
+                    return Ok(false);
+                };
+                let updated = diesel::update(
+                    webhook_deliveries::table
+                        .filter(webhook_deliveries::subscription_id.eq(&sub))
+                        .filter(webhook_deliveries::event_id.eq(&event)),
+                )
+                .set((
+                    webhook_deliveries::status.eq("pending"),
+                    webhook_deliveries::trigger_kind.eq("manual"),
+                    webhook_deliveries::next_attempt_at.eq(now),
+                    webhook_deliveries::updated.eq(now),
+                ))
+                .execute(conn)?;
+                if updated == 0 {
+                    diesel::insert_into(webhook_deliveries::table)
+                        .values(DeliveryRow {
+                            id: new_id(IdKind::Delivery),
+                            environment_id: env.clone(),
+                            subscription_id: sub.clone(),
+                            event_id: event.clone(),
+                            event_name: name,
+                            status: "pending".into(),
+                            attempts: 0,
+                            trigger_kind: "manual".into(),
+                            next_attempt_at: now,
+                            created: now,
+                            updated: now,
+                        })
+                        .execute(conn)?;
+                }
+                Ok(true)
+            })
+            .await
+    }
+
+    async fn recover(
+        &self,
+        environment_id: &str,
+        subscription_id: &str,
+        since: Timestamp,
+        now: Timestamp,
+    ) -> Result<u64, StorageError> {
+        let (env, sub) = (environment_id.to_owned(), subscription_id.to_owned());
+        let (since, now) = (since.naive_utc(), now.naive_utc());
+        let n = self
+            .db
+            .transaction(move |conn| {
+                Ok(diesel::update(
+                    webhook_deliveries::table
+                        .filter(webhook_deliveries::environment_id.eq(&env))
+                        .filter(webhook_deliveries::subscription_id.eq(&sub))
+                        .filter(webhook_deliveries::status.eq_any(["failed", "cancelled"]))
+                        .filter(webhook_deliveries::created.ge(since)),
+                )
+                .set((
+                    webhook_deliveries::status.eq("pending"),
+                    webhook_deliveries::trigger_kind.eq("manual"),
+                    webhook_deliveries::next_attempt_at.eq(now),
+                    webhook_deliveries::updated.eq(now),
+                ))
+                .execute(conn)?)
+            })
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        per_subscription: u32,
+        exclude: Vec<String>,
+        limit: u32,
+    ) -> Result<Vec<DeliveryJob>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        type Claimed = (String, String, String, String, i32, String);
+        let (claimed, subs, events) = self
+            .db
+            .transaction(move |conn| {
+                // Which subscriptions have the oldest due work (a bounded look).
+                let mut due_subs: Vec<String> = webhook_deliveries::table
+                    .filter(webhook_deliveries::status.eq("pending"))
+                    .filter(webhook_deliveries::next_attempt_at.le(now))
+                    .filter(webhook_deliveries::subscription_id.ne_all(&exclude))
+                    .order(webhook_deliveries::next_attempt_at)
+                    .select(webhook_deliveries::subscription_id)
+                    .limit(SCAN)
+                    .load(conn)?;
+                let mut seen = std::collections::HashSet::new();
+                due_subs.retain(|s| seen.insert(s.clone()));
+                let subs: Vec<SubscriptionRow> = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq_any(&due_subs))
+                    .filter(webhook_subscriptions::enabled.eq(true))
+                    .select(SubscriptionRow::as_select())
+                    .load(conn)?;
+                let mut claimed: Vec<Claimed> = Vec::new();
+                for sub in &subs {
+                    let room = i64::from(limit) - claimed.len() as i64;
+                    if room <= 0 {
+                        break;
+                    }
+                    let take = room.min(i64::from(per_subscription));
+                    let due = webhook_deliveries::table
+                        .filter(webhook_deliveries::subscription_id.eq(&sub.id))
+                        .filter(webhook_deliveries::status.eq("pending"))
+                        .filter(webhook_deliveries::next_attempt_at.le(now))
+                        .order(webhook_deliveries::next_attempt_at)
+                        .limit(take)
+                        .select((
+                            webhook_deliveries::id,
+                            webhook_deliveries::subscription_id,
+                            webhook_deliveries::event_id,
+                            webhook_deliveries::event_name,
+                            webhook_deliveries::attempts,
+                            webhook_deliveries::trigger_kind,
+                        ));
+                    // Several processes share PostgreSQL: skip rows another one is claiming.
+                    let rows: Vec<Claimed> = match &mut *conn {
+                        AnyConnection::Postgresql(c) => due.for_update().skip_locked().load(c)?,
+                        AnyConnection::Sqlite(c) => due.load(c)?,
+                    };
+                    let ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
+                    diesel::update(
+                        webhook_deliveries::table.filter(webhook_deliveries::id.eq_any(ids)),
+                    )
+                    .set(webhook_deliveries::next_attempt_at.eq(lease))
+                    .execute(conn)?;
+                    claimed.extend(rows);
+                }
+                let event_ids: Vec<&String> = claimed.iter().map(|c| &c.2).collect();
+                let events: Vec<(String, String)> = analytics_events::table
+                    .filter(analytics_events::id.eq_any(event_ids))
+                    .select((analytics_events::id, analytics_events::data))
+                    .load(conn)?;
+                Ok((claimed, subs, events))
+            })
+            .await?;
+        let mut by_id = HashMap::new();
+        for row in subs {
+            let s = open(&self.secrets, row)?;
+            by_id.insert(s.id.clone(), s);
+        }
+        let events: HashMap<String, String> = events.into_iter().collect();
+        let mut jobs = Vec::with_capacity(claimed.len());
+        for (delivery_id, sub_id, event_id, event_name, attempts, trigger) in claimed {
+            let (Some(subscription), Some(data)) = (by_id.get(&sub_id), events.get(&event_id))
+            else {
+                continue;
+            };
+            let data: Value = serde_json::from_str(data).map_err(|e| corrupt("event", e))?;
+            jobs.push(DeliveryJob {
+                delivery_id,
+                subscription: subscription.clone(),
+                event_id,
+                event_name,
+                data,
+                attempt: u32::try_from(attempts).unwrap_or(0) + 1,
+                trigger,
+            });
+        }
+        Ok(jobs)
+    }
+
+    async fn record(&self, records: Vec<AttemptRecord>) -> Result<(), StorageError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.db
+            .transaction(move |conn| {
+                let rows: Vec<AttemptRow> = records
+                    .iter()
+                    .map(|r| {
+                        let a = r.to_attempt(new_id(IdKind::Attempt));
+                        AttemptRow {
+                            id: a.id,
+                            environment_id: r.environment_id.clone(),
+                            subscription_id: a.subscription_id,
+                            delivery_id: r.delivery_id.clone(),
+                            event_id: a.event_id,
+                            event_name: a.event_name,
+                            attempt: i32::try_from(a.attempt).unwrap_or(i32::MAX),
+                            trigger_kind: a.trigger,
+                            status_code: a.status_code.map(i32::from),
+                            error: a.error,
+                            duration_ms: i64::try_from(a.duration_ms).unwrap_or(i64::MAX),
+                            response_body: a.response_body,
+                            next_attempt_at: a.next_attempt_at.map(|t| t.naive_utc()),
+                            created: a.created.naive_utc(),
+                        }
+                    })
+                    .collect();
+                for chunk in rows.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_attempts::table).values(chunk).execute(c))?;
+                }
+                for r in &records {
+                    let at = r.at.naive_utc();
+                    if let Some(delivery) = &r.delivery_id {
+                        let (status, next) = match r.next {
+                            NextStep::Done => ("delivered", at),
+                            NextStep::RetryAt(t) => ("pending", t.naive_utc()),
+                            NextStep::Failed => ("failed", at),
+                        };
+                        diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq(delivery)))
+                            .set((
+                                webhook_deliveries::status.eq(status),
+                                webhook_deliveries::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                                webhook_deliveries::trigger_kind.eq("scheduled"),
+                                webhook_deliveries::next_attempt_at.eq(next),
+                                webhook_deliveries::updated.eq(at),
+                            ))
+                            .execute(conn)?;
+                    }
+                    let sub = webhook_subscriptions::table.filter(webhook_subscriptions::id.eq(&r.subscription_id));
+                    match &r.subscription {
+                        None => {}
+                        Some(SubscriptionChange::Recovered) => {
+                            diesel::update(sub)
+                                .set(webhook_subscriptions::failing_since.eq(None::<NaiveDateTime>))
+                                .execute(conn)?;
+                        }
+                        Some(SubscriptionChange::Failing { since }) => {
+                            diesel::update(sub.filter(webhook_subscriptions::failing_since.is_null()))
+                                .set(webhook_subscriptions::failing_since.eq(since.naive_utc()))
+                                .execute(conn)?;
+                        }
+                        Some(SubscriptionChange::Disable { reason }) => {
+                            diesel::update(sub)
+                                .set((
+                                    webhook_subscriptions::enabled.eq(false),
+                                    webhook_subscriptions::disabled_reason.eq(reason),
+                                    webhook_subscriptions::updated.eq(at),
+                                ))
+                                .execute(conn)?;
+                            cancel_pending(conn, &r.subscription_id, at)?;
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+}

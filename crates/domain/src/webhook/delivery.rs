@@ -1,0 +1,314 @@
+//! Delivery of queued events: one attempt at a time, and what follows it (contract §7).
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use rand::Rng;
+use serde_json::Value;
+
+use super::{
+    payload, Attempt, OutgoingCall, Subscription, TransportResponse, WebhookRepository,
+    WebhookTransport,
+};
+use crate::{Clock, StorageError, Timestamp};
+
+/// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 27.5 hours.
+pub const DEFAULT_RETRY_SCHEDULE: &str = "5s,5m,30m,2h,5h,10h,10h";
+/// A subscription whose calls have all failed for this long is disabled.
+pub const FAILING_DISABLE_AFTER: Duration = Duration::days(5);
+/// The share of each step the delay may move by, either way.
+const JITTER: f64 = 0.2;
+
+/// The delays between attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    steps: Vec<Duration>,
+}
+
+impl RetryPolicy {
+    /// Parses `5s,5m,30m,2h`: whole numbers with `ms`, `s`, `m`, `h` or `d`. An empty text means
+    /// no retries.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut steps = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let split = part
+                .find(|c: char| !c.is_ascii_digit())
+                .ok_or_else(|| format!("{part:?} has no unit (ms, s, m, h or d)"))?;
+            let (number, unit) = part.split_at(split);
+            let n: i64 = number
+                .parse()
+                .map_err(|_| format!("{part:?} does not start with a whole number"))?;
+            let step = match unit {
+                "ms" => Duration::milliseconds(n),
+                "s" => Duration::seconds(n),
+                "m" => Duration::minutes(n),
+                "h" => Duration::hours(n),
+                "d" => Duration::days(n),
+                _ => return Err(format!("{part:?} has an unknown unit (ms, s, m, h or d)")),
+            };
+            if step > Duration::days(7) {
+                return Err(format!("{part:?} is longer than 7 days"));
+            }
+            steps.push(step);
+        }
+        if steps.len() > 20 {
+            return Err("at most 20 retries".into());
+        }
+        Ok(RetryPolicy { steps })
+    }
+
+    pub fn retries(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// The delay before the attempt after attempt number `attempt` (1-based) failed, or None
+    /// when that was the last. `jitter` in [-1, 1] moves the step by up to ±20%; a
+    /// `Retry-After` is honoured up to twice the step.
+    pub fn delay_after(
+        &self,
+        attempt: u32,
+        retry_after_seconds: Option<u64>,
+        jitter: f64,
+    ) -> Option<Duration> {
+        let index = usize::try_from(attempt).ok()?.checked_sub(1)?;
+        let step = *self.steps.get(index)?;
+        let step_ms = step.num_milliseconds() as f64;
+        let jittered =
+            Duration::milliseconds((step_ms * (1.0 + JITTER * jitter.clamp(-1.0, 1.0))) as i64);
+        let asked = retry_after_seconds
+            .and_then(|s| i64::try_from(s).ok())
+            .map(Duration::seconds)
+            .map(|asked| asked.min(step * 2));
+        Some(match asked {
+            Some(asked) if asked > jittered => asked,
+            _ => jittered,
+        })
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        #[allow(clippy::unwrap_used)] // a constant known to parse (tested)
+        RetryPolicy::parse(DEFAULT_RETRY_SCHEDULE).unwrap()
+    }
+}
+
+/// A leased delivery: one event for one subscription.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryJob {
+    pub delivery_id: String,
+    pub subscription: Subscription,
+    pub event_id: String,
+    pub event_name: String,
+    /// The event's 2.9 `data`.
+    pub data: Value,
+    /// The number of this attempt, from 1.
+    pub attempt: u32,
+    /// `scheduled` or `manual`.
+    pub trigger: String,
+}
+
+/// What one attempt got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptOutcome {
+    pub status_code: Option<u16>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub response_body: String,
+    pub retry_after_seconds: Option<u64>,
+}
+
+impl AttemptOutcome {
+    /// 2xx, and only 2xx, is delivered (redirects are not followed).
+    pub fn delivered(&self) -> bool {
+        matches!(self.status_code, Some(200..=299))
+    }
+}
+
+impl From<TransportResponse> for AttemptOutcome {
+    fn from(r: TransportResponse) -> Self {
+        let error = match (r.error, r.status) {
+            (Some(e), _) => Some(e),
+            (None, Some(s)) if !(200..=299).contains(&s) => Some(format!("HTTP {s}")),
+            (None, _) => None,
+        };
+        AttemptOutcome {
+            status_code: r.status,
+            error,
+            duration_ms: r.duration_ms,
+            response_body: r.body,
+            retry_after_seconds: r.retry_after_seconds,
+        }
+    }
+}
+
+/// What becomes of the delivery after an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextStep {
+    /// Delivered (or a test call, which is never retried).
+    Done,
+    RetryAt(Timestamp),
+    /// Out of retries, or the subscription was disabled by this attempt.
+    Failed,
+}
+
+/// What the attempt says about the subscription's health.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubscriptionChange {
+    /// A success ends a run of failures.
+    Recovered,
+    /// The first failure of a run.
+    Failing { since: Timestamp },
+    /// 410 Gone (`gone`) or five days of failures (`failing`).
+    Disable { reason: String },
+}
+
+/// An attempt and its consequences, saved by [`WebhookRepository::record`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// None for a test call, which has no delivery row.
+    pub delivery_id: Option<String>,
+    pub subscription_id: String,
+    pub environment_id: String,
+    pub event_id: String,
+    pub event_name: String,
+    pub attempt: u32,
+    pub trigger: String,
+    pub outcome: AttemptOutcome,
+    pub next: NextStep,
+    pub subscription: Option<SubscriptionChange>,
+    pub at: Timestamp,
+}
+
+impl AttemptRecord {
+    pub fn to_attempt(&self, id: String) -> Attempt {
+        Attempt {
+            id,
+            subscription_id: self.subscription_id.clone(),
+            event_id: self.event_id.clone(),
+            event_name: self.event_name.clone(),
+            attempt: self.attempt,
+            trigger: self.trigger.clone(),
+            status_code: self.outcome.status_code,
+            error: self.outcome.error.clone(),
+            duration_ms: self.outcome.duration_ms,
+            response_body: self.outcome.response_body.clone(),
+            next_attempt_at: match self.next {
+                NextStep::RetryAt(t) => Some(t),
+                _ => None,
+            },
+            created: self.at,
+        }
+    }
+}
+
+/// Claims, attempts and records deliveries. Concurrency is the caller's (the server's
+/// workers); every decision is here.
+pub struct DeliveryService {
+    repo: Arc<dyn WebhookRepository>,
+    transport: Arc<dyn WebhookTransport>,
+    clock: Arc<dyn Clock>,
+    policy: RetryPolicy,
+}
+
+impl DeliveryService {
+    pub fn new(
+        repo: Arc<dyn WebhookRepository>,
+        transport: Arc<dyn WebhookTransport>,
+        clock: Arc<dyn Clock>,
+        policy: RetryPolicy,
+    ) -> Self {
+        Self {
+            repo,
+            transport,
+            clock,
+            policy,
+        }
+    }
+
+    /// Leases due deliveries: at most `per_subscription` of each subscription not in
+    /// `exclude` (those already at their concurrency cap here), `limit` in all. The lease
+    /// outlasts the 15 s call timeout with room to record the outcome.
+    pub async fn claim(
+        &self,
+        per_subscription: u32,
+        exclude: Vec<String>,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<DeliveryJob>, StorageError> {
+        let now = self.clock.now();
+        self.repo
+            .claim(now, now + lease, per_subscription, exclude, limit)
+            .await
+    }
+
+    /// Makes the call and decides what follows. Never fails: every problem is an outcome.
+    pub async fn attempt(&self, job: DeliveryJob) -> AttemptRecord {
+        let started = self.clock.now();
+        let call = OutgoingCall {
+            url: job.subscription.url.clone(),
+            method: job.subscription.method,
+            headers: job.subscription.headers.clone(),
+            message_id: job.event_id.clone(),
+            body: payload(&job.delivery_id, &job.subscription, &job.data),
+            secrets: job.subscription.signing_secrets(started),
+        };
+        let outcome = AttemptOutcome::from(self.transport.send(call).await);
+        let at = self.clock.now();
+        let jitter = rand::thread_rng().gen_range(-1.0..=1.0);
+        let (next, subscription) = decide(&self.policy, &job, &outcome, at, jitter);
+        AttemptRecord {
+            delivery_id: Some(job.delivery_id),
+            subscription_id: job.subscription.id,
+            environment_id: job.subscription.environment_id,
+            event_id: job.event_id,
+            event_name: job.event_name,
+            attempt: job.attempt,
+            trigger: job.trigger,
+            outcome,
+            next,
+            subscription,
+            at,
+        }
+    }
+
+    pub async fn record(&self, records: Vec<AttemptRecord>) -> Result<(), StorageError> {
+        self.repo.record(records).await
+    }
+}
+
+/// The rules of contract §7 after one attempt.
+pub(crate) fn decide(
+    policy: &RetryPolicy,
+    job: &DeliveryJob,
+    outcome: &AttemptOutcome,
+    at: Timestamp,
+    jitter: f64,
+) -> (NextStep, Option<SubscriptionChange>) {
+    let failing_since = job.subscription.failing_since;
+    if outcome.delivered() {
+        let change = failing_since.map(|_| SubscriptionChange::Recovered);
+        return (NextStep::Done, change);
+    }
+    if outcome.status_code == Some(410) {
+        let change = SubscriptionChange::Disable {
+            reason: "gone".into(),
+        };
+        return (NextStep::Failed, Some(change));
+    }
+    let since = failing_since.unwrap_or(at);
+    if at - since >= FAILING_DISABLE_AFTER {
+        let change = SubscriptionChange::Disable {
+            reason: "failing".into(),
+        };
+        return (NextStep::Failed, Some(change));
+    }
+    let change = failing_since
+        .is_none()
+        .then_some(SubscriptionChange::Failing { since });
+    let next = match policy.delay_after(job.attempt, outcome.retry_after_seconds, jitter) {
+        Some(delay) => NextStep::RetryAt(at + delay),
+        None => NextStep::Failed,
+    };
+    (next, change)
+}
