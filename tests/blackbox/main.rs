@@ -6,5 +6,7 @@ mod auth;
 mod flows;
 mod folders;
 mod ops;
+mod receiver;
 mod support;
 mod trigger;
+mod webhooks;

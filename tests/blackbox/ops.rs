@@ -352,6 +352,52 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "get",
             &["200", "401", "403", "404"],
         ),
+        ("/v1/{environmentId}/webhook", "get", &["200", "401", "403"]),
+        (
+            "/v1/{environmentId}/webhook",
+            "post",
+            &["201", "400", "401", "403", "409", "415"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}",
+            "delete",
+            &["200", "204", "400", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/enable",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/rotate-secret",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/test",
+            "post",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/deliveries",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/deliveries/{eventId}/resend",
+            "post",
+            &["202", "401", "403", "404", "409"],
+        ),
+        (
+            "/v1/{environmentId}/webhook/{webhookId}/recover",
+            "post",
+            &["202", "400", "401", "403", "404", "409", "415"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -385,7 +431,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 34, "a new endpoint must be added to this test");
+    assert_eq!(paths, 42, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -24,14 +24,24 @@ pub struct Server {
     pub admin_client_id: String,
     pub dir: tempfile::TempDir,
     logs: Arc<Mutex<Vec<String>>>,
+    extra: ExtraEnv,
     // Dropped last: the server must be gone before its database is.
     db: TestDatabase,
 }
 
 impl Server {
     pub async fn start(db: TestDatabase) -> Server {
+        Server::start_with(db, &[]).await
+    }
+
+    /// Starts with extra settings (a `None` value removes one of the test defaults).
+    pub async fn start_with(db: TestDatabase, extra: &[(&str, Option<&str>)]) -> Server {
+        let extra: ExtraEnv = extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect();
         let dir = tempfile::tempdir().expect("temp dir");
-        let (child, logs, address) = launch(&db, dir.path());
+        let (child, logs, address) = launch(&db, dir.path(), &extra);
         let boot: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("bootstrap-credentials.json"))
                 .expect("bootstrap file"),
@@ -48,6 +58,7 @@ impl Server {
             admin_client_id: text("clientId"),
             dir,
             logs,
+            extra,
             db,
         }
     }
@@ -57,7 +68,7 @@ impl Server {
     pub fn kill_and_restart(&mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().expect("reaped");
-        let (child, logs, address) = launch(&self.db, self.dir.path());
+        let (child, logs, address) = launch(&self.db, self.dir.path(), &self.extra);
         self.child = child;
         self.logs = logs;
         self.base = format!("http://{address}");
@@ -69,7 +80,7 @@ impl Server {
 
     /// Runs an admin subcommand against this server's database; its stdout as JSON.
     pub fn admin(&self, args: &[&str]) -> Result<Value, String> {
-        let out = command(&self.db, self.dir.path())
+        let out = command(&self.db, self.dir.path(), &self.extra)
             .args(args)
             .output()
             .expect("run workbench");
@@ -138,8 +149,12 @@ impl Drop for Server {
 }
 
 /// Starts `workbench serve` and waits for the address it listens on.
-fn launch(db: &TestDatabase, dir: &Path) -> (Child, Arc<Mutex<Vec<String>>>, String) {
-    let mut child = command(db, dir)
+fn launch(
+    db: &TestDatabase,
+    dir: &Path,
+    extra: &ExtraEnv,
+) -> (Child, Arc<Mutex<Vec<String>>>, String) {
+    let mut child = command(db, dir, extra)
         .arg("serve")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -169,7 +184,10 @@ fn launch(db: &TestDatabase, dir: &Path) -> (Child, Arc<Mutex<Vec<String>>>, Str
     }
 }
 
-fn command(db: &TestDatabase, dir: &Path) -> Command {
+/// Extra settings of a server (None removes a default).
+pub type ExtraEnv = Vec<(String, Option<String>)>;
+
+fn command(db: &TestDatabase, dir: &Path, extra: &ExtraEnv) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
         .env_clear()
@@ -182,7 +200,24 @@ fn command(db: &TestDatabase, dir: &Path) -> Command {
         .env("WORKBENCH_WORKERS", "2")
         .env("WORKBENCH_DATABASE_POOL_SIZE", "4")
         // A worker that dies mid-invocation is taken over after two seconds.
-        .env("WORKBENCH_ENGINE_LEASE_SECONDS", "2");
+        .env("WORKBENCH_ENGINE_LEASE_SECONDS", "2")
+        // Webhooks go to receivers on loopback, retried quickly.
+        .env("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
+        .env("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s")
+        .env("WORKBENCH_WEBHOOK_LEASE_SECONDS", "5");
+    if db.url().starts_with("postgres") {
+        // PostgreSQL needs an explicit key; SQLite runs generate a key file beside the database.
+        cmd.env(
+            "WORKBENCH_SECRET_KEY",
+            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        );
+    }
+    for (k, v) in extra {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     cmd
 }
 

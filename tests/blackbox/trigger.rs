@@ -21,7 +21,7 @@ fn config() -> Value {
 }
 
 /// A flow with a published configuration (and, if asked, a newer draft).
-async fn published_flow(s: &Server, with_draft: bool) -> String {
+pub(crate) async fn published_flow(s: &Server, with_draft: bool) -> String {
     let admin = Some(s.admin_secret.as_str());
     let created = call(
         s,
@@ -56,7 +56,7 @@ async fn published_flow(s: &Server, with_draft: bool) -> String {
     id
 }
 
-async fn users(s: &Server, users: Value) {
+pub(crate) async fn users(s: &Server, users: Value) {
     let reply = call(
         s,
         "POST",
@@ -68,7 +68,7 @@ async fn users(s: &Server, users: Value) {
     assert_eq!(reply.status, 200, "{}", reply.text);
 }
 
-async fn fire(s: &Server, flow: &str, mode: &str, body: Value) -> Reply {
+pub(crate) async fn fire(s: &Server, flow: &str, mode: &str, body: Value) -> Reply {
     call(
         s,
         "POST",
@@ -80,11 +80,16 @@ async fn fire(s: &Server, flow: &str, mode: &str, body: Value) -> Reply {
 }
 
 /// Waits for an invocation to finish; returns its record.
-async fn finished(s: &Server, flow: &str, invocation: &str) -> Value {
+pub(crate) async fn finished(s: &Server, flow: &str, invocation: &str) -> Value {
     finished_within(s, flow, invocation, Duration::from_secs(10)).await
 }
 
-async fn finished_within(s: &Server, flow: &str, invocation: &str, limit: Duration) -> Value {
+pub(crate) async fn finished_within(
+    s: &Server,
+    flow: &str,
+    invocation: &str,
+    limit: Duration,
+) -> Value {
     let mut last = Value::Null;
     let started = std::time::Instant::now();
     while started.elapsed() < limit {
@@ -109,7 +114,7 @@ async fn finished_within(s: &Server, flow: &str, invocation: &str, limit: Durati
     panic!("invocation {invocation} did not finish: {last}");
 }
 
-async fn feed(s: &Server, user: &str) -> Vec<Value> {
+pub(crate) async fn feed(s: &Server, user: &str) -> Vec<Value> {
     let reply = call(
         s,
         "GET",
@@ -122,7 +127,7 @@ async fn feed(s: &Server, user: &str) -> Vec<Value> {
     reply.body["data"].as_array().expect("cards").clone()
 }
 
-fn invocation_id(reply: &Reply) -> String {
+pub(crate) fn invocation_id(reply: &Reply) -> String {
     assert_eq!(reply.status, 200, "{}", reply.text);
     reply.body["data"]["triggeredFlows"][0]["flowInvocationId"]
         .as_str()

@@ -36,6 +36,7 @@ pub struct AppState {
     pub audience: Arc<AudienceService>,
     pub triggers: Arc<TriggerService>,
     pub cards: Arc<CardService>,
+    pub webhooks: Arc<domain::webhook::WebhookService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -52,6 +53,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::flows::configure(cfg);
     routes::audience::configure(cfg);
     routes::trigger::configure(cfg);
+    routes::webhooks::configure(cfg);
     openapi::configure(cfg);
 }
 

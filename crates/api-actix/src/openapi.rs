@@ -7,7 +7,9 @@ use utoipa::openapi::{ContentBuilder, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::routes::{audience, credentials, environments, flows, folders, oauth, ops, trigger};
+use crate::routes::{
+    audience, credentials, environments, flows, folders, oauth, ops, trigger, webhooks,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +29,8 @@ every response carries `X-Request-Id`.",
         audience::update_segment, audience::delete_segment, audience::list_streams,
         audience::create_stream, audience::delete_stream,
         trigger::start, trigger::test, trigger::invocation, trigger::feed, trigger::act, trigger::events,
+        webhooks::subscribe, webhooks::list, webhooks::get, webhooks::disable, webhooks::enable,
+        webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend, webhooks::recover,
         environments::list, credentials::create, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
@@ -38,6 +42,7 @@ every response carries `X-Request-Id`.",
         (name = "audience", description = "End users, segments and streams that flows target"),
         (name = "triggers", description = "Starting and testing Action Flows, and their invocations"),
         (name = "cards", description = "The end-user card API: feed, actions, events"),
+        (name = "webhooks", description = "Webhook subscriptions and their signed, retried deliveries"),
         (name = "credentials", description = "API keys, access tokens and environments"),
         (name = "operations", description = "Health, metrics and this document"),
     )

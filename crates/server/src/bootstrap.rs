@@ -1,10 +1,8 @@
 //! The first `serve` on an empty database hands its operator one credential, in a file only
 //! the service's user can read.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use domain::tenancy::Bootstrap;
 use serde_json::json;
 
@@ -22,19 +20,8 @@ pub fn write(dir: &Path, boot: &Bootstrap) -> anyhow::Result<PathBuf> {
         "scopes": boot.key.key.access.scope_names(),
         "allEnvironments": true,
     });
-    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    #[cfg(unix)]
-    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    file.write_all(serde_json::to_string_pretty(&body)?.as_bytes())?;
-    file.write_all(b"\n")?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut text = serde_json::to_string_pretty(&body)?;
+    text.push('\n');
+    crate::files::write_private(&path, text.as_bytes(), true)?;
     Ok(path)
 }

@@ -32,6 +32,19 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// Seconds a worker holds an invocation without progress before another may resume it.
     pub engine_lease_seconds: u64,
+    /// `WORKBENCH_SECRET_KEY`: base64 of 32 bytes sealing secrets at rest. Never logged.
+    pub secret_key: Option<String>,
+    /// `WORKBENCH_SECRET_KEY_PREVIOUS`: comma-separated keys being rotated out (open only).
+    pub previous_secret_keys: Vec<String>,
+    /// CIDRs webhooks may call although private or loopback (`WORKBENCH_WEBHOOK_ALLOW_CIDRS`).
+    pub webhook_allow_cidrs: String,
+    /// `WORKBENCH_WEBHOOK_RETRY_SCHEDULE`, e.g. `5s,5m,30m,2h,5h,10h,10h`.
+    pub webhook_retry_schedule: String,
+    /// Calls in flight to one subscription from this process (`WORKBENCH_WEBHOOK_CONCURRENCY`).
+    pub webhook_concurrency: u32,
+    /// Seconds a claimed delivery stays leased (`WORKBENCH_WEBHOOK_LEASE_SECONDS`, default 60):
+    /// keep it above the 15 s call timeout.
+    pub webhook_lease_seconds: u64,
 }
 
 /// The file's shape: every key optional.
@@ -48,6 +61,12 @@ struct FileSettings {
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     engine_lease_seconds: Option<u64>,
+    secret_key: Option<String>,
+    previous_secret_keys: Option<Vec<String>>,
+    webhook_allow_cidrs: Option<String>,
+    webhook_retry_schedule: Option<String>,
+    webhook_concurrency: Option<u32>,
+    webhook_lease_seconds: Option<u64>,
 }
 
 impl Settings {
@@ -107,6 +126,29 @@ impl Settings {
             engine_lease_seconds: number("WORKBENCH_ENGINE_LEASE_SECONDS")?
                 .or(from_file.engine_lease_seconds)
                 .unwrap_or(30),
+            secret_key: var("WORKBENCH_SECRET_KEY").or(from_file.secret_key),
+            previous_secret_keys: var("WORKBENCH_SECRET_KEY_PREVIOUS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|k| k.trim().to_owned())
+                        .filter(|k| !k.is_empty())
+                        .collect()
+                })
+                .or(from_file.previous_secret_keys)
+                .unwrap_or_default(),
+            webhook_allow_cidrs: var("WORKBENCH_WEBHOOK_ALLOW_CIDRS")
+                .or(from_file.webhook_allow_cidrs)
+                .unwrap_or_default(),
+            webhook_retry_schedule: var("WORKBENCH_WEBHOOK_RETRY_SCHEDULE")
+                .or(from_file.webhook_retry_schedule)
+                .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
+            webhook_concurrency: number("WORKBENCH_WEBHOOK_CONCURRENCY")?
+                .map(|n| n as u32)
+                .or(from_file.webhook_concurrency)
+                .unwrap_or(32),
+            webhook_lease_seconds: number("WORKBENCH_WEBHOOK_LEASE_SECONDS")?
+                .or(from_file.webhook_lease_seconds)
+                .unwrap_or(60),
             public_url: var("WORKBENCH_PUBLIC_URL")
                 .or(from_file.public_url)
                 .map(|u| u.trim_end_matches('/').to_owned()),
@@ -132,6 +174,20 @@ impl Settings {
         }
         if !(1..=256).contains(&self.database_pool_size) {
             bail!("the database pool size must be between 1 and 256");
+        }
+        if let Some(key) = &self.secret_key {
+            adapters_diesel::SecretBox::new(key, &self.previous_secret_keys)
+                .map_err(|e| anyhow::anyhow!("WORKBENCH_SECRET_KEY (or _PREVIOUS): {e}"))?;
+        }
+        adapters_webhook::AddressPolicy::parse(&self.webhook_allow_cidrs)
+            .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
+        domain::webhook::RetryPolicy::parse(&self.webhook_retry_schedule)
+            .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
+        if !(1..=3600).contains(&self.webhook_lease_seconds) {
+            bail!("WORKBENCH_WEBHOOK_LEASE_SECONDS must be between 1 and 3600");
+        }
+        if !(1..=1024).contains(&self.webhook_concurrency) {
+            bail!("WORKBENCH_WEBHOOK_CONCURRENCY must be between 1 and 1024");
         }
         if !(1..=256).contains(&self.workers) {
             bail!("the number of HTTP workers must be between 1 and 256");
@@ -193,6 +249,11 @@ mod tests {
             ("WORKBENCH_DATABASE_POOL_SIZE", "many"),
             ("WORKBENCH_PUBLIC_URL", "example.com"),
             ("WORKBENCH_PUBLIC_URL", "ftp://example.com"),
+            ("WORKBENCH_SECRET_KEY", "c2hvcnQ="),
+            ("WORKBENCH_SECRET_KEY", "not base64"),
+            ("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.1"),
+            ("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "5 minutes"),
+            ("WORKBENCH_WEBHOOK_CONCURRENCY", "0"),
         ] {
             let err = Settings::load(None, env(&[(name, value)]))
                 .err()

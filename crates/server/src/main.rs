@@ -2,6 +2,7 @@
 
 mod bootstrap;
 mod config;
+mod files;
 mod telemetry;
 mod workers;
 
@@ -218,6 +219,27 @@ fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     })
 }
 
+/// The key sealing secrets at rest: `WORKBENCH_SECRET_KEY`, else (embedded SQLite only) a key
+/// file beside the database, generated on first start with mode 0600.
+fn secret_box(settings: &Settings) -> anyhow::Result<adapters_diesel::SecretBox> {
+    let key = match &settings.secret_key {
+        Some(key) => key.clone(),
+        None => {
+            let url = DatabaseUrl::parse(&settings.database_url)?;
+            if url.sqlite_file().is_none() {
+                anyhow::bail!(
+                    "WORKBENCH_SECRET_KEY is required with PostgreSQL (base64 of 32 random \
+                     bytes, e.g. `openssl rand -base64 32`), and must be the same for every \
+                     process sharing the database"
+                );
+            }
+            files::load_or_create_key(&data_dir(settings)?.join("secret.key"))?
+        }
+    };
+    adapters_diesel::SecretBox::new(&key, &settings.previous_secret_keys)
+        .map_err(|e| anyhow::anyhow!("the secret key: {e}"))
+}
+
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let db = open_database(&settings).await?;
     tracing::info!(backend = ?db.backend(), "database ready");
@@ -259,6 +281,29 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             settings.engine_lease_seconds as i64,
         )),
     );
+    let secrets = Arc::new(secret_box(&settings)?);
+    tracing::info!(
+        key_id = secrets.key_id(),
+        "secrets at rest sealed with AES-256-GCM"
+    );
+    let transport = Arc::new(
+        adapters_webhook::HttpTransport::new(adapters_webhook::TransportConfig {
+            policy: adapters_webhook::AddressPolicy::parse(&settings.webhook_allow_cidrs)?,
+            ..Default::default()
+        })
+        .context("cannot build the webhook HTTP client")?,
+    );
+    let webhook_repo = Arc::new(adapters_diesel::DieselWebhookRepository::new(
+        db.clone(),
+        secrets,
+    ));
+    let deliveries = Arc::new(domain::webhook::DeliveryService::new(
+        webhook_repo.clone(),
+        transport.clone(),
+        clock.clone(),
+        domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
+            .map_err(anyhow::Error::msg)?,
+    ));
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -282,6 +327,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             clock.clone(),
         )),
         cards: cards.clone(),
+        webhooks: Arc::new(domain::webhook::WebhookService::new(
+            webhook_repo,
+            transport,
+            clock.clone(),
+        )),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings
@@ -290,6 +340,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("http://{address}")),
     };
     workers::spawn(engine, cards, 2);
+    workers::spawn_deliveries(
+        deliveries,
+        settings.webhook_concurrency,
+        chrono::Duration::seconds(settings.webhook_lease_seconds as i64),
+    );
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),

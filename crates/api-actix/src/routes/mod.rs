@@ -9,6 +9,7 @@ pub mod oauth;
 pub mod ops;
 pub mod query;
 pub mod trigger;
+pub mod webhooks;
 
 use domain::Timestamp;
 
