@@ -16,6 +16,7 @@ pub struct Received {
     /// Lower-case names.
     pub headers: HashMap<String, String>,
     pub body: String,
+    pub received_at: chrono::DateTime<chrono::Utc>,
 }
 
 impl Received {
@@ -77,7 +78,17 @@ impl Receiver {
         receiver
     }
 
-    /// The status of the n-th request (from 0) from now on.
+    /// How many requests arrived.
+    pub fn len(&self) -> usize {
+        self.received.lock().expect("received").len()
+    }
+
+    /// Takes what arrived so far, leaving nothing.
+    pub fn take(&self) -> Vec<Received> {
+        std::mem::take(&mut *self.received.lock().expect("received"))
+    }
+
+    /// The status of the n-th request (from 0) from now on; 0 means never answer.
     pub fn answer(&self, script: impl Fn(usize) -> u16 + Send + Sync + 'static) {
         *self.script.lock().expect("script") = Box::new(script);
     }
@@ -145,10 +156,16 @@ impl Receiver {
                     path,
                     headers,
                     body: String::from_utf8_lossy(&body).into_owned(),
+                    received_at: chrono::Utc::now(),
                 });
                 received.len() - 1
             };
             let status = (self.script.lock().expect("script"))(n);
+            if status == 0 {
+                // A black hole: never answers, the caller times out.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                return Ok(());
+            }
             let reply = format!(
                 "HTTP/1.1 {status} X\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
             );

@@ -26,8 +26,31 @@ use crate::schema::{
 };
 
 const INSERT_CHUNK: usize = 500;
-/// Due deliveries looked at to find which subscriptions have work.
-const SCAN: i64 = 1_000;
+/// Subscriptions with pending work one claim looks at, at most.
+const MAX_SCANNED_SUBSCRIPTIONS: i64 = 10_000;
+
+#[derive(QueryableByName)]
+struct SubscriptionId {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    id: Option<String>,
+}
+
+/// The distinct subscriptions with pending deliveries, by a recursive "loose index scan" over
+/// `webhook_deliveries_sub_due`: one probe per subscription, not one row per delivery.
+fn pending_subscriptions(conn: &mut AnyConnection) -> Result<Vec<String>, Failure> {
+    let sql = format!(
+        "WITH RECURSIVE subs(id) AS ( \
+           SELECT MIN(subscription_id) FROM webhook_deliveries WHERE status = 'pending' \
+           UNION ALL \
+           SELECT (SELECT MIN(d.subscription_id) FROM webhook_deliveries d \
+                   WHERE d.status = 'pending' AND d.subscription_id > subs.id) \
+           FROM subs WHERE subs.id IS NOT NULL \
+         ) SELECT id FROM subs WHERE id IS NOT NULL LIMIT {MAX_SCANNED_SUBSCRIPTIONS}"
+    );
+    let rows: Vec<SubscriptionId> =
+        crate::per_backend!(&mut *conn, c => diesel::sql_query(&sql).load(c))?;
+    Ok(rows.into_iter().filter_map(|r| r.id).collect())
+}
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = webhook_subscriptions, treat_none_as_null = true)]
@@ -202,11 +225,17 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
 pub struct DieselWebhookRepository {
     db: Database,
     secrets: Arc<SecretBox>,
+    /// Which subscription a claim looks at first, so none is always last.
+    rotation: std::sync::atomic::AtomicUsize,
 }
 
 impl DieselWebhookRepository {
     pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
-        Self { db, secrets }
+        Self {
+            db,
+            secrets,
+            rotation: Default::default(),
+        }
     }
 }
 
@@ -476,36 +505,42 @@ impl WebhookRepository for DieselWebhookRepository {
         limit: u32,
     ) -> Result<Vec<DeliveryJob>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let rotation = self
+            .rotation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         type Claimed = (String, String, String, String, i32, String);
         let (claimed, subs, events) = self
             .db
             .transaction(move |conn| {
-                // Which subscriptions have the oldest due work (a bounded look).
-                let mut due_subs: Vec<String> = webhook_deliveries::table
-                    .filter(webhook_deliveries::status.eq("pending"))
-                    .filter(webhook_deliveries::next_attempt_at.le(now))
-                    .filter(webhook_deliveries::subscription_id.ne_all(&exclude))
-                    .order(webhook_deliveries::next_attempt_at)
-                    .select(webhook_deliveries::subscription_id)
-                    .limit(SCAN)
-                    .load(conn)?;
-                let mut seen = std::collections::HashSet::new();
-                due_subs.retain(|s| seen.insert(s.clone()));
-                let subs: Vec<SubscriptionRow> = webhook_subscriptions::table
-                    .filter(webhook_subscriptions::id.eq_any(&due_subs))
+                // Which subscriptions have pending work: a loose index scan, one index probe
+                // per such subscription however long its backlog (a dead endpoint's backlog
+                // must not slow the claims of healthy ones). Rotated for fairness.
+                let mut with_work: Vec<String> = pending_subscriptions(conn)?
+                    .into_iter()
+                    .filter(|s| !exclude.contains(s))
+                    .collect();
+                if !with_work.is_empty() {
+                    let turn = rotation % with_work.len();
+                    with_work.rotate_left(turn);
+                }
+                let enabled: std::collections::HashSet<String> = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq_any(&with_work))
                     .filter(webhook_subscriptions::enabled.eq(true))
-                    .select(SubscriptionRow::as_select())
-                    .load(conn)?;
+                    .select(webhook_subscriptions::id)
+                    .load::<String>(conn)?
+                    .into_iter()
+                    .collect();
+                with_work.retain(|s| enabled.contains(s));
                 let mut claimed: Vec<Claimed> = Vec::new();
-                for sub in &subs {
+                for sub_id in &with_work {
                     let room = i64::from(limit) - claimed.len() as i64;
                     if room <= 0 {
                         break;
                     }
                     let take = room.min(i64::from(per_subscription));
                     let due = webhook_deliveries::table
-                        .filter(webhook_deliveries::subscription_id.eq(&sub.id))
                         .filter(webhook_deliveries::status.eq("pending"))
+                        .filter(webhook_deliveries::subscription_id.eq(sub_id))
                         .filter(webhook_deliveries::next_attempt_at.le(now))
                         .order(webhook_deliveries::next_attempt_at)
                         .limit(take)
@@ -530,6 +565,12 @@ impl WebhookRepository for DieselWebhookRepository {
                     .execute(conn)?;
                     claimed.extend(rows);
                 }
+                let claimed_subs: std::collections::HashSet<&String> =
+                    claimed.iter().map(|c| &c.1).collect();
+                let subs: Vec<SubscriptionRow> = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq_any(claimed_subs))
+                    .select(SubscriptionRow::as_select())
+                    .load(conn)?;
                 let event_ids: Vec<&String> = claimed.iter().map(|c| &c.2).collect();
                 let events: Vec<(String, String)> = analytics_events::table
                     .filter(analytics_events::id.eq_any(event_ids))
@@ -595,11 +636,34 @@ impl WebhookRepository for DieselWebhookRepository {
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_attempts::table).values(chunk).execute(c))?;
                 }
+                // Deliveries done at their n-th attempt: one statement per n (usually one).
+                let mut delivered: BTreeMap<u32, Vec<&String>> = BTreeMap::new();
+                let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
+                for r in &records {
+                    if let (Some(id), NextStep::Done) = (&r.delivery_id, &r.next) {
+                        delivered.entry(r.attempt).or_default().push(id);
+                    }
+                }
+                if let Some(at) = batch_time {
+                    for (attempt, ids) in &delivered {
+                        for chunk in ids.chunks(INSERT_CHUNK) {
+                            diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq_any(chunk)))
+                                .set((
+                                    webhook_deliveries::status.eq("delivered"),
+                                    webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
+                                    webhook_deliveries::trigger_kind.eq("scheduled"),
+                                    webhook_deliveries::next_attempt_at.eq(at),
+                                    webhook_deliveries::updated.eq(at),
+                                ))
+                                .execute(conn)?;
+                        }
+                    }
+                }
                 for r in &records {
                     let at = r.at.naive_utc();
-                    if let Some(delivery) = &r.delivery_id {
+                    if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
                         let (status, next) = match r.next {
-                            NextStep::Done => ("delivered", at),
+                            NextStep::Done => ("delivered", at), // saved above
                             NextStep::RetryAt(t) => ("pending", t.naive_utc()),
                             NextStep::Failed => ("failed", at),
                         };

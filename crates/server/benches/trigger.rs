@@ -9,6 +9,7 @@
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
 //!    `INSERT ... SELECT` of as many rows into a scratch table.
 
+mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../../../tests/blackbox/support.rs"]
 mod support;
@@ -18,30 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use adapters_diesel::testing::TestDatabase;
-use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection, SqliteConnection};
 use serde_json::{json, Value};
 
 const CLIENTS: usize = 32;
-const RUN: Duration = Duration::from_secs(10);
-
-fn config() -> Value {
-    json!({
-        "type": "card", "initialSteps": ["s1"],
-        "variables": {"firstName": {"type": "string", "default": "there"}},
-        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
-        "cardTemplates": {"t1": {"metadata": {"cardName": "Bench", "delivery": {"priority": 5}},
-            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}}]}}}
-    })
-}
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i].as_secs_f64() * 1000.0
-}
+use common::{pct, RUN};
 
 /// Closed loop: CLIENTS tasks send back to back for RUN. Returns (requests/s, p50, p99).
 async fn closed_loop(
@@ -77,64 +58,12 @@ async fn closed_loop(
     )
 }
 
-/// Open loop at a fixed rate: requests are sent on schedule whatever the answers do.
-async fn open_loop(
-    make: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
-    rate: u64,
-) -> (usize, f64, f64, f64) {
-    let interval = Duration::from_secs_f64(1.0 / rate as f64);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    let mut n = 0u64;
-    while started.elapsed() < RUN {
-        let due = started + interval * n as u32;
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            tokio::time::sleep(wait).await;
-        }
-        let request = make(1_000_000 + n);
-        tasks.push(tokio::spawn(async move {
-            let sent = Instant::now();
-            let response = request.send().await.expect("request");
-            assert!(response.status().is_success());
-            response.bytes().await.expect("body");
-            sent.elapsed()
-        }));
-        n += 1;
-    }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.push(task.await.expect("join"));
-    }
-    all.sort();
-    (all.len(), pct(&all, 0.5), pct(&all, 0.99), pct(&all, 1.0))
-}
-
 async fn run(db: TestDatabase, backend: &str, users: u64) {
     println!("{backend}:");
     let server = support::Server::start(db).await;
     let admin = server.admin_secret.clone();
     let env = server.env.clone();
-    let created = server
-        .client
-        .post(server.url(&format!("/v1/{env}/action-flow")))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "Bench"}))
-        .send()
-        .await
-        .expect("create");
-    let flow = created.json::<Value>().await.expect("json")["data"]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let published = server
-        .client
-        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/config/publish")))
-        .bearer_auth(&admin)
-        .json(&config())
-        .send()
-        .await
-        .expect("publish");
-    assert!(published.status().is_success());
+    let flow = common::published_flow(&server).await;
 
     let (client, start_url, health_url) = (
         server.client.clone(),
@@ -153,14 +82,14 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     println!("  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
     let (rps, p50, p99) = closed_loop(trigger.clone()).await;
     println!("  POST /start, 1 user each, {CLIENTS} clients:      {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
-    let (sent, p50, p99, max) = open_loop(trigger, 2_000).await;
+    let (sent, p50, p99, max) = common::open_loop(trigger, 2_000).await;
     println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
     // Let the engine drain what the load queued before the fan-out is timed.
     drain(&server, &env, &flow).await;
 
     // Fan-out: BENCH_USERS users with one tag.
     let seeded = Instant::now();
-    seed_users(server.database_url(), &env, users);
+    common::seed_users(server.database_url(), &env, users);
     println!(
         "  seeded {users} tagged users in {:.1} s",
         seeded.elapsed().as_secs_f64()
@@ -246,41 +175,15 @@ async fn drain(server: &support::Server, env: &str, flow: &str) {
     );
 }
 
-fn seed_users(url: &str, env: &str, users: u64) {
-    let sql = format!(
-        "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
-         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM series; \
-         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || n FROM series;"
-    );
-    with_series(url, users, &sql);
-}
-
 fn raw_insert(url: &str, rows: u64) -> f64 {
     let started = Instant::now();
-    with_series(
+    common::with_series(
         url,
         rows,
         "CREATE TABLE scratch (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, content TEXT NOT NULL, created TIMESTAMP NOT NULL); \
          INSERT INTO scratch SELECT 'crd' || n, 'b' || n, '{\"Web\":{}}', CURRENT_TIMESTAMP FROM series;",
     );
     started.elapsed().as_secs_f64()
-}
-
-/// Runs `sql` with a table-valued `series(n)` of 1..=rows available.
-fn with_series(url: &str, rows: u64, sql: &str) {
-    if let Some(path) = url.strip_prefix("sqlite://") {
-        let mut conn = SqliteConnection::establish(path).expect("sqlite");
-        conn.batch_execute(&format!(
-            "BEGIN; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
-        ))
-        .expect("sql");
-    } else {
-        let mut conn = PgConnection::establish(url).expect("postgres");
-        conn.batch_execute(&format!(
-            "BEGIN; CREATE TEMP TABLE series AS SELECT n FROM generate_series(1, {rows}) AS n; {sql} DROP TABLE series; COMMIT;"
-        ))
-        .expect("sql");
-    }
 }
 
 fn main() {

@@ -145,7 +145,7 @@ impl Settings {
             webhook_concurrency: number("WORKBENCH_WEBHOOK_CONCURRENCY")?
                 .map(|n| n as u32)
                 .or(from_file.webhook_concurrency)
-                .unwrap_or(32),
+                .unwrap_or(64),
             webhook_lease_seconds: number("WORKBENCH_WEBHOOK_LEASE_SECONDS")?
                 .or(from_file.webhook_lease_seconds)
                 .unwrap_or(60),

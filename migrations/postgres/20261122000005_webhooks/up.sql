@@ -37,7 +37,8 @@ CREATE TABLE webhook_deliveries (
     UNIQUE (subscription_id, event_id)
 );
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);
-CREATE INDEX webhook_deliveries_sub_due ON webhook_deliveries (subscription_id, status, next_attempt_at);
+-- Which subscriptions have pending work (a loose index scan), and their oldest due rows.
+CREATE INDEX webhook_deliveries_sub_due ON webhook_deliveries (status, subscription_id, next_attempt_at);
 
 CREATE TABLE webhook_attempts (
     id              TEXT PRIMARY KEY NOT NULL,

@@ -477,11 +477,7 @@ pub async fn recover(
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let object = json_object(&req, &body)?;
-    let mut errors: Vec<FieldError> = object
-        .keys()
-        .filter(|k| k.as_str() != "since")
-        .map(|k| FieldError::new(k.as_str(), "unknown field"))
-        .collect();
+    let mut errors: Vec<FieldError> = Vec::new();
     let since: Option<Timestamp> = match object.get("since") {
         Some(Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
             Ok(t) => Some(t.to_utc()),

@@ -24,14 +24,6 @@ const RESERVED_HEADERS: &[&str] = &[
     "connection",
     "user-agent",
 ];
-const FIELDS: &[&str] = &[
-    "types",
-    "url",
-    "headers",
-    "cardTemplateId",
-    "actionFlowConfigId",
-    "method",
-];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubscriptionRequest {
@@ -48,10 +40,8 @@ impl SubscriptionRequest {
         let Some(obj) = body.as_object() else {
             return Err(DomainError::invalid("", "the body must be a JSON object"));
         };
+        // Unknown fields are ignored, as everywhere in the API (docs/api.md).
         let mut errors = Vec::new();
-        for key in obj.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
-            errors.push(FieldError::new(key.as_str(), "unknown field"));
-        }
         let types = parse_types(obj.get("types"), &mut errors);
         let url = parse_url(obj.get("url"), &mut errors);
         let method = match obj.get("method") {

@@ -1,0 +1,118 @@
+//! What the benchmarks share: a flow configuration, percentiles, open-loop load, seeding.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, SqliteConnection};
+use serde_json::{json, Value};
+
+pub const RUN: Duration = Duration::from_secs(10);
+
+pub fn config() -> Value {
+    json!({
+        "type": "card", "initialSteps": ["s1"],
+        "variables": {"firstName": {"type": "string", "default": "there"}},
+        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
+        "cardTemplates": {"t1": {"metadata": {"cardName": "Bench", "delivery": {"priority": 5}},
+            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}}]}}}
+    })
+}
+
+/// The `p` percentile (0–1) of sorted durations, in milliseconds.
+pub fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// Open loop at a fixed rate for [`RUN`]: requests are sent on schedule whatever the answers
+/// do. Returns (sent, p50, p99, max) of the answers.
+pub async fn open_loop(
+    make: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+    rate: u64,
+) -> (usize, f64, f64, f64) {
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    let mut n = 0u64;
+    while started.elapsed() < RUN {
+        let due = started + interval * n as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let request = make(1_000_000 + n);
+        tasks.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let response = request.send().await.expect("request");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+            sent.elapsed()
+        }));
+        n += 1;
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.push(task.await.expect("join"));
+    }
+    all.sort();
+    (all.len(), pct(&all, 0.5), pct(&all, 0.99), pct(&all, 1.0))
+}
+
+/// BENCH users `b1`..`b{users}`, tagged `bench`, written straight into the database.
+pub fn seed_users(url: &str, env: &str, users: u64) {
+    let sql = format!(
+        "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
+         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM series; \
+         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || n FROM series;"
+    );
+    with_series(url, users, &sql);
+}
+
+/// Runs `sql` with a table-valued `series(n)` of 1..=rows available.
+pub fn with_series(url: &str, rows: u64, sql: &str) {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let mut conn = SqliteConnection::establish(path).expect("sqlite");
+        conn.batch_execute(&format!(
+            "BEGIN; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
+        ))
+        .expect("sql");
+    } else {
+        let mut conn = PgConnection::establish(url).expect("postgres");
+        conn.batch_execute(&format!(
+            "BEGIN; CREATE TEMP TABLE series AS SELECT n FROM generate_series(1, {rows}) AS n; {sql} DROP TABLE series; COMMIT;"
+        ))
+        .expect("sql");
+    }
+}
+
+/// A published flow of [`config`]; returns its id.
+pub async fn published_flow(server: &crate::support::Server) -> String {
+    let (admin, env) = (&server.admin_secret, &server.env);
+    let created = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow")))
+        .bearer_auth(admin)
+        .json(&json!({"name": "Bench"}))
+        .send()
+        .await
+        .expect("create");
+    let flow = created.json::<Value>().await.expect("json")["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let published = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/config/publish")))
+        .bearer_auth(admin)
+        .json(&config())
+        .send()
+        .await
+        .expect("publish");
+    assert!(published.status().is_success());
+    flow
+}

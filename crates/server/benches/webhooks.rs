@@ -1,0 +1,197 @@
+//! Webhook delivery against the real binary (release build) and a receiver on loopback, on
+//! SQLite and, when TEST_POSTGRES_URL is set, PostgreSQL.
+//!
+//! `cargo bench -p server --bench webhooks` runs:
+//! 1. throughput: BENCH_EVENTS card-published events (default 20,000) from one tag fan-out,
+//!    delivered to one subscription; then the same deliveries queued again at once (an outbox
+//!    backlog) and drained: deliveries/s;
+//! 2. latency: one-user triggers at 500/s for 10 s; event time (`data.timestamp`, when the
+//!    engine stored the card and its event) to arrival at the receiver, p50/p95/p99;
+//! 3. isolation: the same with a second subscription whose endpoint never answers (every call
+//!    times out after 15 s): the healthy endpoint's percentiles beside those of 2.
+
+mod common;
+#[allow(dead_code)]
+#[path = "../../../tests/blackbox/receiver.rs"]
+mod receiver;
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "../../../tests/blackbox/support.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use adapters_diesel::testing::TestDatabase;
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, SqliteConnection};
+use serde_json::{json, Value};
+
+use common::pct;
+use receiver::Receiver;
+
+async fn subscribe(server: &support::Server, url: &str) {
+    let reply = server
+        .client
+        .post(server.url(&format!("/v1/{}/webhook", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"types": ["card-published"], "url": url}))
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(reply.status(), 201);
+}
+
+async fn wait_for(receiver: &Receiver, count: usize, limit: Duration) {
+    let started = Instant::now();
+    while receiver.len() < count {
+        assert!(
+            started.elapsed() < limit,
+            "only {} of {count} deliveries arrived",
+            receiver.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Event-to-arrival latencies, sorted.
+fn latencies(got: &[receiver::Received]) -> Vec<Duration> {
+    let mut all: Vec<Duration> = got
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_str(&r.body).expect("json");
+            let at = chrono::DateTime::parse_from_rfc3339(
+                body["data"]["timestamp"].as_str().expect("timestamp"),
+            )
+            .expect("rfc 3339");
+            (r.received_at - at.to_utc()).to_std().unwrap_or_default()
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+fn execute(url: &str, sql: &str) {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        SqliteConnection::establish(path)
+            .expect("sqlite")
+            .batch_execute(sql)
+            .expect("sql");
+    } else {
+        PgConnection::establish(url)
+            .expect("postgres")
+            .batch_execute(sql)
+            .expect("sql");
+    }
+}
+
+async fn latency_run(server: &support::Server, flow: &str, healthy: &Receiver, label: &str) -> f64 {
+    healthy.take();
+    let (client, url, secret) = (
+        server.client.clone(),
+        server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)),
+        server.admin_secret.clone(),
+    );
+    let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
+        client.post(&url).bearer_auth(&secret).json(
+            &json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("b{}", n % 20_000 + 1)]}}]}),
+        )
+    });
+    let (sent, ..) = common::open_loop(trigger, 500).await;
+    wait_for(healthy, sent, Duration::from_secs(60)).await;
+    let all = latencies(&healthy.take());
+    let p95 = pct(&all, 0.95);
+    println!(
+        "  {label}: {} events, event→delivery p50 {:.1} ms  p95 {p95:.1} ms  p99 {:.1} ms  max {:.1} ms",
+        all.len(),
+        pct(&all, 0.5),
+        pct(&all, 0.99),
+        pct(&all, 1.0)
+    );
+    p95
+}
+
+async fn run(db: TestDatabase, backend: &str, events: u64) {
+    println!("{backend}:");
+    let server = support::Server::start(db).await;
+    let flow = common::published_flow(&server).await;
+    let healthy = Receiver::start().await;
+    subscribe(&server, &healthy.url).await;
+    common::seed_users(server.database_url(), &server.env, events);
+
+    // 1. Throughput.
+    let started = Instant::now();
+    let reply = server
+        .client
+        .post(server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
+        .send()
+        .await
+        .expect("fan-out");
+    assert!(reply.status().is_success());
+    wait_for(&healthy, events as usize, Duration::from_secs(600)).await;
+    let pipeline = started.elapsed().as_secs_f64();
+    println!(
+        "  fan-out of {events} users with delivery of their {events} events: {pipeline:.1} s ({:.0} deliveries/s, engine included)",
+        events as f64 / pipeline
+    );
+    healthy.take();
+    let now = (chrono::Utc::now() - chrono::Duration::seconds(1)).naive_utc();
+    execute(
+        server.database_url(),
+        &format!(
+            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = '{}'",
+            now.format("%Y-%m-%d %H:%M:%S%.6f")
+        ),
+    );
+    let started = Instant::now();
+    wait_for(&healthy, events as usize, Duration::from_secs(600)).await;
+    let drain = started.elapsed().as_secs_f64();
+    println!(
+        "  backlog of {events} due deliveries drained in {drain:.2} s: {:.0} deliveries/s",
+        events as f64 / drain
+    );
+    healthy.take();
+
+    // 2. Latency at 500 events/s; 3. the same beside an endpoint that never answers.
+    let alone = latency_run(
+        &server,
+        &flow,
+        &healthy,
+        "500 events/s, one healthy endpoint",
+    )
+    .await;
+    let dead = Receiver::start().await;
+    dead.answer(|_| 0);
+    subscribe(&server, &dead.url).await;
+    let beside = latency_run(
+        &server,
+        &flow,
+        &healthy,
+        "500 events/s, beside one that times out",
+    )
+    .await;
+    println!(
+        "  healthy endpoint p95 beside a dead one: {:+.0}% ({} calls to the dead endpoint in flight or done)",
+        (beside / alone - 1.0) * 100.0,
+        dead.len()
+    );
+}
+
+fn main() {
+    let events = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(20_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("webhook benchmarks: release binary, receiver on loopback in this process");
+    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", events));
+    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+        if let Some(db) = TestDatabase::postgres() {
+            runtime.block_on(run(db, "PostgreSQL", events));
+        }
+    }
+}
