@@ -398,6 +398,16 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "post",
             &["202", "400", "401", "403", "404", "409", "415"],
         ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
+            "post",
+            &["202", "400", "401", "403", "404", "415"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/task/{taskId}/status",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -431,7 +441,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 42, "a new endpoint must be added to this test");
+    assert_eq!(paths, 44, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

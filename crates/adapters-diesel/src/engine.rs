@@ -53,8 +53,8 @@ struct FlowInstanceRow {
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = card_instances)]
-struct CardRow {
-    id: String,
+pub(crate) struct CardRow {
+    pub(crate) id: String,
     environment_id: String,
     user_id: String,
     flow_instance_id: String,
@@ -181,7 +181,7 @@ fn card_row(c: &CardInstance) -> CardRow {
     }
 }
 
-fn card(row: CardRow) -> Result<CardInstance, StorageError> {
+pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
     Ok(CardInstance {
         status: CardStatus::parse(&row.status)
             .ok_or_else(|| corrupt("card status", &row.status))?,
@@ -244,7 +244,10 @@ fn event(row: EventRow) -> Result<AnalyticsEvent, StorageError> {
 
 /// Inserts rows in multi-row statements. MultiConnection cannot batch-insert, so each backend
 /// gets the same statement on its own connection.
-fn insert_events(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+pub(crate) fn insert_events(
+    conn: &mut AnyConnection,
+    events: &[AnalyticsEvent],
+) -> Result<(), Failure> {
     let rows: Vec<EventRow> = events.iter().map(event_row).collect();
     for chunk in rows.chunks(INSERT_CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
@@ -416,6 +419,17 @@ impl InvocationRepository for DieselInvocationRepository {
     async fn save_batch(&self, batch: BatchResult) -> Result<(), StorageError> {
         self.db
             .transaction(move |conn| {
+                // Cancels of the flow accepted meanwhile take precedence (contract §6).
+                let mut batch = batch;
+                let invocation: Option<(String, i32, NaiveDateTime)> = invocations::table
+                    .filter(invocations::environment_id.eq(&batch.environment_id))
+                    .filter(invocations::id.eq(&batch.invocation_id))
+                    .select((invocations::flow_id, invocations::flow_version, invocations::created))
+                    .first(conn)
+                    .optional()?;
+                if let Some((flow_id, version, created)) = invocation {
+                    crate::cancel::apply_markers(conn, &mut batch, &flow_id, u32::try_from(version).unwrap_or(0), created.and_utc())?;
+                }
                 let key = invocations::table.filter(
                     invocations::environment_id.eq(&batch.environment_id).and(invocations::id.eq(&batch.invocation_id)),
                 );

@@ -10,6 +10,7 @@
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 
 mod audience;
+mod cancel;
 pub mod crypto;
 pub mod db;
 mod engine;
@@ -24,6 +25,7 @@ pub mod testing;
 mod webhooks;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
+pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
 pub use db::{Backend, Database, DatabaseError};
 pub use engine::{DieselCardRepository, DieselInvocationRepository};

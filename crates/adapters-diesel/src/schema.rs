@@ -285,6 +285,27 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    cancel_tasks (id) {
+        id -> Text,
+        environment_id -> Text,
+        flow_id -> Text,
+        end_user_id -> Nullable<Text>,
+        invocation_id -> Nullable<Text>,
+        flow_version -> Nullable<Integer>,
+        cancel_cards -> Bool,
+        status -> Text,
+        expected -> Nullable<BigInt>,
+        actual -> BigInt,
+        cards_expected -> Nullable<BigInt>,
+        cards_actual -> BigInt,
+        errors -> Text,
+        lease_until -> Nullable<Timestamp>,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -306,4 +327,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_subscriptions,
     webhook_deliveries,
     webhook_attempts,
+    cancel_tasks,
 );

@@ -37,6 +37,7 @@ pub struct AppState {
     pub triggers: Arc<TriggerService>,
     pub cards: Arc<CardService>,
     pub webhooks: Arc<domain::webhook::WebhookService>,
+    pub cancels: Arc<domain::cancel::CancelService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -54,6 +55,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::audience::configure(cfg);
     routes::trigger::configure(cfg);
     routes::webhooks::configure(cfg);
+    routes::tasks::configure(cfg);
     openapi::configure(cfg);
 }
 

@@ -8,7 +8,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, credentials, environments, flows, folders, oauth, ops, trigger, webhooks,
+    audience, credentials, environments, flows, folders, oauth, ops, tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -28,6 +28,7 @@ every response carries `X-Request-Id`.",
         audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,
         audience::update_segment, audience::delete_segment, audience::list_streams,
         audience::create_stream, audience::delete_stream,
+        tasks::cancel, tasks::cancel_status,
         trigger::start, trigger::test, trigger::invocation, trigger::feed, trigger::act, trigger::events,
         webhooks::subscribe, webhooks::list, webhooks::get, webhooks::disable, webhooks::enable,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend, webhooks::recover,

@@ -39,6 +39,8 @@ pub enum Resource {
     Card,
     Webhook,
     Event,
+    /// A cancel or bulk start task of this action flow.
+    Task,
 }
 
 impl fmt::Display for Resource {
@@ -57,6 +59,7 @@ impl fmt::Display for Resource {
             Resource::Card => "card of this user",
             Resource::Webhook => "webhook subscription",
             Resource::Event => "analytics event",
+            Resource::Task => "task of this action flow",
         })
     }
 }

@@ -304,6 +304,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
             .map_err(anyhow::Error::msg)?,
     ));
+    let cancels = Arc::new(
+        domain::cancel::CancelService::new(
+            Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone())),
+            flows.clone(),
+            clock.clone(),
+        )
+        .with_lease(chrono::Duration::seconds(
+            settings.engine_lease_seconds as i64,
+        )),
+    );
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -332,6 +342,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             transport,
             clock.clone(),
         )),
+        cancels: cancels.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings
@@ -340,6 +351,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("http://{address}")),
     };
     workers::spawn(engine, cards, 2);
+    workers::spawn_cancels(cancels);
     workers::spawn_deliveries(
         deliveries,
         settings.webhook_concurrency,

@@ -48,6 +48,22 @@ pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
     });
 }
 
+/// The cancel worker: one task at a time, batch by batch.
+pub fn spawn_cancels(cancels: Arc<domain::cancel::CancelService>) {
+    tokio::spawn(async move {
+        loop {
+            match cancels.step().await {
+                Ok(true) => {}
+                Ok(false) => tokio::time::sleep(IDLE).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "cancel step failed");
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+        }
+    });
+}
+
 /// Calls in flight from this process, in all.
 const MAX_IN_FLIGHT: usize = 1_024;
 /// Outcomes saved per transaction, at most.

@@ -8,6 +8,7 @@ pub mod folders;
 pub mod oauth;
 pub mod ops;
 pub mod query;
+pub mod tasks;
 pub mod trigger;
 pub mod webhooks;
 

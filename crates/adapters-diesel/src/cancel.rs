@@ -1,0 +1,394 @@
+//! Cancel tasks: the markers engine batches check, and the batched cancelling of instances and
+//! their cards.
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
+use domain::card::{card_event, CardStatus};
+use domain::trigger::engine::{BatchResult, InvocationStatus};
+use domain::{StorageError, Timestamp};
+
+use crate::db::{AnyConnection, Database, Failure};
+use crate::engine::{card, insert_events, CardRow};
+use crate::error::corrupt;
+use crate::schema::{action_flows, cancel_tasks, card_instances, flow_instances};
+
+const OPEN: [&str; 3] = ["active", "embargoed", "snoozed"];
+const CHUNK: usize = 500;
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = cancel_tasks)]
+struct TaskRow {
+    id: String,
+    environment_id: String,
+    flow_id: String,
+    end_user_id: Option<String>,
+    invocation_id: Option<String>,
+    flow_version: Option<i32>,
+    cancel_cards: bool,
+    status: String,
+    expected: Option<i64>,
+    actual: i64,
+    cards_expected: Option<i64>,
+    cards_actual: i64,
+    errors: String,
+    lease_until: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+fn count(n: Option<i64>) -> Option<u64> {
+    n.map(|n| u64::try_from(n).unwrap_or(0))
+}
+
+fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
+    Ok(CancelTask {
+        status: CancelStatus::parse(&row.status)
+            .ok_or_else(|| corrupt("cancel status", &row.status))?,
+        errors: serde_json::from_str(&row.errors).map_err(|e| corrupt("cancel errors", e))?,
+        id: row.id,
+        environment_id: row.environment_id,
+        flow_id: row.flow_id,
+        filter: CancelFilter {
+            end_user_id: row.end_user_id,
+            invocation_id: row.invocation_id,
+            flow_version: row.flow_version.and_then(|v| u32::try_from(v).ok()),
+            cancel_cards: row.cancel_cards,
+        },
+        expected: count(row.expected),
+        actual: count(Some(row.actual)).unwrap_or(0),
+        cards_expected: count(row.cards_expected),
+        cards_actual: count(Some(row.cards_actual)).unwrap_or(0),
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    })
+}
+
+fn load(conn: &mut AnyConnection, env: &str, id: &str) -> Result<Option<TaskRow>, Failure> {
+    Ok(cancel_tasks::table
+        .filter(cancel_tasks::environment_id.eq(env))
+        .filter(cancel_tasks::id.eq(id))
+        .select(TaskRow::as_select())
+        .first(conn)
+        .optional()?)
+}
+
+/// Inside an engine batch's transaction: drops what the flow's cancel markers cover, and stops
+/// the invocation when one covers all of it. On PostgreSQL the flow's row is share-locked
+/// first, so a cancel being recorded (which takes it exclusively) is either seen here or sees
+/// this batch's cards.
+pub(crate) fn apply_markers(
+    conn: &mut AnyConnection,
+    batch: &mut BatchResult,
+    flow_id: &str,
+    flow_version: u32,
+    invocation_created: Timestamp,
+) -> Result<(), Failure> {
+    if let AnyConnection::Postgresql(c) = &mut *conn {
+        action_flows::table
+            .filter(action_flows::id.eq(flow_id))
+            .select(action_flows::id)
+            .for_share()
+            .load::<String>(c)?;
+    }
+    let rows: Vec<TaskRow> = cancel_tasks::table
+        .filter(cancel_tasks::environment_id.eq(&batch.environment_id))
+        .filter(cancel_tasks::flow_id.eq(flow_id))
+        .filter(cancel_tasks::created.ge(invocation_created.naive_utc()))
+        .select(TaskRow::as_select())
+        .load(conn)?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let markers: Vec<CancelTask> = rows
+        .into_iter()
+        .map(task)
+        .collect::<Result<_, _>>()
+        .map_err(Failure::Domain)?;
+    let invocation = batch.invocation_id.clone();
+    if markers
+        .iter()
+        .any(|m| m.covers_invocation(&invocation, flow_version, invocation_created))
+    {
+        batch.status = InvocationStatus::Cancelled;
+        batch.cursor = None;
+    }
+    let covered = |user: &str| {
+        markers
+            .iter()
+            .any(|m| m.covers(&invocation, flow_version, invocation_created, user))
+    };
+    let dropped: std::collections::HashSet<String> = batch
+        .flow_instances
+        .iter()
+        .filter(|f| covered(&f.user_id))
+        .map(|f| f.id.clone())
+        .collect();
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    batch.flow_instances.retain(|f| !dropped.contains(&f.id));
+    let dropped_cards: std::collections::HashSet<String> = batch
+        .cards
+        .iter()
+        .filter(|c| dropped.contains(&c.flow_instance_id))
+        .map(|c| c.id.clone())
+        .collect();
+    batch.cards.retain(|c| !dropped_cards.contains(&c.id));
+    batch.events.retain(|e| {
+        e.card_instance_id
+            .as_ref()
+            .is_none_or(|c| !dropped_cards.contains(c))
+    });
+    batch.cards_created = batch.cards.len() as u64;
+    Ok(())
+}
+
+pub struct DieselCancelRepository {
+    db: Database,
+}
+
+impl DieselCancelRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+/// The task's matching instances: its flow, still active, created up to the task, narrowed by
+/// its filter.
+macro_rules! matching_instances {
+    ($t:expr) => {{
+        let t: &CancelTask = $t;
+        let mut q = flow_instances::table
+            .filter(flow_instances::environment_id.eq(t.environment_id.clone()))
+            .filter(flow_instances::flow_id.eq(t.flow_id.clone()))
+            .filter(flow_instances::status.eq("active"))
+            .filter(flow_instances::created.le(t.created.naive_utc()))
+            .into_boxed();
+        if let Some(user) = &t.filter.end_user_id {
+            q = q.filter(flow_instances::user_id.eq(user.clone()));
+        }
+        if let Some(inv) = &t.filter.invocation_id {
+            q = q.filter(flow_instances::invocation_id.eq(inv.clone()));
+        }
+        if let Some(v) = t.filter.flow_version {
+            q = q.filter(flow_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)));
+        }
+        q
+    }};
+}
+
+#[async_trait]
+impl CancelRepository for DieselCancelRepository {
+    async fn create(&self, t: &CancelTask) -> Result<(), StorageError> {
+        let row = TaskRow {
+            id: t.id.clone(),
+            environment_id: t.environment_id.clone(),
+            flow_id: t.flow_id.clone(),
+            end_user_id: t.filter.end_user_id.clone(),
+            invocation_id: t.filter.invocation_id.clone(),
+            flow_version: t.filter.flow_version.and_then(|v| i32::try_from(v).ok()),
+            cancel_cards: t.filter.cancel_cards,
+            status: t.status.as_str().into(),
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: "[]".into(),
+            lease_until: None,
+            created: t.created.naive_utc(),
+            updated: t.updated.naive_utc(),
+        };
+        self.db
+            .transaction(move |conn| {
+                if let AnyConnection::Postgresql(c) = &mut *conn {
+                    action_flows::table
+                        .filter(action_flows::id.eq(&row.flow_id))
+                        .select(action_flows::id)
+                        .for_update()
+                        .load::<String>(c)?;
+                }
+                diesel::insert_into(cancel_tasks::table)
+                    .values(&row)
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        id: &str,
+    ) -> Result<Option<CancelTask>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), id.to_owned());
+        let row = self.db.run(move |conn| load(conn, &env, &id)).await?;
+        row.map(task).transpose()
+    }
+
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<CancelTask>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let row = self
+            .db
+            .transaction(move |conn| {
+                let due = cancel_tasks::table
+                    .filter(cancel_tasks::status.eq("processing"))
+                    .filter(
+                        cancel_tasks::lease_until
+                            .is_null()
+                            .or(cancel_tasks::lease_until.lt(now)),
+                    )
+                    .order(cancel_tasks::created)
+                    .select((cancel_tasks::environment_id, cancel_tasks::id));
+                let key: Option<(String, String)> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due
+                        .limit(1)
+                        .for_update()
+                        .skip_locked()
+                        .first(c)
+                        .optional()?,
+                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
+                };
+                let Some((env, id)) = key else {
+                    return Ok(None);
+                };
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&id)))
+                    .set(cancel_tasks::lease_until.eq(Some(lease)))
+                    .execute(conn)?;
+                load(conn, &env, &id)
+            })
+            .await?;
+        row.map(task).transpose()
+    }
+
+    async fn count(&self, t: &CancelTask) -> Result<(u64, u64), StorageError> {
+        let t = t.clone();
+        let (instances, cards) = self
+            .db
+            .run(move |conn| {
+                let instances: i64 = matching_instances!(&t).count().get_result(conn)?;
+                let mut cards = card_instances::table
+                    .filter(card_instances::environment_id.eq(t.environment_id.clone()))
+                    .filter(card_instances::flow_id.eq(t.flow_id.clone()))
+                    .filter(card_instances::status.eq_any(OPEN))
+                    .filter(card_instances::created.le(t.created.naive_utc()))
+                    .into_boxed();
+                if let Some(user) = &t.filter.end_user_id {
+                    cards = cards.filter(card_instances::user_id.eq(user.clone()));
+                }
+                if let Some(inv) = &t.filter.invocation_id {
+                    cards = cards.filter(card_instances::invocation_id.eq(inv.clone()));
+                }
+                if let Some(v) = t.filter.flow_version {
+                    cards = cards.filter(
+                        card_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)),
+                    );
+                }
+                let cards: i64 = cards.count().get_result(conn)?;
+                Ok((instances, cards))
+            })
+            .await?;
+        Ok((
+            count(Some(instances)).unwrap_or(0),
+            count(Some(cards)).unwrap_or(0),
+        ))
+    }
+
+    async fn cancel_batch(
+        &self,
+        t: &CancelTask,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<u64, StorageError> {
+        let t = t.clone();
+        self.db
+            .transaction(move |conn| {
+                let ids: Vec<String> = matching_instances!(&t)
+                    .order(flow_instances::created)
+                    .select(flow_instances::id)
+                    .limit(i64::from(limit))
+                    .load(conn)?;
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                let at = now.naive_utc();
+                for chunk in ids.chunks(CHUNK) {
+                    diesel::update(flow_instances::table.filter(flow_instances::id.eq_any(chunk)))
+                        .set(flow_instances::status.eq("cancelled"))
+                        .execute(conn)?;
+                }
+                let mut cancelled_cards = 0i64;
+                if t.filter.cancel_cards {
+                    let mut events = Vec::new();
+                    for chunk in ids.chunks(CHUNK) {
+                        let open = card_instances::table
+                            .filter(card_instances::flow_instance_id.eq_any(chunk))
+                            .filter(card_instances::status.eq_any(OPEN));
+                        let rows: Vec<CardRow> = match &mut *conn {
+                            AnyConnection::Postgresql(c) => {
+                                open.select(CardRow::as_select()).for_update().load(c)?
+                            }
+                            AnyConnection::Sqlite(c) => {
+                                open.select(CardRow::as_select()).load(c)?
+                            }
+                        };
+                        let card_ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+                        diesel::update(
+                            card_instances::table.filter(card_instances::id.eq_any(&card_ids)),
+                        )
+                        .set((
+                            card_instances::status.eq("cancelled"),
+                            card_instances::updated.eq(at),
+                        ))
+                        .execute(conn)?;
+                        for row in rows {
+                            let mut c = card(row).map_err(Failure::Domain)?;
+                            let previous = c.status;
+                            c.status = CardStatus::Cancelled;
+                            c.updated = now;
+                            events.push(card_event(&c, Some(previous), None, now));
+                        }
+                    }
+                    cancelled_cards = events.len() as i64;
+                    insert_events(conn, &events)?;
+                }
+                let n = ids.len() as i64;
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                    .set((
+                        cancel_tasks::actual.eq(cancel_tasks::actual + n),
+                        cancel_tasks::cards_actual.eq(cancel_tasks::cards_actual + cancelled_cards),
+                        cancel_tasks::updated.eq(at),
+                    ))
+                    .execute(conn)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            })
+            .await
+    }
+
+    async fn save(&self, t: &CancelTask) -> Result<(), StorageError> {
+        let t = t.clone();
+        self.db
+            .transaction(move |conn| {
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                    .set((
+                        cancel_tasks::status.eq(t.status.as_str()),
+                        cancel_tasks::expected
+                            .eq(t.expected.map(|n| i64::try_from(n).unwrap_or(i64::MAX))),
+                        cancel_tasks::cards_expected.eq(t
+                            .cards_expected
+                            .map(|n| i64::try_from(n).unwrap_or(i64::MAX))),
+                        cancel_tasks::errors
+                            .eq(serde_json::to_string(&t.errors).unwrap_or_else(|_| "[]".into())),
+                        cancel_tasks::updated.eq(t.updated.naive_utc()),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,507 @@
+//! Cancel tasks (spec 2.7, 3, 4.2; contract §6): stop the flow instances of an Action Flow
+//! (all, or those of one user, invocation or configuration version) and, by default, cancel
+//! their cards.
+//!
+//! A task is a durable marker. Workers cancel what exists in batches; and every engine batch
+//! checks the markers of its flow before it creates anything ([`CancelTask::covers`]), in the
+//! same transaction as its cards, so nothing queued before the cancel was accepted becomes
+//! active after it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Duration;
+use rand::RngCore;
+use serde_json::Value;
+
+use crate::{
+    Clock, DomainError, FieldError, FlowRepository, Permission, Principal, Resource, StorageError,
+    Timestamp,
+};
+
+/// Flow instances cancelled per transaction.
+pub const CANCEL_BATCH: u32 = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelStatus {
+    Processing,
+    Completed,
+    Failed,
+}
+
+impl CancelStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CancelStatus::Processing => "processing",
+            CancelStatus::Completed => "completed",
+            CancelStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Processing, Self::Completed, Self::Failed]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// What a cancel matches: each given field narrows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CancelFilter {
+    pub end_user_id: Option<String>,
+    pub invocation_id: Option<String>,
+    pub flow_version: Option<u32>,
+    /// False: the instances stop and their cards stay in the feeds.
+    pub cancel_cards: bool,
+}
+
+impl CancelFilter {
+    /// The optional body of `POST .../task/cancel`. Unknown fields are ignored.
+    pub fn parse(body: Option<&Value>) -> Result<Self, DomainError> {
+        let mut filter = CancelFilter {
+            cancel_cards: true,
+            ..Default::default()
+        };
+        let Some(body) = body else {
+            return Ok(filter);
+        };
+        let Some(obj) = body.as_object() else {
+            return Err(DomainError::invalid("", "the body must be a JSON object"));
+        };
+        let mut errors = Vec::new();
+        let text = |key: &str, errors: &mut Vec<FieldError>| match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.is_empty() && s.chars().count() <= 255 => Some(s.clone()),
+            Some(_) => {
+                errors.push(FieldError::new(
+                    key,
+                    "must be a non-empty string of at most 255 characters",
+                ));
+                None
+            }
+        };
+        filter.end_user_id = text("endUserId", &mut errors);
+        filter.invocation_id = text("flowInvocationId", &mut errors);
+        filter.flow_version = match obj.get("flowConfigVersion") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+                Some(n) if n >= 1 => Some(n),
+                _ => {
+                    errors.push(FieldError::new(
+                        "flowConfigVersion",
+                        "must be a whole number from 1",
+                    ));
+                    None
+                }
+            },
+        };
+        match obj.get("cancelCards") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => filter.cancel_cards = *b,
+            Some(_) => errors.push(FieldError::new("cancelCards", "must be true or false")),
+        }
+        if errors.is_empty() {
+            Ok(filter)
+        } else {
+            Err(DomainError::Validation(errors))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelTask {
+    /// UUID form (spec 2.7).
+    pub id: String,
+    pub environment_id: String,
+    pub flow_id: String,
+    pub filter: CancelFilter,
+    pub status: CancelStatus,
+    /// Flow instances to cancel, counted when work starts.
+    pub expected: Option<u64>,
+    pub actual: u64,
+    pub cards_expected: Option<u64>,
+    pub cards_actual: u64,
+    pub errors: Vec<String>,
+    pub created: Timestamp,
+    pub updated: Timestamp,
+}
+
+impl CancelTask {
+    /// Whether this cancel stops work for `user_id` of an invocation recorded at
+    /// `invocation_created`: only work queued before the cancel was accepted.
+    pub fn covers(
+        &self,
+        invocation_id: &str,
+        flow_version: u32,
+        invocation_created: Timestamp,
+        user_id: &str,
+    ) -> bool {
+        invocation_created <= self.created
+            && self
+                .filter
+                .invocation_id
+                .as_deref()
+                .is_none_or(|i| i == invocation_id)
+            && self.filter.flow_version.is_none_or(|v| v == flow_version)
+            && self
+                .filter
+                .end_user_id
+                .as_deref()
+                .is_none_or(|u| u == user_id)
+    }
+
+    /// Whether it stops the whole invocation (no user filter).
+    pub fn covers_invocation(
+        &self,
+        invocation_id: &str,
+        flow_version: u32,
+        invocation_created: Timestamp,
+    ) -> bool {
+        self.filter.end_user_id.is_none()
+            && self.covers(invocation_id, flow_version, invocation_created, "")
+    }
+
+    /// 0–100: instances handled of those expected.
+    pub fn progress(&self) -> u8 {
+        match (self.status, self.expected) {
+            (CancelStatus::Completed, _) => 100,
+            (_, Some(expected)) if expected > 0 => {
+                ((self.actual.min(expected) * 100) / expected).min(99) as u8
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// A random (version 4) UUID, lowercase.
+pub fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait CancelRepository: Send + Sync {
+    /// Records the marker. On PostgreSQL it first locks the flow's row, so an engine batch of
+    /// the flow either committed before (its cards are then cancelled by the task) or sees the
+    /// marker.
+    async fn create(&self, task: &CancelTask) -> Result<(), StorageError>;
+    async fn get(&self, environment_id: &str, id: &str)
+        -> Result<Option<CancelTask>, StorageError>;
+    /// Takes a processing task whose lease ran out (or never had one) until `lease_until`.
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<CancelTask>, StorageError>;
+    /// Active flow instances the task matches (created up to the task), and their open cards.
+    async fn count(&self, task: &CancelTask) -> Result<(u64, u64), StorageError>;
+    /// In one transaction: cancels up to `limit` matching active instances and (when the task
+    /// says so) their open cards, writing a `card-cancelled` event for each, and adds the counts
+    /// to the task. Returns how many instances were cancelled.
+    async fn cancel_batch(
+        &self,
+        task: &CancelTask,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<u64, StorageError>;
+    /// Saves status, expected counts and errors (not `actual`, which batches add to).
+    async fn save(&self, task: &CancelTask) -> Result<(), StorageError>;
+}
+
+pub struct CancelService {
+    tasks: Arc<dyn CancelRepository>,
+    flows: Arc<dyn FlowRepository>,
+    clock: Arc<dyn Clock>,
+    lease: Duration,
+}
+
+impl CancelService {
+    pub fn new(
+        tasks: Arc<dyn CancelRepository>,
+        flows: Arc<dyn FlowRepository>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            tasks,
+            flows,
+            clock,
+            lease: Duration::seconds(30),
+        }
+    }
+
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Accepts a cancel: the marker is durable when this returns.
+    pub async fn start(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        body: Option<&Value>,
+    ) -> Result<CancelTask, DomainError> {
+        who.authorize(env, Permission::ActionFlowsTrigger)?;
+        let filter = CancelFilter::parse(body)?;
+        self.flows
+            .get(env, flow_id)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::Flow))?;
+        let now = self.clock.now();
+        let task = CancelTask {
+            id: new_uuid(),
+            environment_id: env.to_owned(),
+            flow_id: flow_id.to_owned(),
+            filter,
+            status: CancelStatus::Processing,
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: Vec::new(),
+            created: now,
+            updated: now,
+        };
+        self.tasks.create(&task).await?;
+        Ok(task)
+    }
+
+    pub async fn status(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        task_id: &str,
+    ) -> Result<CancelTask, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        if !is_uuid(task_id) {
+            return Err(DomainError::invalid("taskId", "must be a task id (a UUID)"));
+        }
+        self.tasks
+            .get(env, task_id)
+            .await?
+            .filter(|t| t.flow_id == flow_id)
+            .ok_or(DomainError::NotFound(Resource::Task))
+    }
+
+    /// One unit of background work; false when there was none.
+    pub async fn step(&self) -> Result<bool, StorageError> {
+        let now = self.clock.now();
+        let Some(mut task) = self.tasks.claim(now, now + self.lease).await? else {
+            return Ok(false);
+        };
+        if task.expected.is_none() {
+            let (instances, cards) = self.tasks.count(&task).await?;
+            task.expected = Some(instances);
+            task.cards_expected = Some(if task.filter.cancel_cards { cards } else { 0 });
+            if instances == 0 {
+                task.status = CancelStatus::Failed;
+                task.errors = vec!["no matching flow instances were found".into()];
+            }
+            task.updated = self.clock.now();
+            self.tasks.save(&task).await?;
+            if task.status == CancelStatus::Failed {
+                return Ok(true);
+            }
+        }
+        loop {
+            let done = self
+                .tasks
+                .cancel_batch(&task, CANCEL_BATCH, self.clock.now())
+                .await?;
+            if done < u64::from(CANCEL_BATCH) {
+                break;
+            }
+        }
+        let mut task = self
+            .tasks
+            .get(&task.environment_id, &task.id)
+            .await?
+            .unwrap_or(task);
+        task.status = CancelStatus::Completed;
+        task.updated = self.clock.now();
+        self.tasks.save(&task).await?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        chrono::Utc
+            .timestamp_opt(1_800_000_000 + s, 0)
+            .single()
+            .expect("time")
+    }
+
+    fn task(filter: CancelFilter) -> CancelTask {
+        CancelTask {
+            id: new_uuid(),
+            environment_id: "env".into(),
+            flow_id: "flw".into(),
+            filter,
+            status: CancelStatus::Processing,
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: vec![],
+            created: t(10),
+            updated: t(10),
+        }
+    }
+
+    #[test]
+    fn bodies_parse_with_defaults_and_every_problem() {
+        let f = CancelFilter::parse(None).expect("no body");
+        assert!(f.cancel_cards && f.end_user_id.is_none());
+        let f = CancelFilter::parse(Some(&json!({"endUserId": "u1", "flowInvocationId": "i1", "flowConfigVersion": 2, "cancelCards": false, "other": 1}))).expect("full");
+        assert_eq!(
+            f,
+            CancelFilter {
+                end_user_id: Some("u1".into()),
+                invocation_id: Some("i1".into()),
+                flow_version: Some(2),
+                cancel_cards: false
+            }
+        );
+        let Err(DomainError::Validation(errors)) = CancelFilter::parse(Some(
+            &json!({"endUserId": 3, "flowInvocationId": "", "flowConfigVersion": 0, "cancelCards": "yes"}),
+        )) else {
+            panic!("invalid")
+        };
+        let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "endUserId",
+                "flowInvocationId",
+                "flowConfigVersion",
+                "cancelCards"
+            ]
+        );
+        assert!(CancelFilter::parse(Some(&json!([]))).is_err());
+    }
+
+    #[test]
+    fn markers_cover_only_matching_work_queued_before_them() {
+        let all = task(CancelFilter {
+            cancel_cards: true,
+            ..Default::default()
+        });
+        assert!(all.covers("i1", 1, t(9), "u1"));
+        assert!(all.covers("i1", 1, t(10), "u1"));
+        assert!(
+            !all.covers("i1", 1, t(11), "u1"),
+            "triggered after the cancel"
+        );
+        assert!(all.covers_invocation("i1", 1, t(9)));
+        let one_user = task(CancelFilter {
+            end_user_id: Some("u1".into()),
+            ..Default::default()
+        });
+        assert!(one_user.covers("i1", 1, t(9), "u1"));
+        assert!(!one_user.covers("i1", 1, t(9), "u2"));
+        assert!(!one_user.covers_invocation("i1", 1, t(9)));
+        let narrow = task(CancelFilter {
+            invocation_id: Some("i1".into()),
+            flow_version: Some(2),
+            ..Default::default()
+        });
+        assert!(narrow.covers("i1", 2, t(9), "u"));
+        assert!(!narrow.covers("i2", 2, t(9), "u"));
+        assert!(!narrow.covers("i1", 1, t(9), "u"));
+    }
+
+    fn service(repo: MockCancelRepository) -> CancelService {
+        let mut clock = crate::time::MockClock::new();
+        clock.expect_now().returning(|| t(20));
+        CancelService::new(
+            Arc::new(repo),
+            Arc::new(crate::flow::MockFlowRepository::new()),
+            Arc::new(clock),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_task_matching_nothing_fails_and_one_matching_completes_batch_by_batch() {
+        let mut repo = MockCancelRepository::new();
+        repo.expect_claim()
+            .returning(|_, _| Ok(Some(task(CancelFilter::default()))));
+        repo.expect_count().returning(|_| Ok((0, 0)));
+        repo.expect_save()
+            .withf(|t| {
+                t.status == CancelStatus::Failed && t.expected == Some(0) && t.errors.len() == 1
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        repo.expect_cancel_batch().never();
+        assert!(service(repo).step().await.expect("step"));
+
+        let mut repo = MockCancelRepository::new();
+        repo.expect_claim().returning(|_, _| {
+            Ok(Some(task(CancelFilter {
+                cancel_cards: false,
+                ..Default::default()
+            })))
+        });
+        repo.expect_count().returning(|_| Ok((1_500, 1_500)));
+        let mut batches = vec![500u64, 1_000];
+        repo.expect_cancel_batch()
+            .times(2)
+            .returning(move |_, _, _| Ok(batches.pop().unwrap_or(0)));
+        repo.expect_get().returning(|_, _| Ok(None));
+        let mut saves = vec![CancelStatus::Completed, CancelStatus::Processing];
+        repo.expect_save()
+            .times(2)
+            .withf(|t| t.cards_expected == Some(0) && t.expected == Some(1_500))
+            .returning(move |t| {
+                assert_eq!(Some(t.status), saves.pop());
+                Ok(())
+            });
+        assert!(service(repo).step().await.expect("step"));
+    }
+
+    #[test]
+    fn progress_and_uuids() {
+        let mut t1 = task(CancelFilter::default());
+        assert_eq!(t1.progress(), 0);
+        t1.expected = Some(200);
+        t1.actual = 100;
+        assert_eq!(t1.progress(), 50);
+        t1.actual = 200;
+        assert_eq!(t1.progress(), 99, "100 only once completed");
+        t1.status = CancelStatus::Completed;
+        assert_eq!(t1.progress(), 100);
+        let id = new_uuid();
+        assert!(is_uuid(&id), "{id}");
+        assert_eq!(&id[14..15], "4");
+        assert!(!is_uuid("not-a-uuid"));
+    }
+}

@@ -1,0 +1,2 @@
+DROP INDEX flow_instances_cancel;
+DROP TABLE cancel_tasks;
