@@ -4,6 +4,7 @@
 //! progress cursor — is saved in one transaction, so a crash resumes from the last saved
 //! cursor without losing or duplicating a card.
 
+use crate::trigger::FlowElement;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -220,6 +221,124 @@ impl TriggerService {
         request: TriggerRequest,
     ) -> Result<Triggered, DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
+        let (flow, version, config) = self.runnable(env, flow_id, mode).await?;
+        let known_streams = self.known_streams(env, &request.flows).await?;
+        let mut errors: Vec<FieldError> = Vec::new();
+        for (i, element) in request.flows.iter().enumerate() {
+            let path = format!("flows[{i}]");
+            errors.append(
+                &mut self
+                    .element_problems(
+                        env,
+                        &config,
+                        element,
+                        request.strict_variables,
+                        &path,
+                        &known_streams,
+                    )
+                    .await?,
+            );
+        }
+        if !errors.is_empty() {
+            return Err(DomainError::Validation(errors));
+        }
+        let bulk = request.flows.iter().filter(|f| f.target.is_bulk()).count() as u64;
+        if bulk > 0 && self.invocations.running_bulk(env).await? + bulk > MAX_RUNNING_BULK {
+            return Err(DomainError::RateLimited {
+                retry_after_seconds: 5,
+                message: format!("at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run at once per environment; try again shortly"),
+            });
+        }
+
+        let now = self.clock.now();
+        let invocations: Vec<Invocation> = request
+            .flows
+            .iter()
+            .map(|element| {
+                invocation_of(
+                    env,
+                    &flow.id,
+                    mode,
+                    version,
+                    element,
+                    request.strict_variables,
+                    now,
+                )
+            })
+            .collect();
+        let existing = self.invocations.record(invocations.clone()).await?;
+        for (i, (asked, stored)) in invocations.iter().zip(&existing).enumerate() {
+            if let Some(problem) = reuse_problem(
+                asked,
+                stored.as_ref(),
+                &format!("flows[{i}].flowInvocationId"),
+            ) {
+                return Err(problem);
+            }
+        }
+        Ok(invocations.into_iter().map(|i| i.id).collect())
+    }
+
+    /// For bulk tasks (CSV rows): each element validated and recorded on its own; one bad
+    /// element does not stop the others. Per element, its invocation id or why it was refused.
+    pub async fn record_elements(
+        &self,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+        elements: Vec<FlowElement>,
+    ) -> Result<Vec<Result<String, String>>, DomainError> {
+        let (flow, version, config) = self.runnable(env, flow_id, mode).await?;
+        let known_streams = self.known_streams(env, &elements).await?;
+        let now = self.clock.now();
+        let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
+        let mut valid: Vec<(usize, Invocation)> = Vec::new();
+        for (i, element) in elements.iter().enumerate() {
+            let problems = self
+                .element_problems(env, &config, element, false, "", &known_streams)
+                .await?;
+            if problems.is_empty() {
+                valid.push((
+                    i,
+                    invocation_of(env, &flow.id, mode, version, element, false, now),
+                ));
+                outcome.push(Ok(String::new()));
+            } else {
+                outcome.push(Err(describe(&problems)));
+            }
+        }
+        // A reused id that does not match refuses the whole record call: drop such elements
+        // and record the rest again.
+        for _ in 0..2 {
+            let asked: Vec<Invocation> = valid.iter().map(|(_, inv)| inv.clone()).collect();
+            let stored = self.invocations.record(asked.clone()).await?;
+            let mut refused = Vec::new();
+            for ((i, inv), stored) in valid.iter().zip(&stored) {
+                if let Some(problem) = reuse_problem(inv, stored.as_ref(), "flowInvocationId") {
+                    refused.push(*i);
+                    outcome[*i] = Err(problem.to_string());
+                }
+            }
+            if refused.is_empty() {
+                for (i, inv) in &valid {
+                    outcome[*i] = Ok(inv.id.clone());
+                }
+                return Ok(outcome);
+            }
+            valid.retain(|(i, _)| !refused.contains(i));
+        }
+        Err(DomainError::Storage(StorageError::Unavailable(
+            "invocation ids kept being reused concurrently".into(),
+        )))
+    }
+
+    /// The flow, the version `mode` runs, and its configuration.
+    async fn runnable(
+        &self,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+    ) -> Result<(crate::Flow, u32, Arc<Value>), DomainError> {
         let flow = self
             .flows
             .get(env, flow_id)
@@ -239,107 +358,71 @@ impl TriggerService {
         }
         .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
         let config = self.config(&flow.id, version).await?;
+        Ok((flow, version, config))
+    }
 
-        let mut errors: Vec<FieldError> = Vec::new();
-        // Streams are read only when a request names some (listing them may create the
-        // default stream, which is a write).
-        let names_streams = request
-            .flows
+    /// The environment's stream ids, read only when an element names some (listing them may
+    /// create the default stream, which is a write).
+    async fn known_streams(
+        &self,
+        env: &str,
+        elements: &[FlowElement],
+    ) -> Result<BTreeSet<String>, DomainError> {
+        let names_streams = elements
             .iter()
             .any(|f| f.payload.card_options.target_stream_ids.is_some());
-        let known_streams: BTreeSet<String> = if names_streams {
-            self.streams
-                .list(env, Stream::default_for(env, self.clock.now()))
-                .await?
-                .into_iter()
-                .map(|s| s.id)
-                .collect()
-        } else {
-            BTreeSet::new()
+        if !names_streams {
+            return Ok(BTreeSet::new());
+        }
+        Ok(self
+            .streams
+            .list(env, Stream::default_for(env, self.clock.now()))
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect())
+    }
+
+    /// What is wrong with one element beyond its shape: variables, streams, the segment.
+    async fn element_problems(
+        &self,
+        env: &str,
+        config: &Value,
+        element: &FlowElement,
+        strict: bool,
+        path: &str,
+        known_streams: &BTreeSet<String>,
+    ) -> Result<Vec<FieldError>, DomainError> {
+        let at = |rest: &str| {
+            if path.is_empty() {
+                rest.to_owned()
+            } else {
+                format!("{path}.{rest}")
+            }
         };
-        for (i, element) in request.flows.iter().enumerate() {
-            let path = format!("flows[{i}].payload");
-            if let Err(mut e) = resolve(&config, &element.payload, request.strict_variables, &path)
-            {
-                errors.append(&mut e);
-            }
-            if let Some(ids) = &element.payload.card_options.target_stream_ids {
-                for (j, id) in ids.iter().enumerate() {
-                    if !known_streams.contains(id) {
-                        errors.push(FieldError::new(
-                            format!("{path}.cardOptions.targetStreamIds[{j}]"),
-                            format!("`{id}` is not a stream of this environment"),
-                        ));
-                    }
-                }
-            }
-            if let Target::Segment(segment) = &element.target {
-                if self.segments.get(env, segment).await?.is_none() {
+        let mut errors = Vec::new();
+        if let Err(mut e) = resolve(config, &element.payload, strict, &at("payload")) {
+            errors.append(&mut e);
+        }
+        if let Some(ids) = &element.payload.card_options.target_stream_ids {
+            for (j, id) in ids.iter().enumerate() {
+                if !known_streams.contains(id) {
                     errors.push(FieldError::new(
-                        format!("flows[{i}].target.targetSegmentId"),
-                        format!("`{segment}` is not a segment of this environment"),
+                        at(&format!("payload.cardOptions.targetStreamIds[{j}]")),
+                        format!("`{id}` is not a stream of this environment"),
                     ));
                 }
             }
         }
-        if !errors.is_empty() {
-            return Err(DomainError::Validation(errors));
-        }
-        let bulk = request.flows.iter().filter(|f| f.target.is_bulk()).count() as u64;
-        if bulk > 0 && self.invocations.running_bulk(env).await? + bulk > MAX_RUNNING_BULK {
-            return Err(DomainError::RateLimited {
-                retry_after_seconds: 5,
-                message: format!("at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run at once per environment; try again shortly"),
-            });
-        }
-
-        let now = self.clock.now();
-        let invocations: Vec<Invocation> = request
-            .flows
-            .iter()
-            .map(|element| Invocation {
-                environment_id: env.to_owned(),
-                id: element
-                    .invocation_id
-                    .clone()
-                    .unwrap_or_else(|| new_id(IdKind::Invocation)),
-                flow_id: flow.id.clone(),
-                mode,
-                flow_version: version,
-                fingerprint: fingerprint(element),
-                target: element.raw_target.clone(),
-                payload: element.raw_payload.clone(),
-                strict_variables: request.strict_variables,
-                bulk: element.target.is_bulk(),
-                status: InvocationStatus::Pending,
-                users_targeted: 0,
-                cards_created: 0,
-                errors: Vec::new(),
-                cursor: None,
-                created: now,
-                updated: now,
-            })
-            .collect();
-        let existing = self.invocations.record(invocations.clone()).await?;
-        for (i, (asked, stored)) in invocations.iter().zip(&existing).enumerate() {
-            let Some(stored) = stored else { continue };
-            if stored.flow_id != asked.flow_id || stored.mode != asked.mode {
-                return Err(DomainError::InvocationMismatch(format!(
-                    "flows[{i}].flowInvocationId `{}` was used with {} in {} mode; an invocation id belongs to one flow and one mode",
-                    asked.id, stored.flow_id, stored.mode.as_str()
-                )));
-            }
-            if stored.fingerprint != asked.fingerprint {
-                return Err(DomainError::conflict(
-                    ConflictKind::InvocationConflict,
-                    format!(
-                        "flows[{i}].flowInvocationId `{}` was used with another target or payload",
-                        asked.id
-                    ),
+        if let Target::Segment(segment) = &element.target {
+            if self.segments.get(env, segment).await?.is_none() {
+                errors.push(FieldError::new(
+                    at("target.targetSegmentId"),
+                    format!("`{segment}` is not a segment of this environment"),
                 ));
             }
         }
-        Ok(invocations.into_iter().map(|i| i.id).collect())
+        Ok(errors)
     }
 
     pub async fn invocation(
@@ -595,6 +678,79 @@ impl Engine {
             .collect();
         Ok(Audience { users, next })
     }
+}
+
+fn invocation_of(
+    env: &str,
+    flow_id: &str,
+    mode: Mode,
+    version: u32,
+    element: &FlowElement,
+    strict_variables: bool,
+    now: Timestamp,
+) -> Invocation {
+    Invocation {
+        environment_id: env.to_owned(),
+        id: element
+            .invocation_id
+            .clone()
+            .unwrap_or_else(|| new_id(IdKind::Invocation)),
+        flow_id: flow_id.to_owned(),
+        mode,
+        flow_version: version,
+        fingerprint: fingerprint(element),
+        target: element.raw_target.clone(),
+        payload: element.raw_payload.clone(),
+        strict_variables,
+        bulk: element.target.is_bulk(),
+        status: InvocationStatus::Pending,
+        users_targeted: 0,
+        cards_created: 0,
+        errors: Vec::new(),
+        cursor: None,
+        created: now,
+        updated: now,
+    }
+}
+
+/// Why a stored invocation with the asked id refuses the request (422 or 409), if it does.
+fn reuse_problem(
+    asked: &Invocation,
+    stored: Option<&Invocation>,
+    path: &str,
+) -> Option<DomainError> {
+    let stored = stored?;
+    if stored.flow_id != asked.flow_id || stored.mode != asked.mode {
+        return Some(DomainError::InvocationMismatch(format!(
+            "{path} `{}` was used with {} in {} mode; an invocation id belongs to one flow and one mode",
+            asked.id, stored.flow_id, stored.mode.as_str()
+        )));
+    }
+    if stored.fingerprint != asked.fingerprint {
+        return Some(DomainError::conflict(
+            ConflictKind::InvocationConflict,
+            format!(
+                "{path} `{}` was used with another target or payload",
+                asked.id
+            ),
+        ));
+    }
+    None
+}
+
+/// Field problems as one line: `path: message; ...`.
+fn describe(problems: &[FieldError]) -> String {
+    problems
+        .iter()
+        .map(|e| {
+            if e.field.is_empty() {
+                e.message.clone()
+            } else {
+                format!("{}: {}", e.field, e.message)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
