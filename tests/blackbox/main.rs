@@ -3,6 +3,7 @@
 
 mod audience;
 mod auth;
+mod bulk;
 mod cancel;
 mod flows;
 mod folders;

@@ -408,6 +408,26 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "get",
             &["200", "400", "401", "403", "404"],
         ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task",
+            "post",
+            &["201", "401", "403", "404", "429"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test",
+            "post",
+            &["201", "401", "403", "404", "429"],
+        ),
+        (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/uploads/csv/{token}",
+            "put",
+            &["200", "400", "403", "409", "413", "415"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -441,7 +461,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 44, "a new endpoint must be added to this test");
+    assert_eq!(paths, 48, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -25,6 +25,7 @@ pub enum KeyError {
 
 struct Key {
     id: String,
+    bytes: Vec<u8>,
     cipher: Aes256Gcm,
 }
 
@@ -39,7 +40,7 @@ impl Key {
         let digest = Sha256::digest(&bytes);
         let id = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
         let cipher = Aes256Gcm::new_from_slice(&bytes).map_err(|_| KeyError::WrongLength(0))?;
-        Ok(Key { id, cipher })
+        Ok(Key { id, bytes, cipher })
     }
 }
 
@@ -72,6 +73,18 @@ impl SecretBox {
         let mut bytes = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut bytes);
         STANDARD.encode(bytes)
+    }
+
+    /// A key for another purpose (signing upload URLs, ...), derived from the current key:
+    /// HMAC-SHA256(key, purpose). Rotating the key changes it.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = match <hmac::Hmac<Sha256> as Mac>::new_from_slice(&self.current.bytes) {
+            Ok(m) => m,
+            Err(_) => return [0; 32],
+        };
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
     }
 
     /// The id of the sealing key (safe to log).

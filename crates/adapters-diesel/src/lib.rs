@@ -10,6 +10,7 @@
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 
 mod audience;
+mod bulk;
 mod cancel;
 pub mod crypto;
 pub mod db;
@@ -25,6 +26,7 @@ pub mod testing;
 mod webhooks;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
+pub use bulk::DieselBulkRepository;
 pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
 pub use db::{Backend, Database, DatabaseError};

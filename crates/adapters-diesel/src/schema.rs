@@ -306,6 +306,33 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    bulk_tasks (id) {
+        id -> BigInt,
+        environment_id -> Text,
+        flow_id -> Text,
+        mode -> Text,
+        status -> Text,
+        header -> Nullable<Text>,
+        rows_total -> BigInt,
+        rows_processed -> BigInt,
+        rows_failed -> BigInt,
+        errors -> Text,
+        cursor -> BigInt,
+        lease_until -> Nullable<Timestamp>,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
+    bulk_rows (task_id, row_number) {
+        task_id -> BigInt,
+        row_number -> BigInt,
+        cells -> Text,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -328,4 +355,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_deliveries,
     webhook_attempts,
     cancel_tasks,
+    bulk_tasks,
+    bulk_rows,
 );

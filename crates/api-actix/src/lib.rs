@@ -38,6 +38,7 @@ pub struct AppState {
     pub cards: Arc<CardService>,
     pub webhooks: Arc<domain::webhook::WebhookService>,
     pub cancels: Arc<domain::cancel::CancelService>,
+    pub bulk: Arc<domain::bulk::BulkService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -56,6 +57,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::trigger::configure(cfg);
     routes::webhooks::configure(cfg);
     routes::tasks::configure(cfg);
+    routes::bulk::configure(cfg);
     openapi::configure(cfg);
 }
 

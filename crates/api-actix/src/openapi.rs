@@ -8,7 +8,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, credentials, environments, flows, folders, oauth, ops, tasks, trigger, webhooks,
+    audience, bulk, credentials, environments, flows, folders, oauth, ops, tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -28,7 +28,7 @@ every response carries `X-Request-Id`.",
         audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,
         audience::update_segment, audience::delete_segment, audience::list_streams,
         audience::create_stream, audience::delete_stream,
-        tasks::cancel, tasks::cancel_status,
+        tasks::cancel, tasks::cancel_status, bulk::create_live, bulk::create_test, bulk::status, bulk::upload,
         trigger::start, trigger::test, trigger::invocation, trigger::feed, trigger::act, trigger::events,
         webhooks::subscribe, webhooks::list, webhooks::get, webhooks::disable, webhooks::enable,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend, webhooks::recover,

@@ -281,6 +281,7 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::SubscriptionLimit => "webhook_limit_reached",
         ConflictKind::SubscriptionEnabled => "webhook_enabled",
         ConflictKind::SubscriptionDisabled => "webhook_disabled",
+        ConflictKind::AlreadyUploaded => "already_uploaded",
     }
 }
 

@@ -90,6 +90,8 @@ pub enum ConflictKind {
     SubscriptionEnabled,
     /// Resend or recover on a disabled subscription.
     SubscriptionDisabled,
+    /// A second upload to a bulk task's upload URL.
+    AlreadyUploaded,
 }
 
 #[derive(Debug, thiserror::Error)]

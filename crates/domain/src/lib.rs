@@ -6,6 +6,7 @@
 //! (and of other crates) can use generated mocks.
 
 pub mod audience;
+pub mod bulk;
 pub mod cancel;
 pub mod card;
 pub mod error;

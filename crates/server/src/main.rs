@@ -282,6 +282,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )),
     );
     let secrets = Arc::new(secret_box(&settings)?);
+    let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
     tracing::info!(
         key_id = secrets.key_id(),
         "secrets at rest sealed with AES-256-GCM"
@@ -314,6 +315,27 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             settings.engine_lease_seconds as i64,
         )),
     );
+    let triggers = Arc::new(TriggerService::new(
+        flows.clone(),
+        invocations.clone(),
+        segments.clone(),
+        streams.clone(),
+        clock.clone(),
+    ));
+    let bulk = Arc::new(
+        domain::bulk::BulkService::new(
+            Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone())),
+            flows.clone(),
+            users.clone(),
+            triggers.clone(),
+            invocations.clone(),
+            clock.clone(),
+            upload_key,
+        )
+        .with_lease(chrono::Duration::seconds(
+            settings.engine_lease_seconds as i64,
+        )),
+    );
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -329,13 +351,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             streams.clone(),
             clock.clone(),
         )),
-        triggers: Arc::new(TriggerService::new(
-            flows,
-            invocations,
-            segments,
-            streams,
-            clock.clone(),
-        )),
+        triggers: triggers.clone(),
         cards: cards.clone(),
         webhooks: Arc::new(domain::webhook::WebhookService::new(
             webhook_repo,
@@ -343,6 +359,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             clock.clone(),
         )),
         cancels: cancels.clone(),
+        bulk: bulk.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings
@@ -352,6 +369,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     workers::spawn(engine, cards, 2);
     workers::spawn_cancels(cancels);
+    workers::spawn_bulk(bulk);
     workers::spawn_deliveries(
         deliveries,
         settings.webhook_concurrency,

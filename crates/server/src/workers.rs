@@ -64,6 +64,22 @@ pub fn spawn_cancels(cancels: Arc<domain::cancel::CancelService>) {
     });
 }
 
+/// The CSV worker: hands uploaded rows to the engine, a step at a time.
+pub fn spawn_bulk(bulk: Arc<domain::bulk::BulkService>) {
+    tokio::spawn(async move {
+        loop {
+            match bulk.step().await {
+                Ok(true) => {}
+                Ok(false) => tokio::time::sleep(IDLE).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "bulk task step failed");
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+        }
+    });
+}
+
 /// Calls in flight from this process, in all.
 const MAX_IN_FLIGHT: usize = 1_024;
 /// Outcomes saved per transaction, at most.

@@ -1,6 +1,7 @@
 //! Route handlers: each translates HTTP to a domain call and the answer back. No rules here.
 
 pub mod audience;
+pub mod bulk;
 pub mod credentials;
 pub mod environments;
 pub mod flows;

@@ -1,0 +1,401 @@
+//! Bulk (CSV) tasks and their rows.
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError, MAX_ROW_ERRORS};
+use domain::trigger::Mode;
+use domain::{StorageError, Timestamp};
+
+use crate::db::{AnyConnection, Database, Failure};
+use crate::error::corrupt;
+use crate::schema::{bulk_rows, bulk_tasks};
+
+const INSERT_CHUNK: usize = 1_000;
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = bulk_tasks)]
+struct TaskRow {
+    id: i64,
+    environment_id: String,
+    flow_id: String,
+    mode: String,
+    status: String,
+    header: Option<String>,
+    rows_total: i64,
+    rows_processed: i64,
+    rows_failed: i64,
+    errors: String,
+    cursor: i64,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = bulk_tasks)]
+struct NewTask<'a> {
+    environment_id: &'a str,
+    flow_id: &'a str,
+    mode: &'a str,
+    status: &'a str,
+    rows_total: i64,
+    rows_processed: i64,
+    rows_failed: i64,
+    errors: &'a str,
+    cursor: i64,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = bulk_rows)]
+struct RowRow {
+    task_id: i64,
+    row_number: i64,
+    cells: String,
+}
+
+fn n(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
+    Ok(BulkTask {
+        mode: match row.mode.as_str() {
+            "live" => Mode::Live,
+            "test" => Mode::Test,
+            other => return Err(corrupt("bulk task mode", other)),
+        },
+        status: BulkStatus::parse(&row.status)
+            .ok_or_else(|| corrupt("bulk task status", &row.status))?,
+        header: row
+            .header
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| corrupt("bulk task header", e))?,
+        errors: serde_json::from_str(&row.errors).map_err(|e| corrupt("bulk task errors", e))?,
+        id: row.id,
+        environment_id: row.environment_id,
+        flow_id: row.flow_id,
+        rows_total: n(row.rows_total),
+        rows_processed: n(row.rows_processed),
+        rows_failed: n(row.rows_failed),
+        cursor: n(row.cursor),
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    })
+}
+
+fn load(conn: &mut AnyConnection, env: &str, id: i64) -> Result<Option<TaskRow>, Failure> {
+    Ok(bulk_tasks::table
+        .filter(bulk_tasks::environment_id.eq(env))
+        .filter(bulk_tasks::id.eq(id))
+        .select(TaskRow::as_select())
+        .first(conn)
+        .optional()?)
+}
+
+pub struct DieselBulkRepository {
+    db: Database,
+}
+
+impl DieselBulkRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl BulkRepository for DieselBulkRepository {
+    async fn create(&self, t: &BulkTask) -> Result<i64, StorageError> {
+        let t = t.clone();
+        self.db
+            .transaction(move |conn| {
+                let new = NewTask {
+                    environment_id: &t.environment_id,
+                    flow_id: &t.flow_id,
+                    mode: t.mode.as_str(),
+                    status: t.status.as_str(),
+                    rows_total: 0,
+                    rows_processed: 0,
+                    rows_failed: 0,
+                    errors: "[]",
+                    cursor: 0,
+                    created: t.created.naive_utc(),
+                    updated: t.updated.naive_utc(),
+                };
+                let id: i64 = crate::per_backend!(&mut *conn, c => diesel::insert_into(bulk_tasks::table)
+                    .values(&new)
+                    .returning(bulk_tasks::id)
+                    .get_result(c))?;
+                Ok(id)
+            })
+            .await
+    }
+
+    async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError> {
+        let env = environment_id.to_owned();
+        let row = self.db.run(move |conn| load(conn, &env, id)).await?;
+        row.map(task).transpose()
+    }
+
+    async fn running(
+        &self,
+        environment_id: &str,
+        pending_since: Timestamp,
+    ) -> Result<u64, StorageError> {
+        let env = environment_id.to_owned();
+        let since = pending_since.naive_utc();
+        let count: i64 = self
+            .db
+            .run(move |conn| {
+                Ok(bulk_tasks::table
+                    .filter(bulk_tasks::environment_id.eq(env))
+                    .filter(
+                        bulk_tasks::status.eq_any(["uploading", "processing"]).or(
+                            bulk_tasks::status
+                                .eq("pending")
+                                .and(bulk_tasks::created.gt(since)),
+                        ),
+                    )
+                    .count()
+                    .get_result(conn)?)
+            })
+            .await?;
+        Ok(n(count))
+    }
+
+    async fn begin_upload(
+        &self,
+        environment_id: &str,
+        id: i64,
+        now: Timestamp,
+    ) -> Result<bool, StorageError> {
+        let env = environment_id.to_owned();
+        let now = now.naive_utc();
+        let changed = self
+            .db
+            .transaction(move |conn| {
+                Ok(diesel::update(
+                    bulk_tasks::table
+                        .filter(bulk_tasks::environment_id.eq(env))
+                        .filter(bulk_tasks::id.eq(id))
+                        .filter(bulk_tasks::status.eq("pending")),
+                )
+                .set((
+                    bulk_tasks::status.eq("uploading"),
+                    bulk_tasks::updated.eq(now),
+                ))
+                .execute(conn)?)
+            })
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn add_rows(
+        &self,
+        _environment_id: &str,
+        id: i64,
+        rows: Vec<(u64, Vec<String>)>,
+    ) -> Result<(), StorageError> {
+        let rows: Vec<RowRow> = rows
+            .into_iter()
+            .map(|(number, cells)| RowRow {
+                task_id: id,
+                row_number: i(number),
+                cells: serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()),
+            })
+            .collect();
+        self.db
+            .transaction(move |conn| {
+                for chunk in rows.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(bulk_rows::table).values(chunk).execute(c))?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn finish_upload(
+        &self,
+        environment_id: &str,
+        id: i64,
+        header: Vec<String>,
+        rows: u64,
+        now: Timestamp,
+    ) -> Result<(), StorageError> {
+        let env = environment_id.to_owned();
+        let header = serde_json::to_string(&header).map_err(|e| corrupt("header", e))?;
+        let now = now.naive_utc();
+        self.db
+            .transaction(move |conn| {
+                diesel::update(
+                    bulk_tasks::table
+                        .filter(bulk_tasks::environment_id.eq(env))
+                        .filter(bulk_tasks::id.eq(id)),
+                )
+                .set((
+                    bulk_tasks::status.eq("processing"),
+                    bulk_tasks::header.eq(Some(header)),
+                    bulk_tasks::rows_total.eq(i(rows)),
+                    bulk_tasks::updated.eq(now),
+                ))
+                .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn fail(
+        &self,
+        environment_id: &str,
+        id: i64,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<(), StorageError> {
+        let env = environment_id.to_owned();
+        let errors = serde_json::to_string(&[RowError {
+            row: 0,
+            message: reason,
+        }])
+        .map_err(|e| corrupt("errors", e))?;
+        let now = now.naive_utc();
+        self.db
+            .transaction(move |conn| {
+                diesel::delete(bulk_rows::table.filter(bulk_rows::task_id.eq(id))).execute(conn)?;
+                diesel::update(
+                    bulk_tasks::table
+                        .filter(bulk_tasks::environment_id.eq(env))
+                        .filter(bulk_tasks::id.eq(id)),
+                )
+                .set((
+                    bulk_tasks::status.eq("failed"),
+                    bulk_tasks::errors.eq(errors),
+                    bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
+                    bulk_tasks::updated.eq(now),
+                ))
+                .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<BulkTask>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let row = self
+            .db
+            .transaction(move |conn| {
+                let due = bulk_tasks::table
+                    .filter(bulk_tasks::status.eq("processing"))
+                    .filter(
+                        bulk_tasks::lease_until
+                            .is_null()
+                            .or(bulk_tasks::lease_until.lt(now)),
+                    )
+                    .order(bulk_tasks::id)
+                    .select((bulk_tasks::environment_id, bulk_tasks::id));
+                let key: Option<(String, i64)> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due
+                        .limit(1)
+                        .for_update()
+                        .skip_locked()
+                        .first(c)
+                        .optional()?,
+                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
+                };
+                let Some((env, id)) = key else {
+                    return Ok(None);
+                };
+                diesel::update(bulk_tasks::table.filter(bulk_tasks::id.eq(id)))
+                    .set(bulk_tasks::lease_until.eq(Some(lease)))
+                    .execute(conn)?;
+                load(conn, &env, id)
+            })
+            .await?;
+        row.map(task).transpose()
+    }
+
+    async fn rows(
+        &self,
+        _environment_id: &str,
+        id: i64,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, Vec<String>)>, StorageError> {
+        let rows: Vec<(i64, String)> = self
+            .db
+            .run(move |conn| {
+                Ok(bulk_rows::table
+                    .filter(bulk_rows::task_id.eq(id))
+                    .filter(bulk_rows::row_number.gt(i(after)))
+                    .order(bulk_rows::row_number)
+                    .limit(i64::from(limit))
+                    .select((bulk_rows::row_number, bulk_rows::cells))
+                    .load(conn)?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(number, cells)| {
+                Ok((
+                    n(number),
+                    serde_json::from_str(&cells).map_err(|e| corrupt("bulk row", e))?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn save_progress(
+        &self,
+        t: &BulkTask,
+        from_cursor: u64,
+        handled: u64,
+        failed: u64,
+        errors: Vec<RowError>,
+    ) -> Result<(), StorageError> {
+        let t = t.clone();
+        self.db
+            .transaction(move |conn| {
+                let Some(current) = load(conn, &t.environment_id, t.id)? else {
+                    return Ok(());
+                };
+                if n(current.cursor) != from_cursor || current.status != "processing" {
+                    // Another worker took over after this one's lease ran out.
+                    return Ok(());
+                }
+                let mut kept: Vec<RowError> = serde_json::from_str(&current.errors)
+                    .map_err(|e| Failure::Domain(corrupt("errors", e)))?;
+                kept.extend(errors);
+                kept.truncate(MAX_ROW_ERRORS);
+                diesel::delete(
+                    bulk_rows::table
+                        .filter(bulk_rows::task_id.eq(t.id))
+                        .filter(bulk_rows::row_number.le(i(t.cursor))),
+                )
+                .execute(conn)?;
+                diesel::update(bulk_tasks::table.filter(bulk_tasks::id.eq(t.id)))
+                    .set((
+                        bulk_tasks::status.eq(t.status.as_str()),
+                        bulk_tasks::cursor.eq(i(t.cursor)),
+                        bulk_tasks::rows_processed.eq(bulk_tasks::rows_processed + i(handled)),
+                        bulk_tasks::rows_failed.eq(bulk_tasks::rows_failed + i(failed)),
+                        bulk_tasks::errors
+                            .eq(serde_json::to_string(&kept).unwrap_or_else(|_| "[]".into())),
+                        // The step is done: the next may be claimed at once.
+                        bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
+                        bulk_tasks::updated.eq(t.updated.naive_utc()),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,442 @@
+//! Bulk start from CSV (spec 2.6, 4.2; contract §5): tasks, their status, and the upload URL
+//! this service serves. The upload is parsed while it arrives (never held whole): chunks go to
+//! a CSV reader on a blocking thread, rows come back in batches and are stored as they come.
+
+use std::io::Read;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::web::Bytes;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::bulk::{BulkTask, GrantError, UploadError, UploadGrant, MAX_UPLOAD_BYTES};
+use domain::trigger::Mode;
+use domain::DomainError;
+use futures_util::StreamExt;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::timestamp;
+use crate::auth::Caller;
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
+const FORBIDDEN: &str = "Needs role `events` (or the `action_flows:trigger` scope)";
+/// Rows per stored batch while uploading.
+const UPLOAD_BATCH: usize = 2_000;
+
+#[derive(Serialize, ToSchema)]
+pub struct RowErrorDto {
+    /// 1 is the first row after the header; 0 is the file as a whole.
+    pub row: u64,
+    pub message: String,
+}
+
+/// A bulk start task (spec 2.6, contract §5).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkTaskDto {
+    pub id: i64,
+    /// `pending` (waiting for the upload), `processing`, `completed` or `failed`.
+    pub status: String,
+    pub rows_total: u64,
+    pub rows_processed: u64,
+    pub rows_failed: u64,
+    /// The first 100 row errors.
+    pub errors: Vec<RowErrorDto>,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+}
+
+impl From<BulkTask> for BulkTaskDto {
+    fn from(t: BulkTask) -> Self {
+        BulkTaskDto {
+            id: t.id,
+            status: t.status.public().into(),
+            rows_total: t.rows_total,
+            rows_processed: t.rows_processed,
+            rows_failed: t.rows_failed,
+            errors: t
+                .errors
+                .into_iter()
+                .map(|e| RowErrorDto {
+                    row: e.row,
+                    message: e.message,
+                })
+                .collect(),
+            created: timestamp(&t.created),
+            updated: timestamp(&t.updated),
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkCreated {
+    pub task: BulkTaskDto,
+    /// PUT (or POST) the file here within 5 minutes, `Content-Type: text/csv`, no
+    /// Authorization.
+    pub upload_url: String,
+    pub status_url: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BulkCreatedResponse {
+    pub data: BulkCreated,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkStatus {
+    pub task: BulkTaskDto,
+    pub status_url: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BulkStatusResponse {
+    pub data: BulkStatus,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UploadedResponse {
+    pub data: UploadedTask,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct UploadedTask {
+    pub task: BulkTaskDto,
+}
+
+fn status_url(state: &AppState, env: &str, flow: &str, id: i64) -> String {
+    format!(
+        "{}/v1/{env}/action-flow/{flow}/csv-task/{id}/status",
+        state.public_url
+    )
+}
+
+async fn create(
+    state: &AppState,
+    caller: Caller,
+    env: &str,
+    flow: &str,
+    mode: Mode,
+) -> Result<HttpResponse, ApiError> {
+    let (task, token) = state.bulk.create(&caller.0, env, flow, mode).await?;
+    let status_url = status_url(state, env, flow, task.id);
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, status_url.clone()))
+        .json(BulkCreatedResponse {
+            data: BulkCreated {
+                task: task.into(),
+                upload_url: format!("{}/uploads/csv/{token}", state.public_url),
+                status_url,
+            },
+        }))
+}
+
+/// Create a live bulk start task (published flows; every user).
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task", tag = "triggers", operation_id = "createCsvTask",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
+    responses(
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such Action Flow, or no published configuration", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Five bulk tasks already run in the environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_live(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow) = path.into_inner();
+    create(&state, caller, &env, &flow, Mode::Live).await
+}
+
+/// Create a test bulk start task (the draft if any; test users only).
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test", tag = "triggers", operation_id = "createCsvTestTask",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
+    responses(
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such Action Flow, or no configuration", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Five bulk tasks already run in the environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_test(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow) = path.into_inner();
+    create(&state, caller, &env, &flow, Mode::Test).await
+}
+
+/// The status of a bulk start task (live or test).
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status", tag = "triggers", operation_id = "csvTaskStatus",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Action Flow id"),
+        ("taskId" = String, Path, description = "The task's integer id"),
+    ),
+    responses(
+        (status = 200, description = "The task", body = BulkStatusResponse),
+        (status = 400, description = "The task id is not a positive whole number", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such task of this flow", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn status(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow, id) = path.into_inner();
+    let task = state.bulk.status(&caller.0, &env, &flow, &id).await?;
+    let status_url = status_url(&state, &env, &flow, task.id);
+    Ok(HttpResponse::Ok().json(BulkStatusResponse {
+        data: BulkStatus {
+            task: task.into(),
+            status_url,
+        },
+    }))
+}
+
+/// Reads what the upload handler forwards, as a blocking `Read` for the CSV parser.
+struct ChunkReader {
+    chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(next) => self.current = next,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+/// Parses the stream: checks the header, sends rows in batches. Returns (header, rows).
+fn parse(
+    chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    rows: tokio::sync::mpsc::Sender<Vec<(u64, Vec<String>)>>,
+) -> Result<(Vec<String>, u64), String> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(ChunkReader {
+            chunks,
+            current: Bytes::new(),
+        });
+    let header: Vec<String> = reader
+        .byte_headers()
+        .map_err(|e| format!("the header cannot be read: {e}"))?
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    if header.iter().all(String::is_empty) {
+        return Err("the file is empty: it needs a header row".into());
+    }
+    domain::bulk::CsvHeader::parse(&header).map_err(|e| format!("invalid header: {e}"))?;
+    let mut batch = Vec::with_capacity(UPLOAD_BATCH);
+    let mut count = 0u64;
+    let mut record = csv::ByteRecord::new();
+    loop {
+        match reader.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {
+                count += 1;
+                let cells = record
+                    .iter()
+                    .map(|c| String::from_utf8_lossy(c).into_owned())
+                    .collect();
+                batch.push((count, cells));
+                if batch.len() == UPLOAD_BATCH
+                    && rows.blocking_send(std::mem::take(&mut batch)).is_err()
+                {
+                    return Err("the rows could not be stored".into());
+                }
+            }
+            Err(e) => return Err(format!("row {}: {e}", count + 1)),
+        }
+    }
+    if !batch.is_empty() && rows.blocking_send(batch).is_err() {
+        return Err("the rows could not be stored".into());
+    }
+    Ok((header, count))
+}
+
+fn upload_refused(e: UploadError) -> ApiError {
+    match e {
+        UploadError::Grant(GrantError::Tampered) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "upload_url_invalid",
+            "Forbidden",
+            GrantError::Tampered.to_string(),
+        ),
+        UploadError::Grant(GrantError::Expired) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "upload_url_expired",
+            "Forbidden",
+            GrantError::Expired.to_string(),
+        ),
+        other => DomainError::from(other).into(),
+    }
+}
+
+/// Upload the CSV file of a bulk start task: the URL is the credential (no Authorization).
+#[utoipa::path(
+    put, path = "/uploads/csv/{token}", tag = "triggers", operation_id = "uploadCsv",
+    params(("token" = String, Path, description = "From the task's `uploadUrl`")),
+    request_body(content = String, content_type = "text/csv", description = "Header row, then one row per flow element; at most 32 MiB"),
+    responses(
+        (status = 200, description = "Stored; the task is processing", body = UploadedResponse),
+        (status = 400, description = "The header or a row cannot be read (`invalid_csv`); the task failed", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Tampered with (`upload_url_invalid`) or expired (`upload_url_expired`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The task already has its upload (`already_uploaded`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over 32 MiB; the task failed", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Content-Type is not text/csv", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn upload(
+    state: web::Data<AppState>,
+    token: web::Path<String>,
+    req: HttpRequest,
+    mut payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let is_csv = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v: &HeaderValue| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/csv"));
+    if !is_csv {
+        return Err(ApiError::unsupported_media_type("text/csv"));
+    }
+    let grant: UploadGrant = state
+        .bulk
+        .begin_upload(&token)
+        .await
+        .map_err(upload_refused)?;
+
+    let (chunk_tx, chunk_rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<(u64, Vec<String>)>>(2);
+    let parser = actix_web::rt::task::spawn_blocking(move || parse(chunk_rx, rows_tx));
+    let writer = {
+        let (bulk, grant) = (state.bulk.clone(), grant.clone());
+        actix_web::rt::spawn(async move {
+            while let Some(batch) = rows_rx.recv().await {
+                bulk.add_rows(&grant, batch).await?;
+            }
+            Ok::<(), domain::StorageError>(())
+        })
+    };
+    let mut received = 0usize;
+    let mut refused: Option<ApiError> = None;
+    while let Some(chunk) = payload.next().await {
+        match chunk {
+            Ok(bytes) => {
+                received += bytes.len();
+                if received > MAX_UPLOAD_BYTES {
+                    refused = Some(ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        "Payload too large",
+                        "the file exceeds 32 MiB; the task failed, create another",
+                    ));
+                    break;
+                }
+                if chunk_tx.send(bytes).await.is_err() {
+                    break; // the parser stopped: its error says why
+                }
+            }
+            Err(e) => {
+                refused = Some(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "upload_incomplete",
+                    "Upload incomplete",
+                    format!("the upload broke off: {e}; the task failed, create another"),
+                ));
+                break;
+            }
+        }
+    }
+    drop(chunk_tx);
+    let parsed = parser
+        .await
+        .unwrap_or_else(|e| Err(format!("the parser failed: {e}")));
+    let written = writer
+        .await
+        .unwrap_or_else(|e| Err(domain::StorageError::Internal(e.to_string())));
+    let failure = match (refused, parsed, written) {
+        (Some(refused), _, _) => Some((refused.code().to_owned(), refused)),
+        (None, _, Err(e)) => Some(("storage".into(), DomainError::Storage(e).into())),
+        (None, Err(message), Ok(())) => Some((
+            message.clone(),
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_csv",
+                "Invalid CSV",
+                format!("{message}; the task failed, create another"),
+            ),
+        )),
+        (None, Ok((header, rows)), Ok(())) => {
+            let task = state.bulk.finish_upload(&grant, header, rows).await?;
+            return Ok(HttpResponse::Ok().json(UploadedResponse {
+                data: UploadedTask { task: task.into() },
+            }));
+        }
+    };
+    let Some((reason, error)) = failure else {
+        return Err(ApiError::internal());
+    };
+    let reason = match error.code() {
+        "payload_too_large" => "the upload exceeded 32 MiB".to_owned(),
+        "upload_incomplete" => "the upload broke off".to_owned(),
+        _ => reason,
+    };
+    state
+        .bulk
+        .fail_upload(&grant, reason)
+        .await
+        .map_err(DomainError::Storage)?;
+    Err(error)
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/csv-task")
+            .route(web::post().to(create_live)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test")
+            .route(web::post().to(create_test)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status")
+            .route(web::get().to(status)),
+    )
+    .service(
+        web::resource("/uploads/csv/{token}")
+            .route(web::put().to(upload))
+            .route(web::post().to(upload)),
+    );
+}

@@ -1,0 +1,2 @@
+DROP TABLE bulk_rows;
+DROP TABLE bulk_tasks;
