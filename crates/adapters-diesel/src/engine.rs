@@ -15,7 +15,7 @@ use crate::schema::{analytics_events, card_instances, flow_instances, invocation
 const INSERT_CHUNK: usize = 500;
 
 #[derive(Queryable, Selectable, Insertable)]
-#[diesel(table_name = invocations)]
+#[diesel(table_name = invocations, treat_none_as_default_value = false)]
 struct InvocationRow {
     environment_id: String,
     id: String,
@@ -295,32 +295,53 @@ impl InvocationRepository for DieselInvocationRepository {
             let outcome = self
                 .db
                 .transaction(move |conn| {
-                    let mut stored = Vec::with_capacity(asked.len());
+                    // One read for every asked id of the environment(s), one multi-row insert
+                    // for the new ones.
+                    let mut stored: Vec<Option<InvocationRow>> = Vec::with_capacity(asked.len());
+                    let mut found: std::collections::HashMap<(String, String), InvocationRow> = std::collections::HashMap::new();
+                    let mut envs: Vec<&str> = asked.iter().map(|i| i.environment_id.as_str()).collect();
+                    envs.sort_unstable();
+                    envs.dedup();
+                    for env in envs {
+                        let ids: Vec<&str> = asked.iter().filter(|i| i.environment_id == env).map(|i| i.id.as_str()).collect();
+                        for chunk in ids.chunks(INSERT_CHUNK) {
+                            let rows: Vec<InvocationRow> = invocations::table
+                                .filter(invocations::environment_id.eq(env))
+                                .filter(invocations::id.eq_any(chunk))
+                                .select(InvocationRow::as_select())
+                                .load(conn)?;
+                            for row in rows {
+                                found.insert((row.environment_id.clone(), row.id.clone()), row);
+                            }
+                        }
+                    }
                     for invocation in &asked {
-                        stored.push(load_invocation(conn, &invocation.environment_id, &invocation.id)?);
+                        stored.push(found.remove(&(invocation.environment_id.clone(), invocation.id.clone())));
                     }
                     let differs = |row: &InvocationRow, i: &Invocation| {
                         row.flow_id != i.flow_id || row.mode != mode_text(i.mode) || row.fingerprint != i.fingerprint
                     };
                     let mismatch = stored.iter().zip(&asked).any(|(row, i)| row.as_ref().is_some_and(|r| differs(r, i)));
                     if !mismatch {
-                        for (row, invocation) in stored.iter_mut().zip(&asked) {
-                            if row.is_some() {
-                                continue;
-                            }
-                            let new = InvocationRow::from_invocation(invocation);
-                            let inserted = crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
-                                .values(&new)
+                        // The same id asked twice in one call is inserted once.
+                        let mut seen = std::collections::HashSet::new();
+                        let new: Vec<InvocationRow> = stored
+                            .iter()
+                            .zip(&asked)
+                            .filter(|(row, i)| row.is_none() && seen.insert((i.environment_id.clone(), i.id.clone())))
+                            .map(|(_, i)| InvocationRow::from_invocation(i))
+                            .collect();
+                        let mut inserted = 0;
+                        for chunk in new.chunks(INSERT_CHUNK / 2) {
+                            inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+                                .values(chunk)
                                 .on_conflict((invocations::environment_id, invocations::id))
                                 .do_nothing()
                                 .execute(c))?;
-                            if inserted == 0 {
-                                let theirs = load_invocation(conn, &invocation.environment_id, &invocation.id)?;
-                                if theirs.as_ref().is_some_and(|r| differs(r, invocation)) {
-                                    return Err(Failure::Domain(StorageError::StaleRevision));
-                                }
-                                *row = theirs;
-                            }
+                        }
+                        if inserted < new.len() {
+                            // A racing request inserted some of these ids first: decide again.
+                            return Err(Failure::Domain(StorageError::StaleRevision));
                         }
                     }
                     stored.into_iter().map(|row| row.map(InvocationRow::into_invocation).transpose().map_err(Failure::Domain)).collect()

@@ -741,6 +741,10 @@ impl BulkService {
             Err(e) => return Ok(Err(e)),
         };
         let env = &task.environment_id;
+        if let (Some(id), 1) = (row.attributes.get("id"), row.attributes.len()) {
+            // Only the id: a user target, exactly as /start takes it.
+            return Ok(Ok(vec![id.clone()]));
+        }
         if let Some(id) = row.attributes.get("id") {
             return Ok(match self.users.get(env, id).await? {
                 Some(user) if filter.matches(&user) => Ok(vec![id.clone()]),

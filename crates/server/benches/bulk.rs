@@ -1,0 +1,217 @@
+//! Bulk start from CSV and cancel, against the real binary (release build), on SQLite and, when
+//! TEST_POSTGRES_URL is set, PostgreSQL.
+//!
+//! `cargo bench -p server --bench bulk` runs:
+//! 1. a CSV of BENCH_CSV_MIB MiB (default 32; `target.attributes.id,payload.variables.firstName`,
+//!    one user per row, generated in memory) uploaded to a task's upload URL and processed to
+//!    `completed` (every row handed to the engine): upload MiB/s, rows/s end to end, and the
+//!    server's peak RSS growth while the upload is received (sampled from /proc every 5 ms);
+//! 2. a tag fan-out of BENCH_CANCEL users (default 100,000) to all cards active, then a cancel
+//!    of every instance of the flow, timed to `completed`.
+
+mod common;
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "../../../tests/blackbox/support.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use adapters_diesel::testing::TestDatabase;
+use serde_json::{json, Value};
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+async fn get(server: &support::Server, url: &str) -> Value {
+    server
+        .client
+        .get(url)
+        .bearer_auth(&server.admin_secret)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json")
+}
+
+async fn csv(server: &support::Server, flow: &str, mib: usize) {
+    let mut body = String::from("target.attributes.id,payload.variables.firstName\n");
+    let mut rows = 0u64;
+    while body.len() < mib * 1024 * 1024 - 64 {
+        rows += 1;
+        body.push_str(&format!("b{rows},Name{rows}\n"));
+    }
+    let created: Value = server
+        .client
+        .post(server.url(&format!("/v1/{}/action-flow/{flow}/csv-task", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let upload_url = created["data"]["uploadUrl"]
+        .as_str()
+        .expect("upload")
+        .to_owned();
+    let status_url = created["data"]["statusUrl"]
+        .as_str()
+        .expect("status")
+        .to_owned();
+    let pid = server.pid();
+    let before = rss_kib(pid);
+    let (peak, stop) = (
+        Arc::new(AtomicU64::new(before)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let size = body.len();
+    let started = Instant::now();
+    let reply = server
+        .client
+        .put(&upload_url)
+        .header("content-type", "text/csv")
+        .body(body)
+        .send()
+        .await
+        .expect("upload");
+    let uploaded = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    assert!(reply.status().is_success(), "{}", reply.status());
+    println!(
+        "  upload of {:.1} MiB ({rows} rows): {uploaded:.2} s ({:.1} MiB/s, {:.0} rows/s stored); peak RSS growth while receiving {:.1} MiB",
+        size as f64 / 1048576.0,
+        size as f64 / 1048576.0 / uploaded,
+        rows as f64 / uploaded,
+        (peak.load(Ordering::Relaxed).saturating_sub(before)) as f64 / 1024.0
+    );
+    loop {
+        let status = get(server, &status_url).await;
+        let task = &status["data"]["task"];
+        if task["status"] == "completed" {
+            assert_eq!(task["rowsProcessed"], rows);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let total = started.elapsed().as_secs_f64();
+    println!(
+        "  upload to task completed (every row handed to the engine): {total:.1} s, {:.0} rows/s end to end",
+        rows as f64 / total
+    );
+}
+
+async fn cancel(server: &support::Server, flow: &str, users: u64) {
+    common::seed_users(server.database_url(), &server.env, users);
+    let reply: Value = server
+        .client
+        .post(server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
+        .send()
+        .await
+        .expect("fan-out")
+        .json()
+        .await
+        .expect("json");
+    let id = reply["data"]["triggeredFlows"][0]["flowInvocationId"]
+        .as_str()
+        .expect("id");
+    let url = server.url(&format!(
+        "/v1/{}/action-flow/{flow}/invocations/{id}",
+        server.env
+    ));
+    while get(server, &url).await["data"]["status"] != "completed" {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = Instant::now();
+    let reply: Value = server
+        .client
+        .post(server.url(&format!(
+            "/v1/{}/action-flow/{flow}/task/cancel",
+            server.env
+        )))
+        .bearer_auth(&server.admin_secret)
+        .send()
+        .await
+        .expect("cancel")
+        .json()
+        .await
+        .expect("json");
+    let status_url = reply["data"]["links"][0]["href"]
+        .as_str()
+        .expect("href")
+        .to_owned();
+    loop {
+        let status: Value = get(server, &status_url).await;
+        if status["status"] != "processing" {
+            assert_eq!(status["status"], "completed", "{status}");
+            let took = started.elapsed().as_secs_f64();
+            println!(
+                "  cancel of {} instances and {} cards: {took:.2} s",
+                status["actual"], status["cards"]["actual"]
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64) {
+    println!("{backend}:");
+    let server = support::Server::start(db).await;
+    let flow = common::published_flow(&server).await;
+    csv(&server, &flow, mib).await;
+    let server = support::Server::start(match backend {
+        "SQLite" => TestDatabase::sqlite(),
+        _ => TestDatabase::postgres().expect("postgres"),
+    })
+    .await;
+    let flow = common::published_flow(&server).await;
+    cancel(&server, &flow, users).await;
+}
+
+fn main() {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (mib, users) = (
+        var("BENCH_CSV_MIB", 32) as usize,
+        var("BENCH_CANCEL", 100_000),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("bulk benchmarks: release binary");
+    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", mib, users));
+    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+        if let Some(db) = TestDatabase::postgres() {
+            runtime.block_on(run(db, "PostgreSQL", mib, users));
+        }
+    }
+}
