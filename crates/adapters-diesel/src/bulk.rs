@@ -303,15 +303,7 @@ impl BulkRepository for DieselBulkRepository {
                     )
                     .order(bulk_tasks::id)
                     .select((bulk_tasks::environment_id, bulk_tasks::id));
-                let key: Option<(String, i64)> = match &mut *conn {
-                    AnyConnection::Postgresql(c) => due
-                        .limit(1)
-                        .for_update()
-                        .skip_locked()
-                        .first(c)
-                        .optional()?,
-                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
-                };
+                let key: Option<(String, i64)> = crate::first_unclaimed!(&mut *conn, due)?;
                 let Some((env, id)) = key else {
                     return Ok(None);
                 };

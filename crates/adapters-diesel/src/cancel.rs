@@ -245,15 +245,7 @@ impl CancelRepository for DieselCancelRepository {
                     )
                     .order(cancel_tasks::created)
                     .select((cancel_tasks::environment_id, cancel_tasks::id));
-                let key: Option<(String, String)> = match &mut *conn {
-                    AnyConnection::Postgresql(c) => due
-                        .limit(1)
-                        .for_update()
-                        .skip_locked()
-                        .first(c)
-                        .optional()?,
-                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
-                };
+                let key: Option<(String, String)> = crate::first_unclaimed!(&mut *conn, due)?;
                 let Some((env, id)) = key else {
                     return Ok(None);
                 };

@@ -141,6 +141,25 @@ macro_rules! per_backend {
     };
 }
 
+/// The first row of `query`, skipping rows other transactions hold (`FOR UPDATE SKIP LOCKED`)
+/// on PostgreSQL, where several processes claim work; SQLite serves one process and its
+/// `BEGIN IMMEDIATE` already serialises claims. For the claim of a leased job.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! first_unclaimed {
+    ($conn:expr, $query:expr) => {
+        match $conn {
+            $crate::db::AnyConnection::Postgresql(c) => $query
+                .limit(1)
+                .for_update()
+                .skip_locked()
+                .first(c)
+                .optional(),
+            $crate::db::AnyConnection::Sqlite(c) => $query.limit(1).first(c).optional(),
+        }
+    };
+}
+
 /// The failure of a unit of work: a diesel error, or a domain answer decided inside it.
 pub(crate) enum Failure {
     Query(diesel::result::Error),

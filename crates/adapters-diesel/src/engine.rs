@@ -404,17 +404,7 @@ impl InvocationRepository for DieselInvocationRepository {
                     )
                     .order(invocations::created)
                     .select((invocations::environment_id, invocations::id));
-                // Several processes share PostgreSQL: lock the row and skip rows others hold.
-                // SQLite serves one process, and BEGIN IMMEDIATE already serialises claims.
-                let key: Option<(String, String)> = match &mut *conn {
-                    AnyConnection::Postgresql(c) => due
-                        .limit(1)
-                        .for_update()
-                        .skip_locked()
-                        .first(c)
-                        .optional()?,
-                    AnyConnection::Sqlite(c) => due.limit(1).first(c).optional()?,
-                };
+                let key: Option<(String, String)> = crate::first_unclaimed!(&mut *conn, due)?;
                 let Some((env, id)) = key else {
                     return Ok(None);
                 };

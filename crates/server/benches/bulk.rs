@@ -183,6 +183,8 @@ async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64) {
     let server = support::Server::start(db).await;
     let flow = common::published_flow(&server).await;
     csv(&server, &flow, mib).await;
+    // Stop it: its engine would still be turning the rows into cards.
+    drop(server);
     let server = support::Server::start(match backend {
         "SQLite" => TestDatabase::sqlite(),
         _ => TestDatabase::postgres().expect("postgres"),

@@ -18,20 +18,34 @@ const BACKOFF: Duration = Duration::from_secs(1);
 const SCHEDULER_PERIOD: Duration = Duration::from_millis(500);
 const SCHEDULER_BATCH: u32 = 500;
 
-pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
-    for n in 0..engines {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            loop {
-                match engine.step().await {
-                    Ok(true) => {}
-                    Ok(false) => tokio::time::sleep(IDLE).await,
-                    Err(e) => {
-                        tracing::error!(worker = n, error = %e, "engine step failed");
-                        tokio::time::sleep(BACKOFF).await;
-                    }
+/// Runs `step` forever: again at once after work, after [`IDLE`] when there was none, after
+/// [`BACKOFF`] when it failed.
+fn run_loop<F, Fut, E>(name: &'static str, step: F)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<bool, E>> + Send,
+    E: std::fmt::Display + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            match step().await {
+                Ok(true) => {}
+                Ok(false) => tokio::time::sleep(IDLE).await,
+                Err(e) => {
+                    tracing::error!(worker = name, error = %e, "background step failed");
+                    tokio::time::sleep(BACKOFF).await;
                 }
             }
+        }
+    });
+}
+
+pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
+    for _ in 0..engines {
+        let engine = engine.clone();
+        run_loop("engine", move || {
+            let engine = engine.clone();
+            async move { engine.step().await }
         });
     }
     tokio::spawn(async move {
@@ -50,33 +64,17 @@ pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
 
 /// The cancel worker: one task at a time, batch by batch.
 pub fn spawn_cancels(cancels: Arc<domain::cancel::CancelService>) {
-    tokio::spawn(async move {
-        loop {
-            match cancels.step().await {
-                Ok(true) => {}
-                Ok(false) => tokio::time::sleep(IDLE).await,
-                Err(e) => {
-                    tracing::error!(error = %e, "cancel step failed");
-                    tokio::time::sleep(BACKOFF).await;
-                }
-            }
-        }
+    run_loop("cancel", move || {
+        let cancels = cancels.clone();
+        async move { cancels.step().await }
     });
 }
 
 /// The CSV worker: hands uploaded rows to the engine, a step at a time.
 pub fn spawn_bulk(bulk: Arc<domain::bulk::BulkService>) {
-    tokio::spawn(async move {
-        loop {
-            match bulk.step().await {
-                Ok(true) => {}
-                Ok(false) => tokio::time::sleep(IDLE).await,
-                Err(e) => {
-                    tracing::error!(error = %e, "bulk task step failed");
-                    tokio::time::sleep(BACKOFF).await;
-                }
-            }
-        }
+    run_loop("bulk", move || {
+        let bulk = bulk.clone();
+        async move { bulk.step().await }
     });
 }
 
