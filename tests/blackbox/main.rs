@@ -8,6 +8,7 @@ mod cancel;
 mod flows;
 mod folders;
 mod ops;
+mod push;
 mod receiver;
 mod support;
 mod trigger;

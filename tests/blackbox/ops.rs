@@ -428,6 +428,31 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "put",
             &["200", "400", "403", "409", "413", "415"],
         ),
+        (
+            "/v1/{environmentId}/notification-platforms",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/notification-platforms",
+            "post",
+            &["201", "400", "401", "403", "409", "415"],
+        ),
+        (
+            "/v1/{environmentId}/notification-platforms",
+            "put",
+            &["200", "400", "401", "403", "404", "415"],
+        ),
+        (
+            "/v1/{environmentId}/notification-platforms",
+            "delete",
+            &["204", "400", "401", "403", "404", "409", "415"],
+        ),
+        (
+            "/v1/{environmentId}/notification-platform-enabled",
+            "put",
+            &["200", "400", "401", "403", "404", "415"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -461,7 +486,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 48, "a new endpoint must be added to this test");
+    assert_eq!(paths, 50, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -19,6 +19,7 @@ mod error;
 mod flows;
 mod folders;
 mod health;
+mod push;
 mod schema;
 mod tenancy;
 #[cfg(feature = "testing")]
@@ -34,5 +35,6 @@ pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
+pub use push::DieselPushPlatformRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

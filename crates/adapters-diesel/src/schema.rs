@@ -333,6 +333,23 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    push_platforms (id) {
+        id -> Text,
+        environment_id -> Text,
+        app_id -> Text,
+        platform -> Text,
+        arn -> Text,
+        enabled -> Bool,
+        credential -> Text,
+        principal -> Nullable<Text>,
+        properties -> Text,
+        facts -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -357,4 +374,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     cancel_tasks,
     bulk_tasks,
     bulk_rows,
+    push_platforms,
 );

@@ -1,7 +1,12 @@
 //! Push notification platforms (contract §8): offline validation of FCM service accounts,
-//! APNs certificates and .p8 keys, AES-256-GCM encryption of credentials at rest, and the
-//! FCM HTTP v1 and APNs HTTP/2 senders, behind the domain's ports.
+//! APNs certificates and .p8 signing keys behind the domain's [`CredentialValidator`] port.
+//! (Encryption at rest is the storage adapter's `SecretBox`, shared with webhook secrets; the
+//! FCM and APNs senders are not built yet.)
 //!
-//! Nothing of it exists yet: the push notification platforms issue builds it. The crate is
-//! part of the workspace now so that the dependency rule (adapters depend on `domain` only)
-//! is fixed from the start.
+//! [`CredentialValidator`]: domain::push::CredentialValidator
+
+#[cfg(feature = "testing")]
+pub mod testing;
+mod validate;
+
+pub use validate::OfflineValidator;

@@ -39,6 +39,7 @@ pub struct AppState {
     pub webhooks: Arc<domain::webhook::WebhookService>,
     pub cancels: Arc<domain::cancel::CancelService>,
     pub bulk: Arc<domain::bulk::BulkService>,
+    pub push: Arc<domain::push::PushPlatformService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
@@ -58,6 +59,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::webhooks::configure(cfg);
     routes::tasks::configure(cfg);
     routes::bulk::configure(cfg);
+    routes::push::configure(cfg);
     openapi::configure(cfg);
 }
 

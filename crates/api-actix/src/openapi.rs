@@ -8,7 +8,8 @@ use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, flows, folders, oauth, ops, tasks, trigger, webhooks,
+    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, tasks, trigger,
+    webhooks,
 };
 
 #[derive(OpenApi)]
@@ -32,6 +33,7 @@ every response carries `X-Request-Id`.",
         trigger::start, trigger::test, trigger::invocation, trigger::feed, trigger::act, trigger::events,
         webhooks::subscribe, webhooks::list, webhooks::get, webhooks::disable, webhooks::enable,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend, webhooks::recover,
+        push::list, push::create, push::update, push::delete, push::set_enabled,
         environments::list, credentials::create, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
@@ -44,6 +46,7 @@ every response carries `X-Request-Id`.",
         (name = "triggers", description = "Starting and testing Action Flows, and their invocations"),
         (name = "cards", description = "The end-user card API: feed, actions, events"),
         (name = "webhooks", description = "Webhook subscriptions and their signed, retried deliveries"),
+        (name = "push", description = "Push notification platforms and their credentials"),
         (name = "credentials", description = "API keys, access tokens and environments"),
         (name = "operations", description = "Health, metrics and this document"),
     )

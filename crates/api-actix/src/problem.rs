@@ -282,6 +282,8 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::SubscriptionEnabled => "webhook_enabled",
         ConflictKind::SubscriptionDisabled => "webhook_disabled",
         ConflictKind::AlreadyUploaded => "already_uploaded",
+        ConflictKind::PlatformExists => "platform_exists",
+        ConflictKind::PlatformEnabled => "platform_enabled",
     }
 }
 
@@ -306,6 +308,12 @@ impl From<DomainError> for ApiError {
             DomainError::ApprovalRequired(detail) => {
                 ApiError::new(StatusCode::FORBIDDEN, "approvals_enabled", "Approval required", detail)
             }
+            DomainError::LegacyFcmKey(detail) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "legacy_fcm_key_unsupported",
+                "Legacy FCM key unsupported",
+                detail,
+            ),
             DomainError::NotFound(resource) => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found",

@@ -41,6 +41,7 @@ pub enum Resource {
     Event,
     /// A cancel or bulk start task of this action flow.
     Task,
+    PushPlatform,
 }
 
 impl fmt::Display for Resource {
@@ -60,6 +61,7 @@ impl fmt::Display for Resource {
             Resource::Webhook => "webhook subscription",
             Resource::Event => "analytics event",
             Resource::Task => "task of this action flow",
+            Resource::PushPlatform => "push notification platform",
         })
     }
 }
@@ -92,6 +94,10 @@ pub enum ConflictKind {
     SubscriptionDisabled,
     /// A second upload to a bulk task's upload URL.
     AlreadyUploaded,
+    /// A second platform for one environment, app and platform.
+    PlatformExists,
+    /// Delete of an enabled push platform.
+    PlatformEnabled,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +131,9 @@ pub enum DomainError {
     /// Approvals are enabled and the change has not been approved.
     #[error("{0}")]
     ApprovalRequired(String),
+    /// A legacy FCM server key (HTTP 400 `legacy_fcm_key_unsupported`).
+    #[error("{0}")]
+    LegacyFcmKey(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

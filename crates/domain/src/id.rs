@@ -21,6 +21,7 @@ pub enum IdKind {
     Delivery,
     /// One call of a delivery.
     Attempt,
+    PushPlatform,
 }
 
 impl IdKind {
@@ -40,6 +41,7 @@ impl IdKind {
             IdKind::Webhook => "whk",
             IdKind::Delivery => "whd",
             IdKind::Attempt => "wha",
+            IdKind::PushPlatform => "pnp",
         }
     }
 }

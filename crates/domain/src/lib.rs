@@ -15,6 +15,7 @@ pub mod folder;
 pub mod health;
 pub mod id;
 pub mod page;
+pub mod push;
 pub mod secret;
 pub mod tenancy;
 pub mod time;

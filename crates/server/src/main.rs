@@ -296,7 +296,15 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     );
     let webhook_repo = Arc::new(adapters_diesel::DieselWebhookRepository::new(
         db.clone(),
-        secrets,
+        secrets.clone(),
+    ));
+    let push = Arc::new(domain::push::PushPlatformService::new(
+        Arc::new(adapters_diesel::DieselPushPlatformRepository::new(
+            db.clone(),
+            secrets,
+        )),
+        Arc::new(adapters_push::OfflineValidator),
+        clock.clone(),
     ));
     let deliveries = Arc::new(domain::webhook::DeliveryService::new(
         webhook_repo.clone(),
@@ -360,6 +368,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )),
         cancels: cancels.clone(),
         bulk: bulk.clone(),
+        push,
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings

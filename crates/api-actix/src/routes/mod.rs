@@ -8,6 +8,7 @@ pub mod flows;
 pub mod folders;
 pub mod oauth;
 pub mod ops;
+pub mod push;
 pub mod query;
 pub mod tasks;
 pub mod trigger;
