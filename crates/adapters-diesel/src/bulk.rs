@@ -151,17 +151,23 @@ impl BulkRepository for DieselBulkRepository {
     ) -> Result<u64, StorageError> {
         let env = environment_id.to_owned();
         let since = pending_since.naive_utc();
+        let stale = (pending_since - chrono::Duration::minutes(55)).naive_utc();
         let count: i64 = self
             .db
             .run(move |conn| {
                 Ok(bulk_tasks::table
                     .filter(bulk_tasks::environment_id.eq(env))
                     .filter(
-                        bulk_tasks::status.eq_any(["uploading", "processing"]).or(
-                            bulk_tasks::status
+                        bulk_tasks::status
+                            .eq("processing")
+                            .or(bulk_tasks::status
                                 .eq("pending")
-                                .and(bulk_tasks::created.gt(since)),
-                        ),
+                                .and(bulk_tasks::created.gt(since)))
+                            // An upload whose process died stays `uploading`: it stops counting
+                            // an hour after the task was created.
+                            .or(bulk_tasks::status
+                                .eq("uploading")
+                                .and(bulk_tasks::created.gt(stale))),
                     )
                     .count()
                     .get_result(conn)?)

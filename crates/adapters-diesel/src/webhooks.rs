@@ -611,6 +611,21 @@ impl WebhookRepository for DieselWebhookRepository {
         }
         self.db
             .transaction(move |conn| {
+                // A subscription deleted while its calls were in flight takes their outcomes
+                // with it (and its attempt log): drop them rather than fail the whole batch.
+                let mut ids: Vec<&String> = records.iter().map(|r| &r.subscription_id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let existing: std::collections::HashSet<String> = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::id.eq_any(ids))
+                    .select(webhook_subscriptions::id)
+                    .load::<String>(conn)?
+                    .into_iter()
+                    .collect();
+                let records: Vec<&AttemptRecord> = records
+                    .iter()
+                    .filter(|r| existing.contains(&r.subscription_id))
+                    .collect();
                 let rows: Vec<AttemptRow> = records
                     .iter()
                     .map(|r| {

@@ -1823,6 +1823,10 @@ mod webhooks {
             .is_empty());
         assert!(repo.delete("env_a", "whk_1").await.expect("delete"));
         assert!(!repo.delete("env_a", "whk_1").await.expect("gone"));
+        // Outcomes of calls in flight when it was deleted are dropped, not an error.
+        repo.record(vec![record(&again[1], 200, NextStep::Done)])
+            .await
+            .expect("dropped");
         assert!(raw_texts(url, "SELECT id AS v FROM webhook_deliveries").is_empty());
     }
 
@@ -1860,5 +1864,304 @@ mod webhooks {
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,
         disabling_cancels_pending_deliveries,
+    );
+}
+
+mod bulk_cancel_push {
+    use std::sync::Arc;
+
+    use adapters_diesel::testing::raw_texts;
+    use adapters_diesel::{
+        both_backends, DieselBulkRepository, DieselCancelRepository, DieselCardRepository,
+        DieselInvocationRepository, DieselPushPlatformRepository, SecretBox,
+    };
+    use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError};
+    use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
+    use domain::card::CardRepository;
+    use domain::push::{PushPlatform, PushPlatformRepository};
+    use domain::trigger::engine::{InvocationRepository, InvocationStatus};
+    use domain::trigger::Mode;
+    use domain::StorageError;
+    use serde_json::Map;
+
+    use super::engine::{batch, card, invocation, with_flow};
+    use super::t;
+
+    fn bulk_task() -> BulkTask {
+        BulkTask {
+            id: 0,
+            environment_id: "env_a".into(),
+            flow_id: "flw_1".into(),
+            mode: Mode::Live,
+            status: BulkStatus::Pending,
+            header: None,
+            rows_total: 0,
+            rows_processed: 0,
+            rows_failed: 0,
+            errors: Vec::new(),
+            cursor: 0,
+            created: t(1),
+            updated: t(1),
+        }
+    }
+
+    async fn bulk_tasks_upload_once_and_progress_by_cursor(url: &str) {
+        let repo = DieselBulkRepository::new(with_flow(url).await);
+        let first = repo.create(&bulk_task()).await.expect("create");
+        let second = repo.create(&bulk_task()).await.expect("create");
+        assert!(second > first);
+        assert_eq!(repo.running("env_a", t(0)).await.expect("running"), 2);
+        assert!(repo
+            .begin_upload("env_a", first, t(2))
+            .await
+            .expect("begin"));
+        assert!(!repo.begin_upload("env_a", first, t(2)).await.expect("once"));
+        assert!(!repo
+            .begin_upload("env_b", second, t(2))
+            .await
+            .expect("other env"));
+        let rows: Vec<(u64, Vec<String>)> = (1..=5).map(|n| (n, vec![format!("u{n}")])).collect();
+        repo.add_rows("env_a", first, rows).await.expect("rows");
+        repo.finish_upload("env_a", first, vec!["target.attributes.id".into()], 5, t(3))
+            .await
+            .expect("finish");
+        let claimed = repo.claim(t(4), t(60)).await.expect("claim").expect("task");
+        assert_eq!(
+            (claimed.id, claimed.status, claimed.rows_total),
+            (first, BulkStatus::Processing, 5)
+        );
+        assert!(repo.claim(t(5), t(60)).await.expect("leased").is_none());
+        let page = repo.rows("env_a", first, 0, 3).await.expect("rows");
+        assert_eq!(page.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
+        let mut progressed = claimed.clone();
+        progressed.cursor = 3;
+        repo.save_progress(
+            &progressed,
+            0,
+            3,
+            1,
+            vec![RowError {
+                row: 2,
+                message: "bad".into(),
+            }],
+        )
+        .await
+        .expect("save");
+        // A worker overtaken after its lease ran out saves nothing.
+        repo.save_progress(&progressed, 0, 3, 1, vec![])
+            .await
+            .expect("stale");
+        let stored = repo.get("env_a", first).await.expect("get").expect("task");
+        assert_eq!(
+            (
+                stored.cursor,
+                stored.rows_processed,
+                stored.rows_failed,
+                stored.errors.len()
+            ),
+            (3, 3, 1, 1)
+        );
+        assert_eq!(
+            repo.rows("env_a", first, 0, 10).await.expect("rows").len(),
+            2,
+            "handled rows are deleted"
+        );
+        repo.fail("env_a", second, "broken".into(), t(6))
+            .await
+            .expect("fail");
+        let failed = repo.get("env_a", second).await.expect("get").expect("task");
+        assert_eq!(
+            (failed.status, failed.errors[0].row),
+            (BulkStatus::Failed, 0)
+        );
+    }
+
+    fn cancel_task(id: &str, created: i64, filter: CancelFilter) -> CancelTask {
+        CancelTask {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            flow_id: "flw_1".into(),
+            filter,
+            status: CancelStatus::Processing,
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: Vec::new(),
+            created: t(created),
+            updated: t(created),
+        }
+    }
+
+    async fn cancels_mark_engine_batches_and_cancel_in_batches(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("invocation");
+        // Cards of u1 and u2 exist; then a cancel of u2 only; then a batch with u2 and u3.
+        invocations
+            .save_batch(batch(
+                None,
+                Some("u2"),
+                vec![
+                    card("crd_1", "fin_1", "u1", 5, 3),
+                    card("crd_2", "fin_2", "u2", 5, 3),
+                ],
+            ))
+            .await
+            .expect("first batch");
+        let cancels = DieselCancelRepository::new(db.clone());
+        let only_u3 = cancel_task(
+            "00000000-0000-4000-8000-000000000001",
+            4,
+            CancelFilter {
+                end_user_id: Some("u3".into()),
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&only_u3).await.expect("marker");
+        invocations
+            .save_batch(batch(
+                Some("u2"),
+                None,
+                vec![
+                    card("crd_3", "fin_3", "u3", 5, 3),
+                    card("crd_4", "fin_4", "u4", 5, 3),
+                ],
+            ))
+            .await
+            .expect("second batch");
+        let cards = DieselCardRepository::new(db.clone());
+        assert!(
+            cards
+                .get("env_a", "u3", "crd_3")
+                .await
+                .expect("get")
+                .is_none(),
+            "covered by the marker"
+        );
+        assert!(cards
+            .get("env_a", "u4", "crd_4")
+            .await
+            .expect("get")
+            .is_some());
+        // A cancel of everything: counts, then batches, with card-cancelled events.
+        let all = cancel_task(
+            "00000000-0000-4000-8000-000000000002",
+            10,
+            CancelFilter {
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&all).await.expect("create");
+        assert_eq!(
+            cancels
+                .get("env_a", &all.id)
+                .await
+                .expect("get")
+                .map(|t| t.status),
+            Some(CancelStatus::Processing)
+        );
+        assert_eq!(cancels.count(&all).await.expect("count"), (3, 3));
+        assert_eq!(
+            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
+            2
+        );
+        assert_eq!(
+            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
+            1
+        );
+        assert_eq!(
+            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
+            0
+        );
+        let stored = cancels
+            .get("env_a", &all.id)
+            .await
+            .expect("get")
+            .expect("task");
+        assert_eq!((stored.actual, stored.cards_actual), (3, 3));
+        let events = cards.events_of("env_a", "crd_1").await.expect("events");
+        assert_eq!(
+            events.last().map(|e| e.name.as_str()),
+            Some("card-cancelled")
+        );
+        assert!(cancels.claim(t(12), t(40)).await.expect("claim").is_some());
+        // Triggers after a cancel are not affected by it.
+        assert!(!all.covers("inv_2", 1, t(11), "u1"));
+        assert_eq!(
+            invocations
+                .get("env_a", "inv_1")
+                .await
+                .expect("get")
+                .map(|i| i.status),
+            Some(InvocationStatus::Completed)
+        );
+    }
+
+    fn platform(id: &str, enabled: bool) -> PushPlatform {
+        PushPlatform {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            app_id: "app".into(),
+            platform: "FCM".into(),
+            arn: domain::push::arn("env_a", "FCM", "app"),
+            enabled,
+            credential: "{\"private_key\": \"-----BEGIN PRIVATE KEY-----\"}".into(),
+            principal: Some("principal-text".into()),
+            properties: Map::new(),
+            facts: [("ProjectId".to_owned(), "p".to_owned())].into(),
+            created: t(1),
+            updated: t(1),
+        }
+    }
+
+    async fn push_platforms_are_unique_sealed_and_deleted_only_when_disabled(url: &str) {
+        let (db, _) = super::seeded(url).await;
+        let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
+        let repo = DieselPushPlatformRepository::new(db, secrets);
+        repo.insert(&platform("pnp_1", true)).await.expect("insert");
+        assert!(matches!(
+            repo.insert(&platform("pnp_2", true)).await,
+            Err(StorageError::UniqueViolation(_))
+        ));
+        assert_eq!(
+            repo.find("env_a", "app", "FCM").await.expect("find"),
+            Some(platform("pnp_1", true))
+        );
+        assert_eq!(repo.find("env_a", "app", "GCM").await.expect("find"), None);
+        assert_eq!(repo.get("env_b", "pnp_1").await.expect("other env"), None);
+        assert!(!repo
+            .delete_disabled("env_a", "pnp_1")
+            .await
+            .expect("enabled"));
+        repo.update(&platform("pnp_1", false))
+            .await
+            .expect("disable");
+        assert_eq!(repo.list("env_a").await.expect("list").len(), 1);
+        for stored in raw_texts(
+            url,
+            "SELECT credential || ' ' || principal AS v FROM push_platforms",
+        ) {
+            assert!(
+                !stored.contains("PRIVATE KEY") && !stored.contains("principal-text"),
+                "{stored}"
+            );
+        }
+        assert!(repo
+            .delete_disabled("env_a", "pnp_1")
+            .await
+            .expect("delete"));
+        assert!(repo.list("env_a").await.expect("list").is_empty());
+    }
+
+    both_backends!(
+        bulk_tasks_upload_once_and_progress_by_cursor,
+        cancels_mark_engine_batches_and_cancel_in_batches,
+        push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );
 }

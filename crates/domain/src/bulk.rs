@@ -374,8 +374,9 @@ pub trait BulkRepository: Send + Sync {
     /// Inserts a pending task; returns its id.
     async fn create(&self, task: &BulkTask) -> Result<i64, StorageError>;
     async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError>;
-    /// Tasks of the environment that count as running: uploading or processing, or pending
-    /// and created after `pending_since` (an upload URL still valid).
+    /// Tasks of the environment that count as running: processing; pending and created after
+    /// `pending_since` (an upload URL still valid); uploading, unless created more than an hour
+    /// before that (an upload whose process died).
     async fn running(
         &self,
         environment_id: &str,
