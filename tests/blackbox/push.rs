@@ -268,7 +268,75 @@ async fn update_enable_disable_and_delete(s: Server) {
     .problem(401, "unauthorized");
 }
 
+async fn devices_register_move_and_unregister(s: Server) {
+    let path = |user: &str, token: &str| format!("/v1/{}/users/{user}/devices/{token}", s.env);
+    let put = call(
+        &s,
+        "PUT",
+        &path("u1", "tok-1"),
+        Some(&s.admin_secret),
+        Some(json!({"appId": "com.example.app", "platform": "APNS"})),
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text);
+    assert_eq!(put.body["data"]["endUserId"], "u1");
+    assert_eq!(put.body["data"]["deviceToken"], "tok-1");
+    // The same token registered by another user moves to it.
+    let moved = call(
+        &s,
+        "PUT",
+        &path("u2", "tok-1"),
+        Some(&s.admin_secret),
+        Some(json!({"appId": "com.example.app", "platform": "APNS"})),
+    )
+    .await;
+    assert_eq!(moved.body["data"]["endUserId"], "u2");
+    assert_eq!(moved.body["data"]["created"], put.body["data"]["created"]);
+    call(
+        &s,
+        "DELETE",
+        &path("u1", "tok-1"),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await
+    .problem(404, "not_found");
+    assert_eq!(
+        call(
+            &s,
+            "DELETE",
+            &path("u2", "tok-1"),
+            Some(&s.admin_secret),
+            None
+        )
+        .await
+        .status,
+        204
+    );
+    let fields = call(
+        &s,
+        "PUT",
+        &path("u1", "tok-2"),
+        Some(&s.admin_secret),
+        Some(json!({"platform": "WNS"})),
+    )
+    .await
+    .problem(400, "validation_failed");
+    assert_eq!(fields, ["appId", "platform"]);
+    let folders_only = s.key(&["--scope", "workbench_folders:read"]);
+    call(
+        &s,
+        "PUT",
+        &path("u1", "tok-2"),
+        Some(&folders_only),
+        Some(json!({"appId": "a", "platform": "FCM"})),
+    )
+    .await
+    .problem(403, "forbidden");
+}
+
 blackbox!(
+    devices_register_move_and_unregister,
     the_four_kinds_are_accepted_or_refused_as_the_contract_says,
     credentials_are_validated_field_by_field,
     update_enable_disable_and_delete,

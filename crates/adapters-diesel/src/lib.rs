@@ -35,6 +35,6 @@ pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
-pub use push::DieselPushPlatformRepository;
+pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::push::{PushPlatform, PushPlatformRepository};
+use domain::push::{Device, DeviceRepository, PushPlatform, PushPlatformRepository};
 use domain::StorageError;
 
 use crate::crypto::SecretBox;
 use crate::db::Database;
 use crate::error::corrupt;
-use crate::schema::push_platforms;
+use crate::schema::{devices, push_platforms};
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = push_platforms, treat_none_as_null = true)]
@@ -199,5 +199,124 @@ impl PushPlatformRepository for DieselPushPlatformRepository {
             })
             .await?;
         Ok(n == 1)
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = devices)]
+struct DeviceRow {
+    environment_id: String,
+    token: String,
+    user_id: String,
+    app_id: String,
+    platform: String,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+fn device(r: DeviceRow) -> Device {
+    Device {
+        environment_id: r.environment_id,
+        user_id: r.user_id,
+        token: r.token,
+        app_id: r.app_id,
+        platform: r.platform,
+        created: r.created.and_utc(),
+        updated: r.updated.and_utc(),
+    }
+}
+
+pub struct DieselDeviceRepository {
+    db: Database,
+}
+
+impl DieselDeviceRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl DeviceRepository for DieselDeviceRepository {
+    async fn upsert(&self, d: &Device) -> Result<Device, StorageError> {
+        let row = DeviceRow {
+            environment_id: d.environment_id.clone(),
+            token: d.token.clone(),
+            user_id: d.user_id.clone(),
+            app_id: d.app_id.clone(),
+            platform: d.platform.clone(),
+            created: d.created.naive_utc(),
+            updated: d.updated.naive_utc(),
+        };
+        let stored = self
+            .db
+            .transaction(move |conn| {
+                let changes = (
+                    devices::user_id.eq(&row.user_id),
+                    devices::app_id.eq(&row.app_id),
+                    devices::platform.eq(&row.platform),
+                    devices::updated.eq(row.updated),
+                );
+                // ON CONFLICT is outside MultiConnection's subset; both backends speak it.
+                crate::per_backend!(&mut *conn, c => diesel::insert_into(devices::table)
+                    .values(&row)
+                    .on_conflict((devices::environment_id, devices::token))
+                    .do_update()
+                    .set(changes)
+                    .execute(c))?;
+                Ok(devices::table
+                    .filter(devices::environment_id.eq(&row.environment_id))
+                    .filter(devices::token.eq(&row.token))
+                    .select(DeviceRow::as_select())
+                    .first(conn)?)
+            })
+            .await?;
+        Ok(device(stored))
+    }
+
+    async fn delete(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        token: &str,
+    ) -> Result<bool, StorageError> {
+        let (env, user, token) = (
+            environment_id.to_owned(),
+            user_id.to_owned(),
+            token.to_owned(),
+        );
+        let n = self
+            .db
+            .transaction(move |conn| {
+                Ok(diesel::delete(
+                    devices::table
+                        .filter(devices::environment_id.eq(env))
+                        .filter(devices::user_id.eq(user))
+                        .filter(devices::token.eq(token)),
+                )
+                .execute(conn)?)
+            })
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn of_user(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<Device>, StorageError> {
+        let (env, user) = (environment_id.to_owned(), user_id.to_owned());
+        let rows: Vec<DeviceRow> = self
+            .db
+            .run(move |conn| {
+                Ok(devices::table
+                    .filter(devices::environment_id.eq(env))
+                    .filter(devices::user_id.eq(user))
+                    .order(devices::token)
+                    .select(DeviceRow::as_select())
+                    .load(conn)?)
+            })
+            .await?;
+        Ok(rows.into_iter().map(device).collect())
     }
 }

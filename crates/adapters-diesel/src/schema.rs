@@ -350,6 +350,18 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    devices (environment_id, token) {
+        environment_id -> Text,
+        token -> Text,
+        user_id -> Text,
+        app_id -> Text,
+        platform -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -375,4 +387,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     bulk_tasks,
     bulk_rows,
     push_platforms,
+    devices,
 );

@@ -2159,7 +2159,37 @@ mod bulk_cancel_push {
         assert!(repo.list("env_a").await.expect("list").is_empty());
     }
 
+    async fn devices_belong_to_one_user_and_move(url: &str) {
+        use adapters_diesel::DieselDeviceRepository;
+        use domain::push::{Device, DeviceRepository};
+        let (db, _) = super::seeded(url).await;
+        let repo = DieselDeviceRepository::new(db);
+        let device = |user: &str, at: i64| Device {
+            environment_id: "env_a".into(),
+            user_id: user.into(),
+            token: "tok".into(),
+            app_id: "app".into(),
+            platform: "APNS".into(),
+            created: t(at),
+            updated: t(at),
+        };
+        assert_eq!(
+            repo.upsert(&device("u1", 1)).await.expect("insert"),
+            device("u1", 1)
+        );
+        let moved = repo.upsert(&device("u2", 2)).await.expect("move");
+        assert_eq!(
+            (moved.user_id.as_str(), moved.created, moved.updated),
+            ("u2", t(1), t(2))
+        );
+        assert!(repo.of_user("env_a", "u1").await.expect("u1").is_empty());
+        assert_eq!(repo.of_user("env_a", "u2").await.expect("u2").len(), 1);
+        assert!(!repo.delete("env_a", "u1", "tok").await.expect("not u1's"));
+        assert!(repo.delete("env_a", "u2", "tok").await.expect("delete"));
+    }
+
     both_backends!(
+        devices_belong_to_one_user_and_move,
         bulk_tasks_upload_once_and_progress_by_cursor,
         cancels_mark_engine_batches_and_cancel_in_batches,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,

@@ -42,6 +42,7 @@ pub enum Resource {
     /// A cancel or bulk start task of this action flow.
     Task,
     PushPlatform,
+    Device,
 }
 
 impl fmt::Display for Resource {
@@ -62,6 +63,7 @@ impl fmt::Display for Resource {
             Resource::Event => "analytics event",
             Resource::Task => "task of this action flow",
             Resource::PushPlatform => "push notification platform",
+            Resource::Device => "device of this end user",
         })
     }
 }

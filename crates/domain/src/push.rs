@@ -532,3 +532,127 @@ mod tests {
             .expect("deleted");
     }
 }
+
+/// A device of an end user that pushes can reach (contract §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub environment_id: String,
+    pub user_id: String,
+    /// The provider's token; one device belongs to one user (registering it again moves it).
+    pub token: String,
+    pub app_id: String,
+    pub platform: String,
+    pub created: Timestamp,
+    pub updated: Timestamp,
+}
+
+pub const MAX_DEVICE_TOKEN_CHARS: usize = 4_096;
+
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait DeviceRepository: Send + Sync {
+    /// Inserts, or moves the token to this user and app; answers the stored device.
+    async fn upsert(&self, device: &Device) -> Result<Device, StorageError>;
+    /// False when the user has no such device.
+    async fn delete(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        token: &str,
+    ) -> Result<bool, StorageError>;
+    async fn of_user(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<Device>, StorageError>;
+}
+
+pub struct DeviceService {
+    devices: Arc<dyn DeviceRepository>,
+    clock: Arc<dyn Clock>,
+}
+
+impl DeviceService {
+    pub fn new(devices: Arc<dyn DeviceRepository>, clock: Arc<dyn Clock>) -> Self {
+        Self { devices, clock }
+    }
+
+    /// `PUT .../users/{id}/devices/{token}` with `{"appId", "platform"}`. The user need not
+    /// exist yet (SDKs may register before the user is sent).
+    pub async fn register(
+        &self,
+        who: &Principal,
+        env: &str,
+        user_id: &str,
+        token: &str,
+        body: &Value,
+    ) -> Result<Device, DomainError> {
+        who.authorize(env, Permission::UsersWrite)?;
+        let mut errors = Vec::new();
+        crate::audience::validate_user_id(&mut errors, "endUserId", user_id);
+        if token.is_empty()
+            || token.chars().count() > MAX_DEVICE_TOKEN_CHARS
+            || !token.chars().all(|c| c.is_ascii_graphic())
+        {
+            errors.push(FieldError::new(
+                "deviceToken",
+                format!("must be 1 to {MAX_DEVICE_TOKEN_CHARS} visible ASCII characters"),
+            ));
+        }
+        let app_id = body
+            .get("appId")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if app_id.is_empty()
+            || app_id.chars().count() > MAX_APP_ID_CHARS
+            || !app_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        {
+            errors.push(FieldError::new(
+                "appId",
+                format!("is required: 1 to {MAX_APP_ID_CHARS} letters, digits, dots, hyphens and underscores"),
+            ));
+        }
+        let platform = body
+            .get("platform")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if provider_of(platform).is_none() {
+            errors.push(FieldError::new(
+                "platform",
+                "must be GCM, FCM, APNS or APNS_SANDBOX",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(DomainError::Validation(errors));
+        }
+        let now = self.clock.now();
+        Ok(self
+            .devices
+            .upsert(&Device {
+                environment_id: env.to_owned(),
+                user_id: user_id.to_owned(),
+                token: token.to_owned(),
+                app_id: app_id.to_owned(),
+                platform: platform.to_owned(),
+                created: now,
+                updated: now,
+            })
+            .await?)
+    }
+
+    pub async fn unregister(
+        &self,
+        who: &Principal,
+        env: &str,
+        user_id: &str,
+        token: &str,
+    ) -> Result<(), DomainError> {
+        who.authorize(env, Permission::UsersWrite)?;
+        if !self.devices.delete(env, user_id, token).await? {
+            return Err(DomainError::NotFound(Resource::Device));
+        }
+        Ok(())
+    }
+}

@@ -369,6 +369,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         cancels: cancels.clone(),
         bulk: bulk.clone(),
         push,
+        devices: Arc::new(domain::push::DeviceService::new(
+            Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),
+            clock.clone(),
+        )),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings

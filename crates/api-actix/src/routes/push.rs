@@ -258,5 +258,101 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/v1/{environmentId}/notification-platform-enabled")
             .route(web::put().to(set_enabled)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}")
+            .route(web::put().to(register_device))
+            .route(web::delete().to(unregister_device)),
     );
+}
+
+/// A registered device.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceDto {
+    pub end_user_id: String,
+    pub device_token: String,
+    pub app_id: String,
+    pub platform: String,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DeviceResponse {
+    pub data: DeviceDto,
+}
+
+/// Register a device of an end user (or move a token to this user).
+#[utoipa::path(
+    put, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push", operation_id = "registerDevice",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "End-user id"),
+        ("deviceToken" = String, Path, description = "The provider's device token"),
+    ),
+    request_body(content = Object, description = "`appId` and `platform` (GCM, FCM, APNS or APNS_SANDBOX)"),
+    responses(
+        (status = 200, description = "The device", body = DeviceResponse),
+        (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn register_device(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user, token) = path.into_inner();
+    let body = Value::Object(json_object(&req, &body)?);
+    let d = state
+        .devices
+        .register(&caller.0, &env, &user, &token, &body)
+        .await?;
+    Ok(HttpResponse::Ok().json(DeviceResponse {
+        data: DeviceDto {
+            created: timestamp(&d.created),
+            updated: timestamp(&d.updated),
+            end_user_id: d.user_id,
+            device_token: d.token,
+            app_id: d.app_id,
+            platform: d.platform,
+        },
+    }))
+}
+
+/// Forget a device of an end user.
+#[utoipa::path(
+    delete, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push", operation_id = "unregisterDevice",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "End-user id"),
+        ("deviceToken" = String, Path, description = "The provider's device token"),
+    ),
+    responses(
+        (status = 204, description = "Forgotten"),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The user has no such device", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn unregister_device(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user, token) = path.into_inner();
+    state
+        .devices
+        .unregister(&caller.0, &env, &user, &token)
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
 }
