@@ -18,6 +18,24 @@ use crate::{
 const MAX_CREDENTIAL_CHARS: usize = 16_384;
 const MAX_APP_ID_CHARS: usize = 256;
 
+/// 1 to 256 letters, digits, dots, hyphens and underscores.
+fn valid_app_id(app_id: &str) -> bool {
+    !app_id.is_empty()
+        && app_id.chars().count() <= MAX_APP_ID_CHARS
+        && app_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+fn app_id_problem() -> FieldError {
+    FieldError::new(
+        "appId",
+        format!(
+            "is required: 1 to {MAX_APP_ID_CHARS} letters, digits, dots, hyphens and underscores"
+        ),
+    )
+}
+
 /// How the platform talks to devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -78,17 +96,8 @@ impl PlatformInput {
         let platform = text("platform", &mut errors, true).unwrap_or_default();
         let credential = text("platformCredential", &mut errors, true).unwrap_or_default();
         let principal = text("platformPrincipal", &mut errors, false);
-        if obj.get("appId").is_some_and(Value::is_string)
-            && (app_id.is_empty()
-                || app_id.chars().count() > MAX_APP_ID_CHARS
-                || !app_id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)))
-        {
-            errors.push(FieldError::new(
-                "appId",
-                format!("must be 1 to {MAX_APP_ID_CHARS} letters, digits, dots, hyphens and underscores"),
-            ));
+        if obj.get("appId").is_some_and(Value::is_string) && !valid_app_id(&app_id) {
+            errors.push(app_id_problem());
         }
         if obj.get("platform").is_some_and(Value::is_string) && provider_of(&platform).is_none() {
             errors.push(FieldError::new(
@@ -603,16 +612,8 @@ impl DeviceService {
             .get("appId")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if app_id.is_empty()
-            || app_id.chars().count() > MAX_APP_ID_CHARS
-            || !app_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-        {
-            errors.push(FieldError::new(
-                "appId",
-                format!("is required: 1 to {MAX_APP_ID_CHARS} letters, digits, dots, hyphens and underscores"),
-            ));
+        if !valid_app_id(app_id) {
+            errors.push(app_id_problem());
         }
         let platform = body
             .get("platform")
