@@ -148,10 +148,11 @@ impl BulkRepository for DieselBulkRepository {
         &self,
         environment_id: &str,
         pending_since: Timestamp,
+        uploading_since: Timestamp,
     ) -> Result<u64, StorageError> {
         let env = environment_id.to_owned();
         let since = pending_since.naive_utc();
-        let stale = (pending_since - chrono::Duration::minutes(55)).naive_utc();
+        let stale = uploading_since.naive_utc();
         let count: i64 = self
             .db
             .run(move |conn| {
@@ -163,8 +164,6 @@ impl BulkRepository for DieselBulkRepository {
                             .or(bulk_tasks::status
                                 .eq("pending")
                                 .and(bulk_tasks::created.gt(since)))
-                            // An upload whose process died stays `uploading`: it stops counting
-                            // an hour after the task was created.
                             .or(bulk_tasks::status
                                 .eq("uploading")
                                 .and(bulk_tasks::created.gt(stale))),
@@ -261,15 +260,11 @@ impl BulkRepository for DieselBulkRepository {
         &self,
         environment_id: &str,
         id: i64,
-        reason: String,
+        errors: Vec<RowError>,
         now: Timestamp,
     ) -> Result<(), StorageError> {
         let env = environment_id.to_owned();
-        let errors = serde_json::to_string(&[RowError {
-            row: 0,
-            message: reason,
-        }])
-        .map_err(|e| corrupt("errors", e))?;
+        let errors = serde_json::to_string(&errors).map_err(|e| corrupt("errors", e))?;
         let now = now.naive_utc();
         self.db
             .transaction(move |conn| {

@@ -1910,7 +1910,7 @@ mod bulk_cancel_push {
         let first = repo.create(&bulk_task()).await.expect("create");
         let second = repo.create(&bulk_task()).await.expect("create");
         assert!(second > first);
-        assert_eq!(repo.running("env_a", t(0)).await.expect("running"), 2);
+        assert_eq!(repo.running("env_a", t(0), t(0)).await.expect("running"), 2);
         assert!(repo
             .begin_upload("env_a", first, t(2))
             .await
@@ -1966,9 +1966,17 @@ mod bulk_cancel_push {
             2,
             "handled rows are deleted"
         );
-        repo.fail("env_a", second, "broken".into(), t(6))
-            .await
-            .expect("fail");
+        repo.fail(
+            "env_a",
+            second,
+            vec![RowError {
+                row: 0,
+                message: "broken".into(),
+            }],
+            t(6),
+        )
+        .await
+        .expect("fail");
         let failed = repo.get("env_a", second).await.expect("get").expect("task");
         assert_eq!(
             (failed.status, failed.errors[0].row),

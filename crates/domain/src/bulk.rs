@@ -24,6 +24,8 @@ use crate::{
 /// Contract §5: 32 MiB, counted as the body arrives.
 pub const MAX_UPLOAD_BYTES: usize = 32 * 1024 * 1024;
 pub const UPLOAD_URL_MINUTES: i64 = 5;
+/// An upload still `uploading` this long after its task was created is taken for dead.
+pub const STALE_UPLOAD_MINUTES: i64 = 60;
 /// A row may target at most this many users.
 pub const MAX_USERS_PER_ROW: usize = 10;
 /// Row errors kept on a task.
@@ -375,12 +377,12 @@ pub trait BulkRepository: Send + Sync {
     async fn create(&self, task: &BulkTask) -> Result<i64, StorageError>;
     async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError>;
     /// Tasks of the environment that count as running: processing; pending and created after
-    /// `pending_since` (an upload URL still valid); uploading, unless created more than an hour
-    /// before that (an upload whose process died).
+    /// `pending_since`; uploading and created after `uploading_since`.
     async fn running(
         &self,
         environment_id: &str,
         pending_since: Timestamp,
+        uploading_since: Timestamp,
     ) -> Result<u64, StorageError>;
     /// pending → uploading, only from pending. False when the task is not pending.
     async fn begin_upload(
@@ -405,12 +407,12 @@ pub trait BulkRepository: Send + Sync {
         rows: u64,
         now: Timestamp,
     ) -> Result<(), StorageError>;
-    /// → failed with a reason; stored rows are deleted.
+    /// → failed with `errors` in place of the row errors; stored rows are deleted.
     async fn fail(
         &self,
         environment_id: &str,
         id: i64,
-        reason: String,
+        errors: Vec<RowError>,
         now: Timestamp,
     ) -> Result<(), StorageError>;
     /// Takes a processing task whose lease ran out until `lease_until`.
@@ -503,7 +505,13 @@ impl BulkService {
         let running = self.running_bulk.running_bulk(env).await?
             + self
                 .tasks
-                .running(env, now - Duration::minutes(UPLOAD_URL_MINUTES))
+                .running(
+                    env,
+                    // A pending task counts while its upload URL is valid; an upload whose
+                    // process died stays `uploading`, and stops counting after an hour.
+                    now - Duration::minutes(UPLOAD_URL_MINUTES),
+                    now - Duration::minutes(STALE_UPLOAD_MINUTES),
+                )
                 .await?;
         if running >= MAX_RUNNING_BULK {
             return Err(DomainError::RateLimited {
@@ -609,7 +617,7 @@ impl BulkService {
             .fail(
                 &grant.environment_id,
                 grant.task_id,
-                reason,
+                file_error(reason),
                 self.clock.now(),
             )
             .await
@@ -628,7 +636,7 @@ impl BulkService {
                     .fail(
                         &task.environment_id,
                         task.id,
-                        "the stored header is unreadable".into(),
+                        file_error("the stored header is unreadable".into()),
                         now,
                     )
                     .await?;
@@ -786,6 +794,11 @@ impl BulkService {
         }
         Ok(Ok(found))
     }
+}
+
+/// A problem of the file as a whole: row 0.
+fn file_error(message: String) -> Vec<RowError> {
+    vec![RowError { row: 0, message }]
 }
 
 /// Why an upload is refused.

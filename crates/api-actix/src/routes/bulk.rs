@@ -350,17 +350,21 @@ pub async fn upload(
         })
     };
     let mut received = 0usize;
-    let mut refused: Option<ApiError> = None;
+    // Why the upload was cut short: the reason the task keeps, and the answer.
+    let mut refused: Option<(String, ApiError)> = None;
     while let Some(chunk) = payload.next().await {
         match chunk {
             Ok(bytes) => {
                 received += bytes.len();
                 if received > MAX_UPLOAD_BYTES {
-                    refused = Some(ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large",
-                        "Payload too large",
-                        "the file exceeds 32 MiB; the task failed, create another",
+                    refused = Some((
+                        "the upload exceeded 32 MiB".into(),
+                        ApiError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "payload_too_large",
+                            "Payload too large",
+                            "the file exceeds 32 MiB; the task failed, create another",
+                        ),
                     ));
                     break;
                 }
@@ -369,11 +373,14 @@ pub async fn upload(
                 }
             }
             Err(e) => {
-                refused = Some(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "upload_incomplete",
-                    "Upload incomplete",
-                    format!("the upload broke off: {e}; the task failed, create another"),
+                refused = Some((
+                    "the upload broke off".into(),
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "upload_incomplete",
+                        "Upload incomplete",
+                        format!("the upload broke off: {e}; the task failed, create another"),
+                    ),
                 ));
                 break;
             }
@@ -386,10 +393,13 @@ pub async fn upload(
     let written = writer
         .await
         .unwrap_or_else(|e| Err(domain::StorageError::Internal(e.to_string())));
-    let failure = match (refused, parsed, written) {
-        (Some(refused), _, _) => Some((refused.code().to_owned(), refused)),
-        (None, _, Err(e)) => Some(("storage".into(), DomainError::Storage(e).into())),
-        (None, Err(message), Ok(())) => Some((
+    let (reason, error) = match (refused, parsed, written) {
+        (Some(refused), _, _) => refused,
+        (None, _, Err(e)) => (
+            "the rows could not be stored".into(),
+            DomainError::Storage(e).into(),
+        ),
+        (None, Err(message), Ok(())) => (
             message.clone(),
             ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -397,21 +407,13 @@ pub async fn upload(
                 "Invalid CSV",
                 format!("{message}; the task failed, create another"),
             ),
-        )),
+        ),
         (None, Ok((header, rows)), Ok(())) => {
             let task = state.bulk.finish_upload(&grant, header, rows).await?;
             return Ok(HttpResponse::Ok().json(UploadedResponse {
                 data: UploadedTask { task: task.into() },
             }));
         }
-    };
-    let Some((reason, error)) = failure else {
-        return Err(ApiError::internal());
-    };
-    let reason = match error.code() {
-        "payload_too_large" => "the upload exceeded 32 MiB".to_owned(),
-        "upload_incomplete" => "the upload broke off".to_owned(),
-        _ => reason,
     };
     state
         .bulk
