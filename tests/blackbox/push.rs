@@ -60,7 +60,7 @@ async fn the_four_kinds_are_accepted_or_refused_as_the_contract_says(s: Server) 
     assert_eq!(items.len(), 3);
     for item in items {
         assert_eq!(item["type"], "push-notification-platform");
-        assert!(item["id"].as_str().expect("id").starts_with("pnp_"));
+        assert!(item["id"].as_str().expect("id").starts_with("npl_"));
         let a = &item["attributes"];
         assert_eq!(a["enabled"], true);
         assert_eq!(a["attributes"]["Enabled"], "true");
@@ -211,7 +211,7 @@ async fn update_enable_disable_and_delete(s: Server) {
         off.body["data"]["attributes"]["attributes"]["Enabled"],
         "false"
     );
-    enabled(&s, "pnp_missing", true)
+    enabled(&s, "npl_missing", true)
         .await
         .problem(404, "not_found");
     let fields = call(

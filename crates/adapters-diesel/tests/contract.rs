@@ -2132,22 +2132,22 @@ mod bulk_cancel_push {
         let (db, _) = super::seeded(url).await;
         let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
         let repo = DieselPushPlatformRepository::new(db, secrets);
-        repo.insert(&platform("pnp_1", true)).await.expect("insert");
+        repo.insert(&platform("npl_1", true)).await.expect("insert");
         assert!(matches!(
-            repo.insert(&platform("pnp_2", true)).await,
+            repo.insert(&platform("npl_2", true)).await,
             Err(StorageError::UniqueViolation(_))
         ));
         assert_eq!(
             repo.find("env_a", "app", "FCM").await.expect("find"),
-            Some(platform("pnp_1", true))
+            Some(platform("npl_1", true))
         );
         assert_eq!(repo.find("env_a", "app", "GCM").await.expect("find"), None);
-        assert_eq!(repo.get("env_b", "pnp_1").await.expect("other env"), None);
+        assert_eq!(repo.get("env_b", "npl_1").await.expect("other env"), None);
         assert!(!repo
-            .delete_disabled("env_a", "pnp_1")
+            .delete_disabled("env_a", "npl_1")
             .await
             .expect("enabled"));
-        repo.update(&platform("pnp_1", false))
+        repo.update(&platform("npl_1", false))
             .await
             .expect("disable");
         assert_eq!(repo.list("env_a").await.expect("list").len(), 1);
@@ -2161,7 +2161,7 @@ mod bulk_cancel_push {
             );
         }
         assert!(repo
-            .delete_disabled("env_a", "pnp_1")
+            .delete_disabled("env_a", "npl_1")
             .await
             .expect("delete"));
         assert!(repo.list("env_a").await.expect("list").is_empty());

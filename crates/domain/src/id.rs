@@ -41,7 +41,7 @@ impl IdKind {
             IdKind::Webhook => "whk",
             IdKind::Delivery => "whd",
             IdKind::Attempt => "wha",
-            IdKind::PushPlatform => "pnp",
+            IdKind::PushPlatform => "npl",
         }
     }
 }

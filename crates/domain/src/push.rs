@@ -498,7 +498,7 @@ mod tests {
     #[tokio::test]
     async fn only_disabled_platforms_are_deleted() {
         let platform = PushPlatform {
-            id: "pnp_1".into(),
+            id: "npl_1".into(),
             environment_id: "env_1".into(),
             app_id: "app".into(),
             platform: "FCM".into(),
