@@ -16,6 +16,7 @@ pub mod health;
 pub mod id;
 pub mod page;
 pub mod push;
+pub mod retry;
 pub mod secret;
 pub mod tenancy;
 pub mod time;

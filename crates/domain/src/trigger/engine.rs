@@ -401,8 +401,14 @@ impl TriggerService {
             }
         };
         let mut errors = Vec::new();
-        if let Err(mut e) = resolve(config, &element.payload, strict, &at("payload")) {
-            errors.append(&mut e);
+        match resolve(config, &element.payload, strict, &at("payload")) {
+            Err(mut e) => errors.append(&mut e),
+            Ok(variables) => errors.extend(push_payload_problems(
+                config,
+                &element.payload,
+                &variables,
+                &at("payload"),
+            )),
         }
         if let Some(ids) = &element.payload.card_options.target_stream_ids {
             for (j, id) in ids.iter().enumerate() {
@@ -805,6 +811,60 @@ fn steps_in_order(config: &Value) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Spec 8: the push payload (the notification as rendered for iOS and Android, the
+/// trigger's `notificationDetail` and the ids the SDKs need) must fit in 2 KB. Checked at
+/// trigger time with ids of their longest form, so a card never fails to push for its size.
+pub(crate) fn push_payload_problems(
+    config: &Value,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    path: &str,
+) -> Vec<FieldError> {
+    let platforms = payload.card_options.target_platforms.unwrap_or_default();
+    let detail = payload
+        .notification_detail
+        .clone()
+        .map(Value::Object)
+        .unwrap_or(Value::Null);
+    let longest_id = format!("{}_{}", IdKind::Stream.prefix(), "0".repeat(26));
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (_, template_id) in steps_in_order(config) {
+        if !seen.insert(template_id.clone()) {
+            continue;
+        }
+        let Some(template) = config
+            .get("cardTemplates")
+            .and_then(|t| t.get(&template_id))
+        else {
+            continue;
+        };
+        if template.get("notification").is_none() {
+            continue;
+        }
+        for (name, platform, on) in [
+            ("iOS", Platform::Ios, platforms.ios),
+            ("Android", Platform::Android, platforms.android),
+        ] {
+            let rendered = render(template, variables, platform);
+            let message = rendered.get("notification").and_then(|n| {
+                crate::push::PushMessage::new(n, &longest_id, &longest_id, &detail, None)
+            });
+            let size = message.map_or(0, |m| m.payload_bytes());
+            if on && size > crate::push::MAX_PUSH_PAYLOAD_BYTES {
+                errors.push(FieldError::new(
+                    path,
+                    format!(
+                        "the push notification of card template `{template_id}` on {name} would be {size} bytes (its rendered text and notificationDetail); the limit is {} bytes",
+                        crate::push::MAX_PUSH_PAYLOAD_BYTES
+                    ),
+                ));
+            }
+        }
+    }
+    errors
 }
 
 #[allow(clippy::too_many_arguments)]

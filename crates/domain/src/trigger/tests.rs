@@ -421,3 +421,38 @@ fn fingerprints_ignore_key_order_but_not_content() {
     assert_eq!(fingerprint(&empty.flows[0]), fingerprint(&absent.flows[0]));
     assert_eq!(fingerprint(&a.flows[0]).len(), 64);
 }
+
+#[test]
+fn the_whole_push_payload_must_fit_in_2_kb() {
+    let config = config();
+    let check = |name_len: usize, detail_len: usize, platforms: Value| {
+        let p = parse(&one(
+            json!({"type": "allTestUsers"}),
+            json!({
+                "variables": {"name": "n".repeat(name_len), "due": "2027-01-01T00:00:00Z"},
+                "notificationDetail": {"d": "d".repeat(detail_len)},
+                "cardOptions": platforms,
+            }),
+        ))
+        .expect("valid")
+        .flows
+        .remove(0)
+        .payload;
+        let variables = resolve(&config, &p, false, "flows[0].payload").expect("resolves");
+        engine::push_payload_problems(&config, &p, &variables, "flows[0].payload")
+    };
+    // Each part fits alone; together they do not.
+    assert!(check(900, 900, json!({})).is_empty());
+    let problems = check(1_100, 1_000, json!({}));
+    assert_eq!(problems.len(), 2, "iOS and Android: {problems:?}");
+    assert!(problems.iter().all(|e| e.field == "flows[0].payload"));
+    assert!(problems[0].message.contains("card template `t` on iOS"));
+    assert!(problems[0].message.contains("limit is 2048"));
+    // Web-only cards are never pushed.
+    assert!(check(
+        1_100,
+        1_000,
+        json!({"targetPlatforms": {"Web": true, "iOS": false, "Android": false}})
+    )
+    .is_empty());
+}

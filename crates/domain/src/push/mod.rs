@@ -1,6 +1,7 @@
 //! Push notification platforms (spec 2.10, 4.5; contract §8): one per environment, app and
 //! platform, with credentials validated offline by a [`CredentialValidator`] and sealed at
-//! rest by the storage adapter. Credentials are never returned.
+//! rest by the storage adapter. Credentials are never returned. Devices of end users, and the
+//! sending of pushes to them when cards become active (`send`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,10 +10,20 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::id::{new_id, IdKind};
+
+mod send;
+
 use crate::{
     Clock, ConflictKind, DomainError, FieldError, Permission, Principal, Resource, StorageError,
     Timestamp,
 };
+pub use send::{
+    card_platform, reaches, wants, PushJob, PushJobRepository, PushMessage, PushNext, PushRecord,
+    PushSender, PushService, PushStatus, SendOutcome, SendReport, DEFAULT_PUSH_RETRY_SCHEDULE,
+    MAX_PUSH_PAYLOAD_BYTES, PAYLOAD_KEY,
+};
+#[cfg(feature = "mock")]
+pub use send::{MockPushJobRepository, MockPushSender};
 
 /// Where a field must be at most this long (credentials are PEM or JSON of a few KB).
 const MAX_CREDENTIAL_CHARS: usize = 16_384;
@@ -641,6 +652,17 @@ impl DeviceService {
                 updated: now,
             })
             .await?)
+    }
+
+    /// The user's devices, by token.
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &str,
+        user_id: &str,
+    ) -> Result<Vec<Device>, DomainError> {
+        who.authorize(env, Permission::UsersRead)?;
+        Ok(self.devices.of_user(env, user_id).await?)
     }
 
     pub async fn unregister(
