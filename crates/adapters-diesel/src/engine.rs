@@ -252,8 +252,9 @@ pub(crate) fn insert_events(
     for chunk in rows.chunks(INSERT_CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
     }
-    // The outbox: deliveries commit with their events.
-    crate::webhooks::enqueue(conn, events)
+    // The outboxes: webhook deliveries and pushes commit with their events.
+    crate::webhooks::enqueue(conn, events)?;
+    crate::push_jobs::enqueue(conn, events)
 }
 
 fn load_invocation(

@@ -20,6 +20,7 @@ mod flows;
 mod folders;
 mod health;
 mod push;
+mod push_jobs;
 mod schema;
 mod tenancy;
 #[cfg(feature = "testing")]
@@ -36,5 +37,6 @@ pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
+pub use push_jobs::DieselPushJobRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

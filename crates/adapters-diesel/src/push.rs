@@ -15,7 +15,7 @@ use crate::schema::{devices, push_platforms};
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = push_platforms, treat_none_as_null = true)]
-struct Row {
+pub(crate) struct Row {
     id: String,
     environment_id: String,
     app_id: String,
@@ -45,52 +45,54 @@ impl DieselPushPlatformRepository {
     }
 
     fn seal(&self, p: &PushPlatform) -> Result<Row, StorageError> {
-        Ok(Row {
-            id: p.id.clone(),
-            environment_id: p.environment_id.clone(),
-            app_id: p.app_id.clone(),
-            platform: p.platform.clone(),
-            arn: p.arn.clone(),
-            enabled: p.enabled,
-            credential: self
-                .secrets
-                .seal(&p.credential, &context(&p.id, "credential"))?,
-            principal: p
-                .principal
-                .as_deref()
-                .map(|v| self.secrets.seal(v, &context(&p.id, "principal")))
-                .transpose()?,
-            properties: serde_json::to_string(&p.properties)
-                .map_err(|e| corrupt("properties", e))?,
-            facts: serde_json::to_string(&p.facts).map_err(|e| corrupt("facts", e))?,
-            created: p.created.naive_utc(),
-            updated: p.updated.naive_utc(),
-        })
+        seal(&self.secrets, p)
     }
 
     fn open(&self, r: Row) -> Result<PushPlatform, StorageError> {
-        Ok(PushPlatform {
-            credential: self
-                .secrets
-                .open(&r.credential, &context(&r.id, "credential"))?,
-            principal: r
-                .principal
-                .as_deref()
-                .map(|v| self.secrets.open(v, &context(&r.id, "principal")))
-                .transpose()?,
-            properties: serde_json::from_str(&r.properties)
-                .map_err(|e| corrupt("properties", e))?,
-            facts: serde_json::from_str(&r.facts).map_err(|e| corrupt("facts", e))?,
-            id: r.id,
-            environment_id: r.environment_id,
-            app_id: r.app_id,
-            platform: r.platform,
-            arn: r.arn,
-            enabled: r.enabled,
-            created: r.created.and_utc(),
-            updated: r.updated.and_utc(),
-        })
+        open(&self.secrets, r)
     }
+}
+
+fn seal(secrets: &SecretBox, p: &PushPlatform) -> Result<Row, StorageError> {
+    Ok(Row {
+        id: p.id.clone(),
+        environment_id: p.environment_id.clone(),
+        app_id: p.app_id.clone(),
+        platform: p.platform.clone(),
+        arn: p.arn.clone(),
+        enabled: p.enabled,
+        credential: secrets.seal(&p.credential, &context(&p.id, "credential"))?,
+        principal: p
+            .principal
+            .as_deref()
+            .map(|v| secrets.seal(v, &context(&p.id, "principal")))
+            .transpose()?,
+        properties: serde_json::to_string(&p.properties).map_err(|e| corrupt("properties", e))?,
+        facts: serde_json::to_string(&p.facts).map_err(|e| corrupt("facts", e))?,
+        created: p.created.naive_utc(),
+        updated: p.updated.naive_utc(),
+    })
+}
+
+pub(crate) fn open(secrets: &SecretBox, r: Row) -> Result<PushPlatform, StorageError> {
+    Ok(PushPlatform {
+        credential: secrets.open(&r.credential, &context(&r.id, "credential"))?,
+        principal: r
+            .principal
+            .as_deref()
+            .map(|v| secrets.open(v, &context(&r.id, "principal")))
+            .transpose()?,
+        properties: serde_json::from_str(&r.properties).map_err(|e| corrupt("properties", e))?,
+        facts: serde_json::from_str(&r.facts).map_err(|e| corrupt("facts", e))?,
+        id: r.id,
+        environment_id: r.environment_id,
+        app_id: r.app_id,
+        platform: r.platform,
+        arn: r.arn,
+        enabled: r.enabled,
+        created: r.created.and_utc(),
+        updated: r.updated.and_utc(),
+    })
 }
 
 #[async_trait]
@@ -204,7 +206,7 @@ impl PushPlatformRepository for DieselPushPlatformRepository {
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = devices)]
-struct DeviceRow {
+pub(crate) struct DeviceRow {
     environment_id: String,
     token: String,
     user_id: String,
@@ -214,7 +216,7 @@ struct DeviceRow {
     updated: NaiveDateTime,
 }
 
-fn device(r: DeviceRow) -> Device {
+pub(crate) fn device(r: DeviceRow) -> Device {
     Device {
         environment_id: r.environment_id,
         user_id: r.user_id,

@@ -362,6 +362,25 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    push_jobs (id) {
+        id -> Text,
+        environment_id -> Text,
+        card_instance_id -> Text,
+        user_id -> Text,
+        token -> Text,
+        app_id -> Text,
+        platform -> Text,
+        status -> Text,
+        attempts -> Integer,
+        status_code -> Nullable<Integer>,
+        error -> Nullable<Text>,
+        next_attempt_at -> Timestamp,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     organisations,
     environments,
@@ -388,4 +407,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     bulk_rows,
     push_platforms,
     devices,
+    push_jobs,
 );

@@ -2196,8 +2196,184 @@ mod bulk_cancel_push {
         assert!(repo.delete("env_a", "u2", "tok").await.expect("delete"));
     }
 
+    /// A card that notifies on iOS and Android, for user `user`.
+    fn notifying(id: &str, user: &str) -> domain::card::CardInstance {
+        let note = serde_json::json!({"notification": {"attributes": {"body": "Hi"}}});
+        domain::card::CardInstance {
+            platforms: vec!["iOS".into(), "Android".into()],
+            content: Map::from_iter([
+                ("iOS".to_owned(), note.clone()),
+                ("Android".to_owned(), note),
+            ]),
+            ..card(id, &format!("fin_{id}"), user, 5, 3)
+        }
+    }
+
+    async fn publishing_a_card_queues_its_pushes_with_it(url: &str) {
+        use adapters_diesel::{DieselDeviceRepository, DieselPushJobRepository};
+        use domain::push::{Device, DeviceRepository, PushJobRepository, PushNext, PushRecord};
+        let db = with_flow(url).await;
+        let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
+        let platforms = DieselPushPlatformRepository::new(db.clone(), secrets.clone());
+        let devices = DieselDeviceRepository::new(db.clone());
+        let jobs = DieselPushJobRepository::new(db.clone(), secrets);
+        let invocations = DieselInvocationRepository::new(db.clone());
+        platforms
+            .insert(&platform("npl_1", true))
+            .await
+            .expect("FCM app");
+        let device = |user: &str, token: &str, app: &str, platform: &str| Device {
+            environment_id: "env_a".into(),
+            user_id: user.into(),
+            token: token.into(),
+            app_id: app.into(),
+            platform: platform.into(),
+            created: t(1),
+            updated: t(1),
+        };
+        for d in [
+            device("u1", "android-1", "app", "FCM"),
+            // No platform for this app, and none for APNS: no pushes.
+            device("u1", "android-2", "other-app", "FCM"),
+            device("u1", "iphone", "app", "APNS"),
+            device("u2", "android-3", "app", "FCM"),
+        ] {
+            devices.upsert(&d).await.expect("device");
+        }
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not push.
+        invocations
+            .save_batch(batch(
+                None,
+                None,
+                vec![
+                    notifying("crd_1", "u1"),
+                    notifying("crd_2", "u2"),
+                    notifying("crd_3", "u3"),
+                    card("crd_4", "fin_crd_2", "u2", 5, 3),
+                ],
+            ))
+            .await
+            .expect("batch");
+        let claimed = jobs.claim(t(10), t(40), 10).await.expect("claim");
+        let mut pairs: Vec<(String, String)> = claimed
+            .iter()
+            .map(|j| (j.token.clone(), j.card.as_ref().expect("card").id.clone()))
+            .collect();
+        pairs.sort();
+        assert_eq!(
+            pairs,
+            [
+                ("android-1".to_owned(), "crd_1".to_owned()),
+                ("android-3".to_owned(), "crd_2".to_owned())
+            ]
+        );
+        let first = &claimed[0];
+        assert_eq!(first.attempt, 1);
+        assert_eq!(
+            first.platform.as_ref().map(|p| p.credential.as_str()),
+            Some(platform("npl_1", true).credential.as_str()),
+            "credentials are opened for the sender"
+        );
+        assert_eq!(
+            first.device.as_ref().map(|d| d.user_id.as_str()),
+            Some(first.user_id.as_str())
+        );
+        // Leased: not claimed again until the lease runs out.
+        assert!(jobs
+            .claim(t(20), t(50), 10)
+            .await
+            .expect("claim")
+            .is_empty());
+        let again = jobs.claim(t(41), t(70), 10).await.expect("lease ran out");
+        assert_eq!(again.len(), 2);
+        assert!(again.iter().all(|j| j.attempt == 1));
+        let record = |j: &domain::push::PushJob, next: PushNext| PushRecord {
+            job_id: j.id.clone(),
+            environment_id: j.environment_id.clone(),
+            user_id: j.user_id.clone(),
+            token: j.token.clone(),
+            attempt: j.attempt,
+            next,
+            status_code: Some(404),
+            error: Some("UNREGISTERED".into()),
+            at: t(42),
+        };
+        let dead = again.iter().find(|j| j.token == "android-1").expect("job");
+        let retried = again.iter().find(|j| j.token == "android-3").expect("job");
+        jobs.record(vec![
+            record(dead, PushNext::DeadToken),
+            record(retried, PushNext::RetryAt(t(100))),
+        ])
+        .await
+        .expect("record");
+        let left: Vec<String> = devices
+            .of_user("env_a", "u1")
+            .await
+            .expect("devices")
+            .into_iter()
+            .map(|d| d.token)
+            .collect();
+        assert_eq!(left, ["android-2", "iphone"], "the dead token is removed");
+        assert!(jobs
+            .claim(t(99), t(130), 10)
+            .await
+            .expect("not yet")
+            .is_empty());
+        let third = jobs.claim(t(100), t(130), 10).await.expect("retry due");
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].attempt, 2);
+        let shown = jobs
+            .of_card("env_a", "u1", "crd_1")
+            .await
+            .expect("of card")
+            .expect("u1's card");
+        assert_eq!(shown.len(), 1);
+        assert_eq!(
+            (
+                shown[0].status.as_str(),
+                shown[0].attempts,
+                shown[0].status_code
+            ),
+            ("dead_token", 1, Some(404))
+        );
+        assert_eq!(shown[0].next_attempt_at, None);
+        assert_eq!(
+            jobs.of_card("env_a", "u2", "crd_1").await.expect("of card"),
+            None
+        );
+        assert_eq!(
+            jobs.of_card("env_b", "u1", "crd_1").await.expect("of card"),
+            None
+        );
+        // A disabled platform queues nothing.
+        platforms
+            .update(&platform("npl_1", false))
+            .await
+            .expect("disable");
+        let mut later = batch(Some("none"), None, vec![notifying("crd_5", "u2")]);
+        later.from_cursor = None;
+        later.invocation_id = "inv_2".into();
+        for f in &mut later.flow_instances {
+            f.invocation_id = "inv_2".into();
+        }
+        invocations
+            .record(vec![invocation("inv_2", Mode::Live, "fp2", false)])
+            .await
+            .expect("record");
+        invocations.save_batch(later).await.expect("batch");
+        assert_eq!(
+            jobs.of_card("env_a", "u2", "crd_5").await.expect("of card"),
+            Some(Vec::new())
+        );
+    }
+
     both_backends!(
         devices_belong_to_one_user_and_move,
+        publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
         cancels_mark_engine_batches_and_cancel_in_batches,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,

@@ -92,9 +92,10 @@ pub fn p8_key() -> String {
     KeyPair::generate().unwrap().serialize_pem()
 }
 
-/// FCM service-account JSON with a fresh 1024-bit RSA key (small: only parsed, never trusted).
+/// FCM service-account JSON with a fresh 2048-bit RSA key (the smallest Google issues and the
+/// smallest the signer accepts).
 pub fn service_account(project: &str) -> String {
-    let key = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 1024).unwrap();
+    let key = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
     let pem = key.to_pkcs8_pem(LineEnding::LF).unwrap().to_string();
     serde_json::json!({
         "type": "service_account",

@@ -7,7 +7,7 @@ use domain::push::{provider_of, CredentialProblem, CredentialValidator, Platform
 use domain::{FieldError, Timestamp};
 use p256::pkcs8::{DecodePrivateKey, EncodePublicKey};
 use rsa::pkcs1::DecodeRsaPrivateKey;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Apple's push certificate extensions: development (sandbox) and production.
@@ -15,6 +15,8 @@ const OID_APNS_SANDBOX: &str = "1.2.840.113635.100.6.3.1";
 const OID_APNS_PRODUCTION: &str = "1.2.840.113635.100.6.3.2";
 const APPLE_ISSUER: &str = "Apple Worldwide Developer Relations";
 const OID_UID: &str = "0.9.2342.19200300.100.1.1";
+/// 2048 bits.
+const MIN_RSA_BYTES: usize = 256;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OfflineValidator;
@@ -47,10 +49,11 @@ impl CredentialValidator for OfflineValidator {
     }
 }
 
-/// Android, FCM HTTP v1: a service-account JSON (or that JSON encoded as a JSON string).
-fn service_account(input: &PlatformInput) -> Result<BTreeMap<String, String>, CredentialProblem> {
+/// The service-account JSON object of an FCM credential: the JSON itself, or that JSON encoded
+/// as a JSON string (`jq @json` output, as SNS documents).
+pub(crate) fn service_account_json(text: &str) -> Result<Map<String, Value>, CredentialProblem> {
     let field = "platformCredential";
-    let text = input.credential.trim();
+    let text = text.trim();
     let mut value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(_) if !text.starts_with('{') && !text.starts_with('"') => {
@@ -66,9 +69,16 @@ fn service_account(input: &PlatformInput) -> Result<BTreeMap<String, String>, Cr
             )
         })?;
     }
-    let Some(obj) = value.as_object() else {
-        return Err(invalid(field, "must be a service-account JSON object"));
-    };
+    match value {
+        Value::Object(obj) => Ok(obj),
+        _ => Err(invalid(field, "must be a service-account JSON object")),
+    }
+}
+
+/// Android, FCM HTTP v1: a service-account JSON (or that JSON encoded as a JSON string).
+fn service_account(input: &PlatformInput) -> Result<BTreeMap<String, String>, CredentialProblem> {
+    let field = "platformCredential";
+    let obj = service_account_json(&input.credential)?;
     let mut errors = Vec::new();
     let text_of = |key: &str| {
         obj.get(key)
@@ -97,13 +107,18 @@ fn service_account(input: &PlatformInput) -> Result<BTreeMap<String, String>, Cr
         }
     }
     if let Some(key) = text_of("private_key") {
-        if rsa::RsaPrivateKey::from_pkcs8_pem(key).is_err()
-            && rsa::RsaPrivateKey::from_pkcs1_pem(key).is_err()
+        match rsa::RsaPrivateKey::from_pkcs8_pem(key)
+            .or_else(|_| rsa::RsaPrivateKey::from_pkcs1_pem(key))
         {
-            errors.push(FieldError::new(
+            Err(_) => errors.push(FieldError::new(
                 field,
                 "`private_key` is not an RSA private key in PEM",
-            ));
+            )),
+            // Google issues 2048-bit keys; RS256 signers refuse smaller ones.
+            Ok(k) if rsa::traits::PublicKeyParts::size(&k) < MIN_RSA_BYTES => errors.push(
+                FieldError::new(field, "`private_key` is shorter than 2048 bits"),
+            ),
+            Ok(_) => {}
         }
     }
     if input.principal.as_deref().is_some_and(|p| !p.is_empty()) {
@@ -371,6 +386,18 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("private_key")));
         assert!(problems.iter().any(|p| p.starts_with("platformPrincipal")));
         assert!(!fields(v.validate(&input("GCM", "{not json", None, json!({})), now())).is_empty());
+        let small = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 1024).expect("key");
+        let mut weak: Value = serde_json::from_str(&sa).expect("json");
+        weak["private_key"] = json!(rsa::pkcs8::EncodePrivateKey::to_pkcs8_pem(
+            &small,
+            rsa::pkcs8::LineEnding::LF
+        )
+        .expect("pem")
+        .to_string());
+        assert_eq!(
+            fields(v.validate(&input("GCM", &weak.to_string(), None, json!({})), now())),
+            ["platformCredential: `private_key` is shorter than 2048 bits"]
+        );
     }
 
     #[test]

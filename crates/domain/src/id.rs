@@ -22,6 +22,8 @@ pub enum IdKind {
     /// One call of a delivery.
     Attempt,
     PushPlatform,
+    /// One card pushed to one device.
+    Push,
 }
 
 impl IdKind {
@@ -42,6 +44,7 @@ impl IdKind {
             IdKind::Delivery => "whd",
             IdKind::Attempt => "wha",
             IdKind::PushPlatform => "npl",
+            IdKind::Push => "psh",
         }
     }
 }

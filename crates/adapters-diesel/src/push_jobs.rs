@@ -1,0 +1,363 @@
+//! The push outbox and its jobs. [`enqueue`] is called by every transaction that appends
+//! analytics events, so a card's publication and its pushes commit together.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::card::AnalyticsEvent;
+use domain::id::{new_id, IdKind};
+use domain::push::{Device, PushJob, PushJobRepository, PushNext, PushRecord, PushStatus};
+use domain::{StorageError, Timestamp};
+use serde_json::Value;
+
+use crate::crypto::SecretBox;
+use crate::db::{AnyConnection, Database, Failure};
+use crate::engine::CardRow;
+use crate::push::{device, open, DeviceRow, Row as PlatformRow};
+use crate::schema::{card_instances, devices, push_jobs, push_platforms};
+
+const CHUNK: usize = 500;
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = push_jobs, treat_none_as_default_value = false)]
+struct JobRow {
+    id: String,
+    environment_id: String,
+    card_instance_id: String,
+    user_id: String,
+    token: String,
+    app_id: String,
+    platform: String,
+    status: String,
+    attempts: i32,
+    status_code: Option<i32>,
+    error: Option<String>,
+    next_attempt_at: NaiveDateTime,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+/// (environment, app, platform) of an enabled platform.
+type PlatformKey = (String, String, String);
+
+/// The outbox half of every event write: one pending job per device of the card's user that
+/// the card reaches through an enabled platform of the device's app, in the caller's
+/// transaction. Which events and devices: `domain::push::{wants, reaches}`.
+pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+    let wanted: Vec<&AnalyticsEvent> = events
+        .iter()
+        .filter(|e| e.card_instance_id.is_some() && domain::push::wants(e))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let mut envs: Vec<&str> = wanted.iter().map(|e| e.environment_id.as_str()).collect();
+    envs.sort_unstable();
+    envs.dedup();
+    // No enabled platform, no device to look up (the common case of a large fan-out).
+    let enabled: HashSet<PlatformKey> = push_platforms::table
+        .filter(push_platforms::environment_id.eq_any(&envs))
+        .filter(push_platforms::enabled.eq(true))
+        .select((
+            push_platforms::environment_id,
+            push_platforms::app_id,
+            push_platforms::platform,
+        ))
+        .load(conn)?
+        .into_iter()
+        .collect();
+    if enabled.is_empty() {
+        return Ok(());
+    }
+    let mut users: Vec<&str> = wanted.iter().map(|e| e.user_id.as_str()).collect();
+    users.sort_unstable();
+    users.dedup();
+    let mut by_user: HashMap<(String, String), Vec<Device>> = HashMap::new();
+    for chunk in users.chunks(CHUNK) {
+        let rows: Vec<DeviceRow> = devices::table
+            .filter(devices::environment_id.eq_any(&envs))
+            .filter(devices::user_id.eq_any(chunk))
+            .select(DeviceRow::as_select())
+            .load(conn)?;
+        for d in rows.into_iter().map(device) {
+            by_user
+                .entry((d.environment_id.clone(), d.user_id.clone()))
+                .or_default()
+                .push(d);
+        }
+    }
+    let mut rows = Vec::new();
+    for event in wanted {
+        let Some(card_id) = &event.card_instance_id else {
+            continue;
+        };
+        let Some(devices) = by_user.get(&(event.environment_id.clone(), event.user_id.clone()))
+        else {
+            continue;
+        };
+        let targets: Vec<String> = event
+            .data
+            .pointer("/platformContext/targetPlatforms")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let at = event.created.naive_utc();
+        for d in devices {
+            let key = (
+                d.environment_id.clone(),
+                d.app_id.clone(),
+                d.platform.clone(),
+            );
+            if !enabled.contains(&key) || !domain::push::reaches(&targets, &d.platform) {
+                continue;
+            }
+            rows.push(JobRow {
+                id: new_id(IdKind::Push),
+                environment_id: event.environment_id.clone(),
+                card_instance_id: card_id.clone(),
+                user_id: event.user_id.clone(),
+                token: d.token.clone(),
+                app_id: d.app_id.clone(),
+                platform: d.platform.clone(),
+                status: "pending".into(),
+                attempts: 0,
+                status_code: None,
+                error: None,
+                next_attempt_at: at,
+                created: at,
+                updated: at,
+            });
+        }
+    }
+    for chunk in rows.chunks(CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(push_jobs::table)
+            .values(chunk)
+            .on_conflict_do_nothing()
+            .execute(c))?;
+    }
+    Ok(())
+}
+
+pub struct DieselPushJobRepository {
+    db: Database,
+    secrets: Arc<SecretBox>,
+}
+
+impl DieselPushJobRepository {
+    pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
+        Self { db, secrets }
+    }
+}
+
+fn status(row: JobRow) -> PushStatus {
+    PushStatus {
+        attempts: u32::try_from(row.attempts).unwrap_or(0),
+        status_code: row.status_code.and_then(|c| u16::try_from(c).ok()),
+        next_attempt_at: (row.status == "pending").then(|| row.next_attempt_at.and_utc()),
+        id: row.id,
+        card_instance_id: row.card_instance_id,
+        token: row.token,
+        app_id: row.app_id,
+        platform: row.platform,
+        status: row.status,
+        error: row.error,
+        created: row.created.and_utc(),
+        updated: row.updated.and_utc(),
+    }
+}
+
+#[async_trait]
+impl PushJobRepository for DieselPushJobRepository {
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<PushJob>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let (jobs, cards, devices, platforms) = self
+            .db
+            .transaction(move |conn| {
+                let due = push_jobs::table
+                    .filter(push_jobs::status.eq("pending"))
+                    .filter(push_jobs::next_attempt_at.le(now))
+                    .order(push_jobs::next_attempt_at)
+                    .limit(i64::from(limit));
+                // Several processes share PostgreSQL: skip rows another one is claiming.
+                let jobs: Vec<JobRow> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due
+                        .select(JobRow::as_select())
+                        .for_update()
+                        .skip_locked()
+                        .load(c)?,
+                    AnyConnection::Sqlite(c) => due.select(JobRow::as_select()).load(c)?,
+                };
+                if jobs.is_empty() {
+                    return Ok((jobs, Vec::new(), Vec::new(), Vec::new()));
+                }
+                let ids: Vec<&String> = jobs.iter().map(|j| &j.id).collect();
+                diesel::update(push_jobs::table.filter(push_jobs::id.eq_any(ids)))
+                    .set(push_jobs::next_attempt_at.eq(lease))
+                    .execute(conn)?;
+                let mut envs: Vec<&String> = jobs.iter().map(|j| &j.environment_id).collect();
+                envs.sort_unstable();
+                envs.dedup();
+                let card_ids: Vec<&String> = jobs.iter().map(|j| &j.card_instance_id).collect();
+                let cards: Vec<CardRow> = card_instances::table
+                    .filter(card_instances::id.eq_any(card_ids))
+                    .select(CardRow::as_select())
+                    .load(conn)?;
+                let tokens: Vec<&String> = jobs.iter().map(|j| &j.token).collect();
+                let devices: Vec<Device> = devices::table
+                    .filter(devices::environment_id.eq_any(&envs))
+                    .filter(devices::token.eq_any(tokens))
+                    .select(DeviceRow::as_select())
+                    .load(conn)?
+                    .into_iter()
+                    .map(device)
+                    .collect();
+                let apps: Vec<&String> = devices.iter().map(|d| &d.app_id).collect();
+                let platforms: Vec<PlatformRow> = push_platforms::table
+                    .filter(push_platforms::environment_id.eq_any(&envs))
+                    .filter(push_platforms::app_id.eq_any(apps))
+                    .select(PlatformRow::as_select())
+                    .load(conn)?;
+                Ok((jobs, cards, devices, platforms))
+            })
+            .await?;
+        let mut card_by_id = HashMap::new();
+        for row in cards {
+            let card = crate::engine::card(row)?;
+            card_by_id.insert(card.id.clone(), card);
+        }
+        let device_by_token: HashMap<(String, String), _> = devices
+            .into_iter()
+            .map(|d| ((d.environment_id.clone(), d.token.clone()), d))
+            .collect();
+        let mut platform_by_key = HashMap::new();
+        for row in platforms {
+            let p = open(&self.secrets, row)?;
+            platform_by_key.insert(
+                (
+                    p.environment_id.clone(),
+                    p.app_id.clone(),
+                    p.platform.clone(),
+                ),
+                p,
+            );
+        }
+        Ok(jobs
+            .into_iter()
+            .map(|j| {
+                let device = device_by_token
+                    .get(&(j.environment_id.clone(), j.token.clone()))
+                    .cloned();
+                let platform = device.as_ref().and_then(|d| {
+                    platform_by_key
+                        .get(&(
+                            d.environment_id.clone(),
+                            d.app_id.clone(),
+                            d.platform.clone(),
+                        ))
+                        .cloned()
+                });
+                PushJob {
+                    card: card_by_id
+                        .get(&j.card_instance_id)
+                        .filter(|c| c.environment_id == j.environment_id)
+                        .cloned(),
+                    attempt: u32::try_from(j.attempts).unwrap_or(0) + 1,
+                    id: j.id,
+                    environment_id: j.environment_id,
+                    user_id: j.user_id,
+                    token: j.token,
+                    device,
+                    platform,
+                }
+            })
+            .collect())
+    }
+
+    async fn record(&self, records: Vec<PushRecord>) -> Result<(), StorageError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.db
+            .transaction(move |conn| {
+                for r in &records {
+                    let at = r.at.naive_utc();
+                    let next = match r.next {
+                        PushNext::RetryAt(t) => t.naive_utc(),
+                        _ => at,
+                    };
+                    diesel::update(push_jobs::table.filter(push_jobs::id.eq(&r.job_id)))
+                        .set((
+                            push_jobs::status.eq(r.next.status()),
+                            push_jobs::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                            push_jobs::status_code.eq(r.status_code.map(i32::from)),
+                            push_jobs::error.eq(&r.error),
+                            push_jobs::next_attempt_at.eq(next),
+                            push_jobs::updated.eq(at),
+                        ))
+                        .execute(conn)?;
+                    if r.next == PushNext::DeadToken {
+                        // Only while the token is still this user's: a device registered again
+                        // by someone else since is a new registration.
+                        diesel::delete(
+                            devices::table
+                                .filter(devices::environment_id.eq(&r.environment_id))
+                                .filter(devices::token.eq(&r.token))
+                                .filter(devices::user_id.eq(&r.user_id))
+                                .filter(devices::updated.le(at)),
+                        )
+                        .execute(conn)?;
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn of_card(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        card_id: &str,
+    ) -> Result<Option<Vec<PushStatus>>, StorageError> {
+        let (env, user, card) = (
+            environment_id.to_owned(),
+            user_id.to_owned(),
+            card_id.to_owned(),
+        );
+        let rows = self
+            .db
+            .run(move |conn| {
+                let exists: i64 = card_instances::table
+                    .filter(card_instances::environment_id.eq(&env))
+                    .filter(card_instances::user_id.eq(&user))
+                    .filter(card_instances::id.eq(&card))
+                    .count()
+                    .get_result(conn)?;
+                if exists == 0 {
+                    return Ok(None);
+                }
+                Ok(Some(
+                    push_jobs::table
+                        .filter(push_jobs::environment_id.eq(&env))
+                        .filter(push_jobs::card_instance_id.eq(&card))
+                        .order((push_jobs::created, push_jobs::id))
+                        .select(JobRow::as_select())
+                        .load(conn)?,
+                ))
+            })
+            .await?;
+        Ok(rows.map(|rows| rows.into_iter().map(status).collect()))
+    }
+}
