@@ -463,6 +463,16 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "delete",
             &["204", "401", "403", "404"],
         ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/devices",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/pushes",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
         ("/v1/environments", "get", &["200", "401"]),
         (
             "/v1/{environmentId}/credentials",
@@ -496,7 +506,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 51, "a new endpoint must be added to this test");
+    assert_eq!(paths, 53, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -2,10 +2,14 @@
 //! credentials that never leave (responses, logs, the database in plaintext).
 
 use adapters_diesel::testing::raw_texts;
+use std::time::Duration;
+
+use adapters_push::fake::FakeProviders;
 use adapters_push::testing::{p8_key, push_certificate, service_account, CertificateSpec};
 use serde_json::{json, Value};
 
 use crate::support::{blackbox, call, Reply, Server};
+use crate::trigger::{feed, finished, fire, invocation_id, users};
 
 async fn platforms(s: &Server, method: &str, body: Option<Value>) -> Reply {
     call(
@@ -335,7 +339,313 @@ async fn devices_register_move_and_unregister(s: Server) {
     .problem(403, "forbidden");
 }
 
+/// Providers on loopback: the fake FCM, Google OAuth and APNs, which know `sa` and `p8`.
+async fn providers(s: &mut Server, sa: &str, p8: &str) -> FakeProviders {
+    let fake = FakeProviders::start().await;
+    fake.accept_service_account(sa);
+    fake.accept_apns_key("KEY1234567", "TEAM123456", p8);
+    point_at(s, &fake.url);
+    fake
+}
+
+/// Restarts the server with every provider URL at `base` and quick push retries.
+fn point_at(s: &mut Server, base: &str) {
+    let token = format!("{base}/token");
+    s.restart_with(&[
+        ("WORKBENCH_FCM_URL", Some(base)),
+        ("WORKBENCH_GOOGLE_TOKEN_URL", Some(&token)),
+        ("WORKBENCH_APNS_URL", Some(base)),
+        ("WORKBENCH_APNS_SANDBOX_URL", Some(base)),
+        ("WORKBENCH_PUSH_RETRY_SCHEDULE", Some("1s,1s,1s")),
+    ]);
+}
+
+/// An FCM app and an APNs (token) app, and a published flow whose card notifies.
+async fn notifying_setup(s: &Server, sa: &str, p8: &str) -> String {
+    let android = platforms(s, "POST", Some(json!({"appId": "com.example.android", "platform": "FCM", "platformCredential": sa, "platformProperties": {"channelId": "news", "restrictedPackageName": "com.example.android"}}))).await;
+    assert_eq!(android.status, 201, "{}", android.text);
+    let ios = platforms(s, "POST", Some(json!({"appId": "com.example.ios", "platform": "APNS", "platformCredential": p8, "platformPrincipal": "KEY1234567", "platformProperties": {"teamId": "TEAM123456", "bundleId": "com.example.ios"}}))).await;
+    assert_eq!(ios.status, 201, "{}", ios.text);
+    let admin = Some(s.admin_secret.as_str());
+    let created = call(
+        s,
+        "POST",
+        &format!("/v1/{}/action-flow", s.env),
+        admin,
+        Some(json!({"name": "Notify"})),
+    )
+    .await;
+    let flow = created.body["data"]["id"].as_str().expect("id").to_owned();
+    let config = json!({
+        "type": "card", "initialSteps": ["s1"],
+        "variables": {"firstName": {"type": "string", "source": "event", "default": "there"}},
+        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
+        "cardTemplates": {"t1": {
+            "metadata": {"cardName": "Welcome"},
+            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}}]},
+            "notification": {"attributes": {"body": "Hello %{firstName}"}}
+        }}
+    });
+    let published = call(
+        s,
+        "POST",
+        &format!("/v1/{}/action-flow/{flow}/config/publish", s.env),
+        admin,
+        Some(config),
+    )
+    .await;
+    assert_eq!(published.status, 200, "{}", published.text);
+    flow
+}
+
+async fn register(s: &Server, user: &str, token: &str, app: &str, platform: &str) {
+    let reply = call(
+        s,
+        "PUT",
+        &format!("/v1/{}/users/{user}/devices/{token}", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"appId": app, "platform": platform})),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+}
+
+async fn get(s: &Server, path: &str) -> Value {
+    let reply = call(
+        s,
+        "GET",
+        &format!("/v1/{}{path}", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body["data"].clone()
+}
+
+/// Waits until `done` holds of the pushes of `user`'s only card; returns them.
+async fn pushes_of(
+    s: &Server,
+    user: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> (String, Vec<Value>) {
+    let started = std::time::Instant::now();
+    loop {
+        let cards = feed(s, user).await;
+        if let Some(card) = cards.first() {
+            let id = card["id"].as_str().expect("card id").to_owned();
+            let pushes = get(s, &format!("/users/{user}/cards/{id}/pushes")).await;
+            let pushes = pushes.as_array().expect("pushes").clone();
+            if done(&pushes) {
+                return (id, pushes);
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "pushes of {user}: {pushes:?}"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no card for {user}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn settled(pushes: &[Value]) -> bool {
+    !pushes.is_empty() && pushes.iter().all(|p| p["status"] != "pending")
+}
+
+async fn a_triggered_card_with_a_notification_reaches_fcm_and_apns(mut s: Server) {
+    let (sa, p8) = (service_account("demo-project"), p8_key());
+    let fake = providers(&mut s, &sa, &p8).await;
+    let flow = notifying_setup(&s, &sa, &p8).await;
+    users(
+        &s,
+        json!([{"id": "u1", "tags": ["vip"]}, {"id": "u2", "tags": ["vip"]}]),
+    )
+    .await;
+    register(&s, "u1", "android-u1", "com.example.android", "FCM").await;
+    register(&s, "u1", "iphone-u1", "com.example.ios", "APNS").await;
+    // No platform for this app: no push.
+    register(&s, "u1", "tablet-u1", "com.example.other", "FCM").await;
+    register(&s, "u2", "dead-u2", "com.example.android", "GCM").await;
+    register(&s, "u2", "busy-u2", "com.example.ios", "APNS").await;
+    fake.mark_dead("dead-u2");
+    fake.fail("busy-u2", 1);
+    let fired = fire(&s, &flow, "start", json!({"flows": [{"target": {"type": "tag", "tagName": "vip"},
+        "payload": {"variables": {"firstName": "Ada"}, "notificationDetail": {"deepLink": "app://welcome"}}}]})).await;
+    finished(&s, &flow, &invocation_id(&fired)).await;
+
+    let (card, pushes) = pushes_of(&s, "u1", settled).await;
+    let mut seen: Vec<(String, String)> = pushes
+        .iter()
+        .map(|p| {
+            (
+                p["deviceToken"].as_str().expect("token").to_owned(),
+                p["status"].as_str().expect("status").to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("android-u1".to_owned(), "sent".to_owned()),
+            ("iphone-u1".to_owned(), "sent".to_owned())
+        ]
+    );
+    assert!(pushes.iter().all(|p| p["statusCode"] == 200
+        && p["attempts"] == 1
+        && p["cardInstanceId"] == card.as_str()));
+
+    let delivered = fake.delivered();
+    let fcm = delivered
+        .iter()
+        .find(|r| r.kind == "fcm" && r.json()["message"]["token"] == "android-u1")
+        .expect("FCM push");
+    assert_eq!(fcm.path, "/v1/projects/demo-project/messages:send");
+    assert!(
+        fcm.header("authorization")
+            .starts_with("Bearer fake-access-"),
+        "authenticated with Google's token"
+    );
+    let message = &fcm.json()["message"];
+    assert_eq!(message["notification"]["body"], "Hello Ada");
+    assert_eq!(message["android"]["notification"]["channel_id"], "news");
+    assert_eq!(
+        message["android"]["restricted_package_name"],
+        "com.example.android"
+    );
+    let data: Value =
+        serde_json::from_str(message["data"]["workbench"].as_str().expect("data")).expect("json");
+    assert_eq!(data["cardInstanceId"], card.as_str());
+    assert_eq!(data["detail"], json!({"deepLink": "app://welcome"}));
+    assert!(data["streamId"]
+        .as_str()
+        .expect("stream")
+        .starts_with("str_"));
+    let apns = delivered
+        .iter()
+        .find(|r| r.path == "/3/device/iphone-u1")
+        .expect("APNs push");
+    assert!(apns.http2, "APNs over HTTP/2");
+    assert_eq!(apns.header("apns-topic"), "com.example.ios");
+    assert!(apns.header("authorization").starts_with("bearer "));
+    let payload = apns.json();
+    assert_eq!(payload["aps"]["alert"]["body"], "Hello Ada");
+    assert_eq!(payload["workbench"]["cardInstanceId"], card.as_str());
+    for push in [fcm, apns] {
+        assert!(push.body.len() < 2_048, "{} bytes", push.body.len());
+    }
+
+    // u2: the dead token is removed, the busy one is retried and delivered.
+    let (_, pushes) = pushes_of(&s, "u2", |p| settled(p) && p.len() == 2).await;
+    let dead = pushes
+        .iter()
+        .find(|p| p["deviceToken"] == "dead-u2")
+        .expect("dead");
+    assert_eq!(
+        (dead["status"].as_str(), dead["statusCode"].as_u64()),
+        (Some("dead_token"), Some(404))
+    );
+    assert!(dead["error"]
+        .as_str()
+        .expect("why")
+        .contains("UNREGISTERED"));
+    let busy = pushes
+        .iter()
+        .find(|p| p["deviceToken"] == "busy-u2")
+        .expect("busy");
+    assert_eq!(
+        (busy["status"].as_str(), busy["attempts"].as_u64()),
+        (Some("sent"), Some(2))
+    );
+    let devices: Vec<Value> = get(&s, "/users/u2/devices")
+        .await
+        .as_array()
+        .expect("devices")
+        .clone();
+    let tokens: Vec<&str> = devices
+        .iter()
+        .map(|d| d["deviceToken"].as_str().expect("token"))
+        .collect();
+    assert_eq!(tokens, ["busy-u2"]);
+    assert_eq!(
+        fake.received().iter().filter(|r| r.kind == "token").count(),
+        1,
+        "one OAuth token serves every FCM push"
+    );
+
+    // The whole push payload must fit in 2 KB: checked when the flow is triggered.
+    let big = fire(&s, &flow, "start", json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]},
+        "payload": {"variables": {"firstName": "x".repeat(1_200)}, "notificationDetail": {"d": "y".repeat(1_000)}}}]})).await;
+    let fields = big.problem(400, "validation_failed");
+    assert!(fields.iter().any(|f| f == "flows[0].payload"), "{fields:?}");
+}
+
+async fn pushes_survive_a_kill_9_and_reach_the_provider_later(mut s: Server) {
+    let (sa, p8) = (service_account("demo-project"), p8_key());
+    // First no provider answers: the push waits for a retry.
+    point_at(&mut s, "http://127.0.0.1:9");
+    let flow = notifying_setup(&s, &sa, &p8).await;
+    users(&s, json!([{"id": "u1"}])).await;
+    register(&s, "u1", "iphone-u1", "com.example.ios", "APNS_SANDBOX").await;
+    let ios = platforms(&s, "POST", Some(json!({"appId": "com.example.ios", "platform": "APNS_SANDBOX", "platformCredential": p8, "platformPrincipal": "KEY1234567", "platformProperties": {"teamId": "TEAM123456", "bundleId": "com.example.ios"}}))).await;
+    assert_eq!(ios.status, 201, "{}", ios.text);
+    let fired = fire(
+        &s,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]}}]}),
+    )
+    .await;
+    finished(&s, &flow, &invocation_id(&fired)).await;
+    let (_, pushes) = pushes_of(&s, "u1", |p| {
+        p.first().is_some_and(|p| p["attempts"].as_u64() >= Some(1))
+    })
+    .await;
+    assert_eq!(pushes[0]["status"], "pending", "{pushes:?}");
+    assert!(
+        pushes[0]["error"].as_str().expect("why").contains("APNs"),
+        "{pushes:?}"
+    );
+
+    let fake = providers(&mut s, &sa, &p8).await;
+    let (_, pushes) = pushes_of(&s, "u1", settled).await;
+    assert_eq!(pushes[0]["status"], "sent", "{pushes:?}");
+    let delivered = fake.delivered();
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0].path, "/3/device/iphone-u1");
+}
+
+async fn push_api_permissions_and_not_found(s: Server) {
+    let folders_only = s.key(&["--scope", "workbench_folders:read"]);
+    let reply = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/users/u1/devices", s.env),
+        Some(&folders_only),
+        None,
+    )
+    .await;
+    reply.problem(403, "forbidden");
+    let reply = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/users/u1/cards/crd_nope/pushes", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    reply.problem(404, "not_found");
+    assert_eq!(get(&s, "/users/nobody/devices").await, json!([]));
+}
+
 blackbox!(
+    a_triggered_card_with_a_notification_reaches_fcm_and_apns,
+    pushes_survive_a_kill_9_and_reach_the_provider_later,
+    push_api_permissions_and_not_found,
     devices_register_move_and_unregister,
     the_four_kinds_are_accepted_or_refused_as_the_contract_says,
     credentials_are_validated_field_by_field,

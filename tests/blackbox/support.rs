@@ -74,6 +74,19 @@ impl Server {
         self.base = format!("http://{address}");
     }
 
+    /// Adds settings (a `None` value removes one) and restarts on the same database and data
+    /// folder: the environment and keys stay.
+    pub fn restart_with(&mut self, extra: &[(&str, Option<&str>)]) {
+        self.extra
+            .retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        self.extra.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned))),
+        );
+        self.kill_and_restart();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -1,7 +1,7 @@
 //! The push outbox and its jobs. [`enqueue`] is called by every transaction that appends
 //! analytics events, so a card's publication and its pushes commit together.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -40,9 +40,6 @@ struct JobRow {
     updated: NaiveDateTime,
 }
 
-/// (environment, app, platform) of an enabled platform.
-type PlatformKey = (String, String, String);
-
 /// The outbox half of every event write: one pending job per device of the card's user that
 /// the card reaches through an enabled platform of the device's app, in the caller's
 /// transaction. Which events and devices: `domain::push::{wants, reaches}`.
@@ -58,7 +55,8 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
     envs.sort_unstable();
     envs.dedup();
     // No enabled platform, no device to look up (the common case of a large fan-out).
-    let enabled: HashSet<PlatformKey> = push_platforms::table
+    let mut enabled: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let rows: Vec<(String, String, String)> = push_platforms::table
         .filter(push_platforms::environment_id.eq_any(&envs))
         .filter(push_platforms::enabled.eq(true))
         .select((
@@ -66,9 +64,10 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
             push_platforms::app_id,
             push_platforms::platform,
         ))
-        .load(conn)?
-        .into_iter()
-        .collect();
+        .load(conn)?;
+    for (env, app, platform) in rows {
+        enabled.entry((env, app)).or_default().push(platform);
+    }
     if enabled.is_empty() {
         return Ok(());
     }
@@ -110,12 +109,10 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
             .unwrap_or_default();
         let at = event.created.naive_utc();
         for d in devices {
-            let key = (
-                d.environment_id.clone(),
-                d.app_id.clone(),
-                d.platform.clone(),
-            );
-            if !enabled.contains(&key) || !domain::push::reaches(&targets, &d.platform) {
+            let served = enabled
+                .get(&(d.environment_id.clone(), d.app_id.clone()))
+                .is_some_and(|ps| ps.iter().any(|p| domain::push::serves(p, &d.platform)));
+            if !served || !domain::push::reaches(&targets, &d.platform) {
                 continue;
             }
             rows.push(JobRow {
@@ -241,33 +238,20 @@ impl PushJobRepository for DieselPushJobRepository {
             .into_iter()
             .map(|d| ((d.environment_id.clone(), d.token.clone()), d))
             .collect();
-        let mut platform_by_key = HashMap::new();
-        for row in platforms {
-            let p = open(&self.secrets, row)?;
-            platform_by_key.insert(
-                (
-                    p.environment_id.clone(),
-                    p.app_id.clone(),
-                    p.platform.clone(),
-                ),
-                p,
-            );
-        }
+        let platforms = platforms
+            .into_iter()
+            .map(|row| open(&self.secrets, row))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(jobs
             .into_iter()
             .map(|j| {
                 let device = device_by_token
                     .get(&(j.environment_id.clone(), j.token.clone()))
                     .cloned();
-                let platform = device.as_ref().and_then(|d| {
-                    platform_by_key
-                        .get(&(
-                            d.environment_id.clone(),
-                            d.app_id.clone(),
-                            d.platform.clone(),
-                        ))
-                        .cloned()
-                });
+                let platform = device
+                    .as_ref()
+                    .and_then(|d| domain::push::platform_for(&platforms, d))
+                    .cloned();
                 PushJob {
                     card: card_by_id
                         .get(&j.card_instance_id)

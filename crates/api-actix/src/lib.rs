@@ -41,6 +41,7 @@ pub struct AppState {
     pub bulk: Arc<domain::bulk::BulkService>,
     pub push: Arc<domain::push::PushPlatformService>,
     pub devices: Arc<domain::push::DeviceService>,
+    pub pushes: Arc<domain::push::PushService>,
     pub health: Arc<dyn HealthProbe>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).

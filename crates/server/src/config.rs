@@ -45,6 +45,12 @@ pub struct Settings {
     /// Seconds a claimed delivery stays leased (`WORKBENCH_WEBHOOK_LEASE_SECONDS`, default 60):
     /// keep it above the 15 s call timeout.
     pub webhook_lease_seconds: u64,
+    /// `WORKBENCH_PUSH_RETRY_SCHEDULE`, e.g. `5s,30s,2m,10m,1h,4h`.
+    pub push_retry_schedule: String,
+    /// Provider base URLs (`WORKBENCH_FCM_URL`, `WORKBENCH_GOOGLE_TOKEN_URL`,
+    /// `WORKBENCH_APNS_URL`, `WORKBENCH_APNS_SANDBOX_URL`): production unless set, so tests and
+    /// staging can point them at fakes.
+    pub push_urls: adapters_push::ProviderUrls,
 }
 
 /// The file's shape: every key optional.
@@ -67,6 +73,11 @@ struct FileSettings {
     webhook_retry_schedule: Option<String>,
     webhook_concurrency: Option<u32>,
     webhook_lease_seconds: Option<u64>,
+    push_retry_schedule: Option<String>,
+    fcm_url: Option<String>,
+    google_token_url: Option<String>,
+    apns_url: Option<String>,
+    apns_sandbox_url: Option<String>,
 }
 
 impl Settings {
@@ -149,6 +160,32 @@ impl Settings {
             webhook_lease_seconds: number("WORKBENCH_WEBHOOK_LEASE_SECONDS")?
                 .or(from_file.webhook_lease_seconds)
                 .unwrap_or(60),
+            push_retry_schedule: var("WORKBENCH_PUSH_RETRY_SCHEDULE")
+                .or(from_file.push_retry_schedule)
+                .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
+            push_urls: {
+                let defaults = adapters_push::ProviderUrls::default();
+                let url = |name: &str, file: Option<String>, default: String| {
+                    var(name)
+                        .or(file)
+                        .map(|u| u.trim_end_matches('/').to_owned())
+                        .unwrap_or(default)
+                };
+                adapters_push::ProviderUrls {
+                    fcm: url("WORKBENCH_FCM_URL", from_file.fcm_url, defaults.fcm),
+                    google_token: url(
+                        "WORKBENCH_GOOGLE_TOKEN_URL",
+                        from_file.google_token_url,
+                        defaults.google_token,
+                    ),
+                    apns: url("WORKBENCH_APNS_URL", from_file.apns_url, defaults.apns),
+                    apns_sandbox: url(
+                        "WORKBENCH_APNS_SANDBOX_URL",
+                        from_file.apns_sandbox_url,
+                        defaults.apns_sandbox,
+                    ),
+                }
+            },
             public_url: var("WORKBENCH_PUBLIC_URL")
                 .or(from_file.public_url)
                 .map(|u| u.trim_end_matches('/').to_owned()),
@@ -161,14 +198,30 @@ impl Settings {
         self.listen.parse::<SocketAddr>().with_context(|| {
             format!("WORKBENCH_LISTEN must be host:port, got `{}`", self.listen)
         })?;
-        if let Some(url) = &self.public_url {
+        let urls = &self.push_urls;
+        for (name, url) in [
+            ("WORKBENCH_PUBLIC_URL", self.public_url.as_deref()),
+            ("WORKBENCH_FCM_URL", Some(urls.fcm.as_str())),
+            (
+                "WORKBENCH_GOOGLE_TOKEN_URL",
+                Some(urls.google_token.as_str()),
+            ),
+            ("WORKBENCH_APNS_URL", Some(urls.apns.as_str())),
+            (
+                "WORKBENCH_APNS_SANDBOX_URL",
+                Some(urls.apns_sandbox.as_str()),
+            ),
+        ] {
+            let Some(url) = url else { continue };
             let rest = url
                 .strip_prefix("https://")
                 .or_else(|| url.strip_prefix("http://"));
             if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
-                bail!("WORKBENCH_PUBLIC_URL must be an absolute http(s) URL, got `{url}`");
+                bail!("{name} must be an absolute http(s) URL, got `{url}`");
             }
         }
+        domain::retry::RetryPolicy::parse(&self.push_retry_schedule)
+            .map_err(|e| anyhow::anyhow!("WORKBENCH_PUSH_RETRY_SCHEDULE: {e}"))?;
         if !(1..=3600).contains(&self.engine_lease_seconds) {
             bail!("WORKBENCH_ENGINE_LEASE_SECONDS must be between 1 and 3600");
         }
@@ -216,6 +269,7 @@ mod tests {
         assert_eq!(s.listen, "127.0.0.1:8080");
         assert_eq!(s.database_url, "sqlite://./workbench.db");
         assert_eq!(s.log_format, LogFormat::Text);
+        assert_eq!(s.push_urls, adapters_push::ProviderUrls::default());
     }
 
     #[test]
@@ -238,6 +292,10 @@ mod tests {
         )
         .expect("load");
         assert_eq!(s.public_url.as_deref(), Some("https://api.example.com"));
+        let s = Settings::load(None, env(&[("WORKBENCH_APNS_URL", "http://127.0.0.1:9/")]))
+            .expect("load");
+        assert_eq!(s.push_urls.apns, "http://127.0.0.1:9");
+        assert_eq!(s.push_urls.fcm, "https://fcm.googleapis.com");
     }
 
     #[test]
@@ -254,6 +312,9 @@ mod tests {
             ("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.1"),
             ("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "5 minutes"),
             ("WORKBENCH_WEBHOOK_CONCURRENCY", "0"),
+            ("WORKBENCH_PUSH_RETRY_SCHEDULE", "soon"),
+            ("WORKBENCH_FCM_URL", "fcm.example.com"),
+            ("WORKBENCH_APNS_SANDBOX_URL", "h2://apns"),
         ] {
             let err = Settings::load(None, env(&[(name, value)]))
                 .err()

@@ -31,6 +31,9 @@ use serde_json::json;
 
 use crate::config::Settings;
 
+/// A call to FCM, Google's token endpoint or APNs gives up after this.
+const PUSH_TIMEOUT_SECONDS: u64 = 15;
+
 #[derive(Parser)]
 #[command(
     name = "workbench",
@@ -298,6 +301,22 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         db.clone(),
         secrets.clone(),
     ));
+    let pushes = Arc::new(domain::push::PushService::new(
+        Arc::new(adapters_diesel::DieselPushJobRepository::new(
+            db.clone(),
+            secrets.clone(),
+        )),
+        Arc::new(
+            adapters_push::HttpPushSender::new(
+                settings.push_urls.clone(),
+                Duration::from_secs(PUSH_TIMEOUT_SECONDS),
+            )
+            .context("cannot build the push HTTP clients")?,
+        ),
+        clock.clone(),
+        domain::retry::RetryPolicy::parse(&settings.push_retry_schedule)
+            .map_err(anyhow::Error::msg)?,
+    ));
     let push = Arc::new(domain::push::PushPlatformService::new(
         Arc::new(adapters_diesel::DieselPushPlatformRepository::new(
             db.clone(),
@@ -373,6 +392,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),
             clock.clone(),
         )),
+        pushes: pushes.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         metrics: Metrics::new().context("cannot register metrics")?,
         public_url: settings
@@ -387,6 +407,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         deliveries,
         settings.webhook_concurrency,
         chrono::Duration::seconds(settings.webhook_lease_seconds as i64),
+    );
+    // The lease outlasts a call's timeout and the saving of its outcome.
+    workers::spawn_pushes(
+        pushes,
+        chrono::Duration::seconds(4 * PUSH_TIMEOUT_SECONDS as i64),
     );
     let options = ServerOptions {
         workers: settings.workers,

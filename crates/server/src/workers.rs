@@ -1,13 +1,15 @@
 //! Background work of `serve`: the engine that executes recorded invocations, the
-//! scheduler that moves cards on time, and webhook delivery. Both keep their state in the database, so stopping the
+//! scheduler that moves cards on time, webhook delivery and push sending. All keep their state in the database, so stopping the
 //! process at any point (even `kill -9`) loses nothing: an invocation's lease runs out and
 //! the next worker resumes it from its last saved batch.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::card::CardService;
+use domain::push::{PushRecord, PushService};
 use domain::trigger::engine::Engine;
 use domain::webhook::{AttemptRecord, DeliveryService};
 
@@ -90,26 +92,17 @@ const DELIVERY_IDLE: Duration = Duration::from_millis(10);
 /// saving of its outcome; a lease that runs out (the process died) makes the delivery due again.
 pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease: chrono::Duration) {
     let in_flight: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let (done, mut outcomes) = tokio::sync::mpsc::unbounded_channel::<AttemptRecord>();
     let recorder = service.clone();
     let counts = in_flight.clone();
-    tokio::spawn(async move {
-        while let Some(first) = outcomes.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < RECORD_BATCH {
-                match outcomes.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
-            // Keep trying: until saved, the leases keep these deliveries from being sent again
-            // by this process, and if it dies they are sent again (at least once).
-            while let Err(e) = recorder.record(batch.clone()).await {
-                tracing::error!(error = %e, outcomes = batch.len(), "cannot save webhook outcomes");
-                tokio::time::sleep(BACKOFF).await;
-            }
+    let done = spawn_saver(
+        "webhook",
+        move |batch: Vec<AttemptRecord>| {
+            let recorder = recorder.clone();
+            async move { recorder.record(batch).await }
+        },
+        move |batch: &[AttemptRecord]| {
             let mut counts = lock(&counts);
-            for r in &batch {
+            for r in batch {
                 if let Some(n) = counts.get_mut(&r.subscription_id) {
                     *n = n.saturating_sub(1);
                     if *n == 0 {
@@ -117,8 +110,8 @@ pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease:
                     }
                 }
             }
-        }
-    });
+        },
+    );
     let per_claim = (per_endpoint / 2).max(1);
     tokio::spawn(async move {
         loop {
@@ -151,6 +144,88 @@ pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease:
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot claim webhook deliveries");
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+        }
+    });
+}
+
+/// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
+/// calls `saved` with each batch once it is stored. A failed save is tried again: until saved,
+/// the leases keep these jobs from being attempted again by this process, and if it dies they
+/// are attempted again (at least once).
+fn spawn_saver<R, F, Fut, E>(
+    name: &'static str,
+    save: F,
+    saved: impl Fn(&[R]) + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedSender<R>
+where
+    R: Clone + Send + 'static,
+    F: Fn(Vec<R>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), E>> + Send,
+    E: std::fmt::Display + Send,
+{
+    let (done, mut outcomes) = tokio::sync::mpsc::unbounded_channel::<R>();
+    tokio::spawn(async move {
+        while let Some(first) = outcomes.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < RECORD_BATCH {
+                match outcomes.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            while let Err(e) = save(batch.clone()).await {
+                tracing::error!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes");
+                tokio::time::sleep(BACKOFF).await;
+            }
+            saved(&batch);
+        }
+    });
+    done
+}
+
+/// Pushes in flight from this process, in all.
+const MAX_PUSHES_IN_FLIGHT: usize = 256;
+
+/// Push sending: one loop claims due pushes while fewer than [`MAX_PUSHES_IN_FLIGHT`] are in
+/// flight, each call runs in its own task, and outcomes are saved in batches. A lease that runs
+/// out (the process died) makes the push due again.
+pub fn spawn_pushes(service: Arc<PushService>, lease: chrono::Duration) {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let recorder = service.clone();
+    let counter = in_flight.clone();
+    let done = spawn_saver(
+        "push",
+        move |batch: Vec<PushRecord>| {
+            let recorder = recorder.clone();
+            async move { recorder.record(batch).await }
+        },
+        move |batch: &[PushRecord]| {
+            counter.fetch_sub(batch.len(), Ordering::Relaxed);
+        },
+    );
+    tokio::spawn(async move {
+        loop {
+            let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
+            if room == 0 {
+                tokio::time::sleep(DELIVERY_IDLE).await;
+                continue;
+            }
+            match service.claim(room as u32, lease).await {
+                Ok(jobs) if jobs.is_empty() => tokio::time::sleep(IDLE).await,
+                Ok(jobs) => {
+                    in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
+                    for job in jobs {
+                        let (service, done) = (service.clone(), done.clone());
+                        tokio::spawn(async move {
+                            let _ = done.send(service.attempt(job).await);
+                        });
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot claim pushes");
                     tokio::time::sleep(BACKOFF).await;
                 }
             }

@@ -260,9 +260,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::put().to(set_enabled)),
     )
     .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/devices")
+            .route(web::get().to(list_devices)),
+    )
+    .service(
         web::resource("/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}")
             .route(web::put().to(register_device))
             .route(web::delete().to(unregister_device)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/pushes")
+            .route(web::get().to(card_pushes)),
     );
 }
 
@@ -280,9 +288,127 @@ pub struct DeviceDto {
     pub updated: String,
 }
 
+impl From<domain::push::Device> for DeviceDto {
+    fn from(d: domain::push::Device) -> Self {
+        DeviceDto {
+            created: timestamp(&d.created),
+            updated: timestamp(&d.updated),
+            end_user_id: d.user_id,
+            device_token: d.token,
+            app_id: d.app_id,
+            platform: d.platform,
+        }
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 pub struct DeviceResponse {
     pub data: DeviceDto,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DeviceListResponse {
+    pub data: Vec<DeviceDto>,
+}
+
+/// The devices of an end user, by token.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/devices", tag = "push", operation_id = "listDevices",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "End-user id"),
+    ),
+    responses(
+        (status = 200, description = "The user's devices (none for an unknown user)", body = DeviceListResponse),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_devices(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user) = path.into_inner();
+    let devices = state.devices.list(&caller.0, &env, &user).await?;
+    Ok(HttpResponse::Ok().json(DeviceListResponse {
+        data: devices.into_iter().map(DeviceDto::from).collect(),
+    }))
+}
+
+/// One push of a card to one device.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushDto {
+    pub id: String,
+    pub card_instance_id: String,
+    pub device_token: String,
+    pub app_id: String,
+    pub platform: String,
+    /// `pending`, `sent`, `failed`, `dead_token` (the provider reported the token dead; the
+    /// device was removed) or `skipped` (the card closed, or the device or platform went away).
+    pub status: String,
+    pub attempts: u32,
+    /// The provider's HTTP status of the last attempt.
+    pub status_code: Option<u16>,
+    /// Why the last attempt did not deliver, or why nothing was sent.
+    pub error: Option<String>,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created: String,
+    #[schema(format = DateTime)]
+    pub updated: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PushListResponse {
+    pub data: Vec<PushDto>,
+}
+
+/// The pushes of a card, oldest first: one per device the card reached when it became active.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/pushes", tag = "push", operation_id = "listCardPushes",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "End-user id"),
+        ("cardInstanceId" = String, Path, description = "Card id"),
+    ),
+    responses(
+        (status = 200, description = "The card's pushes", body = PushListResponse),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn card_pushes(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user, card) = path.into_inner();
+    let pushes = state.pushes.of_card(&caller.0, &env, &user, &card).await?;
+    Ok(HttpResponse::Ok().json(PushListResponse {
+        data: pushes
+            .into_iter()
+            .map(|p| PushDto {
+                next_attempt_at: p.next_attempt_at.as_ref().map(timestamp),
+                created: timestamp(&p.created),
+                updated: timestamp(&p.updated),
+                id: p.id,
+                card_instance_id: p.card_instance_id,
+                device_token: p.token,
+                app_id: p.app_id,
+                platform: p.platform,
+                status: p.status,
+                attempts: p.attempts,
+                status_code: p.status_code,
+                error: p.error,
+            })
+            .collect(),
+    }))
 }
 
 /// Register a device of an end user (or move a token to this user).
@@ -316,16 +442,7 @@ pub async fn register_device(
         .devices
         .register(&caller.0, &env, &user, &token, &body)
         .await?;
-    Ok(HttpResponse::Ok().json(DeviceResponse {
-        data: DeviceDto {
-            created: timestamp(&d.created),
-            updated: timestamp(&d.updated),
-            end_user_id: d.user_id,
-            device_token: d.token,
-            app_id: d.app_id,
-            platform: d.platform,
-        },
-    }))
+    Ok(HttpResponse::Ok().json(DeviceResponse { data: d.into() }))
 }
 
 /// Forget a device of an end user.

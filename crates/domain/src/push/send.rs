@@ -50,6 +50,30 @@ pub fn reaches(target_platforms: &[String], device_platform: &str) -> bool {
     card_platform(device_platform).is_some_and(|p| target_platforms.iter().any(|t| t == p))
 }
 
+/// Whether a platform record (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`) serves a device registered
+/// for `device_platform`: the same provider and, for APNs, the same environment. `GCM` and
+/// `FCM` are one provider (contract §8), so either serves a device registered with the other.
+pub fn serves(platform: &str, device_platform: &str) -> bool {
+    provider_of(platform).is_some() && provider_of(platform) == provider_of(device_platform)
+}
+
+/// The platform that serves `device` among an app's platforms: an enabled one first.
+pub fn platform_for<'a>(
+    platforms: &'a [PushPlatform],
+    device: &Device,
+) -> Option<&'a PushPlatform> {
+    let serving = |p: &&PushPlatform| {
+        p.environment_id == device.environment_id
+            && p.app_id == device.app_id
+            && serves(&p.platform, &device.platform)
+    };
+    platforms
+        .iter()
+        .filter(serving)
+        .find(|p| p.enabled)
+        .or_else(|| platforms.iter().find(serving))
+}
+
 /// What a push says, whatever the provider: the adapter puts it in the provider's format.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushMessage {

@@ -144,6 +144,39 @@ fn devices_are_reached_by_the_platforms_their_cards_target() {
 }
 
 #[test]
+fn gcm_and_fcm_serve_each_other_but_apns_environments_do_not_mix() {
+    for (platform, device, served) in [
+        ("FCM", "FCM", true),
+        ("FCM", "GCM", true),
+        ("GCM", "FCM", true),
+        ("APNS", "APNS", true),
+        ("APNS", "APNS_SANDBOX", false),
+        ("APNS_SANDBOX", "APNS", false),
+        ("FCM", "APNS", false),
+        ("WNS", "WNS", false),
+    ] {
+        assert_eq!(serves(platform, device), served, "{platform} {device}");
+    }
+    let disabled_gcm = PushPlatform {
+        id: "npl_gcm".into(),
+        ..platform("GCM", false)
+    };
+    let enabled_fcm = platform("FCM", true);
+    let other_app = PushPlatform {
+        app_id: "other".into(),
+        ..platform("FCM", true)
+    };
+    let all = [other_app, disabled_gcm.clone(), enabled_fcm.clone()];
+    assert_eq!(platform_for(&all, &device("GCM")), Some(&enabled_fcm));
+    assert_eq!(
+        platform_for(&all[..2], &device("GCM")),
+        Some(&disabled_gcm),
+        "a disabled one when there is no other, so the job says why it is skipped"
+    );
+    assert_eq!(platform_for(&all, &device("APNS")), None);
+}
+
+#[test]
 fn a_message_carries_the_platforms_text_and_what_the_sdks_need() {
     let c = card(CardStatus::Active);
     let ios = PushMessage::of_card(&c, "APNS").expect("iOS message");
