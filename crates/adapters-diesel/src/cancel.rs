@@ -318,17 +318,21 @@ impl CancelRepository for DieselCancelRepository {
                 if t.filter.cancel_cards {
                     let mut events = Vec::new();
                     for chunk in ids.chunks(CHUNK) {
-                        let open = card_instances::table
-                            .filter(card_instances::flow_instance_id.eq_any(chunk))
-                            .filter(card_instances::status.eq_any(OPEN));
-                        let rows: Vec<CardRow> = match &mut *conn {
+                        // By instance only, through the (flow_instance_id, step_id) index, and
+                        // the open ones kept here: with a status filter in the query SQLite
+                        // (no statistics) chose a status index and read every open card of
+                        // the environment for each chunk (measured: 10x slower).
+                        let of_instances = card_instances::table
+                            .filter(card_instances::flow_instance_id.eq_any(chunk));
+                        let mut rows: Vec<CardRow> = match &mut *conn {
                             AnyConnection::Postgresql(c) => {
-                                open.select(CardRow::as_select()).for_update().load(c)?
+                                of_instances.select(CardRow::as_select()).for_update().load(c)?
                             }
                             AnyConnection::Sqlite(c) => {
-                                open.select(CardRow::as_select()).load(c)?
+                                of_instances.select(CardRow::as_select()).load(c)?
                             }
                         };
+                        rows.retain(|r| OPEN.contains(&r.status.as_str()));
                         let card_ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
                         diesel::update(
                             card_instances::table.filter(card_instances::id.eq_any(&card_ids)),

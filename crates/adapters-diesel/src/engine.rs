@@ -64,7 +64,7 @@ pub(crate) struct CardRow {
     step_id: String,
     template_id: String,
     template_name: String,
-    status: String,
+    pub(crate) status: String,
     priority: i32,
     stream_ids: String,
     platforms: String,
