@@ -325,9 +325,10 @@ impl CancelRepository for DieselCancelRepository {
                         let of_instances = card_instances::table
                             .filter(card_instances::flow_instance_id.eq_any(chunk));
                         let mut rows: Vec<CardRow> = match &mut *conn {
-                            AnyConnection::Postgresql(c) => {
-                                of_instances.select(CardRow::as_select()).for_update().load(c)?
-                            }
+                            AnyConnection::Postgresql(c) => of_instances
+                                .select(CardRow::as_select())
+                                .for_update()
+                                .load(c)?,
                             AnyConnection::Sqlite(c) => {
                                 of_instances.select(CardRow::as_select()).load(c)?
                             }
