@@ -1,6 +1,7 @@
 //! Connections, the pool, migrations and the blocking-call bridge.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
@@ -177,6 +178,11 @@ impl From<diesel::result::Error> for Failure {
 pub struct Database {
     pool: r2d2::Pool<Manager>,
     backend: Backend,
+    /// SQLite only: its writers take turns here, first come first served. SQLite admits one
+    /// writer at a time and lets the others poll with growing sleeps (its busy handler), so a
+    /// long transaction (an engine step, a CSV chunk) starved short ones (a `/start`) that
+    /// slept through the moments the lock was free. Measured in docs/benchmarks.md.
+    writers: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Database {
@@ -198,7 +204,12 @@ impl Database {
             .test_on_check_out(true)
             .build(Manager(url))
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
-        Ok(Self { pool, backend })
+        let writers = (backend == Backend::Sqlite).then(Arc::default);
+        Ok(Self {
+            pool,
+            backend,
+            writers,
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -230,6 +241,10 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
+        let _turn = match &self.writers {
+            Some(writers) => Some(writers.lock().await),
+            None => None,
+        };
         self.run(move |conn| write_transaction(conn, work)).await
     }
 

@@ -391,9 +391,10 @@ impl InvocationRepository for DieselInvocationRepository {
         &self,
         now: Timestamp,
         lease_until: Timestamp,
-    ) -> Result<Option<Invocation>, StorageError> {
+        limit: u32,
+    ) -> Result<Vec<Invocation>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
-        let row = self
+        let rows = self
             .db
             .transaction(move |conn| {
                 let due = invocations::table
@@ -404,69 +405,52 @@ impl InvocationRepository for DieselInvocationRepository {
                             .or(invocations::lease_until.lt(now)),
                     )
                     .order(invocations::created)
-                    .select((invocations::environment_id, invocations::id));
-                let key: Option<(String, String)> = crate::first_unclaimed!(&mut *conn, due)?;
-                let Some((env, id)) = key else {
-                    return Ok(None);
+                    .select((invocations::environment_id, invocations::id))
+                    .limit(i64::from(limit));
+                // Several processes share PostgreSQL: skip rows another one is claiming.
+                let keys: Vec<(String, String)> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due.for_update().skip_locked().load(c)?,
+                    AnyConnection::Sqlite(c) => due.load(c)?,
                 };
-                diesel::update(
-                    invocations::table.filter(
-                        invocations::environment_id
-                            .eq(&env)
-                            .and(invocations::id.eq(&id)),
-                    ),
-                )
-                .set((
-                    invocations::status.eq("running"),
-                    invocations::lease_until.eq(Some(lease)),
-                    invocations::attempts.eq(invocations::attempts + 1),
-                ))
-                .execute(conn)?;
-                load_invocation(conn, &env, &id)
+                let mut rows = Vec::with_capacity(keys.len());
+                for (env, id) in &keys {
+                    diesel::update(
+                        invocations::table.filter(
+                            invocations::environment_id
+                                .eq(env)
+                                .and(invocations::id.eq(id)),
+                        ),
+                    )
+                    .set((
+                        invocations::status.eq("running"),
+                        invocations::lease_until.eq(Some(lease)),
+                        invocations::attempts.eq(invocations::attempts + 1),
+                    ))
+                    .execute(conn)?;
+                    rows.extend(load_invocation(conn, env, id)?);
+                }
+                Ok(rows)
             })
             .await?;
-        row.map(InvocationRow::into_invocation).transpose()
+        rows.into_iter()
+            .map(InvocationRow::into_invocation)
+            .collect()
     }
 
-    async fn save_batch(&self, batch: BatchResult) -> Result<(), StorageError> {
+    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<(), StorageError> {
+        if batches.is_empty() {
+            return Ok(());
+        }
         self.db
             .transaction(move |conn| {
-                // Cancels of the flow accepted meanwhile take precedence (contract §6).
-                let mut batch = batch;
-                let invocation: Option<(String, i32, NaiveDateTime)> = invocations::table
-                    .filter(invocations::environment_id.eq(&batch.environment_id))
-                    .filter(invocations::id.eq(&batch.invocation_id))
-                    .select((invocations::flow_id, invocations::flow_version, invocations::created))
-                    .first(conn)
-                    .optional()?;
-                if let Some((flow_id, version, created)) = invocation {
-                    crate::cancel::apply_markers(conn, &mut batch, &flow_id, u32::try_from(version).unwrap_or(0), created.and_utc())?;
-                }
-                let key = invocations::table.filter(
-                    invocations::environment_id.eq(&batch.environment_id).and(invocations::id.eq(&batch.invocation_id)),
-                );
-                let changes = (
-                    invocations::status.eq(batch.status.as_str()),
-                    invocations::cursor.eq(&batch.cursor),
-                    invocations::users_targeted.eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
-                    invocations::cards_created.eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
-                    invocations::errors.eq(serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())),
-                    // The claim ends with the batch: the next one may be claimed at once.
-                    invocations::lease_until.eq(None::<NaiveDateTime>),
-                    invocations::updated.eq(batch.updated.naive_utc()),
-                );
-                // Applies only from the cursor this batch started at.
-                let updated = match &batch.from_cursor {
-                    Some(from) => diesel::update(key.filter(invocations::cursor.eq(from))).set(changes).execute(conn)?,
-                    None => diesel::update(key.filter(invocations::cursor.is_null())).set(changes).execute(conn)?,
-                };
-                if updated == 0 {
-                    return Err(Failure::Domain(StorageError::StaleRevision));
-                }
-                let instances: Vec<FlowInstanceRow> = batch
-                    .flow_instances
-                    .iter()
-                    .map(|f| FlowInstanceRow {
+                let mut instances = Vec::new();
+                let mut cards = Vec::new();
+                let mut events = Vec::new();
+                for mut batch in batches {
+                    if !save_progress(conn, &mut batch)? {
+                        continue;
+                    }
+                    instances.extend(batch.flow_instances.iter().map(|f| FlowInstanceRow {
                         id: f.id.clone(),
                         environment_id: f.environment_id.clone(),
                         invocation_id: f.invocation_id.clone(),
@@ -475,24 +459,80 @@ impl InvocationRepository for DieselInvocationRepository {
                         user_id: f.user_id.clone(),
                         status: "active".into(),
                         created: f.created.naive_utc(),
-                    })
-                    .collect();
+                    }));
+                    cards.extend(batch.cards.iter().map(card_row));
+                    events.append(&mut batch.events);
+                }
+                // The rows of every saved batch together: one multi-row INSERT per table
+                // (per 500 rows), not one per batch.
                 for chunk in instances.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table).values(chunk).execute(c))?;
                 }
-                let cards: Vec<CardRow> = batch.cards.iter().map(card_row).collect();
                 for chunk in cards.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
                 }
-                insert_events(conn, &batch.events)
+                insert_events(conn, &events)
             })
             .await
-            .or_else(|e| match e {
-                // Another worker took this invocation over and saved this batch first.
-                StorageError::StaleRevision => Ok(()),
-                other => Err(other),
-            })
     }
+}
+
+/// Applies the cancels accepted meanwhile to the batch, then saves its progress, only from the
+/// cursor it started at; false when the invocation is no longer there (another worker took it
+/// over and saved this batch first), and nothing of the batch is to be written.
+fn save_progress(conn: &mut AnyConnection, batch: &mut BatchResult) -> Result<bool, Failure> {
+    // Cancels of the flow accepted meanwhile take precedence (contract §6).
+    let invocation: Option<(String, i32, NaiveDateTime)> = invocations::table
+        .filter(invocations::environment_id.eq(&batch.environment_id))
+        .filter(invocations::id.eq(&batch.invocation_id))
+        .select((
+            invocations::flow_id,
+            invocations::flow_version,
+            invocations::created,
+        ))
+        .first(conn)
+        .optional()?;
+    if let Some((flow_id, version, created)) = invocation {
+        crate::cancel::apply_markers(
+            conn,
+            batch,
+            &flow_id,
+            u32::try_from(version).unwrap_or(0),
+            created.and_utc(),
+        )?;
+    }
+    // A batch's starting point is the cursor and a status not yet final: a one-batch
+    // invocation keeps a null cursor from start to end.
+    let key = invocations::table
+        .filter(
+            invocations::environment_id
+                .eq(&batch.environment_id)
+                .and(invocations::id.eq(&batch.invocation_id)),
+        )
+        .filter(invocations::status.eq_any(["pending", "running"]));
+    let changes = (
+        invocations::status.eq(batch.status.as_str()),
+        invocations::cursor.eq(&batch.cursor),
+        invocations::users_targeted
+            .eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
+        invocations::cards_created
+            .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
+        invocations::errors
+            .eq(serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())),
+        // The claim ends with the batch: the next one may be claimed at once.
+        invocations::lease_until.eq(None::<NaiveDateTime>),
+        invocations::updated.eq(batch.updated.naive_utc()),
+    );
+    // Applies only from the cursor this batch started at.
+    let updated = match &batch.from_cursor {
+        Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
+            .set(changes)
+            .execute(conn)?,
+        None => diesel::update(key.filter(invocations::cursor.is_null()))
+            .set(changes)
+            .execute(conn)?,
+    };
+    Ok(updated == 1)
 }
 
 pub struct DieselCardRepository {

@@ -1360,19 +1360,81 @@ mod engine {
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
-        let claimed = repo.claim(t(10), t(40)).await.expect("claim").expect("one");
-        assert_eq!(claimed.status, InvocationStatus::Running);
+        let claimed = repo.claim(t(10), t(40), 10).await.expect("claim");
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].status, InvocationStatus::Running);
         assert_eq!(
-            repo.claim(t(20), t(50)).await.expect("claim"),
-            None,
+            repo.claim(t(20), t(50), 10).await.expect("claim"),
+            [],
             "leased"
         );
-        let again = repo
-            .claim(t(41), t(71))
+        let again = repo.claim(t(41), t(71), 10).await.expect("claim");
+        assert_eq!(again.len(), 1, "lease expired");
+        assert_eq!(again[0].id, "inv_1");
+    }
+
+    async fn several_invocations_are_claimed_and_saved_together(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db);
+        let mut three: Vec<_> = ["inv_1", "inv_2", "inv_3"]
+            .into_iter()
+            .map(|id| invocation(id, Mode::Live, id, false))
+            .collect();
+        for (i, inv) in three.iter_mut().enumerate() {
+            inv.created = t(2 + i as i64);
+        }
+        repo.record(three).await.expect("record");
+        let first_two = repo.claim(t(10), t(40), 2).await.expect("claim");
+        let ids: Vec<&str> = first_two.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["inv_1", "inv_2"], "oldest first, at most the limit");
+        let rest = repo.claim(t(10), t(40), 10).await.expect("claim");
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].id, "inv_3");
+        let of = |inv: &str, card_id: &str, user: &str| {
+            let mut b = batch(
+                None,
+                None,
+                vec![CardInstance {
+                    invocation_id: inv.into(),
+                    ..card(card_id, &format!("fin_{card_id}"), user, 5, 3)
+                }],
+            );
+            b.invocation_id = inv.into();
+            for f in &mut b.flow_instances {
+                f.invocation_id = inv.into();
+            }
+            b
+        };
+        // inv_2's batch is stale (it was taken over and saved meanwhile): skipped, the others saved.
+        repo.save_batches(vec![of("inv_2", "crd_2", "u2")])
             .await
-            .expect("claim")
-            .expect("lease expired");
-        assert_eq!(again.id, "inv_1");
+            .expect("taken over and saved");
+        repo.save_batches(vec![
+            of("inv_1", "crd_1", "u1"),
+            of("inv_2", "crd_x", "u2"),
+            of("inv_3", "crd_3", "u3"),
+        ])
+        .await
+        .expect("saved together");
+        for (inv, card, user) in [
+            ("inv_1", "crd_1", "u1"),
+            ("inv_2", "crd_2", "u2"),
+            ("inv_3", "crd_3", "u3"),
+        ] {
+            let done = repo.get("env_a", inv).await.expect("get").expect("exists");
+            assert_eq!(
+                (done.status, done.cards_created),
+                (InvocationStatus::Completed, 1),
+                "{inv}"
+            );
+            assert!(
+                cards.get("env_a", user, card).await.expect("get").is_some(),
+                "{card}"
+            );
+        }
+        assert_eq!(cards.get("env_a", "u2", "crd_x").await.expect("get"), None);
+        assert_eq!(repo.claim(t(50), t(80), 10).await.expect("claim"), []);
     }
 
     async fn batches_apply_from_their_cursor_only(url: &str) {
@@ -1382,17 +1444,18 @@ mod engine {
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
-        repo.save_batch(batch(
+        repo.save_batches(vec![batch(
             None,
             Some("u1"),
             vec![card("crd_1", "fin_1", "u1", 5, 3)],
-        ))
+        )])
         .await
         .expect("first");
         let next = repo
-            .claim(t(11), t(41))
+            .claim(t(11), t(41), 10)
             .await
             .expect("claim")
+            .pop()
             .expect("claimable at once");
         assert_eq!(
             (next.status, next.cursor.as_deref()),
@@ -1400,18 +1463,18 @@ mod engine {
             "a saved batch releases its claim"
         );
         // An overtaken worker saving the same batch again changes nothing.
-        repo.save_batch(batch(
+        repo.save_batches(vec![batch(
             None,
             Some("u1"),
             vec![card("crd_x", "fin_x", "u1", 5, 3)],
-        ))
+        )])
         .await
         .expect("stale is ignored");
-        repo.save_batch(batch(
+        repo.save_batches(vec![batch(
             Some("u1"),
             None,
             vec![card("crd_2", "fin_2", "u2", 5, 3)],
-        ))
+        )])
         .await
         .expect("second");
         let done = repo
@@ -1433,8 +1496,8 @@ mod engine {
             1
         );
         assert_eq!(
-            repo.claim(t(100), t(130)).await.expect("claim"),
-            None,
+            repo.claim(t(100), t(130), 10).await.expect("claim"),
+            [],
             "a completed invocation is never claimed"
         );
     }
@@ -1458,7 +1521,7 @@ mod engine {
             snoozed,
             other_stream,
         ];
-        repo.save_batch(batch(None, None, all))
+        repo.save_batches(vec![batch(None, None, all)])
             .await
             .expect("batch");
         let ids = |cs: Vec<CardInstance>| cs.into_iter().map(|c| c.id).collect::<Vec<_>>();
@@ -1516,6 +1579,7 @@ mod engine {
         record_is_idempotent_and_all_or_nothing,
         racing_records_of_one_id_insert_it_once,
         a_claim_is_exclusive_until_its_lease_runs_out,
+        several_invocations_are_claimed_and_saved_together,
         batches_apply_from_their_cursor_only,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
     );
@@ -1580,7 +1644,7 @@ mod webhooks {
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("invocation");
-        repo.save_batch(batch(None, None, cards))
+        repo.save_batches(vec![batch(None, None, cards)])
             .await
             .expect("batch");
     }
@@ -2010,14 +2074,14 @@ mod bulk_cancel_push {
             .expect("invocation");
         // Cards of u1 and u2 exist; then a cancel of u2 only; then a batch with u2 and u3.
         invocations
-            .save_batch(batch(
+            .save_batches(vec![batch(
                 None,
                 Some("u2"),
                 vec![
                     card("crd_1", "fin_1", "u1", 5, 3),
                     card("crd_2", "fin_2", "u2", 5, 3),
                 ],
-            ))
+            )])
             .await
             .expect("first batch");
         let cancels = DieselCancelRepository::new(db.clone());
@@ -2032,14 +2096,14 @@ mod bulk_cancel_push {
         );
         cancels.create(&only_u3).await.expect("marker");
         invocations
-            .save_batch(batch(
+            .save_batches(vec![batch(
                 Some("u2"),
                 None,
                 vec![
                     card("crd_3", "fin_3", "u3", 5, 3),
                     card("crd_4", "fin_4", "u4", 5, 3),
                 ],
-            ))
+            )])
             .await
             .expect("second batch");
         let cards = DieselCardRepository::new(db.clone());
@@ -2246,7 +2310,7 @@ mod bulk_cancel_push {
             .expect("record");
         // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not push.
         invocations
-            .save_batch(batch(
+            .save_batches(vec![batch(
                 None,
                 None,
                 vec![
@@ -2255,7 +2319,7 @@ mod bulk_cancel_push {
                     notifying("crd_3", "u3"),
                     card("crd_4", "fin_crd_2", "u2", 5, 3),
                 ],
-            ))
+            )])
             .await
             .expect("batch");
         let claimed = jobs.claim(t(10), t(40), 10).await.expect("claim");
@@ -2364,7 +2428,7 @@ mod bulk_cancel_push {
             .record(vec![invocation("inv_2", Mode::Live, "fp2", false)])
             .await
             .expect("record");
-        invocations.save_batch(later).await.expect("batch");
+        invocations.save_batches(vec![later]).await.expect("batch");
         assert_eq!(
             jobs.of_card("env_a", "u2", "crd_5").await.expect("of card"),
             Some(Vec::new())
