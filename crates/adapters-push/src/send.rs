@@ -22,7 +22,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::validate::service_account_json;
+use crate::validate::{certificate_based, service_account_json};
 
 /// The OAuth scope FCM HTTP v1 needs.
 const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
@@ -391,8 +391,8 @@ impl HttpPushSender {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };
-        let certificate_based = principal.contains("-----BEGIN CERTIFICATE-----");
-        let (request, topic) = if certificate_based {
+        let with_certificate = certificate_based(principal);
+        let (request, topic) = if with_certificate {
             let client = match self.apns_certificate_client(platform, principal) {
                 Ok(c) => c,
                 Err(report) => return report,
@@ -428,7 +428,7 @@ impl HttpPushSender {
             Err(e) => return transient(None, format!("APNs: {e}"), None),
         };
         let report = classify_apns(status, after, &body);
-        if !certificate_based
+        if !with_certificate
             && matches!(&report.outcome, SendOutcome::Transient { reason, .. } if reason.contains("ExpiredProviderToken"))
         {
             self.forget_apns_provider_token(principal, property("teamId"), &platform.credential);

@@ -35,7 +35,7 @@ impl CredentialValidator for OfflineValidator {
             Some(Provider::Fcm) => service_account(input),
             Some(Provider::Apns { sandbox }) => {
                 let principal = input.principal.as_deref().unwrap_or_default();
-                if principal.contains("-----BEGIN CERTIFICATE-----") {
+                if certificate_based(principal) {
                     certificate(input, principal, sandbox, now)
                 } else {
                     token_key(input, principal)
@@ -73,6 +73,12 @@ pub(crate) fn service_account_json(text: &str) -> Result<Map<String, Value>, Cre
         Value::Object(obj) => Ok(obj),
         _ => Err(invalid(field, "must be a service-account JSON object")),
     }
+}
+
+/// iOS platforms authenticate with a certificate when the principal is one (PEM), else with a
+/// .p8 key whose id the principal is.
+pub(crate) fn certificate_based(principal: &str) -> bool {
+    principal.contains("-----BEGIN CERTIFICATE-----")
 }
 
 /// Android, FCM HTTP v1: a service-account JSON (or that JSON encoded as a JSON string).
