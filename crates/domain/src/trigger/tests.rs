@@ -456,3 +456,173 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
     )
     .is_empty());
 }
+
+mod engine_steps {
+    use std::sync::{Arc, Mutex};
+
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use crate::audience::{
+        EndUser, MockEndUserRepository, MockSegmentRepository, MockStreamRepository, Stream,
+    };
+    use crate::flow::{FlowVersion, MockFlowRepository, VersionStatus};
+    use crate::trigger::engine::{
+        BatchResult, Engine, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
+        CLAIM_PER_STEP,
+    };
+    use crate::trigger::Mode;
+    use crate::Timestamp;
+
+    fn now() -> Timestamp {
+        chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("time")
+    }
+
+    fn invocation(id: &str, target: serde_json::Value) -> Invocation {
+        Invocation {
+            environment_id: "env".into(),
+            id: id.into(),
+            flow_id: "flw".into(),
+            mode: Mode::Live,
+            flow_version: 1,
+            fingerprint: id.into(),
+            target,
+            payload: json!({}),
+            strict_variables: false,
+            bulk: false,
+            status: InvocationStatus::Running,
+            users_targeted: 0,
+            cards_created: 0,
+            errors: Vec::new(),
+            cursor: None,
+            created: now(),
+            updated: now(),
+        }
+    }
+
+    fn users(ids: std::ops::Range<u32>) -> Vec<String> {
+        ids.map(|i| format!("u{i:04}")).collect()
+    }
+
+    /// An engine over mocks: `claimed` is what the claim answers; the saved batches are kept.
+    fn engine(claimed: Vec<Invocation>, tagged: u32) -> (Engine, Arc<Mutex<Vec<BatchResult>>>) {
+        let mut flows = MockFlowRepository::new();
+        // One read per flow version and step, however many invocations share it.
+        flows.expect_get_version().times(1).returning(|_, _| {
+            Ok(Some(FlowVersion {
+                flow_id: "flw".into(),
+                version: 1,
+                status: VersionStatus::Published,
+                config: json!({"type": "card", "initialSteps": ["s1"],
+                    "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
+                    "cardTemplates": {"t": {"metadata": {"cardName": "T"}}}}),
+                created_by: "key".into(),
+                approved_by: None,
+                approved: None,
+                published: Some(now()),
+                created: now(),
+                updated: now(),
+            }))
+        });
+        let mut streams = MockStreamRepository::new();
+        streams.expect_list().times(1).returning(|env, _| {
+            Ok(vec![Stream {
+                id: "str_all".into(),
+                environment_id: env.into(),
+                name: "All cards".into(),
+                is_default: true,
+                created: now(),
+            }])
+        });
+        let mut end_users = MockEndUserRepository::new();
+        end_users.expect_list().returning(move |env, _, page| {
+            Ok(users(0..tagged)
+                .into_iter()
+                .filter(|id| page.after.as_ref().is_none_or(|a| id > a))
+                .take(page.limit as usize + 1)
+                .map(|id| EndUser {
+                    environment_id: env.into(),
+                    id,
+                    test_user: false,
+                    tags: vec!["vip".into()],
+                    attributes: Default::default(),
+                    created: now(),
+                    updated: now(),
+                })
+                .collect())
+        });
+        let saved = Arc::new(Mutex::new(Vec::new()));
+        let mut invocations = MockInvocationRepository::new();
+        let mut claims = Some(claimed);
+        invocations
+            .expect_claim()
+            .withf(|_, _, limit| *limit == CLAIM_PER_STEP)
+            .returning(move |_, _, _| Ok(claims.take().unwrap_or_default()));
+        let sink = saved.clone();
+        invocations
+            .expect_save_batches()
+            .times(1)
+            .returning(move |batches| {
+                sink.lock().expect("saved").extend(batches);
+                Ok(())
+            });
+        let mut clock = crate::time::MockClock::new();
+        clock.expect_now().returning(now);
+        let engine = Engine::new(
+            Arc::new(flows),
+            Arc::new(invocations),
+            Arc::new(end_users),
+            Arc::new(MockSegmentRepository::new()),
+            Arc::new(streams),
+            Arc::new(clock),
+        );
+        (engine, saved)
+    }
+
+    #[tokio::test]
+    async fn a_step_runs_small_invocations_first_and_saves_them_together() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
+        let two = invocation(
+            "inv_two",
+            json!({"type": "user", "targetUserIds": ["b", "c"]}),
+        );
+        let (engine, saved) = engine(vec![tag, one, two], 1_500);
+        assert!(engine.step().await.expect("step"));
+        let saved = saved.lock().expect("saved");
+        let order: Vec<&str> = saved.iter().map(|b| b.invocation_id.as_str()).collect();
+        assert_eq!(order, ["inv_one", "inv_two", "inv_tag"], "smallest first");
+        let cards: Vec<usize> = saved.iter().map(|b| b.cards.len()).collect();
+        assert_eq!(cards, [1, 2, BATCH_USERS as usize]);
+        assert_eq!(saved[0].status, InvocationStatus::Completed);
+        assert_eq!(saved[2].status, InvocationStatus::Running);
+        assert_eq!(saved[2].cursor.as_deref(), Some("u0999"));
+        assert!(saved
+            .iter()
+            .all(|b| b.cards.iter().all(|c| c.stream_ids == ["str_all"])));
+    }
+
+    #[tokio::test]
+    async fn invocations_past_the_users_of_a_batch_are_released_unchanged() {
+        // Two full batches claimed together: the second waits for the next step.
+        let first = invocation("inv_a", json!({"type": "tag", "tagName": "vip"}));
+        let second = invocation("inv_b", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saved) = engine(vec![first, second], 2_000);
+        assert!(engine.step().await.expect("step"));
+        let saved = saved.lock().expect("saved");
+        assert_eq!(saved.len(), 2);
+        assert_eq!(saved[0].cards.len(), BATCH_USERS as usize);
+        let released = &saved[1];
+        assert_eq!(released.invocation_id, "inv_b");
+        assert!(released.cards.is_empty() && released.flow_instances.is_empty());
+        assert_eq!(
+            (released.from_cursor.clone(), released.cursor.clone()),
+            (None, None)
+        );
+        assert_eq!(released.status, InvocationStatus::Running);
+        assert_eq!(released.users_targeted, 0);
+    }
+}
