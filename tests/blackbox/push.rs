@@ -9,7 +9,7 @@ use adapters_push::testing::{p8_key, push_certificate, service_account, Certific
 use serde_json::{json, Value};
 
 use crate::support::{blackbox, call, Reply, Server};
-use crate::trigger::{feed, finished, fire, invocation_id, users};
+use crate::trigger::{feed, finished, fire, flow_publishing, invocation_id, users};
 
 async fn platforms(s: &Server, method: &str, body: Option<Value>) -> Reply {
     call(
@@ -366,16 +366,6 @@ async fn notifying_setup(s: &Server, sa: &str, p8: &str) -> String {
     assert_eq!(android.status, 201, "{}", android.text);
     let ios = platforms(s, "POST", Some(json!({"appId": "com.example.ios", "platform": "APNS", "platformCredential": p8, "platformPrincipal": "KEY1234567", "platformProperties": {"teamId": "TEAM123456", "bundleId": "com.example.ios"}}))).await;
     assert_eq!(ios.status, 201, "{}", ios.text);
-    let admin = Some(s.admin_secret.as_str());
-    let created = call(
-        s,
-        "POST",
-        &format!("/v1/{}/action-flow", s.env),
-        admin,
-        Some(json!({"name": "Notify"})),
-    )
-    .await;
-    let flow = created.body["data"]["id"].as_str().expect("id").to_owned();
     let config = json!({
         "type": "card", "initialSteps": ["s1"],
         "variables": {"firstName": {"type": "string", "source": "event", "default": "there"}},
@@ -386,16 +376,7 @@ async fn notifying_setup(s: &Server, sa: &str, p8: &str) -> String {
             "notification": {"attributes": {"body": "Hello %{firstName}"}}
         }}
     });
-    let published = call(
-        s,
-        "POST",
-        &format!("/v1/{}/action-flow/{flow}/config/publish", s.env),
-        admin,
-        Some(config),
-    )
-    .await;
-    assert_eq!(published.status, 200, "{}", published.text);
-    flow
+    flow_publishing(s, "Notify", config).await
 }
 
 async fn register(s: &Server, user: &str, token: &str, app: &str, platform: &str) {

@@ -20,15 +20,15 @@ fn config() -> Value {
     })
 }
 
-/// A flow with a published configuration (and, if asked, a newer draft).
-pub(crate) async fn published_flow(s: &Server, with_draft: bool) -> String {
+/// A flow named `name` with `config` published as its version 1.
+pub(crate) async fn flow_publishing(s: &Server, name: &str, config: Value) -> String {
     let admin = Some(s.admin_secret.as_str());
     let created = call(
         s,
         "POST",
         &format!("/v1/{}/action-flow", s.env),
         admin,
-        Some(json!({"name": "Welcome"})),
+        Some(json!({"name": name})),
     )
     .await;
     let id = created.body["data"]["id"].as_str().expect("id").to_owned();
@@ -37,10 +37,17 @@ pub(crate) async fn published_flow(s: &Server, with_draft: bool) -> String {
         "POST",
         &format!("/v1/{}/action-flow/{id}/config/publish", s.env),
         admin,
-        Some(config()),
+        Some(config),
     )
     .await;
     assert_eq!(published.status, 200, "{}", published.text);
+    id
+}
+
+/// A flow with a published configuration (and, if asked, a newer draft).
+pub(crate) async fn published_flow(s: &Server, with_draft: bool) -> String {
+    let admin = Some(s.admin_secret.as_str());
+    let id = flow_publishing(s, "Welcome", config()).await;
     if with_draft {
         let mut draft = config();
         draft["cardTemplates"]["t1"]["metadata"]["cardName"] = json!("Draft card");
