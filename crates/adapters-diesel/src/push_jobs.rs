@@ -11,7 +11,6 @@ use domain::card::AnalyticsEvent;
 use domain::id::{new_id, IdKind};
 use domain::push::{Device, PushJob, PushJobRepository, PushNext, PushRecord, PushStatus};
 use domain::{StorageError, Timestamp};
-use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
@@ -42,16 +41,22 @@ struct JobRow {
 
 /// The outbox half of every event write: one pending job per device of the card's user that
 /// the card reaches through an enabled platform of the device's app, in the caller's
-/// transaction. Which events and devices: `domain::push::{wants, reaches}`.
+/// transaction. Which events and devices: `domain::push::{wants, targeted_platforms, reaches,
+/// serves}`.
 pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
-    let wanted: Vec<&AnalyticsEvent> = events
+    // The events that call for pushes, with their card.
+    let wanted: Vec<(&AnalyticsEvent, &String)> = events
         .iter()
-        .filter(|e| e.card_instance_id.is_some() && domain::push::wants(e))
+        .filter(|e| domain::push::wants(e))
+        .filter_map(|e| e.card_instance_id.as_ref().map(|card| (e, card)))
         .collect();
     if wanted.is_empty() {
         return Ok(());
     }
-    let mut envs: Vec<&str> = wanted.iter().map(|e| e.environment_id.as_str()).collect();
+    let mut envs: Vec<&str> = wanted
+        .iter()
+        .map(|(e, _)| e.environment_id.as_str())
+        .collect();
     envs.sort_unstable();
     envs.dedup();
     // No enabled platform, no device to look up (the common case of a large fan-out).
@@ -71,7 +76,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
     if enabled.is_empty() {
         return Ok(());
     }
-    let mut users: Vec<&str> = wanted.iter().map(|e| e.user_id.as_str()).collect();
+    let mut users: Vec<&str> = wanted.iter().map(|(e, _)| e.user_id.as_str()).collect();
     users.sort_unstable();
     users.dedup();
     let mut by_user: HashMap<(String, String), Vec<Device>> = HashMap::new();
@@ -89,24 +94,12 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
         }
     }
     let mut rows = Vec::new();
-    for event in wanted {
-        let Some(card_id) = &event.card_instance_id else {
-            continue;
-        };
+    for (event, card_id) in wanted {
         let Some(devices) = by_user.get(&(event.environment_id.clone(), event.user_id.clone()))
         else {
             continue;
         };
-        let targets: Vec<String> = event
-            .data
-            .pointer("/platformContext/targetPlatforms")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let targets = domain::push::targeted_platforms(event);
         let at = event.created.naive_utc();
         for d in devices {
             let served = enabled

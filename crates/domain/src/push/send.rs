@@ -36,6 +36,20 @@ pub fn wants(event: &AnalyticsEvent) -> bool {
             == Some(true)
 }
 
+/// The platforms (`Web`, `iOS`, `Android`) the card of a card event targets.
+pub fn targeted_platforms(event: &AnalyticsEvent) -> Vec<String> {
+    event
+        .data
+        .pointer("/platformContext/targetPlatforms")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The card platform (`iOS`, `Android`) whose content a device of `device_platform` shows.
 pub fn card_platform(device_platform: &str) -> Option<&'static str> {
     match provider_of(device_platform)? {

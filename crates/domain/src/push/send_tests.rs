@@ -116,6 +116,10 @@ fn only_first_activations_of_cards_with_a_notification_want_pushes() {
         None,
         at(0)
     )));
+    assert_eq!(
+        targeted_platforms(&card_event(&active, None, None, at(0))),
+        ["iOS", "Android"]
+    );
     let embargoed = card(CardStatus::Embargoed);
     assert!(!wants(&card_event(&embargoed, None, None, at(0))));
     let silent = CardInstance {
