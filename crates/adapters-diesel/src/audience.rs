@@ -229,6 +229,64 @@ impl EndUserRepository for DieselEndUserRepository {
             })
             .await
     }
+
+    async fn ids(
+        &self,
+        environment_id: &str,
+        query: &UserQuery,
+        page: &PageRequest,
+    ) -> Result<Vec<String>, StorageError> {
+        let env = environment_id.to_owned();
+        let query = query.clone();
+        let page = page.clone();
+        let limit = i64::from(page.limit) + 1;
+        self.db
+            .run(move |conn| {
+                Ok(match (query.tag, query.test_user) {
+                    // A tag alone: its primary key is (environment, tag, user) — one range
+                    // read, in id order, no join.
+                    (Some(tag), None) => {
+                        let mut select = end_user_tags::table
+                            .filter(end_user_tags::environment_id.eq(&env))
+                            .filter(end_user_tags::tag.eq(tag))
+                            .select(end_user_tags::user_id)
+                            .order(end_user_tags::user_id)
+                            .limit(limit)
+                            .into_boxed();
+                        if let Some(after) = page.after {
+                            select = select.filter(end_user_tags::user_id.gt(after));
+                        }
+                        select.load(conn)?
+                    }
+                    (tag, test_user) => {
+                        let mut select = end_users::table
+                            .filter(end_users::environment_id.eq(&env))
+                            .select(end_users::id)
+                            .order(end_users::id)
+                            .limit(limit)
+                            .into_boxed();
+                        if let Some(after) = page.after {
+                            select = select.filter(end_users::id.gt(after));
+                        }
+                        if let Some(test_user) = test_user {
+                            select = select.filter(end_users::test_user.eq(test_user));
+                        }
+                        if let Some(tag) = tag {
+                            let tagged = end_user_tags::table
+                                .filter(
+                                    end_user_tags::environment_id
+                                        .eq(env.clone())
+                                        .and(end_user_tags::tag.eq(tag)),
+                                )
+                                .select(end_user_tags::user_id);
+                            select = select.filter(end_users::id.eq_any(tagged));
+                        }
+                        select.load(conn)?
+                    }
+                })
+            })
+            .await
+    }
 }
 
 pub struct DieselSegmentRepository {

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
@@ -5,7 +7,7 @@ use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Tra
 use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::corrupt;
@@ -154,7 +156,37 @@ impl InvocationRow {
     }
 }
 
-fn card_row(c: &CardInstance) -> CardRow {
+/// Serialises the shared parts of cards once: consecutive cards of one step of an invocation
+/// hold the same `content` and `context`.
+#[derive(Default)]
+struct SharedJson {
+    content: Option<(Arc<Map<String, Value>>, String)>,
+    context: Option<(Arc<Value>, String)>,
+}
+
+impl SharedJson {
+    fn row(&mut self, c: &CardInstance) -> CardRow {
+        let content = match &self.content {
+            Some((shared, text)) if Arc::ptr_eq(shared, &c.content) => text.clone(),
+            _ => {
+                let text = serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into());
+                self.content = Some((c.content.clone(), text.clone()));
+                text
+            }
+        };
+        let context = match &self.context {
+            Some((shared, text)) if Arc::ptr_eq(shared, &c.context) => text.clone(),
+            _ => {
+                let text = c.context.to_string();
+                self.context = Some((c.context.clone(), text.clone()));
+                text
+            }
+        };
+        card_row(c, content, context)
+    }
+}
+
+fn card_row(c: &CardInstance, content: String, context: String) -> CardRow {
     CardRow {
         id: c.id.clone(),
         environment_id: c.environment_id.clone(),
@@ -170,8 +202,8 @@ fn card_row(c: &CardInstance) -> CardRow {
         priority: i32::from(c.priority),
         stream_ids: serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()),
         platforms: serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()),
-        content: Value::Object(c.content.clone()).to_string(),
-        context: c.context.to_string(),
+        content,
+        context,
         embargo_until: c.embargo_until.map(|t| t.naive_utc()),
         expires_at: c.expires_at.map(|t| t.naive_utc()),
         snoozed_until: c.snoozed_until.map(|t| t.naive_utc()),
@@ -190,10 +222,10 @@ pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
         platforms: serde_json::from_str(&row.platforms)
             .map_err(|e| corrupt("card platforms", e))?,
         content: match json(&row.content, "card content")? {
-            Value::Object(map) => map,
+            Value::Object(map) => Arc::new(map),
             _ => return Err(corrupt("card content", "not an object")),
         },
-        context: json(&row.context, "card context")?,
+        context: Arc::new(json(&row.context, "card context")?),
         id: row.id,
         environment_id: row.environment_id,
         user_id: row.user_id,
@@ -446,6 +478,7 @@ impl InvocationRepository for DieselInvocationRepository {
                 let mut instances = Vec::new();
                 let mut cards = Vec::new();
                 let mut events = Vec::new();
+                let mut shared = SharedJson::default();
                 for mut batch in batches {
                     if !save_progress(conn, &mut batch)? {
                         continue;
@@ -460,7 +493,7 @@ impl InvocationRepository for DieselInvocationRepository {
                         status: "active".into(),
                         created: f.created.naive_utc(),
                     }));
-                    cards.extend(batch.cards.iter().map(card_row));
+                    cards.extend(batch.cards.iter().map(|c| shared.row(c)));
                     events.append(&mut batch.events);
                 }
                 // The rows of every saved batch together: one multi-row INSERT per table

@@ -1063,6 +1063,27 @@ mod audience {
             .expect("all");
         assert_eq!(all.len(), 30);
         assert_eq!(all[3].tags, ["vip"], "tags come with the page");
+
+        // The ids-only read answers what the full read answers, for every kind of query.
+        let tests = UserQuery {
+            tag: None,
+            test_user: Some(true),
+        };
+        for query in [&vip, &test_vip, &tests, &UserQuery::default()] {
+            for page in [&page, &next, &PageRequest::default()] {
+                assert_eq!(
+                    repo.ids("env_a", query, page).await.expect("ids"),
+                    ids(repo.list("env_a", query, page).await.expect("list")),
+                    "{query:?} {page:?}"
+                );
+            }
+        }
+        assert_eq!(
+            repo.ids("env_b", &vip, &PageRequest::default())
+                .await
+                .expect("other environment"),
+            ["u99"]
+        );
     }
 
     async fn segments_round_trip_with_their_filter(url: &str) {
@@ -1250,8 +1271,8 @@ mod engine {
             priority,
             stream_ids: vec!["str_all".into()],
             platforms: vec!["Web".into()],
-            content: Map::new(),
-            context: json!({"variables": {}}),
+            content: Map::new().into(),
+            context: json!({"variables": {}}).into(),
             embargo_until: None,
             expires_at: None,
             snoozed_until: None,
@@ -2268,7 +2289,8 @@ mod bulk_cancel_push {
             content: Map::from_iter([
                 ("iOS".to_owned(), note.clone()),
                 ("Android".to_owned(), note),
-            ]),
+            ])
+            .into(),
             ..card(id, &format!("fin_{id}"), user, 5, 3)
         }
     }

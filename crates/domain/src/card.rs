@@ -2,6 +2,8 @@
 //! writes: `embargoed` → `active`; `active` → `snoozed` → `active`; `active` → `completed` |
 //! `dismissed` | `cancelled` | `expired`. Closed states are final.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
@@ -108,10 +110,12 @@ pub struct CardInstance {
     pub priority: u8,
     pub stream_ids: Vec<String>,
     pub platforms: Vec<String>,
-    /// Rendered views and notification, per platform name.
-    pub content: Map<String, Value>,
-    /// The trigger's context: variables, metadata, notificationDetail, test flag.
-    pub context: Value,
+    /// Rendered views and notification, per platform name. Shared: every card of one step of
+    /// one invocation has the same.
+    pub content: Arc<Map<String, Value>>,
+    /// The trigger's context: variables, metadata, notificationDetail, test flag. Shared like
+    /// `content`.
+    pub context: Arc<Value>,
     pub embargo_until: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
     pub snoozed_until: Option<Timestamp>,

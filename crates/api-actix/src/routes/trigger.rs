@@ -122,7 +122,7 @@ impl From<CardInstance> for CardDto {
             priority: c.priority,
             stream_ids: c.stream_ids,
             platforms: c.platforms,
-            content: c.content,
+            content: std::sync::Arc::unwrap_or_clone(c.content),
             card_template_id: c.template_id,
             card_template_name: c.template_name,
             flow_config_id: c.flow_id,

@@ -110,6 +110,14 @@ pub trait EndUserRepository: Send + Sync {
         query: &UserQuery,
         page: &PageRequest,
     ) -> Result<Vec<EndUser>, StorageError>;
+    /// Like [`EndUserRepository::list`], ids only: what a fan-out needs when no filter is
+    /// applied (no attributes or tags read).
+    async fn ids(
+        &self,
+        environment_id: &str,
+        query: &UserQuery,
+        page: &PageRequest,
+    ) -> Result<Vec<String>, StorageError>;
 }
 
 #[cfg_attr(feature = "mock", mockall::automock)]

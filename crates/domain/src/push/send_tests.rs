@@ -35,8 +35,9 @@ fn card(status: CardStatus) -> CardInstance {
         content: serde_json::Map::from_iter([
             ("iOS".to_owned(), notification("Hello from iOS")),
             ("Android".to_owned(), notification("Hello from Android")),
-        ]),
-        context: json!({"notificationDetail": {"deepLink": "app://x"}}),
+        ])
+        .into(),
+        context: json!({"notificationDetail": {"deepLink": "app://x"}}).into(),
         embargo_until: None,
         expires_at: None,
         snoozed_until: None,
@@ -123,7 +124,8 @@ fn only_first_activations_of_cards_with_a_notification_want_pushes() {
     let embargoed = card(CardStatus::Embargoed);
     assert!(!wants(&card_event(&embargoed, None, None, at(0))));
     let silent = CardInstance {
-        content: serde_json::Map::from_iter([("iOS".to_owned(), json!({"defaultView": {}}))]),
+        content: serde_json::Map::from_iter([("iOS".to_owned(), json!({"defaultView": {}}))])
+            .into(),
         ..card(CardStatus::Active)
     };
     assert!(!wants(&card_event(&silent, None, None, at(0))));
@@ -352,7 +354,7 @@ async fn nothing_is_sent_when_there_is_nothing_to_send() {
             "no notification for the platform",
             PushJob {
                 card: Some(CardInstance {
-                    content: serde_json::Map::new(),
+                    content: serde_json::Map::new().into(),
                     ..card(CardStatus::Active)
                 }),
                 ..job("FCM")
@@ -401,7 +403,7 @@ async fn an_oversized_payload_fails_without_a_call() {
     let mut sender = MockPushSender::new();
     sender.expect_send().never();
     let mut big = card(CardStatus::Active);
-    big.context = json!({"notificationDetail": {"x": "y".repeat(MAX_PUSH_PAYLOAD_BYTES)}});
+    big.context = json!({"notificationDetail": {"x": "y".repeat(MAX_PUSH_PAYLOAD_BYTES)}}).into();
     let record = service(sender)
         .attempt(PushJob {
             card: Some(big),

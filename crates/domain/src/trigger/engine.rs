@@ -598,7 +598,27 @@ impl Engine {
             }
         };
         let mut batch = empty_batch(invocation, now);
-        let steps = steps_in_order(&config);
+        // Everything but the ids and the user is the same for every card of a step: rendered
+        // once per batch, shared by the cards.
+        let prototypes: Vec<CardInstance> = steps_in_order(&config)
+            .iter()
+            .map(|(step_id, template_id)| {
+                card_prototype(
+                    invocation,
+                    step_id,
+                    template_id,
+                    &config,
+                    &element.payload,
+                    &variables,
+                    &default_stream,
+                    now,
+                )
+            })
+            .collect();
+        let users = audience.users.len();
+        batch.flow_instances.reserve(users);
+        batch.cards.reserve(users * prototypes.len());
+        batch.events.reserve(users * prototypes.len());
         for user in &audience.users {
             let instance = FlowInstance {
                 id: new_id(IdKind::FlowInstance),
@@ -609,18 +629,13 @@ impl Engine {
                 user_id: user.clone(),
                 created: now,
             };
-            for (step_id, template_id) in &steps {
-                let card = build_card(
-                    invocation,
-                    &instance,
-                    step_id,
-                    template_id,
-                    &config,
-                    &element.payload,
-                    &variables,
-                    &default_stream,
-                    now,
-                );
+            for prototype in &prototypes {
+                let card = CardInstance {
+                    id: new_id(IdKind::Card),
+                    user_id: instance.user_id.clone(),
+                    flow_instance_id: instance.id.clone(),
+                    ..prototype.clone()
+                };
                 batch.events.push(card_event(&card, None, None, now));
                 batch.cards.push(card);
             }
@@ -719,17 +734,20 @@ impl Engine {
         filter: Option<&Filter>,
     ) -> Result<Audience, DomainError> {
         let limit = page.limit as usize;
+        let Some(filter) = filter else {
+            let mut users = self.users.ids(env, query, &page).await?;
+            let more = users.len() > limit;
+            users.truncate(limit);
+            let next = more.then(|| users.last().cloned()).flatten();
+            return Ok(Audience { users, next });
+        };
         let mut users = self.users.list(env, query, &page).await?;
         let more = users.len() > limit;
         users.truncate(limit);
-        let next = if more {
-            users.last().map(|u| u.id.clone())
-        } else {
-            None
-        };
+        let next = more.then(|| users.last().map(|u| u.id.clone())).flatten();
         let users = users
             .into_iter()
-            .filter(|u| filter.is_none_or(|f| f.matches(u)))
+            .filter(|u| filter.matches(u))
             .map(|u| u.id)
             .collect();
         Ok(Audience { users, next })
@@ -930,10 +948,10 @@ pub(crate) fn push_payload_problems(
     errors
 }
 
+/// The card of one step of `invocation`, without its id, user and flow instance (empty).
 #[allow(clippy::too_many_arguments)]
-fn build_card(
+fn card_prototype(
     invocation: &Invocation,
-    instance: &FlowInstance,
     step_id: &str,
     template_id: &str,
     config: &Value,
@@ -996,10 +1014,10 @@ fn build_card(
         .map(|(k, v)| (k.clone(), Value::String(v.web.clone())))
         .collect();
     CardInstance {
-        id: new_id(IdKind::Card),
+        id: String::new(),
         environment_id: invocation.environment_id.clone(),
-        user_id: instance.user_id.clone(),
-        flow_instance_id: instance.id.clone(),
+        user_id: String::new(),
+        flow_instance_id: String::new(),
         invocation_id: invocation.id.clone(),
         flow_id: invocation.flow_id.clone(),
         flow_version: invocation.flow_version,
@@ -1017,13 +1035,13 @@ fn build_card(
             .into_iter()
             .map(str::to_owned)
             .collect(),
-        content,
-        context: json!({
+        content: Arc::new(content),
+        context: Arc::new(json!({
             "test": invocation.mode == Mode::Test,
             "variables": variable_values,
             "metadata": payload.metadata.clone().unwrap_or_default(),
             "notificationDetail": payload.notification_detail.clone().unwrap_or_default(),
-        }),
+        })),
         embargo_until: embargo,
         expires_at,
         snoozed_until: None,

@@ -464,7 +464,7 @@ mod engine_steps {
     use serde_json::json;
 
     use crate::audience::{
-        EndUser, MockEndUserRepository, MockSegmentRepository, MockStreamRepository, Stream,
+        MockEndUserRepository, MockSegmentRepository, MockStreamRepository, Stream,
     };
     use crate::flow::{FlowVersion, MockFlowRepository, VersionStatus};
     use crate::trigger::engine::{
@@ -538,20 +538,12 @@ mod engine_steps {
             }])
         });
         let mut end_users = MockEndUserRepository::new();
-        end_users.expect_list().returning(move |env, _, page| {
+        end_users.expect_ids().returning(move |_, query, page| {
+            assert_eq!(query.tag.as_deref(), Some("vip"));
             Ok(users(0..tagged)
                 .into_iter()
                 .filter(|id| page.after.as_ref().is_none_or(|a| id > a))
                 .take(page.limit as usize + 1)
-                .map(|id| EndUser {
-                    environment_id: env.into(),
-                    id,
-                    test_user: false,
-                    tags: vec!["vip".into()],
-                    attributes: Default::default(),
-                    created: now(),
-                    updated: now(),
-                })
                 .collect())
         });
         let saved = Arc::new(Mutex::new(Vec::new()));
