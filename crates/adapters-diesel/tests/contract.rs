@@ -91,6 +91,18 @@ async fn migrations_apply_once_and_readiness_reports_them(url: &str) {
         .expect("still ready");
 }
 
+async fn a_checkpoint_leaves_the_wal_copied_and_the_data_readable(url: &str) {
+    let (db, repo) = seeded(url).await;
+    // SQLite: every committed page is copied into the database file (nothing else reads or
+    // writes here). PostgreSQL: a no-op that reports nothing left.
+    assert_eq!(db.checkpoint().await.expect("checkpoint"), 0);
+    assert_eq!(db.checkpoint().await.expect("again"), 0, "idempotent");
+    assert_eq!(
+        repo.list_environments("org_1").await.expect("list").len(),
+        2
+    );
+}
+
 async fn organisations_and_environments_round_trip(url: &str) {
     let (_db, repo) = seeded(url).await;
     assert_eq!(
@@ -451,6 +463,7 @@ async fn delete_refuses_parents_and_removes_leaves(url: &str) {
 
 both_backends!(
     migrations_apply_once_and_readiness_reports_them,
+    a_checkpoint_leaves_the_wal_copied_and_the_data_readable,
     organisations_and_environments_round_trip,
     keys_round_trip_with_roles_scopes_and_grants,
     a_key_granted_an_unknown_environment_is_refused_whole,

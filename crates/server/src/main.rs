@@ -401,6 +401,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("http://{address}")),
     };
     workers::spawn(engine, cards, 2);
+    workers::spawn_checkpointer(db.clone());
     workers::spawn_cancels(cancels);
     workers::spawn_bulk(bulk);
     workers::spawn_deliveries(

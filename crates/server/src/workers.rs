@@ -64,6 +64,25 @@ pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
     });
 }
 
+/// How often the SQLite checkpointer copies the WAL into the database file.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
+
+/// SQLite's checkpointer: copies committed pages from the WAL into the database file, so the
+/// writers' commits do not (PostgreSQL checkpoints by itself; this is not started for it).
+pub fn spawn_checkpointer(db: adapters_diesel::Database) {
+    if db.backend() != adapters_diesel::Backend::Sqlite {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = db.checkpoint().await {
+                tracing::warn!(error = %e, "WAL checkpoint failed");
+            }
+            tokio::time::sleep(CHECKPOINT_PERIOD).await;
+        }
+    });
+}
+
 /// The cancel worker: one task at a time, batch by batch.
 pub fn spawn_cancels(cancels: Arc<domain::cancel::CancelService>) {
     run_loop("cancel", move || {
