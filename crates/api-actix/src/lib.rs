@@ -48,8 +48,13 @@ pub struct AppState {
     pub public_url: String,
 }
 
-/// Every route of the API.
+/// Every route of the API. actix tries resources in this order, matching each path pattern
+/// with parameters as a regular expression, so the hot paths come first: triggers and the
+/// end-user card API (measured: with `/start` registered after ~30 resources, matching took
+/// ~14% of the server's CPU under a `/start` load). No two patterns match the same path, so
+/// the order changes nothing else.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    routes::trigger::configure(cfg);
     routes::ops::configure(cfg);
     routes::oauth::configure(cfg);
     routes::environments::configure(cfg);
@@ -57,7 +62,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::folders::configure(cfg);
     routes::flows::configure(cfg);
     routes::audience::configure(cfg);
-    routes::trigger::configure(cfg);
     routes::webhooks::configure(cfg);
     routes::tasks::configure(cfg);
     routes::bulk::configure(cfg);
