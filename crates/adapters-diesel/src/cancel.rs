@@ -74,17 +74,16 @@ fn load(conn: &mut AnyConnection, env: &str, id: &str) -> Result<Option<TaskRow>
         .optional()?)
 }
 
-/// Inside an engine batch's transaction: drops what the flow's cancel markers cover, and stops
-/// the invocation when one covers all of it. On PostgreSQL the flow's row is share-locked
-/// first, so a cancel being recorded (which takes it exclusively) is either seen here or sees
-/// this batch's cards.
-pub(crate) fn apply_markers(
+/// Inside an engine save's transaction: the cancel markers of a flow accepted since `since`
+/// (the oldest invocation of the flow in the save). On PostgreSQL the flow's row is
+/// share-locked first, so a cancel being recorded (which takes it exclusively) is either seen
+/// here or sees this save's cards.
+pub(crate) fn markers_since(
     conn: &mut AnyConnection,
-    batch: &mut BatchResult,
+    environment_id: &str,
     flow_id: &str,
-    flow_version: u32,
-    invocation_created: Timestamp,
-) -> Result<(), Failure> {
+    since: Timestamp,
+) -> Result<Vec<CancelTask>, Failure> {
     if let AnyConnection::Postgresql(c) = &mut *conn {
         action_flows::table
             .filter(action_flows::id.eq(flow_id))
@@ -93,19 +92,28 @@ pub(crate) fn apply_markers(
             .load::<String>(c)?;
     }
     let rows: Vec<TaskRow> = cancel_tasks::table
-        .filter(cancel_tasks::environment_id.eq(&batch.environment_id))
+        .filter(cancel_tasks::environment_id.eq(environment_id))
         .filter(cancel_tasks::flow_id.eq(flow_id))
-        .filter(cancel_tasks::created.ge(invocation_created.naive_utc()))
+        .filter(cancel_tasks::created.ge(since.naive_utc()))
         .select(TaskRow::as_select())
         .load(conn)?;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let markers: Vec<CancelTask> = rows
-        .into_iter()
+    rows.into_iter()
         .map(task)
         .collect::<Result<_, _>>()
-        .map_err(Failure::Domain)?;
+        .map_err(Failure::Domain)
+}
+
+/// Drops from an engine batch what the flow's cancel `markers` cover, and stops the
+/// invocation when one covers all of it.
+pub(crate) fn apply_markers(
+    batch: &mut BatchResult,
+    markers: &[CancelTask],
+    flow_version: u32,
+    invocation_created: Timestamp,
+) {
+    if markers.is_empty() {
+        return;
+    }
     let invocation = batch.invocation_id.clone();
     if markers
         .iter()
@@ -126,7 +134,7 @@ pub(crate) fn apply_markers(
         .map(|f| f.id.clone())
         .collect();
     if dropped.is_empty() {
-        return Ok(());
+        return;
     }
     batch.flow_instances.retain(|f| !dropped.contains(&f.id));
     let dropped_cards: std::collections::HashSet<String> = batch
@@ -142,7 +150,6 @@ pub(crate) fn apply_markers(
             .is_none_or(|c| !dropped_cards.contains(c))
     });
     batch.cards_created = batch.cards.len() as u64;
-    Ok(())
 }
 
 pub struct DieselCancelRepository {

@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,7 +17,7 @@ use crate::schema::{analytics_events, card_instances, flow_instances, invocation
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
 const INSERT_CHUNK: usize = 500;
 
-#[derive(Queryable, Selectable, Insertable)]
+#[derive(Clone, Queryable, Selectable, Insertable)]
 #[diesel(table_name = invocations, treat_none_as_default_value = false)]
 struct InvocationRow {
     environment_id: String,
@@ -305,89 +306,171 @@ fn load_invocation(
         .optional()?)
 }
 
+/// What one `record` call gets back.
+type Recorded = Result<Vec<Option<Invocation>>, StorageError>;
+
+/// A `record` call waiting for the recorder.
+struct Pending {
+    asked: Vec<Invocation>,
+    reply: tokio::sync::oneshot::Sender<Recorded>,
+}
+
+/// Calls recorded together in one transaction, at most.
+const RECORD_GROUP: usize = 256;
+
 pub struct DieselInvocationRepository {
     db: Database,
+    /// Group commit: `record` calls queue here and one task writes all those waiting in one
+    /// transaction (started on first use).
+    recorder: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Pending>>,
 }
 
 impl DieselInvocationRepository {
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self {
+            db,
+            recorder: std::sync::OnceLock::new(),
+        }
     }
+
+    fn recorder(&self) -> &tokio::sync::mpsc::UnboundedSender<Pending> {
+        self.recorder.get_or_init(|| {
+            let (sender, mut queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
+            let db = self.db.clone();
+            tokio::spawn(async move {
+                while let Some(first) = queue.recv().await {
+                    let mut group = vec![first];
+                    while group.len() < RECORD_GROUP {
+                        match queue.try_recv() {
+                            Ok(next) => group.push(next),
+                            Err(_) => break,
+                        }
+                    }
+                    record_group(&db, group).await;
+                }
+            });
+            sender
+        })
+    }
+}
+
+/// Records the calls of `group` in one transaction and answers each. Every call is decided on
+/// its own, in queue order, as if it ran alone: an id that clashes refuses that call only, and
+/// an id asked by two calls is inserted by the first and found by the second.
+async fn record_group(db: &Database, group: Vec<Pending>) {
+    let calls: Vec<Vec<Invocation>> = group.iter().map(|p| p.asked.clone()).collect();
+    // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
+    // back; the next attempt sees it before inserting anything.
+    let mut outcome = Err(StorageError::Unavailable(
+        "invocation ids kept being reused concurrently".into(),
+    ));
+    for _ in 0..3 {
+        let calls = calls.clone();
+        outcome = db.transaction(move |conn| record_calls(conn, &calls)).await;
+        if !matches!(outcome, Err(StorageError::StaleRevision)) {
+            break;
+        }
+    }
+    match outcome {
+        Ok(answers) => {
+            for (pending, answer) in group.into_iter().zip(answers) {
+                let _ = pending.reply.send(Ok(answer));
+            }
+        }
+        Err(e) => {
+            for pending in group {
+                let _ = pending.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Inside one transaction: one read per environment for every asked id, one multi-row insert
+/// for the new ones of every call that clashes with nothing.
+fn record_calls(
+    conn: &mut AnyConnection,
+    calls: &[Vec<Invocation>],
+) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
+    let mut found: HashMap<(String, String), InvocationRow> = HashMap::new();
+    let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
+    for i in calls.iter().flatten() {
+        by_env
+            .entry(i.environment_id.as_str())
+            .or_default()
+            .push(i.id.as_str());
+    }
+    for (env, mut ids) in by_env {
+        ids.sort_unstable();
+        ids.dedup();
+        for chunk in ids.chunks(INSERT_CHUNK) {
+            let rows: Vec<InvocationRow> = invocations::table
+                .filter(invocations::environment_id.eq(env))
+                .filter(invocations::id.eq_any(chunk))
+                .select(InvocationRow::as_select())
+                .load(conn)?;
+            for row in rows {
+                found.insert((row.environment_id.clone(), row.id.clone()), row);
+            }
+        }
+    }
+    let differs = |row: &InvocationRow, i: &Invocation| {
+        row.flow_id != i.flow_id
+            || row.mode != mode_text(i.mode)
+            || row.fingerprint != i.fingerprint
+    };
+    let mut new: Vec<InvocationRow> = Vec::new();
+    let mut answers = Vec::with_capacity(calls.len());
+    for asked in calls {
+        let key = |i: &Invocation| (i.environment_id.clone(), i.id.clone());
+        let stored: Vec<Option<InvocationRow>> =
+            asked.iter().map(|i| found.get(&key(i)).cloned()).collect();
+        let clash = stored
+            .iter()
+            .zip(asked)
+            .any(|(row, i)| row.as_ref().is_some_and(|r| differs(r, i)));
+        if !clash {
+            // The same id asked twice in one call is inserted once; a later call finds it.
+            for i in asked {
+                if let std::collections::hash_map::Entry::Vacant(slot) = found.entry(key(i)) {
+                    let row = InvocationRow::from_invocation(i);
+                    slot.insert(row.clone());
+                    new.push(row);
+                }
+            }
+        }
+        answers.push(
+            stored
+                .into_iter()
+                .map(|row| row.map(InvocationRow::into_invocation).transpose())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Failure::Domain)?,
+        );
+    }
+    let mut inserted = 0;
+    for chunk in new.chunks(INSERT_CHUNK / 2) {
+        inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+            .values(chunk)
+            .on_conflict((invocations::environment_id, invocations::id))
+            .do_nothing()
+            .execute(c))?;
+    }
+    if inserted < new.len() {
+        // A racing request inserted some of these ids first: decide again.
+        return Err(Failure::Domain(StorageError::StaleRevision));
+    }
+    Ok(answers)
 }
 
 #[async_trait]
 impl InvocationRepository for DieselInvocationRepository {
-    async fn record(
-        &self,
-        asked: Vec<Invocation>,
-    ) -> Result<Vec<Option<Invocation>>, StorageError> {
-        // A racing insert of a conflicting id (PostgreSQL) rolls this attempt back; the next
-        // attempt sees it before inserting anything.
-        for _ in 0..3 {
-            let asked = asked.clone();
-            let outcome = self
-                .db
-                .transaction(move |conn| {
-                    // One read for every asked id of the environment(s), one multi-row insert
-                    // for the new ones.
-                    let mut stored: Vec<Option<InvocationRow>> = Vec::with_capacity(asked.len());
-                    let mut found: std::collections::HashMap<(String, String), InvocationRow> = std::collections::HashMap::new();
-                    let mut envs: Vec<&str> = asked.iter().map(|i| i.environment_id.as_str()).collect();
-                    envs.sort_unstable();
-                    envs.dedup();
-                    for env in envs {
-                        let ids: Vec<&str> = asked.iter().filter(|i| i.environment_id == env).map(|i| i.id.as_str()).collect();
-                        for chunk in ids.chunks(INSERT_CHUNK) {
-                            let rows: Vec<InvocationRow> = invocations::table
-                                .filter(invocations::environment_id.eq(env))
-                                .filter(invocations::id.eq_any(chunk))
-                                .select(InvocationRow::as_select())
-                                .load(conn)?;
-                            for row in rows {
-                                found.insert((row.environment_id.clone(), row.id.clone()), row);
-                            }
-                        }
-                    }
-                    for invocation in &asked {
-                        stored.push(found.remove(&(invocation.environment_id.clone(), invocation.id.clone())));
-                    }
-                    let differs = |row: &InvocationRow, i: &Invocation| {
-                        row.flow_id != i.flow_id || row.mode != mode_text(i.mode) || row.fingerprint != i.fingerprint
-                    };
-                    let mismatch = stored.iter().zip(&asked).any(|(row, i)| row.as_ref().is_some_and(|r| differs(r, i)));
-                    if !mismatch {
-                        // The same id asked twice in one call is inserted once.
-                        let mut seen = std::collections::HashSet::new();
-                        let new: Vec<InvocationRow> = stored
-                            .iter()
-                            .zip(&asked)
-                            .filter(|(row, i)| row.is_none() && seen.insert((i.environment_id.clone(), i.id.clone())))
-                            .map(|(_, i)| InvocationRow::from_invocation(i))
-                            .collect();
-                        let mut inserted = 0;
-                        for chunk in new.chunks(INSERT_CHUNK / 2) {
-                            inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
-                                .values(chunk)
-                                .on_conflict((invocations::environment_id, invocations::id))
-                                .do_nothing()
-                                .execute(c))?;
-                        }
-                        if inserted < new.len() {
-                            // A racing request inserted some of these ids first: decide again.
-                            return Err(Failure::Domain(StorageError::StaleRevision));
-                        }
-                    }
-                    stored.into_iter().map(|row| row.map(InvocationRow::into_invocation).transpose().map_err(Failure::Domain)).collect()
-                })
-                .await;
-            match outcome {
-                Err(StorageError::StaleRevision) => continue,
-                other => return other,
-            }
-        }
-        Err(StorageError::Unavailable(
-            "invocation ids kept being reused concurrently".into(),
-        ))
+    async fn record(&self, asked: Vec<Invocation>) -> Recorded {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.recorder()
+            .send(Pending { asked, reply })
+            .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?
     }
 
     async fn get(
@@ -426,44 +509,69 @@ impl InvocationRepository for DieselInvocationRepository {
         limit: u32,
     ) -> Result<Vec<Invocation>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
-        let rows = self
-            .db
-            .transaction(move |conn| {
-                let due = invocations::table
-                    .filter(invocations::status.eq_any(["pending", "running"]))
-                    .filter(
-                        invocations::lease_until
-                            .is_null()
-                            .or(invocations::lease_until.lt(now)),
-                    )
-                    .order(invocations::created)
-                    .select((invocations::environment_id, invocations::id))
-                    .limit(i64::from(limit));
-                // Several processes share PostgreSQL: skip rows another one is claiming.
-                let keys: Vec<(String, String)> = match &mut *conn {
-                    AnyConnection::Postgresql(c) => due.for_update().skip_locked().load(c)?,
-                    AnyConnection::Sqlite(c) => due.load(c)?,
-                };
-                let mut rows = Vec::with_capacity(keys.len());
-                for (env, id) in &keys {
-                    diesel::update(
-                        invocations::table.filter(
-                            invocations::environment_id
-                                .eq(env)
-                                .and(invocations::id.eq(id)),
-                        ),
-                    )
-                    .set((
-                        invocations::status.eq("running"),
-                        invocations::lease_until.eq(Some(lease)),
-                        invocations::attempts.eq(invocations::attempts + 1),
-                    ))
-                    .execute(conn)?;
-                    rows.extend(load_invocation(conn, env, id)?);
-                }
-                Ok(rows)
-            })
-            .await?;
+        let rows =
+            self.db
+                .transaction(move |conn| {
+                    // Oldest first. One query per status, each read in the order of its
+                    // (status, created) index: one query with both statuses would sort every
+                    // waiting invocation to find the first few (a CSV task queues hundreds of
+                    // thousands).
+                    let mut keys: Vec<(NaiveDateTime, String, String)> = Vec::new();
+                    for status in ["pending", "running"] {
+                        let due = invocations::table
+                            .filter(invocations::status.eq(status))
+                            .filter(
+                                invocations::lease_until
+                                    .is_null()
+                                    .or(invocations::lease_until.lt(now)),
+                            )
+                            .order(invocations::created)
+                            .select((
+                                invocations::created,
+                                invocations::environment_id,
+                                invocations::id,
+                            ))
+                            .limit(i64::from(limit));
+                        // Several processes share PostgreSQL: skip rows another one is claiming.
+                        keys.extend(match &mut *conn {
+                            AnyConnection::Postgresql(c) => due
+                                .for_update()
+                                .skip_locked()
+                                .load::<(NaiveDateTime, String, String)>(c)?,
+                            AnyConnection::Sqlite(c) => due.load(c)?,
+                        });
+                    }
+                    keys.sort();
+                    keys.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                    // One update and one read per environment (nearly always one).
+                    let mut by_env: HashMap<String, Vec<String>> = HashMap::new();
+                    for (_, env, id) in keys {
+                        by_env.entry(env).or_default().push(id);
+                    }
+                    let mut rows = Vec::new();
+                    for (env, ids) in by_env {
+                        let claimed = || {
+                            invocations::table
+                                .filter(invocations::environment_id.eq(&env))
+                                .filter(invocations::id.eq_any(&ids))
+                        };
+                        diesel::update(claimed())
+                            .set((
+                                invocations::status.eq("running"),
+                                invocations::lease_until.eq(Some(lease)),
+                                invocations::attempts.eq(invocations::attempts + 1),
+                            ))
+                            .execute(conn)?;
+                        rows.extend(
+                            claimed()
+                                .select(InvocationRow::as_select())
+                                .load::<InvocationRow>(conn)?,
+                        );
+                    }
+                    rows.sort_by_key(|r| r.created);
+                    Ok(rows)
+                })
+                .await?;
         rows.into_iter()
             .map(InvocationRow::into_invocation)
             .collect()
@@ -475,12 +583,14 @@ impl InvocationRepository for DieselInvocationRepository {
         }
         self.db
             .transaction(move |conn| {
+                let mut batches = batches;
+                apply_cancels(conn, &mut batches)?;
                 let mut instances = Vec::new();
                 let mut cards = Vec::new();
                 let mut events = Vec::new();
                 let mut shared = SharedJson::default();
                 for mut batch in batches {
-                    if !save_progress(conn, &mut batch)? {
+                    if !save_progress(conn, &batch)? {
                         continue;
                     }
                     instances.extend(batch.flow_instances.iter().map(|f| FlowInstanceRow {
@@ -510,30 +620,73 @@ impl InvocationRepository for DieselInvocationRepository {
     }
 }
 
-/// Applies the cancels accepted meanwhile to the batch, then saves its progress, only from the
-/// cursor it started at; false when the invocation is no longer there (another worker took it
-/// over and saved this batch first), and nothing of the batch is to be written.
-fn save_progress(conn: &mut AnyConnection, batch: &mut BatchResult) -> Result<bool, Failure> {
-    // Cancels of the flow accepted meanwhile take precedence (contract §6).
-    let invocation: Option<(String, i32, NaiveDateTime)> = invocations::table
-        .filter(invocations::environment_id.eq(&batch.environment_id))
-        .filter(invocations::id.eq(&batch.invocation_id))
-        .select((
-            invocations::flow_id,
-            invocations::flow_version,
-            invocations::created,
-        ))
-        .first(conn)
-        .optional()?;
-    if let Some((flow_id, version, created)) = invocation {
-        crate::cancel::apply_markers(
-            conn,
-            batch,
-            &flow_id,
-            u32::try_from(version).unwrap_or(0),
-            created.and_utc(),
-        )?;
+/// Applies the cancels accepted meanwhile to the batches (contract §6: they take precedence).
+/// One read of the batches' invocations and one of each flow's markers, for the whole save.
+fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Result<(), Failure> {
+    // (environment, id) -> (flow, version, created): one read per environment (nearly always
+    // one), on the primary key.
+    let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
+    for batch in batches.iter() {
+        by_env
+            .entry(batch.environment_id.as_str())
+            .or_default()
+            .push(batch.invocation_id.as_str());
     }
+    let mut known: HashMap<(String, String), (String, i32, NaiveDateTime)> = HashMap::new();
+    for (env, ids) in by_env {
+        let rows: Vec<(String, String, i32, NaiveDateTime)> = invocations::table
+            .filter(invocations::environment_id.eq(env))
+            .filter(invocations::id.eq_any(&ids))
+            .select((
+                invocations::id,
+                invocations::flow_id,
+                invocations::flow_version,
+                invocations::created,
+            ))
+            .load(conn)?;
+        known.extend(
+            rows.into_iter().map(|(id, flow, version, created)| {
+                ((env.to_owned(), id), (flow, version, created))
+            }),
+        );
+    }
+    // Each flow's markers since its oldest invocation in this save.
+    let mut since: HashMap<(&str, &str), NaiveDateTime> = HashMap::new();
+    for batch in batches.iter() {
+        if let Some((flow, _, created)) =
+            known.get(&(batch.environment_id.clone(), batch.invocation_id.clone()))
+        {
+            let oldest = since
+                .entry((batch.environment_id.as_str(), flow.as_str()))
+                .or_insert(*created);
+            *oldest = (*oldest).min(*created);
+        }
+    }
+    let mut markers = HashMap::new();
+    for ((env, flow), oldest) in since {
+        let found = crate::cancel::markers_since(conn, env, flow, oldest.and_utc())?;
+        markers.insert((env.to_owned(), flow.to_owned()), found);
+    }
+    for batch in batches.iter_mut() {
+        let key = (batch.environment_id.clone(), batch.invocation_id.clone());
+        if let Some((flow, version, created)) = known.get(&key) {
+            if let Some(found) = markers.get(&(batch.environment_id.clone(), flow.clone())) {
+                crate::cancel::apply_markers(
+                    batch,
+                    found,
+                    u32::try_from(*version).unwrap_or(0),
+                    created.and_utc(),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Saves a batch's progress, only from the cursor it started at; false when the invocation is
+/// no longer there (another worker took it over and saved this batch first), and nothing of
+/// the batch is to be written.
+fn save_progress(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
     // A batch's starting point is the cursor and a status not yet final: a one-batch
     // invocation keeps a null cursor from start to end.
     let key = invocations::table

@@ -1389,6 +1389,66 @@ mod engine {
         assert_eq!(repo.running_bulk("env_a").await.expect("count"), 1);
     }
 
+    /// Concurrent calls are written together (group commit); each is still decided alone, in
+    /// order: per id exactly one call inserts and the others find its row, and a call that
+    /// clashes inserts none of its ids while the calls beside it go ahead.
+    async fn records_written_together_are_each_decided_alone(url: &str) {
+        let repo = std::sync::Arc::new(DieselInvocationRepository::new(with_flow(url).await));
+        repo.record(vec![invocation("inv_a", Mode::Live, "fp", false)])
+            .await
+            .expect("first");
+        let mut tasks = Vec::new();
+        for n in 0..30 {
+            let repo = repo.clone();
+            let id = ["inv_b", "inv_c", "inv_d"][n % 3];
+            let fingerprint = if n % 2 == 0 { "even" } else { "odd" };
+            tasks.push(tokio::spawn(async move {
+                let asked = vec![invocation(id, Mode::Live, fingerprint, false)];
+                (id, fingerprint, repo.record(asked).await.expect("record"))
+            }));
+        }
+        let clashing = {
+            let repo = repo.clone();
+            tokio::spawn(async move {
+                repo.record(vec![
+                    invocation("inv_x", Mode::Live, "fp", false),
+                    invocation("inv_a", Mode::Live, "other", false),
+                ])
+                .await
+                .expect("record")
+            })
+        };
+        let mut winners = std::collections::HashMap::new();
+        let mut found = Vec::new();
+        for task in tasks {
+            let (id, fingerprint, answer) = task.await.expect("join");
+            match &answer[0] {
+                None => assert!(
+                    winners.insert(id, fingerprint).is_none(),
+                    "{id} inserted twice"
+                ),
+                Some(stored) => found.push((id, stored.fingerprint.clone())),
+            }
+        }
+        assert_eq!(winners.len(), 3, "each id inserted once");
+        for (id, fingerprint) in found {
+            assert_eq!(
+                winners[id], fingerprint,
+                "{id}: the others find the winner's row"
+            );
+        }
+        let clash = clashing.await.expect("join");
+        assert_eq!(
+            clash[1].as_ref().map(|i| i.fingerprint.as_str()),
+            Some("fp")
+        );
+        assert_eq!(
+            repo.get("env_a", "inv_x").await.expect("get"),
+            None,
+            "a clashing call inserts nothing"
+        );
+    }
+
     async fn a_claim_is_exclusive_until_its_lease_runs_out(url: &str) {
         let repo = DieselInvocationRepository::new(with_flow(url).await);
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
@@ -1612,6 +1672,7 @@ mod engine {
     both_backends!(
         record_is_idempotent_and_all_or_nothing,
         racing_records_of_one_id_insert_it_once,
+        records_written_together_are_each_decided_alone,
         a_claim_is_exclusive_until_its_lease_runs_out,
         several_invocations_are_claimed_and_saved_together,
         batches_apply_from_their_cursor_only,
