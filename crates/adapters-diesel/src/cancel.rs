@@ -10,7 +10,7 @@ use domain::trigger::engine::{BatchResult, InvocationStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
-use crate::engine::{card, insert_events, CardRow};
+use crate::engine::{insert_events, CardRow, SharedParse};
 use crate::error::corrupt;
 use crate::schema::{action_flows, cancel_tasks, card_instances, flow_instances};
 
@@ -324,6 +324,7 @@ impl CancelRepository for DieselCancelRepository {
                 let mut cancelled_cards = 0i64;
                 if t.filter.cancel_cards {
                     let mut events = Vec::new();
+                    let mut shared = SharedParse::default();
                     for chunk in ids.chunks(CHUNK) {
                         // By instance only, through the (flow_instance_id, step_id) index, and
                         // the open ones kept here: with a status filter in the query SQLite
@@ -351,7 +352,7 @@ impl CancelRepository for DieselCancelRepository {
                         ))
                         .execute(conn)?;
                         for row in rows {
-                            let mut c = card(row).map_err(Failure::Domain)?;
+                            let mut c = shared.card(row).map_err(Failure::Domain)?;
                             let previous = c.status;
                             c.status = CardStatus::Cancelled;
                             c.updated = now;

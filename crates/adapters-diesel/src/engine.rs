@@ -215,36 +215,67 @@ fn card_row(c: &CardInstance, content: String, context: String) -> CardRow {
 }
 
 pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
-    Ok(CardInstance {
-        status: CardStatus::parse(&row.status)
-            .ok_or_else(|| corrupt("card status", &row.status))?,
-        stream_ids: serde_json::from_str(&row.stream_ids)
-            .map_err(|e| corrupt("card streams", e))?,
-        platforms: serde_json::from_str(&row.platforms)
-            .map_err(|e| corrupt("card platforms", e))?,
-        content: match json(&row.content, "card content")? {
-            Value::Object(map) => Arc::new(map),
-            _ => return Err(corrupt("card content", "not an object")),
-        },
-        context: Arc::new(json(&row.context, "card context")?),
-        id: row.id,
-        environment_id: row.environment_id,
-        user_id: row.user_id,
-        flow_instance_id: row.flow_instance_id,
-        invocation_id: row.invocation_id,
-        flow_id: row.flow_id,
-        flow_version: u32::try_from(row.flow_version).unwrap_or(0),
-        step_id: row.step_id,
-        template_id: row.template_id,
-        template_name: row.template_name,
-        priority: u8::try_from(row.priority).unwrap_or(5),
-        embargo_until: row.embargo_until.map(|t| t.and_utc()),
-        expires_at: row.expires_at.map(|t| t.and_utc()),
-        snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
-        published_at: row.published_at.map(|t| t.and_utc()),
-        created: row.created.and_utc(),
-        updated: row.updated.and_utc(),
-    })
+    SharedParse::default().card(row)
+}
+
+/// Parses the shared parts of cards once: cards read together (a cancel's chunk, the
+/// scheduler's due cards, a feed) are mostly of a few invocations, whose cards hold the same
+/// `content` and `context` text.
+#[derive(Default)]
+pub(crate) struct SharedParse {
+    content: Option<(String, Arc<Map<String, Value>>)>,
+    context: Option<(String, Arc<Value>)>,
+}
+
+impl SharedParse {
+    pub(crate) fn card(&mut self, row: CardRow) -> Result<CardInstance, StorageError> {
+        let content = match &self.content {
+            Some((text, parsed)) if *text == row.content => parsed.clone(),
+            _ => {
+                let parsed = match json(&row.content, "card content")? {
+                    Value::Object(map) => Arc::new(map),
+                    _ => return Err(corrupt("card content", "not an object")),
+                };
+                self.content = Some((row.content.clone(), parsed.clone()));
+                parsed
+            }
+        };
+        let context = match &self.context {
+            Some((text, parsed)) if *text == row.context => parsed.clone(),
+            _ => {
+                let parsed = Arc::new(json(&row.context, "card context")?);
+                self.context = Some((row.context.clone(), parsed.clone()));
+                parsed
+            }
+        };
+        Ok(CardInstance {
+            status: CardStatus::parse(&row.status)
+                .ok_or_else(|| corrupt("card status", &row.status))?,
+            stream_ids: serde_json::from_str(&row.stream_ids)
+                .map_err(|e| corrupt("card streams", e))?,
+            platforms: serde_json::from_str(&row.platforms)
+                .map_err(|e| corrupt("card platforms", e))?,
+            content,
+            context,
+            id: row.id,
+            environment_id: row.environment_id,
+            user_id: row.user_id,
+            flow_instance_id: row.flow_instance_id,
+            invocation_id: row.invocation_id,
+            flow_id: row.flow_id,
+            flow_version: u32::try_from(row.flow_version).unwrap_or(0),
+            step_id: row.step_id,
+            template_id: row.template_id,
+            template_name: row.template_name,
+            priority: u8::try_from(row.priority).unwrap_or(5),
+            embargo_until: row.embargo_until.map(|t| t.and_utc()),
+            expires_at: row.expires_at.map(|t| t.and_utc()),
+            snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
+            published_at: row.published_at.map(|t| t.and_utc()),
+            created: row.created.and_utc(),
+            updated: row.updated.and_utc(),
+        })
+    }
 }
 
 fn event_row(e: &AnalyticsEvent) -> EventRow {
@@ -774,7 +805,8 @@ impl CardRepository for DieselCardRepository {
                 Ok(query.load(conn)?)
             })
             .await?;
-        rows.into_iter().map(card).collect()
+        let mut shared = SharedParse::default();
+        rows.into_iter().map(|row| shared.card(row)).collect()
     }
 
     async fn get(
@@ -854,7 +886,8 @@ impl CardRepository for DieselCardRepository {
                 Ok(rows)
             })
             .await?;
-        rows.into_iter().map(card).collect()
+        let mut shared = SharedParse::default();
+        rows.into_iter().map(|row| shared.card(row)).collect()
     }
 
     async fn transition(&self, transitions: Vec<Transition>) -> Result<usize, StorageError> {
@@ -908,5 +941,68 @@ impl CardRepository for DieselCardRepository {
             })
             .await?;
         rows.into_iter().map(event).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use serde_json::json;
+
+    fn card_of(id: &str, content: Value, context: Value) -> CardInstance {
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        CardInstance {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            user_id: format!("user-{id}"),
+            flow_instance_id: format!("fin-{id}"),
+            invocation_id: "inv_1".into(),
+            flow_id: "flw_1".into(),
+            flow_version: 2,
+            step_id: "s1".into(),
+            template_id: "t1".into(),
+            template_name: "T".into(),
+            status: CardStatus::Active,
+            priority: 7,
+            stream_ids: vec!["str_all".into()],
+            platforms: vec!["Web".into(), "iOS".into()],
+            content: Arc::new(content.as_object().cloned().unwrap_or_default()),
+            context: Arc::new(context),
+            embargo_until: None,
+            expires_at: Some(at),
+            snoozed_until: None,
+            published_at: Some(at),
+            created: at,
+            updated: at,
+        }
+    }
+
+    #[test]
+    fn shared_parts_are_serialised_and_parsed_once_and_round_trip() {
+        let one = card_of("crd_1", json!({"Web": {"a": 1}}), json!({"test": false}));
+        let two = CardInstance {
+            id: "crd_2".into(),
+            ..one.clone()
+        };
+        let other = card_of("crd_3", json!({"Web": {"b": 2}}), json!({"test": true}));
+        let mut out = SharedJson::default();
+        let rows: Vec<CardRow> = [&one, &two, &other].map(|c| out.row(c)).into();
+        let mut parse = SharedParse::default();
+        let back: Vec<CardInstance> = rows
+            .into_iter()
+            .map(|r| parse.card(r).expect("parse"))
+            .collect();
+        assert_eq!(back, [one, two, other.clone()], "every field round-trips");
+        assert!(
+            Arc::ptr_eq(&back[0].content, &back[1].content),
+            "parsed once"
+        );
+        assert!(
+            Arc::ptr_eq(&back[0].context, &back[1].context),
+            "parsed once"
+        );
+        assert!(!Arc::ptr_eq(&back[1].content, &back[2].content));
+        assert_eq!(*back[2].content, *other.content);
     }
 }
