@@ -8,6 +8,8 @@
 //! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles;
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
 //!    `INSERT ... SELECT` of as many rows into a scratch table.
+//!
+//! BENCH_ONLY=fanout runs the third part alone.
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -78,6 +80,20 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> =
         Arc::new(move |_| client.get(&health_url));
 
+    // BENCH_ONLY=fanout skips the request loads (for profiling the fan-out alone).
+    if std::env::var("BENCH_ONLY").as_deref() != Ok("fanout") {
+        loads(&server, &env, &flow, trigger, health).await;
+    }
+    fan_out(&server, &env, &flow, users).await;
+}
+
+async fn loads(
+    server: &support::Server,
+    env: &str,
+    flow: &str,
+    trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+    health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+) {
     let (rps, p50, p99) = closed_loop(health.clone()).await;
     println!("  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
     let (rps, p50, p99) = closed_loop(trigger.clone()).await;
@@ -85,11 +101,14 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let (sent, p50, p99, max) = common::open_loop(trigger, 2_000).await;
     println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
     // Let the engine drain what the load queued before the fan-out is timed.
-    drain(&server, &env, &flow).await;
+    drain(server, env, flow).await;
+}
 
+async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
+    let admin = &server.admin_secret;
     // Fan-out: BENCH_USERS users with one tag.
     let seeded = Instant::now();
-    common::seed_users(server.database_url(), &env, users);
+    common::seed_users(server.database_url(), env, users);
     println!(
         "  seeded {users} tagged users in {:.1} s",
         seeded.elapsed().as_secs_f64()
@@ -98,7 +117,7 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let reply = server
         .client
         .post(server.url(&format!("/v1/{env}/action-flow/{flow}/start")))
-        .bearer_auth(&admin)
+        .bearer_auth(admin)
         .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
         .send()
         .await
@@ -113,7 +132,7 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
         let status: Value = server
             .client
             .get(&status_url)
-            .bearer_auth(&admin)
+            .bearer_auth(admin)
             .send()
             .await
             .expect("status")
