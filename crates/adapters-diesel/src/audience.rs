@@ -86,6 +86,35 @@ fn with_tags(
         .collect()
 }
 
+/// The environment's users matching `query`, after `page.after`, in id order, at most
+/// `page.limit + 1`, boxed (the caller selects what it needs).
+macro_rules! users_matching {
+    ($env:expr, $query:expr, $page:expr) => {{
+        let mut select = end_users::table
+            .filter(end_users::environment_id.eq($env.clone()))
+            .order(end_users::id)
+            .limit(i64::from($page.limit) + 1)
+            .into_boxed();
+        if let Some(after) = $page.after {
+            select = select.filter(end_users::id.gt(after));
+        }
+        if let Some(test_user) = $query.test_user {
+            select = select.filter(end_users::test_user.eq(test_user));
+        }
+        if let Some(tag) = $query.tag {
+            let tagged = end_user_tags::table
+                .filter(
+                    end_user_tags::environment_id
+                        .eq($env.clone())
+                        .and(end_user_tags::tag.eq(tag)),
+                )
+                .select(end_user_tags::user_id);
+            select = select.filter(end_users::id.eq_any(tagged));
+        }
+        select
+    }};
+}
+
 pub struct DieselEndUserRepository {
     db: Database,
 }
@@ -202,29 +231,9 @@ impl EndUserRepository for DieselEndUserRepository {
         let page = page.clone();
         self.db
             .run(move |conn| {
-                let mut select = end_users::table
-                    .filter(end_users::environment_id.eq(&env))
+                let rows = users_matching!(env, query, page)
                     .select(UserRow::as_select())
-                    .order(end_users::id)
-                    .limit(i64::from(page.limit) + 1)
-                    .into_boxed();
-                if let Some(after) = page.after {
-                    select = select.filter(end_users::id.gt(after));
-                }
-                if let Some(test_user) = query.test_user {
-                    select = select.filter(end_users::test_user.eq(test_user));
-                }
-                if let Some(tag) = query.tag {
-                    let tagged = end_user_tags::table
-                        .filter(
-                            end_user_tags::environment_id
-                                .eq(env.clone())
-                                .and(end_user_tags::tag.eq(tag)),
-                        )
-                        .select(end_user_tags::user_id);
-                    select = select.filter(end_users::id.eq_any(tagged));
-                }
-                let rows = select.load(conn)?;
+                    .load(conn)?;
                 with_tags(conn, &env, rows)
             })
             .await
@@ -239,10 +248,9 @@ impl EndUserRepository for DieselEndUserRepository {
         let env = environment_id.to_owned();
         let query = query.clone();
         let page = page.clone();
-        let limit = i64::from(page.limit) + 1;
         self.db
             .run(move |conn| {
-                Ok(match (query.tag, query.test_user) {
+                Ok(match (&query.tag, query.test_user) {
                     // A tag alone: its primary key is (environment, tag, user) — one range
                     // read, in id order, no join.
                     (Some(tag), None) => {
@@ -251,38 +259,16 @@ impl EndUserRepository for DieselEndUserRepository {
                             .filter(end_user_tags::tag.eq(tag))
                             .select(end_user_tags::user_id)
                             .order(end_user_tags::user_id)
-                            .limit(limit)
+                            .limit(i64::from(page.limit) + 1)
                             .into_boxed();
                         if let Some(after) = page.after {
                             select = select.filter(end_user_tags::user_id.gt(after));
                         }
                         select.load(conn)?
                     }
-                    (tag, test_user) => {
-                        let mut select = end_users::table
-                            .filter(end_users::environment_id.eq(&env))
-                            .select(end_users::id)
-                            .order(end_users::id)
-                            .limit(limit)
-                            .into_boxed();
-                        if let Some(after) = page.after {
-                            select = select.filter(end_users::id.gt(after));
-                        }
-                        if let Some(test_user) = test_user {
-                            select = select.filter(end_users::test_user.eq(test_user));
-                        }
-                        if let Some(tag) = tag {
-                            let tagged = end_user_tags::table
-                                .filter(
-                                    end_user_tags::environment_id
-                                        .eq(env.clone())
-                                        .and(end_user_tags::tag.eq(tag)),
-                                )
-                                .select(end_user_tags::user_id);
-                            select = select.filter(end_users::id.eq_any(tagged));
-                        }
-                        select.load(conn)?
-                    }
+                    _ => users_matching!(env, query, page)
+                        .select(end_users::id)
+                        .load(conn)?,
                 })
             })
             .await

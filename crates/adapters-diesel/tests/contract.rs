@@ -1467,6 +1467,59 @@ mod engine {
         assert_eq!(again[0].id, "inv_1");
     }
 
+    /// A claim takes the oldest claimable invocations whatever their status (pending, or
+    /// running with a lapsed lease) and environment, and never one still leased.
+    async fn claims_take_the_oldest_across_statuses_and_environments(url: &str) {
+        let repo = DieselInvocationRepository::new(with_flow(url).await);
+        let at = |id: &str, env: &str, created: i64| Invocation {
+            environment_id: env.into(),
+            created: t(created),
+            ..invocation(id, Mode::Live, id, false)
+        };
+        // inv_old and inv_leased become running (claimed at 10, leased to 20 and 100).
+        repo.record(vec![at("inv_old", "env_a", 1)])
+            .await
+            .expect("old");
+        assert_eq!(repo.claim(t(10), t(20), 1).await.expect("claim").len(), 1);
+        repo.record(vec![at("inv_leased", "env_a", 2)])
+            .await
+            .expect("leased");
+        assert_eq!(repo.claim(t(10), t(100), 1).await.expect("claim").len(), 1);
+        repo.record(vec![
+            at("inv_b", "env_b", 3),
+            at("inv_a", "env_a", 4),
+            at("inv_b", "env_a", 5),
+        ])
+        .await
+        .expect("pending");
+        let keys = |claimed: &[Invocation]| -> Vec<(String, String)> {
+            claimed
+                .iter()
+                .map(|i| (i.environment_id.clone(), i.id.clone()))
+                .collect()
+        };
+        let pair = |env: &str, id: &str| (env.to_owned(), id.to_owned());
+        let claimed = repo.claim(t(30), t(60), 3).await.expect("claim");
+        assert_eq!(
+            keys(&claimed),
+            [
+                pair("env_a", "inv_old"),
+                pair("env_b", "inv_b"),
+                pair("env_a", "inv_a")
+            ],
+            "oldest first: a lapsed running one, then pending ones of both environments"
+        );
+        assert!(claimed
+            .iter()
+            .all(|i| i.status == InvocationStatus::Running));
+        let last = repo.claim(t(30), t(60), 10).await.expect("claim");
+        assert_eq!(
+            keys(&last),
+            [pair("env_a", "inv_b")],
+            "the same id in another environment is its own invocation; a leased one is skipped"
+        );
+    }
+
     async fn several_invocations_are_claimed_and_saved_together(url: &str) {
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db.clone());
@@ -1674,6 +1727,7 @@ mod engine {
         racing_records_of_one_id_insert_it_once,
         records_written_together_are_each_decided_alone,
         a_claim_is_exclusive_until_its_lease_runs_out,
+        claims_take_the_oldest_across_statuses_and_environments,
         several_invocations_are_claimed_and_saved_together,
         batches_apply_from_their_cursor_only,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
