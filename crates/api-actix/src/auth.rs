@@ -42,9 +42,15 @@ impl FromRequest for Caller {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = req.app_data::<web::Data<AppState>>().cloned();
         let credential = bearer(req);
+        // The environment the request is for, so that a caller remembered without it (one
+        // created since) is read again rather than refused.
+        let environment = req.match_info().get("environmentId").map(str::to_owned);
         Box::pin(async move {
             let state = state.ok_or_else(ApiError::internal)?;
-            let principal = state.auth.authenticate(&credential?).await?;
+            let principal = state
+                .auth
+                .authenticate_for(&credential?, environment.as_deref())
+                .await?;
             Ok(Caller(principal))
         })
     }

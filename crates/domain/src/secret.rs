@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// The SHA-256 of a secret, as lowercase hex. This is all the database ever holds.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SecretHash(String);
 
 impl SecretHash {

@@ -2,9 +2,10 @@
 //! legacy roles or fine-grained scopes and are granted some or all environments of their
 //! organisation. A bearer is either a key secret or an access token exchanged for one.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::Duration;
@@ -404,33 +405,96 @@ pub trait TenancyRepository: Send + Sync {
     ) -> Result<bool, StorageError>;
 }
 
+/// How long an authenticated caller is reused without reading its key again (in this process;
+/// a revocation through this process clears them at once).
+const PRINCIPAL_TTL_MS: i64 = 1_000;
+/// Callers remembered at most; past it the memory starts afresh.
+const PRINCIPAL_CACHE_MAX: usize = 10_000;
+
 /// Authentication, the token exchange, the Credentials API and the admin operations.
 pub struct AuthService {
     repo: Arc<dyn TenancyRepository>,
     clock: Arc<dyn Clock>,
+    /// Recently authenticated callers by the hash of their bearer, each with the time it may
+    /// be reused until: a request then costs no read of its key and environments.
+    principals: Mutex<HashMap<SecretHash, (Principal, Timestamp)>>,
 }
 
 impl AuthService {
     pub fn new(repo: Arc<dyn TenancyRepository>, clock: Arc<dyn Clock>) -> Self {
-        Self { repo, clock }
+        Self {
+            repo,
+            clock,
+            principals: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Resolves a bearer (a key secret or an access token) to the caller.
     pub async fn authenticate(&self, bearer: &str) -> Result<Principal, DomainError> {
+        self.authenticate_for(bearer, None).await
+    }
+
+    /// Like [`AuthService::authenticate`] for a request to `environment_id`. A caller
+    /// authenticated less than a second ago is reused, unless it lacks that environment (one
+    /// created since may now be granted): then the key is read again. So a grant takes effect
+    /// at once, and a revocation through another process within a second.
+    pub async fn authenticate_for(
+        &self,
+        bearer: &str,
+        environment_id: Option<&str>,
+    ) -> Result<Principal, DomainError> {
         let now = self.clock.now();
+        let hash = SecretHash::of(bearer);
+        if let Some((principal, until)) = self.remembered(&hash) {
+            let granted =
+                environment_id.is_none_or(|env| principal.environment_ids.iter().any(|e| e == env));
+            if until > now && granted {
+                return Ok(principal);
+            }
+        }
+        let (principal, expires) = self.resolve(bearer, &hash, now).await?;
+        let until = expires.map_or(now + Duration::milliseconds(PRINCIPAL_TTL_MS), |e| {
+            e.min(now + Duration::milliseconds(PRINCIPAL_TTL_MS))
+        });
+        if let Ok(mut principals) = self.principals.lock() {
+            if principals.len() >= PRINCIPAL_CACHE_MAX {
+                principals.clear();
+            }
+            principals.insert(hash, (principal.clone(), until));
+        }
+        Ok(principal)
+    }
+
+    fn remembered(&self, hash: &SecretHash) -> Option<(Principal, Timestamp)> {
+        self.principals.lock().ok()?.get(hash).cloned()
+    }
+
+    fn forget_all(&self) {
+        if let Ok(mut principals) = self.principals.lock() {
+            principals.clear();
+        }
+    }
+
+    /// The caller a bearer stands for, read from storage, and when an access token expires.
+    async fn resolve(
+        &self,
+        bearer: &str,
+        hash: &SecretHash,
+        now: Timestamp,
+    ) -> Result<(Principal, Option<Timestamp>), DomainError> {
+        let mut expires = None;
         let key = if bearer.starts_with(ACCESS_TOKEN_PREFIX) {
-            let hash = SecretHash::of(bearer);
-            let Some(token) = self.repo.find_access_token(&hash).await? else {
+            let Some(token) = self.repo.find_access_token(hash).await? else {
                 return Err(DomainError::Unauthenticated);
             };
             if !token.token_hash.verify(bearer) || token.expires <= now {
                 return Err(DomainError::Unauthenticated);
             }
+            expires = Some(token.expires);
             self.repo.find_key(&token.key_id).await?
         } else if bearer.starts_with(KEY_SECRET_PREFIX) {
-            let hash = SecretHash::of(bearer);
             self.repo
-                .find_key_by_secret_hash(&hash)
+                .find_key_by_secret_hash(hash)
                 .await?
                 .filter(|key| key.secret_hash.verify(bearer))
         } else {
@@ -440,12 +504,13 @@ impl AuthService {
             return Err(DomainError::Unauthenticated);
         };
         let environment_ids = self.resolve_grant(&key).await?;
-        Ok(Principal {
+        let principal = Principal {
             key_id: key.id,
             organisation_id: key.organisation_id,
             access: key.access,
             environment_ids,
-        })
+        };
+        Ok((principal, expires))
     }
 
     async fn resolve_grant(&self, key: &ApiKey) -> Result<Vec<String>, DomainError> {
@@ -543,6 +608,8 @@ impl AuthService {
             return Err(DomainError::NotFound(Resource::Credential));
         }
         self.repo.revoke_key(client_id, self.clock.now()).await?;
+        // The key and its tokens stop working now, not when their remembered callers expire.
+        self.forget_all();
         Ok(())
     }
 

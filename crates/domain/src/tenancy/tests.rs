@@ -369,3 +369,145 @@ async fn bootstrap_creates_a_full_scope_key_only_on_an_empty_database() {
         .expect("ok")
         .is_none());
 }
+
+/// A clock the test moves.
+fn moving_clock(at: Arc<std::sync::Mutex<Timestamp>>) -> Arc<MockClock> {
+    let mut clock = MockClock::new();
+    clock
+        .expect_now()
+        .returning(move || *at.lock().expect("clock"));
+    Arc::new(clock)
+}
+
+#[tokio::test]
+async fn a_caller_is_reused_for_a_second_then_read_again() {
+    let mut repo = MockTenancyRepository::new();
+    // Two reads in all: the first call and the one after the second has passed.
+    repo.expect_find_key_by_secret_hash()
+        .times(2)
+        .returning(|_| {
+            Ok(Some(key(
+                "wbs_secret",
+                KeyAccess::Roles(vec![Role::Events]),
+                EnvironmentGrant::Only(vec!["env_a".into()]),
+            )))
+        });
+    let now = Arc::new(std::sync::Mutex::new(t0()));
+    let svc = AuthService::new(Arc::new(repo), moving_clock(now.clone()));
+    for _ in 0..5 {
+        let p = svc
+            .authenticate_for("wbs_secret", Some("env_a"))
+            .await
+            .expect("authenticated");
+        assert_eq!(p.environment_ids, ["env_a"]);
+    }
+    *now.lock().expect("clock") = t0() + Duration::milliseconds(999);
+    svc.authenticate("wbs_secret")
+        .await
+        .expect("still remembered");
+    *now.lock().expect("clock") = t0() + Duration::milliseconds(1_000);
+    svc.authenticate("wbs_secret").await.expect("read again");
+}
+
+#[tokio::test]
+async fn a_caller_without_the_requested_environment_is_read_again_and_gains_it() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key_by_secret_hash().returning(|_| {
+        Ok(Some(key(
+            "wbs_secret",
+            KeyAccess::Roles(vec![Role::Events]),
+            EnvironmentGrant::All,
+        )))
+    });
+    // The organisation gains env_b (created by another process) between the two calls.
+    let mut listed = 0;
+    repo.expect_list_environments()
+        .times(2)
+        .returning(move |_| {
+            listed += 1;
+            Ok(if listed == 1 {
+                vec![env("env_a")]
+            } else {
+                vec![env("env_a"), env("env_b")]
+            })
+        });
+    let svc = AuthService::new(Arc::new(repo), clock());
+    svc.authenticate_for("wbs_secret", Some("env_a"))
+        .await
+        .expect("a");
+    let p = svc
+        .authenticate_for("wbs_secret", Some("env_b"))
+        .await
+        .expect("b");
+    assert_eq!(p.environment_ids, ["env_a", "env_b"]);
+    // Remembered with it now: no third read.
+    svc.authenticate_for("wbs_secret", Some("env_b"))
+        .await
+        .expect("b again");
+}
+
+#[tokio::test]
+async fn a_revocation_through_this_process_takes_effect_at_once() {
+    let revoked = Arc::new(std::sync::Mutex::new(None));
+    let mut repo = MockTenancyRepository::new();
+    let state = revoked.clone();
+    repo.expect_find_key_by_secret_hash().returning(move |_| {
+        Ok(Some(ApiKey {
+            revoked: *state.lock().expect("state"),
+            ..key(
+                "wbs_secret",
+                KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+                EnvironmentGrant::Only(vec!["env_a".into()]),
+            )
+        }))
+    });
+    repo.expect_find_key().returning(|_| {
+        Ok(Some(key(
+            "wbs_secret",
+            KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+            EnvironmentGrant::Only(vec!["env_a".into()]),
+        )))
+    });
+    let state = revoked.clone();
+    repo.expect_revoke_key().returning(move |_, at| {
+        *state.lock().expect("state") = Some(at);
+        Ok(true)
+    });
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let caller = svc.authenticate("wbs_secret").await.expect("live");
+    svc.revoke_credential(&caller, "env_a", "key_1")
+        .await
+        .expect("revoked");
+    assert!(matches!(
+        svc.authenticate("wbs_secret").await,
+        Err(DomainError::Unauthenticated)
+    ));
+}
+
+#[tokio::test]
+async fn a_token_is_not_remembered_past_its_expiry() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_access_token().returning(|_| {
+        Ok(Some(AccessTokenGrant {
+            token_hash: SecretHash::of("wbt_short"),
+            key_id: "key_1".into(),
+            created: t0(),
+            expires: t0() + Duration::milliseconds(300),
+        }))
+    });
+    repo.expect_find_key().returning(|_| {
+        Ok(Some(key(
+            "wbs_x",
+            KeyAccess::Roles(vec![Role::Events]),
+            EnvironmentGrant::Only(vec!["env_a".into()]),
+        )))
+    });
+    let now = Arc::new(std::sync::Mutex::new(t0()));
+    let svc = AuthService::new(Arc::new(repo), moving_clock(now.clone()));
+    svc.authenticate("wbt_short").await.expect("live");
+    *now.lock().expect("clock") = t0() + Duration::milliseconds(300);
+    assert!(matches!(
+        svc.authenticate("wbt_short").await,
+        Err(DomainError::Unauthenticated)
+    ));
+}
