@@ -21,7 +21,7 @@ use crate::audience::{
 use crate::card::{card_event, AnalyticsEvent, CardInstance, CardStatus};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
-use crate::page::PageRequest;
+use crate::page::{Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
 
@@ -735,24 +735,25 @@ impl Engine {
         page: PageRequest,
         filter: Option<&Filter>,
     ) -> Result<Audience, DomainError> {
-        let limit = page.limit as usize;
         let Some(filter) = filter else {
-            let mut users = self.users.ids(env, query, &page).await?;
-            let more = users.len() > limit;
-            users.truncate(limit);
-            let next = more.then(|| users.last().cloned()).flatten();
-            return Ok(Audience { users, next });
+            let ids = self.users.ids(env, query, &page).await?;
+            let Page { items, next_after } = Page::from_overfetch(ids, page.limit, String::clone);
+            return Ok(Audience {
+                users: items,
+                next: next_after,
+            });
         };
-        let mut users = self.users.list(env, query, &page).await?;
-        let more = users.len() > limit;
-        users.truncate(limit);
-        let next = more.then(|| users.last().map(|u| u.id.clone())).flatten();
-        let users = users
+        let users = self.users.list(env, query, &page).await?;
+        let Page { items, next_after } = Page::from_overfetch(users, page.limit, |u| u.id.clone());
+        let users = items
             .into_iter()
             .filter(|u| filter.matches(u))
             .map(|u| u.id)
             .collect();
-        Ok(Audience { users, next })
+        Ok(Audience {
+            users,
+            next: next_after,
+        })
     }
 }
 
