@@ -6,7 +6,6 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
 use domain::card::{card_event, CardStatus};
-use domain::trigger::engine::{BatchResult, InvocationStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -101,55 +100,6 @@ pub(crate) fn markers_since(
         .map(task)
         .collect::<Result<_, _>>()
         .map_err(Failure::Domain)
-}
-
-/// Drops from an engine batch what the flow's cancel `markers` cover, and stops the
-/// invocation when one covers all of it.
-pub(crate) fn apply_markers(
-    batch: &mut BatchResult,
-    markers: &[CancelTask],
-    flow_version: u32,
-    invocation_created: Timestamp,
-) {
-    if markers.is_empty() {
-        return;
-    }
-    let invocation = batch.invocation_id.clone();
-    if markers
-        .iter()
-        .any(|m| m.covers_invocation(&invocation, flow_version, invocation_created))
-    {
-        batch.status = InvocationStatus::Cancelled;
-        batch.cursor = None;
-    }
-    let covered = |user: &str| {
-        markers
-            .iter()
-            .any(|m| m.covers(&invocation, flow_version, invocation_created, user))
-    };
-    let dropped: std::collections::HashSet<String> = batch
-        .flow_instances
-        .iter()
-        .filter(|f| covered(&f.user_id))
-        .map(|f| f.id.clone())
-        .collect();
-    if dropped.is_empty() {
-        return;
-    }
-    batch.flow_instances.retain(|f| !dropped.contains(&f.id));
-    let dropped_cards: std::collections::HashSet<String> = batch
-        .cards
-        .iter()
-        .filter(|c| dropped.contains(&c.flow_instance_id))
-        .map(|c| c.id.clone())
-        .collect();
-    batch.cards.retain(|c| !dropped_cards.contains(&c.id));
-    batch.events.retain(|e| {
-        e.card_instance_id
-            .as_ref()
-            .is_none_or(|c| !dropped_cards.contains(c))
-    });
-    batch.cards_created = batch.cards.len() as u64;
 }
 
 pub struct DieselCancelRepository {

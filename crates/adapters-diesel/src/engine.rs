@@ -17,7 +17,7 @@ use crate::schema::{analytics_events, card_instances, flow_instances, invocation
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
 const INSERT_CHUNK: usize = 500;
 
-#[derive(Clone, Queryable, Selectable, Insertable)]
+#[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = invocations, treat_none_as_default_value = false)]
 struct InvocationRow {
     environment_id: String,
@@ -422,7 +422,7 @@ fn record_calls(
     conn: &mut AnyConnection,
     calls: &[Vec<Invocation>],
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
-    let mut found: HashMap<(String, String), InvocationRow> = HashMap::new();
+    let mut found: HashMap<(String, String), Invocation> = HashMap::new();
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
     for i in calls.iter().flatten() {
         by_env
@@ -440,42 +440,31 @@ fn record_calls(
                 .select(InvocationRow::as_select())
                 .load(conn)?;
             for row in rows {
-                found.insert((row.environment_id.clone(), row.id.clone()), row);
+                let stored = row.into_invocation().map_err(Failure::Domain)?;
+                found.insert((stored.environment_id.clone(), stored.id.clone()), stored);
             }
         }
     }
-    let differs = |row: &InvocationRow, i: &Invocation| {
-        row.flow_id != i.flow_id
-            || row.mode != mode_text(i.mode)
-            || row.fingerprint != i.fingerprint
-    };
     let mut new: Vec<InvocationRow> = Vec::new();
     let mut answers = Vec::with_capacity(calls.len());
     for asked in calls {
         let key = |i: &Invocation| (i.environment_id.clone(), i.id.clone());
-        let stored: Vec<Option<InvocationRow>> =
+        let stored: Vec<Option<Invocation>> =
             asked.iter().map(|i| found.get(&key(i)).cloned()).collect();
         let clash = stored
             .iter()
             .zip(asked)
-            .any(|(row, i)| row.as_ref().is_some_and(|r| differs(r, i)));
+            .any(|(stored, i)| stored.as_ref().is_some_and(|s| !s.same_run(i)));
         if !clash {
             // The same id asked twice in one call is inserted once; a later call finds it.
             for i in asked {
                 if let std::collections::hash_map::Entry::Vacant(slot) = found.entry(key(i)) {
-                    let row = InvocationRow::from_invocation(i);
-                    slot.insert(row.clone());
-                    new.push(row);
+                    new.push(InvocationRow::from_invocation(i));
+                    slot.insert(i.clone());
                 }
             }
         }
-        answers.push(
-            stored
-                .into_iter()
-                .map(|row| row.map(InvocationRow::into_invocation).transpose())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Failure::Domain)?,
-        );
+        answers.push(stored);
     }
     let mut inserted = 0;
     for chunk in new.chunks(INSERT_CHUNK / 2) {
@@ -702,8 +691,7 @@ fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Resul
         let key = (batch.environment_id.clone(), batch.invocation_id.clone());
         if let Some((flow, version, created)) = known.get(&key) {
             if let Some(found) = markers.get(&(batch.environment_id.clone(), flow.clone())) {
-                crate::cancel::apply_markers(
-                    batch,
+                batch.apply_cancels(
                     found,
                     u32::try_from(*version).unwrap_or(0),
                     created.and_utc(),

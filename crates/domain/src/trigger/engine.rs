@@ -5,7 +5,7 @@
 //! cursor without losing or duplicating a card.
 
 use crate::trigger::FlowElement;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,6 +18,7 @@ use super::{fingerprint, Mode};
 use crate::audience::{
     EndUserRepository, Filter, SegmentRepository, Stream, StreamRepository, UserQuery,
 };
+use crate::cancel::CancelTask;
 use crate::card::{card_event, AnalyticsEvent, CardInstance, CardStatus};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
@@ -111,6 +112,69 @@ pub struct BatchResult {
     pub cards: Vec<CardInstance>,
     pub events: Vec<AnalyticsEvent>,
     pub updated: Timestamp,
+}
+
+impl BatchResult {
+    /// Applies the flow's cancel `markers` accepted meanwhile (contract §6: they take
+    /// precedence): drops the flow instances they cover with their cards and events, and stops
+    /// the invocation when one covers all of it.
+    pub fn apply_cancels(
+        &mut self,
+        markers: &[CancelTask],
+        flow_version: u32,
+        invocation_created: Timestamp,
+    ) {
+        if markers.is_empty() {
+            return;
+        }
+        let invocation = self.invocation_id.clone();
+        if markers
+            .iter()
+            .any(|m| m.covers_invocation(&invocation, flow_version, invocation_created))
+        {
+            self.status = InvocationStatus::Cancelled;
+            self.cursor = None;
+        }
+        let covered = |user: &str| {
+            markers
+                .iter()
+                .any(|m| m.covers(&invocation, flow_version, invocation_created, user))
+        };
+        let dropped: HashSet<String> = self
+            .flow_instances
+            .iter()
+            .filter(|f| covered(&f.user_id))
+            .map(|f| f.id.clone())
+            .collect();
+        if dropped.is_empty() {
+            return;
+        }
+        self.flow_instances.retain(|f| !dropped.contains(&f.id));
+        let dropped_cards: HashSet<String> = self
+            .cards
+            .iter()
+            .filter(|c| dropped.contains(&c.flow_instance_id))
+            .map(|c| c.id.clone())
+            .collect();
+        self.cards.retain(|c| !dropped_cards.contains(&c.id));
+        self.events.retain(|e| {
+            e.card_instance_id
+                .as_ref()
+                .is_none_or(|c| !dropped_cards.contains(c))
+        });
+        self.cards_created = self.cards.len() as u64;
+    }
+}
+
+impl Invocation {
+    /// Whether `other` asks for the same run as this one: the same flow, mode and
+    /// fingerprint (target, payload, options). An id recorded for one run answers replays of
+    /// it and refuses anything else (rule 5 of spec 4.3).
+    pub fn same_run(&self, other: &Invocation) -> bool {
+        self.flow_id == other.flow_id
+            && self.mode == other.mode
+            && self.fingerprint == other.fingerprint
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -797,22 +861,22 @@ fn reuse_problem(
     path: &str,
 ) -> Option<DomainError> {
     let stored = stored?;
+    if stored.same_run(asked) {
+        return None;
+    }
     if stored.flow_id != asked.flow_id || stored.mode != asked.mode {
         return Some(DomainError::InvocationMismatch(format!(
             "{path} `{}` was used with {} in {} mode; an invocation id belongs to one flow and one mode",
             asked.id, stored.flow_id, stored.mode.as_str()
         )));
     }
-    if stored.fingerprint != asked.fingerprint {
-        return Some(DomainError::conflict(
-            ConflictKind::InvocationConflict,
-            format!(
-                "{path} `{}` was used with another target or payload",
-                asked.id
-            ),
-        ));
-    }
-    None
+    Some(DomainError::conflict(
+        ConflictKind::InvocationConflict,
+        format!(
+            "{path} `{}` was used with another target or payload",
+            asked.id
+        ),
+    ))
 }
 
 /// Field problems as one line: `path: message; ...`.

@@ -618,3 +618,142 @@ mod engine_steps {
         assert_eq!(released.users_targeted, 0);
     }
 }
+
+mod cancels_in_a_batch {
+    use std::sync::Arc;
+
+    use chrono::TimeZone;
+
+    use crate::cancel::{CancelFilter, CancelStatus, CancelTask};
+    use crate::card::{card_event, CardInstance, CardStatus};
+    use crate::trigger::engine::{BatchResult, FlowInstance, InvocationStatus};
+    use crate::Timestamp;
+
+    fn t(seconds: i64) -> Timestamp {
+        chrono::Utc
+            .timestamp_opt(1_700_000_000 + seconds, 0)
+            .unwrap()
+    }
+
+    fn batch(users: &[&str]) -> BatchResult {
+        let mut b = BatchResult {
+            environment_id: "env_a".into(),
+            invocation_id: "inv_1".into(),
+            from_cursor: None,
+            cursor: Some("u9".into()),
+            status: InvocationStatus::Running,
+            users_targeted: users.len() as u64,
+            cards_created: users.len() as u64,
+            errors: Vec::new(),
+            flow_instances: Vec::new(),
+            cards: Vec::new(),
+            events: Vec::new(),
+            updated: t(5),
+        };
+        for user in users {
+            let card = CardInstance {
+                id: format!("crd_{user}"),
+                environment_id: "env_a".into(),
+                user_id: (*user).into(),
+                flow_instance_id: format!("fin_{user}"),
+                invocation_id: "inv_1".into(),
+                flow_id: "flw_1".into(),
+                flow_version: 2,
+                step_id: "s1".into(),
+                template_id: "t1".into(),
+                template_name: "T".into(),
+                status: CardStatus::Active,
+                priority: 5,
+                stream_ids: vec!["str_all".into()],
+                platforms: vec!["Web".into()],
+                content: Arc::default(),
+                context: Arc::default(),
+                embargo_until: None,
+                expires_at: None,
+                snoozed_until: None,
+                published_at: Some(t(5)),
+                created: t(5),
+                updated: t(5),
+            };
+            b.events.push(card_event(&card, None, None, t(5)));
+            b.cards.push(card);
+            b.flow_instances.push(FlowInstance {
+                id: format!("fin_{user}"),
+                environment_id: "env_a".into(),
+                invocation_id: "inv_1".into(),
+                flow_id: "flw_1".into(),
+                flow_version: 2,
+                user_id: (*user).into(),
+                created: t(5),
+            });
+        }
+        b
+    }
+
+    fn marker(filter: CancelFilter, created: i64) -> CancelTask {
+        CancelTask {
+            id: "00000000-0000-4000-8000-000000000000".into(),
+            environment_id: "env_a".into(),
+            flow_id: "flw_1".into(),
+            filter,
+            status: CancelStatus::Processing,
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: Vec::new(),
+            created: t(created),
+            updated: t(created),
+        }
+    }
+
+    #[test]
+    fn a_marker_for_one_user_drops_that_users_instance_card_and_event_only() {
+        let mut b = batch(&["u1", "u2"]);
+        let one = CancelFilter {
+            end_user_id: Some("u1".into()),
+            ..CancelFilter::default()
+        };
+        b.apply_cancels(&[marker(one, 3)], 2, t(1));
+        assert_eq!(b.flow_instances.len(), 1);
+        assert_eq!(
+            b.cards
+                .iter()
+                .map(|c| c.user_id.as_str())
+                .collect::<Vec<_>>(),
+            ["u2"]
+        );
+        assert_eq!(b.events.len(), 1);
+        assert_eq!(b.events[0].user_id, "u2");
+        assert_eq!(b.cards_created, 1);
+        assert_eq!(b.status, InvocationStatus::Running, "the rest goes on");
+        assert_eq!(b.cursor.as_deref(), Some("u9"));
+    }
+
+    #[test]
+    fn a_marker_for_the_whole_flow_stops_the_invocation() {
+        let mut b = batch(&["u1", "u2"]);
+        b.apply_cancels(&[marker(CancelFilter::default(), 3)], 2, t(1));
+        assert!(b.cards.is_empty() && b.events.is_empty() && b.flow_instances.is_empty());
+        assert_eq!(b.cards_created, 0);
+        assert_eq!(b.status, InvocationStatus::Cancelled);
+        assert_eq!(b.cursor, None);
+    }
+
+    #[test]
+    fn markers_older_than_the_invocation_or_of_another_version_change_nothing() {
+        let untouched = batch(&["u1"]);
+        let mut b = untouched.clone();
+        let other_version = CancelFilter {
+            flow_version: Some(1),
+            ..CancelFilter::default()
+        };
+        // Accepted before the invocation was recorded (at 1), and for version 1 (it is 2).
+        b.apply_cancels(
+            &[marker(CancelFilter::default(), 0), marker(other_version, 3)],
+            2,
+            t(1),
+        );
+        assert_eq!(b, untouched);
+    }
+}
