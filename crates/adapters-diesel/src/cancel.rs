@@ -306,7 +306,7 @@ impl CancelRepository for DieselCancelRepository {
                             let previous = c.status;
                             c.status = CardStatus::Cancelled;
                             c.updated = now;
-                            events.push(card_event(&c, Some(previous), None, now));
+                            events.push(card_event(c.into(), Some(previous), None, now));
                         }
                     }
                     cancelled_cards = events.len() as i64;

@@ -91,7 +91,7 @@ impl DatabaseUrl {
         }
     }
 
-    fn establish(&self) -> Result<AnyConnection, diesel::ConnectionError> {
+    pub(crate) fn establish(&self) -> Result<AnyConnection, diesel::ConnectionError> {
         match self.backend {
             Backend::Postgres => {
                 PgConnection::establish(&self.target).map(AnyConnection::Postgresql)

@@ -4,6 +4,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
+#[cfg(test)]
+use domain::card::card_event;
 use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
 use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
@@ -81,17 +83,18 @@ pub(crate) struct CardRow {
     updated: NaiveDateTime,
 }
 
+/// An event as stored: its change. The card supplies the rest of its payload.
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = analytics_events)]
-struct EventRow {
+pub(crate) struct EventRow {
     id: String,
     environment_id: String,
+    card_instance_id: String,
     name: String,
-    user_id: String,
-    card_instance_id: Option<String>,
-    flow_id: Option<String>,
-    invocation_id: Option<String>,
-    data: String,
+    status: String,
+    previous_status: Option<String>,
+    submitted: Option<String>,
+    published_at: Option<NaiveDateTime>,
     created: NaiveDateTime,
 }
 
@@ -281,29 +284,70 @@ impl SharedParse {
 fn event_row(e: &AnalyticsEvent) -> EventRow {
     EventRow {
         id: e.id.clone(),
-        environment_id: e.environment_id.clone(),
+        environment_id: e.card.environment_id.clone(),
+        card_instance_id: e.card.id.clone(),
         name: e.name.clone(),
-        user_id: e.user_id.clone(),
-        card_instance_id: e.card_instance_id.clone(),
-        flow_id: e.flow_id.clone(),
-        invocation_id: e.invocation_id.clone(),
-        data: e.data.to_string(),
+        status: e.card.status.as_str().to_owned(),
+        previous_status: e.previous.map(|p| p.as_str().to_owned()),
+        submitted: e.values.as_ref().map(Value::to_string),
+        published_at: e.card.published_at.map(|t| t.naive_utc()),
         created: e.created.naive_utc(),
     }
 }
 
-fn event(row: EventRow) -> Result<AnalyticsEvent, StorageError> {
-    Ok(AnalyticsEvent {
-        data: json(&row.data, "event")?,
-        id: row.id,
-        environment_id: row.environment_id,
-        name: row.name,
-        user_id: row.user_id,
-        card_instance_id: row.card_instance_id,
-        flow_id: row.flow_id,
-        invocation_id: row.invocation_id,
-        created: row.created.and_utc(),
-    })
+/// The events of `rows` with their cards as each event left them (its status and publication
+/// time). Cards are read in one query per 500 events; an event whose card is gone is left out
+/// (cards are never deleted).
+pub(crate) fn with_cards(
+    conn: &mut AnyConnection,
+    rows: Vec<EventRow>,
+) -> Result<Vec<AnalyticsEvent>, Failure> {
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.card_instance_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut shared = SharedParse::default();
+    let mut cards: HashMap<String, CardInstance> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(INSERT_CHUNK) {
+        let found: Vec<CardRow> = card_instances::table
+            .filter(card_instances::id.eq_any(chunk))
+            .select(CardRow::as_select())
+            .load(conn)?;
+        for row in found {
+            let card = shared.card(row).map_err(Failure::Domain)?;
+            cards.insert(card.id.clone(), card);
+        }
+    }
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(card) = cards.get(&row.card_instance_id) else {
+            continue;
+        };
+        let parse_status = |s: &str| CardStatus::parse(s).ok_or_else(|| corrupt("event status", s));
+        let snapshot = CardInstance {
+            status: parse_status(&row.status).map_err(Failure::Domain)?,
+            published_at: row.published_at.map(|t| t.and_utc()),
+            ..card.clone()
+        };
+        events.push(AnalyticsEvent {
+            previous: row
+                .previous_status
+                .as_deref()
+                .map(parse_status)
+                .transpose()
+                .map_err(Failure::Domain)?,
+            values: row
+                .submitted
+                .as_deref()
+                .map(|v| json(v, "event values"))
+                .transpose()
+                .map_err(Failure::Domain)?,
+            id: row.id,
+            name: row.name,
+            card: Arc::new(snapshot),
+            created: row.created.and_utc(),
+        });
+    }
+    Ok(events)
 }
 
 /// Inserts rows in multi-row statements. MultiConnection cannot batch-insert, so each backend
@@ -889,7 +933,7 @@ impl CardRepository for DieselCardRepository {
             .transaction(move |conn| {
                 let mut applied = Vec::new();
                 for t in &transitions {
-                    let c = &t.card;
+                    let c = &t.event.card;
                     let changed = diesel::update(
                         card_instances::table.filter(
                             card_instances::id
@@ -920,10 +964,9 @@ impl CardRepository for DieselCardRepository {
         card_id: &str,
     ) -> Result<Vec<AnalyticsEvent>, StorageError> {
         let (env, id) = (environment_id.to_owned(), card_id.to_owned());
-        let rows = self
-            .db
+        self.db
             .run(move |conn| {
-                Ok(analytics_events::table
+                let rows = analytics_events::table
                     .filter(
                         analytics_events::environment_id
                             .eq(env)
@@ -931,10 +974,10 @@ impl CardRepository for DieselCardRepository {
                     )
                     .order((analytics_events::created, analytics_events::id))
                     .select(EventRow::as_select())
-                    .load(conn)?)
+                    .load(conn)?;
+                with_cards(conn, rows)
             })
-            .await?;
-        rows.into_iter().map(event).collect()
+            .await
     }
 }
 
@@ -998,5 +1041,108 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(&back[1].content, &back[2].content));
         assert_eq!(*back[2].content, *other.content);
+    }
+
+    /// Events stored with their payload (before migration 12) are converted to their change,
+    /// and read back with the same payload, on both backends.
+    fn stored_payloads_are_converted_by_the_migration(db: crate::testing::TestDatabase) {
+        use crate::db::{DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+        use diesel::sql_types::{Text, Timestamp as SqlTimestamp};
+        use diesel_migrations::MigrationHarness;
+        let mut conn = DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        // Migrations 1 to 11: events still carried their payload.
+        for _ in 0..11 {
+            match &mut conn {
+                AnyConnection::Sqlite(c) => c.run_next_migration(SQLITE_MIGRATIONS).map(drop),
+                AnyConnection::Postgresql(c) => c.run_next_migration(POSTGRES_MIGRATIONS).map(drop),
+            }
+            .expect("migration");
+        }
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        let active = card_of(
+            "crd_1",
+            json!({"iOS": {"notification": {"title": "t"}}}),
+            json!({"test": true, "variables": {"n": "Ada"}, "metadata": {"m": [1]}}),
+        );
+        let completed = CardInstance {
+            status: CardStatus::Completed,
+            ..active.clone()
+        };
+        let events = [
+            card_event(Arc::new(active.clone()), None, None, at),
+            card_event(
+                Arc::new(completed.clone()),
+                Some(CardStatus::Active),
+                Some(json!({"a": 1})),
+                at + chrono::Duration::seconds(1),
+            ),
+        ];
+        let instance = FlowInstanceRow {
+            id: completed.flow_instance_id.clone(),
+            environment_id: completed.environment_id.clone(),
+            invocation_id: completed.invocation_id.clone(),
+            flow_id: completed.flow_id.clone(),
+            flow_version: 2,
+            user_id: completed.user_id.clone(),
+            status: "active".into(),
+            created: at.naive_utc(),
+        };
+        let row = SharedJson::default().row(&completed);
+        crate::per_backend!(&mut conn, c => {
+            diesel::insert_into(flow_instances::table).values(&instance).execute(c).expect("instance");
+            diesel::insert_into(card_instances::table).values(&row).execute(c).expect("card");
+            for e in &events {
+                diesel::sql_query(
+                    "INSERT INTO analytics_events (id, environment_id, name, user_id, \
+                     card_instance_id, flow_id, invocation_id, data, created) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind::<Text, _>(&e.id)
+                .bind::<Text, _>(e.environment_id())
+                .bind::<Text, _>(&e.name)
+                .bind::<Text, _>(e.user_id())
+                .bind::<Text, _>(e.card_instance_id())
+                .bind::<Text, _>(e.flow_id())
+                .bind::<Text, _>(&e.card.invocation_id)
+                .bind::<Text, _>(e.data().to_string())
+                .bind::<SqlTimestamp, _>(e.created.naive_utc())
+                .execute(c)
+                .expect("legacy event");
+            }
+        });
+        match &mut conn {
+            AnyConnection::Sqlite(c) => c.run_pending_migrations(SQLITE_MIGRATIONS).map(drop),
+            AnyConnection::Postgresql(c) => c.run_pending_migrations(POSTGRES_MIGRATIONS).map(drop),
+        }
+        .expect("migrations");
+        let rows: Vec<EventRow> = analytics_events::table
+            .order(analytics_events::created)
+            .select(EventRow::as_select())
+            .load(&mut conn)
+            .expect("rows");
+        let read = match with_cards(&mut conn, rows) {
+            Ok(read) => read,
+            Err(_) => panic!("events"),
+        };
+        assert_eq!(read.len(), 2);
+        for (read, written) in read.iter().zip(&events) {
+            assert_eq!(read.data(), written.data());
+            assert_eq!(read.card.status, written.card.status);
+        }
+    }
+
+    #[test]
+    fn stored_payloads_are_converted_by_the_migration_sqlite() {
+        stored_payloads_are_converted_by_the_migration(crate::testing::TestDatabase::sqlite());
+    }
+
+    #[test]
+    fn stored_payloads_are_converted_by_the_migration_postgres() {
+        if let Some(db) = crate::testing::TestDatabase::postgres() {
+            stored_payloads_are_converted_by_the_migration(db);
+        }
     }
 }

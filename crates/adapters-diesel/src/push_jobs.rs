@@ -45,18 +45,11 @@ struct JobRow {
 /// serves}`.
 pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
     // The events that call for pushes, with their card.
-    let wanted: Vec<(&AnalyticsEvent, &String)> = events
-        .iter()
-        .filter(|e| domain::push::wants(e))
-        .filter_map(|e| e.card_instance_id.as_ref().map(|card| (e, card)))
-        .collect();
+    let wanted: Vec<&AnalyticsEvent> = events.iter().filter(|e| domain::push::wants(e)).collect();
     if wanted.is_empty() {
         return Ok(());
     }
-    let mut envs: Vec<&str> = wanted
-        .iter()
-        .map(|(e, _)| e.environment_id.as_str())
-        .collect();
+    let mut envs: Vec<&str> = wanted.iter().map(|e| e.environment_id()).collect();
     envs.sort_unstable();
     envs.dedup();
     // No enabled platform, no device to look up (the common case of a large fan-out).
@@ -76,7 +69,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
     if enabled.is_empty() {
         return Ok(());
     }
-    let mut users: Vec<&str> = wanted.iter().map(|(e, _)| e.user_id.as_str()).collect();
+    let mut users: Vec<&str> = wanted.iter().map(|e| e.user_id()).collect();
     users.sort_unstable();
     users.dedup();
     let mut by_user: HashMap<(String, String), Vec<Device>> = HashMap::new();
@@ -94,8 +87,8 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
         }
     }
     let mut rows = Vec::new();
-    for (event, card_id) in wanted {
-        let Some(devices) = by_user.get(&(event.environment_id.clone(), event.user_id.clone()))
+    for event in wanted {
+        let Some(devices) = by_user.get(&(event.environment_id().into(), event.user_id().into()))
         else {
             continue;
         };
@@ -105,14 +98,14 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
             let served = enabled
                 .get(&(d.environment_id.clone(), d.app_id.clone()))
                 .is_some_and(|ps| ps.iter().any(|p| domain::push::serves(p, &d.platform)));
-            if !served || !domain::push::reaches(&targets, &d.platform) {
+            if !served || !domain::push::reaches(targets, &d.platform) {
                 continue;
             }
             rows.push(JobRow {
                 id: new_id(IdKind::Push),
-                environment_id: event.environment_id.clone(),
-                card_instance_id: card_id.clone(),
-                user_id: event.user_id.clone(),
+                environment_id: event.environment_id().into(),
+                card_instance_id: event.card_instance_id().into(),
+                user_id: event.user_id().into(),
                 token: d.token.clone(),
                 app_id: d.app_id.clone(),
                 platform: d.platform.clone(),

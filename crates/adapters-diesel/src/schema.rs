@@ -219,12 +219,12 @@ diesel::table! {
     analytics_events (id) {
         id -> Text,
         environment_id -> Text,
+        card_instance_id -> Text,
         name -> Text,
-        user_id -> Text,
-        card_instance_id -> Nullable<Text>,
-        flow_id -> Nullable<Text>,
-        invocation_id -> Nullable<Text>,
-        data -> Text,
+        status -> Text,
+        previous_status -> Nullable<Text>,
+        submitted -> Nullable<Text>,
+        published_at -> Nullable<Timestamp>,
         created -> Timestamp,
     }
 }

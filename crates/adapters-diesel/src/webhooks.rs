@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
+use crate::engine::EventRow;
 use crate::error::corrupt;
 use crate::schema::{
     analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
@@ -173,7 +174,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
     if events.is_empty() {
         return Ok(());
     }
-    let mut envs: Vec<&str> = events.iter().map(|e| e.environment_id.as_str()).collect();
+    let mut envs: Vec<&str> = events.iter().map(|e| e.environment_id()).collect();
     envs.sort_unstable();
     envs.dedup();
     /// id, environment, types, card template filter, flow filter.
@@ -197,7 +198,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Re
         let types: Vec<String> = serde_json::from_str(&types)
             .map_err(|e| Failure::Domain(corrupt("webhook types", e)))?;
         for event in events.iter().filter(|e| {
-            e.environment_id == env
+            e.environment_id() == env
                 && domain::webhook::wants(&types, template.as_deref(), flow.as_deref(), e)
         }) {
             let at = event.created.naive_utc();
@@ -572,10 +573,14 @@ impl WebhookRepository for DieselWebhookRepository {
                     .select(SubscriptionRow::as_select())
                     .load(conn)?;
                 let event_ids: Vec<&String> = claimed.iter().map(|c| &c.2).collect();
-                let events: Vec<(String, String)> = analytics_events::table
+                let rows: Vec<EventRow> = analytics_events::table
                     .filter(analytics_events::id.eq_any(event_ids))
-                    .select((analytics_events::id, analytics_events::data))
+                    .select(EventRow::as_select())
                     .load(conn)?;
+                let events: HashMap<String, Value> = crate::engine::with_cards(conn, rows)?
+                    .into_iter()
+                    .map(|e| (e.id.clone(), e.data()))
+                    .collect();
                 Ok((claimed, subs, events))
             })
             .await?;
@@ -584,14 +589,13 @@ impl WebhookRepository for DieselWebhookRepository {
             let s = open(&self.secrets, row)?;
             by_id.insert(s.id.clone(), s);
         }
-        let events: HashMap<String, String> = events.into_iter().collect();
         let mut jobs = Vec::with_capacity(claimed.len());
         for (delivery_id, sub_id, event_id, event_name, attempts, trigger) in claimed {
-            let (Some(subscription), Some(data)) = (by_id.get(&sub_id), events.get(&event_id))
+            let (Some(subscription), Some(data)) =
+                (by_id.get(&sub_id), events.get(&event_id).cloned())
             else {
                 continue;
             };
-            let data: Value = serde_json::from_str(data).map_err(|e| corrupt("event", e))?;
             jobs.push(DeliveryJob {
                 delivery_id,
                 subscription: subscription.clone(),

@@ -1300,6 +1300,7 @@ mod engine {
         to: Option<&str>,
         cards: Vec<CardInstance>,
     ) -> BatchResult {
+        let cards: Vec<std::sync::Arc<CardInstance>> = cards.into_iter().map(Into::into).collect();
         let mut seen = std::collections::HashSet::new();
         let instances: Vec<FlowInstance> = cards
             .iter()
@@ -1329,7 +1330,7 @@ mod engine {
             errors: Vec::new(),
             events: cards
                 .iter()
-                .map(|c| card_event(c, None, None, t(3)))
+                .map(|c| card_event(c.clone(), None, None, t(3)))
                 .collect(),
             flow_instances: instances,
             cards,
@@ -1695,13 +1696,12 @@ mod engine {
             ..active.clone()
         };
         let event = card_event(
-            &completed,
+            completed.into(),
             Some(CardStatus::Active),
-            Some(&json!({"a": 1})),
+            Some(json!({"a": 1})),
             t(70),
         );
         let t1 = Transition {
-            card: completed.clone(),
             from: CardStatus::Active,
             event: event.clone(),
         };
@@ -1718,7 +1718,14 @@ mod engine {
             events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
             ["card-published", "card-completed"]
         );
-        assert_eq!(events[1].data["properties"]["values"], json!({"a": 1}));
+        // Stored as its change, read back whole: the card as the event left it.
+        assert_eq!(events[1], event);
+        assert_eq!(events[1].data()["properties"]["values"], json!({"a": 1}));
+        assert_eq!(events[0].card.status, CardStatus::Active);
+        assert_eq!(
+            events[0].data()["cardContext"]["previousStatus"],
+            serde_json::Value::Null
+        );
         assert!(matches!(cards.transition(vec![]).await, Ok(0)));
     }
 
@@ -1887,6 +1894,7 @@ mod webhooks {
             assert_eq!(j.attempt, 1);
             assert_eq!(j.event_name, "card-published");
             assert_eq!(j.data["analyticsEvent"], "card-published");
+            assert_eq!(j.data["id"], j.event_id);
             assert_eq!(
                 j.subscription.secret,
                 format!("whsec_secret-of-{}", j.subscription.id)

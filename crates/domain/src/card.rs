@@ -124,68 +124,100 @@ pub struct CardInstance {
     pub updated: Timestamp,
 }
 
-/// An analytics event (spec 2.9 `data`). Append-only; the webhooks issue delivers from here.
+/// An analytics event (spec 2.9): a card entering a status. Append-only; the webhooks issue
+/// delivers from here.
+///
+/// An event is its change — the status, the previous status, the submitted values — and the
+/// card as the change left it. Its 2.9 payload ([`AnalyticsEvent::data`]) repeats the card's
+/// immutable parts (template, streams, platforms, the trigger's context), so it is built when
+/// read or delivered, not stored with every event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalyticsEvent {
     pub id: String,
-    pub environment_id: String,
     pub name: String,
-    pub user_id: String,
-    pub card_instance_id: Option<String>,
-    pub flow_id: Option<String>,
-    pub invocation_id: Option<String>,
-    pub data: Value,
+    /// The card as this event left it: its status and publication time are the event's.
+    pub card: Arc<CardInstance>,
+    pub previous: Option<CardStatus>,
+    /// The values submitted with `card-completed`.
+    pub values: Option<Value>,
     pub created: Timestamp,
 }
 
-/// The event of a card entering its current status (spec 2.9 shape).
+impl AnalyticsEvent {
+    pub fn environment_id(&self) -> &str {
+        &self.card.environment_id
+    }
+
+    pub fn user_id(&self) -> &str {
+        &self.card.user_id
+    }
+
+    pub fn card_instance_id(&self) -> &str {
+        &self.card.id
+    }
+
+    pub fn flow_id(&self) -> &str {
+        &self.card.flow_id
+    }
+
+    /// Whether the card's template notifies (`cardTemplateSettings.sendNotifications`).
+    pub fn sends_notifications(&self) -> bool {
+        self.card
+            .content
+            .values()
+            .any(|c| c.get("notification").is_some())
+    }
+
+    /// The spec 2.9 payload.
+    pub fn data(&self) -> Value {
+        let card = &self.card;
+        let context = &card.context;
+        let detail = |key: &str| context.get(key).cloned().unwrap_or_else(|| json!({}));
+        json!({
+            "id": self.id,
+            "analyticsEvent": self.name,
+            "endUserId": card.user_id,
+            "timestamp": ts(&self.created),
+            "cardContext": {
+                "cardInstanceStatus": card.status.as_str(),
+                "cardTemplateId": card.template_id,
+                "cardTemplateName": card.template_name,
+                "cardTemplateVersion": card.flow_version,
+                "cardTemplateSettings": {"sendNotifications": self.sends_notifications()},
+                "publishedAt": card.published_at.as_ref().map(ts),
+                "cardInstanceId": card.id,
+                "previousStatus": self.previous.map(CardStatus::as_str),
+            },
+            "properties": {"values": self.values.clone().unwrap_or_else(|| json!({}))},
+            "platformContext": {
+                "lifecycleId": card.flow_instance_id,
+                "targetStreamIds": card.stream_ids,
+                "targetPlatforms": card.platforms,
+                "flowInstanceId": card.flow_instance_id,
+                "flowInvocationId": card.invocation_id,
+                "flowConfigId": card.flow_id,
+                "triggerEventSource": if context.get("test").and_then(Value::as_bool) == Some(true) { "test" } else { "api" },
+                "eventDetail": detail("variables"),
+                "eventNotificationDetail": detail("notificationDetail"),
+            },
+            "metadata": detail("metadata"),
+        })
+    }
+}
+
+/// The event of a card entering its current status.
 pub fn card_event(
-    card: &CardInstance,
+    card: Arc<CardInstance>,
     previous: Option<CardStatus>,
-    values: Option<&Value>,
+    values: Option<Value>,
     at: Timestamp,
 ) -> AnalyticsEvent {
-    let id = crate::id::new_id(crate::id::IdKind::Event);
-    let name = card.status.event_name(previous);
-    let context = &card.context;
-    let data = json!({
-        "id": id,
-        "analyticsEvent": name,
-        "endUserId": card.user_id,
-        "timestamp": ts(&at),
-        "cardContext": {
-            "cardInstanceStatus": card.status.as_str(),
-            "cardTemplateId": card.template_id,
-            "cardTemplateName": card.template_name,
-            "cardTemplateVersion": card.flow_version,
-            "cardTemplateSettings": {"sendNotifications": card.content.values().any(|c| c.get("notification").is_some())},
-            "publishedAt": card.published_at.as_ref().map(ts),
-            "cardInstanceId": card.id,
-            "previousStatus": previous.map(CardStatus::as_str),
-        },
-        "properties": {"values": values.cloned().unwrap_or_else(|| json!({}))},
-        "platformContext": {
-            "lifecycleId": card.flow_instance_id,
-            "targetStreamIds": card.stream_ids,
-            "targetPlatforms": card.platforms,
-            "flowInstanceId": card.flow_instance_id,
-            "flowInvocationId": card.invocation_id,
-            "flowConfigId": card.flow_id,
-            "triggerEventSource": if context.get("test").and_then(Value::as_bool) == Some(true) { "test" } else { "api" },
-            "eventDetail": context.get("variables").cloned().unwrap_or_else(|| json!({})),
-            "eventNotificationDetail": context.get("notificationDetail").cloned().unwrap_or_else(|| json!({})),
-        },
-        "metadata": context.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    });
     AnalyticsEvent {
-        id,
-        environment_id: card.environment_id.clone(),
-        name: name.to_owned(),
-        user_id: card.user_id.clone(),
-        card_instance_id: Some(card.id.clone()),
-        flow_id: Some(card.flow_id.clone()),
-        invocation_id: Some(card.invocation_id.clone()),
-        data,
+        id: crate::id::new_id(crate::id::IdKind::Event),
+        name: card.status.event_name(previous).to_owned(),
+        card,
+        previous,
+        values,
         created: at,
     }
 }
@@ -193,8 +225,8 @@ pub fn card_event(
 /// A status change of one card, saved only if the card still has `from` (compare-and-swap).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
-    pub card: CardInstance,
     pub from: CardStatus,
+    /// Its event, which holds the changed card.
     pub event: AnalyticsEvent,
 }
 
@@ -313,18 +345,15 @@ impl CardService {
             updated: now,
             ..card
         };
-        let event = card_event(&changed, Some(from), values.as_ref(), now);
+        let changed = Arc::new(changed);
+        let event = card_event(changed.clone(), Some(from), values, now);
         if self
             .cards
-            .transition(vec![Transition {
-                card: changed.clone(),
-                from,
-                event,
-            }])
+            .transition(vec![Transition { from, event }])
             .await?
             == 1
         {
-            Ok(changed)
+            Ok(Arc::unwrap_or_clone(changed))
         } else {
             Err(DomainError::conflict(
                 ConflictKind::ConcurrentChange,
@@ -384,18 +413,43 @@ impl CardService {
                     updated: now,
                     ..card
                 };
-                let event = card_event(&changed, Some(from), None, now);
-                Some(Transition {
-                    card: changed,
-                    from,
-                    event,
-                })
+                let event = card_event(Arc::new(changed), Some(from), None, now);
+                Some(Transition { from, event })
             })
             .collect();
         if transitions.is_empty() {
             return Ok(0);
         }
         self.cards.transition(transitions).await
+    }
+}
+
+/// A card for tests: user `u1` of flow `flw_1`, template `t1`, everything else plain.
+#[cfg(test)]
+pub(crate) fn test_card(id: &str, status: CardStatus, at: Timestamp) -> CardInstance {
+    CardInstance {
+        id: id.into(),
+        environment_id: "env_a".into(),
+        user_id: "u1".into(),
+        flow_instance_id: format!("fin_{id}"),
+        invocation_id: "inv_1".into(),
+        flow_id: "flw_1".into(),
+        flow_version: 2,
+        step_id: "s1".into(),
+        template_id: "t1".into(),
+        template_name: "T".into(),
+        status,
+        priority: 5,
+        stream_ids: vec!["str_all".into()],
+        platforms: vec!["Web".into()],
+        content: Arc::default(),
+        context: Arc::default(),
+        embargo_until: None,
+        expires_at: None,
+        snoozed_until: None,
+        published_at: Some(at),
+        created: at,
+        updated: at,
     }
 }
 
@@ -425,5 +479,56 @@ mod tests {
         assert_eq!(Active.event_name(Some(Embargoed)), "card-published");
         assert_eq!(Active.event_name(None), "card-published");
         assert_eq!(Completed.event_name(Some(Active)), "card-completed");
+    }
+
+    #[test]
+    fn an_event_payload_is_built_from_its_change_and_its_card() {
+        use chrono::TimeZone;
+        use serde_json::json;
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("time");
+        let card = super::CardInstance {
+            content: serde_json::Map::from_iter([(
+                "iOS".to_owned(),
+                json!({"notification": {"attributes": {"body": "hi"}}}),
+            )])
+            .into(),
+            context: json!({"test": true, "variables": {"name": "Ada"}, "metadata": {"m": 1}})
+                .into(),
+            ..super::test_card("crd_1", Completed, at)
+        };
+        let event = super::card_event(card.into(), Some(Active), Some(json!({"a": 1})), at);
+        let data = event.data();
+        assert_eq!(data["id"], event.id.as_str());
+        assert_eq!(data["analyticsEvent"], "card-completed");
+        assert_eq!(data["endUserId"], "u1");
+        assert_eq!(data["timestamp"], "2026-11-22T10:00:00.000Z");
+        assert_eq!(
+            data["cardContext"],
+            json!({
+                "cardInstanceStatus": "completed",
+                "cardTemplateId": "t1",
+                "cardTemplateName": "T",
+                "cardTemplateVersion": 2,
+                "cardTemplateSettings": {"sendNotifications": true},
+                "publishedAt": "2026-11-22T10:00:00.000Z",
+                "cardInstanceId": "crd_1",
+                "previousStatus": "active",
+            })
+        );
+        assert_eq!(data["properties"], json!({"values": {"a": 1}}));
+        assert_eq!(data["platformContext"]["flowInstanceId"], "fin_crd_1");
+        assert_eq!(data["platformContext"]["triggerEventSource"], "test");
+        assert_eq!(
+            data["platformContext"]["eventDetail"],
+            json!({"name": "Ada"})
+        );
+        assert_eq!(
+            data["platformContext"]["eventNotificationDetail"],
+            json!({})
+        );
+        assert_eq!(data["metadata"], json!({"m": 1}));
     }
 }

@@ -414,7 +414,7 @@ pub async fn events(
     let (env, user, card) = path.into_inner();
     let events: Vec<AnalyticsEvent> = state.cards.events(&caller.0, &env, &user, &card).await?;
     Ok(HttpResponse::Ok().json(EventListResponse {
-        data: events.into_iter().map(|e| e.data).collect(),
+        data: events.iter().map(AnalyticsEvent::data).collect(),
     }))
 }
 

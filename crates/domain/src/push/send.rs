@@ -28,26 +28,12 @@ pub const PAYLOAD_KEY: &str = "workbench";
 /// Whether `event` calls for pushes: a card became active for the first time and its
 /// template has a notification.
 pub fn wants(event: &AnalyticsEvent) -> bool {
-    event.name == "card-published"
-        && event
-            .data
-            .pointer("/cardContext/cardTemplateSettings/sendNotifications")
-            .and_then(Value::as_bool)
-            == Some(true)
+    event.name == "card-published" && event.sends_notifications()
 }
 
 /// The platforms (`Web`, `iOS`, `Android`) the card of a card event targets.
-pub fn targeted_platforms(event: &AnalyticsEvent) -> Vec<String> {
-    event
-        .data
-        .pointer("/platformContext/targetPlatforms")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+pub fn targeted_platforms(event: &AnalyticsEvent) -> &[String] {
+    &event.card.platforms
 }
 
 /// The card platform (`iOS`, `Android`) whose content a device of `device_platform` shows.

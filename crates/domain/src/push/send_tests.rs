@@ -18,18 +18,9 @@ fn at(minute: u32) -> Timestamp {
 fn card(status: CardStatus) -> CardInstance {
     let notification = |text: &str| json!({"notification": {"attributes": {"body": text}}});
     CardInstance {
-        id: "crd_1".into(),
         environment_id: "env_1".into(),
-        user_id: "u1".into(),
-        flow_instance_id: "fin_1".into(),
-        invocation_id: "inv_1".into(),
-        flow_id: "flw_1".into(),
-        flow_version: 1,
-        step_id: "s1".into(),
         template_id: "welcome".into(),
         template_name: "Welcome".into(),
-        status,
-        priority: 5,
         stream_ids: vec!["str_all".into(), "str_news".into()],
         platforms: vec!["iOS".into(), "Android".into()],
         content: serde_json::Map::from_iter([
@@ -38,12 +29,7 @@ fn card(status: CardStatus) -> CardInstance {
         ])
         .into(),
         context: json!({"notificationDetail": {"deepLink": "app://x"}}).into(),
-        embargo_until: None,
-        expires_at: None,
-        snoozed_until: None,
-        published_at: Some(at(0)),
-        created: at(0),
-        updated: at(0),
+        ..crate::card::test_card("crd_1", status, at(0))
     }
 }
 
@@ -102,33 +88,33 @@ fn service(sender: MockPushSender) -> PushService {
 
 #[test]
 fn only_first_activations_of_cards_with_a_notification_want_pushes() {
-    let active = card(CardStatus::Active);
-    assert!(wants(&card_event(&active, None, None, at(0))));
+    let active = Arc::new(card(CardStatus::Active));
+    assert!(wants(&card_event(active.clone(), None, None, at(0))));
     assert!(wants(&card_event(
-        &active,
+        active.clone(),
         Some(CardStatus::Embargoed),
         None,
         at(0)
     )));
     // Unsnoozing is not a new card.
     assert!(!wants(&card_event(
-        &active,
+        active.clone(),
         Some(CardStatus::Snoozed),
         None,
         at(0)
     )));
     assert_eq!(
-        targeted_platforms(&card_event(&active, None, None, at(0))),
+        targeted_platforms(&card_event(active.clone(), None, None, at(0))),
         ["iOS", "Android"]
     );
     let embargoed = card(CardStatus::Embargoed);
-    assert!(!wants(&card_event(&embargoed, None, None, at(0))));
+    assert!(!wants(&card_event(embargoed.into(), None, None, at(0))));
     let silent = CardInstance {
         content: serde_json::Map::from_iter([("iOS".to_owned(), json!({"defaultView": {}}))])
             .into(),
         ..card(CardStatus::Active)
     };
-    assert!(!wants(&card_event(&silent, None, None, at(0))));
+    assert!(!wants(&card_event(silent.into(), None, None, at(0))));
 }
 
 #[test]

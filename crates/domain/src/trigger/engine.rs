@@ -109,7 +109,8 @@ pub struct BatchResult {
     pub cards_created: u64,
     pub errors: Vec<String>,
     pub flow_instances: Vec<FlowInstance>,
-    pub cards: Vec<CardInstance>,
+    /// Shared with their events.
+    pub cards: Vec<Arc<CardInstance>>,
     pub events: Vec<AnalyticsEvent>,
     pub updated: Timestamp,
 }
@@ -150,18 +151,10 @@ impl BatchResult {
             return;
         }
         self.flow_instances.retain(|f| !dropped.contains(&f.id));
-        let dropped_cards: HashSet<String> = self
-            .cards
-            .iter()
-            .filter(|c| dropped.contains(&c.flow_instance_id))
-            .map(|c| c.id.clone())
-            .collect();
-        self.cards.retain(|c| !dropped_cards.contains(&c.id));
-        self.events.retain(|e| {
-            e.card_instance_id
-                .as_ref()
-                .is_none_or(|c| !dropped_cards.contains(c))
-        });
+        self.cards
+            .retain(|c| !dropped.contains(&c.flow_instance_id));
+        self.events
+            .retain(|e| !dropped.contains(&e.card.flow_instance_id));
         self.cards_created = self.cards.len() as u64;
     }
 }
@@ -696,13 +689,13 @@ impl Engine {
                 created: now,
             };
             for prototype in &prototypes {
-                let card = CardInstance {
+                let card = Arc::new(CardInstance {
                     id: new_id(IdKind::Card),
                     user_id: instance.user_id.clone(),
                     flow_instance_id: instance.id.clone(),
                     ..prototype.clone()
-                };
-                batch.events.push(card_event(&card, None, None, now));
+                });
+                batch.events.push(card_event(card.clone(), None, None, now));
                 batch.cards.push(card);
             }
             batch.flow_instances.push(instance);

@@ -651,31 +651,12 @@ mod cancels_in_a_batch {
             updated: t(5),
         };
         for user in users {
-            let card = CardInstance {
-                id: format!("crd_{user}"),
-                environment_id: "env_a".into(),
+            let card = Arc::new(CardInstance {
                 user_id: (*user).into(),
                 flow_instance_id: format!("fin_{user}"),
-                invocation_id: "inv_1".into(),
-                flow_id: "flw_1".into(),
-                flow_version: 2,
-                step_id: "s1".into(),
-                template_id: "t1".into(),
-                template_name: "T".into(),
-                status: CardStatus::Active,
-                priority: 5,
-                stream_ids: vec!["str_all".into()],
-                platforms: vec!["Web".into()],
-                content: Arc::default(),
-                context: Arc::default(),
-                embargo_until: None,
-                expires_at: None,
-                snoozed_until: None,
-                published_at: Some(t(5)),
-                created: t(5),
-                updated: t(5),
-            };
-            b.events.push(card_event(&card, None, None, t(5)));
+                ..crate::card::test_card(&format!("crd_{user}"), CardStatus::Active, t(5))
+            });
+            b.events.push(card_event(card.clone(), None, None, t(5)));
             b.cards.push(card);
             b.flow_instances.push(FlowInstance {
                 id: format!("fin_{user}"),
@@ -724,7 +705,7 @@ mod cancels_in_a_batch {
             ["u2"]
         );
         assert_eq!(b.events.len(), 1);
-        assert_eq!(b.events[0].user_id, "u2");
+        assert_eq!(b.events[0].user_id(), "u2");
         assert_eq!(b.cards_created, 1);
         assert_eq!(b.status, InvocationStatus::Running, "the rest goes on");
         assert_eq!(b.cursor.as_deref(), Some("u9"));

@@ -105,7 +105,7 @@ impl Subscription {
     /// filters). Disabled subscriptions want nothing.
     pub fn matches(&self, event: &AnalyticsEvent) -> bool {
         self.enabled
-            && event.environment_id == self.environment_id
+            && event.environment_id() == self.environment_id
             && wants(
                 &self.types,
                 self.card_template_id.as_deref(),
@@ -138,19 +138,10 @@ pub fn wants(
     if !types.iter().any(|t| t == &event.name) {
         return false;
     }
-    if flow_id.is_some() && event.flow_id.as_deref() != flow_id {
+    if flow_id.is_some_and(|f| f != event.flow_id()) {
         return false;
     }
-    if card_template_id.is_some()
-        && event
-            .data
-            .pointer("/cardContext/cardTemplateId")
-            .and_then(Value::as_str)
-            != card_template_id
-    {
-        return false;
-    }
-    true
+    card_template_id.is_none_or(|t| t == event.card.template_id)
 }
 
 /// `whsec_` + base64 of 32 random bytes (contract §7).

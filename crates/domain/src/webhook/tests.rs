@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::delivery::decide;
 use super::*;
+use crate::card::{CardInstance, CardStatus};
 use crate::tenancy::{KeyAccess, Role};
 use crate::time::MockClock;
 
@@ -54,15 +55,18 @@ fn sub() -> Subscription {
 }
 
 fn event(name: &str, flow: &str, template: &str) -> AnalyticsEvent {
+    let card = CardInstance {
+        environment_id: ENV.into(),
+        flow_id: flow.into(),
+        template_id: template.into(),
+        ..crate::card::test_card("crd_1", CardStatus::Active, t0())
+    };
     AnalyticsEvent {
         id: "evt_1".into(),
-        environment_id: ENV.into(),
         name: name.into(),
-        user_id: "u1".into(),
-        card_instance_id: Some("crd_1".into()),
-        flow_id: Some(flow.into()),
-        invocation_id: Some("inv_1".into()),
-        data: json!({"cardContext": {"cardTemplateId": template}}),
+        card: card.into(),
+        previous: None,
+        values: None,
         created: t0(),
     }
 }
