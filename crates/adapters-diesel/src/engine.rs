@@ -296,8 +296,8 @@ fn event_row(e: &AnalyticsEvent) -> EventRow {
 }
 
 /// The events of `rows` with their cards as each event left them (its status and publication
-/// time). Cards are read in one query per 500 events; an event whose card is gone is left out
-/// (cards are never deleted).
+/// time). Cards are read in one query per 500 events; an event without its card in its
+/// environment is left out (cards are never deleted).
 pub(crate) fn with_cards(
     conn: &mut AnyConnection,
     rows: Vec<EventRow>,
@@ -317,12 +317,17 @@ pub(crate) fn with_cards(
             cards.insert(card.id.clone(), card);
         }
     }
+    let parse_status = |s: &str| CardStatus::parse(s).ok_or_else(|| corrupt("event status", s));
     let mut events = Vec::with_capacity(rows.len());
     for row in rows {
-        let Some(card) = cards.get(&row.card_instance_id) else {
+        // An event and its card are written together, in one environment; checked again here
+        // since the cards were read by id alone.
+        let Some(card) = cards
+            .get(&row.card_instance_id)
+            .filter(|c| c.environment_id == row.environment_id)
+        else {
             continue;
         };
-        let parse_status = |s: &str| CardStatus::parse(s).ok_or_else(|| corrupt("event status", s));
         let snapshot = CardInstance {
             status: parse_status(&row.status).map_err(Failure::Domain)?,
             published_at: row.published_at.map(|t| t.and_utc()),
