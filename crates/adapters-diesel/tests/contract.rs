@@ -2206,20 +2206,7 @@ mod bulk_cancel_push {
     }
 
     fn cancel_task(id: &str, created: i64, filter: CancelFilter) -> CancelTask {
-        CancelTask {
-            id: id.into(),
-            environment_id: "env_a".into(),
-            flow_id: "flw_1".into(),
-            filter,
-            status: CancelStatus::Processing,
-            expected: None,
-            actual: 0,
-            cards_expected: None,
-            cards_actual: 0,
-            errors: Vec::new(),
-            created: t(created),
-            updated: t(created),
-        }
+        CancelTask::new(id.into(), "env_a", "flw_1", filter, t(created))
     }
 
     async fn cancels_mark_engine_batches_and_cancel_in_batches(url: &str) {

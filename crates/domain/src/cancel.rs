@@ -127,6 +127,30 @@ pub struct CancelTask {
 }
 
 impl CancelTask {
+    /// A cancel accepted at `at`: processing, nothing counted yet.
+    pub fn new(
+        id: String,
+        environment_id: &str,
+        flow_id: &str,
+        filter: CancelFilter,
+        at: Timestamp,
+    ) -> Self {
+        CancelTask {
+            id,
+            environment_id: environment_id.to_owned(),
+            flow_id: flow_id.to_owned(),
+            filter,
+            status: CancelStatus::Processing,
+            expected: None,
+            actual: 0,
+            cards_expected: None,
+            cards_actual: 0,
+            errors: Vec::new(),
+            created: at,
+            updated: at,
+        }
+    }
+
     /// Whether this cancel stops work for `user_id` of an invocation recorded at
     /// `invocation_created`: only work queued before the cancel was accepted.
     pub fn covers(
@@ -269,20 +293,7 @@ impl CancelService {
             .await?
             .ok_or(DomainError::NotFound(Resource::Flow))?;
         let now = self.clock.now();
-        let task = CancelTask {
-            id: new_uuid(),
-            environment_id: env.to_owned(),
-            flow_id: flow_id.to_owned(),
-            filter,
-            status: CancelStatus::Processing,
-            expected: None,
-            actual: 0,
-            cards_expected: None,
-            cards_actual: 0,
-            errors: Vec::new(),
-            created: now,
-            updated: now,
-        };
+        let task = CancelTask::new(new_uuid(), env, flow_id, filter, now);
         self.tasks.create(&task).await?;
         Ok(task)
     }

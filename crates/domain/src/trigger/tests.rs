@@ -624,7 +624,7 @@ mod cancels_in_a_batch {
 
     use chrono::TimeZone;
 
-    use crate::cancel::{CancelFilter, CancelStatus, CancelTask};
+    use crate::cancel::{CancelFilter, CancelTask};
     use crate::card::{card_event, CardInstance, CardStatus};
     use crate::trigger::engine::{BatchResult, FlowInstance, InvocationStatus};
     use crate::Timestamp;
@@ -672,20 +672,13 @@ mod cancels_in_a_batch {
     }
 
     fn marker(filter: CancelFilter, created: i64) -> CancelTask {
-        CancelTask {
-            id: "00000000-0000-4000-8000-000000000000".into(),
-            environment_id: "env_a".into(),
-            flow_id: "flw_1".into(),
+        CancelTask::new(
+            "00000000-0000-4000-8000-000000000000".into(),
+            "env_a",
+            "flw_1",
             filter,
-            status: CancelStatus::Processing,
-            expected: None,
-            actual: 0,
-            cards_expected: None,
-            cards_actual: 0,
-            errors: Vec::new(),
-            created: t(created),
-            updated: t(created),
-        }
+            t(created),
+        )
     }
 
     #[test]
