@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
-use domain::card::{card_event, CardStatus};
+use domain::card::{cancel_card, CardStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -13,7 +13,6 @@ use crate::engine::{insert_events, CardRow, SharedParse};
 use crate::error::corrupt;
 use crate::schema::{action_flows, cancel_tasks, card_instances, flow_instances};
 
-const OPEN: [&str; 3] = ["active", "embargoed", "snoozed"];
 const CHUNK: usize = 500;
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -224,7 +223,7 @@ impl CancelRepository for DieselCancelRepository {
                 let mut cards = card_instances::table
                     .filter(card_instances::environment_id.eq(t.environment_id.clone()))
                     .filter(card_instances::flow_id.eq(t.flow_id.clone()))
-                    .filter(card_instances::status.eq_any(OPEN))
+                    .filter(card_instances::status.eq_any(CardStatus::cancellable()))
                     .filter(card_instances::created.le(t.created.naive_utc()))
                     .into_boxed();
                 if let Some(user) = &t.filter.end_user_id {
@@ -277,12 +276,12 @@ impl CancelRepository for DieselCancelRepository {
                     let mut shared = SharedParse::default();
                     for chunk in ids.chunks(CHUNK) {
                         // By instance only, through the (flow_instance_id, step_id) index, and
-                        // the open ones kept here: with a status filter in the query SQLite
+                        // the open ones kept by `cancel_card`: with a status filter in the query SQLite
                         // (no statistics) chose a status index and read every open card of
                         // the environment for each chunk (measured: 10x slower).
                         let of_instances = card_instances::table
                             .filter(card_instances::flow_instance_id.eq_any(chunk));
-                        let mut rows: Vec<CardRow> = match &mut *conn {
+                        let rows: Vec<CardRow> = match &mut *conn {
                             AnyConnection::Postgresql(c) => of_instances
                                 .select(CardRow::as_select())
                                 .for_update()
@@ -291,23 +290,22 @@ impl CancelRepository for DieselCancelRepository {
                                 of_instances.select(CardRow::as_select()).load(c)?
                             }
                         };
-                        rows.retain(|r| OPEN.contains(&r.status.as_str()));
-                        let card_ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+                        let mut cancelled = Vec::with_capacity(rows.len());
+                        for row in rows {
+                            let card = shared.card(row).map_err(Failure::Domain)?;
+                            cancelled.extend(cancel_card(card, now));
+                        }
+                        let card_ids: Vec<&str> =
+                            cancelled.iter().map(|e| e.card_instance_id()).collect();
                         diesel::update(
                             card_instances::table.filter(card_instances::id.eq_any(&card_ids)),
                         )
                         .set((
-                            card_instances::status.eq("cancelled"),
+                            card_instances::status.eq(CardStatus::Cancelled.as_str()),
                             card_instances::updated.eq(at),
                         ))
                         .execute(conn)?;
-                        for row in rows {
-                            let mut c = shared.card(row).map_err(Failure::Domain)?;
-                            let previous = c.status;
-                            c.status = CardStatus::Cancelled;
-                            c.updated = now;
-                            events.push(card_event(c.into(), Some(previous), None, now));
-                        }
+                        events.append(&mut cancelled);
                     }
                     cancelled_cards = events.len() as i64;
                     insert_events(conn, &events)?;

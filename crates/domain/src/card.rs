@@ -34,18 +34,27 @@ impl CardStatus {
         }
     }
 
+    pub const ALL: [CardStatus; 7] = [
+        CardStatus::Embargoed,
+        CardStatus::Active,
+        CardStatus::Snoozed,
+        CardStatus::Completed,
+        CardStatus::Dismissed,
+        CardStatus::Cancelled,
+        CardStatus::Expired,
+    ];
+
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            CardStatus::Embargoed,
-            CardStatus::Active,
-            CardStatus::Snoozed,
-            CardStatus::Completed,
-            CardStatus::Dismissed,
-            CardStatus::Cancelled,
-            CardStatus::Expired,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == s)
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The statuses a cancel moves to `cancelled` (the open ones).
+    pub fn cancellable() -> Vec<&'static str> {
+        Self::ALL
+            .into_iter()
+            .filter(|s| s.can_become(CardStatus::Cancelled))
+            .map(CardStatus::as_str)
+            .collect()
     }
 
     pub fn is_closed(self) -> bool {
@@ -220,6 +229,21 @@ pub fn card_event(
         values,
         created: at,
     }
+}
+
+/// A cancel of `card` (contract §6): an open card becomes `cancelled`, and this is its event;
+/// a closed card stays as it is (`None`).
+pub fn cancel_card(card: CardInstance, now: Timestamp) -> Option<AnalyticsEvent> {
+    if !card.status.can_become(CardStatus::Cancelled) {
+        return None;
+    }
+    let previous = card.status;
+    let cancelled = CardInstance {
+        status: CardStatus::Cancelled,
+        updated: now,
+        ..card
+    };
+    Some(card_event(Arc::new(cancelled), Some(previous), None, now))
 }
 
 /// A status change of one card, saved only if the card still has `from` (compare-and-swap).
@@ -530,5 +554,27 @@ mod tests {
             json!({})
         );
         assert_eq!(data["metadata"], json!({"m": 1}));
+    }
+
+    #[test]
+    fn a_cancel_closes_open_cards_only() {
+        use chrono::TimeZone;
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("time");
+        assert_eq!(
+            super::CardStatus::cancellable(),
+            ["embargoed", "active", "snoozed"]
+        );
+        let event = super::cancel_card(super::test_card("crd_1", Snoozed, at), at).expect("open");
+        assert_eq!(event.name, "card-cancelled");
+        assert_eq!(
+            (event.card.status, event.previous),
+            (Cancelled, Some(Snoozed))
+        );
+        for closed in [Completed, Dismissed, Cancelled, Expired] {
+            assert!(super::cancel_card(super::test_card("crd_1", closed, at), at).is_none());
+        }
     }
 }
