@@ -7,7 +7,9 @@ use diesel::prelude::*;
 #[cfg(test)]
 use domain::card::card_event;
 use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
-use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
+use domain::trigger::engine::{
+    BatchResult, FlowInstance, Invocation, InvocationRepository, InvocationStatus,
+};
 use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
 use serde_json::{Map, Value};
@@ -96,6 +98,21 @@ pub(crate) struct EventRow {
     submitted: Option<String>,
     published_at: Option<NaiveDateTime>,
     created: NaiveDateTime,
+}
+
+impl From<&FlowInstance> for FlowInstanceRow {
+    fn from(f: &FlowInstance) -> Self {
+        FlowInstanceRow {
+            id: f.id.clone(),
+            environment_id: f.environment_id.clone(),
+            invocation_id: f.invocation_id.clone(),
+            flow_id: f.flow_id.clone(),
+            flow_version: i32::try_from(f.flow_version).unwrap_or(i32::MAX),
+            user_id: f.user_id.clone(),
+            status: "active".into(),
+            created: f.created.naive_utc(),
+        }
+    }
 }
 
 fn json(text: &str, what: &str) -> Result<Value, StorageError> {
@@ -355,15 +372,22 @@ pub(crate) fn with_cards(
     Ok(events)
 }
 
-/// Inserts rows in multi-row statements. MultiConnection cannot batch-insert, so each backend
-/// gets the same statement on its own connection.
+/// Inserts events and their outbox rows: on SQLite packed (see [`crate::packed`]), on
+/// PostgreSQL in multi-row statements.
 pub(crate) fn insert_events(
     conn: &mut AnyConnection,
     events: &[AnalyticsEvent],
 ) -> Result<(), Failure> {
-    let rows: Vec<EventRow> = events.iter().map(event_row).collect();
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+    match &mut *conn {
+        AnyConnection::Sqlite(c) => crate::packed::events(c, events)?,
+        AnyConnection::Postgresql(c) => {
+            let rows: Vec<EventRow> = events.iter().map(event_row).collect();
+            for chunk in rows.chunks(INSERT_CHUNK) {
+                diesel::insert_into(analytics_events::table)
+                    .values(chunk)
+                    .execute(c)?;
+            }
+        }
     }
     // The outboxes: webhook deliveries and pushes commit with their events.
     crate::webhooks::enqueue(conn, events)?;
@@ -654,34 +678,42 @@ impl InvocationRepository for DieselInvocationRepository {
             .transaction(move |conn| {
                 let mut batches = batches;
                 apply_cancels(conn, &mut batches)?;
-                let mut instances = Vec::new();
-                let mut cards = Vec::new();
-                let mut events = Vec::new();
-                let mut shared = SharedJson::default();
-                for mut batch in batches {
-                    if !save_progress(conn, &batch)? {
-                        continue;
+                let mut saved = Vec::with_capacity(batches.len());
+                for batch in batches {
+                    if save_progress(conn, &batch)? {
+                        saved.push(batch);
                     }
-                    instances.extend(batch.flow_instances.iter().map(|f| FlowInstanceRow {
-                        id: f.id.clone(),
-                        environment_id: f.environment_id.clone(),
-                        invocation_id: f.invocation_id.clone(),
-                        flow_id: f.flow_id.clone(),
-                        flow_version: i32::try_from(f.flow_version).unwrap_or(i32::MAX),
-                        user_id: f.user_id.clone(),
-                        status: "active".into(),
-                        created: f.created.naive_utc(),
-                    }));
-                    cards.extend(batch.cards.iter().map(|c| shared.row(c)));
-                    events.append(&mut batch.events);
                 }
-                // The rows of every saved batch together: one multi-row INSERT per table
-                // (per 500 rows), not one per batch.
-                for chunk in instances.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table).values(chunk).execute(c))?;
-                }
-                for chunk in cards.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+                let events: Vec<AnalyticsEvent> = saved
+                    .iter_mut()
+                    .flat_map(|b| std::mem::take(&mut b.events))
+                    .collect();
+                // The rows of every saved batch together, not one statement per batch.
+                let instances: Vec<&FlowInstance> =
+                    saved.iter().flat_map(|b| b.flow_instances.iter()).collect();
+                let cards: Vec<Arc<CardInstance>> =
+                    saved.iter().flat_map(|b| b.cards.iter().cloned()).collect();
+                match &mut *conn {
+                    AnyConnection::Sqlite(c) => {
+                        crate::packed::flow_instances(c, &instances)?;
+                        crate::packed::cards(c, &cards)?;
+                    }
+                    AnyConnection::Postgresql(c) => {
+                        let instances: Vec<FlowInstanceRow> =
+                            instances.into_iter().map(FlowInstanceRow::from).collect();
+                        for chunk in instances.chunks(INSERT_CHUNK) {
+                            diesel::insert_into(flow_instances::table)
+                                .values(chunk)
+                                .execute(c)?;
+                        }
+                        let mut shared = SharedJson::default();
+                        let cards: Vec<CardRow> = cards.iter().map(|c| shared.row(c)).collect();
+                        for chunk in cards.chunks(INSERT_CHUNK) {
+                            diesel::insert_into(card_instances::table)
+                                .values(chunk)
+                                .execute(c)?;
+                        }
+                    }
                 }
                 insert_events(conn, &events)
             })

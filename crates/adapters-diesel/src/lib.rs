@@ -19,6 +19,7 @@ mod error;
 mod flows;
 mod folders;
 mod health;
+mod packed;
 mod push;
 mod push_jobs;
 mod schema;

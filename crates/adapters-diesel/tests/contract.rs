@@ -1202,6 +1202,8 @@ mod audience {
 // ---- Invocations and cards ----
 
 mod engine {
+    use std::sync::Arc;
+
     use adapters_diesel::{
         both_backends, DieselCardRepository, DieselFlowRepository, DieselInvocationRepository,
     };
@@ -1585,6 +1587,84 @@ mod engine {
         assert_eq!(repo.claim(t(50), t(80), 10).await.expect("claim"), []);
     }
 
+    /// On SQLite rows are inserted in runs that share all but their ids (see `packed`): every
+    /// column of every row must come back as written, whatever the runs.
+    async fn a_save_stores_every_column_of_rows_written_in_runs(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db);
+        repo.record(vec![invocation("inv_1", Mode::Live, "f", false)])
+            .await
+            .expect("record");
+        repo.claim(t(10), t(40), 1).await.expect("claim");
+        // Two cards sharing all but their ids, with user ids JSON must escape (one run); a card
+        // with other content, times and status (a run of its own); one like the first again.
+        let first = card("crd_a", "fin_a", "u\"1", 5, 3);
+        let second = CardInstance {
+            id: "crd_b".into(),
+            flow_instance_id: "fin_b".into(),
+            user_id: "ü\\2 ' \n".into(),
+            ..first.clone()
+        };
+        let other = CardInstance {
+            id: "crd_c".into(),
+            flow_instance_id: "fin_c".into(),
+            user_id: "u3".into(),
+            status: CardStatus::Embargoed,
+            priority: 9,
+            stream_ids: vec!["str_all".into(), "str_x".into()],
+            platforms: vec!["iOS".into(), "Android".into()],
+            content: Arc::new(
+                json!({"Web": {"title": "Hi \"there\""}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            context: json!({"variables": {"name": "Zoë"}, "metadata": {"k": [1, 2]}}).into(),
+            embargo_until: Some(t(100)),
+            expires_at: Some(t(200)),
+            published_at: None,
+            ..first.clone()
+        };
+        let fourth = CardInstance {
+            id: "crd_d".into(),
+            flow_instance_id: "fin_d".into(),
+            user_id: "u4".into(),
+            ..first.clone()
+        };
+        let written = vec![first, second, other, fourth];
+        let saved = batch(None, None, written.clone());
+        let events = saved.events.clone();
+        repo.save_batches(vec![saved]).await.expect("save");
+        for c in &written {
+            let stored = cards.get("env_a", &c.user_id, &c.id).await.expect("get");
+            assert_eq!(stored.as_ref(), Some(c), "{}", c.id);
+            let expected: Vec<_> = events
+                .iter()
+                .filter(|e| e.card.id == c.id)
+                .cloned()
+                .collect();
+            assert_eq!(
+                cards.events_of("env_a", &c.id).await.expect("events"),
+                expected
+            );
+        }
+        let instances = adapters_diesel::testing::raw_texts(
+            url,
+            "SELECT id || '|' || user_id || '|' || environment_id || '|' || invocation_id || '|' \
+             || flow_id || '|' || status AS v FROM flow_instances ORDER BY id",
+        );
+        assert_eq!(
+            instances,
+            [
+                "fin_a|u\"1|env_a|inv_1|flw_1|active",
+                "fin_b|ü\\2 ' \n|env_a|inv_1|flw_1|active",
+                "fin_c|u3|env_a|inv_1|flw_1|active",
+                "fin_d|u4|env_a|inv_1|flw_1|active",
+            ]
+        );
+    }
+
     async fn batches_apply_from_their_cursor_only(url: &str) {
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db.clone());
@@ -1736,6 +1816,7 @@ mod engine {
         a_claim_is_exclusive_until_its_lease_runs_out,
         claims_take_the_oldest_across_statuses_and_environments,
         several_invocations_are_claimed_and_saved_together,
+        a_save_stores_every_column_of_rows_written_in_runs,
         batches_apply_from_their_cursor_only,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
     );

@@ -78,7 +78,7 @@ pub fn with_series(url: &str, rows: u64, sql: &str) {
     if let Some(path) = url.strip_prefix("sqlite://") {
         let mut conn = SqliteConnection::establish(path).expect("sqlite");
         conn.batch_execute(&format!(
-            "BEGIN; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
+            "PRAGMA busy_timeout = 30000; BEGIN IMMEDIATE; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
         ))
         .expect("sql");
     } else {
