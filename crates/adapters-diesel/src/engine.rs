@@ -372,26 +372,50 @@ pub(crate) fn with_cards(
     Ok(events)
 }
 
-/// Inserts events and their outbox rows: on SQLite packed (see [`crate::packed`]), on
-/// PostgreSQL in multi-row statements.
+/// Inserts events and their outbox rows: on SQLite the runs worth packing packed (see
+/// [`crate::packed`]), the others (and all on PostgreSQL) in multi-row statements.
 pub(crate) fn insert_events(
     conn: &mut AnyConnection,
     events: &[AnalyticsEvent],
 ) -> Result<(), Failure> {
-    match &mut *conn {
+    let rest = match &mut *conn {
         AnyConnection::Sqlite(c) => crate::packed::events(c, events)?,
-        AnyConnection::Postgresql(c) => {
-            let rows: Vec<EventRow> = events.iter().map(event_row).collect();
-            for chunk in rows.chunks(INSERT_CHUNK) {
-                diesel::insert_into(analytics_events::table)
-                    .values(chunk)
-                    .execute(c)?;
-            }
-        }
+        AnyConnection::Postgresql(_) => events.iter().collect(),
+    };
+    let rows: Vec<EventRow> = rest.into_iter().map(event_row).collect();
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
     }
     // The outboxes: webhook deliveries and pushes commit with their events.
     crate::webhooks::enqueue(conn, events)?;
     crate::push_jobs::enqueue(conn, events)
+}
+
+/// Inserts flow instances like [`insert_events`].
+fn insert_instances(conn: &mut AnyConnection, instances: &[&FlowInstance]) -> Result<(), Failure> {
+    let rest = match &mut *conn {
+        AnyConnection::Sqlite(c) => crate::packed::flow_instances(c, instances)?,
+        AnyConnection::Postgresql(_) => instances.to_vec(),
+    };
+    let rows: Vec<FlowInstanceRow> = rest.into_iter().map(FlowInstanceRow::from).collect();
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table).values(chunk).execute(c))?;
+    }
+    Ok(())
+}
+
+/// Inserts cards like [`insert_events`].
+fn insert_cards(conn: &mut AnyConnection, cards: &[Arc<CardInstance>]) -> Result<(), Failure> {
+    let rest = match &mut *conn {
+        AnyConnection::Sqlite(c) => crate::packed::cards(c, cards)?,
+        AnyConnection::Postgresql(_) => cards.iter().collect(),
+    };
+    let mut shared = SharedJson::default();
+    let rows: Vec<CardRow> = rest.into_iter().map(|c| shared.row(c)).collect();
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+    }
+    Ok(())
 }
 
 fn load_invocation(
@@ -693,28 +717,8 @@ impl InvocationRepository for DieselInvocationRepository {
                     saved.iter().flat_map(|b| b.flow_instances.iter()).collect();
                 let cards: Vec<Arc<CardInstance>> =
                     saved.iter().flat_map(|b| b.cards.iter().cloned()).collect();
-                match &mut *conn {
-                    AnyConnection::Sqlite(c) => {
-                        crate::packed::flow_instances(c, &instances)?;
-                        crate::packed::cards(c, &cards)?;
-                    }
-                    AnyConnection::Postgresql(c) => {
-                        let instances: Vec<FlowInstanceRow> =
-                            instances.into_iter().map(FlowInstanceRow::from).collect();
-                        for chunk in instances.chunks(INSERT_CHUNK) {
-                            diesel::insert_into(flow_instances::table)
-                                .values(chunk)
-                                .execute(c)?;
-                        }
-                        let mut shared = SharedJson::default();
-                        let cards: Vec<CardRow> = cards.iter().map(|c| shared.row(c)).collect();
-                        for chunk in cards.chunks(INSERT_CHUNK) {
-                            diesel::insert_into(card_instances::table)
-                                .values(chunk)
-                                .execute(c)?;
-                        }
-                    }
-                }
+                insert_instances(conn, &instances)?;
+                insert_cards(conn, &cards)?;
                 insert_events(conn, &events)
             })
             .await

@@ -9,8 +9,9 @@
 //! of the engine's write transaction in a profile of a 1,000,000-user fan-out, more than
 //! SQLite's own work of inserting the rows. PostgreSQL keeps diesel's multi-row `INSERT`.
 //!
-//! Rows are grouped as they come (consecutive rows, not sorted), so the order of inserts is
-//! unchanged. A run of one row is a plain single-row insert with its ids in a one-element array.
+//! Rows are grouped as they come (consecutive rows, not sorted). Runs shorter than [`MIN_RUN`]
+//! (the one card of each one-user invocation of a `/start` load or a CSV task) are handed back
+//! for diesel's multi-row `INSERT`: one statement per row would cost more than binding them.
 
 use std::sync::Arc;
 
@@ -25,6 +26,9 @@ use serde_json::Value;
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
 const PACK: usize = 1_000;
 
+/// Shorter runs are left to diesel's multi-row `INSERT`.
+const MIN_RUN: usize = 4;
+
 /// `items` cut into runs of consecutive items that are `same` as their run's first, at most
 /// `PACK` long.
 fn runs<T>(items: &[T], same: impl Fn(&T, &T) -> bool) -> Vec<&[T]> {
@@ -37,6 +41,14 @@ fn runs<T>(items: &[T], same: impl Fn(&T, &T) -> bool) -> Vec<&[T]> {
         }
     }
     out
+}
+
+/// The runs of `items` worth packing, and the items of the other runs.
+fn split<T>(items: &[T], same: impl Fn(&T, &T) -> bool) -> (Vec<&[T]>, Vec<&T>) {
+    let (long, short): (Vec<&[T]>, Vec<&[T]>) = runs(items, same)
+        .into_iter()
+        .partition(|r| r.len() >= MIN_RUN);
+    (long, short.into_iter().flatten().collect())
 }
 
 /// The varying columns of a run, as a JSON array of arrays of strings (escaped by serde).
@@ -69,10 +81,11 @@ fn version(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
 }
 
-pub(crate) fn flow_instances(
+/// Inserts the runs of `rows` worth packing; returns the others.
+pub(crate) fn flow_instances<'a>(
     conn: &mut SqliteConnection,
-    rows: &[&FlowInstance],
-) -> QueryResult<()> {
+    rows: &[&'a FlowInstance],
+) -> QueryResult<Vec<&'a FlowInstance>> {
     let same = |a: &&FlowInstance, b: &&FlowInstance| {
         a.environment_id == b.environment_id
             && a.invocation_id == b.invocation_id
@@ -80,7 +93,8 @@ pub(crate) fn flow_instances(
             && a.flow_version == b.flow_version
             && a.created == b.created
     };
-    for run in runs(rows, same) {
+    let (long, rest) = split(rows, same);
+    for run in long {
         let first = run[0];
         let ids = pack(run.iter().map(|f| [f.id.as_str(), f.user_id.as_str()]));
         diesel::sql_query(
@@ -97,7 +111,7 @@ pub(crate) fn flow_instances(
         .bind::<Text, _>(ids)
         .execute(conn)?;
     }
-    Ok(())
+    Ok(rest.into_iter().copied().collect())
 }
 
 /// Cards sharing all but their id, user and flow instance: the shared `content` and `context`
@@ -124,8 +138,13 @@ fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
         && a.updated == b.updated
 }
 
-pub(crate) fn cards(conn: &mut SqliteConnection, rows: &[Arc<CardInstance>]) -> QueryResult<()> {
-    for run in runs(rows, |a, b| same_card(a, b)) {
+/// Inserts the runs of `rows` worth packing; returns the others.
+pub(crate) fn cards<'a>(
+    conn: &mut SqliteConnection,
+    rows: &'a [Arc<CardInstance>],
+) -> QueryResult<Vec<&'a Arc<CardInstance>>> {
+    let (long, rest) = split(rows, |a, b| same_card(a, b));
+    for run in long {
         let c = &run[0];
         let ids = pack(run.iter().map(|c| {
             [
@@ -166,7 +185,7 @@ pub(crate) fn cards(conn: &mut SqliteConnection, rows: &[Arc<CardInstance>]) -> 
         .bind::<Text, _>(ids)
         .execute(conn)?;
     }
-    Ok(())
+    Ok(rest)
 }
 
 /// Events sharing all but their id and card: the change (name, status, previous status,
@@ -181,8 +200,13 @@ fn same_event(a: &AnalyticsEvent, b: &AnalyticsEvent) -> bool {
         && a.created == b.created
 }
 
-pub(crate) fn events(conn: &mut SqliteConnection, rows: &[AnalyticsEvent]) -> QueryResult<()> {
-    for run in runs(rows, same_event) {
+/// Inserts the runs of `rows` worth packing; returns the others.
+pub(crate) fn events<'a>(
+    conn: &mut SqliteConnection,
+    rows: &'a [AnalyticsEvent],
+) -> QueryResult<Vec<&'a AnalyticsEvent>> {
+    let (long, rest) = split(rows, same_event);
+    for run in long {
         let e = &run[0];
         let ids = pack(run.iter().map(|e| [e.id.as_str(), e.card.id.as_str()]));
         diesel::sql_query(
@@ -202,7 +226,7 @@ pub(crate) fn events(conn: &mut SqliteConnection, rows: &[AnalyticsEvent]) -> Qu
         .bind::<Text, _>(ids)
         .execute(conn)?;
     }
-    Ok(())
+    Ok(rest)
 }
 
 #[cfg(test)]
@@ -218,6 +242,10 @@ mod tests {
         let lengths: Vec<usize> = runs(&long, |a, b| a == b).iter().map(|r| r.len()).collect();
         assert_eq!(lengths, vec![PACK, PACK, 1]);
         assert!(runs(&Vec::<u32>::new(), |a, b| a == b).is_empty());
+        let items: Vec<u32> = [1, 2, 2, 2, 2, 3, 3].into_iter().collect();
+        let (long, rest) = split(&items, |a, b| a == b);
+        assert_eq!(long, vec![&[2, 2, 2, 2][..]]);
+        assert_eq!(rest, vec![&1, &3, &3]);
     }
 
     #[test]

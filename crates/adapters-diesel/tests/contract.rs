@@ -1597,8 +1597,9 @@ mod engine {
             .await
             .expect("record");
         repo.claim(t(10), t(40), 1).await.expect("claim");
-        // Two cards sharing all but their ids, with user ids JSON must escape (one run); a card
-        // with other content, times and status (a run of its own); one like the first again.
+        // Four cards sharing all but their ids, with user ids JSON must escape (a run packed on
+        // SQLite); a card with other content, times and status, and one like the first again
+        // (runs too short to pack).
         let first = card("crd_a", "fin_a", "u\"1", 5, 3);
         let second = CardInstance {
             id: "crd_b".into(),
@@ -1632,7 +1633,20 @@ mod engine {
             user_id: "u4".into(),
             ..first.clone()
         };
-        let written = vec![first, second, other, fourth];
+        let like_first = |id: &str| CardInstance {
+            id: format!("crd_{id}"),
+            flow_instance_id: format!("fin_{id}"),
+            user_id: format!("u{id}"),
+            ..first.clone()
+        };
+        let written = vec![
+            first.clone(),
+            second,
+            like_first("e"),
+            like_first("f"),
+            other,
+            fourth,
+        ];
         let saved = batch(None, None, written.clone());
         let events = saved.events.clone();
         repo.save_batches(vec![saved]).await.expect("save");
@@ -1661,6 +1675,8 @@ mod engine {
                 "fin_b|ü\\2 ' \n|env_a|inv_1|flw_1|active",
                 "fin_c|u3|env_a|inv_1|flw_1|active",
                 "fin_d|u4|env_a|inv_1|flw_1|active",
+                "fin_e|ue|env_a|inv_1|flw_1|active",
+                "fin_f|uf|env_a|inv_1|flw_1|active",
             ]
         );
     }
