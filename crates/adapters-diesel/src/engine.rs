@@ -702,12 +702,12 @@ impl InvocationRepository for DieselInvocationRepository {
             .transaction(move |conn| {
                 let mut batches = batches;
                 apply_cancels(conn, &mut batches)?;
-                let mut saved = Vec::with_capacity(batches.len());
-                for batch in batches {
-                    if save_progress(conn, &batch)? {
-                        saved.push(batch);
-                    }
-                }
+                let kept = save_progress(conn, &batches)?;
+                let mut saved: Vec<BatchResult> = batches
+                    .into_iter()
+                    .zip(kept)
+                    .filter_map(|(batch, kept)| kept.then_some(batch))
+                    .collect();
                 let events: Vec<AnalyticsEvent> = saved
                     .iter_mut()
                     .flat_map(|b| std::mem::take(&mut b.events))
@@ -787,10 +787,119 @@ fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Resul
     Ok(())
 }
 
-/// Saves a batch's progress, only from the cursor it started at; false when the invocation is
-/// no longer there (another worker took it over and saved this batch first), and nothing of
-/// the batch is to be written.
-fn save_progress(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
+/// Saves the batches' progress, each only from the cursor it started at; false for a batch
+/// whose invocation is no longer there (another worker took it over and saved this batch
+/// first), and nothing of that batch is to be written.
+///
+/// Batches that start at no cursor and change their invocations alike (the one batch of each
+/// one-user invocation of a `/start` load or a CSV task) are saved with one statement per
+/// 500, the saved ones told apart by `RETURNING`; the others one by one.
+fn save_progress(conn: &mut AnyConnection, batches: &[BatchResult]) -> Result<Vec<bool>, Failure> {
+    let mut kept = vec![false; batches.len()];
+    let mut alike: HashMap<ProgressKey, Vec<usize>> = HashMap::new();
+    for (i, batch) in batches.iter().enumerate() {
+        match batch.from_cursor {
+            None => alike.entry(ProgressKey::of(batch)).or_default().push(i),
+            Some(_) => kept[i] = save_one(conn, batch)?,
+        }
+    }
+    for (key, members) in alike {
+        if let [only] = members[..] {
+            kept[only] = save_one(conn, &batches[only])?;
+            continue;
+        }
+        let batch = &batches[members[0]];
+        for chunk in members.chunks(INSERT_CHUNK) {
+            let ids: Vec<&str> = chunk
+                .iter()
+                .map(|&i| batches[i].invocation_id.as_str())
+                .collect();
+            let saved: Vec<String> = diesel::update(
+                invocations::table
+                    .filter(invocations::environment_id.eq(&key.environment_id))
+                    .filter(invocations::id.eq_any(&ids))
+                    .filter(invocations::cursor.is_null())
+                    .filter(
+                        invocations::status
+                            .eq("pending")
+                            .or(invocations::status.eq("running")),
+                    ),
+            )
+            .set(progress(batch))
+            .returning(invocations::id)
+            .get_results(conn)?;
+            let saved: std::collections::HashSet<String> = saved.into_iter().collect();
+            for &i in chunk {
+                kept[i] = saved.contains(&batches[i].invocation_id);
+            }
+        }
+    }
+    Ok(kept)
+}
+
+/// What a batch that starts at no cursor changes in its invocation, besides its key.
+#[derive(PartialEq, Eq, Hash)]
+struct ProgressKey {
+    environment_id: String,
+    status: &'static str,
+    cursor: Option<String>,
+    users_targeted: u64,
+    cards_created: u64,
+    errors: String,
+    updated: NaiveDateTime,
+}
+
+impl ProgressKey {
+    fn of(batch: &BatchResult) -> Self {
+        ProgressKey {
+            environment_id: batch.environment_id.clone(),
+            status: batch.status.as_str(),
+            cursor: batch.cursor.clone(),
+            users_targeted: batch.users_targeted,
+            cards_created: batch.cards_created,
+            errors: errors_text(batch),
+            updated: batch.updated.naive_utc(),
+        }
+    }
+}
+
+fn errors_text(batch: &BatchResult) -> String {
+    serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())
+}
+
+/// The changes a batch makes to its invocation.
+#[allow(clippy::type_complexity)]
+fn progress(
+    batch: &BatchResult,
+) -> (
+    diesel::dsl::Eq<invocations::status, &'static str>,
+    diesel::dsl::Eq<invocations::cursor, Option<String>>,
+    diesel::dsl::Eq<
+        invocations::users_targeted,
+        diesel::dsl::Add<invocations::users_targeted, i64>,
+    >,
+    diesel::dsl::Eq<invocations::cards_created, diesel::dsl::Add<invocations::cards_created, i64>>,
+    diesel::dsl::Eq<invocations::errors, String>,
+    diesel::dsl::Eq<invocations::lease_until, Option<NaiveDateTime>>,
+    diesel::dsl::Eq<invocations::updated, NaiveDateTime>,
+) {
+    (
+        invocations::status.eq(batch.status.as_str()),
+        invocations::cursor.eq(batch.cursor.clone()),
+        invocations::users_targeted
+            .eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
+        invocations::cards_created
+            .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
+        invocations::errors.eq(errors_text(batch)),
+        // The claim ends with the batch: the next one may be claimed at once.
+        invocations::lease_until.eq(None::<NaiveDateTime>),
+        invocations::updated.eq(batch.updated.naive_utc()),
+    )
+}
+
+/// Saves one batch's progress, only from the cursor it started at; false when its invocation
+/// is no longer there.
+fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
     // A batch's starting point is the cursor and a status not yet final: a one-batch
     // invocation keeps a null cursor from start to end. (`eq` OR `eq`, not `eq_any`: diesel
     // caches the prepared statement only for a fixed number of binds, and this runs once per
@@ -806,26 +915,13 @@ fn save_progress(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, 
                 .eq("pending")
                 .or(invocations::status.eq("running")),
         );
-    let changes = (
-        invocations::status.eq(batch.status.as_str()),
-        invocations::cursor.eq(&batch.cursor),
-        invocations::users_targeted
-            .eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
-        invocations::cards_created
-            .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
-        invocations::errors
-            .eq(serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())),
-        // The claim ends with the batch: the next one may be claimed at once.
-        invocations::lease_until.eq(None::<NaiveDateTime>),
-        invocations::updated.eq(batch.updated.naive_utc()),
-    );
     // Applies only from the cursor this batch started at.
     let updated = match &batch.from_cursor {
         Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
-            .set(changes)
+            .set(progress(batch))
             .execute(conn)?,
         None => diesel::update(key.filter(invocations::cursor.is_null()))
-            .set(changes)
+            .set(progress(batch))
             .execute(conn)?,
     };
     Ok(updated == 1)
