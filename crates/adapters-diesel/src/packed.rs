@@ -88,7 +88,6 @@ pub(crate) fn flow_instances<'a>(
 ) -> QueryResult<Vec<&'a FlowInstance>> {
     let same = |a: &&FlowInstance, b: &&FlowInstance| {
         a.environment_id == b.environment_id
-            && a.invocation_id == b.invocation_id
             && a.flow_id == b.flow_id
             && a.flow_version == b.flow_version
             && a.created == b.created
@@ -96,15 +95,18 @@ pub(crate) fn flow_instances<'a>(
     let (long, rest) = split(rows, same);
     for run in long {
         let first = run[0];
-        let ids = pack(run.iter().map(|f| [f.id.as_str(), f.user_id.as_str()]));
+        let ids = pack(
+            run.iter()
+                .map(|f| [f.id.as_str(), f.user_id.as_str(), f.invocation_id.as_str()]),
+        );
         diesel::sql_query(
             "INSERT INTO flow_instances \
-             (id, user_id, environment_id, invocation_id, flow_id, flow_version, status, created) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, ?, ?, ?, 'active', ? \
+             (id, user_id, invocation_id, environment_id, flow_id, flow_version, status, created) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+              json_extract(value, '$[2]'), ?, ?, ?, 'active', ? \
              FROM json_each(?)",
         )
         .bind::<Text, _>(&first.environment_id)
-        .bind::<Text, _>(&first.invocation_id)
         .bind::<Text, _>(&first.flow_id)
         .bind::<Integer, _>(version(first.flow_version))
         .bind::<Timestamp, _>(first.created.naive_utc())
@@ -114,13 +116,13 @@ pub(crate) fn flow_instances<'a>(
     Ok(rest.into_iter().copied().collect())
 }
 
-/// Cards sharing all but their id, user and flow instance: the shared `content` and `context`
-/// are compared by pointer (the engine's cards of one step of one batch share them).
+/// Cards sharing all but their id, user, flow instance and invocation. `content` and `context`
+/// are shared by the cards of one step of one batch (compared by pointer first), and equal
+/// across the one-user invocations of one request payload.
 fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
-    Arc::ptr_eq(&a.content, &b.content)
-        && Arc::ptr_eq(&a.context, &b.context)
+    (Arc::ptr_eq(&a.content, &b.content) || a.content == b.content)
+        && (Arc::ptr_eq(&a.context, &b.context) || a.context == b.context)
         && a.environment_id == b.environment_id
-        && a.invocation_id == b.invocation_id
         && a.flow_id == b.flow_id
         && a.flow_version == b.flow_version
         && a.step_id == b.step_id
@@ -151,20 +153,21 @@ pub(crate) fn cards<'a>(
                 c.id.as_str(),
                 c.user_id.as_str(),
                 c.flow_instance_id.as_str(),
+                c.invocation_id.as_str(),
             ]
         }));
         diesel::sql_query(
             "INSERT INTO card_instances \
-             (id, user_id, flow_instance_id, environment_id, invocation_id, flow_id, flow_version, \
+             (id, user_id, flow_instance_id, invocation_id, environment_id, flow_id, flow_version, \
               step_id, template_id, template_name, status, priority, stream_ids, platforms, \
               content, context, embargo_until, expires_at, snoozed_until, published_at, created, \
               updated) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-              json_extract(value, '$[2]'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
              FROM json_each(?)",
         )
         .bind::<Text, _>(&c.environment_id)
-        .bind::<Text, _>(&c.invocation_id)
         .bind::<Text, _>(&c.flow_id)
         .bind::<Integer, _>(version(c.flow_version))
         .bind::<Text, _>(&c.step_id)

@@ -1639,15 +1639,25 @@ mod engine {
             user_id: format!("u{id}"),
             ..first.clone()
         };
+        // Cards and instances of several invocations pack together too.
+        let of_another = CardInstance {
+            invocation_id: "inv_9".into(),
+            ..like_first("f")
+        };
         let written = vec![
             first.clone(),
             second,
             like_first("e"),
-            like_first("f"),
+            of_another,
             other,
             fourth,
         ];
-        let saved = batch(None, None, written.clone());
+        let mut saved = batch(None, None, written.clone());
+        for f in &mut saved.flow_instances {
+            if f.id == "fin_f" {
+                f.invocation_id = "inv_9".into();
+            }
+        }
         let events = saved.events.clone();
         repo.save_batches(vec![saved]).await.expect("save");
         for c in &written {
@@ -1676,7 +1686,7 @@ mod engine {
                 "fin_c|u3|env_a|inv_1|flw_1|active",
                 "fin_d|u4|env_a|inv_1|flw_1|active",
                 "fin_e|ue|env_a|inv_1|flw_1|active",
-                "fin_f|uf|env_a|inv_1|flw_1|active",
+                "fin_f|uf|env_a|inv_9|flw_1|active",
             ]
         );
     }
