@@ -31,7 +31,7 @@ pub const MAX_USERS_PER_ROW: usize = 10;
 /// Row errors kept on a task.
 pub const MAX_ROW_ERRORS: usize = 100;
 /// Rows handed to the engine per step.
-pub const ROWS_PER_STEP: u32 = 500;
+pub const ROWS_PER_STEP: u32 = 2_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkStatus {
