@@ -52,7 +52,7 @@ fn split<T>(items: &[T], same: impl Fn(&T, &T) -> bool) -> (Vec<&[T]>, Vec<&T>) 
 }
 
 /// The varying columns of a run, as a JSON array of arrays of strings (escaped by serde).
-fn pack<'a, const N: usize>(rows: impl Iterator<Item = [&'a str; N]>) -> String {
+fn pack<S: AsRef<str>, const N: usize>(rows: impl Iterator<Item = [S; N]>) -> String {
     let mut out = Vec::with_capacity(4096);
     out.push(b'[');
     for (i, row) in rows.enumerate() {
@@ -65,7 +65,7 @@ fn pack<'a, const N: usize>(rows: impl Iterator<Item = [&'a str; N]>) -> String 
                 out.push(b',');
             }
             // Writing a string into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut out, text);
+            let _ = serde_json::to_writer(&mut out, text.as_ref());
         }
         out.push(b']');
     }
@@ -116,13 +116,10 @@ pub(crate) fn flow_instances<'a>(
     Ok(rest.into_iter().copied().collect())
 }
 
-/// Cards sharing all but their id, user, flow instance and invocation. `content` and `context`
-/// are shared by the cards of one step of one batch (compared by pointer first), and equal
-/// across the one-user invocations of one request payload.
-fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
-    (Arc::ptr_eq(&a.content, &b.content) || a.content == b.content)
-        && (Arc::ptr_eq(&a.context, &b.context) || a.context == b.context)
-        && a.environment_id == b.environment_id
+/// Cards sharing all but their id, user, flow instance, invocation, content and context: the
+/// cards of one step of a flow made at one time.
+fn same_frame(a: &CardInstance, b: &CardInstance) -> bool {
+    a.environment_id == b.environment_id
         && a.flow_id == b.flow_id
         && a.flow_version == b.flow_version
         && a.step_id == b.step_id
@@ -140,7 +137,53 @@ fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
         && a.updated == b.updated
 }
 
+/// Cards sharing their frame and their `content` and `context`: shared by the cards of one step
+/// of one batch (compared by pointer first), and equal across the one-user invocations of one
+/// request payload.
+fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
+    (Arc::ptr_eq(&a.content, &b.content) || a.content == b.content)
+        && (Arc::ptr_eq(&a.context, &b.context) || a.context == b.context)
+        && same_frame(a, b)
+}
+
+/// The columns of a card's frame (see [`same_frame`]), in the order [`bind_frame`] binds them.
+const FRAME_COLUMNS: &str = "environment_id, flow_id, flow_version, step_id, template_id, \
+     template_name, status, priority, stream_ids, platforms, embargo_until, expires_at, \
+     snoozed_until, published_at, created, updated";
+
+/// Binds the columns of `$card`'s frame to `$query`, in [`FRAME_COLUMNS`]' order.
+macro_rules! bind_frame {
+    ($query:expr, $card:expr) => {{
+        let c: &CardInstance = $card;
+        $query
+            .bind::<Text, _>(&c.environment_id)
+            .bind::<Text, _>(&c.flow_id)
+            .bind::<Integer, _>(version(c.flow_version))
+            .bind::<Text, _>(&c.step_id)
+            .bind::<Text, _>(&c.template_id)
+            .bind::<Text, _>(&c.template_name)
+            .bind::<Text, _>(c.status.as_str())
+            .bind::<Integer, _>(i32::from(c.priority))
+            .bind::<Text, _>(serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()))
+            .bind::<Text, _>(serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()))
+            .bind::<Nullable<Timestamp>, _>(naive(c.embargo_until))
+            .bind::<Nullable<Timestamp>, _>(naive(c.expires_at))
+            .bind::<Nullable<Timestamp>, _>(naive(c.snoozed_until))
+            .bind::<Nullable<Timestamp>, _>(naive(c.published_at))
+            .bind::<Timestamp, _>(c.created.naive_utc())
+            .bind::<Timestamp, _>(c.updated.naive_utc())
+    }};
+}
+
+fn content_text(c: &CardInstance) -> String {
+    serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into())
+}
+
 /// Inserts the runs of `rows` worth packing; returns the others.
+///
+/// Cards of one content (a fan-out batch, one-user invocations of one payload) pack their ids
+/// only. Cards of one frame but each its own content (the one-user invocations of a CSV task,
+/// each row with its own variables) pack their content and context with their ids.
 pub(crate) fn cards<'a>(
     conn: &mut SqliteConnection,
     rows: &'a [Arc<CardInstance>],
@@ -156,39 +199,43 @@ pub(crate) fn cards<'a>(
                 c.invocation_id.as_str(),
             ]
         }));
-        diesel::sql_query(
+        let query = diesel::sql_query(format!(
             "INSERT INTO card_instances \
-             (id, user_id, flow_instance_id, invocation_id, environment_id, flow_id, flow_version, \
-              step_id, template_id, template_name, status, priority, stream_ids, platforms, \
-              content, context, embargo_until, expires_at, snoozed_until, published_at, created, \
-              updated) \
+             (id, user_id, flow_instance_id, invocation_id, content, context, {FRAME_COLUMNS}) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
               json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
               ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
-             FROM json_each(?)",
-        )
-        .bind::<Text, _>(&c.environment_id)
-        .bind::<Text, _>(&c.flow_id)
-        .bind::<Integer, _>(version(c.flow_version))
-        .bind::<Text, _>(&c.step_id)
-        .bind::<Text, _>(&c.template_id)
-        .bind::<Text, _>(&c.template_name)
-        .bind::<Text, _>(c.status.as_str())
-        .bind::<Integer, _>(i32::from(c.priority))
-        .bind::<Text, _>(serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()))
-        .bind::<Text, _>(serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()))
-        .bind::<Text, _>(serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into()))
-        .bind::<Text, _>(c.context.to_string())
-        .bind::<Nullable<Timestamp>, _>(naive(c.embargo_until))
-        .bind::<Nullable<Timestamp>, _>(naive(c.expires_at))
-        .bind::<Nullable<Timestamp>, _>(naive(c.snoozed_until))
-        .bind::<Nullable<Timestamp>, _>(naive(c.published_at))
-        .bind::<Timestamp, _>(c.created.naive_utc())
-        .bind::<Timestamp, _>(c.updated.naive_utc())
-        .bind::<Text, _>(ids)
-        .execute(conn)?;
+             FROM json_each(?)"
+        ))
+        .bind::<Text, _>(content_text(c))
+        .bind::<Text, _>(c.context.to_string());
+        bind_frame!(query, c).bind::<Text, _>(ids).execute(conn)?;
     }
-    Ok(rest)
+    let (long, rest) = split(&rest, |a, b| same_frame(a, b));
+    for run in long {
+        let c = run[0];
+        let rows = pack(run.iter().map(|c| {
+            [
+                c.id.clone(),
+                c.user_id.clone(),
+                c.flow_instance_id.clone(),
+                c.invocation_id.clone(),
+                content_text(c),
+                c.context.to_string(),
+            ]
+        }));
+        let query = diesel::sql_query(format!(
+            "INSERT INTO card_instances \
+             (id, user_id, flow_instance_id, invocation_id, content, context, {FRAME_COLUMNS}) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+              json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
+              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+             FROM json_each(?)"
+        ));
+        bind_frame!(query, c).bind::<Text, _>(rows).execute(conn)?;
+    }
+    Ok(rest.into_iter().copied().collect())
 }
 
 /// Events sharing all but their id and card: the change (name, status, previous status,

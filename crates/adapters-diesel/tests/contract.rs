@@ -1644,11 +1644,27 @@ mod engine {
             invocation_id: "inv_9".into(),
             ..like_first("f")
         };
+        // Cards of the first's frame, each with its own content and context (a CSV task's rows):
+        // a run packed with its content on SQLite.
+        let own_content = |id: &str| CardInstance {
+            content: Arc::new(
+                json!({"Web": {"title": format!("Hello \"{id}\" ü\\"), "n": id.len()}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            context: json!({"variables": {"firstName": id}}).into(),
+            ..like_first(id)
+        };
         let written = vec![
             first.clone(),
             second,
             like_first("e"),
             of_another,
+            own_content("g"),
+            own_content("h"),
+            own_content("i"),
+            own_content("j"),
             other,
             fourth,
         ];
@@ -1687,6 +1703,10 @@ mod engine {
                 "fin_d|u4|env_a|inv_1|flw_1|active",
                 "fin_e|ue|env_a|inv_1|flw_1|active",
                 "fin_f|uf|env_a|inv_9|flw_1|active",
+                "fin_g|ug|env_a|inv_1|flw_1|active",
+                "fin_h|uh|env_a|inv_1|flw_1|active",
+                "fin_i|ui|env_a|inv_1|flw_1|active",
+                "fin_j|uj|env_a|inv_1|flw_1|active",
             ]
         );
     }
