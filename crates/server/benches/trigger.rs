@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use adapters_diesel::testing::TestDatabase;
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, SqliteConnection};
 use serde_json::{json, Value};
 
 const CLIENTS: usize = 32;
@@ -152,6 +154,88 @@ async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
     );
     let raw = raw_insert(server.database_url(), users);
     println!("  raw INSERT ... SELECT of {users} rows into a scratch table: {raw:.2} s");
+    let floor = schema_floor(server.database_url(), &id, users);
+    println!(
+        "  as many flow instances, cards and events by INSERT ... SELECT alone (1,000 users per transaction): {floor:.1} s"
+    );
+}
+
+/// The floor of the schema: as many flow instances, cards and events as invocation `id` made,
+/// each a copy of its first ones (same sizes) under new ids and users in ascending order like
+/// the engine's, written by `INSERT ... SELECT` alone into the same tables and indexes, 1,000
+/// users per transaction like the engine's batches: no Rust, no binding, no engine work.
+fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
+    let sqlite = url.starts_with("sqlite://");
+    // Zero-padded so that ids and users ascend as text, like ULIDs and the tag's user order.
+    let padded = |n: &str| {
+        if sqlite {
+            format!("printf('%016d', {n})")
+        } else {
+            format!("lpad({n}::text, 16, '0')")
+        }
+    };
+    let (fin, crd, evt, user) = (
+        format!("'xfin' || {}", padded("s.n")),
+        format!("'xcrd' || {}", padded("s.n")),
+        format!("'xevt' || {}", padded("s.n")),
+        format!("'xu' || {}", padded("s.n")),
+    );
+    // One row of each, read once (untimed) into temporary tables.
+    let samples = format!(
+        "CREATE TEMP TABLE floor_f AS SELECT * FROM flow_instances WHERE invocation_id = '{id}' LIMIT 1; \
+         CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' LIMIT 1; \
+         CREATE TEMP TABLE floor_e AS SELECT * FROM analytics_events WHERE card_instance_id = (SELECT id FROM floor_c);"
+    );
+    let (f1, c1, e1) = ("floor_f", "floor_c", "floor_e");
+    let chunk = |from: u64| {
+        let rows = if sqlite {
+            format!(
+                "floor_series s WHERE s.n > {from} AND s.n <= {}",
+                from + 1_000
+            )
+        } else {
+            format!("generate_series({}, {}) AS s(n)", from + 1, from + 1_000)
+        };
+        format!(
+            "{begin}; \
+             INSERT INTO flow_instances (id, environment_id, invocation_id, flow_id, flow_version, user_id, status, created) \
+             SELECT {fin}, f.environment_id, 'floor', f.flow_id, f.flow_version, {user}, f.status, f.created \
+             FROM {f1} f, {rows}; \
+             INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, \
+              step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, embargo_until, \
+              expires_at, snoozed_until, published_at, created, updated) \
+             SELECT {crd}, c.environment_id, {user}, {fin}, 'floor', c.flow_id, c.flow_version, \
+              c.step_id, c.template_id, c.template_name, c.status, c.priority, c.stream_ids, c.platforms, c.content, c.context, \
+              c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, c.updated \
+             FROM {c1} c, {rows}; \
+             INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, previous_status, submitted, published_at, created) \
+             SELECT {evt}, e.environment_id, {crd}, e.name, e.status, e.previous_status, e.submitted, e.published_at, e.created \
+             FROM {e1} e, {rows}; \
+             COMMIT;",
+            begin = if sqlite { "BEGIN IMMEDIATE" } else { "BEGIN" },
+        )
+    };
+    let chunks: Vec<String> = (0..users).step_by(1_000).map(chunk).collect();
+    fn run(conn: &mut impl SimpleConnection, setup: &str, chunks: &[String]) -> f64 {
+        conn.batch_execute(setup).expect("floor setup");
+        let started = Instant::now();
+        for chunk in chunks {
+            conn.batch_execute(chunk).expect("floor chunk");
+        }
+        started.elapsed().as_secs_f64()
+    }
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let mut conn = SqliteConnection::establish(path).expect("sqlite");
+        let setup = format!(
+            "PRAGMA busy_timeout = 30000; {samples} \
+             CREATE TEMP TABLE floor_series (n INTEGER PRIMARY KEY); \
+             INSERT INTO floor_series WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {users}) SELECT n FROM r;"
+        );
+        run(&mut conn, &setup, &chunks)
+    } else {
+        let mut conn = PgConnection::establish(url).expect("postgres");
+        run(&mut conn, &samples, &chunks)
+    }
 }
 
 async fn drain(server: &support::Server, env: &str, flow: &str) {
