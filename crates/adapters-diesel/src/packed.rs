@@ -3,15 +3,20 @@
 //! array (`INSERT ... SELECT ... FROM json_each(?)`).
 //!
 //! Rows written together mostly differ only in their ids: the flow instances, cards and events
-//! of one fan-out batch, the events of one cancel chunk. diesel's multi-row `INSERT` binds
+//! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with
+//! their contents when each has its own, as a CSV task's rows do). diesel's multi-row `INSERT` binds
 //! every column of every row, and on SQLite each bind is a call into the library under its
 //! mutex, after formatting timestamps and cloning the shared card content per row: about half
 //! of the engine's write transaction in a profile of a 1,000,000-user fan-out, more than
 //! SQLite's own work of inserting the rows. PostgreSQL keeps diesel's multi-row `INSERT`.
 //!
 //! Rows are grouped as they come (consecutive rows, not sorted). Runs shorter than [`MIN_RUN`]
-//! (the one card of each one-user invocation of a `/start` load or a CSV task) are handed back
-//! for diesel's multi-row `INSERT`: one statement per row would cost more than binding them.
+//! are handed back for diesel's multi-row `INSERT`: one statement per row of a one-user
+//! invocation cost `/start` a sixth of its rate.
+//!
+//! `json_extract` ends a string at a NUL character, so packed strings must hold none: ids and
+//! user ids are refused with control characters (the domain's validation), and a card's content
+//! and context are packed as JSON text, in which a NUL is an escape sequence.
 
 use std::sync::Arc;
 

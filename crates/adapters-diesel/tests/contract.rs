@@ -1648,7 +1648,7 @@ mod engine {
         // a run packed with its content on SQLite.
         let own_content = |id: &str| CardInstance {
             content: Arc::new(
-                json!({"Web": {"title": format!("Hello \"{id}\" ü\\"), "n": id.len()}})
+                json!({"Web": {"title": format!("Hello \"{id}\" ü\\ \u{0}"), "n": id.len()}})
                     .as_object()
                     .cloned()
                     .unwrap_or_default(),
