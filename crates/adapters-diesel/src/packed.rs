@@ -180,6 +180,36 @@ macro_rules! bind_frame {
     }};
 }
 
+/// The columns a card's packed row may hold, in its order; the frame follows.
+const CARD_ROW_COLUMNS: [&str; 6] = [
+    "id",
+    "user_id",
+    "flow_instance_id",
+    "invocation_id",
+    "content",
+    "context",
+];
+
+/// The insert of cards whose first `packed` [`CARD_ROW_COLUMNS`] come from the packed rows (the
+/// last `?`), the rest of them and the frame bound in that order.
+fn card_insert(packed: usize) -> String {
+    let frame = FRAME_COLUMNS.split(',').count();
+    let values: Vec<String> = (0..CARD_ROW_COLUMNS.len() + frame)
+        .map(|i| {
+            if i < packed {
+                format!("json_extract(value, '$[{i}]')")
+            } else {
+                "?".to_owned()
+            }
+        })
+        .collect();
+    format!(
+        "INSERT INTO card_instances ({}, {FRAME_COLUMNS}) SELECT {} FROM json_each(?)",
+        CARD_ROW_COLUMNS.join(", "),
+        values.join(", ")
+    )
+}
+
 fn content_text(c: &CardInstance) -> String {
     serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into())
 }
@@ -204,16 +234,9 @@ pub(crate) fn cards<'a>(
                 c.invocation_id.as_str(),
             ]
         }));
-        let query = diesel::sql_query(format!(
-            "INSERT INTO card_instances \
-             (id, user_id, flow_instance_id, invocation_id, content, context, {FRAME_COLUMNS}) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
-              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
-             FROM json_each(?)"
-        ))
-        .bind::<Text, _>(content_text(c))
-        .bind::<Text, _>(c.context.to_string());
+        let query = diesel::sql_query(card_insert(4))
+            .bind::<Text, _>(content_text(c))
+            .bind::<Text, _>(c.context.to_string());
         bind_frame!(query, c).bind::<Text, _>(ids).execute(conn)?;
     }
     let (long, rest) = split(&rest, |a, b| same_frame(a, b));
@@ -229,15 +252,7 @@ pub(crate) fn cards<'a>(
                 c.context.to_string(),
             ]
         }));
-        let query = diesel::sql_query(format!(
-            "INSERT INTO card_instances \
-             (id, user_id, flow_instance_id, invocation_id, content, context, {FRAME_COLUMNS}) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
-              json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
-              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
-             FROM json_each(?)"
-        ));
+        let query = diesel::sql_query(card_insert(6));
         bind_frame!(query, c).bind::<Text, _>(rows).execute(conn)?;
     }
     Ok(rest.into_iter().copied().collect())
@@ -301,6 +316,21 @@ mod tests {
         let (long, rest) = split(&items, |a, b| a == b);
         assert_eq!(long, vec![&[2, 2, 2, 2][..]]);
         assert_eq!(rest, vec![&1, &3, &3]);
+    }
+
+    #[test]
+    fn card_inserts_take_their_first_columns_from_the_packed_rows() {
+        let narrow = card_insert(4);
+        assert!(narrow.starts_with(
+            "INSERT INTO card_instances (id, user_id, flow_instance_id, invocation_id, content, context, environment_id,"
+        ));
+        assert!(narrow.contains("json_extract(value, '$[3]'), ?, ?"));
+        assert!(!narrow.contains("'$[4]'"));
+        // 2 columns and a frame of 16 bound, then the packed rows.
+        assert_eq!(narrow.matches('?').count(), 2 + 16 + 1);
+        let wide = card_insert(6);
+        assert!(wide.contains("json_extract(value, '$[5]'), ?"));
+        assert_eq!(wide.matches('?').count(), 16 + 1);
     }
 
     #[test]
