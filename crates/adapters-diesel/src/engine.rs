@@ -610,7 +610,8 @@ impl InvocationRepository for DieselInvocationRepository {
             .run(move |conn| {
                 Ok(invocations::table
                     .filter(invocations::environment_id.eq(env))
-                    .filter(invocations::bulk.eq(true))
+                    // The bare column, not `= ?`: it is the partial index's own condition.
+                    .filter(invocations::bulk)
                     .filter(invocations::status.eq_any(["pending", "running"]))
                     .count()
                     .get_result(conn)?)
