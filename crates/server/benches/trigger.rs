@@ -9,7 +9,7 @@
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
 //!    `INSERT ... SELECT` of as many rows into a scratch table.
 //!
-//! BENCH_ONLY=fanout runs the third part alone.
+//! BENCH_ONLY=fanout runs the third part alone; BENCH_BACKEND=postgres runs PostgreSQL alone.
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -299,7 +299,10 @@ fn main() {
         .build()
         .expect("runtime");
     println!("trigger benchmarks: release binary, 2 HTTP workers, 2 engine loops");
-    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", users));
+    // BENCH_BACKEND=postgres runs PostgreSQL alone.
+    if std::env::var("BENCH_BACKEND").as_deref() != Ok("postgres") {
+        runtime.block_on(run(TestDatabase::sqlite(), "SQLite", users));
+    }
     if std::env::var_os("TEST_POSTGRES_URL").is_some() {
         if let Some(db) = TestDatabase::postgres() {
             runtime.block_on(run(db, "PostgreSQL", users));
