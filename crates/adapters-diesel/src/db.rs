@@ -94,16 +94,7 @@ impl DatabaseUrl {
     pub(crate) fn establish(&self) -> Result<AnyConnection, diesel::ConnectionError> {
         match self.backend {
             Backend::Postgres => {
-                let mut conn = PgConnection::establish(&self.target)?;
-                // diesel prepares each statement once per connection; after five executions
-                // PostgreSQL may keep a generic plan made when the tables were empty, and did:
-                // reads of invocations by (environment_id, id) scanned the environment's every
-                // invocation in over half the runs of a /start load (docs/benchmarks.md,
-                // sixth session). Every execution is planned for its values and the tables as
-                // they are now.
-                conn.batch_execute("SET plan_cache_mode = force_custom_plan")
-                    .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
-                Ok(AnyConnection::Postgresql(conn))
+                PgConnection::establish(&self.target).map(AnyConnection::Postgresql)
             }
             Backend::Sqlite => {
                 let mut conn = SqliteConnection::establish(&self.target)?;
