@@ -7,7 +7,8 @@
 //!    HTTP stack's ceiling on this machine);
 //! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles;
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
-//!    `INSERT ... SELECT` of as many rows into a scratch table.
+//!    `INSERT ... SELECT` of as many rows into a scratch table, and the schema's floor: as many
+//!    flow instances, cards and events written by `INSERT ... SELECT` alone.
 //!
 //! BENCH_ONLY=fanout runs the third part alone; BENCH_BACKEND=postgres runs PostgreSQL alone.
 
@@ -186,7 +187,6 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
          CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' LIMIT 1; \
          CREATE TEMP TABLE floor_e AS SELECT * FROM analytics_events WHERE card_instance_id = (SELECT id FROM floor_c);"
     );
-    let (f1, c1, e1) = ("floor_f", "floor_c", "floor_e");
     let chunk = |from: u64| {
         let rows = if sqlite {
             format!(
@@ -200,17 +200,17 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
             "{begin}; \
              INSERT INTO flow_instances (id, environment_id, invocation_id, flow_id, flow_version, user_id, status, created) \
              SELECT {fin}, f.environment_id, 'floor', f.flow_id, f.flow_version, {user}, f.status, f.created \
-             FROM {f1} f, {rows}; \
+             FROM floor_f f, {rows}; \
              INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, \
               step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, embargo_until, \
               expires_at, snoozed_until, published_at, created, updated) \
              SELECT {crd}, c.environment_id, {user}, {fin}, 'floor', c.flow_id, c.flow_version, \
               c.step_id, c.template_id, c.template_name, c.status, c.priority, c.stream_ids, c.platforms, c.content, c.context, \
               c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, c.updated \
-             FROM {c1} c, {rows}; \
+             FROM floor_c c, {rows}; \
              INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, previous_status, submitted, published_at, created) \
              SELECT {evt}, e.environment_id, {crd}, e.name, e.status, e.previous_status, e.submitted, e.published_at, e.created \
-             FROM {e1} e, {rows}; \
+             FROM floor_e e, {rows}; \
              COMMIT;",
             begin = if sqlite { "BEGIN IMMEDIATE" } else { "BEGIN" },
         )
