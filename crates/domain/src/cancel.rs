@@ -372,20 +372,7 @@ mod tests {
     }
 
     fn task(filter: CancelFilter) -> CancelTask {
-        CancelTask {
-            id: new_uuid(),
-            environment_id: "env".into(),
-            flow_id: "flw".into(),
-            filter,
-            status: CancelStatus::Processing,
-            expected: None,
-            actual: 0,
-            cards_expected: None,
-            cards_actual: 0,
-            errors: vec![],
-            created: t(10),
-            updated: t(10),
-        }
+        CancelTask::new(new_uuid(), "env", "flw", filter, t(10))
     }
 
     #[test]
