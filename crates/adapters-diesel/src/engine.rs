@@ -437,9 +437,12 @@ fn load_invocation(
 /// What one `record` call gets back.
 type Recorded = Result<Vec<Option<Invocation>>, StorageError>;
 
-/// A `record` call waiting for the recorder.
+/// An invocation to record, and its run when it has one.
+type Asked = (Invocation, Option<BatchResult>);
+
+/// A `record_run` call waiting for the recorder.
 struct Pending {
-    asked: Vec<Invocation>,
+    asked: Vec<Asked>,
     reply: tokio::sync::oneshot::Sender<Recorded>,
 }
 
@@ -485,8 +488,13 @@ impl DieselInvocationRepository {
 /// Records the calls of `group` in one transaction and answers each. Every call is decided on
 /// its own, in queue order, as if it ran alone: an id that clashes refuses that call only, and
 /// an id asked by two calls is inserted by the first and found by the second.
-async fn record_group(db: &Database, group: Vec<Pending>) {
-    let calls: Vec<Vec<Invocation>> = group.iter().map(|p| p.asked.clone()).collect();
+async fn record_group(db: &Database, mut group: Vec<Pending>) {
+    let calls: Arc<Vec<Vec<Asked>>> = Arc::new(
+        group
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.asked))
+            .collect(),
+    );
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
     let mut outcome = Err(StorageError::Unavailable(
@@ -514,14 +522,14 @@ async fn record_group(db: &Database, group: Vec<Pending>) {
 }
 
 /// Inside one transaction: one read per environment for every asked id, one multi-row insert
-/// for the new ones of every call that clashes with nothing.
+/// for the new ones of every call that clashes with nothing, and the rows of their runs.
 fn record_calls(
     conn: &mut AnyConnection,
-    calls: &[Vec<Invocation>],
+    calls: &[Vec<Asked>],
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
     let mut found: HashMap<(String, String), Invocation> = HashMap::new();
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
-    for i in calls.iter().flatten() {
+    for (i, _) in calls.iter().flatten() {
         by_env
             .entry(i.environment_id.as_str())
             .or_default()
@@ -542,27 +550,65 @@ fn record_calls(
             }
         }
     }
-    let mut new: Vec<InvocationRow> = Vec::new();
+    let mut new: Vec<(&Invocation, Option<usize>)> = Vec::new();
+    let mut runs: Vec<BatchResult> = Vec::new();
     let mut answers = Vec::with_capacity(calls.len());
     for asked in calls {
         let key = |i: &Invocation| (i.environment_id.clone(), i.id.clone());
-        let stored: Vec<Option<Invocation>> =
-            asked.iter().map(|i| found.get(&key(i)).cloned()).collect();
+        let stored: Vec<Option<Invocation>> = asked
+            .iter()
+            .map(|(i, _)| found.get(&key(i)).cloned())
+            .collect();
         let clash = stored
             .iter()
             .zip(asked)
-            .any(|(stored, i)| stored.as_ref().is_some_and(|s| !s.same_run(i)));
+            .any(|(stored, (i, _))| stored.as_ref().is_some_and(|s| !s.same_run(i)));
         if !clash {
             // The same id asked twice in one call is inserted once; a later call finds it.
-            for i in asked {
+            for (i, run) in asked {
                 if let std::collections::hash_map::Entry::Vacant(slot) = found.entry(key(i)) {
-                    new.push(InvocationRow::from_invocation(i));
+                    let run = run.as_ref().map(|run| {
+                        runs.push(run.clone());
+                        runs.len() - 1
+                    });
+                    new.push((i, run));
                     slot.insert(i.clone());
                 }
             }
         }
         answers.push(stored);
     }
+    // The runs as `save_batches` saves batches, their invocations known without reading.
+    let known: Known = new
+        .iter()
+        .filter(|(_, run)| run.is_some())
+        .map(|(i, _)| {
+            (
+                (i.environment_id.clone(), i.id.clone()),
+                (
+                    i.flow_id.clone(),
+                    i32::try_from(i.flow_version).unwrap_or(i32::MAX),
+                    i.created.naive_utc(),
+                ),
+            )
+        })
+        .collect();
+    apply_markers(conn, &mut runs, &known)?;
+    let new: Vec<InvocationRow> = new
+        .into_iter()
+        .map(|(i, run)| {
+            let mut row = InvocationRow::from_invocation(i);
+            if let Some(run) = run.map(|r| &runs[r]) {
+                row.status = run.status.as_str().to_owned();
+                row.users_targeted += i64::try_from(run.users_targeted).unwrap_or(0);
+                row.cards_created += i64::try_from(run.cards_created).unwrap_or(0);
+                row.errors = errors_text(run);
+                row.cursor = run.cursor.clone();
+                row.updated = run.updated.naive_utc();
+            }
+            row
+        })
+        .collect();
     let mut inserted = 0;
     for chunk in new.chunks(INSERT_CHUNK / 2) {
         inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
@@ -575,12 +621,13 @@ fn record_calls(
         // A racing request inserted some of these ids first: decide again.
         return Err(Failure::Domain(StorageError::StaleRevision));
     }
+    insert_rows(conn, runs)?;
     Ok(answers)
 }
 
 #[async_trait]
 impl InvocationRepository for DieselInvocationRepository {
-    async fn record(&self, asked: Vec<Invocation>) -> Recorded {
+    async fn record_run(&self, asked: Vec<Asked>) -> Recorded {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.recorder()
             .send(Pending { asked, reply })
@@ -704,27 +751,39 @@ impl InvocationRepository for DieselInvocationRepository {
                 let mut batches = batches;
                 apply_cancels(conn, &mut batches)?;
                 let kept = save_progress(conn, &batches)?;
-                let mut saved: Vec<BatchResult> = batches
+                let saved: Vec<BatchResult> = batches
                     .into_iter()
                     .zip(kept)
                     .filter_map(|(batch, kept)| kept.then_some(batch))
                     .collect();
-                let events: Vec<AnalyticsEvent> = saved
-                    .iter_mut()
-                    .flat_map(|b| std::mem::take(&mut b.events))
-                    .collect();
-                // The rows of every saved batch together, not one statement per batch.
-                let instances: Vec<&FlowInstance> =
-                    saved.iter().flat_map(|b| b.flow_instances.iter()).collect();
-                let cards: Vec<Arc<CardInstance>> =
-                    saved.iter().flat_map(|b| b.cards.iter().cloned()).collect();
-                insert_instances(conn, &instances)?;
-                insert_cards(conn, &cards)?;
-                insert_events(conn, &events)
+                insert_rows(conn, saved)
             })
             .await
     }
 }
+
+/// The flow instances, cards and events of `batches`: the rows of every batch together, not
+/// one statement per batch.
+fn insert_rows(conn: &mut AnyConnection, mut batches: Vec<BatchResult>) -> Result<(), Failure> {
+    let events: Vec<AnalyticsEvent> = batches
+        .iter_mut()
+        .flat_map(|b| std::mem::take(&mut b.events))
+        .collect();
+    let instances: Vec<&FlowInstance> = batches
+        .iter()
+        .flat_map(|b| b.flow_instances.iter())
+        .collect();
+    let cards: Vec<Arc<CardInstance>> = batches
+        .iter()
+        .flat_map(|b| b.cards.iter().cloned())
+        .collect();
+    insert_instances(conn, &instances)?;
+    insert_cards(conn, &cards)?;
+    insert_events(conn, &events)
+}
+
+/// (environment, invocation id) → the invocation's (flow, version, created).
+type Known = HashMap<(String, String), (String, i32, NaiveDateTime)>;
 
 /// Applies the cancels accepted meanwhile to the batches (contract §6: they take precedence).
 /// One read of the batches' invocations and one of each flow's markers, for the whole save.
@@ -738,7 +797,7 @@ fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Resul
             .or_default()
             .push(batch.invocation_id.as_str());
     }
-    let mut known: HashMap<(String, String), (String, i32, NaiveDateTime)> = HashMap::new();
+    let mut known: Known = HashMap::new();
     for (env, ids) in by_env {
         let rows: Vec<(String, String, i32, NaiveDateTime)> = invocations::table
             .filter(invocations::environment_id.eq(env))
@@ -755,6 +814,19 @@ fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Resul
                 ((env.to_owned(), id), (flow, version, created))
             }),
         );
+    }
+    apply_markers(conn, batches, &known)
+}
+
+/// Applies to each batch of a `known` invocation its flow's cancel markers accepted since the
+/// invocation was created: one read of each flow's markers.
+fn apply_markers(
+    conn: &mut AnyConnection,
+    batches: &mut [BatchResult],
+    known: &Known,
+) -> Result<(), Failure> {
+    if batches.is_empty() {
+        return Ok(());
     }
     // Each flow's markers since its oldest invocation in this save.
     let mut since: HashMap<(&str, &str), NaiveDateTime> = HashMap::new();

@@ -2227,7 +2227,7 @@ mod bulk_cancel_push {
     use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
     use domain::card::CardRepository;
     use domain::push::{PushPlatform, PushPlatformRepository};
-    use domain::trigger::engine::{InvocationRepository, InvocationStatus};
+    use domain::trigger::engine::{BatchResult, InvocationRepository, InvocationStatus};
     use domain::trigger::Mode;
     use domain::StorageError;
     use serde_json::Map;
@@ -2443,6 +2443,150 @@ mod bulk_cancel_push {
                 .expect("get")
                 .map(|i| i.status),
             Some(InvocationStatus::Completed)
+        );
+    }
+
+    /// `batch` of the cards, as the run of `invocation`.
+    fn run_of(invocation: &str, cards: Vec<domain::card::CardInstance>) -> BatchResult {
+        let mut run = batch(None, None, cards);
+        run.invocation_id = invocation.into();
+        for instance in &mut run.flow_instances {
+            instance.invocation_id = invocation.into();
+        }
+        run
+    }
+
+    async fn a_run_is_saved_with_its_invocation_when_new_and_cancels_apply(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db.clone());
+        let run = run_of(
+            "inv_1",
+            vec![
+                card("crd_1", "fin_1", "u1", 5, 3),
+                card("crd_2", "fin_2", "u2", 5, 3),
+            ],
+        );
+        let stored = invocations
+            .record_run(vec![
+                (invocation("inv_1", Mode::Live, "fp", false), Some(run)),
+                (invocation("inv_2", Mode::Live, "fp", false), None),
+            ])
+            .await
+            .expect("record");
+        assert_eq!(stored, vec![None, None]);
+        let inv_1 = invocations
+            .get("env_a", "inv_1")
+            .await
+            .expect("get")
+            .expect("inv_1");
+        assert_eq!(
+            (
+                inv_1.status,
+                inv_1.users_targeted,
+                inv_1.cards_created,
+                inv_1.cursor,
+                inv_1.updated
+            ),
+            (InvocationStatus::Completed, 2, 2, None, t(3))
+        );
+        for (user, id) in [("u1", "crd_1"), ("u2", "crd_2")] {
+            assert!(cards.get("env_a", user, id).await.expect("get").is_some());
+            let events = cards.events_of("env_a", id).await.expect("events");
+            assert_eq!(
+                events.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+                ["card-published"]
+            );
+        }
+        // Only the invocation without a run is left to the workers.
+        let claimed = invocations.claim(t(5), t(40), 10).await.expect("claim");
+        assert_eq!(
+            claimed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["inv_2"]
+        );
+        // A replay answers the stored invocation and saves nothing of its run.
+        let replay = run_of("inv_1", vec![card("crd_3", "fin_3", "u3", 5, 3)]);
+        let stored = invocations
+            .record_run(vec![(
+                invocation("inv_1", Mode::Live, "fp", false),
+                Some(replay),
+            )])
+            .await
+            .expect("replay");
+        assert!(stored[0].is_some());
+        assert!(cards
+            .get("env_a", "u3", "crd_3")
+            .await
+            .expect("get")
+            .is_none());
+        // A refused call saves nothing of any of its runs.
+        let refused = invocations
+            .record_run(vec![
+                (
+                    invocation("inv_4", Mode::Live, "fp", false),
+                    Some(run_of("inv_4", vec![card("crd_4", "fin_4", "u4", 5, 3)])),
+                ),
+                (invocation("inv_1", Mode::Live, "other", false), None),
+            ])
+            .await
+            .expect("refused");
+        assert!(refused[1].is_some());
+        assert!(invocations
+            .get("env_a", "inv_4")
+            .await
+            .expect("get")
+            .is_none());
+        assert!(cards
+            .get("env_a", "u4", "crd_4")
+            .await
+            .expect("get")
+            .is_none());
+        // A cancel of u5 accepted after the invocation was created: u5's instance is dropped.
+        let cancels = DieselCancelRepository::new(db.clone());
+        cancels
+            .create(&cancel_task(
+                "00000000-0000-4000-8000-000000000003",
+                4,
+                CancelFilter {
+                    end_user_id: Some("u5".into()),
+                    cancel_cards: true,
+                    ..Default::default()
+                },
+            ))
+            .await
+            .expect("marker");
+        let run = run_of(
+            "inv_3",
+            vec![
+                card("crd_5", "fin_5", "u5", 5, 3),
+                card("crd_6", "fin_6", "u6", 5, 3),
+            ],
+        );
+        invocations
+            .record_run(vec![(
+                invocation("inv_3", Mode::Live, "fp", false),
+                Some(run),
+            )])
+            .await
+            .expect("record");
+        assert!(cards
+            .get("env_a", "u5", "crd_5")
+            .await
+            .expect("get")
+            .is_none());
+        assert!(cards
+            .get("env_a", "u6", "crd_6")
+            .await
+            .expect("get")
+            .is_some());
+        let inv_3 = invocations
+            .get("env_a", "inv_3")
+            .await
+            .expect("get")
+            .expect("inv_3");
+        assert_eq!(
+            (inv_3.status, inv_3.cards_created),
+            (InvocationStatus::Completed, 1)
         );
     }
 
@@ -2712,6 +2856,7 @@ mod bulk_cancel_push {
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
         cancels_mark_engine_batches_and_cancel_in_batches,
+        a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );
 }

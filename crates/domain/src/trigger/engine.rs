@@ -37,6 +37,10 @@ pub const BATCH_USERS: u32 = 1_000;
 pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
 pub const LEASE_SECONDS: i64 = 30;
+/// An invocation with a live user target of at most this many users (a CSV row's limit) is
+/// executed when it is recorded, in the same transaction: its audience needs no reading, and
+/// claiming and saving it again would double the writes of a `/start` or a CSV row.
+pub const INLINE_USERS: usize = 10;
 /// A card's priority when neither the trigger nor the template sets one.
 pub const DEFAULT_PRIORITY: u8 = 5;
 
@@ -189,10 +193,24 @@ pub trait InvocationRepository: Send + Sync {
     /// environment, else return the stored one in its place. When a stored one differs from
     /// its request in flow, mode or fingerprint, nothing at all is inserted. Ids kept at least
     /// 30 days.
+    ///
+    /// An invocation given a run (its whole audience, executed at once: see
+    /// [`INLINE_USERS`]) is saved with it when it is inserted, in the same transaction, as
+    /// [`save_batches`](Self::save_batches) would save it (cancel markers applied): its
+    /// instances, cards and events, and its final progress. The run of a replayed or refused
+    /// invocation is dropped.
+    async fn record_run(
+        &self,
+        runs: Vec<(Invocation, Option<BatchResult>)>,
+    ) -> Result<Vec<Option<Invocation>>, StorageError>;
+    /// [`record_run`](Self::record_run) without runs: every invocation left to the workers.
     async fn record(
         &self,
         invocations: Vec<Invocation>,
-    ) -> Result<Vec<Option<Invocation>>, StorageError>;
+    ) -> Result<Vec<Option<Invocation>>, StorageError> {
+        self.record_run(invocations.into_iter().map(|i| (i, None)).collect())
+            .await
+    }
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<Invocation>, StorageError>;
     /// Pending or running bulk-target invocations of the environment.
@@ -219,6 +237,9 @@ pub struct TriggerService {
     /// Published configurations never change, so they are kept once read:
     /// (flow id, version) → configuration.
     published: std::sync::Mutex<std::collections::HashMap<(String, u32), Arc<Value>>>,
+    /// Each environment's default stream (`All cards`), which cannot be deleted: kept once
+    /// read, for the cards of invocations run when recorded.
+    default_streams: std::sync::Mutex<std::collections::HashMap<String, String>>,
     flows: Arc<dyn FlowRepository>,
     invocations: Arc<dyn InvocationRepository>,
     segments: Arc<dyn SegmentRepository>,
@@ -239,6 +260,7 @@ impl TriggerService {
     ) -> Self {
         Self {
             published: Default::default(),
+            default_streams: Default::default(),
             flows,
             invocations,
             segments,
@@ -315,23 +337,24 @@ impl TriggerService {
         }
 
         let now = self.clock.now();
-        let invocations: Vec<Invocation> = request
-            .flows
-            .iter()
-            .map(|element| {
-                invocation_of(
-                    env,
-                    &flow.id,
-                    mode,
-                    version,
-                    element,
-                    request.strict_variables,
-                    now,
-                )
-            })
-            .collect();
-        let existing = self.invocations.record(invocations.clone()).await?;
-        for (i, (asked, stored)) in invocations.iter().zip(&existing).enumerate() {
+        let mut runs = Vec::with_capacity(request.flows.len());
+        for element in &request.flows {
+            let invocation = invocation_of(
+                env,
+                &flow.id,
+                mode,
+                version,
+                element,
+                request.strict_variables,
+                now,
+            );
+            let run = self.inline_run(&invocation, element, &config).await?;
+            runs.push((invocation, run));
+        }
+        let ids: Vec<String> = runs.iter().map(|(i, _)| i.id.clone()).collect();
+        let asked: Vec<Invocation> = runs.iter().map(|(i, _)| i.clone()).collect();
+        let existing = self.invocations.record_run(runs).await?;
+        for (i, (asked, stored)) in asked.iter().zip(&existing).enumerate() {
             if let Some(problem) = reuse_problem(
                 asked,
                 stored.as_ref(),
@@ -340,7 +363,66 @@ impl TriggerService {
                 return Err(problem);
             }
         }
-        Ok(invocations.into_iter().map(|i| i.id).collect())
+        Ok(ids)
+    }
+
+    /// The one batch of an invocation whose whole audience is known without reading: a live
+    /// target of at most [`INLINE_USERS`] user ids. Recorded with its invocation, it is never
+    /// claimed by a worker.
+    async fn inline_run(
+        &self,
+        invocation: &Invocation,
+        element: &FlowElement,
+        config: &Value,
+    ) -> Result<Option<BatchResult>, DomainError> {
+        let Target::Users(ids) = &element.target else {
+            return Ok(None);
+        };
+        if invocation.mode != Mode::Live || ids.len() > INLINE_USERS {
+            return Ok(None);
+        }
+        // Validated already; an element that does not resolve is left to the engine, which
+        // records why it failed.
+        let Ok(variables) = resolve(
+            config,
+            &element.payload,
+            invocation.strict_variables,
+            "payload",
+        ) else {
+            return Ok(None);
+        };
+        let env = &invocation.environment_id;
+        let known = self
+            .default_streams
+            .lock()
+            .ok()
+            .and_then(|streams| streams.get(env).cloned());
+        let stream = match known {
+            Some(id) => id,
+            None => {
+                let id = default_stream_of(&*self.streams, env, invocation.created).await?;
+                if let Ok(mut streams) = self.default_streams.lock() {
+                    // Bounded like the configurations.
+                    if streams.len() >= 10_000 {
+                        streams.clear();
+                    }
+                    streams.insert(env.clone(), id.clone());
+                }
+                id
+            }
+        };
+        Ok(Some(batch_for(
+            invocation,
+            config,
+            &element.payload,
+            &variables,
+            Audience {
+                users: ids.clone(),
+                next: None,
+            },
+            &stream,
+            invocation.created,
+        )))
     }
 
     /// For bulk tasks (CSV rows): each element validated and recorded on its own; one bad
@@ -356,16 +438,15 @@ impl TriggerService {
         let known_streams = self.known_streams(env, &elements).await?;
         let now = self.clock.now();
         let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
-        let mut valid: Vec<(usize, Invocation)> = Vec::new();
+        let mut valid: Vec<(usize, Invocation, Option<BatchResult>)> = Vec::new();
         for (i, element) in elements.iter().enumerate() {
             let problems = self
                 .element_problems(env, &config, element, false, "", &known_streams)
                 .await?;
             if problems.is_empty() {
-                valid.push((
-                    i,
-                    invocation_of(env, &flow.id, mode, version, element, false, now),
-                ));
+                let invocation = invocation_of(env, &flow.id, mode, version, element, false, now);
+                let run = self.inline_run(&invocation, element, &config).await?;
+                valid.push((i, invocation, run));
                 outcome.push(Ok(String::new()));
             } else {
                 outcome.push(Err(describe(&problems)));
@@ -374,22 +455,25 @@ impl TriggerService {
         // A reused id that does not match refuses the whole record call: drop such elements
         // and record the rest again.
         for _ in 0..2 {
-            let asked: Vec<Invocation> = valid.iter().map(|(_, inv)| inv.clone()).collect();
-            let stored = self.invocations.record(asked.clone()).await?;
+            let asked: Vec<(Invocation, Option<BatchResult>)> = valid
+                .iter()
+                .map(|(_, inv, run)| (inv.clone(), run.clone()))
+                .collect();
+            let stored = self.invocations.record_run(asked).await?;
             let mut refused = Vec::new();
-            for ((i, inv), stored) in valid.iter().zip(&stored) {
+            for ((i, inv, _), stored) in valid.iter().zip(&stored) {
                 if let Some(problem) = reuse_problem(inv, stored.as_ref(), "flowInvocationId") {
                     refused.push(*i);
                     outcome[*i] = Err(problem.to_string());
                 }
             }
             if refused.is_empty() {
-                for (i, inv) in &valid {
+                for (i, inv, _) in &valid {
                     outcome[*i] = Ok(inv.id.clone());
                 }
                 return Ok(outcome);
             }
-            valid.retain(|(i, _)| !refused.contains(i));
+            valid.retain(|(i, _, _)| !refused.contains(i));
         }
         Err(DomainError::Storage(StorageError::Unavailable(
             "invocation ids kept being reused concurrently".into(),
@@ -645,73 +729,21 @@ impl Engine {
         let default_stream = match streams.get(env) {
             Some(id) => id.clone(),
             None => {
-                let id = self
-                    .streams
-                    .list(env, Stream::default_for(env, now))
-                    .await?
-                    .into_iter()
-                    .find(|s| s.is_default)
-                    .map(|s| s.id)
-                    .ok_or_else(|| StorageError::Internal("no default stream".into()))?;
+                let id = default_stream_of(&*self.streams, env, now).await?;
                 streams.insert(env.clone(), id.clone());
                 id
             }
         };
-        let mut batch = empty_batch(invocation, now);
-        // Everything but the ids and the user is the same for every card of a step: rendered
-        // once per batch, shared by the cards.
-        let prototypes: Vec<CardInstance> = steps_in_order(&config)
-            .iter()
-            .map(|(step_id, template_id)| {
-                card_prototype(
-                    invocation,
-                    step_id,
-                    template_id,
-                    &config,
-                    &element.payload,
-                    &variables,
-                    &default_stream,
-                    now,
-                )
-            })
-            .collect();
-        let users = audience.users.len();
-        batch.flow_instances.reserve(users);
-        batch.cards.reserve(users * prototypes.len());
-        batch.events.reserve(users * prototypes.len());
-        for user in &audience.users {
-            let instance = FlowInstance {
-                id: new_id(IdKind::FlowInstance),
-                environment_id: env.clone(),
-                invocation_id: invocation.id.clone(),
-                flow_id: invocation.flow_id.clone(),
-                flow_version: invocation.flow_version,
-                user_id: user.clone(),
-                created: now,
-            };
-            for prototype in &prototypes {
-                let card = Arc::new(CardInstance {
-                    id: new_id(IdKind::Card),
-                    user_id: instance.user_id.clone(),
-                    flow_instance_id: instance.id.clone(),
-                    ..prototype.clone()
-                });
-                batch.events.push(card_event(card.clone(), None, None, now));
-                batch.cards.push(card);
-            }
-            batch.flow_instances.push(instance);
-        }
-        batch.users_targeted = audience.users.len() as u64;
-        batch.cards_created = batch.cards.len() as u64;
-        batch.cursor = audience.next.clone().or(invocation.cursor.clone());
-        batch.status = if audience.next.is_some() {
-            InvocationStatus::Running
-        } else {
-            InvocationStatus::Completed
-        };
-        Ok(batch)
+        Ok(batch_for(
+            invocation,
+            &config,
+            &element.payload,
+            &variables,
+            audience,
+            &default_stream,
+            now,
+        ))
     }
-
     /// The next batch of users after the invocation's cursor. Test mode keeps test users only.
     async fn audience(
         &self,
@@ -898,6 +930,87 @@ fn estimated_users(invocation: &Invocation) -> u64 {
         .map_or(u64::from(BATCH_USERS), |ids| {
             (ids.len() as u64).min(u64::from(BATCH_USERS))
         })
+}
+
+/// The environment's default stream, created if it has none yet.
+async fn default_stream_of(
+    streams: &dyn StreamRepository,
+    env: &str,
+    now: Timestamp,
+) -> Result<String, StorageError> {
+    streams
+        .list(env, Stream::default_for(env, now))
+        .await?
+        .into_iter()
+        .find(|s| s.is_default)
+        .map(|s| s.id)
+        .ok_or_else(|| StorageError::Internal("no default stream".into()))
+}
+
+/// One batch of `invocation` for `audience`: a flow instance per user, with a card and its
+/// event per `create-card` step.
+fn batch_for(
+    invocation: &Invocation,
+    config: &Value,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    audience: Audience,
+    default_stream: &str,
+    now: Timestamp,
+) -> BatchResult {
+    let mut batch = empty_batch(invocation, now);
+    // Everything but the ids and the user is the same for every card of a step: rendered
+    // once per batch, shared by the cards.
+    let prototypes: Vec<CardInstance> = steps_in_order(config)
+        .iter()
+        .map(|(step_id, template_id)| {
+            card_prototype(
+                invocation,
+                step_id,
+                template_id,
+                config,
+                payload,
+                variables,
+                default_stream,
+                now,
+            )
+        })
+        .collect();
+    let users = audience.users.len();
+    batch.flow_instances.reserve(users);
+    batch.cards.reserve(users * prototypes.len());
+    batch.events.reserve(users * prototypes.len());
+    for user in &audience.users {
+        let instance = FlowInstance {
+            id: new_id(IdKind::FlowInstance),
+            environment_id: invocation.environment_id.clone(),
+            invocation_id: invocation.id.clone(),
+            flow_id: invocation.flow_id.clone(),
+            flow_version: invocation.flow_version,
+            user_id: user.clone(),
+            created: now,
+        };
+        for prototype in &prototypes {
+            let card = Arc::new(CardInstance {
+                id: new_id(IdKind::Card),
+                user_id: instance.user_id.clone(),
+                flow_instance_id: instance.id.clone(),
+                ..prototype.clone()
+            });
+            batch.events.push(card_event(card.clone(), None, None, now));
+            batch.cards.push(card);
+        }
+        batch.flow_instances.push(instance);
+    }
+    batch.users_targeted = audience.users.len() as u64;
+    batch.cards_created = batch.cards.len() as u64;
+    batch.cursor = audience.next.clone().or(invocation.cursor.clone());
+    batch.status = if audience.next.is_some() {
+        InvocationStatus::Running
+    } else {
+        InvocationStatus::Completed
+    };
+    batch
 }
 
 /// A batch that changes nothing but ends the claim.

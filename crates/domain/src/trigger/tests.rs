@@ -731,3 +731,168 @@ mod cancels_in_a_batch {
         assert_eq!(b, untouched);
     }
 }
+
+mod runs_at_record_time {
+    use std::sync::{Arc, Mutex};
+
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use crate::audience::{MockSegmentRepository, MockStreamRepository, Stream};
+    use crate::flow::{Flow, FlowVersion, MockFlowRepository, VersionStatus};
+    use crate::tenancy::{KeyAccess, Principal, Role};
+    use crate::trigger::engine::{
+        BatchResult, Invocation, InvocationStatus, MockInvocationRepository, TriggerService,
+        INLINE_USERS,
+    };
+    use crate::trigger::{parse, Mode};
+    use crate::Timestamp;
+
+    fn now() -> Timestamp {
+        chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("time")
+    }
+
+    type Recorded = Arc<Mutex<Vec<(Invocation, Option<BatchResult>)>>>;
+
+    /// A trigger service over mocks of a published flow with one card step and a draft; what
+    /// `record_run` is given is kept.
+    fn service() -> (TriggerService, Recorded) {
+        let mut flows = MockFlowRepository::new();
+        flows.expect_get().returning(|env, id| {
+            Ok(Some(Flow {
+                id: id.into(),
+                environment_id: env.into(),
+                organisation_id: "org".into(),
+                name: "F".into(),
+                description: String::new(),
+                folder_id: None,
+                archived: false,
+                latest_version: 2,
+                published_version: Some(1),
+                draft_version: Some(2),
+                variables: Default::default(),
+                revision: 0,
+                created: now(),
+                updated: now(),
+            }))
+        });
+        flows.expect_get_version().returning(|_, _| {
+            Ok(Some(FlowVersion {
+                flow_id: "flw".into(),
+                version: 1,
+                status: VersionStatus::Published,
+                config: json!({"type": "card", "initialSteps": ["s1"],
+                    "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
+                    "cardTemplates": {"t": {"metadata": {"cardName": "T"},
+                        "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}},
+                    "variables": {"name": {"type": "string", "default": "you"}}}),
+                created_by: "key".into(),
+                approved_by: None,
+                approved: None,
+                published: Some(now()),
+                created: now(),
+                updated: now(),
+            }))
+        });
+        let mut streams = MockStreamRepository::new();
+        // Read once: the default stream is kept for later triggers.
+        streams.expect_list().times(1).returning(|env, _| {
+            Ok(vec![Stream {
+                id: "str_all".into(),
+                environment_id: env.into(),
+                name: "All cards".into(),
+                is_default: true,
+                created: now(),
+            }])
+        });
+        let recorded: Recorded = Arc::default();
+        let sink = recorded.clone();
+        let mut invocations = MockInvocationRepository::new();
+        invocations.expect_running_bulk().returning(|_| Ok(0));
+        invocations.expect_record_run().returning(move |runs| {
+            let answer = vec![None; runs.len()];
+            sink.lock().expect("recorded").extend(runs);
+            Ok(answer)
+        });
+        let mut clock = crate::time::MockClock::new();
+        clock.expect_now().returning(now);
+        let service = TriggerService::new(
+            Arc::new(flows),
+            Arc::new(invocations),
+            Arc::new(MockSegmentRepository::new()),
+            Arc::new(streams),
+            Arc::new(clock),
+        );
+        (service, recorded)
+    }
+
+    fn who() -> Principal {
+        Principal {
+            key_id: "key".into(),
+            organisation_id: "org".into(),
+            access: KeyAccess::Roles(vec![Role::Events]),
+            environment_ids: vec!["env".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn live_user_targets_up_to_the_limit_run_when_recorded_and_others_wait_for_workers() {
+        let (service, recorded) = service();
+        let many: Vec<String> = (0..=INLINE_USERS).map(|i| format!("m{i:02}")).collect();
+        let request = parse(&json!({"flows": [
+            {"target": {"type": "user", "targetUserIds": ["b", "a"]},
+             "payload": {"variables": {"name": "Ann"}}},
+            {"target": {"type": "tag", "tagName": "vip"}},
+            {"target": {"type": "user", "targetUserIds": many}},
+        ]}))
+        .expect("request");
+        service
+            .trigger(&who(), "env", "flw", Mode::Live, request.clone())
+            .await
+            .expect("live");
+        service
+            .trigger(&who(), "env", "flw", Mode::Test, request)
+            .await
+            .expect("test");
+        let recorded = recorded.lock().expect("recorded");
+        let runs: Vec<(Mode, bool)> = recorded
+            .iter()
+            .map(|(i, run)| (i.mode, run.is_some()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (Mode::Live, true),
+                (Mode::Live, false),
+                (Mode::Live, false),
+                (Mode::Test, false),
+                (Mode::Test, false),
+                (Mode::Test, false),
+            ],
+            "live user targets of at most {INLINE_USERS} users only"
+        );
+        let (invocation, run) = &recorded[0];
+        let run = run.as_ref().expect("run");
+        assert_eq!(run.invocation_id, invocation.id);
+        assert_eq!(
+            (run.from_cursor.clone(), run.cursor.clone(), run.status),
+            (None, None, InvocationStatus::Completed)
+        );
+        assert_eq!((run.users_targeted, run.cards_created), (2, 2));
+        let users: Vec<&str> = run.cards.iter().map(|c| c.user_id.as_str()).collect();
+        assert_eq!(users, ["a", "b"]);
+        assert_eq!(run.events.len(), 2);
+        for (card, instance) in run.cards.iter().zip(&run.flow_instances) {
+            assert_eq!(card.flow_instance_id, instance.id);
+            assert_eq!(instance.invocation_id, invocation.id);
+            assert_eq!(card.stream_ids, ["str_all"]);
+            assert_eq!(
+                card.content["Web"]["defaultView"]["content"][0]["attributes"]["text"],
+                "Hi Ann"
+            );
+        }
+    }
+}
