@@ -262,7 +262,12 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let address = listener.local_addr()?;
     let folders = Arc::new(DieselFolderRepository::new(db.clone()));
-    let flows = Arc::new(DieselFlowRepository::new(db.clone()));
+    // Flows read in the last second are answered again (every write of this process forgets
+    // them): the trigger's hot path reads its flow on every call.
+    let flows = Arc::new(domain::flow::RecentFlows::new(
+        Arc::new(DieselFlowRepository::new(db.clone())),
+        clock.clone(),
+    ));
     let users = Arc::new(DieselEndUserRepository::new(db.clone()));
     let segments = Arc::new(DieselSegmentRepository::new(db.clone()));
     let streams = Arc::new(DieselStreamRepository::new(db.clone()));

@@ -9,6 +9,7 @@
 //! a discarded draft).
 
 pub mod config;
+mod recent;
 
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ use crate::id::{new_id, IdKind};
 use crate::page::{Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+
+pub use recent::{RecentFlows, FLOW_TTL_MS};
 
 pub const FLOW_NAME_MAX_CHARS: usize = 255;
 pub const FLOW_DESCRIPTION_MAX_CHARS: usize = 4000;
