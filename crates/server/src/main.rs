@@ -113,6 +113,12 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
     })
 }
 
+/// mimalloc rather than glibc's allocator: the engine and the CSV hand-over allocate many small
+/// short-lived values (JSON, ids, rows), and glibc's `malloc`/`free` were a fifth of the
+/// server's CPU (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
