@@ -23,26 +23,26 @@ const INSERT_CHUNK: usize = 500;
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = invocations, treat_none_as_default_value = false)]
-struct InvocationRow {
-    environment_id: String,
-    id: String,
-    flow_id: String,
-    mode: String,
-    flow_version: i32,
-    fingerprint: String,
-    target: String,
-    payload: String,
-    strict_variables: bool,
-    bulk: bool,
-    status: String,
-    users_targeted: i64,
-    cards_created: i64,
-    errors: String,
-    cursor: Option<String>,
-    lease_until: Option<NaiveDateTime>,
-    attempts: i32,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
+pub(crate) struct InvocationRow {
+    pub(crate) environment_id: String,
+    pub(crate) id: String,
+    pub(crate) flow_id: String,
+    pub(crate) mode: String,
+    pub(crate) flow_version: i32,
+    pub(crate) fingerprint: String,
+    pub(crate) target: String,
+    pub(crate) payload: String,
+    pub(crate) strict_variables: bool,
+    pub(crate) bulk: bool,
+    pub(crate) status: String,
+    pub(crate) users_targeted: i64,
+    pub(crate) cards_created: i64,
+    pub(crate) errors: String,
+    pub(crate) cursor: Option<String>,
+    pub(crate) lease_until: Option<NaiveDateTime>,
+    pub(crate) attempts: i32,
+    pub(crate) created: NaiveDateTime,
+    pub(crate) updated: NaiveDateTime,
 }
 
 #[derive(Insertable)]
@@ -521,12 +521,36 @@ async fn record_group(db: &Database, mut group: Vec<Pending>) {
     }
 }
 
-/// Inside one transaction: one read per environment for every asked id, one multi-row insert
-/// for the new ones of every call that clashes with nothing, and the rows of their runs.
+/// Inside one transaction. First as if every asked id were new (nearly always so): all are
+/// inserted, with the rows of their runs, under a savepoint. When one was stored already, the
+/// savepoint is rolled back and every call is decided on its own: one read per environment for
+/// every asked id, then the new ones of every call that clashes with nothing inserted.
 fn record_calls(
     conn: &mut AnyConnection,
     calls: &[Vec<Asked>],
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
+    let mut distinct = std::collections::HashSet::new();
+    if calls
+        .iter()
+        .flatten()
+        .all(|(i, _)| distinct.insert((i.environment_id.as_str(), i.id.as_str())))
+    {
+        let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
+            .iter()
+            .flatten()
+            .map(|(i, run)| (i, run.as_ref()))
+            .collect();
+        // Rolled back to the savepoint when an id was stored already.
+        let saved = conn.transaction(|conn| match insert_new(conn, &all)? {
+            true => Ok(()),
+            false => Err(Failure::Domain(StorageError::StaleRevision)),
+        });
+        match saved {
+            Ok(()) => return Ok(calls.iter().map(|c| vec![None; c.len()]).collect()),
+            Err(Failure::Domain(StorageError::StaleRevision)) => {}
+            Err(other) => return Err(other),
+        }
+    }
     let mut found: HashMap<(String, String), Invocation> = HashMap::new();
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
     for (i, _) in calls.iter().flatten() {
@@ -550,8 +574,7 @@ fn record_calls(
             }
         }
     }
-    let mut new: Vec<(&Invocation, Option<usize>)> = Vec::new();
-    let mut runs: Vec<BatchResult> = Vec::new();
+    let mut new: Vec<(&Invocation, Option<&BatchResult>)> = Vec::new();
     let mut answers = Vec::with_capacity(calls.len());
     for asked in calls {
         let key = |i: &Invocation| (i.environment_id.clone(), i.id.clone());
@@ -567,36 +590,50 @@ fn record_calls(
             // The same id asked twice in one call is inserted once; a later call finds it.
             for (i, run) in asked {
                 if let std::collections::hash_map::Entry::Vacant(slot) = found.entry(key(i)) {
-                    let run = run.as_ref().map(|run| {
-                        runs.push(run.clone());
-                        runs.len() - 1
-                    });
-                    new.push((i, run));
+                    new.push((i, run.as_ref()));
                     slot.insert(i.clone());
                 }
             }
         }
         answers.push(stored);
     }
-    // The runs as `save_batches` saves batches, their invocations known without reading.
-    let known: Known = new
-        .iter()
-        .filter(|(_, run)| run.is_some())
-        .map(|(i, _)| {
-            (
+    if !insert_new(conn, &new)? {
+        // A racing request inserted some of these ids first: decide again.
+        return Err(Failure::Domain(StorageError::StaleRevision));
+    }
+    Ok(answers)
+}
+
+/// Inserts invocations taken to be new, and the rows of their runs as `save_batches` saves
+/// batches (cancel markers applied; the invocations known without reading); each run's
+/// progress is its invocation's. False, with the runs not saved, when some of the invocations
+/// were stored already.
+fn insert_new(
+    conn: &mut AnyConnection,
+    new: &[(&Invocation, Option<&BatchResult>)],
+) -> Result<bool, Failure> {
+    let mut runs: Vec<BatchResult> = Vec::new();
+    let mut known: Known = HashMap::new();
+    let mut run_of: Vec<Option<usize>> = Vec::with_capacity(new.len());
+    for (i, run) in new {
+        run_of.push(run.map(|run| {
+            known.insert(
                 (i.environment_id.clone(), i.id.clone()),
                 (
                     i.flow_id.clone(),
                     i32::try_from(i.flow_version).unwrap_or(i32::MAX),
                     i.created.naive_utc(),
                 ),
-            )
-        })
-        .collect();
+            );
+            runs.push(run.clone());
+            runs.len() - 1
+        }));
+    }
     apply_markers(conn, &mut runs, &known)?;
-    let new: Vec<InvocationRow> = new
-        .into_iter()
-        .map(|(i, run)| {
+    let rows: Vec<InvocationRow> = new
+        .iter()
+        .zip(run_of)
+        .map(|((i, _), run)| {
             let mut row = InvocationRow::from_invocation(i);
             if let Some(run) = run.map(|r| &runs[r]) {
                 row.status = run.status.as_str().to_owned();
@@ -609,20 +646,24 @@ fn record_calls(
             row
         })
         .collect();
-    let mut inserted = 0;
-    for chunk in new.chunks(INSERT_CHUNK / 2) {
+    let (mut inserted, rest) = match &mut *conn {
+        AnyConnection::Sqlite(c) => crate::packed::invocations(c, &rows)?,
+        AnyConnection::Postgresql(_) => (0, rows.iter().collect()),
+    };
+    let rest: Vec<&InvocationRow> = rest;
+    for chunk in rest.chunks(INSERT_CHUNK / 2) {
+        let chunk: Vec<&InvocationRow> = chunk.to_vec();
         inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
             .values(chunk)
             .on_conflict((invocations::environment_id, invocations::id))
             .do_nothing()
             .execute(c))?;
     }
-    if inserted < new.len() {
-        // A racing request inserted some of these ids first: decide again.
-        return Err(Failure::Domain(StorageError::StaleRevision));
+    if inserted < rows.len() {
+        return Ok(false);
     }
     insert_rows(conn, runs)?;
-    Ok(answers)
+    Ok(true)
 }
 
 #[async_trait]

@@ -4,7 +4,8 @@
 //!
 //! Rows written together mostly differ only in their ids: the flow instances, cards and events
 //! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with
-//! their contents when each has its own, as a CSV task's rows do). diesel's multi-row `INSERT` binds
+//! their contents when each has its own, as a CSV task's rows do), and the invocations of one
+//! recording (with their fingerprints, targets, payloads and times). diesel's multi-row `INSERT` binds
 //! every column of every row, and on SQLite each bind is a call into the library under its
 //! mutex, after formatting timestamps and cloning the shared card content per row: about half
 //! of the engine's write transaction in a profile of a 1,000,000-user fan-out, more than
@@ -22,11 +23,13 @@ use std::sync::Arc;
 
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use diesel::sql_types::{Integer, Nullable, Text, Timestamp};
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
 use diesel::sqlite::SqliteConnection;
 use domain::card::{AnalyticsEvent, CardInstance};
 use domain::trigger::engine::FlowInstance;
 use serde_json::Value;
+
+use crate::engine::InvocationRow;
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
 const PACK: usize = 1_000;
@@ -119,6 +122,81 @@ pub(crate) fn flow_instances<'a>(
         .execute(conn)?;
     }
     Ok(rest.into_iter().copied().collect())
+}
+
+/// diesel's own text for a time on SQLite, so that packed and bound times are the same text
+/// (SQLite compares times as text).
+const SQLITE_TIME: &str = "%F %T%.f";
+
+/// Invocations sharing all but their id, fingerprint, target, payload and times: the new
+/// invocations of one recording (each `/start` call has its own time).
+fn same_invocation(a: &&InvocationRow, b: &&InvocationRow) -> bool {
+    a.environment_id == b.environment_id
+        && a.flow_id == b.flow_id
+        && a.mode == b.mode
+        && a.flow_version == b.flow_version
+        && a.strict_variables == b.strict_variables
+        && a.bulk == b.bulk
+        && a.status == b.status
+        && a.users_targeted == b.users_targeted
+        && a.cards_created == b.cards_created
+        && a.errors == b.errors
+        && a.cursor == b.cursor
+        && a.lease_until == b.lease_until
+        && a.attempts == b.attempts
+}
+
+/// Inserts the runs of `rows` worth packing, each id only when it is new in its environment;
+/// returns how many were inserted, and the rows of the other runs.
+pub(crate) fn invocations<'a>(
+    conn: &mut SqliteConnection,
+    rows: &'a [InvocationRow],
+) -> QueryResult<(usize, Vec<&'a InvocationRow>)> {
+    let refs: Vec<&InvocationRow> = rows.iter().collect();
+    let (long, rest) = split(&refs, same_invocation);
+    let mut inserted = 0;
+    for run in long {
+        let first = run[0];
+        let packed = pack(run.iter().map(|i| {
+            [
+                i.id.clone(),
+                i.fingerprint.clone(),
+                i.target.clone(),
+                i.payload.clone(),
+                i.created.format(SQLITE_TIME).to_string(),
+                i.updated.format(SQLITE_TIME).to_string(),
+            ]
+        }));
+        // `WHERE true`: SQLite needs it to read `ON CONFLICT` as the upsert clause.
+        inserted += diesel::sql_query(
+            "INSERT INTO invocations \
+             (id, fingerprint, target, payload, created, updated, environment_id, flow_id, \
+              mode, flow_version, strict_variables, bulk, status, users_targeted, \
+              cards_created, errors, cursor, lease_until, attempts) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+              json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
+              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+             FROM json_each(?) WHERE true \
+             ON CONFLICT (environment_id, id) DO NOTHING",
+        )
+        .bind::<Text, _>(&first.environment_id)
+        .bind::<Text, _>(&first.flow_id)
+        .bind::<Text, _>(&first.mode)
+        .bind::<Integer, _>(first.flow_version)
+        .bind::<Bool, _>(first.strict_variables)
+        .bind::<Bool, _>(first.bulk)
+        .bind::<Text, _>(&first.status)
+        .bind::<BigInt, _>(first.users_targeted)
+        .bind::<BigInt, _>(first.cards_created)
+        .bind::<Text, _>(&first.errors)
+        .bind::<Nullable<Text>, _>(&first.cursor)
+        .bind::<Nullable<Timestamp>, _>(first.lease_until)
+        .bind::<Integer, _>(first.attempts)
+        .bind::<Text, _>(packed)
+        .execute(conn)?;
+    }
+    Ok((inserted, rest.into_iter().copied().collect()))
 }
 
 /// Cards sharing all but their id, user, flow instance, invocation, content and context: the

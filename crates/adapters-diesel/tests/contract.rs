@@ -1587,6 +1587,59 @@ mod engine {
         assert_eq!(repo.claim(t(50), t(80), 10).await.expect("claim"), []);
     }
 
+    /// On SQLite the invocations of a recording are inserted in runs that share all but their
+    /// ids, fingerprints, targets, payloads and times (see `packed`), first as if all were new
+    /// under a savepoint: every field must come back as asked, times must order with those
+    /// bound by diesel, and a call refused for one stored id must insert none of the others.
+    async fn recorded_invocations_written_in_runs_come_back_as_asked(url: &str) {
+        let repo = DieselInvocationRepository::new(with_flow(url).await);
+        let asked: Vec<Invocation> = (0..8)
+            .map(|i| Invocation {
+                target: json!({"type": "user", "targetUserIds": [format!("u\"{i}\\é")]}),
+                payload: json!({"variables": {"name": format!("N\u{1}{i}")}}),
+                strict_variables: true,
+                created: t(10 + i),
+                updated: t(20 + i),
+                ..invocation(
+                    &format!("inv_\"{i}"),
+                    Mode::Test,
+                    &format!("fp{i}"),
+                    i % 2 == 0,
+                )
+            })
+            .collect();
+        // Two runs of four (bulk differs), none short enough to be left to diesel.
+        let mut sorted = asked.clone();
+        sorted.sort_by_key(|i| i.bulk);
+        let stored = repo.record(sorted).await.expect("record");
+        assert_eq!(stored, vec![None; 8]);
+        for inv in &asked {
+            let back = repo.get("env_a", &inv.id).await.expect("get");
+            assert_eq!(back.as_ref(), Some(inv), "{}", inv.id);
+        }
+        // An older invocation bound by diesel is claimed first; then the packed ones by time.
+        let older = Invocation {
+            created: t(5),
+            ..invocation("inv_older", Mode::Live, "fp", false)
+        };
+        repo.record(vec![older]).await.expect("record");
+        let claimed = repo.claim(t(30), t(60), 3).await.expect("claim");
+        let ids: Vec<&str> = claimed.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["inv_older", "inv_\"0", "inv_\"1"]);
+        // Five new ids and one stored with another fingerprint: the call is refused whole.
+        let mut refused: Vec<Invocation> = (0..5)
+            .map(|i| invocation(&format!("inv_new{i}"), Mode::Test, "fp", false))
+            .collect();
+        refused.push(invocation("inv_\"3", Mode::Test, "other", false));
+        let stored = repo.record(refused).await.expect("record");
+        assert!(stored[..5].iter().all(Option::is_none));
+        assert!(stored[5].is_some());
+        for i in 0..5 {
+            let id = format!("inv_new{i}");
+            assert_eq!(repo.get("env_a", &id).await.expect("get"), None, "{id}");
+        }
+    }
+
     /// On SQLite rows are inserted in runs that share all but their ids (see `packed`): every
     /// column of every row must come back as written, whatever the runs.
     async fn a_save_stores_every_column_of_rows_written_in_runs(url: &str) {
@@ -1863,6 +1916,7 @@ mod engine {
         claims_take_the_oldest_across_statuses_and_environments,
         several_invocations_are_claimed_and_saved_together,
         a_save_stores_every_column_of_rows_written_in_runs,
+        recorded_invocations_written_in_runs_come_back_as_asked,
         batches_apply_from_their_cursor_only,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
     );
