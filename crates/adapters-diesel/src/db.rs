@@ -256,6 +256,20 @@ impl Database {
         self.run(move |conn| write_transaction(conn, work)).await
     }
 
+    /// Like [`Database::transaction`], on the calling thread, which must be a thread of its own
+    /// (not one of an async runtime): it blocks while waiting for its turn and the connection.
+    pub(crate) fn transaction_blocking<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
+    {
+        let _turn = self.writers.as_ref().map(|writers| writers.blocking_lock());
+        let mut conn = self
+            .pool
+            .get()
+            .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+        write_transaction(&mut conn, work).map_err(StorageError::from)
+    }
+
     /// SQLite: copies what the WAL holds into the database file (a passive checkpoint: it never
     /// waits for or blocks writers or readers), off the writers' path; call it periodically.
     /// Returns the WAL pages left to copy. PostgreSQL checkpoints by itself: a no-op.

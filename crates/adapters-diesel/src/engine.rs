@@ -451,8 +451,11 @@ const RECORD_GROUP: usize = 256;
 
 pub struct DieselInvocationRepository {
     db: Database,
-    /// Group commit: `record` calls queue here and one task writes all those waiting in one
-    /// transaction (started on first use).
+    /// Group commit: `record` calls queue here and one thread of its own writes all those
+    /// waiting in one transaction (started on first use; it ends when the repository is
+    /// dropped). A thread rather than a task: the recorder runs whatever runtime its callers
+    /// are busy on (a CSV step prepares its next rows while the recorder writes the last), and
+    /// each group saves a hop to the blocking pool.
     recorder: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Pending>>,
 }
 
@@ -464,12 +467,16 @@ impl DieselInvocationRepository {
         }
     }
 
-    fn recorder(&self) -> &tokio::sync::mpsc::UnboundedSender<Pending> {
-        self.recorder.get_or_init(|| {
-            let (sender, mut queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
-            let db = self.db.clone();
-            tokio::spawn(async move {
-                while let Some(first) = queue.recv().await {
+    fn recorder(&self) -> Result<&tokio::sync::mpsc::UnboundedSender<Pending>, StorageError> {
+        if let Some(sender) = self.recorder.get() {
+            return Ok(sender);
+        }
+        let (sender, mut queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
+        let db = self.db.clone();
+        let started = std::thread::Builder::new()
+            .name("recorder".into())
+            .spawn(move || {
+                while let Some(first) = queue.blocking_recv() {
                     let mut group = vec![first];
                     while group.len() < RECORD_GROUP {
                         match queue.try_recv() {
@@ -477,32 +484,34 @@ impl DieselInvocationRepository {
                             Err(_) => break,
                         }
                     }
-                    record_group(&db, group).await;
+                    record_group(&db, group);
                 }
             });
-            sender
-        })
+        if let Err(e) = started {
+            return Err(StorageError::Unavailable(format!(
+                "cannot start the invocation recorder: {e}"
+            )));
+        }
+        // Two first callers at once: the second's thread ends with its unused sender.
+        Ok(self.recorder.get_or_init(|| sender))
     }
 }
 
-/// Records the calls of `group` in one transaction and answers each. Every call is decided on
+/// Records the calls of `group` in one transaction and answers each (on the recorder's thread). Every call is decided on
 /// its own, in queue order, as if it ran alone: an id that clashes refuses that call only, and
 /// an id asked by two calls is inserted by the first and found by the second.
-async fn record_group(db: &Database, mut group: Vec<Pending>) {
-    let calls: Arc<Vec<Vec<Asked>>> = Arc::new(
-        group
-            .iter_mut()
-            .map(|p| std::mem::take(&mut p.asked))
-            .collect(),
-    );
+fn record_group(db: &Database, mut group: Vec<Pending>) {
+    let calls: Vec<Vec<Asked>> = group
+        .iter_mut()
+        .map(|p| std::mem::take(&mut p.asked))
+        .collect();
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
     let mut outcome = Err(StorageError::Unavailable(
         "invocation ids kept being reused concurrently".into(),
     ));
     for _ in 0..3 {
-        let calls = calls.clone();
-        outcome = db.transaction(move |conn| record_calls(conn, &calls)).await;
+        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls));
         if !matches!(outcome, Err(StorageError::StaleRevision)) {
             break;
         }
@@ -670,7 +679,7 @@ fn insert_new(
 impl InvocationRepository for DieselInvocationRepository {
     async fn record_run(&self, asked: Vec<Asked>) -> Recorded {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.recorder()
+        self.recorder()?
             .send(Pending { asked, reply })
             .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?;
         answer
