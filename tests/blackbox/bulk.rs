@@ -121,6 +121,45 @@ async fn a_csv_of_1000_rows_creates_1000_cards_and_a_second_upload_is_refused(s:
     }
 }
 
+/// Rows are prepared in chunks, each while the one before is recorded, and handed over in
+/// steps of several chunks: errors in the first, a middle and the last chunk of two steps are
+/// each listed once, in row order, and every other row gets its card.
+async fn row_errors_across_chunks_and_steps_are_each_listed_once(s: Server) {
+    let flow = published_flow(&s, false).await;
+    let rows: u64 = 2_600;
+    let bad = [1u64, 500, 501, 1_999, 2_000, 2_001, 2_600];
+    let task = new_task(&s, &flow, false).await;
+    let mut csv = String::from("target.attributes.id,payload.cardOptions.priority\n");
+    for row in 1..=rows {
+        let priority = if bad.contains(&row) { "urgent" } else { "3" };
+        csv.push_str(&format!("r{row},{priority}\n"));
+    }
+    let url = task["uploadUrl"].as_str().expect("uploadUrl");
+    let done = upload(&s, url, "PUT", Some("text/csv"), csv.into_bytes()).await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    let status_url = task["statusUrl"].as_str().expect("statusUrl");
+    let finished = settled(&s, status_url, Duration::from_secs(60)).await;
+    assert_eq!(finished["status"], "completed", "{finished}");
+    assert_eq!(
+        (
+            finished["rowsProcessed"].clone(),
+            finished["rowsFailed"].clone()
+        ),
+        (json!(rows), json!(bad.len())),
+        "{finished}"
+    );
+    let listed: Vec<u64> = finished["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| e["row"].as_u64().expect("row"))
+        .collect();
+    assert_eq!(listed, bad, "{finished}");
+    assert_eq!(open_cards(&s), rows - bad.len() as u64);
+    assert!(feed(&s, "r1").await.is_empty());
+    assert_eq!(feed(&s, "r502").await.len(), 1);
+}
+
 async fn uploads_are_checked_and_row_errors_listed(s: Server) {
     let flow = published_flow(&s, false).await;
     users(&s, json!([{"id": "u1", "attributes": {"plan": "pro"}}, {"id": "u2", "attributes": {"plan": "pro"}}, {"id": "u3", "attributes": {"plan": "free"}}])).await;
@@ -459,6 +498,7 @@ async fn a_restart_mid_task_resumes_it(mut s: Server) {
 blackbox!(
     a_csv_of_1000_rows_creates_1000_cards_and_a_second_upload_is_refused,
     uploads_are_checked_and_row_errors_listed,
+    row_errors_across_chunks_and_steps_are_each_listed_once,
     tasks_statuses_and_limits,
     a_test_task_reaches_test_users_only,
     a_restart_mid_task_resumes_it,

@@ -14,7 +14,7 @@ use sha2::Sha256;
 
 use crate::audience::filter::Filter;
 use crate::audience::{EndUserRepository, UserQuery};
-use crate::trigger::engine::{TriggerService, MAX_RUNNING_BULK};
+use crate::trigger::engine::{PreparedElements, TriggerService, MAX_RUNNING_BULK};
 use crate::trigger::{FlowElement, Mode};
 use crate::{
     Clock, DomainError, FlowRepository, PageRequest, Permission, Principal, Resource, StorageError,
@@ -32,6 +32,16 @@ pub const MAX_USERS_PER_ROW: usize = 10;
 pub const MAX_ROW_ERRORS: usize = 100;
 /// Rows handed to the engine per step.
 pub const ROWS_PER_STEP: u32 = 2_000;
+/// Rows prepared and recorded together within a step (see [`BulkService::step`]).
+const CHUNK_ROWS: usize = 500;
+
+/// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
+/// prepared elements, in order.
+struct Chunk {
+    errors: Vec<RowError>,
+    rows: Vec<u64>,
+    prepared: Option<PreparedElements>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkStatus {
@@ -656,45 +666,25 @@ impl BulkService {
                 .await?;
             return Ok(true);
         }
+        // In chunks, each prepared while the one before is recorded (the recorder writes on
+        // a thread of its own): preparing rows and writing them take a core each.
         let mut errors: Vec<RowError> = Vec::new();
-        let mut elements: Vec<FlowElement> = Vec::new();
-        let mut element_rows: Vec<u64> = Vec::new();
-        for (number, cells) in &rows {
-            match self.element(&task, &header, *number, cells).await? {
-                Ok(element) => {
-                    elements.push(element);
-                    element_rows.push(*number);
+        let mut recording: Option<Chunk> = None;
+        for rows in rows.chunks(CHUNK_ROWS) {
+            let prepare = self.prepare_chunk(&task, &header, rows);
+            let prepared = match recording.take() {
+                Some(last) => {
+                    let (recorded, prepared) =
+                        futures_util::future::join(self.record_chunk(last), prepare).await;
+                    errors.extend(recorded?);
+                    prepared?
                 }
-                Err(message) => errors.push(RowError {
-                    row: *number,
-                    message,
-                }),
-            }
+                None => prepare.await?,
+            };
+            recording = Some(prepared);
         }
-        if !elements.is_empty() {
-            let outcome = self
-                .triggers
-                .record_elements(&task.environment_id, &task.flow_id, task.mode, elements)
-                .await;
-            match outcome {
-                Ok(results) => {
-                    for (row, result) in element_rows.iter().zip(results) {
-                        if let Err(message) = result {
-                            errors.push(RowError { row: *row, message });
-                        }
-                    }
-                }
-                // The flow was unpublished, archived or deleted meanwhile: every row fails.
-                Err(e @ (DomainError::NotFound(_) | DomainError::Conflict { .. })) => {
-                    for row in &element_rows {
-                        errors.push(RowError {
-                            row: *row,
-                            message: e.to_string(),
-                        });
-                    }
-                }
-                Err(other) => return Err(other),
-            }
+        if let Some(last) = recording {
+            errors.extend(self.record_chunk(last).await?);
         }
         errors.sort_by_key(|e| e.row);
         let last = rows.last().map(|(n, _)| *n).unwrap_or(from);
@@ -708,6 +698,68 @@ impl BulkService {
             .save_progress(&task, from, rows.len() as u64, failed, errors)
             .await?;
         Ok(true)
+    }
+
+    /// The rows' elements validated and built, not yet recorded.
+    async fn prepare_chunk(
+        &self,
+        task: &BulkTask,
+        header: &CsvHeader,
+        rows: &[(u64, Vec<String>)],
+    ) -> Result<Chunk, DomainError> {
+        let mut chunk = Chunk {
+            errors: Vec::new(),
+            rows: Vec::new(),
+            prepared: None,
+        };
+        let mut elements: Vec<FlowElement> = Vec::new();
+        for (number, cells) in rows {
+            match self.element(task, header, *number, cells).await? {
+                Ok(element) => {
+                    elements.push(element);
+                    chunk.rows.push(*number);
+                }
+                Err(message) => chunk.errors.push(RowError {
+                    row: *number,
+                    message,
+                }),
+            }
+        }
+        if elements.is_empty() {
+            return Ok(chunk);
+        }
+        let prepared = self
+            .triggers
+            .prepare_elements(&task.environment_id, &task.flow_id, task.mode, elements)
+            .await;
+        match prepared {
+            Ok(prepared) => chunk.prepared = Some(prepared),
+            // The flow was unpublished, archived or deleted meanwhile: every row fails.
+            Err(e @ (DomainError::NotFound(_) | DomainError::Conflict { .. })) => {
+                for row in std::mem::take(&mut chunk.rows) {
+                    chunk.errors.push(RowError {
+                        row,
+                        message: e.to_string(),
+                    });
+                }
+            }
+            Err(other) => return Err(other),
+        }
+        Ok(chunk)
+    }
+
+    /// Records a prepared chunk; its rows' errors.
+    async fn record_chunk(&self, chunk: Chunk) -> Result<Vec<RowError>, DomainError> {
+        let mut errors = chunk.errors;
+        if let Some(prepared) = chunk.prepared {
+            let results = self.triggers.record_prepared(prepared).await?;
+            for (row, result) in chunk.rows.iter().zip(results) {
+                if let Err(message) = result {
+                    errors.push(RowError { row: *row, message });
+                }
+            }
+        }
+        Ok(errors)
     }
 
     /// The trigger element of one row, or why the row is refused.

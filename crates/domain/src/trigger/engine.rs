@@ -250,6 +250,14 @@ pub struct TriggerService {
 /// The answer to a trigger: the invocation ids, in request order.
 pub type Triggered = Vec<String>;
 
+/// Elements of a bulk task validated and built, not yet recorded: per element why it was
+/// refused, and the valid ones' invocations with their runs.
+#[derive(Debug)]
+pub struct PreparedElements {
+    outcome: Vec<Result<String, String>>,
+    valid: Vec<(usize, Invocation, Option<BatchResult>)>,
+}
+
 impl TriggerService {
     pub fn new(
         flows: Arc<dyn FlowRepository>,
@@ -434,6 +442,20 @@ impl TriggerService {
         mode: Mode,
         elements: Vec<FlowElement>,
     ) -> Result<Vec<Result<String, String>>, DomainError> {
+        let prepared = self.prepare_elements(env, flow_id, mode, elements).await?;
+        self.record_prepared(prepared).await
+    }
+
+    /// The first half of [`record_elements`](Self::record_elements), which does not write:
+    /// each element validated, its invocation and its run (see [`INLINE_USERS`]) built. A
+    /// bulk task prepares its next rows while the last ones are recorded.
+    pub async fn prepare_elements(
+        &self,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+        elements: Vec<FlowElement>,
+    ) -> Result<PreparedElements, DomainError> {
         let (flow, version, config) = self.runnable(env, flow_id, mode).await?;
         let known_streams = self.known_streams(env, &elements).await?;
         let now = self.clock.now();
@@ -452,12 +474,27 @@ impl TriggerService {
                 outcome.push(Err(describe(&problems)));
             }
         }
+        Ok(PreparedElements { outcome, valid })
+    }
+
+    /// The second half of [`record_elements`](Self::record_elements): records what
+    /// [`prepare_elements`](Self::prepare_elements) built.
+    pub async fn record_prepared(
+        &self,
+        prepared: PreparedElements,
+    ) -> Result<Vec<Result<String, String>>, DomainError> {
+        let PreparedElements {
+            mut outcome,
+            mut valid,
+        } = prepared;
         // A reused id that does not match refuses the whole record call: drop such elements
         // and record the rest again.
         for _ in 0..2 {
+            // The runs are moved, not copied: after a refusal (rare) the rest are recorded
+            // again without them, for the workers to run.
             let asked: Vec<(Invocation, Option<BatchResult>)> = valid
-                .iter()
-                .map(|(_, inv, run)| (inv.clone(), run.clone()))
+                .iter_mut()
+                .map(|(_, inv, run)| (inv.clone(), run.take()))
                 .collect();
             let stored = self.invocations.record_run(asked).await?;
             let mut refused = Vec::new();

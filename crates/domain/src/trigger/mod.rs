@@ -37,7 +37,12 @@ pub fn fingerprint(element: &FlowElement) -> String {
         json!({"target": element.raw_target, "payload": normalise(&element.raw_payload)})
             .to_string();
     let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    digest
+        .iter()
+        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
+        .map(char::from)
+        .collect()
 }
 
 /// An absent payload and an empty one ask for the same thing.
