@@ -102,10 +102,12 @@ impl DatabaseUrl {
                 // WAL is persistent (set once at pool creation); synchronous=NORMAL is safe in WAL.
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
                 // writer checkpoints at commit only when the WAL passes 32 MiB (4 KiB pages),
-                // when the checkpointer has fallen behind or is not running.
+                // when the checkpointer has fallen behind or is not running. Temporary files
+                // (a savepoint's statement journal: the recorder inserts under one) in memory:
+                // on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
                     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; \
-                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES};"
+                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY;"
                 ))
                 .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
                 Ok(AnyConnection::Sqlite(conn))
