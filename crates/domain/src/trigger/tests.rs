@@ -457,29 +457,58 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
     .is_empty());
 }
 
+/// The time of the mock-based tests below.
+fn now() -> crate::Timestamp {
+    use chrono::TimeZone;
+    chrono::Utc
+        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+        .single()
+        .expect("time")
+}
+
+/// Version 1 of flow `flw`, published: one `create-card` step of card template `t`.
+fn published(template: Value) -> crate::flow::FlowVersion {
+    crate::flow::FlowVersion {
+        flow_id: "flw".into(),
+        version: 1,
+        status: crate::flow::VersionStatus::Published,
+        config: json!({"type": "card", "initialSteps": ["s1"],
+            "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
+            "cardTemplates": {"t": template}}),
+        created_by: "key".into(),
+        approved_by: None,
+        approved: None,
+        published: Some(now()),
+        created: now(),
+        updated: now(),
+    }
+}
+
+/// The default stream of `env`.
+fn default_stream(env: &str) -> crate::audience::Stream {
+    crate::audience::Stream {
+        id: "str_all".into(),
+        environment_id: env.into(),
+        name: "All cards".into(),
+        is_default: true,
+        created: now(),
+    }
+}
+
 mod engine_steps {
     use std::sync::{Arc, Mutex};
 
-    use chrono::TimeZone;
+    use super::{default_stream, now, published};
+
     use serde_json::json;
 
-    use crate::audience::{
-        MockEndUserRepository, MockSegmentRepository, MockStreamRepository, Stream,
-    };
-    use crate::flow::{FlowVersion, MockFlowRepository, VersionStatus};
+    use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
+    use crate::flow::MockFlowRepository;
     use crate::trigger::engine::{
         BatchResult, Engine, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
         CLAIM_PER_STEP,
     };
     use crate::trigger::Mode;
-    use crate::Timestamp;
-
-    fn now() -> Timestamp {
-        chrono::Utc
-            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-            .single()
-            .expect("time")
-    }
 
     fn invocation(id: &str, target: serde_json::Value) -> Invocation {
         Invocation {
@@ -511,32 +540,15 @@ mod engine_steps {
     fn engine(claimed: Vec<Invocation>, tagged: u32) -> (Engine, Arc<Mutex<Vec<BatchResult>>>) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
-        flows.expect_get_version().times(1).returning(|_, _| {
-            Ok(Some(FlowVersion {
-                flow_id: "flw".into(),
-                version: 1,
-                status: VersionStatus::Published,
-                config: json!({"type": "card", "initialSteps": ["s1"],
-                    "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
-                    "cardTemplates": {"t": {"metadata": {"cardName": "T"}}}}),
-                created_by: "key".into(),
-                approved_by: None,
-                approved: None,
-                published: Some(now()),
-                created: now(),
-                updated: now(),
-            }))
-        });
+        flows
+            .expect_get_version()
+            .times(1)
+            .returning(|_, _| Ok(Some(published(json!({"metadata": {"cardName": "T"}})))));
         let mut streams = MockStreamRepository::new();
-        streams.expect_list().times(1).returning(|env, _| {
-            Ok(vec![Stream {
-                id: "str_all".into(),
-                environment_id: env.into(),
-                name: "All cards".into(),
-                is_default: true,
-                created: now(),
-            }])
-        });
+        streams
+            .expect_list()
+            .times(1)
+            .returning(|env, _| Ok(vec![default_stream(env)]));
         let mut end_users = MockEndUserRepository::new();
         end_users.expect_ids().returning(move |_, query, page| {
             assert_eq!(query.tag.as_deref(), Some("vip"));
@@ -735,25 +747,18 @@ mod cancels_in_a_batch {
 mod runs_at_record_time {
     use std::sync::{Arc, Mutex};
 
-    use chrono::TimeZone;
+    use super::{default_stream, now, published};
+
     use serde_json::json;
 
-    use crate::audience::{MockSegmentRepository, MockStreamRepository, Stream};
-    use crate::flow::{Flow, FlowVersion, MockFlowRepository, VersionStatus};
+    use crate::audience::{MockSegmentRepository, MockStreamRepository};
+    use crate::flow::{Flow, MockFlowRepository};
     use crate::tenancy::{KeyAccess, Principal, Role};
     use crate::trigger::engine::{
         BatchResult, Invocation, InvocationStatus, MockInvocationRepository, TriggerService,
         INLINE_USERS,
     };
     use crate::trigger::{parse, Mode};
-    use crate::Timestamp;
-
-    fn now() -> Timestamp {
-        chrono::Utc
-            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-            .single()
-            .expect("time")
-    }
 
     type Recorded = Arc<Mutex<Vec<(Invocation, Option<BatchResult>)>>>;
 
@@ -780,34 +785,17 @@ mod runs_at_record_time {
             }))
         });
         flows.expect_get_version().returning(|_, _| {
-            Ok(Some(FlowVersion {
-                flow_id: "flw".into(),
-                version: 1,
-                status: VersionStatus::Published,
-                config: json!({"type": "card", "initialSteps": ["s1"],
-                    "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
-                    "cardTemplates": {"t": {"metadata": {"cardName": "T"},
-                        "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}},
-                    "variables": {"name": {"type": "string", "default": "you"}}}),
-                created_by: "key".into(),
-                approved_by: None,
-                approved: None,
-                published: Some(now()),
-                created: now(),
-                updated: now(),
-            }))
+            let mut version = published(json!({"metadata": {"cardName": "T"},
+                "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
+            version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
+            Ok(Some(version))
         });
         let mut streams = MockStreamRepository::new();
         // Read once: the default stream is kept for later triggers.
-        streams.expect_list().times(1).returning(|env, _| {
-            Ok(vec![Stream {
-                id: "str_all".into(),
-                environment_id: env.into(),
-                name: "All cards".into(),
-                is_default: true,
-                created: now(),
-            }])
-        });
+        streams
+            .expect_list()
+            .times(1)
+            .returning(|env, _| Ok(vec![default_stream(env)]));
         let recorded: Recorded = Arc::default();
         let sink = recorded.clone();
         let mut invocations = MockInvocationRepository::new();
