@@ -1171,13 +1171,11 @@ fn card_prototype(
     default_stream: &str,
     now: Timestamp,
 ) -> CardInstance {
+    // Borrowed, not copied: this runs once per card of a CSV row.
     let template = config
-        .pointer(&format!(
-            "/cardTemplates/{}",
-            template_id.replace('~', "~0").replace('/', "~1")
-        ))
-        .cloned()
-        .unwrap_or(Value::Null);
+        .get("cardTemplates")
+        .and_then(|t| t.get(template_id))
+        .unwrap_or(&Value::Null);
     let options: &CardOptions = &payload.card_options;
     let platforms = options.target_platforms.unwrap_or_default();
     let mut content = Map::new();
@@ -1187,7 +1185,7 @@ fn card_prototype(
         ("Android", Platform::Android, platforms.android),
     ] {
         if on {
-            content.insert(name.to_owned(), render(&template, variables, platform));
+            content.insert(name.to_owned(), render(template, variables, platform));
         }
     }
     let priority = options
