@@ -451,11 +451,11 @@ const RECORD_GROUP: usize = 256;
 
 pub struct DieselInvocationRepository {
     db: Database,
-    /// Group commit: `record` calls queue here and one thread of its own writes all those
+    /// Group commit: `record_run` calls queue here and one thread of its own writes all those
     /// waiting in one transaction (started on first use; it ends when the repository is
-    /// dropped). A thread rather than a task: the recorder runs whatever runtime its callers
-    /// are busy on (a CSV step prepares its next rows while the recorder writes the last), and
-    /// each group saves a hop to the blocking pool.
+    /// dropped). A thread rather than a task, so that it writes however busy its callers'
+    /// runtimes are (a CSV step prepares its next rows while the recorder writes the last
+    /// ones), and each group saves a hop to the blocking pool.
     recorder: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Pending>>,
 }
 
@@ -497,9 +497,10 @@ impl DieselInvocationRepository {
     }
 }
 
-/// Records the calls of `group` in one transaction and answers each (on the recorder's thread). Every call is decided on
-/// its own, in queue order, as if it ran alone: an id that clashes refuses that call only, and
-/// an id asked by two calls is inserted by the first and found by the second.
+/// Records the calls of `group` in one transaction and answers each, on the recorder's thread.
+/// Every call is decided on its own, in queue order, as if it ran alone: an id that clashes
+/// refuses that call only, and an id asked by two calls is inserted by the first and found by
+/// the second.
 fn record_group(db: &Database, mut group: Vec<Pending>) {
     let calls: Vec<Vec<Asked>> = group
         .iter_mut()

@@ -433,22 +433,11 @@ impl TriggerService {
         )))
     }
 
-    /// For bulk tasks (CSV rows): each element validated and recorded on its own; one bad
-    /// element does not stop the others. Per element, its invocation id or why it was refused.
-    pub async fn record_elements(
-        &self,
-        env: &str,
-        flow_id: &str,
-        mode: Mode,
-        elements: Vec<FlowElement>,
-    ) -> Result<Vec<Result<String, String>>, DomainError> {
-        let prepared = self.prepare_elements(env, flow_id, mode, elements).await?;
-        self.record_prepared(prepared).await
-    }
-
-    /// The first half of [`record_elements`](Self::record_elements), which does not write:
-    /// each element validated, its invocation and its run (see [`INLINE_USERS`]) built. A
-    /// bulk task prepares its next rows while the last ones are recorded.
+    /// For bulk tasks (CSV rows), with [`record_prepared`](Self::record_prepared): each element
+    /// validated and recorded on its own; one bad element does not stop the others. This half
+    /// does not write: each element validated, its invocation and its run (see
+    /// [`INLINE_USERS`]) built. A bulk task prepares its next rows while the last ones are
+    /// recorded.
     pub async fn prepare_elements(
         &self,
         env: &str,
@@ -477,8 +466,8 @@ impl TriggerService {
         Ok(PreparedElements { outcome, valid })
     }
 
-    /// The second half of [`record_elements`](Self::record_elements): records what
-    /// [`prepare_elements`](Self::prepare_elements) built.
+    /// Records what [`prepare_elements`](Self::prepare_elements) built. Per element, its
+    /// invocation id or why it was refused.
     pub async fn record_prepared(
         &self,
         prepared: PreparedElements,
