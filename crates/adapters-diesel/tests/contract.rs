@@ -18,6 +18,26 @@ fn t(seconds: i64) -> Timestamp {
         + Duration::milliseconds(seconds * 1000 + 123)
 }
 
+/// `record_run` without runs, as most tests record: every invocation left to the workers.
+#[async_trait::async_trait]
+trait Record {
+    async fn record(
+        &self,
+        invocations: Vec<domain::trigger::engine::Invocation>,
+    ) -> Result<Vec<Option<domain::trigger::engine::Invocation>>, StorageError>;
+}
+
+#[async_trait::async_trait]
+impl<R: domain::trigger::engine::InvocationRepository> Record for R {
+    async fn record(
+        &self,
+        invocations: Vec<domain::trigger::engine::Invocation>,
+    ) -> Result<Vec<Option<domain::trigger::engine::Invocation>>, StorageError> {
+        self.record_run(invocations.into_iter().map(|i| (i, None)).collect())
+            .await
+    }
+}
+
 fn connect(url: &str) -> Database {
     Database::connect(url, 4).expect("connect and migrate")
 }
@@ -1202,6 +1222,7 @@ mod audience {
 // ---- Invocations and cards ----
 
 mod engine {
+    use super::Record;
     use std::sync::Arc;
 
     use adapters_diesel::{
@@ -1923,6 +1944,7 @@ mod engine {
 }
 
 mod webhooks {
+    use super::Record;
     use std::sync::Arc;
 
     use adapters_diesel::testing::raw_texts;
@@ -2270,6 +2292,7 @@ mod webhooks {
 }
 
 mod bulk_cancel_push {
+    use super::Record;
     use std::sync::Arc;
 
     use adapters_diesel::testing::raw_texts;

@@ -203,14 +203,6 @@ pub trait InvocationRepository: Send + Sync {
         &self,
         runs: Vec<(Invocation, Option<BatchResult>)>,
     ) -> Result<Vec<Option<Invocation>>, StorageError>;
-    /// [`record_run`](Self::record_run) without runs: every invocation left to the workers.
-    async fn record(
-        &self,
-        invocations: Vec<Invocation>,
-    ) -> Result<Vec<Option<Invocation>>, StorageError> {
-        self.record_run(invocations.into_iter().map(|i| (i, None)).collect())
-            .await
-    }
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<Invocation>, StorageError>;
     /// Pending or running bulk-target invocations of the environment.
