@@ -224,14 +224,41 @@ pub trait InvocationRepository: Send + Sync {
     async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<(), StorageError>;
 }
 
+/// What never changes once read (published configurations, default streams), kept in memory:
+/// at most 10,000 entries, all forgotten when that is reached.
+struct Kept<K, V>(std::sync::Mutex<HashMap<K, V>>);
+
+impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
+    fn new() -> Self {
+        Self(std::sync::Mutex::new(HashMap::new()))
+    }
+
+    fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        self.0.lock().ok()?.get(key).cloned()
+    }
+
+    fn keep(&self, key: K, value: V) {
+        if let Ok(mut kept) = self.0.lock() {
+            if kept.len() >= 10_000 {
+                kept.clear();
+            }
+            kept.insert(key, value);
+        }
+    }
+}
+
 /// Records triggers; reads their progress.
 pub struct TriggerService {
     /// Published configurations never change, so they are kept once read:
     /// (flow id, version) → configuration.
-    published: std::sync::Mutex<std::collections::HashMap<(String, u32), Arc<Value>>>,
+    published: Kept<(String, u32), Arc<Value>>,
     /// Each environment's default stream (`All cards`), which cannot be deleted: kept once
     /// read, for the cards of invocations run when recorded.
-    default_streams: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    default_streams: Kept<String, String>,
     flows: Arc<dyn FlowRepository>,
     invocations: Arc<dyn InvocationRepository>,
     segments: Arc<dyn SegmentRepository>,
@@ -259,8 +286,8 @@ impl TriggerService {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            published: Default::default(),
-            default_streams: Default::default(),
+            published: Kept::new(),
+            default_streams: Kept::new(),
             flows,
             invocations,
             segments,
@@ -272,12 +299,7 @@ impl TriggerService {
     /// The configuration of a version: from the cache for a published version, else read.
     async fn config(&self, flow_id: &str, version: u32) -> Result<Arc<Value>, DomainError> {
         let key = (flow_id.to_owned(), version);
-        if let Some(config) = self
-            .published
-            .lock()
-            .ok()
-            .and_then(|cache| cache.get(&key).cloned())
-        {
+        if let Some(config) = self.published.get(&key) {
             return Ok(config);
         }
         let stored = self
@@ -287,13 +309,7 @@ impl TriggerService {
             .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
         let config = Arc::new(stored.config);
         if stored.status == crate::flow::VersionStatus::Published {
-            if let Ok(mut cache) = self.published.lock() {
-                // Bounded: cleared when it reaches 10,000 configurations.
-                if cache.len() >= 10_000 {
-                    cache.clear();
-                }
-                cache.insert(key, config.clone());
-            }
+            self.published.keep(key, config.clone());
         }
         Ok(config)
     }
@@ -392,22 +408,11 @@ impl TriggerService {
             return Ok(None);
         };
         let env = &invocation.environment_id;
-        let known = self
-            .default_streams
-            .lock()
-            .ok()
-            .and_then(|streams| streams.get(env).cloned());
-        let stream = match known {
+        let stream = match self.default_streams.get(env) {
             Some(id) => id,
             None => {
                 let id = default_stream_of(&*self.streams, env, invocation.created).await?;
-                if let Ok(mut streams) = self.default_streams.lock() {
-                    // Bounded like the configurations.
-                    if streams.len() >= 10_000 {
-                        streams.clear();
-                    }
-                    streams.insert(env.clone(), id.clone());
-                }
+                self.default_streams.keep(env.clone(), id.clone());
                 id
             }
         };
