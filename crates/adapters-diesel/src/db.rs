@@ -15,9 +15,14 @@ use domain::StorageError;
 pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
 pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 
-/// WAL pages after which a committing SQLite writer checkpoints by itself (SQLite's default
-/// is 1,000: every other engine batch paid ~17 ms for it).
-const WRITER_CHECKPOINT_PAGES: u32 = 8_192;
+/// WAL pages after which a committing SQLite writer checkpoints by itself, 32 MiB (SQLite's
+/// default is 1,000 pages: with 4 KiB pages every other engine batch paid ~17 ms for it).
+const WRITER_CHECKPOINT_PAGES: u32 = (32 << 20) / SQLITE_PAGE_SIZE;
+
+/// Page size of a new SQLite database (SQLite's default is 4,096). Fixed when the file is
+/// created: an existing database keeps its own (docs/operations.md says how to convert one).
+/// Measured in docs/benchmarks.md: wider pages split and link fewer pages per card written.
+const SQLITE_PAGE_SIZE: u32 = 8_192;
 
 /// Key of the PostgreSQL advisory lock held while migrations run, so that several processes
 /// starting together on one database apply them once.
@@ -101,7 +106,7 @@ impl DatabaseUrl {
                 // Per connection: wait for locks instead of failing, enforce foreign keys.
                 // WAL is persistent (set once at pool creation); synchronous=NORMAL is safe in WAL.
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
-                // writer checkpoints at commit only when the WAL passes 32 MiB (4 KiB pages),
+                // writer checkpoints at commit only when the WAL passes 32 MiB,
                 // when the checkpointer has fallen behind or is not running. Temporary files
                 // (a savepoint's statement journal: the recorder inserts under one) in memory:
                 // on disk each was created and deleted per transaction.
@@ -356,8 +361,12 @@ fn migrate(conn: &mut AnyConnection) -> Result<(), DatabaseError> {
             unlocked.map_err(|e| failed(&e))?;
         }
         AnyConnection::Sqlite(c) => {
-            c.batch_execute("PRAGMA journal_mode = WAL;")
-                .map_err(|e| failed(&e))?;
+            // The page size first: it only takes effect before the file's first page is
+            // written, and WAL mode writes it.
+            c.batch_execute(&format!(
+                "PRAGMA page_size = {SQLITE_PAGE_SIZE}; PRAGMA journal_mode = WAL;"
+            ))
+            .map_err(|e| failed(&e))?;
             c.run_pending_migrations(SQLITE_MIGRATIONS)
                 .map_err(|e| failed(&e))?;
         }
@@ -388,6 +397,20 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_new_sqlite_database_gets_the_page_size_and_wal() {
+        let db = crate::testing::TestDatabase::sqlite();
+        Database::connect(db.url(), 1).expect("connect");
+        let pragma = |name: &str| {
+            crate::testing::raw_texts(
+                db.url(),
+                &format!("SELECT CAST({name} AS TEXT) AS v FROM pragma_{name}"),
+            )
+        };
+        assert_eq!(pragma("page_size"), [SQLITE_PAGE_SIZE.to_string()]);
+        assert_eq!(pragma("journal_mode"), ["wal"]);
     }
 
     #[test]
