@@ -11,7 +11,7 @@ use domain::{StorageError, Timestamp};
 use crate::db::{AnyConnection, Database, Failure};
 use crate::engine::{insert_events, CardRow, SharedParse};
 use crate::error::corrupt;
-use crate::schema::{action_flows, cancel_tasks, card_instances, flow_instances};
+use crate::schema::{action_flows, cancel_tasks, card_instances};
 
 const CHUNK: usize = 500;
 
@@ -111,25 +111,27 @@ impl DieselCancelRepository {
     }
 }
 
-/// The task's matching instances: its flow, still active, created up to the task, narrowed by
-/// its filter.
-macro_rules! matching_instances {
+/// The cards of the task's matching instances: its flow, the instance still active, created up
+/// to the task, narrowed by its filter. A flow instance is stored on its cards
+/// (`instance_status`, the same on each; migration 14), all made at one time, so these are the
+/// matching instances' cards, found through `card_instances_cancel`.
+macro_rules! matching_cards {
     ($t:expr) => {{
         let t: &CancelTask = $t;
-        let mut q = flow_instances::table
-            .filter(flow_instances::environment_id.eq(t.environment_id.clone()))
-            .filter(flow_instances::flow_id.eq(t.flow_id.clone()))
-            .filter(flow_instances::status.eq("active"))
-            .filter(flow_instances::created.le(t.created.naive_utc()))
+        let mut q = card_instances::table
+            .filter(card_instances::environment_id.eq(t.environment_id.clone()))
+            .filter(card_instances::flow_id.eq(t.flow_id.clone()))
+            .filter(card_instances::instance_status.eq("active"))
+            .filter(card_instances::created.le(t.created.naive_utc()))
             .into_boxed();
         if let Some(user) = &t.filter.end_user_id {
-            q = q.filter(flow_instances::user_id.eq(user.clone()));
+            q = q.filter(card_instances::user_id.eq(user.clone()));
         }
         if let Some(inv) = &t.filter.invocation_id {
-            q = q.filter(flow_instances::invocation_id.eq(inv.clone()));
+            q = q.filter(card_instances::invocation_id.eq(inv.clone()));
         }
         if let Some(v) = t.filter.flow_version {
-            q = q.filter(flow_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)));
+            q = q.filter(card_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)));
         }
         q
     }};
@@ -219,25 +221,15 @@ impl CancelRepository for DieselCancelRepository {
         let (instances, cards) = self
             .db
             .run(move |conn| {
-                let instances: i64 = matching_instances!(&t).count().get_result(conn)?;
-                let mut cards = card_instances::table
-                    .filter(card_instances::environment_id.eq(t.environment_id.clone()))
-                    .filter(card_instances::flow_id.eq(t.flow_id.clone()))
+                let instances: i64 = matching_cards!(&t)
+                    .select(
+                        diesel::dsl::count(card_instances::flow_instance_id).aggregate_distinct(),
+                    )
+                    .get_result(conn)?;
+                let cards: i64 = matching_cards!(&t)
                     .filter(card_instances::status.eq_any(CardStatus::cancellable()))
-                    .filter(card_instances::created.le(t.created.naive_utc()))
-                    .into_boxed();
-                if let Some(user) = &t.filter.end_user_id {
-                    cards = cards.filter(card_instances::user_id.eq(user.clone()));
-                }
-                if let Some(inv) = &t.filter.invocation_id {
-                    cards = cards.filter(card_instances::invocation_id.eq(inv.clone()));
-                }
-                if let Some(v) = t.filter.flow_version {
-                    cards = cards.filter(
-                        card_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)),
-                    );
-                }
-                let cards: i64 = cards.count().get_result(conn)?;
+                    .count()
+                    .get_result(conn)?;
                 Ok((instances, cards))
             })
             .await?;
@@ -256,61 +248,88 @@ impl CancelRepository for DieselCancelRepository {
         let t = t.clone();
         self.db
             .transaction(move |conn| {
-                let ids: Vec<String> = matching_instances!(&t)
-                    .order(flow_instances::created)
-                    .select(flow_instances::id)
+                // The first `limit` instances, oldest first; an instance's cards share their
+                // creation time, so its cards are together in this order.
+                let first: Vec<(NaiveDateTime, String)> = matching_cards!(&t)
+                    .select((card_instances::created, card_instances::flow_instance_id))
+                    .distinct()
+                    .order((card_instances::created, card_instances::flow_instance_id))
                     .limit(i64::from(limit))
                     .load(conn)?;
-                if ids.is_empty() {
+                let Some((last_created, last_instance)) = first.last().cloned() else {
                     return Ok(0);
+                };
+                // Their cards: the matching ones up to the last instance in that order. The
+                // bound on the time alone keeps the scan of the index within those instances.
+                // A macro, as each arm's boxed query is of its own backend.
+                macro_rules! upto {
+                    () => {
+                        matching_cards!(&t)
+                            .filter(card_instances::created.le(last_created))
+                            .filter(
+                                card_instances::created
+                                    .lt(last_created)
+                                    .or(card_instances::flow_instance_id.le(last_instance.clone())),
+                            )
+                    };
                 }
-                let at = now.naive_utc();
-                for chunk in ids.chunks(CHUNK) {
-                    diesel::update(flow_instances::table.filter(flow_instances::id.eq_any(chunk)))
-                        .set(flow_instances::status.eq("cancelled"))
-                        .execute(conn)?;
-                }
-                let mut cancelled_cards = 0i64;
-                if t.filter.cancel_cards {
-                    let mut events = Vec::new();
-                    let mut shared = SharedParse::default();
-                    for chunk in ids.chunks(CHUNK) {
-                        // By instance only, through the (flow_instance_id, step_id) index, and
-                        // the open ones kept by `cancel_card`: with a status filter in the query SQLite
-                        // (no statistics) chose a status index and read every open card of
-                        // the environment for each chunk (measured: 10x slower).
-                        let of_instances = card_instances::table
-                            .filter(card_instances::flow_instance_id.eq_any(chunk));
-                        let rows: Vec<CardRow> = match &mut *conn {
-                            AnyConnection::Postgresql(c) => of_instances
-                                .select(CardRow::as_select())
-                                .for_update()
-                                .load(c)?,
-                            AnyConnection::Sqlite(c) => {
-                                of_instances.select(CardRow::as_select()).load(c)?
-                            }
-                        };
-                        let mut cancelled = Vec::with_capacity(rows.len());
-                        for row in rows {
-                            let card = shared.card(row).map_err(Failure::Domain)?;
-                            cancelled.extend(cancel_card(card, now));
+                let rows: Vec<CardRow> = match &mut *conn {
+                    // Locked for the update: read by id (a lock cannot follow this query's
+                    // boxed form).
+                    AnyConnection::Postgresql(c) => {
+                        let ids: Vec<String> = upto!().select(card_instances::id).load(c)?;
+                        let mut rows = Vec::with_capacity(ids.len());
+                        for chunk in ids.chunks(CHUNK) {
+                            rows.extend(
+                                card_instances::table
+                                    .filter(card_instances::id.eq_any(chunk))
+                                    .select(CardRow::as_select())
+                                    .for_update()
+                                    .load(c)?,
+                            );
                         }
-                        let card_ids: Vec<&str> =
-                            cancelled.iter().map(|e| e.card_instance_id()).collect();
-                        diesel::update(
-                            card_instances::table.filter(card_instances::id.eq_any(&card_ids)),
-                        )
+                        rows
+                    }
+                    AnyConnection::Sqlite(c) => upto!().select(CardRow::as_select()).load(c)?,
+                };
+                let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+                let at = now.naive_utc();
+                let n = rows
+                    .iter()
+                    .map(|r| r.flow_instance_id.as_str())
+                    .collect::<std::collections::HashSet<_>>()
+                    .len() as i64;
+                // The open cards to cancel with their instances (when asked), each updated once.
+                let mut events = Vec::new();
+                if t.filter.cancel_cards {
+                    let mut shared = SharedParse::default();
+                    for row in rows {
+                        let card = shared.card(row).map_err(Failure::Domain)?;
+                        events.extend(cancel_card(card, now));
+                    }
+                }
+                let open: std::collections::HashSet<&str> =
+                    events.iter().map(|e| e.card_instance_id()).collect();
+                let (open_ids, others): (Vec<&str>, Vec<&str>) = ids
+                    .iter()
+                    .map(String::as_str)
+                    .partition(|id| open.contains(id));
+                for chunk in open_ids.chunks(CHUNK) {
+                    diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
                         .set((
+                            card_instances::instance_status.eq("cancelled"),
                             card_instances::status.eq(CardStatus::Cancelled.as_str()),
                             card_instances::updated.eq(at),
                         ))
                         .execute(conn)?;
-                        events.append(&mut cancelled);
-                    }
-                    cancelled_cards = events.len() as i64;
-                    insert_events(conn, &events)?;
                 }
-                let n = ids.len() as i64;
+                for chunk in others.chunks(CHUNK) {
+                    diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
+                        .set(card_instances::instance_status.eq("cancelled"))
+                        .execute(conn)?;
+                }
+                let cancelled_cards = events.len() as i64;
+                insert_events(conn, &events)?;
                 diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
                     .set((
                         cancel_tasks::actual.eq(cancel_tasks::actual + n),

@@ -7,16 +7,14 @@ use diesel::prelude::*;
 #[cfg(test)]
 use domain::card::card_event;
 use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
-use domain::trigger::engine::{
-    BatchResult, FlowInstance, Invocation, InvocationRepository, InvocationStatus,
-};
+use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
 use serde_json::{Map, Value};
 
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::corrupt;
-use crate::schema::{analytics_events, card_instances, flow_instances, invocations};
+use crate::schema::{analytics_events, card_instances, invocations};
 
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
 const INSERT_CHUNK: usize = 500;
@@ -45,26 +43,15 @@ pub(crate) struct InvocationRow {
     pub(crate) updated: NaiveDateTime,
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = flow_instances)]
-struct FlowInstanceRow {
-    id: String,
-    environment_id: String,
-    invocation_id: String,
-    flow_id: String,
-    flow_version: i32,
-    user_id: String,
-    status: String,
-    created: NaiveDateTime,
-}
-
+/// A card as stored. Its flow instance's status (`instance_status`) is not part of the card:
+/// inserted as the column's default, `active`, and changed by cancel tasks only.
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = card_instances)]
 pub(crate) struct CardRow {
     pub(crate) id: String,
     environment_id: String,
     user_id: String,
-    flow_instance_id: String,
+    pub(crate) flow_instance_id: String,
     invocation_id: String,
     flow_id: String,
     flow_version: i32,
@@ -98,21 +85,6 @@ pub(crate) struct EventRow {
     submitted: Option<String>,
     published_at: Option<NaiveDateTime>,
     created: NaiveDateTime,
-}
-
-impl From<&FlowInstance> for FlowInstanceRow {
-    fn from(f: &FlowInstance) -> Self {
-        FlowInstanceRow {
-            id: f.id.clone(),
-            environment_id: f.environment_id.clone(),
-            invocation_id: f.invocation_id.clone(),
-            flow_id: f.flow_id.clone(),
-            flow_version: i32::try_from(f.flow_version).unwrap_or(i32::MAX),
-            user_id: f.user_id.clone(),
-            status: "active".into(),
-            created: f.created.naive_utc(),
-        }
-    }
 }
 
 fn json(text: &str, what: &str) -> Result<Value, StorageError> {
@@ -389,19 +361,6 @@ pub(crate) fn insert_events(
     // The outboxes: webhook deliveries and pushes commit with their events.
     crate::webhooks::enqueue(conn, events)?;
     crate::push_jobs::enqueue(conn, events)
-}
-
-/// Inserts flow instances like [`insert_events`].
-fn insert_instances(conn: &mut AnyConnection, instances: &[&FlowInstance]) -> Result<(), Failure> {
-    let rest = match &mut *conn {
-        AnyConnection::Sqlite(c) => crate::packed::flow_instances(c, instances)?,
-        AnyConnection::Postgresql(_) => instances.to_vec(),
-    };
-    let rows: Vec<FlowInstanceRow> = rest.into_iter().map(FlowInstanceRow::from).collect();
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table).values(chunk).execute(c))?;
-    }
-    Ok(())
 }
 
 /// Inserts cards like [`insert_events`].
@@ -820,15 +779,10 @@ fn insert_rows(conn: &mut AnyConnection, mut batches: Vec<BatchResult>) -> Resul
         .iter_mut()
         .flat_map(|b| std::mem::take(&mut b.events))
         .collect();
-    let instances: Vec<&FlowInstance> = batches
-        .iter()
-        .flat_map(|b| b.flow_instances.iter())
-        .collect();
     let cards: Vec<Arc<CardInstance>> = batches
         .iter()
         .flat_map(|b| b.cards.iter().cloned())
         .collect();
-    insert_instances(conn, &instances)?;
     insert_cards(conn, &cards)?;
     insert_events(conn, &events)
 }
@@ -1305,7 +1259,8 @@ mod tests {
     }
 
     /// Events stored with their payload (before migration 12) are converted to their change,
-    /// and read back with the same payload, on both backends.
+    /// and read back with the same payload, on both backends; a flow instance's status moves
+    /// to its cards (migration 14).
     fn stored_payloads_are_converted_by_the_migration(db: crate::testing::TestDatabase) {
         use crate::db::{DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
         use diesel::sql_types::{Text, Timestamp as SqlTimestamp};
@@ -1341,19 +1296,23 @@ mod tests {
                 at + chrono::Duration::seconds(1),
             ),
         ];
-        let instance = FlowInstanceRow {
-            id: completed.flow_instance_id.clone(),
-            environment_id: completed.environment_id.clone(),
-            invocation_id: completed.invocation_id.clone(),
-            flow_id: completed.flow_id.clone(),
-            flow_version: 2,
-            user_id: completed.user_id.clone(),
-            status: "active".into(),
-            created: at.naive_utc(),
-        };
         let row = SharedJson::default().row(&completed);
         crate::per_backend!(&mut conn, c => {
-            diesel::insert_into(flow_instances::table).values(&instance).execute(c).expect("instance");
+            // Its flow instance, cancelled with `cancelCards: false` (migration 14 keeps the
+            // instance's status on its cards).
+            diesel::sql_query(
+                "INSERT INTO flow_instances (id, environment_id, invocation_id, flow_id, \
+                 flow_version, user_id, status, created) \
+                 VALUES ($1, $2, $3, $4, 2, $5, 'cancelled', $6)",
+            )
+            .bind::<Text, _>(&completed.flow_instance_id)
+            .bind::<Text, _>(&completed.environment_id)
+            .bind::<Text, _>(&completed.invocation_id)
+            .bind::<Text, _>(&completed.flow_id)
+            .bind::<Text, _>(&completed.user_id)
+            .bind::<SqlTimestamp, _>(at.naive_utc())
+            .execute(c)
+            .expect("instance");
             diesel::insert_into(card_instances::table).values(&row).execute(c).expect("card");
             for e in &events {
                 diesel::sql_query(
@@ -1379,6 +1338,14 @@ mod tests {
             AnyConnection::Postgresql(c) => c.run_pending_migrations(POSTGRES_MIGRATIONS).map(drop),
         }
         .expect("migrations");
+        let (card_id, instance_status): (String, String) = card_instances::table
+            .select((card_instances::id, card_instances::instance_status))
+            .first(&mut conn)
+            .expect("card");
+        assert_eq!(
+            (card_id.as_str(), instance_status.as_str()),
+            ("crd_1", "cancelled")
+        );
         let rows: Vec<EventRow> = analytics_events::table
             .order(analytics_events::created)
             .select(EventRow::as_select())

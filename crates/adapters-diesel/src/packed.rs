@@ -2,7 +2,7 @@
 //! column but their ids, with the shared columns bound once and the ids packed in one JSON
 //! array (`INSERT ... SELECT ... FROM json_each(?)`).
 //!
-//! Rows written together mostly differ only in their ids: the flow instances, cards and events
+//! Rows written together mostly differ only in their ids: the cards and events
 //! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with
 //! their contents when each has its own, as a CSV task's rows do), and the invocations of one
 //! recording (with their fingerprints, targets, payloads and times). diesel's multi-row `INSERT` binds
@@ -26,7 +26,6 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
 use diesel::sqlite::SqliteConnection;
 use domain::card::{AnalyticsEvent, CardInstance};
-use domain::trigger::engine::FlowInstance;
 use serde_json::Value;
 
 use crate::engine::InvocationRow;
@@ -87,41 +86,6 @@ fn naive(t: Option<domain::Timestamp>) -> Option<NaiveDateTime> {
 
 fn version(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
-}
-
-/// Inserts the runs of `rows` worth packing; returns the others.
-pub(crate) fn flow_instances<'a>(
-    conn: &mut SqliteConnection,
-    rows: &[&'a FlowInstance],
-) -> QueryResult<Vec<&'a FlowInstance>> {
-    let same = |a: &&FlowInstance, b: &&FlowInstance| {
-        a.environment_id == b.environment_id
-            && a.flow_id == b.flow_id
-            && a.flow_version == b.flow_version
-            && a.created == b.created
-    };
-    let (long, rest) = split(rows, same);
-    for run in long {
-        let first = run[0];
-        let ids = pack(
-            run.iter()
-                .map(|f| [f.id.as_str(), f.user_id.as_str(), f.invocation_id.as_str()]),
-        );
-        diesel::sql_query(
-            "INSERT INTO flow_instances \
-             (id, user_id, invocation_id, environment_id, flow_id, flow_version, status, created) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-              json_extract(value, '$[2]'), ?, ?, ?, 'active', ? \
-             FROM json_each(?)",
-        )
-        .bind::<Text, _>(&first.environment_id)
-        .bind::<Text, _>(&first.flow_id)
-        .bind::<Integer, _>(version(first.flow_version))
-        .bind::<Timestamp, _>(first.created.naive_utc())
-        .bind::<Text, _>(ids)
-        .execute(conn)?;
-    }
-    Ok(rest.into_iter().copied().collect())
 }
 
 /// diesel's own text for a time on SQLite, so that packed and bound times are the same text

@@ -176,19 +176,6 @@ diesel::table! {
 }
 
 diesel::table! {
-    flow_instances (id) {
-        id -> Text,
-        environment_id -> Text,
-        invocation_id -> Text,
-        flow_id -> Text,
-        flow_version -> Integer,
-        user_id -> Text,
-        status -> Text,
-        created -> Timestamp,
-    }
-}
-
-diesel::table! {
     card_instances (id) {
         id -> Text,
         environment_id -> Text,
@@ -212,6 +199,7 @@ diesel::table! {
         published_at -> Nullable<Timestamp>,
         created -> Timestamp,
         updated -> Timestamp,
+        instance_status -> Text,
     }
 }
 
@@ -396,7 +384,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     segments,
     streams,
     invocations,
-    flow_instances,
     card_instances,
     analytics_events,
     webhook_subscriptions,

@@ -1230,7 +1230,7 @@ mod engine {
     };
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::trigger::engine::{
-        BatchResult, FlowInstance, Invocation, InvocationRepository, InvocationStatus,
+        BatchResult, Invocation, InvocationRepository, InvocationStatus,
     };
     use domain::trigger::Mode;
     use domain::{Flow, FlowRepository};
@@ -1324,20 +1324,8 @@ mod engine {
         cards: Vec<CardInstance>,
     ) -> BatchResult {
         let cards: Vec<std::sync::Arc<CardInstance>> = cards.into_iter().map(Into::into).collect();
-        let mut seen = std::collections::HashSet::new();
-        let instances: Vec<FlowInstance> = cards
-            .iter()
-            .filter(|c| seen.insert(c.flow_instance_id.clone()))
-            .map(|c| FlowInstance {
-                id: c.flow_instance_id.clone(),
-                environment_id: "env_a".into(),
-                invocation_id: "inv_1".into(),
-                flow_id: "flw_1".into(),
-                flow_version: 1,
-                user_id: c.user_id.clone(),
-                created: t(3),
-            })
-            .collect();
+        let instances: std::collections::HashSet<&str> =
+            cards.iter().map(|c| c.flow_instance_id.as_str()).collect();
         BatchResult {
             environment_id: "env_a".into(),
             invocation_id: "inv_1".into(),
@@ -1355,7 +1343,6 @@ mod engine {
                 .iter()
                 .map(|c| card_event(c.clone(), None, None, t(3)))
                 .collect(),
-            flow_instances: instances,
             cards,
             updated: t(3),
         }
@@ -1572,9 +1559,6 @@ mod engine {
                 }],
             );
             b.invocation_id = inv.into();
-            for f in &mut b.flow_instances {
-                f.invocation_id = inv.into();
-            }
             b
         };
         // inv_2's batch is stale (it was taken over and saved meanwhile): skipped, the others saved.
@@ -1742,12 +1726,7 @@ mod engine {
             other,
             fourth,
         ];
-        let mut saved = batch(None, None, written.clone());
-        for f in &mut saved.flow_instances {
-            if f.id == "fin_f" {
-                f.invocation_id = "inv_9".into();
-            }
-        }
+        let saved = batch(None, None, written.clone());
         let events = saved.events.clone();
         repo.save_batches(vec![saved]).await.expect("save");
         for c in &written {
@@ -1763,10 +1742,12 @@ mod engine {
                 expected
             );
         }
+        // Each card's flow instance is stored on it, active.
         let instances = adapters_diesel::testing::raw_texts(
             url,
-            "SELECT id || '|' || user_id || '|' || environment_id || '|' || invocation_id || '|' \
-             || flow_id || '|' || status AS v FROM flow_instances ORDER BY id",
+            "SELECT flow_instance_id || '|' || user_id || '|' || environment_id || '|' \
+             || invocation_id || '|' || flow_id || '|' || instance_status AS v \
+             FROM card_instances ORDER BY id",
         );
         assert_eq!(
             instances,
@@ -2302,7 +2283,7 @@ mod bulk_cancel_push {
     };
     use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError};
     use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
-    use domain::card::CardRepository;
+    use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::push::{PushPlatform, PushPlatformRepository};
     use domain::trigger::engine::{BatchResult, InvocationRepository, InvocationStatus};
     use domain::trigger::Mode;
@@ -2527,9 +2508,6 @@ mod bulk_cancel_push {
     fn run_of(invocation: &str, cards: Vec<domain::card::CardInstance>) -> BatchResult {
         let mut run = batch(None, None, cards);
         run.invocation_id = invocation.into();
-        for instance in &mut run.flow_instances {
-            instance.invocation_id = invocation.into();
-        }
         run
     }
 
@@ -2914,9 +2892,6 @@ mod bulk_cancel_push {
         let mut later = batch(Some("none"), None, vec![notifying("crd_5", "u2")]);
         later.from_cursor = None;
         later.invocation_id = "inv_2".into();
-        for f in &mut later.flow_instances {
-            f.invocation_id = "inv_2".into();
-        }
         invocations
             .record(vec![invocation("inv_2", Mode::Live, "fp2", false)])
             .await
@@ -2928,11 +2903,153 @@ mod bulk_cancel_push {
         );
     }
 
+    /// Instances of a two-step flow (two cards each, the flow instance stored on its cards): a
+    /// cancel batch takes whole instances; `cancelCards: false` stops them and leaves their
+    /// cards; a stopped instance matches no later cancel.
+    async fn a_cancel_takes_whole_instances_and_leaves_cards_when_asked(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db.clone());
+        let cancels = DieselCancelRepository::new(db.clone());
+        let two_steps = |inv: &str, users: &[&str]| {
+            let mut written = Vec::new();
+            for user in users {
+                for step in ["s1", "s2"] {
+                    written.push(CardInstance {
+                        step_id: step.into(),
+                        invocation_id: inv.into(),
+                        ..card(
+                            &format!("crd_{user}_{step}"),
+                            &format!("fin_{user}"),
+                            user,
+                            5,
+                            3,
+                        )
+                    });
+                }
+            }
+            let mut b = batch(None, None, written);
+            b.invocation_id = inv.into();
+            b
+        };
+        invocations
+            .record(vec![
+                invocation("inv_1", Mode::Live, "fp", false),
+                invocation("inv_2", Mode::Live, "fp", false),
+            ])
+            .await
+            .expect("record");
+        invocations
+            .save_batches(vec![
+                two_steps("inv_1", &["u1", "u2", "u3"]),
+                two_steps("inv_2", &["u4", "u5"]),
+            ])
+            .await
+            .expect("save");
+        // One of u2's cards is completed: its instance is still active, that card not open.
+        let open = cards
+            .get("env_a", "u2", "crd_u2_s2")
+            .await
+            .expect("get")
+            .expect("card");
+        let done = CardInstance {
+            status: CardStatus::Completed,
+            ..open
+        };
+        cards
+            .transition(vec![Transition {
+                from: CardStatus::Active,
+                event: card_event(Arc::new(done), Some(CardStatus::Active), None, t(4)),
+            }])
+            .await
+            .expect("complete");
+        // inv_1's instances stopped, their cards kept: two batches of at most two instances.
+        let stop = cancel_task(
+            "00000000-0000-4000-8000-000000000001",
+            10,
+            CancelFilter {
+                invocation_id: Some("inv_1".into()),
+                cancel_cards: false,
+                ..Default::default()
+            },
+        );
+        cancels.create(&stop).await.expect("create");
+        assert_eq!(cancels.count(&stop).await.expect("count"), (3, 5));
+        assert_eq!(
+            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
+            2
+        );
+        assert_eq!(
+            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
+            1
+        );
+        assert_eq!(
+            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
+            0
+        );
+        let stored = cancels
+            .get("env_a", &stop.id)
+            .await
+            .expect("get")
+            .expect("task");
+        assert_eq!((stored.actual, stored.cards_actual), (3, 0));
+        for id in ["crd_u1_s1", "crd_u1_s2", "crd_u3_s2"] {
+            let user = &id[4..6];
+            let kept = cards.get("env_a", user, id).await.expect("get").expect(id);
+            assert_eq!(kept.status, CardStatus::Active, "{id}");
+        }
+        // Everything else of the flow: inv_1's instances match no more; inv_2's are cancelled
+        // one whole instance per batch, both cards of each.
+        let all = cancel_task(
+            "00000000-0000-4000-8000-000000000002",
+            12,
+            CancelFilter {
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&all).await.expect("create");
+        assert_eq!(cancels.count(&all).await.expect("count"), (2, 4));
+        for (user, expected) in [("u4", 1), ("u5", 1), ("-", 0)] {
+            assert_eq!(
+                cancels.cancel_batch(&all, 1, t(13)).await.expect("batch"),
+                expected
+            );
+            if expected == 1 {
+                for step in ["s1", "s2"] {
+                    let id = format!("crd_{user}_{step}");
+                    let card = cards
+                        .get("env_a", user, &id)
+                        .await
+                        .expect("get")
+                        .expect("card");
+                    assert_eq!(card.status, CardStatus::Cancelled, "{id}");
+                }
+            }
+        }
+        let stored = cancels
+            .get("env_a", &all.id)
+            .await
+            .expect("get")
+            .expect("task");
+        assert_eq!((stored.actual, stored.cards_actual), (2, 4));
+        assert_eq!(
+            cards
+                .get("env_a", "u1", "crd_u1_s1")
+                .await
+                .expect("get")
+                .map(|c| c.status),
+            Some(CardStatus::Active),
+            "a stopped instance's cards are left to the cancel that stopped it"
+        );
+    }
+
     both_backends!(
         devices_belong_to_one_user_and_move,
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
         cancels_mark_engine_batches_and_cancel_in_batches,
+        a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );

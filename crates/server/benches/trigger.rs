@@ -8,7 +8,7 @@
 //! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles;
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
 //!    `INSERT ... SELECT` of as many rows into a scratch table, and the schema's floor: as many
-//!    flow instances, cards and events written by `INSERT ... SELECT` alone.
+//!    cards (with their flow instances) and events written by `INSERT ... SELECT` alone.
 //!
 //! BENCH_ONLY=fanout runs the third part alone; BENCH_BACKEND=postgres runs PostgreSQL alone.
 
@@ -157,13 +157,13 @@ async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
     println!("  raw INSERT ... SELECT of {users} rows into a scratch table: {raw:.2} s");
     let floor = schema_floor(server.database_url(), &id, users);
     println!(
-        "  as many flow instances, cards and events by INSERT ... SELECT alone (1,000 users per transaction): {floor:.1} s"
+        "  as many cards and events by INSERT ... SELECT alone (1,000 users per transaction): {floor:.1} s"
     );
 }
 
-/// The floor of the schema: as many flow instances, cards and events as invocation `id` made,
-/// each a copy of its first ones (same sizes) under new ids and users in ascending order like
-/// the engine's, written by `INSERT ... SELECT` alone into the same tables and indexes, 1,000
+/// The floor of the schema: as many cards (with their flow instances) and events as invocation
+/// `id` made, each a copy of its first ones (same sizes) under new ids and users in ascending
+/// order like the engine's, written by `INSERT ... SELECT` alone into the same tables and indexes, 1,000
 /// users per transaction like the engine's batches: no Rust, no binding, no engine work.
 fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
     let sqlite = url.starts_with("sqlite://");
@@ -183,8 +183,7 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
     );
     // One row of each, read once (untimed) into temporary tables.
     let samples = format!(
-        "CREATE TEMP TABLE floor_f AS SELECT * FROM flow_instances WHERE invocation_id = '{id}' LIMIT 1; \
-         CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' LIMIT 1; \
+        "CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' LIMIT 1; \
          CREATE TEMP TABLE floor_e AS SELECT * FROM analytics_events WHERE card_instance_id = (SELECT id FROM floor_c);"
     );
     let chunk = |from: u64| {
@@ -198,15 +197,12 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
         };
         format!(
             "{begin}; \
-             INSERT INTO flow_instances (id, environment_id, invocation_id, flow_id, flow_version, user_id, status, created) \
-             SELECT {fin}, f.environment_id, 'floor', f.flow_id, f.flow_version, {user}, f.status, f.created \
-             FROM floor_f f, {rows}; \
              INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, \
               step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, embargo_until, \
-              expires_at, snoozed_until, published_at, created, updated) \
+              expires_at, snoozed_until, published_at, created, updated, instance_status) \
              SELECT {crd}, c.environment_id, {user}, {fin}, 'floor', c.flow_id, c.flow_version, \
               c.step_id, c.template_id, c.template_name, c.status, c.priority, c.stream_ids, c.platforms, c.content, c.context, \
-              c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, c.updated \
+              c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, c.updated, c.instance_status \
              FROM floor_c c, {rows}; \
              INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, previous_status, submitted, published_at, created) \
              SELECT {evt}, e.environment_id, {crd}, e.name, e.status, e.previous_status, e.submitted, e.published_at, e.created \

@@ -113,8 +113,8 @@ pub struct BatchResult {
     pub users_targeted: u64,
     pub cards_created: u64,
     pub errors: Vec<String>,
-    pub flow_instances: Vec<FlowInstance>,
-    /// Shared with their events.
+    /// Shared with their events. A flow instance is the cards of one user made by one batch
+    /// (they share its `flow_instance_id`); it is stored with them.
     pub cards: Vec<Arc<CardInstance>>,
     pub events: Vec<AnalyticsEvent>,
     pub updated: Timestamp,
@@ -122,8 +122,8 @@ pub struct BatchResult {
 
 impl BatchResult {
     /// Applies the flow's cancel `markers` accepted meanwhile (contract §6: they take
-    /// precedence): drops the flow instances they cover with their cards and events, and stops
-    /// the invocation when one covers all of it.
+    /// precedence): drops the flow instances they cover (their cards and events), and stops the
+    /// invocation when one covers all of it.
     pub fn apply_cancels(
         &mut self,
         markers: &[CancelTask],
@@ -147,15 +147,14 @@ impl BatchResult {
                 .any(|m| m.covers(&invocation, flow_version, invocation_created, user))
         };
         let dropped: HashSet<String> = self
-            .flow_instances
+            .cards
             .iter()
-            .filter(|f| covered(&f.user_id))
-            .map(|f| f.id.clone())
+            .filter(|c| covered(&c.user_id))
+            .map(|c| c.flow_instance_id.clone())
             .collect();
         if dropped.is_empty() {
             return;
         }
-        self.flow_instances.retain(|f| !dropped.contains(&f.id));
         self.cards
             .retain(|c| !dropped.contains(&c.flow_instance_id));
         self.events
@@ -173,17 +172,6 @@ impl Invocation {
             && self.mode == other.mode
             && self.fingerprint == other.fingerprint
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowInstance {
-    pub id: String,
-    pub environment_id: String,
-    pub invocation_id: String,
-    pub flow_id: String,
-    pub flow_version: u32,
-    pub user_id: String,
-    pub created: Timestamp,
 }
 
 #[cfg_attr(feature = "mock", mockall::automock)]
@@ -1000,30 +988,21 @@ fn batch_for(
         })
         .collect();
     let users = audience.users.len();
-    batch.flow_instances.reserve(users);
     batch.cards.reserve(users * prototypes.len());
     batch.events.reserve(users * prototypes.len());
     for user in &audience.users {
-        let instance = FlowInstance {
-            id: new_id(IdKind::FlowInstance),
-            environment_id: invocation.environment_id.clone(),
-            invocation_id: invocation.id.clone(),
-            flow_id: invocation.flow_id.clone(),
-            flow_version: invocation.flow_version,
-            user_id: user.clone(),
-            created: now,
-        };
+        // The user's flow instance: its cards, which carry its id.
+        let instance = new_id(IdKind::FlowInstance);
         for prototype in &prototypes {
             let card = Arc::new(CardInstance {
                 id: new_id(IdKind::Card),
-                user_id: instance.user_id.clone(),
-                flow_instance_id: instance.id.clone(),
+                user_id: user.clone(),
+                flow_instance_id: instance.clone(),
                 ..prototype.clone()
             });
             batch.events.push(card_event(card.clone(), None, None, now));
             batch.cards.push(card);
         }
-        batch.flow_instances.push(instance);
     }
     batch.users_targeted = audience.users.len() as u64;
     batch.cards_created = batch.cards.len() as u64;
@@ -1047,7 +1026,6 @@ fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
         users_targeted: 0,
         cards_created: 0,
         errors: Vec::new(),
-        flow_instances: Vec::new(),
         cards: Vec::new(),
         events: Vec::new(),
         updated: now,

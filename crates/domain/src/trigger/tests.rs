@@ -621,7 +621,7 @@ mod engine_steps {
         assert_eq!(saved[0].cards.len(), BATCH_USERS as usize);
         let released = &saved[1];
         assert_eq!(released.invocation_id, "inv_b");
-        assert!(released.cards.is_empty() && released.flow_instances.is_empty());
+        assert!(released.cards.is_empty() && released.events.is_empty());
         assert_eq!(
             (released.from_cursor.clone(), released.cursor.clone()),
             (None, None)
@@ -638,7 +638,7 @@ mod cancels_in_a_batch {
 
     use crate::cancel::{CancelFilter, CancelTask};
     use crate::card::{card_event, CardInstance, CardStatus};
-    use crate::trigger::engine::{BatchResult, FlowInstance, InvocationStatus};
+    use crate::trigger::engine::{BatchResult, InvocationStatus};
     use crate::Timestamp;
 
     fn t(seconds: i64) -> Timestamp {
@@ -647,6 +647,7 @@ mod cancels_in_a_batch {
             .unwrap()
     }
 
+    /// A batch of a two-step flow: each user's instance has two cards.
     fn batch(users: &[&str]) -> BatchResult {
         let mut b = BatchResult {
             environment_id: "env_a".into(),
@@ -655,30 +656,27 @@ mod cancels_in_a_batch {
             cursor: Some("u9".into()),
             status: InvocationStatus::Running,
             users_targeted: users.len() as u64,
-            cards_created: users.len() as u64,
+            cards_created: 2 * users.len() as u64,
             errors: Vec::new(),
-            flow_instances: Vec::new(),
             cards: Vec::new(),
             events: Vec::new(),
             updated: t(5),
         };
         for user in users {
-            let card = Arc::new(CardInstance {
-                user_id: (*user).into(),
-                flow_instance_id: format!("fin_{user}"),
-                ..crate::card::test_card(&format!("crd_{user}"), CardStatus::Active, t(5))
-            });
-            b.events.push(card_event(card.clone(), None, None, t(5)));
-            b.cards.push(card);
-            b.flow_instances.push(FlowInstance {
-                id: format!("fin_{user}"),
-                environment_id: "env_a".into(),
-                invocation_id: "inv_1".into(),
-                flow_id: "flw_1".into(),
-                flow_version: 2,
-                user_id: (*user).into(),
-                created: t(5),
-            });
+            for step in ["s1", "s2"] {
+                let card = Arc::new(CardInstance {
+                    user_id: (*user).into(),
+                    flow_instance_id: format!("fin_{user}"),
+                    step_id: step.into(),
+                    ..crate::card::test_card(
+                        &format!("crd_{user}_{step}"),
+                        CardStatus::Active,
+                        t(5),
+                    )
+                });
+                b.events.push(card_event(card.clone(), None, None, t(5)));
+                b.cards.push(card);
+            }
         }
         b
     }
@@ -701,17 +699,18 @@ mod cancels_in_a_batch {
             ..CancelFilter::default()
         };
         b.apply_cancels(&[marker(one, 3)], 2, t(1));
-        assert_eq!(b.flow_instances.len(), 1);
         assert_eq!(
             b.cards
                 .iter()
-                .map(|c| c.user_id.as_str())
+                .map(|c| (c.user_id.as_str(), c.step_id.as_str()))
                 .collect::<Vec<_>>(),
-            ["u2"]
+            [("u2", "s1"), ("u2", "s2")]
         );
-        assert_eq!(b.events.len(), 1);
-        assert_eq!(b.events[0].user_id(), "u2");
-        assert_eq!(b.cards_created, 1);
+        assert_eq!(
+            b.events.iter().map(|e| e.user_id()).collect::<Vec<_>>(),
+            ["u2", "u2"]
+        );
+        assert_eq!(b.cards_created, 2);
         assert_eq!(b.status, InvocationStatus::Running, "the rest goes on");
         assert_eq!(b.cursor.as_deref(), Some("u9"));
     }
@@ -720,7 +719,7 @@ mod cancels_in_a_batch {
     fn a_marker_for_the_whole_flow_stops_the_invocation() {
         let mut b = batch(&["u1", "u2"]);
         b.apply_cancels(&[marker(CancelFilter::default(), 3)], 2, t(1));
-        assert!(b.cards.is_empty() && b.events.is_empty() && b.flow_instances.is_empty());
+        assert!(b.cards.is_empty() && b.events.is_empty());
         assert_eq!(b.cards_created, 0);
         assert_eq!(b.status, InvocationStatus::Cancelled);
         assert_eq!(b.cursor, None);
@@ -873,9 +872,10 @@ mod runs_at_record_time {
         let users: Vec<&str> = run.cards.iter().map(|c| c.user_id.as_str()).collect();
         assert_eq!(users, ["a", "b"]);
         assert_eq!(run.events.len(), 2);
-        for (card, instance) in run.cards.iter().zip(&run.flow_instances) {
-            assert_eq!(card.flow_instance_id, instance.id);
-            assert_eq!(instance.invocation_id, invocation.id);
+        assert_ne!(run.cards[0].flow_instance_id, run.cards[1].flow_instance_id);
+        for card in &run.cards {
+            assert!(card.flow_instance_id.starts_with("fin_"));
+            assert_eq!(card.invocation_id, invocation.id);
             assert_eq!(card.stream_ids, ["str_all"]);
             assert_eq!(
                 card.content["Web"]["defaultView"]["content"][0]["attributes"]["text"],
