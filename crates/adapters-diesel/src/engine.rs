@@ -925,6 +925,7 @@ struct ProgressKey {
     cards_created: u64,
     errors: String,
     updated: NaiveDateTime,
+    lease_until: Option<NaiveDateTime>,
 }
 
 impl ProgressKey {
@@ -937,6 +938,7 @@ impl ProgressKey {
             cards_created: batch.cards_created,
             errors: errors_text(batch),
             updated: batch.updated.naive_utc(),
+            lease_until: batch.lease_until.map(|t| t.naive_utc()),
         }
     }
 }
@@ -969,8 +971,9 @@ fn progress(
         invocations::cards_created
             .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
         invocations::errors.eq(errors_text(batch)),
-        // The claim ends with the batch: the next one may be claimed at once.
-        invocations::lease_until.eq(None::<NaiveDateTime>),
+        // The claim ends with the batch (the next one may be claimed at once), unless the
+        // worker goes on with the next one itself.
+        invocations::lease_until.eq(batch.lease_until.map(|t| t.naive_utc())),
         invocations::updated.eq(batch.updated.naive_utc()),
     )
 }

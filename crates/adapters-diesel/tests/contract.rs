@@ -1345,6 +1345,7 @@ mod engine {
                 .collect(),
             cards,
             updated: t(3),
+            lease_until: None,
         }
     }
 
@@ -1799,8 +1800,27 @@ mod engine {
         )])
         .await
         .expect("stale is ignored");
-        repo.save_batches(vec![batch(
+        // A batch saved by a worker that goes on with the next one keeps the claim until the
+        // time it gives.
+        let mut kept = batch(
             Some("u1"),
+            Some("um"),
+            vec![card("crd_m", "fin_m", "um", 5, 3)],
+        );
+        kept.lease_until = Some(t(60));
+        repo.save_batches(vec![kept]).await.expect("kept");
+        assert_eq!(repo.claim(t(50), t(80), 10).await.expect("claim"), []);
+        let resumed = repo.claim(t(61), t(91), 10).await.expect("claim");
+        assert_eq!(
+            resumed
+                .iter()
+                .map(|i| i.cursor.as_deref())
+                .collect::<Vec<_>>(),
+            [Some("um")],
+            "claimable once that time has passed"
+        );
+        repo.save_batches(vec![batch(
+            Some("um"),
             None,
             vec![card("crd_2", "fin_2", "u2", 5, 3)],
         )])
@@ -1813,7 +1833,7 @@ mod engine {
             .expect("exists");
         assert_eq!(
             (done.status, done.users_targeted, done.cards_created),
-            (InvocationStatus::Completed, 2, 2)
+            (InvocationStatus::Completed, 3, 3)
         );
         assert_eq!(cards.get("env_a", "u1", "crd_x").await.expect("get"), None);
         assert_eq!(

@@ -506,7 +506,7 @@ mod engine_steps {
     use crate::flow::MockFlowRepository;
     use crate::trigger::engine::{
         BatchResult, Engine, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
-        CLAIM_PER_STEP,
+        CLAIM_PER_STEP, FOLLOW_BATCHES, LEASE_SECONDS,
     };
     use crate::trigger::Mode;
 
@@ -533,11 +533,15 @@ mod engine_steps {
     }
 
     fn users(ids: std::ops::Range<u32>) -> Vec<String> {
-        ids.map(|i| format!("u{i:04}")).collect()
+        ids.map(|i| format!("u{i:05}")).collect()
     }
 
-    /// An engine over mocks: `claimed` is what the claim answers; the saved batches are kept.
-    fn engine(claimed: Vec<Invocation>, tagged: u32) -> (Engine, Arc<Mutex<Vec<BatchResult>>>) {
+    /// What each save was given, in order.
+    type Saves = Arc<Mutex<Vec<Vec<BatchResult>>>>;
+
+    /// An engine over mocks: `claimed` is what the one claim answers (later claims find
+    /// nothing); the batches of each save are kept.
+    fn engine(claimed: Vec<Invocation>, tagged: u32) -> (Engine, Saves) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
         flows
@@ -563,16 +567,14 @@ mod engine_steps {
         let mut claims = Some(claimed);
         invocations
             .expect_claim()
+            .times(1)
             .withf(|_, _, limit| *limit == CLAIM_PER_STEP)
             .returning(move |_, _, _| Ok(claims.take().unwrap_or_default()));
         let sink = saved.clone();
-        invocations
-            .expect_save_batches()
-            .times(1)
-            .returning(move |batches| {
-                sink.lock().expect("saved").extend(batches);
-                Ok(())
-            });
+        invocations.expect_save_batches().returning(move |batches| {
+            sink.lock().expect("saved").push(batches);
+            Ok(())
+        });
         let mut clock = crate::time::MockClock::new();
         clock.expect_now().returning(now);
         let engine = Engine::new(
@@ -594,16 +596,17 @@ mod engine_steps {
             "inv_two",
             json!({"type": "user", "targetUserIds": ["b", "c"]}),
         );
-        let (engine, saved) = engine(vec![tag, one, two], 1_500);
+        let (engine, saves) = engine(vec![tag, one, two], 1_500);
         assert!(engine.step().await.expect("step"));
-        let saved = saved.lock().expect("saved");
+        let saves = saves.lock().expect("saved");
+        let saved = &saves[0];
         let order: Vec<&str> = saved.iter().map(|b| b.invocation_id.as_str()).collect();
         assert_eq!(order, ["inv_one", "inv_two", "inv_tag"], "smallest first");
         let cards: Vec<usize> = saved.iter().map(|b| b.cards.len()).collect();
         assert_eq!(cards, [1, 2, BATCH_USERS as usize]);
         assert_eq!(saved[0].status, InvocationStatus::Completed);
         assert_eq!(saved[2].status, InvocationStatus::Running);
-        assert_eq!(saved[2].cursor.as_deref(), Some("u0999"));
+        assert_eq!(saved[2].cursor.as_deref(), Some("u00999"));
         assert!(saved
             .iter()
             .all(|b| b.cards.iter().all(|c| c.stream_ids == ["str_all"])));
@@ -614,9 +617,10 @@ mod engine_steps {
         // Two full batches claimed together: the second waits for the next step.
         let first = invocation("inv_a", json!({"type": "tag", "tagName": "vip"}));
         let second = invocation("inv_b", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saved) = engine(vec![first, second], 2_000);
+        let (engine, saves) = engine(vec![first, second], 2_000);
         assert!(engine.step().await.expect("step"));
-        let saved = saved.lock().expect("saved");
+        let saves = saves.lock().expect("saved");
+        let saved = &saves[0];
         assert_eq!(saved.len(), 2);
         assert_eq!(saved[0].cards.len(), BATCH_USERS as usize);
         let released = &saved[1];
@@ -628,6 +632,85 @@ mod engine_steps {
         );
         assert_eq!(released.status, InvocationStatus::Running);
         assert_eq!(released.users_targeted, 0);
+        assert_eq!(released.lease_until, None, "its claim ends");
+        // inv_a's next batch followed in the same step; the released one did not.
+        assert_eq!(saves.len(), 2);
+        assert_eq!(saves[1].len(), 1);
+        assert_eq!(saves[1][0].invocation_id, "inv_a");
+    }
+
+    #[tokio::test]
+    async fn an_invocation_released_unchanged_is_not_followed() {
+        // inv_a completes in this step's batch; inv_b, half done, is past the step's users.
+        let first = invocation("inv_a", json!({"type": "tag", "tagName": "vip"}));
+        let second = Invocation {
+            cursor: Some("u00499".into()),
+            ..invocation("inv_b", json!({"type": "tag", "tagName": "vip"}))
+        };
+        let (engine, saves) = engine(vec![first, second], 1_000);
+        assert!(engine.step().await.expect("step"));
+        let saves = saves.lock().expect("saved");
+        assert_eq!(saves.len(), 1, "nothing followed");
+        let released = &saves[0][1];
+        assert_eq!(released.invocation_id, "inv_b");
+        assert_eq!(released.cursor.as_deref(), Some("u00499"));
+        assert_eq!(released.lease_until, None);
+        assert_eq!(saves[0][0].status, InvocationStatus::Completed);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_goes_on_with_its_next_batches_keeping_its_claim() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves) = engine(vec![tag], 3_500);
+        assert!(engine.step().await.expect("step"));
+        let saves = saves.lock().expect("saved");
+        let batches: Vec<&BatchResult> = saves
+            .iter()
+            .map(|save| {
+                assert_eq!(save.len(), 1, "one batch per save");
+                &save[0]
+            })
+            .collect();
+        let cursors: Vec<(Option<&str>, Option<&str>)> = batches
+            .iter()
+            .map(|b| (b.from_cursor.as_deref(), b.cursor.as_deref()))
+            .collect();
+        assert_eq!(
+            cursors,
+            [
+                (None, Some("u00999")),
+                (Some("u00999"), Some("u01999")),
+                (Some("u01999"), Some("u02999")),
+                (Some("u02999"), Some("u02999")),
+            ],
+            "each from the cursor of the one before (the last keeps it)"
+        );
+        let users: Vec<u64> = batches.iter().map(|b| b.users_targeted).collect();
+        assert_eq!(users, [1_000, 1_000, 1_000, 500]);
+        let kept = Some(now() + chrono::Duration::seconds(LEASE_SECONDS));
+        let leases: Vec<_> = batches.iter().map(|b| b.lease_until).collect();
+        assert_eq!(
+            leases,
+            [kept, kept, kept, None],
+            "the claim ends with the last"
+        );
+        assert_eq!(batches[3].status, InvocationStatus::Completed);
+    }
+
+    #[tokio::test]
+    async fn a_step_follows_a_fan_out_for_a_bounded_number_of_batches() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves) = engine(vec![tag], (FOLLOW_BATCHES + 3) * 1_000);
+        assert!(engine.step().await.expect("step"));
+        let saves = saves.lock().expect("saved");
+        assert_eq!(saves.len(), 1 + FOLLOW_BATCHES as usize);
+        let last = &saves[saves.len() - 1][0];
+        assert_eq!(last.status, InvocationStatus::Running, "users are left");
+        assert_eq!(
+            last.cursor,
+            Some(format!("u{:05}", (FOLLOW_BATCHES + 1) * 1_000 - 1))
+        );
+        assert_eq!(last.lease_until, None, "released for the next claim");
     }
 }
 
@@ -661,6 +744,7 @@ mod cancels_in_a_batch {
             cards: Vec::new(),
             events: Vec::new(),
             updated: t(5),
+            lease_until: None,
         };
         for user in users {
             for step in ["s1", "s2"] {
