@@ -32,8 +32,11 @@ pub const MAX_USERS_PER_ROW: usize = 10;
 pub const MAX_ROW_ERRORS: usize = 100;
 /// Rows handed to the engine per step.
 pub const ROWS_PER_STEP: u32 = 2_000;
-/// Rows prepared and recorded together within a step (see [`BulkService::step`]).
-const CHUNK_ROWS: usize = 500;
+/// Rows prepared and recorded together within a step (see [`BulkService::step`]). A step's
+/// first chunk is prepared and its last recorded with nothing beside them, so smaller chunks
+/// overlap more of the step; measured in docs/benchmarks.md (eighth session): 125 against 500,
+/// 250 and 64.
+const CHUNK_ROWS: usize = 125;
 
 /// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
 /// prepared elements, in order.
