@@ -37,7 +37,6 @@ pub const BATCH_USERS: u32 = 1_000;
 pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
 pub const LEASE_SECONDS: i64 = 30;
-
 /// Batches of one fan-out a step runs after its first, each read and built while the one
 /// before is written (measured in docs/benchmarks.md, eighth session), before the step ends
 /// and the invocation goes back to being claimed with the others.
