@@ -688,18 +688,10 @@ impl Engine {
                 batches.push(empty_batch(invocation, now));
                 continue;
             }
-            let batch = match self
+            let run = self
                 .run_batch(invocation, now, &mut configs, &mut streams)
-                .await
-            {
-                Ok(batch) => batch,
-                Err(DomainError::Storage(e)) => return Err(e),
-                Err(other) => BatchResult {
-                    status: InvocationStatus::Failed,
-                    errors: vec![other.to_string()],
-                    ..empty_batch(invocation, now)
-                },
-            };
+                .await;
+            let batch = settled(run, invocation, now)?;
             users += batch.users_targeted.max(1);
             batches.push(batch);
         }
@@ -727,15 +719,7 @@ impl Engine {
             )
             .await;
             saved?;
-            let mut next = match next {
-                Ok(batch) => batch,
-                Err(DomainError::Storage(e)) => return Err(e),
-                Err(other) => BatchResult {
-                    status: InvocationStatus::Failed,
-                    errors: vec![other.to_string()],
-                    ..empty_batch(&invocation, now)
-                },
-            };
+            let mut next = settled(next, &invocation, now)?;
             let more = round < FOLLOW_BATCHES
                 && next.status == InvocationStatus::Running
                 && next.cursor.is_some();
@@ -1068,6 +1052,24 @@ fn batch_for(
         InvocationStatus::Completed
     };
     batch
+}
+
+/// The batch an engine step saves for `invocation`: a storage error stops the step (nothing is
+/// saved, the claim runs out), any other error fails the invocation with it.
+fn settled(
+    run: Result<BatchResult, DomainError>,
+    invocation: &Invocation,
+    now: Timestamp,
+) -> Result<BatchResult, StorageError> {
+    match run {
+        Ok(batch) => Ok(batch),
+        Err(DomainError::Storage(e)) => Err(e),
+        Err(other) => Ok(BatchResult {
+            status: InvocationStatus::Failed,
+            errors: vec![other.to_string()],
+            ..empty_batch(invocation, now)
+        }),
+    }
 }
 
 /// A batch that changes nothing but ends the claim.
