@@ -163,8 +163,9 @@ async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
 
 /// The floor of the schema: as many cards (with their flow instances) and events as invocation
 /// `id` made, each a copy of its first ones (same sizes) under new ids and users in ascending
-/// order like the engine's, written by `INSERT ... SELECT` alone into the same tables and indexes, 1,000
-/// users per transaction like the engine's batches: no Rust, no binding, no engine work.
+/// order like the engine's, written by `INSERT ... SELECT` alone into the same tables and
+/// indexes, 1,000 users per transaction like the engine's batches: no Rust, no binding, no
+/// engine work.
 fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
     let sqlite = url.starts_with("sqlite://");
     // Zero-padded so that ids and users ascend as text, like ULIDs and the tag's user order.
