@@ -1,6 +1,12 @@
 //! The engine's multi-row inserts on SQLite: one statement per run of rows that share every
 //! column but their ids, with the shared columns bound once and the ids packed in one JSON
-//! array (`INSERT ... SELECT ... FROM json_each(?)`).
+//! array (`INSERT ... SELECT ... FROM jsonb_each(?)`).
+//!
+//! `jsonb_each`, not `json_each`: each row's `value` is then a slice of the parsed array
+//! (SQLite's binary JSON), which `json_extract` reads as it is. `json_each` renders each row
+//! back into JSON text for every column read from it, and `json_extract` parses that text
+//! again: with a card's content among six columns that was a fifth of the recorder's time
+//! (docs/benchmarks.md, ninth session).
 //!
 //! Rows written together mostly differ only in their ids: the cards and events
 //! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with
@@ -141,7 +147,7 @@ pub(crate) fn invocations<'a>(
               json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
               json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
               ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
-             FROM json_each(?) WHERE true \
+             FROM jsonb_each(?) WHERE true \
              ON CONFLICT (environment_id, id) DO NOTHING",
         )
         .bind::<Text, _>(&first.environment_id)
@@ -246,7 +252,7 @@ fn card_insert(packed: usize) -> String {
         })
         .collect();
     format!(
-        "INSERT INTO card_instances ({}, {FRAME_COLUMNS}) SELECT {} FROM json_each(?)",
+        "INSERT INTO card_instances ({}, {FRAME_COLUMNS}) SELECT {} FROM jsonb_each(?)",
         CARD_ROW_COLUMNS.join(", "),
         values.join(", ")
     )
@@ -326,7 +332,7 @@ pub(crate) fn events<'a>(
              (id, card_instance_id, environment_id, name, status, previous_status, submitted, \
               published_at, created) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, ?, ?, ?, ?, ?, ? \
-             FROM json_each(?)",
+             FROM jsonb_each(?)",
         )
         .bind::<Text, _>(&e.card.environment_id)
         .bind::<Text, _>(&e.name)
