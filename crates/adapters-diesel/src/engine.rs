@@ -12,8 +12,9 @@ use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
 use serde_json::{Map, Value};
 
-use crate::db::{AnyConnection, Database, Failure};
+use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::error::corrupt;
+use crate::packed::Statement;
 use crate::schema::{analytics_events, card_instances, invocations};
 
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
@@ -350,31 +351,133 @@ pub(crate) fn insert_events(
     conn: &mut AnyConnection,
     events: &[AnalyticsEvent],
 ) -> Result<(), Failure> {
-    let rest = match &mut *conn {
-        AnyConnection::Sqlite(c) => crate::packed::events(c, events)?,
-        AnyConnection::Postgresql(_) => events.iter().collect(),
-    };
-    let rows: Vec<EventRow> = rest.into_iter().map(event_row).collect();
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
-    }
-    // The outboxes: webhook deliveries and pushes commit with their events.
+    let events: Vec<&AnalyticsEvent> = events.iter().collect();
+    EventWrites::of(&events, backend_of(conn)).write(conn)?;
+    enqueue(conn, &events)
+}
+
+/// The outboxes: webhook deliveries and pushes commit with their events.
+fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Result<(), Failure> {
     crate::webhooks::enqueue(conn, events)?;
     crate::push_jobs::enqueue(conn, events)
 }
 
-/// Inserts cards like [`insert_events`].
-fn insert_cards(conn: &mut AnyConnection, cards: &[Arc<CardInstance>]) -> Result<(), Failure> {
-    let rest = match &mut *conn {
-        AnyConnection::Sqlite(c) => crate::packed::cards(c, cards)?,
-        AnyConnection::Postgresql(_) => cards.iter().collect(),
-    };
-    let mut shared = SharedJson::default();
-    let rows: Vec<CardRow> = rest.into_iter().map(|c| shared.row(c)).collect();
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+fn backend_of(conn: &AnyConnection) -> Backend {
+    match conn {
+        AnyConnection::Sqlite(_) => Backend::Sqlite,
+        AnyConnection::Postgresql(_) => Backend::Postgres,
     }
-    Ok(())
+}
+
+/// Runs packed statements, built for SQLite; the rows they inserted.
+fn run_packed(conn: &mut AnyConnection, statements: &[Statement]) -> Result<usize, Failure> {
+    if statements.is_empty() {
+        return Ok(0);
+    }
+    let AnyConnection::Sqlite(c) = conn else {
+        return Err(Failure::Domain(StorageError::Internal(
+            "packed statements are for SQLite".into(),
+        )));
+    };
+    let mut inserted = 0;
+    for statement in statements {
+        inserted += statement.run(c)?;
+    }
+    Ok(inserted)
+}
+
+/// Cards to insert, built before the transaction that writes them: on SQLite the runs worth
+/// packing as statements (see [`crate::packed`]), the other cards (all on PostgreSQL) as rows
+/// for multi-row statements.
+struct CardWrites {
+    packed: Vec<Statement>,
+    rows: Vec<CardRow>,
+}
+
+impl CardWrites {
+    fn of(cards: &[Arc<CardInstance>], backend: Backend) -> Self {
+        let (packed, rest) = match backend {
+            Backend::Sqlite => crate::packed::cards(cards),
+            Backend::Postgres => (Vec::new(), cards.iter().collect()),
+        };
+        let mut shared = SharedJson::default();
+        let rows = rest.into_iter().map(|c| shared.row(c)).collect();
+        CardWrites { packed, rows }
+    }
+
+    fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
+        run_packed(conn, &self.packed)?;
+        for chunk in self.rows.chunks(INSERT_CHUNK) {
+            crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+        }
+        Ok(())
+    }
+}
+
+/// Events to insert, built like [`CardWrites`]; their outbox rows are not among them (see
+/// [`enqueue`]).
+struct EventWrites {
+    packed: Vec<Statement>,
+    rows: Vec<EventRow>,
+}
+
+impl EventWrites {
+    fn of(events: &[&AnalyticsEvent], backend: Backend) -> Self {
+        let (packed, rest) = match backend {
+            Backend::Sqlite => crate::packed::events(events),
+            Backend::Postgres => (Vec::new(), events.to_vec()),
+        };
+        EventWrites {
+            packed,
+            rows: rest.into_iter().map(event_row).collect(),
+        }
+    }
+
+    fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
+        run_packed(conn, &self.packed)?;
+        for chunk in self.rows.chunks(INSERT_CHUNK) {
+            crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+        }
+        Ok(())
+    }
+}
+
+/// New invocations to insert, built like [`CardWrites`]; each inserted only when its id is new
+/// in its environment.
+struct InvocationWrites {
+    rows: Vec<InvocationRow>,
+    packed: Vec<Statement>,
+    /// The rows not packed.
+    other: Vec<usize>,
+}
+
+impl InvocationWrites {
+    fn of(rows: Vec<InvocationRow>, backend: Backend) -> Self {
+        let (packed, other) = match backend {
+            Backend::Sqlite => crate::packed::invocations(&rows),
+            Backend::Postgres => (Vec::new(), (0..rows.len()).collect()),
+        };
+        InvocationWrites {
+            rows,
+            packed,
+            other,
+        }
+    }
+
+    /// True when every one was new (inserted).
+    fn write(&self, conn: &mut AnyConnection) -> Result<bool, Failure> {
+        let mut inserted = run_packed(conn, &self.packed)?;
+        let other: Vec<&InvocationRow> = self.other.iter().map(|&i| &self.rows[i]).collect();
+        for chunk in other.chunks(INSERT_CHUNK / 2) {
+            let chunk: Vec<&InvocationRow> = chunk.to_vec();
+            inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+                .values(chunk)
+                .on_conflict((invocations::environment_id, invocations::id))
+                .do_nothing()
+                .execute(c))?;
+        }
+        Ok(inserted == self.rows.len())
+    }
 }
 
 fn load_invocation(
@@ -408,13 +511,27 @@ struct Pending {
 /// Calls recorded together in one transaction, at most.
 const RECORD_GROUP: usize = 256;
 
+/// Calls on their way to the writing thread, with what they write when every invocation they
+/// ask for is new and no cancel applies to them (nearly always), built on the packing thread.
+struct Group {
+    calls: Vec<Pending>,
+    writes: Option<NewWrites>,
+}
+
+/// What a group recorded, freed on a thread of its own.
+type Spent = (Vec<Vec<Asked>>, Option<NewWrites>);
+
 pub struct DieselInvocationRepository {
     db: Database,
-    /// Group commit: `record_run` calls queue here and one thread of its own writes all those
-    /// waiting in one transaction (started on first use; it ends when the repository is
-    /// dropped). A thread rather than a task, so that it writes however busy its callers'
-    /// runtimes are (a CSV step prepares its next rows while the recorder writes the last
-    /// ones), and each group saves a hop to the blocking pool.
+    /// Group commit: `record_run` calls queue here, and one thread writes all those waiting in
+    /// one transaction: SQLite takes one writer at a time, so that thread does nothing but
+    /// write. A thread before it builds each group's rows and packed statements
+    /// ([`NewWrites`]) while the group before is written, and one after it frees what each
+    /// group recorded (in a CSV task's profile, building and freeing took half of the writing
+    /// thread's time). Threads rather than tasks, so that they work however busy their
+    /// callers' runtimes are (a CSV step prepares its next rows while the last ones are
+    /// recorded), and each group saves a hop to the blocking pool. Started on first use; they
+    /// end when the repository is dropped.
     recorder: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Pending>>,
 }
 
@@ -430,87 +547,119 @@ impl DieselInvocationRepository {
         if let Some(sender) = self.recorder.get() {
             return Ok(sender);
         }
-        let (sender, mut queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
-        let db = self.db.clone();
-        let started = std::thread::Builder::new()
-            .name("recorder".into())
-            .spawn(move || {
-                while let Some(first) = queue.blocking_recv() {
-                    let mut group = vec![first];
-                    while group.len() < RECORD_GROUP {
-                        match queue.try_recv() {
-                            Ok(next) => group.push(next),
-                            Err(_) => break,
-                        }
-                    }
-                    record_group(&db, group);
-                }
-            });
-        if let Err(e) = started {
-            return Err(StorageError::Unavailable(format!(
-                "cannot start the invocation recorder: {e}"
-            )));
-        }
-        // Two first callers at once: the second's thread ends with its unused sender.
+        let (sender, queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
+        start_recorder(self.db.clone(), queue).map_err(|e| {
+            StorageError::Unavailable(format!("cannot start the invocation recorder: {e}"))
+        })?;
+        // Two first callers at once: the second's threads end with its unused sender.
         Ok(self.recorder.get_or_init(|| sender))
     }
 }
 
-/// Records the calls of `group` in one transaction and answers each, on the recorder's thread.
-/// Every call is decided on its own, in queue order, as if it ran alone: an id that clashes
-/// refuses that call only, and an id asked by two calls is inserted by the first and found by
-/// the second.
-fn record_group(db: &Database, mut group: Vec<Pending>) {
-    let calls: Vec<Vec<Asked>> = group
-        .iter_mut()
-        .map(|p| std::mem::take(&mut p.asked))
-        .collect();
+/// The recorder's three threads: packing, writing, freeing. Each ends when the one before it
+/// does, the first when `queue`'s senders are gone.
+fn start_recorder(
+    db: Database,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<Pending>,
+) -> std::io::Result<()> {
+    let (spent, freed) = std::sync::mpsc::channel::<Spent>();
+    std::thread::Builder::new()
+        .name("recorder-free".into())
+        .spawn(move || freed.into_iter().for_each(drop))?;
+    // One group packed ahead of the one being written.
+    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(1);
+    let writer = db.clone();
+    std::thread::Builder::new()
+        .name("recorder".into())
+        .spawn(move || {
+            for group in groups {
+                let _ = spent.send(record_group(&writer, group));
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("recorder-pack".into())
+        .spawn(move || {
+            let backend = db.backend();
+            while let Some(first) = queue.blocking_recv() {
+                let mut calls = vec![first];
+                while calls.len() < RECORD_GROUP {
+                    match queue.try_recv() {
+                        Ok(next) => calls.push(next),
+                        Err(_) => break,
+                    }
+                }
+                let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
+                    .iter()
+                    .flat_map(|c| c.asked.iter().map(|(i, run)| (i, run.as_ref())))
+                    .collect();
+                let writes = distinct(&all).then(|| NewWrites::of(&all, backend));
+                drop(all);
+                if packed.send(Group { calls, writes }).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// True when no (environment, id) is asked twice.
+fn distinct(all: &[(&Invocation, Option<&BatchResult>)]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(all.len());
+    all.iter()
+        .all(|(i, _)| seen.insert((i.environment_id.as_str(), i.id.as_str())))
+}
+
+/// Records the calls of `group` in one transaction and answers each, on the writing thread;
+/// returns what they recorded, to be freed elsewhere. Every call is decided on its own, in
+/// queue order, as if it ran alone: an id that clashes refuses that call only, and an id asked
+/// by two calls is inserted by the first and found by the second.
+fn record_group(db: &Database, group: Group) -> Spent {
+    let (calls, replies): (Vec<Vec<Asked>>, Vec<_>) =
+        group.calls.into_iter().map(|p| (p.asked, p.reply)).unzip();
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
     let mut outcome = Err(StorageError::Unavailable(
         "invocation ids kept being reused concurrently".into(),
     ));
     for _ in 0..3 {
-        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls));
+        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls, group.writes.as_ref()));
         if !matches!(outcome, Err(StorageError::StaleRevision)) {
             break;
         }
     }
     match outcome {
         Ok(answers) => {
-            for (pending, answer) in group.into_iter().zip(answers) {
-                let _ = pending.reply.send(Ok(answer));
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let _ = reply.send(Ok(answer));
             }
         }
         Err(e) => {
-            for pending in group {
-                let _ = pending.reply.send(Err(e.clone()));
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }
+    (calls, group.writes)
 }
 
 /// Inside one transaction. First as if every asked id were new (nearly always so): all are
-/// inserted, with the rows of their runs, under a savepoint. When one was stored already, the
-/// savepoint is rolled back and every call is decided on its own: one read per environment for
-/// every asked id, then the new ones of every call that clashes with nothing inserted.
+/// inserted, with the rows of their runs, under a savepoint, from `writes` when the packing
+/// thread built them. When one was stored already, the savepoint is rolled back and every call
+/// is decided on its own: one read per environment for every asked id, then the new ones of
+/// every call that clashes with nothing inserted.
 fn record_calls(
     conn: &mut AnyConnection,
     calls: &[Vec<Asked>],
+    writes: Option<&NewWrites>,
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
-    let mut distinct = std::collections::HashSet::new();
-    if calls
+    let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
         .iter()
         .flatten()
-        .all(|(i, _)| distinct.insert((i.environment_id.as_str(), i.id.as_str())))
-    {
-        let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
-            .iter()
-            .flatten()
-            .map(|(i, run)| (i, run.as_ref()))
-            .collect();
+        .map(|(i, run)| (i, run.as_ref()))
+        .collect();
+    if distinct(&all) {
         // Rolled back to the savepoint when an id was stored already.
-        let saved = conn.transaction(|conn| match insert_new(conn, &all)? {
+        let saved = conn.transaction(|conn| match insert_new(conn, &all, writes)? {
             true => Ok(()),
             false => Err(Failure::Domain(StorageError::StaleRevision)),
         });
@@ -522,7 +671,7 @@ fn record_calls(
     }
     let mut found: HashMap<(String, String), Invocation> = HashMap::new();
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (i, _) in calls.iter().flatten() {
+    for (i, _) in &all {
         by_env
             .entry(i.environment_id.as_str())
             .or_default()
@@ -566,26 +715,58 @@ fn record_calls(
         }
         answers.push(stored);
     }
-    if !insert_new(conn, &new)? {
+    if !insert_new(conn, &new, None)? {
         // A racing request inserted some of these ids first: decide again.
         return Err(Failure::Domain(StorageError::StaleRevision));
     }
     Ok(answers)
 }
 
-/// Inserts invocations taken to be new, and the rows of their runs as `save_batches` saves
-/// batches (cancel markers applied; the invocations known without reading); each run's
-/// progress is its invocation's. False, with the runs not saved, when some of the invocations
-/// were stored already.
+/// What recording invocations taken to be new writes: their rows, and the cards and events of
+/// their runs as [`save_batches`](InvocationRepository::save_batches) writes batches, each
+/// run's progress its invocation's.
+struct NewWrites {
+    invocations: InvocationWrites,
+    runs: RunWrites,
+}
+
+impl NewWrites {
+    /// For `new` with its runs as they are (no cancel applied).
+    fn of(new: &[(&Invocation, Option<&BatchResult>)], backend: Backend) -> Self {
+        let rows = new
+            .iter()
+            .map(|(i, run)| {
+                let mut row = InvocationRow::from_invocation(i);
+                if let Some(run) = run {
+                    row.status = run.status.as_str().to_owned();
+                    row.users_targeted += i64::try_from(run.users_targeted).unwrap_or(0);
+                    row.cards_created += i64::try_from(run.cards_created).unwrap_or(0);
+                    row.errors = errors_text(run);
+                    row.cursor = run.cursor.clone();
+                    row.updated = run.updated.naive_utc();
+                }
+                row
+            })
+            .collect();
+        let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
+        NewWrites {
+            invocations: InvocationWrites::of(rows, backend),
+            runs: RunWrites::of(&runs, backend),
+        }
+    }
+}
+
+/// Inserts invocations taken to be new, and the rows of their runs (cancel markers applied;
+/// the invocations known without reading), from `built` when it was built from `new`. False,
+/// with the runs not saved, when some of the invocations were stored already.
 fn insert_new(
     conn: &mut AnyConnection,
     new: &[(&Invocation, Option<&BatchResult>)],
+    built: Option<&NewWrites>,
 ) -> Result<bool, Failure> {
-    let mut runs: Vec<BatchResult> = Vec::new();
     let mut known: Known = HashMap::new();
-    let mut run_of: Vec<Option<usize>> = Vec::with_capacity(new.len());
     for (i, run) in new {
-        run_of.push(run.map(|run| {
+        if run.is_some() {
             known.insert(
                 (i.environment_id.clone(), i.id.clone()),
                 (
@@ -594,44 +775,44 @@ fn insert_new(
                     i.created.naive_utc(),
                 ),
             );
-            runs.push(run.clone());
-            runs.len() - 1
-        }));
+        }
     }
-    apply_markers(conn, &mut runs, &known)?;
-    let rows: Vec<InvocationRow> = new
-        .iter()
-        .zip(run_of)
-        .map(|((i, _), run)| {
-            let mut row = InvocationRow::from_invocation(i);
-            if let Some(run) = run.map(|r| &runs[r]) {
-                row.status = run.status.as_str().to_owned();
-                row.users_targeted += i64::try_from(run.users_targeted).unwrap_or(0);
-                row.cards_created += i64::try_from(run.cards_created).unwrap_or(0);
-                row.errors = errors_text(run);
-                row.cursor = run.cursor.clone();
-                row.updated = run.updated.naive_utc();
+    let runs = new.iter().filter_map(|(_, run)| *run);
+    if markers_for(conn, runs, &known)?.is_empty() {
+        // Nearly always: no cancel accepted since these invocations were created.
+        let fresh;
+        let writes = match built {
+            Some(writes) => writes,
+            None => {
+                fresh = NewWrites::of(new, backend_of(conn));
+                &fresh
             }
-            row
-        })
-        .collect();
-    let (mut inserted, rest) = match &mut *conn {
-        AnyConnection::Sqlite(c) => crate::packed::invocations(c, &rows)?,
-        AnyConnection::Postgresql(_) => (0, rows.iter().collect()),
-    };
-    let rest: Vec<&InvocationRow> = rest;
-    for chunk in rest.chunks(INSERT_CHUNK / 2) {
-        let chunk: Vec<&InvocationRow> = chunk.to_vec();
-        inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
-            .values(chunk)
-            .on_conflict((invocations::environment_id, invocations::id))
-            .do_nothing()
-            .execute(c))?;
+        };
+        return write_new(conn, writes, new);
     }
-    if inserted < rows.len() {
+    let mut runs: Vec<BatchResult> = new.iter().filter_map(|(_, run)| run.cloned()).collect();
+    apply_markers(conn, &mut runs, &known)?;
+    let mut applied = runs.iter();
+    let new: Vec<(&Invocation, Option<&BatchResult>)> = new
+        .iter()
+        .map(|(i, run)| (*i, run.and_then(|_| applied.next())))
+        .collect();
+    let writes = NewWrites::of(&new, backend_of(conn));
+    write_new(conn, &writes, &new)
+}
+
+/// Writes what was built from `new`; false, with the runs not written, when some of the
+/// invocations were stored already.
+fn write_new(
+    conn: &mut AnyConnection,
+    writes: &NewWrites,
+    new: &[(&Invocation, Option<&BatchResult>)],
+) -> Result<bool, Failure> {
+    if !writes.invocations.write(conn)? {
         return Ok(false);
     }
-    insert_rows(conn, runs)?;
+    let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
+    writes.runs.write(conn, &runs)?;
     Ok(true)
 }
 
@@ -761,30 +942,47 @@ impl InvocationRepository for DieselInvocationRepository {
                 let mut batches = batches;
                 apply_cancels(conn, &mut batches)?;
                 let kept = save_progress(conn, &batches)?;
-                let saved: Vec<BatchResult> = batches
-                    .into_iter()
+                let saved: Vec<&BatchResult> = batches
+                    .iter()
                     .zip(kept)
                     .filter_map(|(batch, kept)| kept.then_some(batch))
                     .collect();
-                insert_rows(conn, saved)
+                RunWrites::of(&saved, backend_of(conn)).write(conn, &saved)
             })
             .await
     }
 }
 
-/// The flow instances, cards and events of `batches`: the rows of every batch together, not
-/// one statement per batch.
-fn insert_rows(conn: &mut AnyConnection, mut batches: Vec<BatchResult>) -> Result<(), Failure> {
-    let events: Vec<AnalyticsEvent> = batches
-        .iter_mut()
-        .flat_map(|b| std::mem::take(&mut b.events))
-        .collect();
-    let cards: Vec<Arc<CardInstance>> = batches
-        .iter()
-        .flat_map(|b| b.cards.iter().cloned())
-        .collect();
-    insert_cards(conn, &cards)?;
-    insert_events(conn, &events)
+/// The cards and events of batches, built like [`CardWrites`]: the rows of every batch
+/// together, not one statement per batch.
+struct RunWrites {
+    cards: CardWrites,
+    events: EventWrites,
+}
+
+impl RunWrites {
+    fn of(batches: &[&BatchResult], backend: Backend) -> Self {
+        let cards: Vec<Arc<CardInstance>> = batches
+            .iter()
+            .flat_map(|b| b.cards.iter().cloned())
+            .collect();
+        RunWrites {
+            cards: CardWrites::of(&cards, backend),
+            events: EventWrites::of(&events_of(batches), backend),
+        }
+    }
+
+    /// Writes them, with the outbox rows of the events of `batches`, the batches they were
+    /// built from.
+    fn write(&self, conn: &mut AnyConnection, batches: &[&BatchResult]) -> Result<(), Failure> {
+        self.cards.write(conn)?;
+        self.events.write(conn)?;
+        enqueue(conn, &events_of(batches))
+    }
+}
+
+fn events_of<'a>(batches: &[&'a BatchResult]) -> Vec<&'a AnalyticsEvent> {
+    batches.iter().flat_map(|b| b.events.iter()).collect()
 }
 
 /// (environment, invocation id) → the invocation's (flow, version, created).
@@ -823,19 +1021,15 @@ fn apply_cancels(conn: &mut AnyConnection, batches: &mut [BatchResult]) -> Resul
     apply_markers(conn, batches, &known)
 }
 
-/// Applies to each batch of a `known` invocation its flow's cancel markers accepted since the
-/// invocation was created: one read of each flow's markers.
-fn apply_markers(
+/// Each flow's cancel markers accepted since the oldest of its `known` invocations among
+/// `batches`: one read per flow. Flows without any are left out.
+fn markers_for<'a>(
     conn: &mut AnyConnection,
-    batches: &mut [BatchResult],
+    batches: impl Iterator<Item = &'a BatchResult>,
     known: &Known,
-) -> Result<(), Failure> {
-    if batches.is_empty() {
-        return Ok(());
-    }
-    // Each flow's markers since its oldest invocation in this save.
+) -> Result<Markers, Failure> {
     let mut since: HashMap<(&str, &str), NaiveDateTime> = HashMap::new();
-    for batch in batches.iter() {
+    for batch in batches {
         if let Some((flow, _, created)) =
             known.get(&(batch.environment_id.clone(), batch.invocation_id.clone()))
         {
@@ -848,7 +1042,26 @@ fn apply_markers(
     let mut markers = HashMap::new();
     for ((env, flow), oldest) in since {
         let found = crate::cancel::markers_since(conn, env, flow, oldest.and_utc())?;
-        markers.insert((env.to_owned(), flow.to_owned()), found);
+        if !found.is_empty() {
+            markers.insert((env.to_owned(), flow.to_owned()), found);
+        }
+    }
+    Ok(markers)
+}
+
+/// (environment, flow) → its cancel markers.
+type Markers = HashMap<(String, String), Vec<domain::cancel::CancelTask>>;
+
+/// Applies to each batch of a `known` invocation its flow's cancel markers accepted since the
+/// invocation was created: one read of each flow's markers.
+fn apply_markers(
+    conn: &mut AnyConnection,
+    batches: &mut [BatchResult],
+    known: &Known,
+) -> Result<(), Failure> {
+    let markers = markers_for(conn, batches.iter(), known)?;
+    if markers.is_empty() {
+        return Ok(());
     }
     for batch in batches.iter_mut() {
         let key = (batch.environment_id.clone(), batch.invocation_id.clone());

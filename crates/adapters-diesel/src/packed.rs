@@ -25,12 +25,14 @@
 //! user ids are refused with control characters (the domain's validation), and a card's content
 //! and context are packed as JSON text, in which a NUL is an escape sequence.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
 
 use chrono::NaiveDateTime;
-use diesel::prelude::*;
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
-use diesel::sqlite::SqliteConnection;
+use diesel::sqlite::{Sqlite, SqliteConnection};
+use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
 use serde_json::Value;
 
@@ -41,6 +43,70 @@ const PACK: usize = 1_000;
 
 /// Shorter runs are left to diesel's multi-row `INSERT`.
 const MIN_RUN: usize = 4;
+
+/// A value bound to a [`Statement`], owned: statements are built on one thread and run on
+/// another (see `engine`'s recorder).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Bind {
+    Text(String),
+    OptText(Option<String>),
+    Int(i32),
+    BigInt(i64),
+    Bool(bool),
+    Time(NaiveDateTime),
+    OptTime(Option<NaiveDateTime>),
+}
+
+/// One packed multi-row insert, built apart from its execution: its SQL, with one `?` per
+/// bind, and its binds in order. Unlike diesel's `sql_query`, which SQLite parses again at
+/// every execution (5% of the recorder's time), it is prepared once per connection and kept in
+/// diesel's statement cache, keyed by its SQL.
+#[derive(Debug)]
+pub(crate) struct Statement {
+    sql: &'static str,
+    binds: Vec<Bind>,
+}
+
+impl Statement {
+    fn new(sql: &'static str, binds: Vec<Bind>) -> Self {
+        debug_assert_eq!(sql.matches('?').count(), binds.len(), "{sql}");
+        Statement { sql, binds }
+    }
+
+    /// Runs it; the rows inserted.
+    pub(crate) fn run(&self, conn: &mut SqliteConnection) -> QueryResult<usize> {
+        RunQueryDsl::execute(self, conn)
+    }
+}
+
+impl QueryId for Statement {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl QueryFragment<Sqlite> for Statement {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+        // The SQL holds no `?` but its placeholders (no string literal of the packed inserts
+        // has one), and `push_bind_param` writes each placeholder back.
+        let mut pieces = self.sql.split('?');
+        out.push_sql(pieces.next().unwrap_or_default());
+        for (bind, piece) in self.binds.iter().zip(pieces) {
+            match bind {
+                Bind::Text(v) => out.push_bind_param::<Text, _>(v)?,
+                Bind::OptText(v) => out.push_bind_param::<Nullable<Text>, _>(v)?,
+                Bind::Int(v) => out.push_bind_param::<Integer, _>(v)?,
+                Bind::BigInt(v) => out.push_bind_param::<BigInt, _>(v)?,
+                Bind::Bool(v) => out.push_bind_param::<Bool, _>(v)?,
+                Bind::Time(v) => out.push_bind_param::<Timestamp, _>(v)?,
+                Bind::OptTime(v) => out.push_bind_param::<Nullable<Timestamp>, _>(v)?,
+            }
+            out.push_sql(piece);
+        }
+        Ok(())
+    }
+}
+
+impl RunQueryDsl<SqliteConnection> for &Statement {}
 
 /// `items` cut into runs of consecutive items that are `same` as their run's first, at most
 /// `PACK` long.
@@ -116,57 +182,65 @@ fn same_invocation(a: &&InvocationRow, b: &&InvocationRow) -> bool {
         && a.attempts == b.attempts
 }
 
-/// Inserts the runs of `rows` worth packing, each id only when it is new in its environment;
-/// returns how many were inserted, and the rows of the other runs.
-pub(crate) fn invocations<'a>(
-    conn: &mut SqliteConnection,
-    rows: &'a [InvocationRow],
-) -> QueryResult<(usize, Vec<&'a InvocationRow>)> {
+/// `WHERE true`: SQLite needs it to read `ON CONFLICT` as the upsert clause.
+const INVOCATION_INSERT: &str = "INSERT INTO invocations \
+     (id, fingerprint, target, payload, created, updated, environment_id, flow_id, \
+      mode, flow_version, strict_variables, bulk, status, users_targeted, \
+      cards_created, errors, cursor, lease_until, attempts) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+      json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+      json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
+      ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+     FROM jsonb_each(?) WHERE true \
+     ON CONFLICT (environment_id, id) DO NOTHING";
+
+/// The inserts of the runs of `rows` worth packing, each id inserted only when it is new in
+/// its environment (the statements count the rows they insert); and the indexes of the other
+/// rows.
+pub(crate) fn invocations(rows: &[InvocationRow]) -> (Vec<Statement>, Vec<usize>) {
     let refs: Vec<&InvocationRow> = rows.iter().collect();
-    let (long, rest) = split(&refs, same_invocation);
-    let mut inserted = 0;
-    for run in long {
+    let mut statements = Vec::new();
+    let mut rest = Vec::new();
+    let mut at = 0;
+    for run in runs(&refs, same_invocation) {
+        if run.len() < MIN_RUN {
+            rest.extend(at..at + run.len());
+            at += run.len();
+            continue;
+        }
+        at += run.len();
         let first = run[0];
         let packed = pack(run.iter().map(|i| {
             [
-                i.id.clone(),
-                i.fingerprint.clone(),
-                i.target.clone(),
-                i.payload.clone(),
-                i.created.format(SQLITE_TIME).to_string(),
-                i.updated.format(SQLITE_TIME).to_string(),
+                Cow::Borrowed(i.id.as_str()),
+                Cow::Borrowed(i.fingerprint.as_str()),
+                Cow::Borrowed(i.target.as_str()),
+                Cow::Borrowed(i.payload.as_str()),
+                Cow::Owned(i.created.format(SQLITE_TIME).to_string()),
+                Cow::Owned(i.updated.format(SQLITE_TIME).to_string()),
             ]
         }));
-        // `WHERE true`: SQLite needs it to read `ON CONFLICT` as the upsert clause.
-        inserted += diesel::sql_query(
-            "INSERT INTO invocations \
-             (id, fingerprint, target, payload, created, updated, environment_id, flow_id, \
-              mode, flow_version, strict_variables, bulk, status, users_targeted, \
-              cards_created, errors, cursor, lease_until, attempts) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-              json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
-              json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
-              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
-             FROM jsonb_each(?) WHERE true \
-             ON CONFLICT (environment_id, id) DO NOTHING",
-        )
-        .bind::<Text, _>(&first.environment_id)
-        .bind::<Text, _>(&first.flow_id)
-        .bind::<Text, _>(&first.mode)
-        .bind::<Integer, _>(first.flow_version)
-        .bind::<Bool, _>(first.strict_variables)
-        .bind::<Bool, _>(first.bulk)
-        .bind::<Text, _>(&first.status)
-        .bind::<BigInt, _>(first.users_targeted)
-        .bind::<BigInt, _>(first.cards_created)
-        .bind::<Text, _>(&first.errors)
-        .bind::<Nullable<Text>, _>(&first.cursor)
-        .bind::<Nullable<Timestamp>, _>(first.lease_until)
-        .bind::<Integer, _>(first.attempts)
-        .bind::<Text, _>(packed)
-        .execute(conn)?;
+        statements.push(Statement::new(
+            INVOCATION_INSERT,
+            vec![
+                Bind::Text(first.environment_id.clone()),
+                Bind::Text(first.flow_id.clone()),
+                Bind::Text(first.mode.clone()),
+                Bind::Int(first.flow_version),
+                Bind::Bool(first.strict_variables),
+                Bind::Bool(first.bulk),
+                Bind::Text(first.status.clone()),
+                Bind::BigInt(first.users_targeted),
+                Bind::BigInt(first.cards_created),
+                Bind::Text(first.errors.clone()),
+                Bind::OptText(first.cursor.clone()),
+                Bind::OptTime(first.lease_until),
+                Bind::Int(first.attempts),
+                Bind::Text(packed),
+            ],
+        ));
     }
-    Ok((inserted, rest.into_iter().copied().collect()))
+    (statements, rest)
 }
 
 /// Cards sharing all but their id, user, flow instance, invocation, content and context: the
@@ -199,33 +273,31 @@ fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
         && same_frame(a, b)
 }
 
-/// The columns of a card's frame (see [`same_frame`]), in the order [`bind_frame`] binds them.
+/// The columns of a card's frame (see [`same_frame`]), in the order [`frame`] binds them.
 const FRAME_COLUMNS: &str = "environment_id, flow_id, flow_version, step_id, template_id, \
      template_name, status, priority, stream_ids, platforms, embargo_until, expires_at, \
      snoozed_until, published_at, created, updated";
 
-/// Binds the columns of `$card`'s frame to `$query`, in [`FRAME_COLUMNS`]' order.
-macro_rules! bind_frame {
-    ($query:expr, $card:expr) => {{
-        let c: &CardInstance = $card;
-        $query
-            .bind::<Text, _>(&c.environment_id)
-            .bind::<Text, _>(&c.flow_id)
-            .bind::<Integer, _>(version(c.flow_version))
-            .bind::<Text, _>(&c.step_id)
-            .bind::<Text, _>(&c.template_id)
-            .bind::<Text, _>(&c.template_name)
-            .bind::<Text, _>(c.status.as_str())
-            .bind::<Integer, _>(i32::from(c.priority))
-            .bind::<Text, _>(serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()))
-            .bind::<Text, _>(serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()))
-            .bind::<Nullable<Timestamp>, _>(naive(c.embargo_until))
-            .bind::<Nullable<Timestamp>, _>(naive(c.expires_at))
-            .bind::<Nullable<Timestamp>, _>(naive(c.snoozed_until))
-            .bind::<Nullable<Timestamp>, _>(naive(c.published_at))
-            .bind::<Timestamp, _>(c.created.naive_utc())
-            .bind::<Timestamp, _>(c.updated.naive_utc())
-    }};
+/// The binds of `c`'s frame, in [`FRAME_COLUMNS`]' order.
+fn frame(c: &CardInstance) -> [Bind; 16] {
+    [
+        Bind::Text(c.environment_id.clone()),
+        Bind::Text(c.flow_id.clone()),
+        Bind::Int(version(c.flow_version)),
+        Bind::Text(c.step_id.clone()),
+        Bind::Text(c.template_id.clone()),
+        Bind::Text(c.template_name.clone()),
+        Bind::Text(c.status.as_str().to_owned()),
+        Bind::Int(i32::from(c.priority)),
+        Bind::Text(serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into())),
+        Bind::Text(serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into())),
+        Bind::OptTime(naive(c.embargo_until)),
+        Bind::OptTime(naive(c.expires_at)),
+        Bind::OptTime(naive(c.snoozed_until)),
+        Bind::OptTime(naive(c.published_at)),
+        Bind::Time(c.created.naive_utc()),
+        Bind::Time(c.updated.naive_utc()),
+    ]
 }
 
 /// The columns a card's packed row may hold, in its order; the frame follows.
@@ -258,19 +330,22 @@ fn card_insert(packed: usize) -> String {
     )
 }
 
+/// Cards of one content: their ids packed.
+static CARDS_BY_ID: LazyLock<String> = LazyLock::new(|| card_insert(4));
+/// Cards each with its own content: their ids, contents and contexts packed.
+static CARDS_WITH_CONTENT: LazyLock<String> = LazyLock::new(|| card_insert(6));
+
 fn content_text(c: &CardInstance) -> String {
     serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into())
 }
 
-/// Inserts the runs of `rows` worth packing; returns the others.
+/// The inserts of the runs of `rows` worth packing; the other rows.
 ///
 /// Cards of one content (a fan-out batch, one-user invocations of one payload) pack their ids
 /// only. Cards of one frame but each its own content (the one-user invocations of a CSV task,
 /// each row with its own variables) pack their content and context with their ids.
-pub(crate) fn cards<'a>(
-    conn: &mut SqliteConnection,
-    rows: &'a [Arc<CardInstance>],
-) -> QueryResult<Vec<&'a Arc<CardInstance>>> {
+pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<CardInstance>>) {
+    let mut statements = Vec::new();
     let (long, rest) = split(rows, |a, b| same_card(a, b));
     for run in long {
         let c = &run[0];
@@ -282,10 +357,13 @@ pub(crate) fn cards<'a>(
                 c.invocation_id.as_str(),
             ]
         }));
-        let query = diesel::sql_query(card_insert(4))
-            .bind::<Text, _>(content_text(c))
-            .bind::<Text, _>(c.context.to_string());
-        bind_frame!(query, c).bind::<Text, _>(ids).execute(conn)?;
+        let mut binds = vec![
+            Bind::Text(content_text(c)),
+            Bind::Text(c.context.to_string()),
+        ];
+        binds.extend(frame(c));
+        binds.push(Bind::Text(ids));
+        statements.push(Statement::new(&CARDS_BY_ID, binds));
     }
     let (long, rest) = split(&rest, |a, b| same_frame(a, b));
     for run in long {
@@ -300,15 +378,16 @@ pub(crate) fn cards<'a>(
                 c.context.to_string(),
             ]
         }));
-        let query = diesel::sql_query(card_insert(6));
-        bind_frame!(query, c).bind::<Text, _>(rows).execute(conn)?;
+        let mut binds = Vec::from(frame(c));
+        binds.push(Bind::Text(rows));
+        statements.push(Statement::new(&CARDS_WITH_CONTENT, binds));
     }
-    Ok(rest.into_iter().copied().collect())
+    (statements, rest.into_iter().copied().collect())
 }
 
 /// Events sharing all but their id and card: the change (name, status, previous status,
 /// submitted values, publication time) and the time.
-fn same_event(a: &AnalyticsEvent, b: &AnalyticsEvent) -> bool {
+fn same_event(a: &&AnalyticsEvent, b: &&AnalyticsEvent) -> bool {
     a.card.environment_id == b.card.environment_id
         && a.name == b.name
         && a.card.status == b.card.status
@@ -318,33 +397,36 @@ fn same_event(a: &AnalyticsEvent, b: &AnalyticsEvent) -> bool {
         && a.created == b.created
 }
 
-/// Inserts the runs of `rows` worth packing; returns the others.
-pub(crate) fn events<'a>(
-    conn: &mut SqliteConnection,
-    rows: &'a [AnalyticsEvent],
-) -> QueryResult<Vec<&'a AnalyticsEvent>> {
+const EVENT_INSERT: &str = "INSERT INTO analytics_events \
+     (id, card_instance_id, environment_id, name, status, previous_status, submitted, \
+      published_at, created) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, ?, ?, ?, ?, ?, ? \
+     FROM jsonb_each(?)";
+
+/// The inserts of the runs of `rows` worth packing; the other rows.
+pub(crate) fn events<'a>(rows: &[&'a AnalyticsEvent]) -> (Vec<Statement>, Vec<&'a AnalyticsEvent>) {
     let (long, rest) = split(rows, same_event);
-    for run in long {
-        let e = &run[0];
-        let ids = pack(run.iter().map(|e| [e.id.as_str(), e.card.id.as_str()]));
-        diesel::sql_query(
-            "INSERT INTO analytics_events \
-             (id, card_instance_id, environment_id, name, status, previous_status, submitted, \
-              published_at, created) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ?, ?, ?, ?, ?, ?, ? \
-             FROM jsonb_each(?)",
-        )
-        .bind::<Text, _>(&e.card.environment_id)
-        .bind::<Text, _>(&e.name)
-        .bind::<Text, _>(e.card.status.as_str())
-        .bind::<Nullable<Text>, _>(e.previous.map(|p| p.as_str()))
-        .bind::<Nullable<Text>, _>(e.values.as_ref().map(Value::to_string))
-        .bind::<Nullable<Timestamp>, _>(naive(e.card.published_at))
-        .bind::<Timestamp, _>(e.created.naive_utc())
-        .bind::<Text, _>(ids)
-        .execute(conn)?;
-    }
-    Ok(rest)
+    let statements = long
+        .into_iter()
+        .map(|run| {
+            let e = run[0];
+            let ids = pack(run.iter().map(|e| [e.id.as_str(), e.card.id.as_str()]));
+            Statement::new(
+                EVENT_INSERT,
+                vec![
+                    Bind::Text(e.card.environment_id.clone()),
+                    Bind::Text(e.name.clone()),
+                    Bind::Text(e.card.status.as_str().to_owned()),
+                    Bind::OptText(e.previous.map(|p| p.as_str().to_owned())),
+                    Bind::OptText(e.values.as_ref().map(Value::to_string)),
+                    Bind::OptTime(naive(e.card.published_at)),
+                    Bind::Time(e.created.naive_utc()),
+                    Bind::Text(ids),
+                ],
+            )
+        })
+        .collect();
+    (statements, rest.into_iter().copied().collect())
 }
 
 #[cfg(test)]

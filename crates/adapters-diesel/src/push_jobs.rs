@@ -43,9 +43,13 @@ struct JobRow {
 /// the card reaches through an enabled platform of the device's app, in the caller's
 /// transaction. Which events and devices: `domain::push::{wants, targeted_platforms, reaches,
 /// serves}`.
-pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Result<(), Failure> {
     // The events that call for pushes, with their card.
-    let wanted: Vec<&AnalyticsEvent> = events.iter().filter(|e| domain::push::wants(e)).collect();
+    let wanted: Vec<&AnalyticsEvent> = events
+        .iter()
+        .copied()
+        .filter(|e| domain::push::wants(e))
+        .collect();
     if wanted.is_empty() {
         return Ok(());
     }

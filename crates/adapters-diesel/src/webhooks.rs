@@ -170,7 +170,7 @@ fn open(secrets: &SecretBox, row: SubscriptionRow) -> Result<Subscription, Stora
 
 /// The outbox half of every event write: one pending delivery per enabled subscription that
 /// wants the event, in the caller's transaction.
-pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[AnalyticsEvent]) -> Result<(), Failure> {
+pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Result<(), Failure> {
     if events.is_empty() {
         return Ok(());
     }
