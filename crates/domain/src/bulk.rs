@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use chrono::Duration;
+use futures_util::StreamExt;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Map, Value};
 use sha2::Sha256;
@@ -37,6 +38,8 @@ pub const ROWS_PER_STEP: u32 = 2_000;
 /// overlap more of the step; measured in docs/benchmarks.md (eighth session): 125 against 500,
 /// 250 and 64.
 const CHUNK_ROWS: usize = 125;
+/// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared.
+const RECORDING: usize = 2;
 
 /// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
 /// prepared elements, in order.
@@ -669,25 +672,23 @@ impl BulkService {
                 .await?;
             return Ok(true);
         }
-        // In chunks, each prepared while the one before is recorded (the recorder writes on
-        // a thread of its own): preparing rows and writing them take a core each.
+        // In chunks, each prepared while the ones before are recorded: the recorder works on
+        // threads of its own (building a chunk's rows, then writing them), so a chunk is
+        // handed to it as soon as it is prepared, up to RECORDING chunks at once.
         let mut errors: Vec<RowError> = Vec::new();
-        let mut recording: Option<Chunk> = None;
+        let mut recording = futures_util::stream::FuturesOrdered::new();
         for rows in rows.chunks(CHUNK_ROWS) {
-            let prepare = self.prepare_chunk(&task, &header, rows);
-            let prepared = match recording.take() {
-                Some(last) => {
-                    let (recorded, prepared) =
-                        futures_util::future::join(self.record_chunk(last), prepare).await;
+            let prepare = std::pin::pin!(self.prepare_chunk(&task, &header, rows));
+            let prepared = recorded_while(&mut recording, prepare, &mut errors).await?;
+            recording.push_back(self.record_chunk(prepared));
+            while recording.len() > RECORDING {
+                if let Some(recorded) = recording.next().await {
                     errors.extend(recorded?);
-                    prepared?
                 }
-                None => prepare.await?,
-            };
-            recording = Some(prepared);
+            }
         }
-        if let Some(last) = recording {
-            errors.extend(self.record_chunk(last).await?);
+        while let Some(recorded) = recording.next().await {
+            errors.extend(recorded?);
         }
         errors.sort_by_key(|e| e.row);
         let last = rows.last().map(|(n, _)| *n).unwrap_or(from);
@@ -848,6 +849,31 @@ impl BulkService {
             return Ok(Err("matches no end user".into()));
         }
         Ok(Ok(found))
+    }
+}
+
+/// Awaits `work` while the chunks in `recording` go on being recorded, collecting the row
+/// errors of those that end meanwhile. `recording` is polled first, so that a chunk just
+/// pushed reaches the recorder before `work` takes the thread.
+async fn recorded_while<R, W, T>(
+    recording: &mut futures_util::stream::FuturesOrdered<R>,
+    mut work: std::pin::Pin<&mut W>,
+    errors: &mut Vec<RowError>,
+) -> Result<T, DomainError>
+where
+    R: std::future::Future<Output = Result<Vec<RowError>, DomainError>>,
+    W: std::future::Future<Output = Result<T, DomainError>>,
+{
+    use futures_util::future::{select, Either};
+    loop {
+        if recording.is_empty() {
+            return work.await;
+        }
+        match select(recording.next(), work.as_mut()).await {
+            Either::Left((Some(recorded), _)) => errors.extend(recorded?),
+            Either::Left((None, _)) => {}
+            Either::Right((done, _)) => return done,
+        }
     }
 }
 
@@ -1075,6 +1101,204 @@ mod tests {
                 "payload": payload,
             });
             assert_eq!(element, expected);
+        }
+    }
+
+    /// A CSV step over mocks: a task of `rows` rows of flow `flw` (published, one card step),
+    /// recorded by `record` (its calls counted from 0); the progress saved is kept.
+    mod steps {
+        use std::sync::{Arc, Mutex};
+
+        use super::*;
+        use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
+        use crate::flow::{Flow, MockFlowRepository};
+        use crate::trigger::engine::{BatchResult, Invocation, MockInvocationRepository};
+        use crate::trigger::tests::{default_stream, now, published};
+
+        type Asked = Vec<(Invocation, Option<BatchResult>)>;
+        type Recorder = Box<dyn Fn(usize, &Asked) -> Result<(), StorageError> + Send + Sync>;
+        /// What `save_progress` was given: the task's cursor and status, then from, handled,
+        /// failed and the errors.
+        type Saved = Arc<Mutex<Vec<(u64, BulkStatus, u64, u64, u64, Vec<RowError>)>>>;
+
+        fn task() -> BulkTask {
+            BulkTask {
+                id: 7,
+                environment_id: "env".into(),
+                flow_id: "flw".into(),
+                mode: Mode::Live,
+                status: BulkStatus::Processing,
+                header: Some(strings(&["target.attributes.id", "payload.variables.name"])),
+                rows_total: 0,
+                rows_processed: 0,
+                rows_failed: 0,
+                errors: Vec::new(),
+                cursor: 0,
+                created: now(),
+                updated: now(),
+            }
+        }
+
+        fn service(
+            rows: Vec<(u64, Vec<String>)>,
+            record: Recorder,
+        ) -> (BulkService, Arc<Mutex<Vec<Asked>>>, Saved) {
+            let mut tasks = MockBulkRepository::new();
+            tasks
+                .expect_claim()
+                .times(1)
+                .returning(|_, _| Ok(Some(task())));
+            tasks
+                .expect_rows()
+                .times(1)
+                .returning(move |_, _, after, limit| {
+                    assert_eq!((after, limit), (0, ROWS_PER_STEP));
+                    Ok(rows.clone())
+                });
+            let saved: Saved = Arc::default();
+            let sink = saved.clone();
+            tasks
+                .expect_save_progress()
+                .returning(move |task, from, handled, failed, errors| {
+                    sink.lock().expect("saved").push((
+                        task.cursor,
+                        task.status,
+                        from,
+                        handled,
+                        failed,
+                        errors,
+                    ));
+                    Ok(())
+                });
+            let mut flows = MockFlowRepository::new();
+            flows.expect_get().returning(|env, id| {
+                Ok(Some(Flow {
+                    id: id.into(),
+                    environment_id: env.into(),
+                    organisation_id: "org".into(),
+                    name: "F".into(),
+                    description: String::new(),
+                    folder_id: None,
+                    archived: false,
+                    latest_version: 1,
+                    published_version: Some(1),
+                    draft_version: None,
+                    variables: Default::default(),
+                    revision: 0,
+                    created: now(),
+                    updated: now(),
+                }))
+            });
+            flows.expect_get_version().returning(|_, _| {
+                let mut version = published(json!({"metadata": {"cardName": "T"},
+                    "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
+                version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
+                Ok(Some(version))
+            });
+            let mut streams = MockStreamRepository::new();
+            streams
+                .expect_list()
+                .returning(|env, _| Ok(vec![default_stream(env)]));
+            let recorded: Arc<Mutex<Vec<Asked>>> = Arc::default();
+            let sink = recorded.clone();
+            let mut invocations = MockInvocationRepository::new();
+            invocations.expect_record_run().returning(move |asked| {
+                let mut calls = sink.lock().expect("recorded");
+                record(calls.len(), &asked)?;
+                let answer = vec![None; asked.len()];
+                calls.push(asked);
+                Ok(answer)
+            });
+            let invocations = Arc::new(invocations);
+            let mut clock = crate::time::MockClock::new();
+            clock.expect_now().returning(now);
+            let clock: Arc<dyn Clock> = Arc::new(clock);
+            let flows: Arc<dyn FlowRepository> = Arc::new(flows);
+            let triggers = TriggerService::new(
+                flows.clone(),
+                invocations.clone(),
+                Arc::new(MockSegmentRepository::new()),
+                Arc::new(streams),
+                clock.clone(),
+            );
+            let service = BulkService::new(
+                Arc::new(tasks),
+                flows,
+                Arc::new(MockEndUserRepository::new()),
+                Arc::new(triggers),
+                invocations,
+                clock,
+                b"key".to_vec(),
+            );
+            (service, recorded, saved)
+        }
+
+        /// Rows 1..=n; those in `bad` have one cell where the header has two.
+        fn rows(n: u64, bad: &[u64]) -> Vec<(u64, Vec<String>)> {
+            (1..=n)
+                .map(|i| match bad.contains(&i) {
+                    true => (i, vec![format!("u{i}")]),
+                    false => (i, vec![format!("u{i}"), format!("Name{i}")]),
+                })
+                .collect()
+        }
+
+        #[tokio::test]
+        async fn a_step_records_each_row_once_in_chunks_and_lists_row_errors_in_order() {
+            let bad = [7, CHUNK_ROWS as u64 + 5, 299];
+            let (service, recorded, saved) = service(rows(300, &bad), Box::new(|_, _| Ok(())));
+            assert!(service.step().await.expect("step"));
+            let calls = recorded.lock().expect("recorded");
+            // One call per chunk of rows, each with its chunk's good rows.
+            let sizes: Vec<usize> = calls.iter().map(Vec::len).collect();
+            assert_eq!(
+                sizes,
+                [CHUNK_ROWS - 1, CHUNK_ROWS - 1, 300 - 2 * CHUNK_ROWS - 1]
+            );
+            let ids: Vec<String> = calls.iter().flatten().map(|(i, _)| i.id.clone()).collect();
+            let expected: Vec<String> = (1..=300u64)
+                .filter(|n| !bad.contains(n))
+                .map(|n| format!("csv-7-{n}"))
+                .collect();
+            assert_eq!(ids, expected, "every good row once, in order");
+            for (invocation, run) in calls.iter().flatten() {
+                let n = invocation.id.trim_start_matches("csv-7-");
+                let run = run.as_ref().expect("a one-user row runs when recorded");
+                let users: Vec<&str> = run.cards.iter().map(|c| c.user_id.as_str()).collect();
+                assert_eq!(users, [format!("u{n}")]);
+                assert_eq!(
+                    run.cards[0].context["variables"]["name"],
+                    format!("Name{n}"),
+                    "each row its own variables"
+                );
+            }
+            let saved = saved.lock().expect("saved");
+            let [(cursor, status, from, handled, failed, errors)] = saved.as_slice() else {
+                panic!("one save: {saved:?}");
+            };
+            assert_eq!(
+                (*cursor, *status, *from, *handled, *failed),
+                (300, BulkStatus::Completed, 0, 300, 3)
+            );
+            let rows: Vec<u64> = errors.iter().map(|e| e.row).collect();
+            assert_eq!(rows, bad);
+            assert!(errors[0].message.contains("has 1 cells"), "{errors:?}");
+        }
+
+        #[tokio::test]
+        async fn a_step_whose_rows_cannot_be_recorded_saves_no_progress() {
+            let refuse: Recorder = Box::new(|call, _| match call {
+                1 => Err(StorageError::Unavailable("disk full".into())),
+                _ => Ok(()),
+            });
+            let (service, recorded, saved) = service(rows(3 * CHUNK_ROWS as u64, &[]), refuse);
+            let err = service.step().await.expect_err("the step fails");
+            assert!(err.to_string().contains("disk full"), "{err}");
+            assert!(
+                saved.lock().expect("saved").is_empty(),
+                "no progress past rows not recorded: the next claim takes them again"
+            );
+            assert!(recorded.lock().expect("recorded").len() <= 2);
         }
     }
 }

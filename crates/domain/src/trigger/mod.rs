@@ -54,4 +54,4 @@ fn normalise(payload: &Value) -> Value {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

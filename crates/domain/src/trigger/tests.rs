@@ -458,7 +458,7 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
 }
 
 /// The time of the mock-based tests below.
-fn now() -> crate::Timestamp {
+pub(crate) fn now() -> crate::Timestamp {
     use chrono::TimeZone;
     chrono::Utc
         .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
@@ -467,7 +467,7 @@ fn now() -> crate::Timestamp {
 }
 
 /// Version 1 of flow `flw`, published: one `create-card` step of card template `t`.
-fn published(template: Value) -> crate::flow::FlowVersion {
+pub(crate) fn published(template: Value) -> crate::flow::FlowVersion {
     crate::flow::FlowVersion {
         flow_id: "flw".into(),
         version: 1,
@@ -485,7 +485,7 @@ fn published(template: Value) -> crate::flow::FlowVersion {
 }
 
 /// The default stream of `env`.
-fn default_stream(env: &str) -> crate::audience::Stream {
+pub(crate) fn default_stream(env: &str) -> crate::audience::Stream {
     crate::audience::Stream {
         id: "str_all".into(),
         environment_id: env.into(),
