@@ -36,7 +36,7 @@ use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
 use serde_json::Value;
 
-use crate::engine::InvocationRow;
+use crate::engine::{content_text, InvocationRow};
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
 const PACK: usize = 1_000;
@@ -334,10 +334,6 @@ fn card_insert(packed: usize) -> String {
 static CARDS_BY_ID: LazyLock<String> = LazyLock::new(|| card_insert(4));
 /// Cards each with its own content: their ids, contents and contexts packed.
 static CARDS_WITH_CONTENT: LazyLock<String> = LazyLock::new(|| card_insert(6));
-
-fn content_text(c: &CardInstance) -> String {
-    serde_json::to_string(&*c.content).unwrap_or_else(|_| "{}".into())
-}
 
 /// The inserts of the runs of `rows` worth packing; the other rows.
 ///
