@@ -39,7 +39,7 @@ pub const ROWS_PER_STEP: u32 = 2_000;
 /// 250 and 64.
 const CHUNK_ROWS: usize = 125;
 /// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared.
-const RECORDING: usize = 2;
+const RECORDING: usize = 4;
 
 /// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
 /// prepared elements, in order.
