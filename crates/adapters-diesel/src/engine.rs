@@ -253,13 +253,16 @@ pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
     SharedParse::default().card(row)
 }
 
+/// A card's content text and platforms text, as stored.
+type ContentKey = (String, String);
+
 /// Parses the shared parts of cards once: cards read together (a cancel's chunk, the
 /// scheduler's due cards, a feed) are mostly of a few invocations, whose cards hold the same
 /// `content` and `context` text.
 #[derive(Default)]
 pub(crate) struct SharedParse {
     /// By its text and the card's platforms (a view stored once is given to each).
-    content: Option<((String, String), Arc<Map<String, Value>>)>,
+    content: Option<(ContentKey, Arc<Map<String, Value>>)>,
     context: Option<(String, Arc<Value>)>,
 }
 
