@@ -801,15 +801,16 @@ impl BulkService {
         task: &BulkTask,
         row: &CsvRow,
     ) -> Result<Result<Vec<String>, String>, DomainError> {
+        if let (Some(id), 1) = (row.attributes.get("id"), row.attributes.len()) {
+            // Only the id: a user target, exactly as /start takes it (no filter to build: an
+            // `id` condition on a string is always valid).
+            return Ok(Ok(vec![id.clone()]));
+        }
         let filter = match row.filter() {
             Ok(f) => f,
             Err(e) => return Ok(Err(e)),
         };
         let env = &task.environment_id;
-        if let (Some(id), 1) = (row.attributes.get("id"), row.attributes.len()) {
-            // Only the id: a user target, exactly as /start takes it.
-            return Ok(Ok(vec![id.clone()]));
-        }
         if let Some(id) = row.attributes.get("id") {
             return Ok(match self.users.get(env, id).await? {
                 Some(user) if filter.matches(&user) => Ok(vec![id.clone()]),
