@@ -1105,16 +1105,15 @@ mod tests {
         }
     }
 
-    /// A CSV step over mocks: a task of `rows` rows of flow `flw` (published, one card step),
+    /// A CSV step over mocks: a task of `rows` rows of flow `flw` (see `card_flows`),
     /// recorded by `record` (its calls counted from 0); the progress saved is kept.
     mod steps {
         use std::sync::{Arc, Mutex};
 
         use super::*;
         use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
-        use crate::flow::{Flow, MockFlowRepository};
         use crate::trigger::engine::{BatchResult, Invocation, MockInvocationRepository};
-        use crate::trigger::tests::{default_stream, now, published};
+        use crate::trigger::tests::{card_flows, default_stream, now};
 
         type Asked = Vec<(Invocation, Option<BatchResult>)>;
         type Recorder = Box<dyn Fn(usize, &Asked) -> Result<(), StorageError> + Send + Sync>;
@@ -1171,31 +1170,7 @@ mod tests {
                     ));
                     Ok(())
                 });
-            let mut flows = MockFlowRepository::new();
-            flows.expect_get().returning(|env, id| {
-                Ok(Some(Flow {
-                    id: id.into(),
-                    environment_id: env.into(),
-                    organisation_id: "org".into(),
-                    name: "F".into(),
-                    description: String::new(),
-                    folder_id: None,
-                    archived: false,
-                    latest_version: 1,
-                    published_version: Some(1),
-                    draft_version: None,
-                    variables: Default::default(),
-                    revision: 0,
-                    created: now(),
-                    updated: now(),
-                }))
-            });
-            flows.expect_get_version().returning(|_, _| {
-                let mut version = published(json!({"metadata": {"cardName": "T"},
-                    "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
-                version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
-                Ok(Some(version))
-            });
+            let flows = card_flows();
             let mut streams = MockStreamRepository::new();
             streams
                 .expect_list()

@@ -495,6 +495,37 @@ pub(crate) fn default_stream(env: &str) -> crate::audience::Stream {
     }
 }
 
+/// Flows over a mock: any id is a flow with version 1 published and a draft 2, version 1 with
+/// one card step whose headline names the flow variable `name` (default `you`).
+pub(crate) fn card_flows() -> crate::flow::MockFlowRepository {
+    let mut flows = crate::flow::MockFlowRepository::new();
+    flows.expect_get().returning(|env, id| {
+        Ok(Some(crate::flow::Flow {
+            id: id.into(),
+            environment_id: env.into(),
+            organisation_id: "org".into(),
+            name: "F".into(),
+            description: String::new(),
+            folder_id: None,
+            archived: false,
+            latest_version: 2,
+            published_version: Some(1),
+            draft_version: Some(2),
+            variables: Default::default(),
+            revision: 0,
+            created: now(),
+            updated: now(),
+        }))
+    });
+    flows.expect_get_version().returning(|_, _| {
+        let mut version = published(json!({"metadata": {"cardName": "T"},
+            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
+        version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
+        Ok(Some(version))
+    });
+    flows
+}
+
 mod engine_steps {
     use std::sync::{Arc, Mutex};
 
@@ -830,12 +861,11 @@ mod cancels_in_a_batch {
 mod runs_at_record_time {
     use std::sync::{Arc, Mutex};
 
-    use super::{default_stream, now, published};
+    use super::{default_stream, now};
 
     use serde_json::json;
 
     use crate::audience::{MockSegmentRepository, MockStreamRepository};
-    use crate::flow::{Flow, MockFlowRepository};
     use crate::tenancy::{KeyAccess, Principal, Role};
     use crate::trigger::engine::{
         BatchResult, Invocation, InvocationStatus, MockInvocationRepository, TriggerService,
@@ -848,31 +878,7 @@ mod runs_at_record_time {
     /// A trigger service over mocks of a published flow with one card step and a draft; what
     /// `record_run` is given is kept.
     fn service() -> (TriggerService, Recorded) {
-        let mut flows = MockFlowRepository::new();
-        flows.expect_get().returning(|env, id| {
-            Ok(Some(Flow {
-                id: id.into(),
-                environment_id: env.into(),
-                organisation_id: "org".into(),
-                name: "F".into(),
-                description: String::new(),
-                folder_id: None,
-                archived: false,
-                latest_version: 2,
-                published_version: Some(1),
-                draft_version: Some(2),
-                variables: Default::default(),
-                revision: 0,
-                created: now(),
-                updated: now(),
-            }))
-        });
-        flows.expect_get_version().returning(|_, _| {
-            let mut version = published(json!({"metadata": {"cardName": "T"},
-                "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
-            version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
-            Ok(Some(version))
-        });
+        let flows = super::card_flows();
         let mut streams = MockStreamRepository::new();
         // Read once: the default stream is kept for later triggers.
         streams
