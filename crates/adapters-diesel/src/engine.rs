@@ -6,11 +6,13 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 #[cfg(test)]
 use domain::card::card_event;
-use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
+use domain::card::{
+    AnalyticsEvent, CardContent, CardInstance, CardRepository, CardStatus, Transition,
+};
 use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::error::corrupt;
@@ -150,24 +152,15 @@ impl InvocationRow {
     }
 }
 
-/// Serialises the shared parts of cards once: consecutive cards of one step of an invocation
-/// hold the same `content` and `context`.
+/// Serialises the shared context of cards once: consecutive cards of one step of an
+/// invocation hold the same `context`.
 #[derive(Default)]
 struct SharedJson {
-    content: Option<(Arc<Map<String, Value>>, String)>,
     context: Option<(Arc<Value>, String)>,
 }
 
 impl SharedJson {
     fn row(&mut self, c: &CardInstance) -> CardRow {
-        let content = match &self.content {
-            Some((shared, text)) if Arc::ptr_eq(shared, &c.content) => text.clone(),
-            _ => {
-                let text = content_text(c);
-                self.content = Some((c.content.clone(), text.clone()));
-                text
-            }
-        };
         let context = match &self.context {
             Some((shared, text)) if Arc::ptr_eq(shared, &c.context) => text.clone(),
             _ => {
@@ -176,50 +169,8 @@ impl SharedJson {
                 text
             }
         };
-        card_row(c, content, context)
+        card_row(c, c.content.text().to_owned(), context)
     }
-}
-
-/// The key under which a card's content is stored once for all of its platforms.
-const EVERY_PLATFORM: &str = "*";
-
-/// A card's content as stored. When each of the card's platforms has the same view (nearly
-/// always: a template without platform-specific parts renders alike for all), that view is
-/// stored once, as `{"*": view}`, and given to each platform again when read (see
-/// [`SharedParse`]); else the content as it is. A CSV row's card is a third of its size so: in
-/// a CSV task's profile the card's insert was a third of the writing thread's time and its
-/// bytes the largest part of every commit. Content keys are platform names, never `*`.
-pub(crate) fn content_text(c: &CardInstance) -> String {
-    let content = &*c.content;
-    let mut views = content.values();
-    if let Some(first) = views.next() {
-        let one_view = content.len() > 1
-            && content.len() == c.platforms.len()
-            && c.platforms.iter().all(|p| content.contains_key(p))
-            && views.all(|v| v == first);
-        if one_view {
-            let mut text = String::with_capacity(256);
-            text.push_str("{\"*\":");
-            text.push_str(&serde_json::to_string(first).unwrap_or_else(|_| "{}".into()));
-            text.push('}');
-            return text;
-        }
-    }
-    serde_json::to_string(content).unwrap_or_else(|_| "{}".into())
-}
-
-/// A card's content as read: a view stored once (see [`content_text`]) given to each platform.
-fn content_of(mut stored: Map<String, Value>, platforms: &[String]) -> Map<String, Value> {
-    if stored.len() != 1 {
-        return stored;
-    }
-    let Some(view) = stored.remove(EVERY_PLATFORM) else {
-        return stored;
-    };
-    platforms
-        .iter()
-        .map(|p| (p.clone(), view.clone()))
-        .collect()
 }
 
 fn card_row(c: &CardInstance, content: String, context: String) -> CardRow {
@@ -253,16 +204,13 @@ pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
     SharedParse::default().card(row)
 }
 
-/// A card's content text and platforms text, as stored.
-type ContentKey = (String, String);
-
-/// Parses the shared parts of cards once: cards read together (a cancel's chunk, the
+/// Reads the shared parts of cards once: cards read together (a cancel's chunk, the
 /// scheduler's due cards, a feed) are mostly of a few invocations, whose cards hold the same
 /// `content` and `context` text.
 #[derive(Default)]
 pub(crate) struct SharedParse {
-    /// By its text and the card's platforms (a view stored once is given to each).
-    content: Option<(ContentKey, Arc<Map<String, Value>>)>,
+    /// Kept as its text (parsed where it is read), checked to be a JSON object.
+    content: Option<CardContent>,
     context: Option<(String, Arc<Value>)>,
 }
 
@@ -271,16 +219,16 @@ impl SharedParse {
         let platforms: Vec<String> =
             serde_json::from_str(&row.platforms).map_err(|e| corrupt("card platforms", e))?;
         let content = match &self.content {
-            Some(((text, of), parsed)) if *text == row.content && *of == row.platforms => {
-                parsed.clone()
-            }
+            Some(read) if read.text() == row.content => read.clone(),
             _ => {
-                let parsed = match json(&row.content, "card content")? {
-                    Value::Object(map) => Arc::new(content_of(map, &platforms)),
-                    _ => return Err(corrupt("card content", "not an object")),
-                };
-                self.content = Some(((row.content.clone(), row.platforms.clone()), parsed.clone()));
-                parsed
+                if !row.content.starts_with('{') {
+                    return Err(corrupt("card content", "not an object"));
+                }
+                serde_json::from_str::<serde::de::IgnoredAny>(&row.content)
+                    .map_err(|e| corrupt("card content", e))?;
+                let read = CardContent::stored(row.content);
+                self.content = Some(read.clone());
+                read
             }
         };
         let context = match &self.context {
@@ -1484,7 +1432,7 @@ mod tests {
             priority: 7,
             stream_ids: vec!["str_all".into()],
             platforms: vec!["Web".into(), "iOS".into()],
-            content: Arc::new(content.as_object().cloned().unwrap_or_default()),
+            content: content.as_object().cloned().unwrap_or_default().into(),
             context: Arc::new(context),
             embargo_until: None,
             expires_at: Some(at),
@@ -1511,58 +1459,50 @@ mod tests {
             .map(|r| parse.card(r).expect("parse"))
             .collect();
         assert_eq!(back, [one, two, other.clone()], "every field round-trips");
-        assert!(
-            Arc::ptr_eq(&back[0].content, &back[1].content),
-            "parsed once"
-        );
+        assert!(back[0].content.same(&back[1].content), "read once");
         assert!(
             Arc::ptr_eq(&back[0].context, &back[1].context),
             "parsed once"
         );
-        assert!(!Arc::ptr_eq(&back[1].content, &back[2].content));
-        assert_eq!(*back[2].content, *other.content);
+        assert!(!back[1].content.same(&back[2].content));
+        assert_eq!(back[2].content, other.content);
     }
 
     #[test]
-    fn a_view_shared_by_every_platform_is_stored_once_and_given_back_to_each() {
+    fn contents_are_stored_as_rendered_and_read_back_per_platform() {
         let view = json!({"defaultView": {"content": [{"key": "h", "text": "Hi \"you\""}]}});
-        let shared = card_of("crd_1", json!({"Web": view, "iOS": view}), json!({}));
+        // Rendered once for every platform (see CardContent), and as earlier versions stored
+        // contents: one view per platform.
+        let shared = CardInstance {
+            content: CardContent::shared(&view.to_string(), false),
+            ..card_of("crd_1", json!({}), json!({}))
+        };
         let apart = card_of(
             "crd_2",
             json!({"Web": view, "iOS": {"defaultView": {}}}),
             json!({}),
         );
-        // The same stored text, other platforms: not taken from the first card's parse.
-        let android = CardInstance {
-            id: "crd_3".into(),
-            platforms: vec!["Android".into(), "Web".into()],
-            content: Arc::new(
-                json!({"Android": view, "Web": view})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-            ..shared.clone()
-        };
-        // Platforms without content of their own: stored as they are.
-        let partial = CardInstance {
-            id: "crd_4".into(),
-            platforms: vec!["Web".into(), "iOS".into(), "Android".into()],
-            ..shared.clone()
-        };
-        let cards = [&shared, &android, &apart, &partial];
-        let texts: Vec<String> = cards.iter().map(|c| content_text(c)).collect();
-        assert_eq!(texts[0], format!("{{\"*\":{view}}}"));
-        assert_eq!(texts[1], texts[0]);
-        assert!(texts[2].contains("\"iOS\"") && texts[3].contains("\"iOS\""));
         let mut out = SharedJson::default();
-        let rows: Vec<CardRow> = cards.map(|c| out.row(c)).into();
+        let rows: Vec<CardRow> = [&shared, &apart].map(|c| out.row(c)).into();
+        assert_eq!(rows[0].content, format!("{{\"*\":{view}}}"));
         let mut parse = SharedParse::default();
         let back: Vec<CardInstance> = rows
             .into_iter()
             .map(|r| parse.card(r).expect("parse"))
             .collect();
-        assert_eq!(back, cards.map(Clone::clone), "every content round-trips");
+        assert_eq!(
+            Value::Object(back[0].content.views(&back[0].platforms)),
+            json!({"Web": view, "iOS": view})
+        );
+        assert_eq!(
+            Value::Object(back[1].content.views(&back[1].platforms)),
+            json!({"Web": view, "iOS": {"defaultView": {}}})
+        );
+        for text in ["[1]", "{\"*\":", "not json"] {
+            let mut corrupt = SharedJson::default().row(&shared);
+            corrupt.content = text.into();
+            assert!(SharedParse::default().card(corrupt).is_err(), "{text}");
+        }
     }
 
     /// Events stored with their payload (before migration 12) are converted to their change,

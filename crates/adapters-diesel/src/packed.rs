@@ -36,7 +36,7 @@ use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
 use serde_json::Value;
 
-use crate::engine::{content_text, InvocationRow};
+use crate::engine::InvocationRow;
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
 const PACK: usize = 1_000;
@@ -268,7 +268,7 @@ fn same_frame(a: &CardInstance, b: &CardInstance) -> bool {
 /// of one batch (compared by pointer first), and equal across the one-user invocations of one
 /// request payload.
 fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
-    (Arc::ptr_eq(&a.content, &b.content) || a.content == b.content)
+    a.content == b.content
         && (Arc::ptr_eq(&a.context, &b.context) || a.context == b.context)
         && same_frame(a, b)
 }
@@ -354,7 +354,7 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
             ]
         }));
         let mut binds = vec![
-            Bind::Text(content_text(c)),
+            Bind::Text(c.content.text().to_owned()),
             Bind::Text(c.context.to_string()),
         ];
         binds.extend(frame(c));
@@ -366,12 +366,12 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
         let c = run[0];
         let rows = pack(run.iter().map(|c| {
             [
-                c.id.clone(),
-                c.user_id.clone(),
-                c.flow_instance_id.clone(),
-                c.invocation_id.clone(),
-                content_text(c),
-                c.context.to_string(),
+                Cow::Borrowed(c.id.as_str()),
+                Cow::Borrowed(c.user_id.as_str()),
+                Cow::Borrowed(c.flow_instance_id.as_str()),
+                Cow::Borrowed(c.invocation_id.as_str()),
+                Cow::Borrowed(c.content.text()),
+                Cow::Owned(c.context.to_string()),
             ]
         }));
         let mut binds = Vec::from(frame(c));

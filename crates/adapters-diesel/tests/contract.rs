@@ -1223,7 +1223,6 @@ mod audience {
 
 mod engine {
     use super::Record;
-    use std::sync::Arc;
 
     use adapters_diesel::{
         both_backends, DieselCardRepository, DieselFlowRepository, DieselInvocationRepository,
@@ -1674,12 +1673,11 @@ mod engine {
             priority: 9,
             stream_ids: vec!["str_all".into(), "str_x".into()],
             platforms: vec!["iOS".into(), "Android".into()],
-            content: Arc::new(
-                json!({"Web": {"title": "Hi \"there\""}})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            content: json!({"Web": {"title": "Hi \"there\""}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+                .into(),
             context: json!({"variables": {"name": "Zoë"}, "metadata": {"k": [1, 2]}}).into(),
             embargo_until: Some(t(100)),
             expires_at: Some(t(200)),
@@ -1706,12 +1704,11 @@ mod engine {
         // Cards of the first's frame, each with its own content and context (a CSV task's rows):
         // a run packed with its content on SQLite.
         let own_content = |id: &str| CardInstance {
-            content: Arc::new(
-                json!({"Web": {"title": format!("Hello \"{id}\" ü\\ \u{0}"), "n": id.len()}})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            content: json!({"Web": {"title": format!("Hello \"{id}\" ü\\ \u{0}"), "n": id.len()}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+                .into(),
             context: json!({"variables": {"firstName": id}}).into(),
             ..like_first(id)
         };

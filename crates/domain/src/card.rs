@@ -5,10 +5,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::time::format_timestamp as ts;
 use crate::{StorageError, Timestamp};
+
+pub mod content;
+pub use content::CardContent;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardStatus {
@@ -121,7 +124,7 @@ pub struct CardInstance {
     pub platforms: Vec<String>,
     /// Rendered views and notification, per platform name. Shared: every card of one step of
     /// one invocation has the same.
-    pub content: Arc<Map<String, Value>>,
+    pub content: CardContent,
     /// The trigger's context: variables, metadata, notificationDetail, test flag. Shared like
     /// `content`.
     pub context: Arc<Value>,
@@ -171,10 +174,7 @@ impl AnalyticsEvent {
 
     /// Whether the card's template notifies (`cardTemplateSettings.sendNotifications`).
     pub fn sends_notifications(&self) -> bool {
-        self.card
-            .content
-            .values()
-            .any(|c| c.get("notification").is_some())
+        self.card.content.notifies()
     }
 
     /// The spec 2.9 payload.
@@ -466,7 +466,7 @@ pub(crate) fn test_card(id: &str, status: CardStatus, at: Timestamp) -> CardInst
         priority: 5,
         stream_ids: vec!["str_all".into()],
         platforms: vec!["Web".into()],
-        content: Arc::default(),
+        content: CardContent::default(),
         context: Arc::default(),
         embargo_until: None,
         expires_at: None,
@@ -514,11 +514,10 @@ mod tests {
             .single()
             .expect("time");
         let card = super::CardInstance {
-            content: serde_json::Map::from_iter([(
+            content: super::CardContent::of_views(&serde_json::Map::from_iter([(
                 "iOS".to_owned(),
                 json!({"notification": {"attributes": {"body": "hi"}}}),
-            )])
-            .into(),
+            )])),
             context: json!({"test": true, "variables": {"name": "Ada"}, "metadata": {"m": 1}})
                 .into(),
             ..super::test_card("crd_1", Completed, at)

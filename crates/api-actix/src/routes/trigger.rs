@@ -112,6 +112,7 @@ pub struct CardDto {
 impl From<CardInstance> for CardDto {
     fn from(c: CardInstance) -> Self {
         CardDto {
+            content: c.content.views(&c.platforms),
             status: c.status.as_str(),
             published_at: c.published_at.as_ref().map(timestamp),
             expires_at: c.expires_at.as_ref().map(timestamp),
@@ -122,7 +123,6 @@ impl From<CardInstance> for CardDto {
             priority: c.priority,
             stream_ids: c.stream_ids,
             platforms: c.platforms,
-            content: std::sync::Arc::unwrap_or_clone(c.content),
             card_template_id: c.template_id,
             card_template_name: c.template_name,
             flow_config_id: c.flow_id,

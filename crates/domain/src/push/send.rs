@@ -127,9 +127,9 @@ impl PushMessage {
     /// for that platform. The stream is the card's first, `All cards`, which every card is in.
     pub fn of_card(card: &CardInstance, device_platform: &str) -> Option<PushMessage> {
         let platform = card_platform(device_platform)?;
-        let notification = card.content.get(platform)?.get("notification")?;
+        let view = card.content.view(platform, &card.platforms)?;
         PushMessage::new(
-            notification,
+            view.get("notification")?,
             &card.id,
             card.stream_ids
                 .first()

@@ -5,13 +5,14 @@
 //! cursor without losing or duplicating a card.
 
 use crate::trigger::FlowElement;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Duration;
 use serde_json::{json, Map, Value};
 
+use super::plan::{CardStep, FlowPlan};
 use super::request::{CardOptions, Payload, Platforms, Target, TriggerRequest};
 use super::variables::{render, resolve, Platform, ResolvedVariables};
 use super::{fingerprint, Mode};
@@ -19,7 +20,7 @@ use crate::audience::{
     EndUserRepository, Filter, SegmentRepository, Stream, StreamRepository, UserQuery,
 };
 use crate::cancel::CancelTask;
-use crate::card::{card_event, AnalyticsEvent, CardInstance, CardStatus};
+use crate::card::{card_event, AnalyticsEvent, CardContent, CardInstance, CardStatus};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
 use crate::page::{Page, PageRequest};
@@ -249,9 +250,9 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 
 /// Records triggers; reads their progress.
 pub struct TriggerService {
-    /// Published configurations never change, so they are kept once read:
-    /// (flow id, version) → configuration.
-    published: Kept<(String, u32), Arc<Value>>,
+    /// Published configurations never change, so they are kept once read, with their plan:
+    /// (flow id, version) → plan.
+    published: Kept<(String, u32), Arc<FlowPlan>>,
     /// Each environment's default stream (`All cards`), which cannot be deleted: kept once
     /// read, for the cards of invocations run when recorded.
     default_streams: Kept<String, String>,
@@ -292,22 +293,22 @@ impl TriggerService {
         }
     }
 
-    /// The configuration of a version: from the cache for a published version, else read.
-    async fn config(&self, flow_id: &str, version: u32) -> Result<Arc<Value>, DomainError> {
+    /// The plan of a version: from the cache for a published version, else read.
+    async fn plan(&self, flow_id: &str, version: u32) -> Result<Arc<FlowPlan>, DomainError> {
         let key = (flow_id.to_owned(), version);
-        if let Some(config) = self.published.get(&key) {
-            return Ok(config);
+        if let Some(plan) = self.published.get(&key) {
+            return Ok(plan);
         }
         let stored = self
             .flows
             .get_version(flow_id, VersionRef::Number(version))
             .await?
             .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
-        let config = Arc::new(stored.config);
+        let plan = Arc::new(FlowPlan::of(stored.config));
         if stored.status == crate::flow::VersionStatus::Published {
-            self.published.keep(key, config.clone());
+            self.published.keep(key, plan.clone());
         }
-        Ok(config)
+        Ok(plan)
     }
 
     pub async fn trigger(
@@ -319,7 +320,7 @@ impl TriggerService {
         request: TriggerRequest,
     ) -> Result<Triggered, DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
-        let (flow, version, config) = self.runnable(env, flow_id, mode).await?;
+        let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
         let known_streams = self.known_streams(env, &request.flows).await?;
         let mut errors: Vec<FieldError> = Vec::new();
         for (i, element) in request.flows.iter().enumerate() {
@@ -328,7 +329,7 @@ impl TriggerService {
                 &mut self
                     .element_problems(
                         env,
-                        &config,
+                        &plan,
                         element,
                         request.strict_variables,
                         &path,
@@ -360,7 +361,7 @@ impl TriggerService {
                 request.strict_variables,
                 now,
             );
-            let run = self.inline_run(&invocation, element, &config).await?;
+            let run = self.inline_run(&invocation, element, &plan).await?;
             runs.push((invocation, run));
         }
         let ids: Vec<String> = runs.iter().map(|(i, _)| i.id.clone()).collect();
@@ -385,7 +386,7 @@ impl TriggerService {
         &self,
         invocation: &Invocation,
         element: &FlowElement,
-        config: &Value,
+        plan: &FlowPlan,
     ) -> Result<Option<BatchResult>, DomainError> {
         let Target::Users(ids) = &element.target else {
             return Ok(None);
@@ -396,7 +397,7 @@ impl TriggerService {
         // Validated already; an element that does not resolve is left to the engine, which
         // records why it failed.
         let Ok(variables) = resolve(
-            config,
+            &plan.config,
             &element.payload,
             invocation.strict_variables,
             "payload",
@@ -414,7 +415,7 @@ impl TriggerService {
         };
         Ok(Some(batch_for(
             invocation,
-            config,
+            plan,
             &element.payload,
             &variables,
             Audience {
@@ -438,18 +439,18 @@ impl TriggerService {
         mode: Mode,
         elements: Vec<FlowElement>,
     ) -> Result<PreparedElements, DomainError> {
-        let (flow, version, config) = self.runnable(env, flow_id, mode).await?;
+        let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
         let known_streams = self.known_streams(env, &elements).await?;
         let now = self.clock.now();
         let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
         let mut valid: Vec<(usize, Invocation, Option<BatchResult>)> = Vec::new();
         for (i, element) in elements.iter().enumerate() {
             let problems = self
-                .element_problems(env, &config, element, false, "", &known_streams)
+                .element_problems(env, &plan, element, false, "", &known_streams)
                 .await?;
             if problems.is_empty() {
                 let invocation = invocation_of(env, &flow.id, mode, version, element, false, now);
-                let run = self.inline_run(&invocation, element, &config).await?;
+                let run = self.inline_run(&invocation, element, &plan).await?;
                 valid.push((i, invocation, run));
                 outcome.push(Ok(String::new()));
             } else {
@@ -499,13 +500,13 @@ impl TriggerService {
         )))
     }
 
-    /// The flow, the version `mode` runs, and its configuration.
+    /// The flow, the version `mode` runs, and its plan.
     async fn runnable(
         &self,
         env: &str,
         flow_id: &str,
         mode: Mode,
-    ) -> Result<(crate::Flow, u32, Arc<Value>), DomainError> {
+    ) -> Result<(crate::Flow, u32, Arc<FlowPlan>), DomainError> {
         let flow = self
             .flows
             .get(env, flow_id)
@@ -524,8 +525,8 @@ impl TriggerService {
             Mode::Test => flow.draft_version.or(flow.published_version),
         }
         .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
-        let config = self.config(&flow.id, version).await?;
-        Ok((flow, version, config))
+        let plan = self.plan(&flow.id, version).await?;
+        Ok((flow, version, plan))
     }
 
     /// The environment's stream ids, read only when an element names some (listing them may
@@ -554,7 +555,7 @@ impl TriggerService {
     async fn element_problems(
         &self,
         env: &str,
-        config: &Value,
+        plan: &FlowPlan,
         element: &FlowElement,
         strict: bool,
         path: &str,
@@ -568,10 +569,10 @@ impl TriggerService {
             }
         };
         let mut errors = Vec::new();
-        match resolve(config, &element.payload, strict, &at("payload")) {
+        match resolve(&plan.config, &element.payload, strict, &at("payload")) {
             Err(mut e) => errors.append(&mut e),
             Ok(variables) => errors.extend(push_payload_problems(
-                config,
+                plan,
                 &element.payload,
                 &variables,
                 &at("payload"),
@@ -741,13 +742,13 @@ impl Engine {
         &self,
         invocation: &Invocation,
         now: Timestamp,
-        configs: &mut HashMap<(String, u32), Arc<Value>>,
+        configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
         streams: &mut HashMap<String, String>,
     ) -> Result<BatchResult, DomainError> {
         let env = &invocation.environment_id;
         let key = (invocation.flow_id.clone(), invocation.flow_version);
-        let config = match configs.get(&key) {
-            Some(config) => config.clone(),
+        let plan = match configs.get(&key) {
+            Some(plan) => plan.clone(),
             None => {
                 let version = self
                     .flows
@@ -757,9 +758,9 @@ impl Engine {
                     )
                     .await?
                     .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
-                let config = Arc::new(version.config);
-                configs.insert(key, config.clone());
-                config
+                let plan = Arc::new(FlowPlan::of(version.config));
+                configs.insert(key, plan.clone());
+                plan
             }
         };
         let element = super::request::parse(
@@ -769,7 +770,7 @@ impl Engine {
         .flows
         .remove(0);
         let variables = resolve(
-            &config,
+            &plan.config,
             &element.payload,
             invocation.strict_variables,
             "payload",
@@ -786,7 +787,7 @@ impl Engine {
         };
         Ok(batch_for(
             invocation,
-            &config,
+            &plan,
             &element.payload,
             &variables,
             audience,
@@ -1001,7 +1002,7 @@ async fn default_stream_of(
 /// event per `create-card` step.
 fn batch_for(
     invocation: &Invocation,
-    config: &Value,
+    plan: &FlowPlan,
     payload: &Payload,
     variables: &ResolvedVariables,
     audience: Audience,
@@ -1011,20 +1012,10 @@ fn batch_for(
     let mut batch = empty_batch(invocation, now);
     // Everything but the ids and the user is the same for every card of a step: rendered
     // once per batch, shared by the cards.
-    let prototypes: Vec<CardInstance> = steps_in_order(config)
+    let prototypes: Vec<CardInstance> = plan
+        .cards
         .iter()
-        .map(|(step_id, template_id)| {
-            card_prototype(
-                invocation,
-                step_id,
-                template_id,
-                config,
-                payload,
-                variables,
-                default_stream,
-                now,
-            )
-        })
+        .map(|step| card_prototype(invocation, step, payload, variables, default_stream, now))
         .collect();
     let users = audience.users.len();
     batch.cards.reserve(users * prototypes.len());
@@ -1090,48 +1081,11 @@ fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
     }
 }
 
-/// The `create-card` steps reachable from `initialSteps`, breadth first, each once, with
-/// their card template.
-fn steps_in_order(config: &Value) -> Vec<(String, String)> {
-    let steps = config.get("steps").and_then(Value::as_object);
-    let mut queue: VecDeque<String> = config
-        .get("initialSteps")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    while let Some(id) = queue.pop_front() {
-        if !seen.insert(id.clone()) {
-            continue;
-        }
-        let Some(step) = steps.and_then(|s| s.get(&id)) else {
-            continue;
-        };
-        if step.get("type").and_then(Value::as_str) == Some("create-card") {
-            if let Some(template) = step
-                .pointer("/properties/cardTemplateId")
-                .and_then(Value::as_str)
-            {
-                out.push((id.clone(), template.to_owned()));
-            }
-        }
-        if let Some(next) = step.get("next").and_then(Value::as_array) {
-            queue.extend(next.iter().filter_map(|s| s.as_str().map(str::to_owned)));
-        }
-    }
-    out
-}
-
 /// Spec 8: the push payload (the notification as rendered for iOS and Android, the
 /// trigger's `notificationDetail` and the ids the SDKs need) must fit in 2 KB. Checked at
 /// trigger time with ids of their longest form, so a card never fails to push for its size.
 pub(crate) fn push_payload_problems(
-    config: &Value,
+    plan: &FlowPlan,
     payload: &Payload,
     variables: &ResolvedVariables,
     path: &str,
@@ -1144,20 +1098,7 @@ pub(crate) fn push_payload_problems(
         .unwrap_or(Value::Null);
     let longest_id = format!("{}_{}", IdKind::Stream.prefix(), "0".repeat(26));
     let mut errors = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (_, template_id) in steps_in_order(config) {
-        if !seen.insert(template_id.clone()) {
-            continue;
-        }
-        let Some(template) = config
-            .get("cardTemplates")
-            .and_then(|t| t.get(&template_id))
-        else {
-            continue;
-        };
-        if template.get("notification").is_none() {
-            continue;
-        }
+    for (template_id, template) in plan.notifying_templates() {
         for (name, platform, on) in [
             ("iOS", Platform::Ios, platforms.ios),
             ("Android", Platform::Android, platforms.android),
@@ -1182,42 +1123,19 @@ pub(crate) fn push_payload_problems(
 }
 
 /// The card of one step of `invocation`, without its id, user and flow instance (empty).
-#[allow(clippy::too_many_arguments)]
 fn card_prototype(
     invocation: &Invocation,
-    step_id: &str,
-    template_id: &str,
-    config: &Value,
+    step: &CardStep,
     payload: &Payload,
     variables: &ResolvedVariables,
     default_stream: &str,
     now: Timestamp,
 ) -> CardInstance {
-    // Borrowed, not copied: this runs once per card of a CSV row.
-    let template = config
-        .get("cardTemplates")
-        .and_then(|t| t.get(template_id))
-        .unwrap_or(&Value::Null);
     let options: &CardOptions = &payload.card_options;
     let platforms = options.target_platforms.unwrap_or_default();
-    let mut content = Map::new();
-    for (name, platform, on) in [
-        ("Web", Platform::Web, platforms.web),
-        ("iOS", Platform::Ios, platforms.ios),
-        ("Android", Platform::Android, platforms.android),
-    ] {
-        if on {
-            content.insert(name.to_owned(), render(template, variables, platform));
-        }
-    }
     let priority = options
         .priority
-        .or_else(|| {
-            template
-                .pointer("/metadata/delivery/priority")
-                .and_then(Value::as_u64)
-                .and_then(|p| u8::try_from(p).ok())
-        })
+        .or(step.priority)
         .unwrap_or(DEFAULT_PRIORITY);
     let embargo = options.embargo.filter(|e| *e > now);
     let expires_at = options
@@ -1252,13 +1170,9 @@ fn card_prototype(
         invocation_id: invocation.id.clone(),
         flow_id: invocation.flow_id.clone(),
         flow_version: invocation.flow_version,
-        step_id: step_id.to_owned(),
-        template_id: template_id.to_owned(),
-        template_name: template
-            .pointer("/metadata/cardName")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        step_id: step.step_id.clone(),
+        template_id: step.template_id.clone(),
+        template_name: step.template_name.clone(),
         status,
         priority,
         stream_ids,
@@ -1266,7 +1180,7 @@ fn card_prototype(
             .into_iter()
             .map(str::to_owned)
             .collect(),
-        content: Arc::new(content),
+        content: content_of(step, &platforms, variables),
         context: Arc::new(json!({
             "test": invocation.mode == Mode::Test,
             "variables": variable_values,
@@ -1280,4 +1194,38 @@ fn card_prototype(
         created: now,
         updated: now,
     }
+}
+
+/// The card content of `step` on each of `platforms`: one view for all when it renders alike
+/// on each (see [`CardContent`]).
+fn content_of(
+    step: &CardStep,
+    platforms: &Platforms,
+    variables: &ResolvedVariables,
+) -> CardContent {
+    let on: Vec<(&str, Platform)> = [
+        ("Web", Platform::Web, platforms.web),
+        ("iOS", Platform::Ios, platforms.ios),
+        ("Android", Platform::Android, platforms.android),
+    ]
+    .into_iter()
+    .filter(|(_, _, on)| *on)
+    .map(|(name, platform, _)| (name, platform))
+    .collect();
+    let Some((_, first)) = on.first() else {
+        return CardContent::default();
+    };
+    let notifies = step.view.notifies();
+    if step.view.same_on_every_platform(variables) {
+        return CardContent::shared(&step.view.render(variables, *first), notifies);
+    }
+    let views: Vec<(&str, String)> = on
+        .iter()
+        .map(|(name, platform)| (*name, step.view.render(variables, *platform)))
+        .collect();
+    if views.iter().all(|(_, v)| *v == views[0].1) {
+        return CardContent::shared(&views[0].1, notifies);
+    }
+    let views: Vec<(&str, &str)> = views.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    CardContent::per_platform(&views, notifies)
 }

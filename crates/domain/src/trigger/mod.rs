@@ -2,6 +2,7 @@
 //! idempotency of `flowInvocationId`.
 
 pub mod engine;
+pub mod plan;
 pub mod request;
 pub mod variables;
 

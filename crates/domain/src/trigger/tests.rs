@@ -407,6 +407,55 @@ fn rendering_uses_request_then_flow_default_then_template_default_per_platform()
 }
 
 #[test]
+fn a_compiled_view_renders_the_text_serde_json_writes_of_the_rendered_view() {
+    use super::variables::ViewTemplate;
+    let config = json!({
+        "variables": {"name": {"type": "string"}, "n": {"type": "number"}},
+        "cardTemplates": {}
+    });
+    let templates = [
+        config_template(),
+        json!({"variables": {"gone": {"default": "d\"q"}},
+            "defaultView": {"z": [1, 2.5, -3, true, null, "%{gone}", {"k\n\"": "%{ name }!"}], "a": "no vars"},
+            "subviews": {"s": {"content": ["%{name}%{name}", "%{unknown}", "%{assetv1:x}%{name}", "tail %{unclosed", "%{", "}%{}"]}},
+            "notification": {"attributes": {"body": "\u{1}%{n}\t"}},
+            "metadata": {"cardName": "not rendered"}}),
+        json!({"metadata": {}}),
+        json!({"defaultView": "%{name}"}),
+    ];
+    let values = [
+        json!({"name": "Ann", "n": 3}),
+        json!({"name": {"value": "q\"\\\n\u{7}é😀", "valueIos": "iOS", "valueAndroid": ""}}),
+        json!({}),
+    ];
+    for template in &templates {
+        let view = ViewTemplate::compile(template);
+        assert_eq!(view.notifies(), template.get("notification").is_some());
+        for sent in &values {
+            let vars = resolve(&config, &payload(sent.clone()), false, "p").expect("resolves");
+            for platform in [Platform::Web, Platform::Ios, Platform::Android] {
+                let expected = render(template, &vars, platform).to_string();
+                assert_eq!(
+                    view.render(&vars, platform),
+                    expected,
+                    "{template} {sent} {platform:?}"
+                );
+            }
+            let alike = [Platform::Ios, Platform::Android]
+                .iter()
+                .all(|p| view.render(&vars, *p) == view.render(&vars, Platform::Web));
+            if view.same_on_every_platform(&vars) {
+                assert!(alike, "{template} {sent}");
+            }
+        }
+    }
+}
+
+fn config_template() -> Value {
+    config()["cardTemplates"]["t"].clone()
+}
+
+#[test]
 fn fingerprints_ignore_key_order_but_not_content() {
     let a = parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {"metadata": {"a": 1, "b": 2}}}]})).expect("a");
     let b = parse(&json!({"flows": [{"payload": {"metadata": {"b": 2, "a": 1}}, "target": {"tagName": "x", "type": "tag"}}]})).expect("b");
@@ -425,6 +474,7 @@ fn fingerprints_ignore_key_order_but_not_content() {
 #[test]
 fn the_whole_push_payload_must_fit_in_2_kb() {
     let config = config();
+    let plan = super::plan::FlowPlan::of(config.clone());
     let check = |name_len: usize, detail_len: usize, platforms: Value| {
         let p = parse(&one(
             json!({"type": "allTestUsers"}),
@@ -439,7 +489,7 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
         .remove(0)
         .payload;
         let variables = resolve(&config, &p, false, "flows[0].payload").expect("resolves");
-        engine::push_payload_problems(&config, &p, &variables, "flows[0].payload")
+        engine::push_payload_problems(&plan, &p, &variables, "flows[0].payload")
     };
     // Each part fits alone; together they do not.
     assert!(check(900, 900, json!({})).is_empty());
@@ -968,7 +1018,8 @@ mod runs_at_record_time {
             assert_eq!(card.invocation_id, invocation.id);
             assert_eq!(card.stream_ids, ["str_all"]);
             assert_eq!(
-                card.content["Web"]["defaultView"]["content"][0]["attributes"]["text"],
+                card.content.views(&card.platforms)["Web"]["defaultView"]["content"][0]
+                    ["attributes"]["text"],
                 "Hi Ann"
             );
         }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::request::Payload;
+use crate::card::content::{push_json_escaped, push_json_string};
 use crate::flow::config::check_value;
 use crate::FieldError;
 
@@ -221,4 +222,164 @@ pub fn render(template: &Value, variables: &ResolvedVariables, platform: Platfor
         }
     }
     Value::Object(out)
+}
+
+/// A card template's view (the parts [`render`] renders) compiled for rendering to JSON text:
+/// the JSON text of the parts with a gap at each `%{name}`, filled with the variable's value
+/// escaped. It renders the text `serde_json` writes of [`render`]'s value: one string built,
+/// where a JSON tree was built, serialised and freed for each card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewTemplate {
+    pieces: Vec<Piece>,
+    notifies: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    /// JSON text, as it is.
+    Json(String),
+    /// A variable's value inside a JSON string: the template's own default when the trigger
+    /// resolved none.
+    Variable { name: String, default: String },
+}
+
+impl ViewTemplate {
+    pub fn compile(template: &Value) -> Self {
+        let mut parts = Map::new();
+        for key in ["defaultView", "subviews", "notification"] {
+            if let Some(part) = template.get(key) {
+                parts.insert(key.to_owned(), part.clone());
+            }
+        }
+        let mut compiler = Compiler {
+            template,
+            pieces: Vec::new(),
+            text: String::new(),
+        };
+        compiler.value(&Value::Object(parts));
+        compiler.flush();
+        ViewTemplate {
+            pieces: compiler.pieces,
+            notifies: template.get("notification").is_some(),
+        }
+    }
+
+    /// Whether the view has a notification.
+    pub fn notifies(&self) -> bool {
+        self.notifies
+    }
+
+    /// Whether the view renders alike on every platform with `variables`: none of its
+    /// variables has a platform's own value.
+    pub fn same_on_every_platform(&self, variables: &ResolvedVariables) -> bool {
+        self.pieces.iter().all(|piece| match piece {
+            Piece::Json(_) => true,
+            Piece::Variable { name, .. } => variables
+                .values
+                .get(name)
+                .is_none_or(|v| v.web == v.ios && v.web == v.android),
+        })
+    }
+
+    /// The view on `platform`, as JSON text.
+    pub fn render(&self, variables: &ResolvedVariables, platform: Platform) -> String {
+        let mut out = String::with_capacity(self.len_hint());
+        for piece in &self.pieces {
+            match piece {
+                Piece::Json(text) => out.push_str(text),
+                Piece::Variable { name, default } => {
+                    let value = variables
+                        .values
+                        .get(name)
+                        .map_or(default.as_str(), |v| v.on(platform));
+                    push_json_escaped(&mut out, value);
+                }
+            }
+        }
+        out
+    }
+
+    fn len_hint(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Json(text) => text.len(),
+                Piece::Variable { .. } => 16,
+            })
+            .sum()
+    }
+}
+
+struct Compiler<'a> {
+    template: &'a Value,
+    pieces: Vec<Piece>,
+    /// JSON text not yet in a piece.
+    text: String,
+}
+
+impl Compiler<'_> {
+    fn flush(&mut self) {
+        if !self.text.is_empty() {
+            self.pieces
+                .push(Piece::Json(std::mem::take(&mut self.text)));
+        }
+    }
+
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                self.text.push('{');
+                for (i, (key, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        self.text.push(',');
+                    }
+                    push_json_string(&mut self.text, key);
+                    self.text.push(':');
+                    self.value(item);
+                }
+                self.text.push('}');
+            }
+            Value::Array(items) => {
+                self.text.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.text.push(',');
+                    }
+                    self.value(item);
+                }
+                self.text.push(']');
+            }
+            Value::String(s) if s.contains("%{") => self.templated(s),
+            Value::String(s) => push_json_string(&mut self.text, s),
+            other => self.text.push_str(&other.to_string()),
+        }
+    }
+
+    /// A string with `%{...}`, split exactly as [`substitute`] splits it.
+    fn templated(&mut self, s: &str) {
+        self.text.push('"');
+        let mut rest = s;
+        while let Some(start) = rest.find("%{") {
+            push_json_escaped(&mut self.text, &rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                push_json_escaped(&mut self.text, &rest[start..]);
+                rest = "";
+                break;
+            };
+            let name = after[..end].trim();
+            if name.starts_with("assetv1:") {
+                push_json_escaped(&mut self.text, &rest[start..start + 2 + end + 1]);
+            } else {
+                self.flush();
+                self.pieces.push(Piece::Variable {
+                    name: name.to_owned(),
+                    default: template_default(self.template, name).unwrap_or_default(),
+                });
+            }
+            rest = &after[end + 1..];
+        }
+        push_json_escaped(&mut self.text, rest);
+        self.text.push('"');
+    }
 }

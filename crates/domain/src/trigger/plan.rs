@@ -1,0 +1,106 @@
+//! What running a flow version needs of its configuration, worked out once per version: a
+//! published version never changes, and a CSV task runs one for every row.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use serde_json::Value;
+
+use super::variables::ViewTemplate;
+
+/// A flow version's configuration and its `create-card` steps in the order they run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowPlan {
+    pub config: Value,
+    pub(crate) cards: Vec<CardStep>,
+}
+
+/// A `create-card` step and its card template, ready to render.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CardStep {
+    pub step_id: String,
+    pub template_id: String,
+    /// The template's `metadata.cardName`.
+    pub template_name: String,
+    /// The template's `metadata.delivery.priority`, when it has one that fits.
+    pub priority: Option<u8>,
+    pub view: ViewTemplate,
+}
+
+impl FlowPlan {
+    pub fn of(config: Value) -> Self {
+        let cards = steps_in_order(&config)
+            .into_iter()
+            .map(|(step_id, template_id)| {
+                let template = config
+                    .get("cardTemplates")
+                    .and_then(|t| t.get(&template_id))
+                    .unwrap_or(&Value::Null);
+                CardStep {
+                    template_name: template
+                        .pointer("/metadata/cardName")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    priority: template
+                        .pointer("/metadata/delivery/priority")
+                        .and_then(Value::as_u64)
+                        .and_then(|p| u8::try_from(p).ok()),
+                    view: ViewTemplate::compile(template),
+                    step_id,
+                    template_id,
+                }
+            })
+            .collect();
+        FlowPlan { config, cards }
+    }
+
+    /// The templates (by id, each once) of the steps whose cards notify.
+    pub(crate) fn notifying_templates(&self) -> Vec<(&str, &Value)> {
+        let mut seen = BTreeSet::new();
+        self.cards
+            .iter()
+            .filter(|c| c.view.notifies() && seen.insert(c.template_id.as_str()))
+            .filter_map(|c| {
+                let template = self.config.get("cardTemplates")?.get(&c.template_id)?;
+                Some((c.template_id.as_str(), template))
+            })
+            .collect()
+    }
+}
+
+/// The `create-card` steps reachable from `initialSteps`, breadth first, each once, with
+/// their card template.
+fn steps_in_order(config: &Value) -> Vec<(String, String)> {
+    let steps = config.get("steps").and_then(Value::as_object);
+    let mut queue: VecDeque<String> = config
+        .get("initialSteps")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    while let Some(id) = queue.pop_front() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let Some(step) = steps.and_then(|s| s.get(&id)) else {
+            continue;
+        };
+        if step.get("type").and_then(Value::as_str) == Some("create-card") {
+            if let Some(template) = step
+                .pointer("/properties/cardTemplateId")
+                .and_then(Value::as_str)
+            {
+                out.push((id.clone(), template.to_owned()));
+            }
+        }
+        if let Some(next) = step.get("next").and_then(Value::as_array) {
+            queue.extend(next.iter().filter_map(|s| s.as_str().map(str::to_owned)));
+        }
+    }
+    out
+}
