@@ -783,9 +783,8 @@ impl BulkService {
             Err(e) => return Ok(Err(e)),
         };
         let element = row.element(&users, format!("csv-{}-{number}", task.id));
-        let parsed = crate::trigger::parse(&json!({"flows": [element]}));
-        Ok(match parsed {
-            Ok(mut request) => request.flows.pop().ok_or_else(|| "empty row".to_owned()),
+        Ok(match crate::trigger::request::parse_element(element) {
+            Ok(element) => Ok(element),
             Err(problems) => Err(problems
                 .iter()
                 .map(|p| format!("{}: {}", p.field.trim_start_matches("flows[0]."), p.message))

@@ -317,26 +317,27 @@ impl TriggerService {
         env: &str,
         flow_id: &str,
         mode: Mode,
-        request: TriggerRequest,
+        mut request: TriggerRequest,
     ) -> Result<Triggered, DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
         let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
         let known_streams = self.known_streams(env, &request.flows).await?;
         let mut errors: Vec<FieldError> = Vec::new();
+        let mut resolved = Vec::with_capacity(request.flows.len());
         for (i, element) in request.flows.iter().enumerate() {
             let path = format!("flows[{i}]");
-            errors.append(
-                &mut self
-                    .element_problems(
-                        env,
-                        &plan,
-                        element,
-                        request.strict_variables,
-                        &path,
-                        &known_streams,
-                    )
-                    .await?,
-            );
+            let (mut problems, variables) = self
+                .check_element(
+                    env,
+                    &plan,
+                    element,
+                    request.strict_variables,
+                    &path,
+                    &known_streams,
+                )
+                .await?;
+            errors.append(&mut problems);
+            resolved.push(variables);
         }
         if !errors.is_empty() {
             return Err(DomainError::Validation(errors));
@@ -351,7 +352,7 @@ impl TriggerService {
 
         let now = self.clock.now();
         let mut runs = Vec::with_capacity(request.flows.len());
-        for element in &request.flows {
+        for (element, variables) in request.flows.iter_mut().zip(resolved) {
             let invocation = invocation_of(
                 env,
                 &flow.id,
@@ -361,7 +362,13 @@ impl TriggerService {
                 request.strict_variables,
                 now,
             );
-            let run = self.inline_run(&invocation, element, &plan).await?;
+            let run = match variables {
+                Some(variables) => {
+                    self.inline_run(&invocation, element, &plan, &variables)
+                        .await?
+                }
+                None => None,
+            };
             runs.push((invocation, run));
         }
         let ids: Vec<String> = runs.iter().map(|(i, _)| i.id.clone()).collect();
@@ -381,12 +388,13 @@ impl TriggerService {
 
     /// The one batch of an invocation whose whole audience is known without reading: a live
     /// target of at most [`INLINE_USERS`] user ids. Recorded with its invocation, it is never
-    /// claimed by a worker.
+    /// claimed by a worker. `variables`: the element's, resolved when it was checked.
     async fn inline_run(
         &self,
         invocation: &Invocation,
         element: &FlowElement,
         plan: &FlowPlan,
+        variables: &ResolvedVariables,
     ) -> Result<Option<BatchResult>, DomainError> {
         let Target::Users(ids) = &element.target else {
             return Ok(None);
@@ -394,16 +402,6 @@ impl TriggerService {
         if invocation.mode != Mode::Live || ids.len() > INLINE_USERS {
             return Ok(None);
         }
-        // Validated already; an element that does not resolve is left to the engine, which
-        // records why it failed.
-        let Ok(variables) = resolve(
-            &plan.config,
-            &element.payload,
-            invocation.strict_variables,
-            "payload",
-        ) else {
-            return Ok(None);
-        };
         let env = &invocation.environment_id;
         let stream = match self.default_streams.get(env) {
             Some(id) => id,
@@ -417,7 +415,7 @@ impl TriggerService {
             invocation,
             plan,
             &element.payload,
-            &variables,
+            variables,
             Audience {
                 users: ids.clone(),
                 next: None,
@@ -444,17 +442,21 @@ impl TriggerService {
         let now = self.clock.now();
         let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
         let mut valid: Vec<(usize, Invocation, Option<BatchResult>)> = Vec::new();
-        for (i, element) in elements.iter().enumerate() {
-            let problems = self
-                .element_problems(env, &plan, element, false, "", &known_streams)
+        for (i, mut element) in elements.into_iter().enumerate() {
+            let (problems, variables) = self
+                .check_element(env, &plan, &element, false, "", &known_streams)
                 .await?;
-            if problems.is_empty() {
-                let invocation = invocation_of(env, &flow.id, mode, version, element, false, now);
-                let run = self.inline_run(&invocation, element, &plan).await?;
-                valid.push((i, invocation, run));
-                outcome.push(Ok(String::new()));
-            } else {
-                outcome.push(Err(describe(&problems)));
+            match variables {
+                Some(variables) if problems.is_empty() => {
+                    let invocation =
+                        invocation_of(env, &flow.id, mode, version, &mut element, false, now);
+                    let run = self
+                        .inline_run(&invocation, &element, &plan, &variables)
+                        .await?;
+                    valid.push((i, invocation, run));
+                    outcome.push(Ok(String::new()));
+                }
+                _ => outcome.push(Err(describe(&problems))),
             }
         }
         Ok(PreparedElements { outcome, valid })
@@ -551,8 +553,9 @@ impl TriggerService {
             .collect())
     }
 
-    /// What is wrong with one element beyond its shape: variables, streams, the segment.
-    async fn element_problems(
+    /// What is wrong with one element beyond its shape (variables, streams, the segment), and
+    /// its variables when they resolve.
+    async fn check_element(
         &self,
         env: &str,
         plan: &FlowPlan,
@@ -560,7 +563,7 @@ impl TriggerService {
         strict: bool,
         path: &str,
         known_streams: &BTreeSet<String>,
-    ) -> Result<Vec<FieldError>, DomainError> {
+    ) -> Result<(Vec<FieldError>, Option<ResolvedVariables>), DomainError> {
         let at = |rest: &str| {
             if path.is_empty() {
                 rest.to_owned()
@@ -569,15 +572,21 @@ impl TriggerService {
             }
         };
         let mut errors = Vec::new();
-        match resolve(&plan.config, &element.payload, strict, &at("payload")) {
-            Err(mut e) => errors.append(&mut e),
-            Ok(variables) => errors.extend(push_payload_problems(
-                plan,
-                &element.payload,
-                &variables,
-                &at("payload"),
-            )),
-        }
+        let resolved = match resolve(&plan.config, &element.payload, strict, &at("payload")) {
+            Err(mut e) => {
+                errors.append(&mut e);
+                None
+            }
+            Ok(variables) => {
+                errors.extend(push_payload_problems(
+                    plan,
+                    &element.payload,
+                    &variables,
+                    &at("payload"),
+                ));
+                Some(variables)
+            }
+        };
         if let Some(ids) = &element.payload.card_options.target_stream_ids {
             for (j, id) in ids.iter().enumerate() {
                 if !known_streams.contains(id) {
@@ -596,7 +605,7 @@ impl TriggerService {
                 ));
             }
         }
-        Ok(errors)
+        Ok((errors, resolved))
     }
 
     pub async fn invocation(
@@ -898,15 +907,18 @@ impl Engine {
     }
 }
 
+/// The invocation `element` asks for. Its raw target and payload are taken (left null), not
+/// copied: the element is not recorded again.
 fn invocation_of(
     env: &str,
     flow_id: &str,
     mode: Mode,
     version: u32,
-    element: &FlowElement,
+    element: &mut FlowElement,
     strict_variables: bool,
     now: Timestamp,
 ) -> Invocation {
+    let fingerprint = fingerprint(element);
     Invocation {
         environment_id: env.to_owned(),
         id: element
@@ -916,9 +928,9 @@ fn invocation_of(
         flow_id: flow_id.to_owned(),
         mode,
         flow_version: version,
-        fingerprint: fingerprint(element),
-        target: element.raw_target.clone(),
-        payload: element.raw_payload.clone(),
+        fingerprint,
+        target: std::mem::take(&mut element.raw_target),
+        payload: std::mem::take(&mut element.raw_payload),
         strict_variables,
         bulk: element.target.is_bulk(),
         status: InvocationStatus::Pending,
@@ -1090,6 +1102,10 @@ pub(crate) fn push_payload_problems(
     variables: &ResolvedVariables,
     path: &str,
 ) -> Vec<FieldError> {
+    let templates = plan.notifying_templates();
+    if templates.is_empty() {
+        return Vec::new();
+    }
     let platforms = payload.card_options.target_platforms.unwrap_or_default();
     let detail = payload
         .notification_detail
@@ -1098,7 +1114,7 @@ pub(crate) fn push_payload_problems(
         .unwrap_or(Value::Null);
     let longest_id = format!("{}_{}", IdKind::Stream.prefix(), "0".repeat(26));
     let mut errors = Vec::new();
-    for (template_id, template) in plan.notifying_templates() {
+    for (template_id, template) in templates {
         for (name, platform, on) in [
             ("iOS", Platform::Ios, platforms.ios),
             ("Android", Platform::Android, platforms.android),

@@ -6,7 +6,7 @@ pub mod plan;
 pub mod request;
 pub mod variables;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use request::{parse, CardOptions, FlowElement, Payload, Platforms, Target, TriggerRequest};
@@ -33,11 +33,19 @@ impl Mode {
 /// mode are kept beside it: a reused id with another flow or mode is a different kind of
 /// mismatch (422) than one with another target or payload (409).
 pub fn fingerprint(element: &FlowElement) -> String {
-    // serde_json's Map is ordered by key (no `preserve_order`), so this is canonical.
-    let canonical =
-        json!({"target": element.raw_target, "payload": normalise(&element.raw_payload)})
-            .to_string();
-    let digest = Sha256::digest(canonical.as_bytes());
+    // The text of `{"payload": ..., "target": ...}` (keys in order), written part by part into
+    // the hash rather than built as a copy of both. serde_json's Map is ordered by key (no
+    // `preserve_order`), so this is canonical.
+    let mut hash = Sha256::new();
+    hash.update(b"{\"payload\":");
+    match &element.raw_payload {
+        Value::Null => hash.update(b"{}"),
+        payload => write_json(&mut hash, payload),
+    }
+    hash.update(b",\"target\":");
+    write_json(&mut hash, &element.raw_target);
+    hash.update(b"}");
+    let digest = hash.finalize();
     const HEX: &[u8; 16] = b"0123456789abcdef";
     digest
         .iter()
@@ -46,12 +54,20 @@ pub fn fingerprint(element: &FlowElement) -> String {
         .collect()
 }
 
-/// An absent payload and an empty one ask for the same thing.
-fn normalise(payload: &Value) -> Value {
-    match payload {
-        Value::Null => json!({}),
-        other => other.clone(),
+/// Writes `value`'s JSON text into `hash`.
+fn write_json(hash: &mut Sha256, value: &Value) {
+    struct Hashing<'a>(&'a mut Sha256);
+    impl std::io::Write for Hashing<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
+    // Writing a Value cannot fail, and neither can this writer.
+    let _ = serde_json::to_writer(Hashing(hash), value);
 }
 
 #[cfg(test)]

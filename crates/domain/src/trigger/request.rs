@@ -148,7 +148,7 @@ pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
         Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_FLOW_ELEMENTS => {
             let mut ids = std::collections::HashSet::new();
             for (i, item) in items.iter().enumerate() {
-                if let Some(element) = element(&mut errors, item, &format!("flows[{i}]")) {
+                if let Some(element) = element(&mut errors, item.clone(), &format!("flows[{i}]")) {
                     if let Some(id) = &element.invocation_id {
                         if !ids.insert(id.clone()) {
                             err(
@@ -183,15 +183,25 @@ pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
     }
 }
 
-fn element(errors: &mut Vec<FieldError>, item: &Value, path: &str) -> Option<FlowElement> {
-    let Some(item) = item.as_object() else {
+/// One element of `flows` on its own, as [`parse`] checks each (its problems' paths start
+/// with `flows[0]`): for a CSV row's element, which is built to be parsed, so taken, not copied.
+pub fn parse_element(item: Value) -> Result<FlowElement, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    match element(&mut errors, item, "flows[0]") {
+        Some(element) if errors.is_empty() => Ok(element),
+        _ => Err(errors),
+    }
+}
+
+fn element(errors: &mut Vec<FieldError>, item: Value, path: &str) -> Option<FlowElement> {
+    let Value::Object(mut item) = item else {
         err(errors, path, "must be an object with a `target`");
         return None;
     };
     let before = errors.len();
-    let raw_target = item.get("target").cloned().unwrap_or(Value::Null);
+    let raw_target = item.remove("target").unwrap_or(Value::Null);
     let target = target(errors, &raw_target, &format!("{path}.target"));
-    let raw_payload = item.get("payload").cloned().unwrap_or(Value::Null);
+    let raw_payload = item.remove("payload").unwrap_or(Value::Null);
     let payload = payload(errors, &raw_payload, &format!("{path}.payload"));
     let invocation_id = match item.get("flowInvocationId") {
         None | Some(Value::Null) => None,

@@ -469,6 +469,22 @@ fn fingerprints_ignore_key_order_but_not_content() {
     assert_ne!(fingerprint(&a.flows[0]), fingerprint(&c.flows[0]));
     assert_eq!(fingerprint(&empty.flows[0]), fingerprint(&absent.flows[0]));
     assert_eq!(fingerprint(&a.flows[0]).len(), 64);
+    // Stored with each invocation: the SHA-256 of the text of both as one JSON object.
+    let stored_as = |e: &FlowElement| {
+        use sha2::{Digest, Sha256};
+        let payload = match &e.raw_payload {
+            Value::Null => json!({}),
+            p => p.clone(),
+        };
+        let text = json!({"target": e.raw_target, "payload": payload}).to_string();
+        Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    for e in [&a, &c, &empty, &absent] {
+        assert_eq!(fingerprint(&e.flows[0]), stored_as(&e.flows[0]));
+    }
 }
 
 #[test]

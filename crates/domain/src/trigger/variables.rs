@@ -82,18 +82,19 @@ pub fn resolve(
     let find = |name: &str| defs.iter().find(|(n, _)| *n == name).map(|(_, d)| *d);
     let mut values = BTreeMap::new();
     for (name, sent) in &payload.variables {
-        let var_path = format!("{path}.variables.{name}");
+        // Written only for a problem: most variables have none.
+        let var_path = || format!("{path}.variables.{name}");
         let Some(def) = find(name) else {
             if strict {
                 errors.push(FieldError::new(
-                    var_path,
+                    var_path(),
                     "is not a variable of this flow (strictVariables is on)",
                 ));
             }
             continue;
         };
         if def.get("source").and_then(Value::as_str) == Some("script") {
-            errors.push(FieldError::new(var_path, "is a script variable: its value comes from the template's script and cannot be sent"));
+            errors.push(FieldError::new(var_path(), "is a script variable: its value comes from the template's script and cannot be sent"));
             continue;
         }
         let var_type = def.get("type").and_then(Value::as_str).unwrap_or("string");
@@ -106,7 +107,7 @@ pub fn resolve(
         ] {
             if let Some(value) = value {
                 if let Err(message) = check_value(var_type, value, pattern) {
-                    errors.push(FieldError::new(format!("{var_path}{suffix}"), message));
+                    errors.push(FieldError::new(format!("{}{suffix}", var_path()), message));
                     ok = false;
                 }
             }
