@@ -108,7 +108,7 @@ impl DatabaseUrl {
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
                 // writer checkpoints at commit only when the WAL passes 32 MiB,
                 // when the checkpointer has fallen behind or is not running. Temporary files
-                // (a savepoint's statement journal: the recorder inserts under one) in memory:
+                // (statement journals: a packed insert calls SQL functions, which may fail) in memory:
                 // on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
                     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; \

@@ -505,8 +505,11 @@ struct Pending {
     reply: tokio::sync::oneshot::Sender<Recorded>,
 }
 
-/// Calls recorded together in one transaction, at most.
+/// Calls packed together, at most.
 const RECORD_GROUP: usize = 256;
+/// Packed groups waiting for the writing thread, at most; it writes all of those waiting in
+/// one transaction.
+const PACKED_AHEAD: usize = 16;
 
 /// Calls on their way to the writing thread, with what they write when every invocation they
 /// ask for is new and no cancel applies to them (nearly always), built on the packing thread.
@@ -515,8 +518,8 @@ struct Group {
     writes: Option<NewWrites>,
 }
 
-/// What a group recorded, freed on a thread of its own.
-type Spent = (Vec<Vec<Asked>>, Option<NewWrites>);
+/// What a transaction recorded, freed on a thread of its own.
+type Spent = (Vec<Vec<Asked>>, Vec<Option<NewWrites>>);
 
 pub struct DieselInvocationRepository {
     db: Database,
@@ -563,14 +566,18 @@ fn start_recorder(
     std::thread::Builder::new()
         .name("recorder-free".into())
         .spawn(move || freed.into_iter().for_each(drop))?;
-    // One group packed ahead of the one being written.
-    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(1);
+    // Groups are packed as calls come; the writer takes all of those packed meanwhile at
+    // once. Each transaction rewrites the last pages of every table and index it appends
+    // to: one per call (a CSV chunk) wrote ~5 KiB of WAL per row.
+    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(PACKED_AHEAD);
     let writer = db.clone();
     std::thread::Builder::new()
         .name("recorder".into())
         .spawn(move || {
-            for group in groups {
-                let _ = spent.send(record_group(&writer, group));
+            while let Ok(first) = groups.recv() {
+                let mut taken = vec![first];
+                taken.extend(groups.try_iter().take(PACKED_AHEAD));
+                let _ = spent.send(record_groups(&writer, taken));
             }
         })?;
     std::thread::Builder::new()
@@ -599,6 +606,15 @@ fn start_recorder(
     Ok(())
 }
 
+/// Every invocation `calls` ask for, in order, with its run.
+fn asked_in(calls: &[Vec<Asked>]) -> Vec<(&Invocation, Option<&BatchResult>)> {
+    calls
+        .iter()
+        .flatten()
+        .map(|(i, run)| (i, run.as_ref()))
+        .collect()
+}
+
 /// True when no (environment, id) is asked twice.
 fn distinct(all: &[(&Invocation, Option<&BatchResult>)]) -> bool {
     let mut seen = std::collections::HashSet::with_capacity(all.len());
@@ -606,23 +622,34 @@ fn distinct(all: &[(&Invocation, Option<&BatchResult>)]) -> bool {
         .all(|(i, _)| seen.insert((i.environment_id.as_str(), i.id.as_str())))
 }
 
-/// Records the calls of `group` in one transaction and answers each, on the writing thread;
+/// Records the calls of `groups` in one transaction and answers each, on the writing thread;
 /// returns what they recorded, to be freed elsewhere. Every call is decided on its own, in
 /// queue order, as if it ran alone: an id that clashes refuses that call only, and an id asked
 /// by two calls is inserted by the first and found by the second.
-fn record_group(db: &Database, group: Group) -> Spent {
-    let (calls, replies): (Vec<Vec<Asked>>, Vec<_>) =
-        group.calls.into_iter().map(|p| (p.asked, p.reply)).unzip();
+fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
+    let mut calls: Vec<Vec<Asked>> = Vec::new();
+    let mut replies = Vec::new();
+    let mut writes = Vec::with_capacity(groups.len());
+    for group in groups {
+        writes.push((group.calls.len(), group.writes));
+        for pending in group.calls {
+            calls.push(pending.asked);
+            replies.push(pending.reply);
+        }
+    }
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
     let mut outcome = Err(StorageError::Unavailable(
         "invocation ids kept being reused concurrently".into(),
     ));
-    for _ in 0..3 {
-        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls, group.writes.as_ref()));
+    // First as if every asked id were new; once one was not, each call decided on its own.
+    let mut all_new = true;
+    for _ in 0..4 {
+        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls, &writes, all_new));
         if !matches!(outcome, Err(StorageError::StaleRevision)) {
             break;
         }
+        all_new = false;
     }
     match outcome {
         Ok(answers) => {
@@ -636,35 +663,34 @@ fn record_group(db: &Database, group: Group) -> Spent {
             }
         }
     }
-    (calls, group.writes)
+    (calls, writes.into_iter().map(|(_, w)| w).collect())
 }
 
-/// Inside one transaction. First as if every asked id were new (nearly always so): all are
-/// inserted, with the rows of their runs, under a savepoint, from `writes` when the packing
-/// thread built them. When one was stored already, the savepoint is rolled back and every call
-/// is decided on its own: one read per environment for every asked id, then the new ones of
-/// every call that clashes with nothing inserted.
+/// The whole of one transaction. With `all_new`, as if every asked id were new (nearly always
+/// so): all are inserted, with the rows of their runs, group by group, from `writes` (per
+/// group, its count of calls and what the packing thread built for them); when one was stored
+/// already, the transaction is rolled back (StaleRevision) to be run again without `all_new`
+/// (a savepoint to roll back to made SQLite journal the pages the inserts changed). Without
+/// `all_new`, or when an id is asked twice, every call is decided on its own: one read per
+/// environment for every asked id, then the new ones of every call that clashes with nothing
+/// inserted.
 fn record_calls(
     conn: &mut AnyConnection,
     calls: &[Vec<Asked>],
-    writes: Option<&NewWrites>,
+    writes: &[(usize, Option<NewWrites>)],
+    all_new: bool,
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
-    let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
-        .iter()
-        .flatten()
-        .map(|(i, run)| (i, run.as_ref()))
-        .collect();
-    if distinct(&all) {
-        // Rolled back to the savepoint when an id was stored already.
-        let saved = conn.transaction(|conn| match insert_new(conn, &all, writes)? {
-            true => Ok(()),
-            false => Err(Failure::Domain(StorageError::StaleRevision)),
-        });
-        match saved {
-            Ok(()) => return Ok(calls.iter().map(|c| vec![None; c.len()]).collect()),
-            Err(Failure::Domain(StorageError::StaleRevision)) => {}
-            Err(other) => return Err(other),
+    let all = asked_in(calls);
+    if all_new && distinct(&all) {
+        let mut from = 0;
+        for (count, built) in writes {
+            let group = asked_in(&calls[from..from + count]);
+            from += count;
+            if !insert_new(conn, &group, built.as_ref())? {
+                return Err(Failure::Domain(StorageError::StaleRevision));
+            }
         }
+        return Ok(calls.iter().map(|c| vec![None; c.len()]).collect());
     }
     let mut found: HashMap<(String, String), Invocation> = HashMap::new();
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();

@@ -124,6 +124,10 @@ pub fn raw_texts(url: &str, sql: &str) -> Vec<String> {
     }
     let rows: Vec<Row> = if let Some(path) = url.strip_prefix("sqlite://") {
         let mut c = diesel::SqliteConnection::establish(path).expect("sqlite");
+        // The pool's own connections may still be being set up (r2d2 opens them on threads
+        // of its own): wait for their locks, as the service's connections do.
+        diesel::connection::SimpleConnection::batch_execute(&mut c, "PRAGMA busy_timeout = 5000")
+            .expect("busy timeout");
         diesel::sql_query(sql).load(&mut c).expect("query")
     } else {
         let mut c = PgConnection::establish(url).expect("postgres");

@@ -38,8 +38,10 @@ pub const ROWS_PER_STEP: u32 = 2_000;
 /// overlap more of the step; measured in docs/benchmarks.md (eighth session): 125 against 500,
 /// 250 and 64.
 const CHUNK_ROWS: usize = 125;
-/// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared.
-const RECORDING: usize = 4;
+/// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared:
+/// the recorder writes the chunks waiting in one transaction, so a chunk prepared while one is
+/// written joins the next.
+const RECORDING: usize = 16;
 
 /// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
 /// prepared elements, in order.
