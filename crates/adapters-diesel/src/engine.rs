@@ -7,7 +7,7 @@ use diesel::prelude::*;
 #[cfg(test)]
 use domain::card::card_event;
 use domain::card::{
-    AnalyticsEvent, CardContent, CardInstance, CardRepository, CardStatus, Transition,
+    AnalyticsEvent, CardContent, CardContext, CardInstance, CardRepository, CardStatus, Transition,
 };
 use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
@@ -152,28 +152,8 @@ impl InvocationRow {
     }
 }
 
-/// Serialises the shared context of cards once: consecutive cards of one step of an
-/// invocation hold the same `context`.
-#[derive(Default)]
-struct SharedJson {
-    context: Option<(Arc<Value>, String)>,
-}
-
-impl SharedJson {
-    fn row(&mut self, c: &CardInstance) -> CardRow {
-        let context = match &self.context {
-            Some((shared, text)) if Arc::ptr_eq(shared, &c.context) => text.clone(),
-            _ => {
-                let text = c.context.to_string();
-                self.context = Some((c.context.clone(), text.clone()));
-                text
-            }
-        };
-        card_row(c, c.content.text().to_owned(), context)
-    }
-}
-
-fn card_row(c: &CardInstance, content: String, context: String) -> CardRow {
+/// A card's row: its content and context as they are held, text.
+fn card_row(c: &CardInstance) -> CardRow {
     CardRow {
         id: c.id.clone(),
         environment_id: c.environment_id.clone(),
@@ -189,8 +169,8 @@ fn card_row(c: &CardInstance, content: String, context: String) -> CardRow {
         priority: i32::from(c.priority),
         stream_ids: serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()),
         platforms: serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()),
-        content,
-        context,
+        content: c.content.text().to_owned(),
+        context: c.context.text().to_owned(),
         embargo_until: c.embargo_until.map(|t| t.naive_utc()),
         expires_at: c.expires_at.map(|t| t.naive_utc()),
         snoozed_until: c.snoozed_until.map(|t| t.naive_utc()),
@@ -204,14 +184,23 @@ pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
     SharedParse::default().card(row)
 }
 
+/// `text` if it is a JSON object.
+fn json_object(text: String, what: &str) -> Result<String, StorageError> {
+    if !text.starts_with('{') {
+        return Err(corrupt(what, "not an object"));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| corrupt(what, e))?;
+    Ok(text)
+}
+
 /// Reads the shared parts of cards once: cards read together (a cancel's chunk, the
 /// scheduler's due cards, a feed) are mostly of a few invocations, whose cards hold the same
 /// `content` and `context` text.
 #[derive(Default)]
 pub(crate) struct SharedParse {
-    /// Kept as its text (parsed where it is read), checked to be a JSON object.
+    /// Kept as their text (parsed where they are read), checked to be JSON objects.
     content: Option<CardContent>,
-    context: Option<(String, Arc<Value>)>,
+    context: Option<CardContext>,
 }
 
 impl SharedParse {
@@ -221,22 +210,17 @@ impl SharedParse {
         let content = match &self.content {
             Some(read) if read.text() == row.content => read.clone(),
             _ => {
-                if !row.content.starts_with('{') {
-                    return Err(corrupt("card content", "not an object"));
-                }
-                serde_json::from_str::<serde::de::IgnoredAny>(&row.content)
-                    .map_err(|e| corrupt("card content", e))?;
-                let read = CardContent::stored(row.content);
+                let read = CardContent::stored(json_object(row.content, "card content")?);
                 self.content = Some(read.clone());
                 read
             }
         };
         let context = match &self.context {
-            Some((text, parsed)) if *text == row.context => parsed.clone(),
+            Some(read) if read.text() == row.context => read.clone(),
             _ => {
-                let parsed = Arc::new(json(&row.context, "card context")?);
-                self.context = Some((row.context.clone(), parsed.clone()));
-                parsed
+                let read = CardContext::stored(json_object(row.context, "card context")?);
+                self.context = Some(read.clone());
+                read
             }
         };
         Ok(CardInstance {
@@ -397,8 +381,7 @@ impl CardWrites {
             Backend::Sqlite => crate::packed::cards(cards),
             Backend::Postgres => (Vec::new(), cards.iter().collect()),
         };
-        let mut shared = SharedJson::default();
-        let rows = rest.into_iter().map(|c| shared.row(c)).collect();
+        let rows = rest.into_iter().map(|c| card_row(c)).collect();
         CardWrites { packed, rows }
     }
 
@@ -1459,7 +1442,7 @@ mod tests {
             stream_ids: vec!["str_all".into()],
             platforms: vec!["Web".into(), "iOS".into()],
             content: content.as_object().cloned().unwrap_or_default().into(),
-            context: Arc::new(context),
+            context: context.into(),
             embargo_until: None,
             expires_at: Some(at),
             snoozed_until: None,
@@ -1477,8 +1460,7 @@ mod tests {
             ..one.clone()
         };
         let other = card_of("crd_3", json!({"Web": {"b": 2}}), json!({"test": true}));
-        let mut out = SharedJson::default();
-        let rows: Vec<CardRow> = [&one, &two, &other].map(|c| out.row(c)).into();
+        let rows: Vec<CardRow> = [&one, &two, &other].map(card_row).into();
         let mut parse = SharedParse::default();
         let back: Vec<CardInstance> = rows
             .into_iter()
@@ -1486,10 +1468,7 @@ mod tests {
             .collect();
         assert_eq!(back, [one, two, other.clone()], "every field round-trips");
         assert!(back[0].content.same(&back[1].content), "read once");
-        assert!(
-            Arc::ptr_eq(&back[0].context, &back[1].context),
-            "parsed once"
-        );
+        assert!(back[0].context.same(&back[1].context), "read once");
         assert!(!back[1].content.same(&back[2].content));
         assert_eq!(back[2].content, other.content);
     }
@@ -1508,8 +1487,7 @@ mod tests {
             json!({"Web": view, "iOS": {"defaultView": {}}}),
             json!({}),
         );
-        let mut out = SharedJson::default();
-        let rows: Vec<CardRow> = [&shared, &apart].map(|c| out.row(c)).into();
+        let rows: Vec<CardRow> = [&shared, &apart].map(card_row).into();
         assert_eq!(rows[0].content, format!("{{\"*\":{view}}}"));
         let mut parse = SharedParse::default();
         let back: Vec<CardInstance> = rows
@@ -1525,7 +1503,7 @@ mod tests {
             json!({"Web": view, "iOS": {"defaultView": {}}})
         );
         for text in ["[1]", "{\"*\":", "not json"] {
-            let mut corrupt = SharedJson::default().row(&shared);
+            let mut corrupt = card_row(&shared);
             corrupt.content = text.into();
             assert!(SharedParse::default().card(corrupt).is_err(), "{text}");
         }
@@ -1569,7 +1547,7 @@ mod tests {
                 at + chrono::Duration::seconds(1),
             ),
         ];
-        let row = SharedJson::default().row(&completed);
+        let row = card_row(&completed);
         crate::per_backend!(&mut conn, c => {
             // Its flow instance, cancelled with `cancelCards: false` (migration 14 keeps the
             // instance's status on its cards).

@@ -194,6 +194,24 @@ const INVOCATION_INSERT: &str = "INSERT INTO invocations \
      FROM jsonb_each(?) WHERE true \
      ON CONFLICT (environment_id, id) DO NOTHING";
 
+/// Timestamps as diesel writes them to SQLite, the last one kept: the invocations of one
+/// recording are mostly of one time (formatting each was a sixth of the packing thread).
+#[derive(Default)]
+struct TimeText(Option<(NaiveDateTime, String)>);
+
+impl TimeText {
+    fn of(&mut self, t: NaiveDateTime) -> String {
+        match &self.0 {
+            Some((at, text)) if *at == t => text.clone(),
+            _ => {
+                let text = t.format(SQLITE_TIME).to_string();
+                self.0 = Some((t, text.clone()));
+                text
+            }
+        }
+    }
+}
+
 /// The inserts of the runs of `rows` worth packing, each id inserted only when it is new in
 /// its environment (the statements count the rows they insert); and the indexes of the other
 /// rows.
@@ -210,14 +228,15 @@ pub(crate) fn invocations(rows: &[InvocationRow]) -> (Vec<Statement>, Vec<usize>
         }
         at += run.len();
         let first = run[0];
+        let mut times = TimeText::default();
         let packed = pack(run.iter().map(|i| {
             [
                 Cow::Borrowed(i.id.as_str()),
                 Cow::Borrowed(i.fingerprint.as_str()),
                 Cow::Borrowed(i.target.as_str()),
                 Cow::Borrowed(i.payload.as_str()),
-                Cow::Owned(i.created.format(SQLITE_TIME).to_string()),
-                Cow::Owned(i.updated.format(SQLITE_TIME).to_string()),
+                Cow::Owned(times.of(i.created)),
+                Cow::Owned(times.of(i.updated)),
             ]
         }));
         statements.push(Statement::new(
@@ -269,7 +288,7 @@ fn same_frame(a: &CardInstance, b: &CardInstance) -> bool {
 /// request payload.
 fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
     a.content == b.content
-        && (Arc::ptr_eq(&a.context, &b.context) || a.context == b.context)
+        && (a.context.same(&b.context) || a.context == b.context)
         && same_frame(a, b)
 }
 
@@ -355,7 +374,7 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
         }));
         let mut binds = vec![
             Bind::Text(c.content.text().to_owned()),
-            Bind::Text(c.context.to_string()),
+            Bind::Text(c.context.text().to_owned()),
         ];
         binds.extend(frame(c));
         binds.push(Bind::Text(ids));
@@ -371,7 +390,7 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
                 Cow::Borrowed(c.flow_instance_id.as_str()),
                 Cow::Borrowed(c.invocation_id.as_str()),
                 Cow::Borrowed(c.content.text()),
-                Cow::Owned(c.context.to_string()),
+                Cow::Borrowed(c.context.text()),
             ]
         }));
         let mut binds = Vec::from(frame(c));

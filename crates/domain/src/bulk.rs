@@ -1244,7 +1244,7 @@ mod tests {
                 let users: Vec<&str> = run.cards.iter().map(|c| c.user_id.as_str()).collect();
                 assert_eq!(users, [format!("u{n}")]);
                 assert_eq!(
-                    run.cards[0].context["variables"]["name"],
+                    run.cards[0].context.value()["variables"]["name"],
                     format!("Name{n}"),
                     "each row its own variables"
                 );

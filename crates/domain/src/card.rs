@@ -11,7 +11,7 @@ use crate::time::format_timestamp as ts;
 use crate::{StorageError, Timestamp};
 
 pub mod content;
-pub use content::CardContent;
+pub use content::{CardContent, CardContext};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardStatus {
@@ -127,7 +127,7 @@ pub struct CardInstance {
     pub content: CardContent,
     /// The trigger's context: variables, metadata, notificationDetail, test flag. Shared like
     /// `content`.
-    pub context: Arc<Value>,
+    pub context: CardContext,
     pub embargo_until: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
     pub snoozed_until: Option<Timestamp>,
@@ -180,7 +180,7 @@ impl AnalyticsEvent {
     /// The spec 2.9 payload.
     pub fn data(&self) -> Value {
         let card = &self.card;
-        let context = &card.context;
+        let context = card.context.value();
         let detail = |key: &str| context.get(key).cloned().unwrap_or_else(|| json!({}));
         json!({
             "id": self.id,
@@ -467,7 +467,7 @@ pub(crate) fn test_card(id: &str, status: CardStatus, at: Timestamp) -> CardInst
         stream_ids: vec!["str_all".into()],
         platforms: vec!["Web".into()],
         content: CardContent::default(),
-        context: Arc::default(),
+        context: CardContext::default(),
         embargo_until: None,
         expires_at: None,
         snoozed_until: None,

@@ -148,6 +148,87 @@ impl std::fmt::Debug for CardContent {
     }
 }
 
+/// The trigger's context of a card — `test`, `variables`, `metadata`, `notificationDetail` —
+/// held as the JSON object it is stored as, like [`CardContent`]: read only when an event's
+/// payload or a push is built. Cheap to clone.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CardContext(Arc<str>);
+
+impl CardContext {
+    /// The context of a card of a trigger: `variables` (their web values), `metadata` and
+    /// `notificationDetail` as sent, `test` in test mode. Written as text at once (keys in
+    /// order, as `serde_json` writes a map), not built as a tree first.
+    pub fn of_trigger(
+        test: bool,
+        variables: impl Iterator<Item = (impl AsRef<str>, impl AsRef<str>)>,
+        metadata: Option<&Map<String, Value>>,
+        notification_detail: Option<&Map<String, Value>>,
+    ) -> Self {
+        let empty = Map::new();
+        let object = |map: Option<&Map<String, Value>>| {
+            serde_json::to_string(map.unwrap_or(&empty)).unwrap_or_else(|_| "{}".into())
+        };
+        let mut text = String::with_capacity(96);
+        text.push_str("{\"metadata\":");
+        text.push_str(&object(metadata));
+        text.push_str(",\"notificationDetail\":");
+        text.push_str(&object(notification_detail));
+        text.push_str(if test {
+            ",\"test\":true,\"variables\":{"
+        } else {
+            ",\"test\":false,\"variables\":{"
+        });
+        for (i, (name, value)) in variables.enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            push_json_string(&mut text, name.as_ref());
+            text.push(':');
+            push_json_string(&mut text, value.as_ref());
+        }
+        text.push_str("}}");
+        CardContext(text.into())
+    }
+
+    /// The context as stored (see [`text`](Self::text)), read back.
+    pub fn stored(text: String) -> Self {
+        CardContext(text.into())
+    }
+
+    /// The text stored: a JSON object.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether two values are one context, not only equal ones.
+    pub fn same(&self, other: &CardContext) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The context as JSON; null if the text is not JSON (never written so).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl Default for CardContext {
+    fn default() -> Self {
+        CardContext("{}".into())
+    }
+}
+
+impl From<Value> for CardContext {
+    fn from(value: Value) -> Self {
+        CardContext(value.to_string().into())
+    }
+}
+
+impl std::fmt::Debug for CardContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Appends `s` as a JSON string, escaped exactly as `serde_json` escapes it (so a content
 /// rendered here is the text `serde_json` would have written of the same tree).
 pub(crate) fn push_json_string(out: &mut String, s: &str) {
@@ -238,6 +319,34 @@ mod tests {
             content,
             "the text serde_json writes"
         );
+    }
+
+    #[test]
+    fn a_triggers_context_is_written_as_serde_json_writes_it() {
+        let metadata = json!({"b": [1, {"z": null}], "a": "\"q\""});
+        let detail = json!({"d": "é"});
+        for (test, variables, metadata, detail) in [
+            (false, vec![], None, None),
+            (
+                true,
+                vec![("name", "Ann \"A\"\n"), ("x", "")],
+                metadata.as_object(),
+                detail.as_object(),
+            ),
+        ] {
+            let context =
+                CardContext::of_trigger(test, variables.iter().copied(), metadata, detail);
+            let expected = json!({
+                "test": test,
+                "variables": variables.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<Map<String, Value>>(),
+                "metadata": metadata.cloned().unwrap_or_default(),
+                "notificationDetail": detail.cloned().unwrap_or_default(),
+            });
+            assert_eq!(context.text(), expected.to_string());
+            assert_eq!(context.value(), expected);
+            assert_eq!(CardContext::from(expected), context);
+        }
+        assert_eq!(CardContext::stored("nope".into()).value(), Value::Null);
     }
 
     #[test]

@@ -136,6 +136,7 @@ impl PushMessage {
                 .map(String::as_str)
                 .unwrap_or_default(),
             card.context
+                .value()
                 .get("notificationDetail")
                 .unwrap_or(&Value::Null),
             card.expires_at,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Duration;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::plan::{CardStep, FlowPlan};
 use super::request::{CardOptions, Payload, Platforms, Target, TriggerRequest};
@@ -20,7 +20,7 @@ use crate::audience::{
     EndUserRepository, Filter, SegmentRepository, Stream, StreamRepository, UserQuery,
 };
 use crate::cancel::CancelTask;
-use crate::card::{card_event, AnalyticsEvent, CardContent, CardInstance, CardStatus};
+use crate::card::{card_event, AnalyticsEvent, CardContent, CardContext, CardInstance, CardStatus};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
 use crate::page::{Page, PageRequest};
@@ -1024,7 +1024,7 @@ fn batch_for(
     let mut batch = empty_batch(invocation, now);
     // Everything but the ids and the user is the same for every card of a step: rendered
     // once per batch, shared by the cards.
-    let prototypes: Vec<CardInstance> = plan
+    let mut prototypes: Vec<CardInstance> = plan
         .cards
         .iter()
         .map(|step| card_prototype(invocation, step, payload, variables, default_stream, now))
@@ -1032,15 +1032,21 @@ fn batch_for(
     let users = audience.users.len();
     batch.cards.reserve(users * prototypes.len());
     batch.events.reserve(users * prototypes.len());
-    for user in &audience.users {
+    for (n, user) in audience.users.iter().enumerate() {
         // The user's flow instance: its cards, which carry its id.
         let instance = new_id(IdKind::FlowInstance);
-        for prototype in &prototypes {
+        // The last user's cards take the prototypes (a CSV row's one user: a copy fewer).
+        let cards = if n + 1 == users {
+            std::mem::take(&mut prototypes)
+        } else {
+            prototypes.clone()
+        };
+        for prototype in cards {
             let card = Arc::new(CardInstance {
                 id: new_id(IdKind::Card),
                 user_id: user.clone(),
                 flow_instance_id: instance.clone(),
-                ..prototype.clone()
+                ..prototype
             });
             batch.events.push(card_event(card.clone(), None, None, now));
             batch.cards.push(card);
@@ -1173,11 +1179,6 @@ fn card_prototype(
         }
         _ => vec![default_stream.to_owned()],
     };
-    let variable_values: Map<String, Value> = variables
-        .values
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.web.clone())))
-        .collect();
     CardInstance {
         id: String::new(),
         environment_id: invocation.environment_id.clone(),
@@ -1197,12 +1198,12 @@ fn card_prototype(
             .map(str::to_owned)
             .collect(),
         content: content_of(step, &platforms, variables),
-        context: Arc::new(json!({
-            "test": invocation.mode == Mode::Test,
-            "variables": variable_values,
-            "metadata": payload.metadata.clone().unwrap_or_default(),
-            "notificationDetail": payload.notification_detail.clone().unwrap_or_default(),
-        })),
+        context: CardContext::of_trigger(
+            invocation.mode == Mode::Test,
+            variables.values.iter().map(|(k, v)| (k, &v.web)),
+            payload.metadata.as_ref(),
+            payload.notification_detail.as_ref(),
+        ),
         embargo_until: embargo,
         expires_at,
         snoozed_until: None,
