@@ -9,6 +9,7 @@ use domain::card::card_event;
 use domain::card::{
     AnalyticsEvent, CardContent, CardContext, CardInstance, CardRepository, CardStatus, Transition,
 };
+use domain::json::JsonText;
 use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
 use domain::{StorageError, Timestamp};
@@ -107,8 +108,8 @@ impl InvocationRow {
             mode: mode_text(i.mode).to_owned(),
             flow_version: i32::try_from(i.flow_version).unwrap_or(i32::MAX),
             fingerprint: i.fingerprint.clone(),
-            target: i.target.to_string(),
-            payload: i.payload.to_string(),
+            target: i.target.text().to_owned(),
+            payload: i.payload.text().to_owned(),
             strict_variables: i.strict_variables,
             bulk: i.bulk,
             status: i.status.as_str().to_owned(),
@@ -132,8 +133,8 @@ impl InvocationRow {
             },
             status: InvocationStatus::parse(&self.status)
                 .ok_or_else(|| corrupt("invocation status", &self.status))?,
-            target: json(&self.target, "invocation target")?,
-            payload: json(&self.payload, "invocation payload")?,
+            target: JsonText::stored(json_text(self.target, "invocation target")?),
+            payload: JsonText::stored(json_text(self.payload, "invocation payload")?),
             errors: serde_json::from_str(&self.errors)
                 .map_err(|e| corrupt("invocation errors", e))?,
             environment_id: self.environment_id,
@@ -189,6 +190,11 @@ fn json_object(text: String, what: &str) -> Result<String, StorageError> {
     if !text.starts_with('{') {
         return Err(corrupt(what, "not an object"));
     }
+    json_text(text, what)
+}
+
+/// `text` if it is JSON.
+fn json_text(text: String, what: &str) -> Result<String, StorageError> {
     serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| corrupt(what, e))?;
     Ok(text)
 }

@@ -1270,8 +1270,8 @@ mod engine {
             mode,
             flow_version: 1,
             fingerprint: fingerprint.into(),
-            target: json!({"type": "user", "targetUserIds": ["u1"]}),
-            payload: json!({}),
+            target: json!({"type": "user", "targetUserIds": ["u1"]}).into(),
+            payload: json!({}).into(),
             strict_variables: false,
             bulk,
             status: InvocationStatus::Pending,
@@ -1600,8 +1600,8 @@ mod engine {
         let repo = DieselInvocationRepository::new(with_flow(url).await);
         let asked: Vec<Invocation> = (0..8)
             .map(|i| Invocation {
-                target: json!({"type": "user", "targetUserIds": [format!("u\"{i}\\é")]}),
-                payload: json!({"variables": {"name": format!("N\u{1}{i}")}}),
+                target: json!({"type": "user", "targetUserIds": [format!("u\"{i}\\é")]}).into(),
+                payload: json!({"variables": {"name": format!("N\u{1}{i}")}}).into(),
                 strict_variables: true,
                 created: t(10 + i),
                 updated: t(20 + i),

@@ -11,7 +11,7 @@ use crate::time::format_timestamp as ts;
 use crate::{StorageError, Timestamp};
 
 pub mod content;
-pub use content::{CardContent, CardContext};
+pub use content::{trigger_context, CardContent, CardContext};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardStatus {

@@ -14,6 +14,7 @@ pub mod flow;
 pub mod folder;
 pub mod health;
 pub mod id;
+pub mod json;
 pub mod page;
 pub mod push;
 pub mod retry;

@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
+use crate::json::JsonText;
+
 /// The key under which a view shared by every platform of a card is kept.
 pub const EVERY_PLATFORM: &str = "*";
 
@@ -149,84 +151,42 @@ impl std::fmt::Debug for CardContent {
 }
 
 /// The trigger's context of a card — `test`, `variables`, `metadata`, `notificationDetail` —
-/// held as the JSON object it is stored as, like [`CardContent`]: read only when an event's
-/// payload or a push is built. Cheap to clone.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CardContext(Arc<str>);
+/// as JSON text: read only when an event's payload or a push is built.
+pub type CardContext = JsonText;
 
-impl CardContext {
-    /// The context of a card of a trigger: `variables` (their web values), `metadata` and
-    /// `notificationDetail` as sent, `test` in test mode. Written as text at once (keys in
-    /// order, as `serde_json` writes a map), not built as a tree first.
-    pub fn of_trigger(
-        test: bool,
-        variables: impl Iterator<Item = (impl AsRef<str>, impl AsRef<str>)>,
-        metadata: Option<&Map<String, Value>>,
-        notification_detail: Option<&Map<String, Value>>,
-    ) -> Self {
-        let empty = Map::new();
-        let object = |map: Option<&Map<String, Value>>| {
-            serde_json::to_string(map.unwrap_or(&empty)).unwrap_or_else(|_| "{}".into())
-        };
-        let mut text = String::with_capacity(96);
-        text.push_str("{\"metadata\":");
-        text.push_str(&object(metadata));
-        text.push_str(",\"notificationDetail\":");
-        text.push_str(&object(notification_detail));
-        text.push_str(if test {
-            ",\"test\":true,\"variables\":{"
-        } else {
-            ",\"test\":false,\"variables\":{"
-        });
-        for (i, (name, value)) in variables.enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            push_json_string(&mut text, name.as_ref());
-            text.push(':');
-            push_json_string(&mut text, value.as_ref());
+/// The context of a card of a trigger: `variables` (their web values), `metadata` and
+/// `notificationDetail` as sent, `test` in test mode. Written as text at once (keys in order,
+/// as `serde_json` writes a map), not built as a tree first.
+pub fn trigger_context(
+    test: bool,
+    variables: impl Iterator<Item = (impl AsRef<str>, impl AsRef<str>)>,
+    metadata: Option<&Map<String, Value>>,
+    notification_detail: Option<&Map<String, Value>>,
+) -> CardContext {
+    let empty = Map::new();
+    let object = |map: Option<&Map<String, Value>>| {
+        serde_json::to_string(map.unwrap_or(&empty)).unwrap_or_else(|_| "{}".into())
+    };
+    let mut text = String::with_capacity(96);
+    text.push_str("{\"metadata\":");
+    text.push_str(&object(metadata));
+    text.push_str(",\"notificationDetail\":");
+    text.push_str(&object(notification_detail));
+    text.push_str(if test {
+        ",\"test\":true,\"variables\":{"
+    } else {
+        ",\"test\":false,\"variables\":{"
+    });
+    for (i, (name, value)) in variables.enumerate() {
+        if i > 0 {
+            text.push(',');
         }
-        text.push_str("}}");
-        CardContext(text.into())
+        push_json_string(&mut text, name.as_ref());
+        text.push(':');
+        push_json_string(&mut text, value.as_ref());
     }
-
-    /// The context as stored (see [`text`](Self::text)), read back.
-    pub fn stored(text: String) -> Self {
-        CardContext(text.into())
-    }
-
-    /// The text stored: a JSON object.
-    pub fn text(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether two values are one context, not only equal ones.
-    pub fn same(&self, other: &CardContext) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// The context as JSON; null if the text is not JSON (never written so).
-    pub fn value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
-    }
-}
-
-impl Default for CardContext {
-    fn default() -> Self {
-        CardContext("{}".into())
-    }
-}
-
-impl From<Value> for CardContext {
-    fn from(value: Value) -> Self {
-        CardContext(value.to_string().into())
-    }
-}
-
-impl std::fmt::Debug for CardContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+    text.push_str("}}");
+    JsonText::stored(text)
 }
 
 /// Appends `s` as a JSON string, escaped exactly as `serde_json` escapes it (so a content
@@ -334,8 +294,7 @@ mod tests {
                 detail.as_object(),
             ),
         ] {
-            let context =
-                CardContext::of_trigger(test, variables.iter().copied(), metadata, detail);
+            let context = trigger_context(test, variables.iter().copied(), metadata, detail);
             let expected = json!({
                 "test": test,
                 "variables": variables.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<Map<String, Value>>(),

@@ -15,14 +15,17 @@ use serde_json::{json, Value};
 use super::plan::{CardStep, FlowPlan};
 use super::request::{CardOptions, Payload, Platforms, Target, TriggerRequest};
 use super::variables::{render, resolve, Platform, ResolvedVariables};
-use super::{fingerprint, Mode};
+use super::{fingerprint_of, Mode};
 use crate::audience::{
     EndUserRepository, Filter, SegmentRepository, Stream, StreamRepository, UserQuery,
 };
 use crate::cancel::CancelTask;
-use crate::card::{card_event, AnalyticsEvent, CardContent, CardContext, CardInstance, CardStatus};
+use crate::card::{
+    card_event, trigger_context, AnalyticsEvent, CardContent, CardInstance, CardStatus,
+};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::{new_id, IdKind};
+use crate::json::JsonText;
 use crate::page::{Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
@@ -91,8 +94,9 @@ pub struct Invocation {
     pub mode: Mode,
     pub flow_version: u32,
     pub fingerprint: String,
-    pub target: Value,
-    pub payload: Value,
+    /// As sent, JSON text.
+    pub target: JsonText,
+    pub payload: JsonText,
     pub strict_variables: bool,
     pub bulk: bool,
     pub status: InvocationStatus,
@@ -688,7 +692,7 @@ impl Engine {
             return Ok(false);
         }
         // Smallest first: a large fan-out's batch never holds back small invocations.
-        claimed.sort_by_key(estimated_users);
+        claimed.sort_by_cached_key(estimated_users);
         let mut configs = HashMap::new();
         let mut streams = HashMap::new();
         let mut users = 0u64;
@@ -772,12 +776,10 @@ impl Engine {
                 plan
             }
         };
-        let element = super::request::parse(
-            &json!({"flows": [{"target": invocation.target, "payload": invocation.payload}]}),
+        let element = super::request::parse_element(
+            json!({"target": invocation.target.value(), "payload": invocation.payload.value()}),
         )
-        .map_err(DomainError::Validation)?
-        .flows
-        .remove(0);
+        .map_err(DomainError::Validation)?;
         let variables = resolve(
             &plan.config,
             &element.payload,
@@ -918,7 +920,10 @@ fn invocation_of(
     strict_variables: bool,
     now: Timestamp,
 ) -> Invocation {
-    let fingerprint = fingerprint(element);
+    // The texts recorded, and hashed for the fingerprint: each value written once.
+    let target = JsonText::of(&std::mem::take(&mut element.raw_target));
+    let payload = JsonText::of(&std::mem::take(&mut element.raw_payload));
+    let fingerprint = fingerprint_of(target.text(), payload.text());
     Invocation {
         environment_id: env.to_owned(),
         id: element
@@ -929,8 +934,8 @@ fn invocation_of(
         mode,
         flow_version: version,
         fingerprint,
-        target: std::mem::take(&mut element.raw_target),
-        payload: std::mem::take(&mut element.raw_payload),
+        target,
+        payload,
         strict_variables,
         bulk: element.target.is_bulk(),
         status: InvocationStatus::Pending,
@@ -986,10 +991,15 @@ fn describe(problems: &[FieldError]) -> String {
 /// How many users an invocation's next batch has: the ids of a user target, else a full
 /// batch (tags, segments, filters and test users are paged through).
 fn estimated_users(invocation: &Invocation) -> u64 {
-    invocation
-        .target
-        .get("targetUserIds")
-        .and_then(Value::as_array)
+    /// The ids counted, not read.
+    #[derive(serde::Deserialize)]
+    struct UserIds {
+        #[serde(rename = "targetUserIds")]
+        ids: Option<Vec<serde::de::IgnoredAny>>,
+    }
+    serde_json::from_str::<UserIds>(invocation.target.text())
+        .ok()
+        .and_then(|t| t.ids)
         .map_or(u64::from(BATCH_USERS), |ids| {
             (ids.len() as u64).min(u64::from(BATCH_USERS))
         })
@@ -1198,7 +1208,7 @@ fn card_prototype(
             .map(str::to_owned)
             .collect(),
         content: content_of(step, &platforms, variables),
-        context: CardContext::of_trigger(
+        context: trigger_context(
             invocation.mode == Mode::Test,
             variables.values.iter().map(|(k, v)| (k, &v.web)),
             payload.metadata.as_ref(),
