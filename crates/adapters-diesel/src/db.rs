@@ -346,7 +346,7 @@ where
     }
 }
 
-fn migrate(conn: &mut AnyConnection) -> Result<(), DatabaseError> {
+pub(crate) fn migrate(conn: &mut AnyConnection) -> Result<(), DatabaseError> {
     let failed = |e: &dyn std::fmt::Display| DatabaseError::Migrate(e.to_string());
     match conn {
         AnyConnection::Postgresql(c) => {

@@ -828,6 +828,32 @@ fn write_new(
     Ok(true)
 }
 
+/// The conditions of the statuses an engine claims, each the condition of its partial index
+/// (`invocations_pending`, `invocations_running`): written literally, since a bound status
+/// cannot choose a partial index.
+const DUE_STATUSES: [&str; 2] = ["status = 'pending'", "status = 'running'"];
+
+/// The oldest invocations of one of [`DUE_STATUSES`] whose lease (if any) ran out by `$now`:
+/// (created, environment, id), read in the order of the status's partial index.
+macro_rules! invocations_due {
+    ($status:expr, $now:expr, $limit:expr) => {
+        invocations::table
+            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>($status))
+            .filter(
+                invocations::lease_until
+                    .is_null()
+                    .or(invocations::lease_until.lt($now)),
+            )
+            .order(invocations::created)
+            .select((
+                invocations::created,
+                invocations::environment_id,
+                invocations::id,
+            ))
+            .limit($limit)
+    };
+}
+
 #[async_trait]
 impl InvocationRepository for DieselInvocationRepository {
     async fn record_run(&self, asked: Vec<Asked>) -> Recorded {
@@ -885,21 +911,8 @@ impl InvocationRepository for DieselInvocationRepository {
                     // waiting invocation to find the first few (a CSV task queues hundreds of
                     // thousands).
                     let mut keys: Vec<(NaiveDateTime, String, String)> = Vec::new();
-                    for status in ["pending", "running"] {
-                        let due = invocations::table
-                            .filter(invocations::status.eq(status))
-                            .filter(
-                                invocations::lease_until
-                                    .is_null()
-                                    .or(invocations::lease_until.lt(now)),
-                            )
-                            .order(invocations::created)
-                            .select((
-                                invocations::created,
-                                invocations::environment_id,
-                                invocations::id,
-                            ))
-                            .limit(i64::from(limit));
+                    for status in DUE_STATUSES {
+                        let due = invocations_due!(status, now, i64::from(limit));
                         // Several processes share PostgreSQL: skip rows another one is claiming.
                         keys.extend(match &mut *conn {
                             AnyConnection::Postgresql(c) => due
@@ -1455,6 +1468,45 @@ mod tests {
             published_at: Some(at),
             created: at,
             updated: at,
+        }
+    }
+
+    #[test]
+    fn claims_read_each_status_through_its_partial_index() {
+        use diesel::sql_types::Timestamp as SqlTimestamp;
+        #[derive(diesel::QueryableByName)]
+        struct Step {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        let db = crate::testing::TestDatabase::sqlite();
+        let mut conn = crate::db::DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        crate::db::migrate(&mut conn).expect("migrate");
+        let AnyConnection::Sqlite(conn) = &mut conn else {
+            panic!("sqlite")
+        };
+        let now = Utc.timestamp_opt(1_700_000_000, 0).unwrap().naive_utc();
+        for (status, index) in DUE_STATUSES
+            .iter()
+            .zip(["invocations_pending", "invocations_running"])
+        {
+            let query = invocations_due!(*status, now, 10);
+            let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
+            let sql = sql.split(" -- binds").next().unwrap_or_default();
+            let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+                .bind::<SqlTimestamp, _>(now)
+                .bind::<diesel::sql_types::BigInt, _>(10)
+                .load(conn)
+                .expect("plan");
+            let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+            assert!(
+                plan.iter().any(|d| d.contains(index))
+                    && !plan.iter().any(|d| d.contains("TEMP B-TREE")),
+                "{status}: {plan:?}"
+            );
         }
     }
 

@@ -1,0 +1,3 @@
+DROP INDEX invocations_pending;
+DROP INDEX invocations_running;
+CREATE INDEX invocations_due ON invocations (status, created);
