@@ -345,21 +345,22 @@ pub struct CsvRow {
 }
 
 impl CsvRow {
-    /// The trigger element (spec 4.3) for these users.
-    pub fn element(&self, users: &[String], default_id: String) -> Value {
+    /// The trigger element (spec 4.3) for these users: the row's values moved into it.
+    pub fn element(self, users: Vec<String>, default_id: impl FnOnce() -> String) -> Value {
         let mut payload = Map::new();
         for (key, map) in [
-            ("variables", &self.variables),
-            ("metadata", &self.metadata),
-            ("notificationDetail", &self.notification_detail),
-            ("cardOptions", &self.card_options),
+            ("variables", self.variables),
+            ("metadata", self.metadata),
+            ("notificationDetail", self.notification_detail),
+            ("cardOptions", self.card_options),
         ] {
             if !map.is_empty() {
-                payload.insert(key.into(), Value::Object(map.clone()));
+                payload.insert(key.into(), Value::Object(map));
             }
         }
+        let users = Value::Array(users.into_iter().map(Value::String).collect());
         json!({
-            "flowInvocationId": self.invocation_id.clone().unwrap_or(default_id),
+            "flowInvocationId": self.invocation_id.unwrap_or_else(default_id),
             "target": {"type": "user", "targetUserIds": users},
             "payload": payload,
         })
@@ -784,7 +785,7 @@ impl BulkService {
             Ok(u) => u,
             Err(e) => return Ok(Err(e)),
         };
-        let element = row.element(&users, format!("csv-{}-{number}", task.id));
+        let element = row.element(users, || format!("csv-{}-{number}", task.id));
         Ok(match crate::trigger::request::parse_element(element) {
             Ok(element) => Ok(element),
             Err(problems) => Err(problems
@@ -1017,7 +1018,7 @@ mod tests {
         let row = header
             .row(&strings(&["u1", "Ann", "7", "s1|s2", "Web|iOS", ""]))
             .expect("row");
-        let element = row.element(&["u1".to_owned()], "csv-1-1".into());
+        let element = row.element(vec!["u1".to_owned()], || "csv-1-1".into());
         assert_eq!(
             element,
             json!({"flowInvocationId": "csv-1-1", "target": {"type": "user", "targetUserIds": ["u1"]},
@@ -1078,7 +1079,7 @@ mod tests {
             let element = header
                 .row(&cells)
                 .expect("row")
-                .element(std::slice::from_ref(&user), "generated".into());
+                .element(vec![user.clone()], || "generated".into());
 
             let mut payload = Map::new();
             if !variables.is_empty() {

@@ -51,11 +51,17 @@ impl IdKind {
 
 /// A new, time-ordered, globally unique identifier of the given kind.
 pub fn new_id(kind: IdKind) -> String {
-    format!(
-        "{}_{}",
-        kind.prefix(),
-        ulid::Ulid::new().to_string().to_ascii_lowercase()
-    )
+    // Written into one string (three cards' ids per CSV row: three allocations each were
+    // 4% of a CSV task's preparing thread).
+    let mut body = [0u8; ulid::ULID_LEN];
+    let body = ulid::Ulid::new().array_to_str(&mut body);
+    body.make_ascii_lowercase();
+    let prefix = kind.prefix();
+    let mut id = String::with_capacity(prefix.len() + 1 + body.len());
+    id.push_str(prefix);
+    id.push('_');
+    id.push_str(body);
+    id
 }
 
 #[cfg(test)]
