@@ -287,9 +287,7 @@ fn same_frame(a: &CardInstance, b: &CardInstance) -> bool {
 /// of one batch (compared by pointer first), and equal across the one-user invocations of one
 /// request payload.
 fn same_card(a: &CardInstance, b: &CardInstance) -> bool {
-    a.content == b.content
-        && (a.context.same(&b.context) || a.context == b.context)
-        && same_frame(a, b)
+    a.content == b.content && a.context == b.context && same_frame(a, b)
 }
 
 /// The columns of a card's frame (see [`same_frame`]), in the order [`frame`] binds them.

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// read, and cheap to clone (shared). For what the service records and seldom reads — an
 /// invocation's target and payload, a card's context — a JSON tree was built, copied,
 /// serialised for storage and freed for every CSV row.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct JsonText(Arc<str>);
 
 impl JsonText {
@@ -37,6 +37,15 @@ impl JsonText {
         serde_json::from_str(&self.0).unwrap_or(Value::Null)
     }
 }
+
+/// One text, or equal texts.
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other) || self.0 == other.0
+    }
+}
+
+impl Eq for JsonText {}
 
 /// `null`, as `Value`'s default.
 impl Default for JsonText {
