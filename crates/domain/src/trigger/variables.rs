@@ -169,28 +169,49 @@ fn template_default(template: &Value, name: &str) -> Option<String> {
         .map(text)
 }
 
+/// A part of a template string.
+enum Part<'a> {
+    /// Text as it is.
+    Text(&'a str),
+    /// A `%{name}`: its name, trimmed, and its text.
+    Variable { name: &'a str, raw: &'a str },
+}
+
+/// The parts of template string `s`, in order. `%{assetv1:...}` (left for the SDK) and a `%{`
+/// never closed are text.
+fn for_each_part<'a>(s: &'a str, mut each: impl FnMut(Part<'a>)) {
+    let mut rest = s;
+    while let Some(start) = rest.find("%{") {
+        each(Part::Text(&rest[..start]));
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            each(Part::Text(&rest[start..]));
+            return;
+        };
+        let name = after[..end].trim();
+        let raw = &rest[start..start + 2 + end + 1];
+        each(if name.starts_with("assetv1:") {
+            Part::Text(raw)
+        } else {
+            Part::Variable { name, raw }
+        });
+        rest = &after[end + 1..];
+    }
+    each(Part::Text(rest));
+}
+
 /// Replaces every `%{name}` in the strings below `value`; `%{assetv1:...}` stays for the SDK.
 fn substitute(value: &Value, lookup: &dyn Fn(&str) -> Option<String>) -> Value {
     match value {
         Value::String(s) if s.contains("%{") => {
             let mut out = String::with_capacity(s.len());
-            let mut rest = s.as_str();
-            while let Some(start) = rest.find("%{") {
-                out.push_str(&rest[..start]);
-                let after = &rest[start + 2..];
-                let Some(end) = after.find('}') else {
-                    out.push_str(&rest[start..]);
-                    rest = "";
-                    break;
-                };
-                let name = after[..end].trim();
-                match (name.starts_with("assetv1:"), lookup(name)) {
-                    (false, Some(v)) => out.push_str(&v),
-                    _ => out.push_str(&rest[start..start + 2 + end + 1]),
-                }
-                rest = &after[end + 1..];
-            }
-            out.push_str(rest);
+            for_each_part(s, |part| match part {
+                Part::Text(text) => out.push_str(text),
+                Part::Variable { name, raw } => match lookup(name) {
+                    Some(v) => out.push_str(&v),
+                    None => out.push_str(raw),
+                },
+            });
             Value::String(out)
         }
         Value::Array(items) => Value::Array(items.iter().map(|i| substitute(i, lookup)).collect()),
@@ -356,31 +377,19 @@ impl Compiler<'_> {
         }
     }
 
-    /// A string with `%{...}`, split exactly as [`substitute`] splits it.
+    /// A string with `%{...}`, split as [`substitute`] splits it ([`for_each_part`]).
     fn templated(&mut self, s: &str) {
         self.text.push('"');
-        let mut rest = s;
-        while let Some(start) = rest.find("%{") {
-            push_json_escaped(&mut self.text, &rest[..start]);
-            let after = &rest[start + 2..];
-            let Some(end) = after.find('}') else {
-                push_json_escaped(&mut self.text, &rest[start..]);
-                rest = "";
-                break;
-            };
-            let name = after[..end].trim();
-            if name.starts_with("assetv1:") {
-                push_json_escaped(&mut self.text, &rest[start..start + 2 + end + 1]);
-            } else {
+        for_each_part(s, |part| match part {
+            Part::Text(text) => push_json_escaped(&mut self.text, text),
+            Part::Variable { name, .. } => {
                 self.flush();
                 self.pieces.push(Piece::Variable {
                     name: name.to_owned(),
                     default: template_default(self.template, name).unwrap_or_default(),
                 });
             }
-            rest = &after[end + 1..];
-        }
-        push_json_escaped(&mut self.text, rest);
+        });
         self.text.push('"');
     }
 }
