@@ -12,6 +12,28 @@ use crate::error::corrupt;
 use crate::schema::{bulk_rows, bulk_tasks};
 
 const INSERT_CHUNK: usize = 1_000;
+/// Due tasks looked at per claim: queued ones of a full environment are passed over.
+const CLAIM_CANDIDATES: i64 = 32;
+
+/// Slots of `env` held (contract §10): bulk invocations pending or running, and processing
+/// tasks not queued.
+pub(crate) fn slots_held(conn: &mut AnyConnection, env: &str) -> Result<u64, Failure> {
+    use crate::schema::invocations;
+    let invocations: i64 = invocations::table
+        .filter(invocations::environment_id.eq(env))
+        // The bare column, not `= ?`: it is the partial index's own condition.
+        .filter(invocations::bulk)
+        .filter(invocations::status.eq_any(["pending", "running"]))
+        .count()
+        .get_result(conn)?;
+    let tasks: i64 = bulk_tasks::table
+        .filter(bulk_tasks::environment_id.eq(env))
+        .filter(bulk_tasks::status.eq("processing"))
+        .filter(bulk_tasks::queued.eq(false))
+        .count()
+        .get_result(conn)?;
+    Ok(n(invocations) + n(tasks))
+}
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = bulk_tasks)]
@@ -29,6 +51,7 @@ struct TaskRow {
     cursor: i64,
     created: NaiveDateTime,
     updated: NaiveDateTime,
+    queued: bool,
 }
 
 #[derive(Insertable)]
@@ -86,6 +109,7 @@ fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
         rows_processed: n(row.rows_processed),
         rows_failed: n(row.rows_failed),
         cursor: n(row.cursor),
+        queued: row.queued,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
     })
@@ -142,37 +166,6 @@ impl BulkRepository for DieselBulkRepository {
         let env = environment_id.to_owned();
         let row = self.db.run(move |conn| load(conn, &env, id)).await?;
         row.map(task).transpose()
-    }
-
-    async fn running(
-        &self,
-        environment_id: &str,
-        pending_since: Timestamp,
-        uploading_since: Timestamp,
-    ) -> Result<u64, StorageError> {
-        let env = environment_id.to_owned();
-        let since = pending_since.naive_utc();
-        let stale = uploading_since.naive_utc();
-        let count: i64 = self
-            .db
-            .run(move |conn| {
-                Ok(bulk_tasks::table
-                    .filter(bulk_tasks::environment_id.eq(env))
-                    .filter(
-                        bulk_tasks::status
-                            .eq("processing")
-                            .or(bulk_tasks::status
-                                .eq("pending")
-                                .and(bulk_tasks::created.gt(since)))
-                            .or(bulk_tasks::status
-                                .eq("uploading")
-                                .and(bulk_tasks::created.gt(stale))),
-                    )
-                    .count()
-                    .get_result(conn)?)
-            })
-            .await?;
-        Ok(n(count))
     }
 
     async fn begin_upload(
@@ -246,6 +239,7 @@ impl BulkRepository for DieselBulkRepository {
                 )
                 .set((
                     bulk_tasks::status.eq("processing"),
+                    bulk_tasks::queued.eq(true),
                     bulk_tasks::header.eq(Some(header)),
                     bulk_tasks::rows_total.eq(i(rows)),
                     bulk_tasks::updated.eq(now),
@@ -290,6 +284,7 @@ impl BulkRepository for DieselBulkRepository {
         &self,
         now: Timestamp,
         lease_until: Timestamp,
+        slots: u64,
     ) -> Result<Option<BulkTask>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
         let row = self
@@ -303,15 +298,46 @@ impl BulkRepository for DieselBulkRepository {
                             .or(bulk_tasks::lease_until.lt(now)),
                     )
                     .order(bulk_tasks::id)
-                    .select((bulk_tasks::environment_id, bulk_tasks::id));
-                let key: Option<(String, i64)> = crate::first_unclaimed!(&mut *conn, due)?;
-                let Some((env, id)) = key else {
-                    return Ok(None);
-                };
-                diesel::update(bulk_tasks::table.filter(bulk_tasks::id.eq(id)))
-                    .set(bulk_tasks::lease_until.eq(Some(lease)))
+                    .select((
+                        bulk_tasks::environment_id,
+                        bulk_tasks::id,
+                        bulk_tasks::queued,
+                    ))
+                    .limit(CLAIM_CANDIDATES);
+                let candidates: Vec<(String, i64, bool)> = due.load(&mut *conn)?;
+                let mut full: Vec<String> = Vec::new();
+                for (env, id, queued) in candidates {
+                    if queued {
+                        if full.contains(&env) {
+                            continue;
+                        }
+                        if slots_held(conn, &env)? >= slots {
+                            full.push(env);
+                            continue;
+                        }
+                    }
+                    // Taken only if no other worker took it meanwhile (PostgreSQL: the
+                    // lease and status are checked again under the row's lock).
+                    let taken = diesel::update(
+                        bulk_tasks::table
+                            .filter(bulk_tasks::id.eq(id))
+                            .filter(bulk_tasks::status.eq("processing"))
+                            .filter(
+                                bulk_tasks::lease_until
+                                    .is_null()
+                                    .or(bulk_tasks::lease_until.lt(now)),
+                            ),
+                    )
+                    .set((
+                        bulk_tasks::lease_until.eq(Some(lease)),
+                        bulk_tasks::queued.eq(false),
+                    ))
                     .execute(conn)?;
-                load(conn, &env, id)
+                    if taken == 1 {
+                        return load(conn, &env, id);
+                    }
+                }
+                Ok(None)
             })
             .await?;
         row.map(task).transpose()

@@ -881,19 +881,9 @@ impl InvocationRepository for DieselInvocationRepository {
 
     async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError> {
         let env = environment_id.to_owned();
-        let count: i64 = self
-            .db
-            .run(move |conn| {
-                Ok(invocations::table
-                    .filter(invocations::environment_id.eq(env))
-                    // The bare column, not `= ?`: it is the partial index's own condition.
-                    .filter(invocations::bulk)
-                    .filter(invocations::status.eq_any(["pending", "running"]))
-                    .count()
-                    .get_result(conn)?)
-            })
-            .await?;
-        Ok(u64::try_from(count).unwrap_or(0))
+        self.db
+            .run(move |conn| crate::bulk::slots_held(conn, &env))
+            .await
     }
 
     async fn claim(

@@ -310,6 +310,7 @@ diesel::table! {
         lease_until -> Nullable<Timestamp>,
         created -> Timestamp,
         updated -> Timestamp,
+        queued -> Bool,
     }
 }
 

@@ -2323,6 +2323,7 @@ mod bulk_cancel_push {
             rows_failed: 0,
             errors: Vec::new(),
             cursor: 0,
+            queued: false,
             created: t(1),
             updated: t(1),
         }
@@ -2333,7 +2334,6 @@ mod bulk_cancel_push {
         let first = repo.create(&bulk_task()).await.expect("create");
         let second = repo.create(&bulk_task()).await.expect("create");
         assert!(second > first);
-        assert_eq!(repo.running("env_a", t(0), t(0)).await.expect("running"), 2);
         assert!(repo
             .begin_upload("env_a", first, t(2))
             .await
@@ -2348,12 +2348,18 @@ mod bulk_cancel_push {
         repo.finish_upload("env_a", first, vec!["target.attributes.id".into()], 5, t(3))
             .await
             .expect("finish");
-        let claimed = repo.claim(t(4), t(60)).await.expect("claim").expect("task");
+        let queued = repo.get("env_a", first).await.expect("get").expect("task");
+        assert!(queued.queued, "an upload waits for a slot");
+        let claimed = repo
+            .claim(t(4), t(60), 5)
+            .await
+            .expect("claim")
+            .expect("task");
         assert_eq!(
-            (claimed.id, claimed.status, claimed.rows_total),
-            (first, BulkStatus::Processing, 5)
+            (claimed.id, claimed.status, claimed.rows_total, claimed.queued),
+            (first, BulkStatus::Processing, 5, false)
         );
-        assert!(repo.claim(t(5), t(60)).await.expect("leased").is_none());
+        assert!(repo.claim(t(5), t(60), 5).await.expect("leased").is_none());
         let page = repo.rows("env_a", first, 0, 3).await.expect("rows");
         assert_eq!(page.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
         let mut progressed = claimed.clone();
@@ -3061,10 +3067,80 @@ mod bulk_cancel_push {
         );
     }
 
+    /// Contract §10: a task holds a slot from its first claim until it is final; one waiting
+    /// for its upload holds none, and an upload beyond the slots waits queued, never refused.
+    async fn bulk_tasks_hold_slots_only_while_processing(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselBulkRepository::new(db.clone());
+        let invocations = DieselInvocationRepository::new(db);
+        // Waiting for their upload: no slot.
+        for _ in 0..3 {
+            repo.create(&bulk_task()).await.expect("create");
+        }
+        assert_eq!(invocations.running_bulk("env_a").await.expect("slots"), 0);
+        let mut uploaded = Vec::new();
+        for n in 0..6 {
+            let id = repo.create(&bulk_task()).await.expect("create");
+            assert!(repo.begin_upload("env_a", id, t(2)).await.expect("begin"));
+            repo.add_rows("env_a", id, vec![(1, vec![format!("u{n}")])])
+                .await
+                .expect("rows");
+            repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], 1, t(3))
+                .await
+                .expect("finish");
+            uploaded.push(id);
+        }
+        assert_eq!(
+            invocations.running_bulk("env_a").await.expect("slots"),
+            0,
+            "queued uploads hold no slot"
+        );
+        let mut claimed = Vec::new();
+        for _ in 0..5 {
+            let task = repo
+                .claim(t(4), t(60), 5)
+                .await
+                .expect("claim")
+                .expect("a slot is free");
+            assert!(!task.queued);
+            claimed.push(task);
+        }
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            uploaded[..5],
+            "oldest first"
+        );
+        assert_eq!(invocations.running_bulk("env_a").await.expect("slots"), 5);
+        // Every lease runs out: the five started tasks are claimed again, the sixth still waits.
+        for _ in 0..5 {
+            let again = repo
+                .claim(t(61), t(120), 5)
+                .await
+                .expect("claim")
+                .expect("started");
+            assert_ne!(again.id, uploaded[5]);
+        }
+        assert!(repo.claim(t(61), t(120), 5).await.expect("claim").is_none());
+        let waiting = repo.get("env_a", uploaded[5]).await.expect("get").expect("task");
+        assert!(waiting.queued);
+        // One finishes: the queued one starts.
+        let mut done = claimed[0].clone();
+        done.status = BulkStatus::Completed;
+        done.cursor = 1;
+        repo.save_progress(&done, 0, 1, 0, vec![]).await.expect("save");
+        let mut taken = Vec::new();
+        while let Some(task) = repo.claim(t(121), t(180), 5).await.expect("claim") {
+            taken.push((task.id, task.queued));
+        }
+        assert_eq!(taken.len(), 5, "{taken:?}");
+        assert!(taken.contains(&(uploaded[5], false)), "a slot freed: {taken:?}");
+    }
+
     both_backends!(
         devices_belong_to_one_user_and_move,
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
+        bulk_tasks_hold_slots_only_while_processing,
         cancels_mark_engine_batches_and_cancel_in_batches,
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,

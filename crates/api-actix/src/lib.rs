@@ -43,6 +43,8 @@ pub struct AppState {
     pub devices: Arc<domain::push::DeviceService>,
     pub pushes: Arc<domain::push::PushService>,
     pub health: Arc<dyn HealthProbe>,
+    /// The background loops of the process (stalled ones make `/readyz` answer 503).
+    pub loops: Arc<domain::health::Loops>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
     pub public_url: String,

@@ -11,6 +11,7 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    restarts: IntCounterVec,
 }
 
 impl Metrics {
@@ -31,12 +32,21 @@ impl Metrics {
             ]),
             &labels,
         )?;
+        let restarts = IntCounterVec::new(
+            Opts::new(
+                "worker_restarts_total",
+                "Background loops that died and were started again",
+            ),
+            &["worker"],
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(restarts.clone()))?;
         Ok(Self {
             registry,
             requests,
             latency,
+            restarts,
         })
     }
 
@@ -47,6 +57,11 @@ impl Metrics {
         self.latency
             .with_label_values(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// `worker` has been started again `n` more times (0 lists it).
+    pub fn worker_restarted(&self, worker: &str, n: u64) {
+        self.restarts.with_label_values(&[worker]).inc_by(n);
     }
 
     /// The Prometheus text exposition of every metric.
@@ -75,5 +90,16 @@ mod tests {
             "workbench_http_requests_total{method=\"GET\",route=\"/v1/{environmentId}/workbench-folder\",status=\"200\"} 1"
         ), "{text}");
         assert!(text.contains("workbench_http_request_duration_seconds_bucket"));
+        m.worker_restarted("engine", 0);
+        m.worker_restarted("bulk", 1);
+        let text = m.render().expect("render");
+        assert!(
+            text.contains("workbench_worker_restarts_total{worker=\"engine\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workbench_worker_restarts_total{worker=\"bulk\"} 1"),
+            "{text}"
+        );
     }
 }

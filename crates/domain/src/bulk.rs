@@ -25,8 +25,6 @@ use crate::{
 /// Contract §5: 32 MiB, counted as the body arrives.
 pub const MAX_UPLOAD_BYTES: usize = 32 * 1024 * 1024;
 pub const UPLOAD_URL_MINUTES: i64 = 5;
-/// An upload still `uploading` this long after its task was created is taken for dead.
-pub const STALE_UPLOAD_MINUTES: i64 = 60;
 /// A row may target at most this many users.
 pub const MAX_USERS_PER_ROW: usize = 10;
 /// Row errors kept on a task.
@@ -116,6 +114,9 @@ pub struct BulkTask {
     pub errors: Vec<RowError>,
     /// The last row handed to the engine.
     pub cursor: u64,
+    /// Uploaded, waiting for one of its environment's [`MAX_RUNNING_BULK`] slots (contract
+    /// §10): shown as `pending` with `"queued": true`.
+    pub queued: bool,
     pub created: Timestamp,
     pub updated: Timestamp,
 }
@@ -395,14 +396,6 @@ pub trait BulkRepository: Send + Sync {
     /// Inserts a pending task; returns its id.
     async fn create(&self, task: &BulkTask) -> Result<i64, StorageError>;
     async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError>;
-    /// Tasks of the environment that count as running: processing; pending and created after
-    /// `pending_since`; uploading and created after `uploading_since`.
-    async fn running(
-        &self,
-        environment_id: &str,
-        pending_since: Timestamp,
-        uploading_since: Timestamp,
-    ) -> Result<u64, StorageError>;
     /// pending → uploading, only from pending. False when the task is not pending.
     async fn begin_upload(
         &self,
@@ -417,7 +410,7 @@ pub trait BulkRepository: Send + Sync {
         id: i64,
         rows: Vec<(u64, Vec<String>)>,
     ) -> Result<(), StorageError>;
-    /// uploading → processing with the header and the number of rows.
+    /// uploading → processing with the header and the number of rows, queued for a slot.
     async fn finish_upload(
         &self,
         environment_id: &str,
@@ -434,11 +427,15 @@ pub trait BulkRepository: Send + Sync {
         errors: Vec<RowError>,
         now: Timestamp,
     ) -> Result<(), StorageError>;
-    /// Takes a processing task whose lease ran out until `lease_until`.
+    /// Takes a processing task whose lease ran out until `lease_until`, oldest first. A queued
+    /// task is taken only while its environment has fewer than `slots` tasks holding one (bulk
+    /// invocations pending or running, and processing tasks not queued); taking it ends its
+    /// wait, and it holds a slot until it is final.
     async fn claim(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
+        slots: u64,
     ) -> Result<Option<BulkTask>, StorageError>;
     /// Up to `limit` rows after row `after`, in order.
     async fn rows(
@@ -466,7 +463,6 @@ pub struct BulkService {
     flows: Arc<dyn FlowRepository>,
     users: Arc<dyn EndUserRepository>,
     triggers: Arc<TriggerService>,
-    running_bulk: Arc<dyn crate::trigger::engine::InvocationRepository>,
     clock: Arc<dyn Clock>,
     key: Vec<u8>,
     lease: Duration,
@@ -478,7 +474,6 @@ impl BulkService {
         flows: Arc<dyn FlowRepository>,
         users: Arc<dyn EndUserRepository>,
         triggers: Arc<TriggerService>,
-        invocations: Arc<dyn crate::trigger::engine::InvocationRepository>,
         clock: Arc<dyn Clock>,
         upload_key: Vec<u8>,
     ) -> Self {
@@ -487,7 +482,6 @@ impl BulkService {
             flows,
             users,
             triggers,
-            running_bulk: invocations,
             clock,
             key: upload_key,
             lease: Duration::seconds(30),
@@ -520,24 +514,9 @@ impl BulkService {
         if !runnable {
             return Err(DomainError::NotFound(Resource::FlowVersion));
         }
+        // A task waiting for its upload holds no slot (contract §10): an upload accepted
+        // while every slot is taken waits, queued, and is never refused.
         let now = self.clock.now();
-        let running = self.running_bulk.running_bulk(env).await?
-            + self
-                .tasks
-                .running(
-                    env,
-                    // A pending task counts while its upload URL is valid; an upload whose
-                    // process died stays `uploading`, and stops counting after an hour.
-                    now - Duration::minutes(UPLOAD_URL_MINUTES),
-                    now - Duration::minutes(STALE_UPLOAD_MINUTES),
-                )
-                .await?;
-        if running >= MAX_RUNNING_BULK {
-            return Err(DomainError::RateLimited {
-                retry_after_seconds: 5,
-                message: format!("at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run at once per environment; try again shortly"),
-            });
-        }
         let mut task = BulkTask {
             id: 0,
             environment_id: env.to_owned(),
@@ -550,6 +529,7 @@ impl BulkService {
             rows_failed: 0,
             errors: Vec::new(),
             cursor: 0,
+            queued: false,
             created: now,
             updated: now,
         };
@@ -643,11 +623,37 @@ impl BulkService {
     }
 
     /// One step of background work: up to [`ROWS_PER_STEP`] rows of one task to the engine.
+    ///
+    /// A step that panics or fails unexpectedly is tried again, up to
+    /// [`crate::unit::ATTEMPTS`] times in all; then the task fails alone, with an `errorId` in
+    /// its errors and in the log (contract §10). Rows are recorded under ids of their own
+    /// (their task and number), so a step tried again records none twice.
     pub async fn step(&self) -> Result<bool, DomainError> {
         let now = self.clock.now();
-        let Some(mut task) = self.tasks.claim(now, now + self.lease).await? else {
+        let Some(task) = self
+            .tasks
+            .claim(now, now + self.lease, MAX_RUNNING_BULK)
+            .await?
+        else {
             return Ok(false);
         };
+        let (env, id) = (task.environment_id.clone(), task.id);
+        match crate::unit::attempts("csv task", &id.to_string(), || self.run_step(task.clone()))
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                self.tasks
+                    .fail(&env, id, file_error(failure.message()), self.clock.now())
+                    .await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// One step of a claimed task.
+    async fn run_step(&self, mut task: BulkTask) -> Result<bool, DomainError> {
+        let now = self.clock.now();
         let header = match task.header.as_deref().map(CsvHeader::parse) {
             Some(Ok(h)) => h,
             _ => {
@@ -1136,6 +1142,7 @@ mod tests {
                 rows_failed: 0,
                 errors: Vec::new(),
                 cursor: 0,
+                queued: false,
                 created: now(),
                 updated: now(),
             }
@@ -1149,7 +1156,7 @@ mod tests {
             tasks
                 .expect_claim()
                 .times(1)
-                .returning(|_, _| Ok(Some(task())));
+                .returning(|_, _, _| Ok(Some(task())));
             tasks
                 .expect_rows()
                 .times(1)
@@ -1204,11 +1211,55 @@ mod tests {
                 flows,
                 Arc::new(MockEndUserRepository::new()),
                 Arc::new(triggers),
-                invocations,
                 clock,
                 b"key".to_vec(),
             );
             (service, recorded, saved)
+        }
+
+        #[tokio::test]
+        async fn a_step_that_panics_is_tried_three_times_then_the_task_fails_alone_with_an_error_id(
+        ) {
+            let mut tasks = MockBulkRepository::new();
+            tasks
+                .expect_claim()
+                .times(1)
+                .returning(|_, _, _| Ok(Some(task())));
+            tasks
+                .expect_rows()
+                .times(crate::unit::ATTEMPTS as usize)
+                .returning(|_, _, _, _| panic!("injected: rows cannot be read"));
+            tasks
+                .expect_fail()
+                .times(1)
+                .withf(|env, id, errors, _| {
+                    env == "env"
+                        && *id == 7
+                        && errors.len() == 1
+                        && errors[0].message.contains("errorId err_")
+                        && !errors[0].message.contains("injected")
+                })
+                .returning(|_, _, _, _| Ok(()));
+            let mut clock = crate::time::MockClock::new();
+            clock.expect_now().returning(now);
+            let clock: Arc<dyn Clock> = Arc::new(clock);
+            let flows: Arc<dyn FlowRepository> = Arc::new(crate::flow::MockFlowRepository::new());
+            let triggers = TriggerService::new(
+                flows.clone(),
+                Arc::new(MockInvocationRepository::new()),
+                Arc::new(MockSegmentRepository::new()),
+                Arc::new(MockStreamRepository::new()),
+                clock.clone(),
+            );
+            let service = BulkService::new(
+                Arc::new(tasks),
+                flows,
+                Arc::new(MockEndUserRepository::new()),
+                Arc::new(triggers),
+                clock,
+                b"key".to_vec(),
+            );
+            assert!(service.step().await.expect("the loop goes on"));
         }
 
         /// Rows 1..=n; those in `bad` have one cell where the header has two.

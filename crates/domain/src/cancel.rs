@@ -317,11 +317,30 @@ impl CancelService {
     }
 
     /// One unit of background work; false when there was none.
+    ///
+    /// A step that panics or fails unexpectedly is tried again, up to
+    /// [`crate::unit::ATTEMPTS`] times in all; then the task fails alone, with an `errorId` in
+    /// its errors and in the log (contract §10).
     pub async fn step(&self) -> Result<bool, StorageError> {
         let now = self.clock.now();
-        let Some(mut task) = self.tasks.claim(now, now + self.lease).await? else {
+        let Some(task) = self.tasks.claim(now, now + self.lease).await? else {
             return Ok(false);
         };
+        match crate::unit::attempts("cancel task", &task.id, || self.run_step(task.clone())).await {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let mut task = task;
+                task.status = CancelStatus::Failed;
+                task.errors.push(failure.message());
+                task.updated = self.clock.now();
+                self.tasks.save(&task).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// One step of a claimed task.
+    async fn run_step(&self, mut task: CancelTask) -> Result<bool, StorageError> {
         if task.expected.is_none() {
             let (instances, cards) = self.tasks.count(&task).await?;
             task.expected = Some(instances);
@@ -484,6 +503,27 @@ mod tests {
                 Ok(())
             });
         assert!(service(repo).step().await.expect("step"));
+    }
+
+    #[tokio::test]
+    async fn a_task_whose_step_panics_is_tried_three_times_then_fails_alone_with_an_error_id() {
+        let mut repo = MockCancelRepository::new();
+        repo.expect_claim()
+            .times(1)
+            .returning(|_, _| Ok(Some(task(CancelFilter::default()))));
+        repo.expect_count()
+            .times(crate::unit::ATTEMPTS as usize)
+            .returning(|_| panic!("injected: counting panics"));
+        repo.expect_save()
+            .withf(|t| {
+                t.status == CancelStatus::Failed
+                    && t.errors.len() == 1
+                    && t.errors[0].contains("errorId err_")
+                    && !t.errors[0].contains("injected")
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        assert!(service(repo).step().await.expect("the loop goes on"));
     }
 
     #[test]

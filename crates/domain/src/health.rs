@@ -10,3 +10,180 @@ pub trait HealthProbe: Send + Sync {
     /// Ok when the database is reachable and every migration is applied.
     async fn ready(&self) -> Result<(), StorageError>;
 }
+
+/// A loop that has had work but no progress for this long is stalled (contract §10).
+pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What each background loop of the process is doing, for `/readyz` and `/metrics`: a loop
+/// reports each step it starts and ends ([`Loops::started`], [`Loops::ended`]) and each time it
+/// is restarted after dying. A loop is stalled when it is inside a step begun more than
+/// [`STALL_AFTER`] ago, or when its steps have failed for that long: it had work and made no
+/// progress. A loop with nothing to do ends its steps well and is never stalled.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use domain::health::Loops;
+///
+/// let loops = Loops::default();
+/// let t0 = Instant::now();
+/// loops.started("engine", t0);
+/// loops.ended("engine", true, t0 + Duration::from_millis(5));
+/// assert!(loops.stalled(t0 + Duration::from_secs(60)).is_empty());
+/// loops.started("engine", t0 + Duration::from_secs(60));
+/// assert_eq!(loops.stalled(t0 + Duration::from_secs(91)), vec!["engine"]);
+/// ```
+#[derive(Debug, Default)]
+pub struct Loops {
+    loops: std::sync::Mutex<std::collections::BTreeMap<&'static str, LoopState>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LoopState {
+    /// Instances of the loop (several engine loops share a name) inside a step, and since when
+    /// the oldest of those steps began.
+    busy: u32,
+    step_since: Option<std::time::Instant>,
+    /// The last step that ended well (or the loop's start).
+    last_ok: std::time::Instant,
+    /// The first failure since the last good step.
+    failing_since: Option<std::time::Instant>,
+    restarts: u64,
+}
+
+impl Loops {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut std::collections::BTreeMap<&'static str, LoopState>) -> T,
+    ) -> T {
+        let mut loops = self
+            .loops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut loops)
+    }
+
+    fn state<'a>(
+        loops: &'a mut std::collections::BTreeMap<&'static str, LoopState>,
+        name: &'static str,
+        now: std::time::Instant,
+    ) -> &'a mut LoopState {
+        loops.entry(name).or_insert(LoopState {
+            busy: 0,
+            step_since: None,
+            last_ok: now,
+            failing_since: None,
+            restarts: 0,
+        })
+    }
+
+    /// A loop named `name` exists (so that it is listed with no restarts).
+    pub fn register(&self, name: &'static str, now: std::time::Instant) {
+        self.with(|l| {
+            Self::state(l, name, now);
+        });
+    }
+
+    /// `name` begins a step.
+    pub fn started(&self, name: &'static str, now: std::time::Instant) {
+        self.with(|l| {
+            let s = Self::state(l, name, now);
+            s.busy += 1;
+            s.step_since.get_or_insert(now);
+        });
+    }
+
+    /// `name` ends a step, well (work done, or nothing to do) or not.
+    pub fn ended(&self, name: &'static str, ok: bool, now: std::time::Instant) {
+        self.with(|l| {
+            let s = Self::state(l, name, now);
+            s.busy = s.busy.saturating_sub(1);
+            if s.busy == 0 {
+                s.step_since = None;
+            }
+            if ok {
+                s.last_ok = now;
+                s.failing_since = None;
+            } else {
+                s.failing_since.get_or_insert(now);
+            }
+        });
+    }
+
+    /// `name` died and was started again: its step ended, not well.
+    pub fn restarted(&self, name: &'static str, now: std::time::Instant) {
+        self.with(|l| {
+            let s = Self::state(l, name, now);
+            s.restarts += 1;
+            s.busy = 0;
+            s.step_since = None;
+            s.failing_since.get_or_insert(now);
+        });
+    }
+
+    /// The loops stalled at `now`, by name.
+    pub fn stalled(&self, now: std::time::Instant) -> Vec<&'static str> {
+        self.with(|l| {
+            l.iter()
+                .filter(|(_, s)| {
+                    let since = |t: Option<std::time::Instant>| {
+                        t.is_some_and(|t| now.saturating_duration_since(t) >= STALL_AFTER)
+                    };
+                    since(s.step_since) || since(s.failing_since)
+                })
+                .map(|(name, _)| *name)
+                .collect()
+        })
+    }
+
+    /// Each loop's restarts since the process started.
+    pub fn restarts(&self) -> Vec<(&'static str, u64)> {
+        self.with(|l| l.iter().map(|(name, s)| (*name, s.restarts)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_loop_that_keeps_failing_is_stalled_after_30_seconds_and_recovers_with_a_good_step() {
+        let loops = Loops::default();
+        let t0 = Instant::now();
+        loops.register("bulk", t0);
+        assert!(
+            loops.stalled(t0 + Duration::from_secs(600)).is_empty(),
+            "idle is not stalled"
+        );
+        loops.started("bulk", t0);
+        loops.ended("bulk", false, t0 + Duration::from_secs(1));
+        assert!(loops.stalled(t0 + Duration::from_secs(30)).is_empty());
+        assert_eq!(loops.stalled(t0 + Duration::from_secs(31)), vec!["bulk"]);
+        loops.started("bulk", t0 + Duration::from_secs(32));
+        loops.ended("bulk", true, t0 + Duration::from_secs(33));
+        assert!(loops.stalled(t0 + Duration::from_secs(34)).is_empty());
+    }
+
+    #[test]
+    fn a_restart_counts_and_a_loop_that_dies_again_and_again_is_stalled() {
+        let loops = Loops::default();
+        let t0 = Instant::now();
+        loops.register("engine", t0);
+        loops.started("engine", t0);
+        loops.restarted("engine", t0 + Duration::from_secs(1));
+        loops.restarted("engine", t0 + Duration::from_secs(20));
+        assert_eq!(loops.restarts(), vec![("engine", 2)]);
+        assert_eq!(loops.stalled(t0 + Duration::from_secs(31)), vec!["engine"]);
+    }
+
+    #[test]
+    fn two_instances_of_a_loop_share_its_name_and_its_oldest_step() {
+        let loops = Loops::default();
+        let t0 = Instant::now();
+        loops.started("engine", t0);
+        loops.started("engine", t0 + Duration::from_secs(10));
+        loops.ended("engine", true, t0 + Duration::from_secs(11));
+        // The first one is still inside its step.
+        assert_eq!(loops.stalled(t0 + Duration::from_secs(30)), vec!["engine"]);
+    }
+}

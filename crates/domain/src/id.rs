@@ -24,6 +24,8 @@ pub enum IdKind {
     PushPlatform,
     /// One card pushed to one device.
     Push,
+    /// An unexpected failure of one unit of background work, as logged (`errorId`).
+    Error,
 }
 
 impl IdKind {
@@ -43,6 +45,7 @@ impl IdKind {
             IdKind::Webhook => "whk",
             IdKind::Delivery => "whd",
             IdKind::Attempt => "wha",
+            IdKind::Error => "err",
             IdKind::PushPlatform => "npl",
             IdKind::Push => "psh",
         }

@@ -22,6 +22,7 @@ pub mod secret;
 pub mod tenancy;
 pub mod time;
 pub mod trigger;
+pub mod unit;
 pub mod webhook;
 
 pub use error::{ConflictKind, DomainError, FieldError, Resource, StorageError};

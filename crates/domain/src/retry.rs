@@ -26,13 +26,15 @@ impl RetryPolicy {
                 .parse()
                 .map_err(|_| format!("{part:?} does not start with a whole number"))?;
             let step = match unit {
-                "ms" => Duration::milliseconds(n),
-                "s" => Duration::seconds(n),
-                "m" => Duration::minutes(n),
-                "h" => Duration::hours(n),
-                "d" => Duration::days(n),
+                "ms" => Duration::try_milliseconds(n),
+                "s" => Duration::try_seconds(n),
+                "m" => Duration::try_minutes(n),
+                "h" => Duration::try_hours(n),
+                "d" => Duration::try_days(n),
                 _ => return Err(format!("{part:?} has an unknown unit (ms, s, m, h or d)")),
             };
+            // Out of chrono's range is longer than 7 days too.
+            let step = step.unwrap_or(Duration::MAX);
             if step > Duration::days(7) {
                 return Err(format!("{part:?} is longer than 7 days"));
             }
@@ -62,9 +64,10 @@ impl RetryPolicy {
         let step_ms = step.num_milliseconds() as f64;
         let jittered =
             Duration::milliseconds((step_ms * (1.0 + JITTER * jitter.clamp(-1.0, 1.0))) as i64);
+        // A provider's `Retry-After` may be any number: bounded before any arithmetic.
         let asked = retry_after_seconds
-            .and_then(|s| i64::try_from(s).ok())
-            .map(Duration::seconds)
+            .map(|s| i64::try_from(s).unwrap_or(i64::MAX))
+            .map(|s| Duration::try_seconds(s).unwrap_or(Duration::MAX))
             .map(|asked| asked.min(step * 2));
         Some(match asked {
             Some(asked) if asked > jittered => asked,

@@ -291,9 +291,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             streams.clone(),
             clock.clone(),
         )
-        .with_lease(chrono::Duration::seconds(
-            settings.engine_lease_seconds as i64,
-        )),
+        .with_lease(lease(settings.engine_lease_seconds)),
     );
     let secrets = Arc::new(secret_box(&settings)?);
     let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
@@ -349,9 +347,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             flows.clone(),
             clock.clone(),
         )
-        .with_lease(chrono::Duration::seconds(
-            settings.engine_lease_seconds as i64,
-        )),
+        .with_lease(lease(settings.engine_lease_seconds)),
     );
     let triggers = Arc::new(TriggerService::new(
         flows.clone(),
@@ -366,14 +362,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             flows.clone(),
             users.clone(),
             triggers.clone(),
-            invocations.clone(),
             clock.clone(),
             upload_key,
         )
-        .with_lease(chrono::Duration::seconds(
-            settings.engine_lease_seconds as i64,
-        )),
+        .with_lease(lease(settings.engine_lease_seconds)),
     );
+    let loops = Arc::new(domain::health::Loops::default());
+    let metrics = Metrics::new().context("cannot register metrics")?;
+    let supervisor = workers::Supervisor::new(loops.clone(), metrics.clone());
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -405,26 +401,25 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )),
         pushes: pushes.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
-        metrics: Metrics::new().context("cannot register metrics")?,
+        loops: loops.clone(),
+        metrics: metrics.clone(),
         public_url: settings
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{address}")),
     };
-    workers::spawn(engine, cards, 2);
-    workers::spawn_checkpointer(db.clone());
-    workers::spawn_cancels(cancels);
-    workers::spawn_bulk(bulk);
+    workers::spawn(&supervisor, engine, cards, 2);
+    workers::spawn_checkpointer(&supervisor, db.clone());
+    workers::spawn_cancels(&supervisor, cancels);
+    workers::spawn_bulk(&supervisor, bulk);
     workers::spawn_deliveries(
+        &supervisor,
         deliveries,
         settings.webhook_concurrency,
-        chrono::Duration::seconds(settings.webhook_lease_seconds as i64),
+        lease(settings.webhook_lease_seconds),
     );
     // The lease outlasts a call's timeout and the saving of its outcome.
-    workers::spawn_pushes(
-        pushes,
-        chrono::Duration::seconds(4 * PUSH_TIMEOUT_SECONDS as i64),
-    );
+    workers::spawn_pushes(&supervisor, pushes, lease(4 * PUSH_TIMEOUT_SECONDS));
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
@@ -434,4 +429,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     server.await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A configured number of seconds as a lease (bounded by its setting's range; held within
+/// chrono's range all the same).
+fn lease(seconds: u64) -> chrono::Duration {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(chrono::Duration::try_seconds)
+        .unwrap_or(chrono::Duration::MAX)
 }

@@ -2,16 +2,26 @@
 //! scheduler that moves cards on time, webhook delivery and push sending. All keep their state in the database, so stopping the
 //! process at any point (even `kill -9`) loses nothing: an invocation's lease runs out and
 //! the next worker resumes it from its last saved batch.
+//!
+//! Every loop runs under a [`Supervisor`] (contract §10): a loop that dies (a panic that
+//! escaped its unit) is started again after a back-off, counted in
+//! `workbench_worker_restarts_total{worker}`, and each step it starts and ends is reported to
+//! [`Loops`], which `/readyz` reads for stalled loops.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use api_actix::Metrics;
 use domain::card::CardService;
+use domain::health::Loops;
 use domain::push::{PushRecord, PushService};
 use domain::trigger::engine::Engine;
+use domain::unit::Unexpected;
 use domain::webhook::{AttemptRecord, DeliveryService};
+use domain::StorageError;
 
 /// Pause when there is nothing to do.
 const IDLE: Duration = Duration::from_millis(50);
@@ -19,45 +29,125 @@ const IDLE: Duration = Duration::from_millis(50);
 const BACKOFF: Duration = Duration::from_secs(1);
 const SCHEDULER_PERIOD: Duration = Duration::from_millis(500);
 const SCHEDULER_BATCH: u32 = 500;
+/// The first pause before a dead loop is started again; doubled after each death, up to
+/// [`RESTART_MAX`], and back to this after a loop has run for [`RESTART_RESET`].
+const RESTART_FIRST: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+const RESTART_RESET: Duration = Duration::from_secs(60);
 
-/// Runs `step` forever: again at once after work, after [`IDLE`] when there was none, after
-/// [`BACKOFF`] when it failed.
-fn run_loop<F, Fut, E>(name: &'static str, step: F)
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<bool, E>> + Send,
-    E: std::fmt::Display + Send,
-{
-    tokio::spawn(async move {
-        loop {
-            match step().await {
-                Ok(true) => {}
-                Ok(false) => tokio::time::sleep(IDLE).await,
-                Err(e) => {
-                    tracing::error!(worker = name, error = %e, "background step failed");
-                    tokio::time::sleep(BACKOFF).await;
-                }
-            }
-        }
-    });
+/// Starts loops, starts them again when they die, and reports their steps.
+#[derive(Clone)]
+pub struct Supervisor {
+    loops: Arc<Loops>,
+    metrics: Metrics,
 }
 
-pub fn spawn(engine: Arc<Engine>, cards: Arc<CardService>, engines: usize) {
+impl Supervisor {
+    pub fn new(loops: Arc<Loops>, metrics: Metrics) -> Self {
+        Self { loops, metrics }
+    }
+
+    /// Runs the loop `make` builds, under `name`; when it ends (it panicked: a loop never
+    /// returns), it is counted, logged and built again after a back-off.
+    pub fn supervise<F, Fut>(&self, name: &'static str, make: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.loops.register(name, Instant::now());
+        self.metrics.worker_restarted(name, 0);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut pause = RESTART_FIRST;
+            loop {
+                let began = Instant::now();
+                let cause = match tokio::spawn(make()).await {
+                    Ok(()) => "the loop returned".to_owned(),
+                    // The runtime is shutting down.
+                    Err(e) if e.is_cancelled() => return,
+                    Err(e) => match e.try_into_panic() {
+                        Ok(payload) => domain::unit::panic_text(&*payload),
+                        Err(e) => e.to_string(),
+                    },
+                };
+                if began.elapsed() >= RESTART_RESET {
+                    pause = RESTART_FIRST;
+                }
+                this.loops.restarted(name, Instant::now());
+                this.metrics.worker_restarted(name, 1);
+                tracing::error!(worker = name, %cause, restart_in = ?pause, "a background loop died; starting it again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RESTART_MAX);
+            }
+        });
+    }
+
+    /// Runs `step` forever under `name`: again at once after work, after [`IDLE`] when there
+    /// was none, after [`BACKOFF`] when it failed.
+    pub fn run_loop<F, Fut, E>(&self, name: &'static str, step: F)
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<bool, E>> + Send,
+        E: std::fmt::Display + Send,
+    {
+        let step = Arc::new(step);
+        let loops = self.loops.clone();
+        self.supervise(name, move || {
+            let (step, loops) = (step.clone(), loops.clone());
+            async move {
+                loop {
+                    let outcome = reported(&loops, name, step()).await;
+                    match outcome {
+                        Ok(true) => {}
+                        Ok(false) => tokio::time::sleep(IDLE).await,
+                        Err(e) => {
+                            tracing::error!(worker = name, error = %e, "background step failed");
+                            tokio::time::sleep(BACKOFF).await;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// `work`, one step of `name`, reported to `loops` as it starts and ends.
+async fn reported<T, E>(
+    loops: &Loops,
+    name: &'static str,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    loops.started(name, Instant::now());
+    let outcome = work.await;
+    loops.ended(name, outcome.is_ok(), Instant::now());
+    outcome
+}
+
+pub fn spawn(
+    supervisor: &Supervisor,
+    engine: Arc<Engine>,
+    cards: Arc<CardService>,
+    engines: usize,
+) {
     for _ in 0..engines {
         let engine = engine.clone();
-        run_loop("engine", move || {
+        supervisor.run_loop("engine", move || {
             let engine = engine.clone();
             async move { engine.step().await }
         });
     }
-    tokio::spawn(async move {
-        loop {
-            match cards.tick(SCHEDULER_BATCH).await {
-                Ok(moved) if moved as u32 >= SCHEDULER_BATCH => continue,
-                Ok(_) => tokio::time::sleep(SCHEDULER_PERIOD).await,
-                Err(e) => {
-                    tracing::error!(error = %e, "card scheduler failed");
-                    tokio::time::sleep(BACKOFF).await;
+    let loops = supervisor.loops.clone();
+    supervisor.supervise("scheduler", move || {
+        let (cards, loops) = (cards.clone(), loops.clone());
+        async move {
+            loop {
+                match reported(&loops, "scheduler", cards.tick(SCHEDULER_BATCH)).await {
+                    Ok(moved) if moved >= SCHEDULER_BATCH as usize => continue,
+                    Ok(_) => tokio::time::sleep(SCHEDULER_PERIOD).await,
+                    Err(e) => {
+                        tracing::error!(error = %e, "card scheduler failed");
+                        tokio::time::sleep(BACKOFF).await;
+                    }
                 }
             }
         }
@@ -69,31 +159,34 @@ const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
 
 /// SQLite's checkpointer: copies committed pages from the WAL into the database file, so the
 /// writers' commits do not (PostgreSQL checkpoints by itself; this is not started for it).
-pub fn spawn_checkpointer(db: adapters_diesel::Database) {
+pub fn spawn_checkpointer(supervisor: &Supervisor, db: adapters_diesel::Database) {
     if db.backend() != adapters_diesel::Backend::Sqlite {
         return;
     }
-    tokio::spawn(async move {
-        loop {
-            if let Err(e) = db.checkpoint().await {
-                tracing::warn!(error = %e, "WAL checkpoint failed");
+    supervisor.supervise("checkpointer", move || {
+        let db = db.clone();
+        async move {
+            loop {
+                if let Err(e) = db.checkpoint().await {
+                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                }
+                tokio::time::sleep(CHECKPOINT_PERIOD).await;
             }
-            tokio::time::sleep(CHECKPOINT_PERIOD).await;
         }
     });
 }
 
 /// The cancel worker: one task at a time, batch by batch.
-pub fn spawn_cancels(cancels: Arc<domain::cancel::CancelService>) {
-    run_loop("cancel", move || {
+pub fn spawn_cancels(supervisor: &Supervisor, cancels: Arc<domain::cancel::CancelService>) {
+    supervisor.run_loop("cancel", move || {
         let cancels = cancels.clone();
         async move { cancels.step().await }
     });
 }
 
 /// The CSV worker: hands uploaded rows to the engine, a step at a time.
-pub fn spawn_bulk(bulk: Arc<domain::bulk::BulkService>) {
-    run_loop("bulk", move || {
+pub fn spawn_bulk(supervisor: &Supervisor, bulk: Arc<domain::bulk::BulkService>) {
+    supervisor.run_loop("bulk", move || {
         let bulk = bulk.clone();
         async move { bulk.step().await }
     });
@@ -109,12 +202,18 @@ const DELIVERY_IDLE: Duration = Duration::from_millis(10);
 /// in flight, so a slow endpoint cannot take the slots of healthy ones), each call runs in its
 /// own task, and one loop saves outcomes in batches. `lease` must outlast a call (15 s) and the
 /// saving of its outcome; a lease that runs out (the process died) makes the delivery due again.
-pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease: chrono::Duration) {
+pub fn spawn_deliveries(
+    supervisor: &Supervisor,
+    service: Arc<DeliveryService>,
+    per_endpoint: u32,
+    lease: chrono::Duration,
+) {
     let in_flight: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let recorder = service.clone();
     let counts = in_flight.clone();
     let done = spawn_saver(
-        "webhook",
+        supervisor,
+        "webhook-saver",
         move |batch: Vec<AttemptRecord>| {
             let recorder = recorder.clone();
             async move { recorder.record(batch).await }
@@ -132,38 +231,55 @@ pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease:
         },
     );
     let per_claim = (per_endpoint / 2).max(1);
-    tokio::spawn(async move {
-        loop {
-            let (exclude, total) = {
-                let counts = lock(&in_flight);
-                let exclude: Vec<String> = counts
-                    .iter()
-                    .filter(|(_, n)| **n + per_claim > per_endpoint)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                (exclude, counts.values().map(|n| *n as usize).sum::<usize>())
-            };
-            let room = MAX_IN_FLIGHT.saturating_sub(total);
-            if room == 0 {
-                tokio::time::sleep(DELIVERY_IDLE).await;
-                continue;
-            }
-            match service.claim(per_claim, exclude, room as u32, lease).await {
-                Ok(jobs) if jobs.is_empty() => tokio::time::sleep(DELIVERY_IDLE).await,
-                Ok(jobs) => {
-                    let mut counts = lock(&in_flight);
-                    for job in jobs {
-                        *counts.entry(job.subscription.id.clone()).or_default() += 1;
-                        let (service, done) = (service.clone(), done.clone());
-                        tokio::spawn(async move {
-                            let record = service.attempt(job).await;
-                            let _ = done.send(record);
-                        });
-                    }
+    let loops = supervisor.loops.clone();
+    supervisor.supervise("webhook", move || {
+        let (service, done, in_flight, loops) = (
+            service.clone(),
+            done.clone(),
+            in_flight.clone(),
+            loops.clone(),
+        );
+        async move {
+            loop {
+                let (exclude, total) = {
+                    let counts = lock(&in_flight);
+                    let exclude: Vec<String> = counts
+                        .iter()
+                        .filter(|(_, n)| **n + per_claim > per_endpoint)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    (exclude, counts.values().map(|n| *n as usize).sum::<usize>())
+                };
+                let room = MAX_IN_FLIGHT.saturating_sub(total);
+                if room == 0 {
+                    tokio::time::sleep(DELIVERY_IDLE).await;
+                    continue;
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot claim webhook deliveries");
-                    tokio::time::sleep(BACKOFF).await;
+                let claimed = service.claim(
+                    per_claim,
+                    exclude,
+                    u32::try_from(room).unwrap_or(u32::MAX),
+                    lease,
+                );
+                match reported(&loops, "webhook", claimed).await {
+                    Ok(jobs) if jobs.is_empty() => tokio::time::sleep(DELIVERY_IDLE).await,
+                    Ok(jobs) => {
+                        let mut counts = lock(&in_flight);
+                        for job in jobs {
+                            *counts.entry(job.subscription.id.clone()).or_default() += 1;
+                            let (service, done) = (service.clone(), done.clone());
+                            // `attempt` never fails and catches a panic of its own
+                            // (contract §10), so every claimed job sends an outcome.
+                            tokio::spawn(async move {
+                                let record = service.attempt(job).await;
+                                let _ = done.send(record);
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot claim webhook deliveries");
+                        tokio::time::sleep(BACKOFF).await;
+                    }
                 }
             }
         }
@@ -171,38 +287,89 @@ pub fn spawn_deliveries(service: Arc<DeliveryService>, per_endpoint: u32, lease:
 }
 
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
-/// calls `saved` with each batch once it is stored. A failed save is tried again: until saved,
-/// the leases keep these jobs from being attempted again by this process, and if it dies they
-/// are attempted again (at least once).
-fn spawn_saver<R, F, Fut, E>(
+/// calls `saved` with each batch once it is stored. A save that fails for an unreachable
+/// database is tried again: until saved, the leases keep these jobs from being attempted again
+/// by this process, and if it dies they are attempted again (at least once). A save that fails
+/// unexpectedly (a row the database refuses) is tried one outcome at a time, so that one bad
+/// outcome is dropped alone after [`domain::unit::ATTEMPTS`], logged with an `errorId`: its
+/// job is attempted again when its lease runs out.
+fn spawn_saver<R, F, Fut>(
+    supervisor: &Supervisor,
     name: &'static str,
     save: F,
-    saved: impl Fn(&[R]) + Send + 'static,
+    saved: impl Fn(&[R]) + Send + Sync + 'static,
 ) -> tokio::sync::mpsc::UnboundedSender<R>
 where
-    R: Clone + Send + 'static,
-    F: Fn(Vec<R>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(), E>> + Send,
-    E: std::fmt::Display + Send,
+    R: Clone + Send + Sync + 'static,
+    F: Fn(Vec<R>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), StorageError>> + Send,
 {
-    let (done, mut outcomes) = tokio::sync::mpsc::unbounded_channel::<R>();
-    tokio::spawn(async move {
-        while let Some(first) = outcomes.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < RECORD_BATCH {
-                match outcomes.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
+    let (done, outcomes) = tokio::sync::mpsc::unbounded_channel::<R>();
+    // Kept outside the loop, so that a loop started again goes on with the same channel.
+    let outcomes = Arc::new(tokio::sync::Mutex::new(outcomes));
+    let (save, saved) = (Arc::new(save), Arc::new(saved));
+    let loops = supervisor.loops.clone();
+    supervisor.supervise(name, move || {
+        let (outcomes, save, saved, loops) =
+            (outcomes.clone(), save.clone(), saved.clone(), loops.clone());
+        async move {
+            let mut outcomes = outcomes.lock().await;
+            while let Some(first) = outcomes.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < RECORD_BATCH {
+                    match outcomes.try_recv() {
+                        Ok(r) => batch.push(r),
+                        Err(_) => break,
+                    }
                 }
+                let stored = save_apart(&loops, name, &*save, batch).await;
+                saved(&stored);
             }
-            while let Err(e) = save(batch.clone()).await {
-                tracing::error!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes");
-                tokio::time::sleep(BACKOFF).await;
-            }
-            saved(&batch);
         }
     });
     done
+}
+
+/// Saves `batch` (see [`spawn_saver`]); returns what is no longer in flight: the outcomes
+/// stored and those dropped.
+async fn save_apart<R, F, Fut>(loops: &Loops, name: &'static str, save: &F, batch: Vec<R>) -> Vec<R>
+where
+    R: Clone,
+    F: Fn(Vec<R>) -> Fut,
+    Fut: Future<Output = Result<(), StorageError>>,
+{
+    loop {
+        match reported(loops, name, save(batch.clone())).await {
+            Ok(()) => return batch,
+            Err(e) if e.is_unexpected() => {
+                tracing::warn!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes; saving them one by one");
+                break;
+            }
+            Err(e) => {
+                tracing::error!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes");
+                tokio::time::sleep(BACKOFF).await;
+            }
+        }
+    }
+    for one in &batch {
+        let mut tries = 1;
+        loop {
+            match reported(loops, name, save(vec![one.clone()])).await {
+                Ok(()) => break,
+                Err(e) if e.is_unexpected() && tries >= domain::unit::ATTEMPTS => {
+                    // Logged with its errorId; the job is attempted again when its lease ends.
+                    domain::unit::Failure::new(name, "outcome", e.to_string());
+                    break;
+                }
+                Err(e) if e.is_unexpected() => tries += 1,
+                Err(e) => {
+                    tracing::error!(worker = name, error = %e, "cannot save an outcome");
+                    tokio::time::sleep(BACKOFF).await;
+                }
+            }
+        }
+    }
+    batch
 }
 
 /// Pushes in flight from this process, in all.
@@ -211,12 +378,13 @@ const MAX_PUSHES_IN_FLIGHT: usize = 256;
 /// Push sending: one loop claims due pushes while fewer than [`MAX_PUSHES_IN_FLIGHT`] are in
 /// flight, each call runs in its own task, and outcomes are saved in batches. A lease that runs
 /// out (the process died) makes the push due again.
-pub fn spawn_pushes(service: Arc<PushService>, lease: chrono::Duration) {
+pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: chrono::Duration) {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let recorder = service.clone();
     let counter = in_flight.clone();
     let done = spawn_saver(
-        "push",
+        supervisor,
+        "push-saver",
         move |batch: Vec<PushRecord>| {
             let recorder = recorder.clone();
             async move { recorder.record(batch).await }
@@ -225,27 +393,42 @@ pub fn spawn_pushes(service: Arc<PushService>, lease: chrono::Duration) {
             counter.fetch_sub(batch.len(), Ordering::Relaxed);
         },
     );
-    tokio::spawn(async move {
-        loop {
-            let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
-            if room == 0 {
-                tokio::time::sleep(DELIVERY_IDLE).await;
-                continue;
-            }
-            match service.claim(room as u32, lease).await {
-                Ok(jobs) if jobs.is_empty() => tokio::time::sleep(IDLE).await,
-                Ok(jobs) => {
-                    in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
-                    for job in jobs {
-                        let (service, done) = (service.clone(), done.clone());
-                        tokio::spawn(async move {
-                            let _ = done.send(service.attempt(job).await);
-                        });
-                    }
+    let loops = supervisor.loops.clone();
+    supervisor.supervise("push", move || {
+        let (service, done, in_flight, loops) = (
+            service.clone(),
+            done.clone(),
+            in_flight.clone(),
+            loops.clone(),
+        );
+        async move {
+            loop {
+                let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
+                if room == 0 {
+                    tokio::time::sleep(DELIVERY_IDLE).await;
+                    continue;
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot claim pushes");
-                    tokio::time::sleep(BACKOFF).await;
+                match reported(
+                    &loops,
+                    "push",
+                    service.claim(u32::try_from(room).unwrap_or(u32::MAX), lease),
+                )
+                .await
+                {
+                    Ok(jobs) if jobs.is_empty() => tokio::time::sleep(IDLE).await,
+                    Ok(jobs) => {
+                        in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
+                        for job in jobs {
+                            let (service, done) = (service.clone(), done.clone());
+                            tokio::spawn(async move {
+                                let _ = done.send(service.attempt(job).await);
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot claim pushes");
+                        tokio::time::sleep(BACKOFF).await;
+                    }
                 }
             }
         }

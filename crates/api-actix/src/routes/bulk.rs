@@ -37,8 +37,12 @@ pub struct RowErrorDto {
 #[serde(rename_all = "camelCase")]
 pub struct BulkTaskDto {
     pub id: i64,
-    /// `pending` (waiting for the upload), `processing`, `completed` or `failed`.
+    /// `pending` (waiting for the upload, or uploaded and queued), `processing`, `completed`
+    /// or `failed`.
     pub status: String,
+    /// Uploaded and waiting for one of the environment's five bulk-task slots: it starts when
+    /// one frees (contract §10). Shown with `status` `pending`.
+    pub queued: bool,
     pub rows_total: u64,
     pub rows_processed: u64,
     pub rows_failed: u64,
@@ -54,7 +58,12 @@ impl From<BulkTask> for BulkTaskDto {
     fn from(t: BulkTask) -> Self {
         BulkTaskDto {
             id: t.id,
-            status: t.status.public().into(),
+            status: if t.queued {
+                "pending".into()
+            } else {
+                t.status.public().into()
+            },
+            queued: t.queued,
             rows_total: t.rows_total,
             rows_processed: t.rows_processed,
             rows_failed: t.rows_failed,
@@ -145,7 +154,6 @@ async fn create(
         (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such Action Flow, or no published configuration", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Five bulk tasks already run in the environment", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -167,7 +175,6 @@ pub async fn create_live(
         (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such Action Flow, or no configuration", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Five bulk tasks already run in the environment", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

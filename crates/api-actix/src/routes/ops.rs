@@ -22,13 +22,27 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Status { status: "ok" })
 }
 
-/// Readiness: the database is reachable and every migration is applied.
+/// Readiness: the database is reachable, every migration is applied, and no background loop
+/// is stalled (it had work and made no progress for 30 s; contract §10).
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Status),
-        (status = 503, description = "Database unreachable or migrations pending", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unreachable, migrations pending, or a background loop stalled (named in `detail`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let stalled = state.loops.stalled(std::time::Instant::now());
+    if !stalled.is_empty() {
+        tracing::warn!(?stalled, "not ready: background loops stalled");
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "Not ready",
+            format!(
+                "background loops stalled (work and no progress for 30 s): {}",
+                stalled.join(", ")
+            ),
+        ));
+    }
     match state.health.ready().await {
         Ok(()) => Ok(HttpResponse::Ok().json(Status { status: "ready" })),
         Err(cause) => {

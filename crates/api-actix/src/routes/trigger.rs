@@ -4,7 +4,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
 use domain::trigger::engine::Invocation;
-use domain::trigger::{self, Mode};
+use domain::trigger::Mode;
 use domain::{FieldError, Permission};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -188,10 +188,9 @@ async fn trigger(
     let (env, flow) = path.into_inner();
     caller.0.authorize(&env, Permission::ActionFlowsTrigger)?;
     let object = json_object(&req, &body)?;
-    let request = trigger::parse(&Value::Object(object)).map_err(ApiError::validation)?;
     let ids = state
         .triggers
-        .trigger(&caller.0, &env, &flow, mode, request)
+        .trigger_body(&caller.0, &env, &flow, mode, &Value::Object(object))
         .await?;
     Ok(HttpResponse::Ok().json(TriggerResponse {
         data: TriggeredFlows {
@@ -360,13 +359,15 @@ pub async fn act(
             }
         },
         Some("dismiss") => Some(CardAction::Dismiss),
-        Some("snooze") => match object
-            .get("snoozeUntil")
-            .and_then(Value::as_str)
-            .map(chrono::DateTime::parse_from_rfc3339)
-        {
-            Some(Ok(until)) => Some(CardAction::Snooze(until.with_timezone(&chrono::Utc))),
-            _ => {
+        Some("snooze") => match object.get("snoozeUntil").and_then(Value::as_str) {
+            Some(text) => match domain::time::parse_timestamp(text) {
+                Ok(until) => Some(CardAction::Snooze(until)),
+                Err(message) => {
+                    fields.problem("snoozeUntil", message);
+                    None
+                }
+            },
+            None => {
                 fields.problem(
                     "snoozeUntil",
                     "is required with snooze: an RFC 3339 timestamp",

@@ -479,10 +479,10 @@ pub async fn recover(
     let object = json_object(&req, &body)?;
     let mut errors: Vec<FieldError> = Vec::new();
     let since: Option<Timestamp> = match object.get("since") {
-        Some(Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
-            Ok(t) => Some(t.to_utc()),
-            Err(_) => {
-                errors.push(FieldError::new("since", "must be an RFC 3339 timestamp"));
+        Some(Value::String(s)) => match domain::time::parse_timestamp(s) {
+            Ok(t) => Some(t),
+            Err(message) => {
+                errors.push(FieldError::new("since", message));
                 None
             }
         },

@@ -497,7 +497,7 @@ pub fn check_value(
         ("boolean", Value::Bool(_)) => true,
         ("boolean", Value::String(s)) => s == "true" || s == "false",
         ("date", Value::String(s)) => {
-            chrono::DateTime::parse_from_rfc3339(s).is_ok()
+            crate::time::parse_timestamp(s).is_ok()
                 || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
         }
         _ => false,

@@ -315,8 +315,33 @@ impl PushService {
         self.repo.claim(now, now + lease, limit).await
     }
 
-    /// Sends one push and decides what follows. Never fails: every problem is an outcome.
+    /// Sends one push and decides what follows. Never fails: every problem is an outcome, and a
+    /// panic is caught (contract §10): the send is tried again up to [`crate::unit::ATTEMPTS`]
+    /// times in all, then the push is failed with an `errorId` in its error and in the log.
     pub async fn attempt(&self, job: PushJob) -> PushRecord {
+        let mut cause = String::new();
+        for attempt in 1..=crate::unit::ATTEMPTS {
+            cause = match crate::unit::catch(self.attempt_once(job.clone())).await {
+                Ok(record) => return record,
+                Err(panic) => format!("panic: {panic}"),
+            };
+            tracing::warn!(unit = "push", id = %job.id, attempt, cause = %cause, "a push attempt failed; trying it again");
+        }
+        let failure = crate::unit::Failure::new("push", &job.id, cause);
+        PushRecord {
+            error: Some(failure.message()),
+            job_id: job.id,
+            environment_id: job.environment_id,
+            user_id: job.user_id,
+            token: job.token,
+            attempt: job.attempt,
+            next: PushNext::Failed,
+            status_code: None,
+            at: self.clock.now(),
+        }
+    }
+
+    async fn attempt_once(&self, job: PushJob) -> PushRecord {
         let record = |next: PushNext, status_code: Option<u16>, error: Option<String>| PushRecord {
             job_id: job.id.clone(),
             environment_id: job.environment_id.clone(),

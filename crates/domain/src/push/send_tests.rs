@@ -385,6 +385,21 @@ async fn a_push_goes_through_the_devices_platform_and_reports_the_outcome() {
 }
 
 #[tokio::test]
+async fn a_push_whose_send_panics_is_tried_three_times_then_fails_alone_with_an_error_id() {
+    let mut sender = MockPushSender::new();
+    sender
+        .expect_send()
+        .times(crate::unit::ATTEMPTS as usize)
+        .returning(|_, _, _| panic!("injected: the sender panics"));
+    let record = service(sender).attempt(job("FCM")).await;
+    assert_eq!(record.next, PushNext::Failed);
+    let error = record.error.expect("error");
+    assert!(error.contains("errorId err_"), "{error}");
+    assert!(!error.contains("injected"), "{error}");
+    assert_eq!(record.job_id, "psh_1");
+}
+
+#[tokio::test]
 async fn an_oversized_payload_fails_without_a_call() {
     let mut sender = MockPushSender::new();
     sender.expect_send().never();

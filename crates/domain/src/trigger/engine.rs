@@ -28,6 +28,7 @@ use crate::id::{new_id, IdKind};
 use crate::json::JsonText;
 use crate::page::{Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
+use crate::unit::{self, Unexpected};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
 
 /// At most this many bulk-target invocations run at once per environment (contract §4).
@@ -206,7 +207,8 @@ pub trait InvocationRepository: Send + Sync {
     ) -> Result<Vec<Option<Invocation>>, StorageError>;
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<Invocation>, StorageError>;
-    /// Pending or running bulk-target invocations of the environment.
+    /// The environment's bulk-task slots held (contract §10): bulk-target invocations pending
+    /// or running, and CSV tasks processing and not queued.
     async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError>;
     /// Takes the oldest pending invocations, or running ones whose lease has expired, at most
     /// `limit`, oldest first: marks them running with a lease until `lease_until`. Never gives
@@ -315,6 +317,72 @@ impl TriggerService {
         Ok(plan)
     }
 
+    /// A trigger request as sent (spec 4.3): parsed, checked against the flow and recorded.
+    /// A request with problems is answered with all of them at once (contract §10): those of
+    /// its shape and, for what could be read of each element, those against the flow
+    /// (variables, streams, the segment).
+    pub async fn trigger_body(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+        body: &serde_json::Value,
+    ) -> Result<Triggered, DomainError> {
+        who.authorize(env, Permission::ActionFlowsTrigger)?;
+        match super::request::parse_drafts(body) {
+            Ok(request) => self.trigger(who, env, flow_id, mode, request).await,
+            Err(rejected) => Err(self.all_problems(env, flow_id, mode, rejected).await?),
+        }
+    }
+
+    /// A rejected request's problems, with those the flow finds in its drafts. Without a
+    /// runnable flow, the problems of its shape alone.
+    async fn all_problems(
+        &self,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+        rejected: super::request::Rejected,
+    ) -> Result<DomainError, DomainError> {
+        let super::request::Rejected {
+            mut problems,
+            drafts,
+            strict_variables,
+        } = rejected;
+        let Ok((_, _, plan)) = self.runnable(env, flow_id, mode).await else {
+            return Ok(DomainError::Validation(problems));
+        };
+        let known_streams = self
+            .known_streams(env, drafts.iter().map(|d| &d.payload))
+            .await?;
+        let shape = problems.len();
+        for (i, draft) in drafts.iter().enumerate() {
+            let (found, _) = self
+                .check_element(
+                    env,
+                    &plan,
+                    (draft.target.as_ref(), &draft.payload),
+                    strict_variables,
+                    &format!("flows[{i}]"),
+                    &known_streams,
+                )
+                .await?;
+            // A field whose shape was wrong is not reported twice (a variable that did not
+            // parse is also missing from the payload).
+            let overlaps = |f: &FieldError| {
+                problems[..shape]
+                    .iter()
+                    .any(|p| p.field.starts_with(&f.field) || f.field.starts_with(&p.field))
+            };
+            let found: Vec<FieldError> = found.into_iter().filter(|f| !overlaps(f)).collect();
+            problems.extend(found);
+        }
+        // In the order of the elements, each element's shape first.
+        problems.sort_by_key(|p| element_index(&p.field));
+        Ok(DomainError::Validation(problems))
+    }
+
     pub async fn trigger(
         &self,
         who: &Principal,
@@ -325,7 +393,9 @@ impl TriggerService {
     ) -> Result<Triggered, DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
         let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
-        let known_streams = self.known_streams(env, &request.flows).await?;
+        let known_streams = self
+            .known_streams(env, request.flows.iter().map(|f| &f.payload))
+            .await?;
         let mut errors: Vec<FieldError> = Vec::new();
         let mut resolved = Vec::with_capacity(request.flows.len());
         for (i, element) in request.flows.iter().enumerate() {
@@ -334,7 +404,7 @@ impl TriggerService {
                 .check_element(
                     env,
                     &plan,
-                    element,
+                    (Some(&element.target), &element.payload),
                     request.strict_variables,
                     &path,
                     &known_streams,
@@ -442,13 +512,22 @@ impl TriggerService {
         elements: Vec<FlowElement>,
     ) -> Result<PreparedElements, DomainError> {
         let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
-        let known_streams = self.known_streams(env, &elements).await?;
+        let known_streams = self
+            .known_streams(env, elements.iter().map(|f| &f.payload))
+            .await?;
         let now = self.clock.now();
         let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
         let mut valid: Vec<(usize, Invocation, Option<BatchResult>)> = Vec::new();
         for (i, mut element) in elements.into_iter().enumerate() {
             let (problems, variables) = self
-                .check_element(env, &plan, &element, false, "", &known_streams)
+                .check_element(
+                    env,
+                    &plan,
+                    (Some(&element.target), &element.payload),
+                    false,
+                    "",
+                    &known_streams,
+                )
                 .await?;
             match variables {
                 Some(variables) if problems.is_empty() => {
@@ -540,11 +619,9 @@ impl TriggerService {
     async fn known_streams(
         &self,
         env: &str,
-        elements: &[FlowElement],
+        mut payloads: impl Iterator<Item = &Payload>,
     ) -> Result<BTreeSet<String>, DomainError> {
-        let names_streams = elements
-            .iter()
-            .any(|f| f.payload.card_options.target_stream_ids.is_some());
+        let names_streams = payloads.any(|p| p.card_options.target_stream_ids.is_some());
         if !names_streams {
             return Ok(BTreeSet::new());
         }
@@ -563,7 +640,7 @@ impl TriggerService {
         &self,
         env: &str,
         plan: &FlowPlan,
-        element: &FlowElement,
+        (target, payload): (Option<&Target>, &Payload),
         strict: bool,
         path: &str,
         known_streams: &BTreeSet<String>,
@@ -576,7 +653,7 @@ impl TriggerService {
             }
         };
         let mut errors = Vec::new();
-        let resolved = match resolve(&plan.config, &element.payload, strict, &at("payload")) {
+        let resolved = match resolve(&plan.config, payload, strict, &at("payload")) {
             Err(mut e) => {
                 errors.append(&mut e);
                 None
@@ -584,14 +661,14 @@ impl TriggerService {
             Ok(variables) => {
                 errors.extend(push_payload_problems(
                     plan,
-                    &element.payload,
+                    payload,
                     &variables,
                     &at("payload"),
                 ));
                 Some(variables)
             }
         };
-        if let Some(ids) = &element.payload.card_options.target_stream_ids {
+        if let Some(ids) = &payload.card_options.target_stream_ids {
             for (j, id) in ids.iter().enumerate() {
                 if !known_streams.contains(id) {
                     errors.push(FieldError::new(
@@ -601,7 +678,7 @@ impl TriggerService {
                 }
             }
         }
-        if let Target::Segment(segment) = &element.target {
+        if let Some(Target::Segment(segment)) = target {
             if self.segments.get(env, segment).await?.is_none() {
                 errors.push(FieldError::new(
                     at("target.targetSegmentId"),
@@ -703,7 +780,7 @@ impl Engine {
                 continue;
             }
             let run = self
-                .run_batch(invocation, now, &mut configs, &mut streams)
+                .run_guarded(invocation, now, &mut configs, &mut streams)
                 .await;
             let batch = settled(run, invocation, now)?;
             users += batch.users_targeted.max(1);
@@ -716,7 +793,8 @@ impl Engine {
             b.status == InvocationStatus::Running && b.cursor.is_some() && b.cursor != b.from_cursor
         });
         let Some(i) = follow else {
-            self.invocations.save_batches(batches).await?;
+            self.save(batches, &claimed, &mut configs, &mut streams)
+                .await?;
             return Ok(true);
         };
         let mut invocation = claimed[i].clone();
@@ -729,7 +807,7 @@ impl Engine {
             let now = self.clock.now();
             let (saved, next) = futures_util::future::join(
                 saving,
-                self.run_batch(&invocation, now, &mut configs, &mut streams),
+                self.run_guarded(&invocation, now, &mut configs, &mut streams),
             )
             .await;
             saved?;
@@ -746,6 +824,77 @@ impl Engine {
             saving = self.invocations.save_batches(vec![next]);
             round += 1;
         }
+    }
+
+    /// [`Engine::run_batch`], with a panic or an unexpected storage error caught (contract
+    /// §10): tried up to [`unit::ATTEMPTS`] times, then the invocation fails alone, with an
+    /// `errorId` in its errors and in the log.
+    async fn run_guarded(
+        &self,
+        invocation: &Invocation,
+        now: Timestamp,
+        configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
+        streams: &mut HashMap<String, String>,
+    ) -> Result<BatchResult, DomainError> {
+        let mut cause = String::new();
+        for attempt in 1..=unit::ATTEMPTS {
+            cause = match unit::catch(self.run_batch(invocation, now, configs, streams)).await {
+                Ok(Err(DomainError::Storage(e))) if e.is_unexpected() => e.to_string(),
+                Ok(run) => return run,
+                Err(panic) => format!("panic: {panic}"),
+            };
+            tracing::warn!(unit = "invocation", id = %invocation.id, attempt, cause = %cause, "an invocation's batch failed; trying it again");
+        }
+        Ok(failed_batch(
+            invocation,
+            &unit::Failure::new("invocation", &invocation.id, cause),
+            now,
+        ))
+    }
+
+    /// Saves a step's batches in one transaction. When that fails unexpectedly (not an
+    /// unreachable database: a row the database refuses, a bug), each invocation is run and
+    /// saved again on its own, so that one bad invocation fails alone and the others are
+    /// saved; one that fails [`unit::ATTEMPTS`] times in all is saved failed.
+    async fn save(
+        &self,
+        batches: Vec<BatchResult>,
+        claimed: &[Invocation],
+        configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
+        streams: &mut HashMap<String, String>,
+    ) -> Result<(), StorageError> {
+        let together = match unit::catch(self.invocations.save_batches(batches)).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) if !e.is_unexpected() => return Err(e),
+            Ok(Err(e)) => e.to_string(),
+            Err(panic) => format!("panic: {panic}"),
+        };
+        tracing::warn!(invocations = claimed.len(), cause = %together, "an engine step could not be saved; saving its invocations one by one");
+        for invocation in claimed {
+            let mut cause = together.clone();
+            let mut saved = false;
+            // The save of all of them together was the first attempt.
+            for _ in 1..unit::ATTEMPTS {
+                let now = self.clock.now();
+                let run = self.run_guarded(invocation, now, configs, streams).await;
+                let batch = settled(run, invocation, now)?;
+                cause = match unit::catch(self.invocations.save_batches(vec![batch])).await {
+                    Ok(Ok(())) => {
+                        saved = true;
+                        break;
+                    }
+                    Ok(Err(e)) if !e.is_unexpected() => return Err(e),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(panic) => format!("panic: {panic}"),
+                };
+            }
+            if !saved {
+                let failure = unit::Failure::new("invocation", &invocation.id, cause);
+                let failed = failed_batch(invocation, &failure, self.clock.now());
+                self.invocations.save_batches(vec![failed]).await?;
+            }
+        }
+        Ok(())
     }
 
     /// One batch of `invocation`. `configs` and `streams` keep what one step has read: the
@@ -973,6 +1122,13 @@ fn reuse_problem(
     ))
 }
 
+/// The element a problem's path names (`flows[3].payload...` is 3); the request's own
+/// fields come first.
+fn element_index(path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("flows[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
 /// Field problems as one line: `path: message; ...`.
 fn describe(problems: &[FieldError]) -> String {
     problems
@@ -1091,6 +1247,15 @@ fn settled(
     }
 }
 
+/// A batch that fails `invocation` for `failure`.
+fn failed_batch(invocation: &Invocation, failure: &unit::Failure, now: Timestamp) -> BatchResult {
+    BatchResult {
+        status: InvocationStatus::Failed,
+        errors: vec![failure.message()],
+        ..empty_batch(invocation, now)
+    }
+}
+
 /// A batch that changes nothing but ends the claim.
 fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
     BatchResult {
@@ -1170,9 +1335,13 @@ fn card_prototype(
         .or(step.priority)
         .unwrap_or(DEFAULT_PRIORITY);
     let embargo = options.embargo.filter(|e| *e > now);
-    let expires_at = options
-        .expires
-        .or_else(|| options.expires_interval.map(|d| embargo.unwrap_or(now) + d));
+    // Bounded when accepted; held in range all the same (contract §10: no arithmetic on
+    // outside values may panic).
+    let expires_at = options.expires.or_else(|| {
+        options
+            .expires_interval
+            .map(|d| crate::time::saturating_after(embargo.unwrap_or(now), d))
+    });
     let status = if embargo.is_some() {
         CardStatus::Embargoed
     } else {

@@ -116,13 +116,41 @@ fn err(errors: &mut Vec<FieldError>, path: impl Into<String>, message: impl Into
     errors.push(FieldError::new(path, message));
 }
 
+/// What could be read of an element with problems: its target if that parsed, and its payload
+/// as far as it parsed, so that the checks against the flow (variables, streams, the segment)
+/// report their problems in the same answer (contract §10).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Draft {
+    pub target: Option<Target>,
+    pub payload: Payload,
+}
+
+/// A trigger request with problems: every problem of its shape, and a draft of each element
+/// (in order; an element that is not an object has an empty one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub problems: Vec<FieldError>,
+    pub drafts: Vec<Draft>,
+    pub strict_variables: bool,
+}
+
+/// The request, or every problem of its shape.
 pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
+    parse_drafts(body).map_err(|r| r.problems)
+}
+
+/// The request, or every problem of its shape with what could be read of each element.
+pub fn parse_drafts(body: &Value) -> Result<TriggerRequest, Rejected> {
     let mut errors = Vec::new();
     let Some(body) = body.as_object() else {
-        return Err(vec![FieldError::new(
-            "",
-            "the request body must be a JSON object",
-        )]);
+        return Err(Rejected {
+            problems: vec![FieldError::new(
+                "",
+                "the request body must be a JSON object",
+            )],
+            drafts: Vec::new(),
+            strict_variables: false,
+        });
     };
     let strict_variables = match body.get("options") {
         None | Some(Value::Null) => false,
@@ -143,23 +171,26 @@ pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
             false
         }
     };
-    let mut flows = Vec::new();
+    let mut flows: Vec<Result<FlowElement, Box<Draft>>> = Vec::new();
     match body.get("flows") {
         Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_FLOW_ELEMENTS => {
             let mut ids = std::collections::HashSet::new();
             for (i, item) in items.iter().enumerate() {
-                if let Some(element) = element(&mut errors, item.clone(), &format!("flows[{i}]")) {
-                    if let Some(id) = &element.invocation_id {
-                        if !ids.insert(id.clone()) {
-                            err(
-                                &mut errors,
-                                format!("flows[{i}].flowInvocationId"),
-                                "is used by another element of this request",
-                            );
-                        }
+                let element = element(&mut errors, item.clone(), &format!("flows[{i}]"));
+                if let Ok(FlowElement {
+                    invocation_id: Some(id),
+                    ..
+                }) = &element
+                {
+                    if !ids.insert(id.clone()) {
+                        err(
+                            &mut errors,
+                            format!("flows[{i}].flowInvocationId"),
+                            "is used by another element of this request",
+                        );
                     }
-                    flows.push(element);
                 }
+                flows.push(element);
             }
         }
         Some(Value::Array(items)) if items.len() > MAX_FLOW_ELEMENTS => err(
@@ -175,11 +206,24 @@ pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
     }
     if errors.is_empty() {
         Ok(TriggerRequest {
-            flows,
+            flows: flows.into_iter().flatten().collect(),
             strict_variables,
         })
     } else {
-        Err(errors)
+        Err(Rejected {
+            problems: errors,
+            drafts: flows
+                .into_iter()
+                .map(|f| match f {
+                    Ok(e) => Draft {
+                        target: Some(e.target),
+                        payload: e.payload,
+                    },
+                    Err(draft) => *draft,
+                })
+                .collect(),
+            strict_variables,
+        })
     }
 }
 
@@ -188,15 +232,20 @@ pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
 pub fn parse_element(item: Value) -> Result<FlowElement, Vec<FieldError>> {
     let mut errors = Vec::new();
     match element(&mut errors, item, "flows[0]") {
-        Some(element) if errors.is_empty() => Ok(element),
+        Ok(element) if errors.is_empty() => Ok(element),
         _ => Err(errors),
     }
 }
 
-fn element(errors: &mut Vec<FieldError>, item: Value, path: &str) -> Option<FlowElement> {
+/// The element, or (with its problems in `errors`) what could be read of it.
+fn element(
+    errors: &mut Vec<FieldError>,
+    item: Value,
+    path: &str,
+) -> Result<FlowElement, Box<Draft>> {
     let Value::Object(mut item) = item else {
         err(errors, path, "must be an object with a `target`");
-        return None;
+        return Err(Box::default());
     };
     let before = errors.len();
     let raw_target = item.remove("target").unwrap_or(Value::Null);
@@ -222,14 +271,14 @@ fn element(errors: &mut Vec<FieldError>, item: Value, path: &str) -> Option<Flow
         }
     };
     match (target, errors.len() == before) {
-        (Some(target), true) => Some(FlowElement {
+        (Some(target), true) => Ok(FlowElement {
             target,
             payload,
             invocation_id,
             raw_target,
             raw_payload,
         }),
-        _ => None,
+        (target, _) => Err(Box::new(Draft { target, payload })),
     }
 }
 
@@ -413,14 +462,10 @@ fn timestamp(
 ) -> Option<Timestamp> {
     match options.get(key) {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
-            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
-            Err(_) => {
-                err(
-                    errors,
-                    format!("{path}.{key}"),
-                    "must be an RFC 3339 timestamp",
-                );
+        Some(Value::String(s)) => match crate::time::parse_timestamp(s) {
+            Ok(t) => Some(t),
+            Err(message) => {
+                err(errors, format!("{path}.{key}"), message);
                 None
             }
         },
@@ -457,6 +502,11 @@ fn card_options(
     match options.get("expiresInterval") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => match parse_duration(s) {
+            Some(d) if d > crate::time::MAX_DURATION => err(
+                errors,
+                format!("{path}.expiresInterval"),
+                "must be at most 100 years (P36525D)",
+            ),
             Some(d) if d > Duration::zero() => out.expires_interval = Some(d),
             _ => err(
                 errors,
@@ -473,6 +523,15 @@ fn card_options(
     if let (Some(embargo), Some(expires)) = (out.embargo, out.expires) {
         if expires <= embargo {
             err(errors, format!("{path}.expires"), "must be after embargo");
+        }
+    }
+    if let (Some(embargo), Some(interval)) = (out.embargo, out.expires_interval) {
+        if crate::time::checked_after(embargo, interval).is_none() {
+            err(
+                errors,
+                format!("{path}.expiresInterval"),
+                "counted from the embargo, must end by 9999-12-31T23:59:59.999Z",
+            );
         }
     }
     match options.get("targetStreamIds") {
@@ -551,7 +610,16 @@ fn card_options(
 }
 
 /// An ISO 8601 duration: `P[nY][nM][nW][nD][T[nH][nM][nS]]` with whole numbers (seconds may
-/// have a fraction). Years are 365 days and months 30 (a card expiry, not a calendar).
+/// have a fraction, kept to milliseconds). Years are 365 days and months 30 (a card expiry, not
+/// a calendar). None for anything else, and for a total past chrono's range: the arithmetic is
+/// checked, so no text can make it panic. Callers bound the result ([`crate::time::MAX_DURATION`]).
+///
+/// ```
+/// use domain::trigger::request::parse_duration;
+/// assert_eq!(parse_duration("PT1M30S"), Some(chrono::Duration::seconds(90)));
+/// assert_eq!(parse_duration("P290000000000000Y"), None);
+/// assert_eq!(parse_duration("1D"), None);
+/// ```
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let rest = text.strip_prefix('P')?;
     if rest.is_empty() {
@@ -562,7 +630,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         Some((d, t)) => (d, Some(t)),
         None => (rest, None),
     };
-    let mut total = Duration::zero();
+    let mut total_ms: i64 = 0;
     let mut parse_part = |part: &str, units: &[(char, i64)]| -> Option<()> {
         let mut number = String::new();
         let mut last_unit = 0;
@@ -576,13 +644,27 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
                 return None;
             }
             last_unit = position + 1;
-            let seconds_per_unit = units[position].1;
-            let value: f64 = number.parse().ok()?;
-            if number.contains('.') && c != 'S' {
+            let ms_per_unit = units[position].1.checked_mul(1_000)?;
+            let (whole, fraction) = match number.split_once('.') {
+                None => (number.as_str(), ""),
+                Some(_) if c != 'S' => return None,
+                Some((whole, fraction)) => (whole, fraction),
+            };
+            if whole.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            total +=
-                Duration::milliseconds((value * seconds_per_unit as f64 * 1000.0).round() as i64);
+            let whole: i64 = whole.parse().ok()?;
+            // Milliseconds of the fraction, rounded half up (`0.0005` is 1 ms).
+            let mut digits = fraction.bytes().map(|b| i64::from(b - b'0'));
+            let mut millis = 0;
+            for _ in 0..3 {
+                millis = millis * 10 + digits.next().unwrap_or(0);
+            }
+            if digits.next().is_some_and(|d| d >= 5) {
+                millis += 1;
+            }
+            let value = whole.checked_mul(ms_per_unit)?.checked_add(millis)?;
+            total_ms = total_ms.checked_add(value)?;
             number.clear();
         }
         number.is_empty().then_some(())
@@ -599,5 +681,5 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     if let Some(time) = time {
         parse_part(time, &[('H', 3_600), ('M', 60), ('S', 1)])?;
     }
-    Some(total)
+    Duration::try_milliseconds(total_ms)
 }

@@ -685,6 +685,108 @@ mod engine_steps {
         (engine, saved)
     }
 
+    /// An engine over mocks for failures: reading the users of a tag panics, and a save of a
+    /// batch of `bad` fails as a database refusing a row would.
+    fn failing_engine(claimed: Vec<Invocation>, bad: &'static str) -> (Engine, Saves) {
+        let mut flows = MockFlowRepository::new();
+        flows
+            .expect_get_version()
+            .returning(|_, _| Ok(Some(published(json!({"metadata": {"cardName": "T"}})))));
+        let mut streams = MockStreamRepository::new();
+        streams
+            .expect_list()
+            .returning(|env, _| Ok(vec![default_stream(env)]));
+        let mut end_users = MockEndUserRepository::new();
+        end_users
+            .expect_ids()
+            .returning(|_, _, _| panic!("injected: a tag's users cannot be read"));
+        let saved = Arc::new(Mutex::new(Vec::new()));
+        let mut invocations = MockInvocationRepository::new();
+        let mut claims = Some(claimed);
+        invocations
+            .expect_claim()
+            .returning(move |_, _, _| Ok(claims.take().unwrap_or_default()));
+        let sink = saved.clone();
+        invocations
+            .expect_save_batches()
+            .returning(move |batches: Vec<BatchResult>| {
+                let refused = batches
+                    .iter()
+                    .any(|b| b.invocation_id == bad && b.status != InvocationStatus::Failed);
+                if refused {
+                    return Err(crate::StorageError::Internal(
+                        "injected: row refused".into(),
+                    ));
+                }
+                sink.lock().expect("saved").push(batches);
+                Ok(())
+            });
+        let mut clock = crate::time::MockClock::new();
+        clock.expect_now().returning(now);
+        let engine = Engine::new(
+            Arc::new(flows),
+            Arc::new(invocations),
+            Arc::new(end_users),
+            Arc::new(MockSegmentRepository::new()),
+            Arc::new(streams),
+            Arc::new(clock),
+        );
+        (engine, saved)
+    }
+
+    fn error_id(batch: &BatchResult) -> &str {
+        let error = batch.errors.first().map(String::as_str).unwrap_or("");
+        let at = error.find("errorId err_").map_or(error.len(), |i| i + 8);
+        &error[at..error.len().saturating_sub(1).max(at)]
+    }
+
+    #[tokio::test]
+    async fn an_invocation_that_panics_fails_alone_with_an_error_id_and_the_others_complete() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
+        let (engine, saves) = failing_engine(vec![tag, one], "none");
+        assert!(engine.step().await.expect("the step goes on"));
+        {
+            let saves = saves.lock().expect("saved");
+            let saved = &saves[0];
+            let by_id = |id: &str| saved.iter().find(|b| b.invocation_id == id).expect(id);
+            assert_eq!(by_id("inv_one").status, InvocationStatus::Completed);
+            assert_eq!(by_id("inv_one").cards.len(), 1);
+            let failed = by_id("inv_tag");
+            assert_eq!(failed.status, InvocationStatus::Failed);
+            assert!(failed.cards.is_empty());
+            assert!(error_id(failed).starts_with("err_"), "{:?}", failed.errors);
+            assert!(!failed.errors[0].contains("injected"), "no internals shown");
+        }
+        // Nothing is left for the next step.
+        assert!(!engine.step().await.expect("step"));
+    }
+
+    #[tokio::test]
+    async fn a_batch_the_database_refuses_fails_alone_and_the_others_are_saved() {
+        let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
+        let bad = invocation("inv_bad", json!({"type": "user", "targetUserIds": ["b"]}));
+        let two = invocation("inv_two", json!({"type": "user", "targetUserIds": ["c"]}));
+        let (engine, saves) = failing_engine(vec![one, bad, two], "inv_bad");
+        assert!(engine.step().await.expect("the step goes on"));
+        let saves = saves.lock().expect("saved");
+        let all: Vec<&BatchResult> = saves.iter().flatten().collect();
+        let status = |id: &str| {
+            all.iter()
+                .filter(|b| b.invocation_id == id)
+                .map(|b| b.status)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(status("inv_one"), [InvocationStatus::Completed]);
+        assert_eq!(status("inv_two"), [InvocationStatus::Completed]);
+        assert_eq!(status("inv_bad"), [InvocationStatus::Failed]);
+        let failed = all
+            .iter()
+            .find(|b| b.invocation_id == "inv_bad")
+            .expect("bad");
+        assert!(error_id(failed).starts_with("err_"), "{:?}", failed.errors);
+    }
+
     #[tokio::test]
     async fn a_step_runs_small_invocations_first_and_saves_them_together() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
@@ -979,6 +1081,52 @@ mod runs_at_record_time {
             access: KeyAccess::Roles(vec![Role::Events]),
             environment_ids: vec!["env".into()],
         }
+    }
+
+    #[tokio::test]
+    async fn a_trigger_reports_every_problem_of_every_element_at_once() {
+        let (service, recorded) = service();
+        let body = json!({"flows": [
+            {"target": {"type": "user", "targetUserIds": ["a"]},
+             "payload": {"variables": {"name": 5},
+                         "cardOptions": {"priority": 11, "expiresInterval": "P290000Y"}}},
+            {"target": {"type": "nobody"}, "payload": {"variables": {"name": true}}},
+            {"target": {"type": "user", "targetUserIds": ["b"]},
+             "payload": {"cardOptions": {"embargo": "10000-01-01T00:00:00Z",
+                                         "expires": "9999-12-31T23:59:59-01:00"}}},
+        ]});
+        let err = service
+            .trigger_body(&who(), "env", "flw", Mode::Live, &body)
+            .await
+            .expect_err("invalid");
+        let crate::DomainError::Validation(problems) = err else {
+            panic!("{err:?}");
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        for expected in [
+            "flows[0].payload.cardOptions.priority",
+            "flows[0].payload.cardOptions.expiresInterval",
+            "flows[0].payload.variables.name",
+            "flows[1].target.type",
+            "flows[1].payload.variables.name",
+            "flows[2].payload.cardOptions.embargo",
+            "flows[2].payload.cardOptions.expires",
+        ] {
+            assert!(fields.contains(&expected), "{expected} in {fields:?}");
+        }
+        let elements: Vec<&str> = fields.iter().map(|f| &f[..9]).collect();
+        let mut sorted = elements.clone();
+        sorted.sort();
+        assert_eq!(elements, sorted, "in the order of the elements");
+        assert!(recorded.lock().expect("recorded").is_empty());
+        // The next, valid, trigger is recorded.
+        let valid = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["a"]},
+            "payload": {"cardOptions": {"expiresInterval": "P100Y"}}}]});
+        service
+            .trigger_body(&who(), "env", "flw", Mode::Live, &valid)
+            .await
+            .expect("valid");
+        assert_eq!(recorded.lock().expect("recorded").len(), 1);
     }
 
     #[tokio::test]

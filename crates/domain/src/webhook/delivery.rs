@@ -12,6 +12,7 @@ use super::{
     payload, Attempt, OutgoingCall, Subscription, TransportResponse, WebhookRepository,
     WebhookTransport,
 };
+use crate::unit;
 use crate::{Clock, StorageError, Timestamp};
 
 /// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 27.5 hours.
@@ -175,8 +176,42 @@ impl DeliveryService {
             .await
     }
 
-    /// Makes the call and decides what follows. Never fails: every problem is an outcome.
+    /// Makes the call and decides what follows. Never fails: every problem is an outcome, and a
+    /// panic is caught (contract §10): the attempt is made again up to [`unit::ATTEMPTS`]
+    /// times in all, then the delivery is failed with an `errorId` in its last error and in the
+    /// log.
     pub async fn attempt(&self, job: DeliveryJob) -> AttemptRecord {
+        let mut cause = String::new();
+        for attempt in 1..=unit::ATTEMPTS {
+            cause = match unit::catch(self.attempt_once(job.clone())).await {
+                Ok(record) => return record,
+                Err(panic) => format!("panic: {panic}"),
+            };
+            tracing::warn!(unit = "webhook delivery", id = %job.delivery_id, attempt, cause = %cause, "a webhook delivery attempt failed; trying it again");
+        }
+        let failure = unit::Failure::new("webhook delivery", &job.delivery_id, cause);
+        AttemptRecord {
+            delivery_id: Some(job.delivery_id),
+            subscription_id: job.subscription.id,
+            environment_id: job.subscription.environment_id,
+            event_id: job.event_id,
+            event_name: job.event_name,
+            attempt: job.attempt,
+            trigger: job.trigger,
+            outcome: AttemptOutcome {
+                status_code: None,
+                error: Some(failure.message()),
+                duration_ms: 0,
+                response_body: String::new(),
+                retry_after_seconds: None,
+            },
+            next: NextStep::Failed,
+            subscription: None,
+            at: self.clock.now(),
+        }
+    }
+
+    async fn attempt_once(&self, job: DeliveryJob) -> AttemptRecord {
         let started = self.clock.now();
         let call = OutgoingCall {
             url: job.subscription.url.clone(),

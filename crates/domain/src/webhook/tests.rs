@@ -558,3 +558,36 @@ async fn delivery_attempt_wraps_the_event_and_schedules_a_retry() {
         Some(SubscriptionChange::Failing { since: t0() })
     );
 }
+
+#[tokio::test]
+async fn a_delivery_whose_call_panics_is_tried_three_times_then_fails_alone_with_an_error_id() {
+    let mut transport = MockWebhookTransport::new();
+    transport
+        .expect_send()
+        .times(crate::unit::ATTEMPTS as usize)
+        .returning(|_| panic!("injected: the transport panics"));
+    let svc = DeliveryService::new(
+        Arc::new(MockWebhookRepository::new()),
+        Arc::new(transport),
+        clock(),
+        RetryPolicy::parse("1s").expect("valid"),
+    );
+    let record = svc.attempt(job(1, None)).await;
+    assert_eq!(record.next, NextStep::Failed);
+    assert_eq!(record.delivery_id.as_deref(), Some("whd_1"));
+    let error = record.outcome.error.expect("error");
+    assert!(error.contains("errorId err_"), "{error}");
+    assert!(!error.contains("injected"), "{error}");
+}
+
+#[test]
+fn a_retry_after_of_any_size_is_bounded_before_any_arithmetic() {
+    let p = RetryPolicy::parse("5s").expect("valid");
+    assert_eq!(
+        p.delay_after(1, Some(u64::MAX), 0.0),
+        Some(Duration::seconds(10)),
+        "at most twice the step"
+    );
+    assert!(RetryPolicy::parse("99999999999999999d").is_err());
+    assert!(RetryPolicy::parse("9223372036854775807ms").is_err());
+}

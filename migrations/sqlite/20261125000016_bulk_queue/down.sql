@@ -1,0 +1,1 @@
+ALTER TABLE bulk_tasks DROP COLUMN queued;

@@ -1,0 +1,2 @@
+-- Nothing to undo: the instants held in range are not restored.
+SELECT 1;
