@@ -2,9 +2,10 @@
 //! environment variables, each overriding the one before. Validated once, at start.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -53,26 +54,27 @@ pub struct Settings {
     pub push_urls: adapters_push::ProviderUrls,
 }
 
-/// The file's shape: every key optional.
+/// The file's shape: every key optional. Integers are `i64`, as TOML reads them, so that a
+/// negative or too large value reaches the range check instead of being narrowed first.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileSettings {
     listen: Option<String>,
     database_url: Option<String>,
-    database_pool_size: Option<u32>,
+    database_pool_size: Option<i64>,
     log_format: Option<LogFormat>,
     log_filter: Option<String>,
-    workers: Option<usize>,
-    shutdown_timeout_seconds: Option<u64>,
+    workers: Option<i64>,
+    shutdown_timeout_seconds: Option<i64>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
-    engine_lease_seconds: Option<u64>,
+    engine_lease_seconds: Option<i64>,
     secret_key: Option<String>,
     previous_secret_keys: Option<Vec<String>>,
     webhook_allow_cidrs: Option<String>,
     webhook_retry_schedule: Option<String>,
-    webhook_concurrency: Option<u32>,
-    webhook_lease_seconds: Option<u64>,
+    webhook_concurrency: Option<i64>,
+    webhook_lease_seconds: Option<i64>,
     push_retry_schedule: Option<String>,
     fcm_url: Option<String>,
     google_token_url: Option<String>,
@@ -93,14 +95,6 @@ impl Settings {
             None => FileSettings::default(),
         };
         let var = |name: &str| env(name).filter(|v| !v.is_empty());
-        let number = |name: &str| -> anyhow::Result<Option<u64>> {
-            var(name)
-                .map(|v| {
-                    v.parse::<u64>()
-                        .with_context(|| format!("{name} must be a whole number, got `{v}`"))
-                })
-                .transpose()
-        };
         let log_format = match var("WORKBENCH_LOG_FORMAT").as_deref() {
             Some("text") => Some(LogFormat::Text),
             Some("json") => Some(LogFormat::Json),
@@ -114,29 +108,20 @@ impl Settings {
             database_url: var("WORKBENCH_DATABASE_URL")
                 .or(from_file.database_url)
                 .unwrap_or_else(|| "sqlite://./workbench.db".into()),
-            database_pool_size: number("WORKBENCH_DATABASE_POOL_SIZE")?
-                .map(|n| n as u32)
-                .or(from_file.database_pool_size)
-                .unwrap_or(8),
+            database_pool_size: DATABASE_POOL_SIZE.read(var, from_file.database_pool_size)?,
             log_format: log_format
                 .or(from_file.log_format)
                 .unwrap_or(LogFormat::Text),
             log_filter: var("WORKBENCH_LOG")
                 .or(from_file.log_filter)
                 .unwrap_or_else(|| "info".into()),
-            workers: number("WORKBENCH_WORKERS")?
-                .map(|n| n as usize)
-                .or(from_file.workers)
-                .unwrap_or(2),
-            shutdown_timeout_seconds: number("WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS")?
-                .or(from_file.shutdown_timeout_seconds)
-                .unwrap_or(30),
+            workers: WORKERS.read(var, from_file.workers)?,
+            shutdown_timeout_seconds: SHUTDOWN_TIMEOUT_SECONDS
+                .read(var, from_file.shutdown_timeout_seconds)?,
             data_dir: var("WORKBENCH_DATA_DIR")
                 .map(PathBuf::from)
                 .or(from_file.data_dir),
-            engine_lease_seconds: number("WORKBENCH_ENGINE_LEASE_SECONDS")?
-                .or(from_file.engine_lease_seconds)
-                .unwrap_or(30),
+            engine_lease_seconds: ENGINE_LEASE_SECONDS.read(var, from_file.engine_lease_seconds)?,
             secret_key: var("WORKBENCH_SECRET_KEY").or(from_file.secret_key),
             previous_secret_keys: var("WORKBENCH_SECRET_KEY_PREVIOUS")
                 .map(|v| {
@@ -153,13 +138,9 @@ impl Settings {
             webhook_retry_schedule: var("WORKBENCH_WEBHOOK_RETRY_SCHEDULE")
                 .or(from_file.webhook_retry_schedule)
                 .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
-            webhook_concurrency: number("WORKBENCH_WEBHOOK_CONCURRENCY")?
-                .map(|n| n as u32)
-                .or(from_file.webhook_concurrency)
-                .unwrap_or(64),
-            webhook_lease_seconds: number("WORKBENCH_WEBHOOK_LEASE_SECONDS")?
-                .or(from_file.webhook_lease_seconds)
-                .unwrap_or(60),
+            webhook_concurrency: WEBHOOK_CONCURRENCY.read(var, from_file.webhook_concurrency)?,
+            webhook_lease_seconds: WEBHOOK_LEASE_SECONDS
+                .read(var, from_file.webhook_lease_seconds)?,
             push_retry_schedule: var("WORKBENCH_PUSH_RETRY_SCHEDULE")
                 .or(from_file.push_retry_schedule)
                 .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
@@ -222,12 +203,6 @@ impl Settings {
         }
         domain::retry::RetryPolicy::parse(&self.push_retry_schedule)
             .map_err(|e| anyhow::anyhow!("WORKBENCH_PUSH_RETRY_SCHEDULE: {e}"))?;
-        if !(1..=3600).contains(&self.engine_lease_seconds) {
-            bail!("WORKBENCH_ENGINE_LEASE_SECONDS must be between 1 and 3600");
-        }
-        if !(1..=256).contains(&self.database_pool_size) {
-            bail!("the database pool size must be between 1 and 256");
-        }
         if let Some(key) = &self.secret_key {
             adapters_diesel::SecretBox::new(key, &self.previous_secret_keys)
                 .map_err(|e| anyhow::anyhow!("WORKBENCH_SECRET_KEY (or _PREVIOUS): {e}"))?;
@@ -236,16 +211,92 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
         domain::webhook::RetryPolicy::parse(&self.webhook_retry_schedule)
             .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
-        if !(1..=3600).contains(&self.webhook_lease_seconds) {
-            bail!("WORKBENCH_WEBHOOK_LEASE_SECONDS must be between 1 and 3600");
-        }
-        if !(1..=1024).contains(&self.webhook_concurrency) {
-            bail!("WORKBENCH_WEBHOOK_CONCURRENCY must be between 1 and 1024");
-        }
-        if !(1..=256).contains(&self.workers) {
-            bail!("the number of HTTP workers must be between 1 and 256");
-        }
         Ok(())
+    }
+}
+
+/// An integer setting: its variable, its key in the file, its default and the range it must be
+/// in (docs/configuration.md). The range keeps every use safe: a lease of at most an hour, in
+/// seconds, cannot overflow `chrono::Duration::seconds` nor the time it is added to.
+struct Integer {
+    name: &'static str,
+    key: &'static str,
+    default: u64,
+    range: RangeInclusive<u64>,
+}
+
+const DATABASE_POOL_SIZE: Integer = Integer {
+    name: "WORKBENCH_DATABASE_POOL_SIZE",
+    key: "database_pool_size",
+    default: 8,
+    range: 1..=256,
+};
+const WORKERS: Integer = Integer {
+    name: "WORKBENCH_WORKERS",
+    key: "workers",
+    default: 2,
+    range: 1..=256,
+};
+const SHUTDOWN_TIMEOUT_SECONDS: Integer = Integer {
+    name: "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS",
+    key: "shutdown_timeout_seconds",
+    default: 30,
+    range: 0..=3600,
+};
+const ENGINE_LEASE_SECONDS: Integer = Integer {
+    name: "WORKBENCH_ENGINE_LEASE_SECONDS",
+    key: "engine_lease_seconds",
+    default: 30,
+    range: 1..=3600,
+};
+const WEBHOOK_CONCURRENCY: Integer = Integer {
+    name: "WORKBENCH_WEBHOOK_CONCURRENCY",
+    key: "webhook_concurrency",
+    default: 64,
+    range: 1..=1024,
+};
+const WEBHOOK_LEASE_SECONDS: Integer = Integer {
+    name: "WORKBENCH_WEBHOOK_LEASE_SECONDS",
+    key: "webhook_lease_seconds",
+    default: 60,
+    range: 1..=3600,
+};
+
+impl Integer {
+    /// The variable (read as `u64`), else the file's value (read as `i64`), else the default:
+    /// range-checked in the type it was read as, and only then converted to `T`, never with
+    /// `as`, so 4294967304 is refused rather than wrapped to 8.
+    fn read<T: TryFrom<u64>>(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+        file: Option<i64>,
+    ) -> anyhow::Result<T> {
+        let (lo, hi) = (self.range.start(), self.range.end());
+        let value = match (var(self.name), file) {
+            (Some(v), _) => match v.parse::<u64>() {
+                Ok(n) if self.range.contains(&n) => n,
+                Ok(n) => bail!("{} must be between {lo} and {hi}, got {n}", self.name),
+                Err(_) => bail!(
+                    "{} must be a whole number between {lo} and {hi}, got `{v}`",
+                    self.name
+                ),
+            },
+            (None, Some(n)) => match u64::try_from(n) {
+                Ok(n) if self.range.contains(&n) => n,
+                _ => bail!(
+                    "{} (`{}` in the configuration file) must be between {lo} and {hi}, got {n}",
+                    self.name,
+                    self.key
+                ),
+            },
+            (None, None) => self.default,
+        };
+        T::try_from(value).map_err(|_| {
+            anyhow!(
+                "{} = {value} does not fit this platform (allowed: {lo} to {hi})",
+                self.name
+            )
+        })
     }
 }
 
@@ -332,5 +383,159 @@ mod tests {
             Settings::load(Some(&file), env(&[])).is_err(),
             "unknown keys are typos"
         );
+    }
+
+    /// Every integer setting, its TOML key and its documented range.
+    const INTEGERS: [(&str, &str, u64, u64); 6] = [
+        ("WORKBENCH_DATABASE_POOL_SIZE", "database_pool_size", 1, 256),
+        ("WORKBENCH_WORKERS", "workers", 1, 256),
+        (
+            "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS",
+            "shutdown_timeout_seconds",
+            0,
+            3600,
+        ),
+        (
+            "WORKBENCH_ENGINE_LEASE_SECONDS",
+            "engine_lease_seconds",
+            1,
+            3600,
+        ),
+        (
+            "WORKBENCH_WEBHOOK_CONCURRENCY",
+            "webhook_concurrency",
+            1,
+            1024,
+        ),
+        (
+            "WORKBENCH_WEBHOOK_LEASE_SECONDS",
+            "webhook_lease_seconds",
+            1,
+            3600,
+        ),
+    ];
+
+    /// The setting `name` as loaded, widened back to `u64` to compare.
+    fn integer(s: &Settings, name: &str) -> u64 {
+        match name {
+            "WORKBENCH_DATABASE_POOL_SIZE" => u64::from(s.database_pool_size),
+            "WORKBENCH_WORKERS" => u64::try_from(s.workers).expect("fits"),
+            "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS" => s.shutdown_timeout_seconds,
+            "WORKBENCH_ENGINE_LEASE_SECONDS" => s.engine_lease_seconds,
+            "WORKBENCH_WEBHOOK_CONCURRENCY" => u64::from(s.webhook_concurrency),
+            "WORKBENCH_WEBHOOK_LEASE_SECONDS" => s.webhook_lease_seconds,
+            other => panic!("unknown setting {other}"),
+        }
+    }
+
+    fn refusal(result: anyhow::Result<Settings>) -> String {
+        format!("{:#}", result.err().expect("refused"))
+    }
+
+    fn from_file(text: &str) -> anyhow::Result<Settings> {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("workbench.toml");
+        std::fs::write(&file, text).expect("write");
+        Settings::load(Some(&file), env(&[]))
+    }
+
+    #[test]
+    fn integer_defaults() {
+        let s = Settings::load(None, env(&[])).expect("defaults");
+        assert_eq!(s.database_pool_size, 8);
+        assert_eq!(s.workers, 2);
+        assert_eq!(s.shutdown_timeout_seconds, 30);
+        assert_eq!(s.engine_lease_seconds, 30);
+        assert_eq!(s.webhook_concurrency, 64);
+        assert_eq!(s.webhook_lease_seconds, 60);
+    }
+
+    #[test]
+    fn a_value_past_u32_is_refused_not_wrapped() {
+        // 4294967304 = 2^32 + 8: `as u32` used to turn it into 8.
+        for name in [
+            "WORKBENCH_DATABASE_POOL_SIZE",
+            "WORKBENCH_WEBHOOK_CONCURRENCY",
+        ] {
+            let text = refusal(Settings::load(None, env(&[(name, "4294967304")])));
+            assert!(text.contains(name), "{text}");
+            assert!(text.contains("4294967304"), "{text}");
+        }
+        assert!(
+            refusal(from_file("database_pool_size = 4294967304\n")).contains("database_pool_size")
+        );
+        assert!(refusal(from_file("webhook_concurrency = 4294967304\n"))
+            .contains("webhook_concurrency"));
+    }
+
+    #[test]
+    fn integers_are_accepted_at_both_ends_of_their_range() {
+        for (name, key, lo, hi) in INTEGERS {
+            for n in [lo, hi] {
+                let s = Settings::load(None, env(&[(name, &n.to_string())]))
+                    .unwrap_or_else(|e| panic!("{name}={n}: {e:#}"));
+                assert_eq!(integer(&s, name), n, "{name}");
+                let s = from_file(&format!("{key} = {n}\n"))
+                    .unwrap_or_else(|e| panic!("{key} = {n}: {e:#}"));
+                assert_eq!(integer(&s, name), n, "{key}");
+            }
+        }
+    }
+
+    #[test]
+    fn integers_one_past_either_end_are_refused_with_name_and_range() {
+        for (name, key, lo, hi) in INTEGERS {
+            let range = format!("between {lo} and {hi}");
+            let mut past: Vec<i128> = vec![i128::from(hi) + 1, i128::from(lo) - 1];
+            past.extend([-1, i128::from(u64::MAX)]);
+            for n in past {
+                let text = refusal(Settings::load(None, env(&[(name, &n.to_string())])));
+                assert!(
+                    text.contains(name) && text.contains(&range),
+                    "{name}={n}: {text}"
+                );
+                if let Ok(n) = i64::try_from(n) {
+                    let text = refusal(from_file(&format!("{key} = {n}\n")));
+                    assert!(
+                        text.contains(key) && text.contains(&range),
+                        "{key} = {n}: {text}"
+                    );
+                }
+            }
+            for v in [
+                "many",
+                "-",
+                "1.5",
+                "8s",
+                "0x10",
+                " 8",
+                "18446744073709551616",
+            ] {
+                let text = refusal(Settings::load(None, env(&[(name, v)])));
+                assert!(
+                    text.contains(name) && text.contains(&range),
+                    "{name}={v}: {text}"
+                );
+            }
+            for v in ["\"8\"", "1.5", "true"] {
+                assert!(from_file(&format!("{key} = {v}\n")).is_err(), "{key} = {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_environment_overrides_a_bad_file_integer_but_not_the_reverse() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("workbench.toml");
+        std::fs::write(&file, "webhook_concurrency = 4\n").expect("write");
+        let text = refusal(Settings::load(
+            Some(&file),
+            env(&[("WORKBENCH_WEBHOOK_CONCURRENCY", "4294967304")]),
+        ));
+        assert!(text.contains("WORKBENCH_WEBHOOK_CONCURRENCY"), "{text}");
+        std::fs::write(&file, "webhook_concurrency = -4\n").expect("write");
+        let s = Settings::load(Some(&file), env(&[("WORKBENCH_WEBHOOK_CONCURRENCY", "4")]))
+            .expect("the variable wins");
+        assert_eq!(s.webhook_concurrency, 4);
     }
 }
