@@ -22,8 +22,7 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Status { status: "ok" })
 }
 
-/// Readiness: the database is reachable, every migration is applied, and no background loop
-/// is stalled (it had work and made no progress for 30 s; contract §10).
+/// Readiness: the database answers, migrations are applied, and no background loop is stalled.
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Status),
