@@ -7,6 +7,7 @@ mod bulk;
 mod cancel;
 mod flows;
 mod folders;
+mod hostile;
 mod ops;
 mod push;
 mod receiver;
