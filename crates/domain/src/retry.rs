@@ -62,8 +62,14 @@ impl RetryPolicy {
         let index = usize::try_from(attempt).ok()?.checked_sub(1)?;
         let step = *self.steps.get(index)?;
         let step_ms = step.num_milliseconds() as f64;
+        // A jitter that is not a number moves nothing.
+        let jitter = if jitter.is_finite() {
+            jitter.clamp(-1.0, 1.0)
+        } else {
+            0.0
+        };
         let jittered =
-            Duration::milliseconds((step_ms * (1.0 + JITTER * jitter.clamp(-1.0, 1.0))) as i64);
+            Duration::milliseconds((step_ms * (1.0 + JITTER * jitter)) as i64);
         // A provider's `Retry-After` may be any number: bounded before any arithmetic.
         let asked = retry_after_seconds
             .map(|s| i64::try_from(s).unwrap_or(i64::MAX))
