@@ -556,8 +556,90 @@ async fn sigterm_stops_the_server_cleanly(mut server: Server) {
     assert!(server.logs().contains("\"stopped\""), "{}", server.logs());
 }
 
+/// Contract §10: a malformed request line or header gets a problem document with an
+/// `X-Request-Id`, logged at WARN (not ERROR), and the service goes on.
+async fn malformed_requests_are_problem_documents_logged_at_warn(server: Server) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base.trim_start_matches("http://").to_owned();
+    for raw in [
+        &b"GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n"[..],
+        &b"GE T /healthz HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+        &b"GET /healthz HTTP/1.1\r\nHost: a\r\nX: \x01\x02\r\n\r\n"[..],
+        &b"GET /healthz HTTP/9.9\r\n\r\n"[..],
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        socket.write_all(raw).await.expect("write");
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            socket.read_to_end(&mut answer),
+        )
+        .await
+        .expect("answered")
+        .expect("read");
+        let answer = String::from_utf8(answer).expect("utf-8");
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+        assert!(head.starts_with("HTTP/1.1 400 "), "{answer}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{answer}"
+        );
+        let id = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-request-id: "))
+            .expect("x-request-id")
+            .to_owned();
+        let problem: Value = serde_json::from_str(body).expect("json");
+        assert_eq!(problem["code"], "malformed_request", "{answer}");
+        assert_eq!(problem["status"], 400);
+        // The log is read from the process's stderr as it comes.
+        let mut logs = server.logs();
+        for _ in 0..50 {
+            if logs.contains(&id) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            logs = server.logs();
+        }
+        let line = logs
+            .lines()
+            .find(|l| l.contains(&id))
+            .unwrap_or_else(|| panic!("{id} not logged: {logs}"));
+        assert!(line.contains("\"WARN\""), "{line}");
+        assert!(line.contains("request refused before routing"), "{line}");
+    }
+    let logs = server.logs();
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains("\"ERROR\"") && l.contains("parse error")),
+        "{logs}"
+    );
+    assert_eq!(
+        call(&server, "GET", "/healthz", None, None).await.status,
+        200
+    );
+    let metrics = call(&server, "GET", "/metrics", None, None).await;
+    let text = &metrics.text;
+    for worker in ["engine", "scheduler", "bulk", "cancel", "webhook", "push"] {
+        assert!(
+            text.contains(&format!(
+                "workbench_worker_restarts_total{{worker=\"{worker}\"}} 0"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        call(&server, "GET", "/readyz", None, None).await.status,
+        200
+    );
+}
+
 blackbox!(
     framework_errors_are_problem_documents,
+    malformed_requests_are_problem_documents_logged_at_warn,
     every_response_carries_a_request_id_and_echoes_the_clients,
     health_readiness_and_metrics,
     openapi_lists_every_endpoint_with_its_errors,

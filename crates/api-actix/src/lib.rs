@@ -8,15 +8,17 @@ mod metrics;
 pub mod openapi;
 mod problem;
 mod routes;
+pub mod wire;
 
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix_service::{IntoServiceFactory, ServiceFactoryExt};
 use actix_web::dev::Server;
 use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
-use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use actix_web::{web, App, HttpResponse, ResponseError};
 use domain::audience::AudienceService;
 use domain::card::CardService;
 use domain::trigger::engine::TriggerService;
@@ -85,23 +87,58 @@ pub struct ServerOptions {
 
 /// Builds the HTTP server on an already bound listener. It stops gracefully on SIGTERM and
 /// SIGINT: the listener closes at once, in-flight requests finish.
+///
+/// It is actix-web's `HttpServer` with the same settings (keep-alive 5 s, request headers within
+/// 5 s, backlog 1,024), assembled from its parts so that each connection is wrapped in
+/// [`wire::Guarded`]: a request refused before routing (a malformed request line or header) is
+/// answered with a problem document and an `X-Request-Id` too (contract §10).
 pub fn build_server(
     listener: TcpListener,
     state: AppState,
     options: &ServerOptions,
 ) -> std::io::Result<Server> {
     let state = web::Data::new(state);
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-            .wrap(from_fn(edge::edge))
-            .configure(configure)
-            .default_service(web::to(no_route))
-    })
-    .workers(options.workers.max(1))
-    .shutdown_timeout(options.shutdown_timeout.as_secs())
-    .listen(listener)?
-    .run();
+    let addr = listener.local_addr()?;
+    let builder = actix_server::Server::build()
+        .workers(options.workers.max(1))
+        .backlog(1024)
+        .shutdown_timeout(options.shutdown_timeout.as_secs());
+    let shutdown = builder.graceful_shutdown_signal();
+    let server = builder
+        .listen("workbench", listener, move || {
+            let state = state.clone();
+            let app = App::new()
+                .app_data(state)
+                .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+                .wrap(from_fn(edge::edge))
+                .configure(configure)
+                .default_service(web::to(no_route));
+            let shutdown = shutdown.clone();
+            let http = actix_http::HttpService::build()
+                .graceful_shutdown_signal(move || {
+                    let shutdown = shutdown.clone();
+                    async move { shutdown.notified().await }
+                })
+                .keep_alive(actix_http::KeepAlive::Timeout(Duration::from_secs(5)))
+                .client_request_timeout(Duration::from_secs(5))
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .h1_allow_half_closed(true)
+                .local_addr(addr)
+                .finish(actix_service::map_config(
+                    app.into_factory()
+                        .map_err(|e: actix_web::Error| e.error_response()),
+                    |_| actix_web::dev::AppConfig::default(),
+                ));
+            actix_service::fn_service(|io: actix_web::rt::net::TcpStream| async move {
+                let peer = io.peer_addr().ok();
+                Ok::<_, actix_http::error::DispatchError>((
+                    wire::Guarded::new(io),
+                    actix_http::Protocol::Http1,
+                    peer,
+                ))
+            })
+            .and_then(http)
+        })?
+        .run();
     Ok(server)
 }

@@ -198,6 +198,11 @@ impl ApiError {
         self.0.code
     }
 
+    /// The problem document as JSON, for a response written outside actix-web's reach.
+    pub(crate) fn json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body()).unwrap_or_default()
+    }
+
     fn body(&self) -> Problem {
         let d = &self.0;
         Problem {

@@ -6,7 +6,14 @@ use tracing_subscriber::EnvFilter;
 use crate::config::LogFormat;
 
 pub fn init(format: LogFormat, filter: &str) {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    // actix-http logs a malformed request at ERROR; the refusal is logged at WARN with its
+    // request id instead (api_actix::wire), unless the filter asks for actix-http itself.
+    if !filter.to_string().contains("actix_http") {
+        if let Ok(quiet) = "actix_http::h1::dispatcher=off".parse() {
+            filter = filter.add_directive(quiet);
+        }
+    }
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
