@@ -126,6 +126,18 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An optional, nullable id: as [`Fields::nullable_string`], and an id never holds a
+    /// control character (none is stored; PostgreSQL refuses a NUL in text outright).
+    pub fn nullable_id(&mut self, key: &str) -> Option<Option<String>> {
+        match self.nullable_string(key) {
+            Some(Some(id)) if id.chars().any(char::is_control) => {
+                self.problem(key, "must be an id: it has a control character");
+                None
+            }
+            other => other,
+        }
+    }
+
     /// Ends the reading: the collected problems, if any, as a 400.
     pub fn finish(self) -> Result<(), ApiError> {
         if self.errors.is_empty() {

@@ -28,12 +28,59 @@ fn request_id(req: &ServiceRequest) -> String {
         .unwrap_or_else(|| ulid::Ulid::new().to_string().to_ascii_lowercase())
 }
 
+/// Why a request's path cannot name anything (contract §16): a percent-escape that is not
+/// two hex digits, escapes that decode to no UTF-8, or a control character. Such a path is
+/// refused, never decoded lossily.
+fn path_problem(path: &str) -> Option<&'static str> {
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let Some(byte) = hex else {
+                return Some("has a `%` that is not followed by two hex digits");
+            };
+            decoded.push(byte);
+            i += 3;
+        } else {
+            decoded.push(b);
+            i += 1;
+        }
+    }
+    match std::str::from_utf8(&decoded) {
+        Err(_) => Some("has percent-escapes that are not UTF-8"),
+        Ok(text) if text.chars().any(char::is_control) => Some("has a control character"),
+        Ok(_) => None,
+    }
+}
+
 pub async fn edge(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
     let id = request_id(&req);
+    if let Some(why) = path_problem(req.path()) {
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        if let Some(state) = state {
+            let method = req.method().to_string();
+            state
+                .metrics
+                .observe(&method, "invalid", 400, started.elapsed());
+        }
+        tracing::info!(request_id = %id, "request refused: the path {why}");
+        let problem = ApiError::new(
+            actix_web::http::StatusCode::BAD_REQUEST,
+            "invalid_path",
+            "Invalid path",
+            format!("the path {why}"),
+        );
+        return Err(problem.with_request_id(id).into());
+    }
     let method = req.method().to_string();
     // The route pattern, not the path: bounded label values for metrics and logs.
     let route = req
@@ -116,6 +163,27 @@ pub async fn edge(
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::path_problem;
+
+    #[test]
+    fn paths_are_refused_when_they_cannot_name_anything() {
+        assert_eq!(path_problem("/v1/env_1/users/ann%20lee"), None);
+        assert_eq!(path_problem("/v1/env_1/users/j%C3%BCrgen"), None);
+        for bad in [
+            "/v1/env/users/bad%FFid",
+            "/v1/env/users/bad%ED%A0%80id",
+            "/v1/env/users/bad%zzid",
+            "/v1/env/users/bad%2",
+            "/v1/env/action-flow/flw_%00/start",
+            "/v1/env/users/a%0Ab",
+        ] {
+            assert!(path_problem(bad).is_some(), "{bad}");
+        }
+    }
 }
 
 #[cfg(test)]

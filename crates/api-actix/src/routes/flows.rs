@@ -244,6 +244,13 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
             ));
             None
         }
+        (Some(folder), false) if folder.chars().any(char::is_control) => {
+            errors.push(domain::FieldError::new(
+                "folderId",
+                "must be an id: it has a control character",
+            ));
+            None
+        }
         (Some(folder), false) => Some(FolderFilter::In(folder)),
         (None, true) => Some(FolderFilter::Uncategorized),
         (None, false) => None,
@@ -340,7 +347,7 @@ pub async fn create(
     let mut fields = Fields::new(&object);
     let name = fields.string("name");
     let description = fields.nullable_string("description").flatten();
-    let folder_id = fields.nullable_string("folderId").flatten();
+    let folder_id = fields.nullable_id("folderId").flatten();
     fields.finish()?;
     let config = object.get("config").filter(|c| !c.is_null()).cloned();
     let request = CreateFlow {
@@ -415,7 +422,7 @@ pub async fn update(
     fields.prefix("actionFlow");
     let name = fields.nullable_string("name");
     let description = fields.nullable_string("description");
-    let folder_id = fields.nullable_string("folderId");
+    let folder_id = fields.nullable_id("folderId");
     if name == Some(None) {
         fields.problem("name", "must be a string");
     }

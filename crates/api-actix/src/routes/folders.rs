@@ -132,7 +132,7 @@ pub async fn create(
     let object = json_object(&req, &body)?;
     let mut fields = Fields::new(&object);
     let name = fields.string("name");
-    let parent_id = fields.nullable_string("parentId").flatten();
+    let parent_id = fields.nullable_id("parentId").flatten();
     fields.finish()?;
     let request = CreateFolder {
         name: name.unwrap_or_default(),

@@ -289,9 +289,16 @@ fn target(errors: &mut Vec<FieldError>, raw: &Value, path: &str) -> Option<Targe
     };
     let string = |errors: &mut Vec<FieldError>, keys: &[&str]| -> Option<String> {
         match keys.iter().find_map(|k| object.get(*k).map(|v| (k, v))) {
-            Some((_, Value::String(s))) if !s.is_empty() => Some(s.clone()),
+            // A segment id or a tag never holds a control character (none is stored).
+            Some((_, Value::String(s))) if !s.is_empty() && !s.chars().any(char::is_control) => {
+                Some(s.clone())
+            }
             Some((k, _)) => {
-                err(errors, format!("{path}.{k}"), "must be a non-empty string");
+                err(
+                    errors,
+                    format!("{path}.{k}"),
+                    "must be a non-empty string without control characters",
+                );
                 None
             }
             None => {
