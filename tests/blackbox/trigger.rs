@@ -365,6 +365,31 @@ async fn every_problem_of_a_trigger_is_reported_with_its_path(s: Server) {
             "flows[0].target.targetSegmentId"
         ]
     );
+    // Contract §10: the shape's problems and the flow's, of every element, in one answer.
+    let both = json!({"flows": [
+        {"target": {"type": "user", "targetUserIds": ["u1"]},
+         "payload": {"variables": {"due": "not a date"},
+                     "cardOptions": {"priority": 11, "expiresInterval": "P290000Y"}}},
+        {"target": {"type": "segment", "targetSegmentId": "seg_nope"},
+         "payload": {"cardOptions": {"embargo": "9999-12-31T23:59:59-01:00"}}}
+    ]});
+    for mode in ["start", "test"] {
+        let mut fields = fire(&s, &flow, mode, both.clone())
+            .await
+            .problem(400, "validation_failed");
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                "flows[0].payload.cardOptions.expiresInterval",
+                "flows[0].payload.cardOptions.priority",
+                "flows[0].payload.variables.due",
+                "flows[1].payload.cardOptions.embargo",
+                "flows[1].target.targetSegmentId",
+            ],
+            "{mode}"
+        );
+    }
     let strict = json!({"flows": [{"target": {"type": "allTestUsers"}, "payload": {"variables": {"nickname": "x"}}}], "options": {"strictVariables": true}});
     assert_eq!(
         fire(&s, &flow, "start", strict)

@@ -438,3 +438,42 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_loop_that_dies_is_started_again_counted_and_goes_on() {
+        let loops = Arc::new(Loops::default());
+        let metrics = Metrics::new().expect("metrics");
+        let supervisor = Supervisor::new(loops.clone(), metrics.clone());
+        let steps = Arc::new(AtomicUsize::new(0));
+        let counted = steps.clone();
+        // The second step panics (a fault outside any unit); the others do their work.
+        supervisor.run_loop("test", move || {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 1 {
+                    panic!("injected: the loop dies");
+                }
+                Ok::<bool, StorageError>(n < 5)
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while steps.load(Ordering::SeqCst) < 6 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            steps.load(Ordering::SeqCst) >= 6,
+            "the loop goes on after its restart"
+        );
+        assert_eq!(loops.restarts(), vec![("test", 1)]);
+        let text = metrics.render().expect("render");
+        assert!(
+            text.contains("workbench_worker_restarts_total{worker=\"test\"} 1"),
+            "{text}"
+        );
+        assert!(loops.stalled(Instant::now()).is_empty());
+    }
+}
