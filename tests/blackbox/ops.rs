@@ -174,7 +174,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/workbench-folder",
             "post",
-            &["201", "400", "401", "403", "409", "413", "415"],
+            &["201", "400", "401", "403", "409", "413", "415", "503"],
         ),
         (
             "/v1/{environmentId}/workbench-folder/{folderId}",
@@ -184,7 +184,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/workbench-folder/{folderId}",
             "put",
-            &["200", "400", "401", "403", "404", "409"],
+            &["200", "400", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/workbench-folder/{folderId}",
@@ -199,7 +199,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow",
             "post",
-            &["201", "400", "401", "403", "415"],
+            &["201", "400", "401", "403", "415", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}",
@@ -209,7 +209,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}",
             "put",
-            &["200", "400", "401", "403", "404"],
+            &["200", "400", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/{flowConfigVersion}",
@@ -219,12 +219,12 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish",
             "post",
-            &["200", "400", "401", "403", "404", "409"],
+            &["200", "400", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
             "put",
-            &["200", "400", "401", "403", "404", "409"],
+            &["200", "400", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
@@ -234,22 +234,22 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/approve",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish",
             "post",
-            &["200", "401", "403", "404", "409"],
+            &["200", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/archive",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/unarchive",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/settings",
@@ -259,7 +259,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/settings",
             "put",
-            &["200", "400", "401", "403"],
+            &["200", "400", "401", "403", "503"],
         ),
         (
             "/v1/{environmentId}/users",
@@ -269,12 +269,12 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/users:batch",
             "post",
-            &["200", "400", "401", "403", "413"],
+            &["200", "400", "401", "403", "413", "503"],
         ),
         (
             "/v1/{environmentId}/users/{endUserId}",
             "put",
-            &["200", "400", "401", "403", "415"],
+            &["200", "400", "401", "403", "415", "503"],
         ),
         (
             "/v1/{environmentId}/users/{endUserId}",
@@ -294,7 +294,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/segments",
             "post",
-            &["201", "400", "401", "403"],
+            &["201", "400", "401", "403", "503"],
         ),
         (
             "/v1/{environmentId}/segments/{segmentId}",
@@ -304,7 +304,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/segments/{segmentId}",
             "put",
-            &["200", "400", "401", "403", "404"],
+            &["200", "400", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/segments/{segmentId}",
@@ -315,7 +315,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/streams",
             "post",
-            &["201", "400", "401", "403", "409"],
+            &["201", "400", "401", "403", "409", "503"],
         ),
         (
             "/v1/{environmentId}/streams/{streamId}",
@@ -325,12 +325,16 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/start",
             "post",
-            &["200", "400", "401", "403", "404", "409", "422", "429"],
+            &[
+                "200", "400", "401", "403", "404", "409", "422", "429", "503",
+            ],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/test",
             "post",
-            &["200", "400", "401", "403", "404", "409", "422", "429"],
+            &[
+                "200", "400", "401", "403", "404", "409", "422", "429", "503",
+            ],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}",
@@ -345,7 +349,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
             "post",
-            &["200", "400", "401", "403", "404", "409"],
+            &["200", "400", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events",
@@ -356,7 +360,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/webhook",
             "post",
-            &["201", "400", "401", "403", "409", "415"],
+            &["201", "400", "401", "403", "409", "415", "503"],
         ),
         (
             "/v1/{environmentId}/webhook/{webhookId}",
@@ -371,17 +375,17 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/webhook/{webhookId}/enable",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/webhook/{webhookId}/rotate-secret",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/webhook/{webhookId}/test",
             "post",
-            &["200", "401", "403", "404"],
+            &["200", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/webhook/{webhookId}/deliveries",
@@ -391,17 +395,17 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/webhook/{webhookId}/deliveries/{eventId}/resend",
             "post",
-            &["202", "401", "403", "404", "409"],
+            &["202", "401", "403", "404", "409", "503"],
         ),
         (
             "/v1/{environmentId}/webhook/{webhookId}/recover",
             "post",
-            &["202", "400", "401", "403", "404", "409", "415"],
+            &["202", "400", "401", "403", "404", "409", "415", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
             "post",
-            &["202", "400", "401", "403", "404", "415"],
+            &["202", "400", "401", "403", "404", "415", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/task/{taskId}/status",
@@ -411,12 +415,12 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task",
             "post",
-            &["201", "401", "403", "404"],
+            &["201", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test",
             "post",
-            &["201", "401", "403", "404"],
+            &["201", "401", "403", "404", "503"],
         ),
         (
             "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status",
@@ -426,7 +430,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/uploads/csv/{token}",
             "put",
-            &["200", "400", "403", "409", "413", "415"],
+            &["200", "400", "403", "409", "413", "415", "503"],
         ),
         (
             "/v1/{environmentId}/notification-platforms",
@@ -436,12 +440,12 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/notification-platforms",
             "post",
-            &["201", "400", "401", "403", "409", "415"],
+            &["201", "400", "401", "403", "409", "415", "503"],
         ),
         (
             "/v1/{environmentId}/notification-platforms",
             "put",
-            &["200", "400", "401", "403", "404", "415"],
+            &["200", "400", "401", "403", "404", "415", "503"],
         ),
         (
             "/v1/{environmentId}/notification-platforms",
@@ -451,12 +455,12 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/notification-platform-enabled",
             "put",
-            &["200", "400", "401", "403", "404", "415"],
+            &["200", "400", "401", "403", "404", "415", "503"],
         ),
         (
             "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",
             "put",
-            &["200", "400", "401", "403", "415"],
+            &["200", "400", "401", "403", "415", "503"],
         ),
         (
             "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",
@@ -477,14 +481,14 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         (
             "/v1/{environmentId}/credentials",
             "post",
-            &["201", "400", "401", "403"],
+            &["201", "400", "401", "403", "503"],
         ),
         (
             "/v1/{environmentId}/credentials/{clientId}",
             "delete",
             &["204", "401", "403", "404"],
         ),
-        ("/oauth/token", "post", &["200", "400", "401", "415"]),
+        ("/oauth/token", "post", &["200", "400", "401", "415", "503"]),
         ("/healthz", "get", &["200"]),
         ("/readyz", "get", &["200", "503"]),
         ("/metrics", "get", &["200"]),

@@ -53,12 +53,50 @@ pub enum DatabaseError {
     Migrate(String),
 }
 
+/// SQLite's `PRAGMA synchronous` (contract §18). `Full`, the default, fsyncs the WAL at every
+/// commit: a write acknowledged survives a power loss. `Normal` fsyncs only at checkpoints:
+/// faster, and on a power loss the writes acknowledged since the last checkpoint are lost
+/// (docs/operations.md has the measured trade-off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    #[default]
+    Full,
+    Normal,
+}
+
+impl Synchronous {
+    /// `full` or `normal`, as `WORKBENCH_SQLITE_SYNCHRONOUS` is written.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "full" => Some(Self::Full),
+            "normal" => Some(Self::Normal),
+            _ => None,
+        }
+    }
+
+    const fn pragma(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// The WAL's size at rest (contract §18): after a checkpoint resets it, SQLite truncates the
+/// WAL file to this (`journal_size_limit`).
+pub const WAL_LIMIT_BYTES: u64 = 16 << 20;
+
+/// Below this many free bytes, a disk I/O error on a write is taken for a full disk (SQLite
+/// reports ENOSPC on its files as a plain I/O error).
+const LOW_SPACE_BYTES: u64 = 1 << 20;
+
 /// A parsed database URL. Never printed: it may hold a password.
 #[derive(Clone)]
 pub struct DatabaseUrl {
     backend: Backend,
     /// For SQLite the file path (or `file:` URI); for PostgreSQL the URL as given.
     target: String,
+    synchronous: Synchronous,
 }
 
 impl DatabaseUrl {
@@ -67,6 +105,7 @@ impl DatabaseUrl {
             Ok(Self {
                 backend: Backend::Postgres,
                 target: url.to_owned(),
+                synchronous: Synchronous::Full,
             })
         } else if let Some(path) = url.strip_prefix("sqlite://") {
             if path.is_empty() {
@@ -75,6 +114,7 @@ impl DatabaseUrl {
             Ok(Self {
                 backend: Backend::Sqlite,
                 target: path.to_owned(),
+                synchronous: Synchronous::Full,
             })
         } else {
             Err(DatabaseError::UnsupportedUrl)
@@ -83,6 +123,12 @@ impl DatabaseUrl {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// SQLite's `synchronous` for every connection (PostgreSQL's commits are never lowered).
+    pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
     }
 
     /// The SQLite database file, for placing files "beside the database".
@@ -104,15 +150,19 @@ impl DatabaseUrl {
             Backend::Sqlite => {
                 let mut conn = SqliteConnection::establish(&self.target)?;
                 // Per connection: wait for locks instead of failing, enforce foreign keys.
-                // WAL is persistent (set once at pool creation); synchronous=NORMAL is safe in WAL.
+                // WAL is persistent (set once at pool creation). `synchronous` is FULL unless
+                // NORMAL is asked for (see [`Synchronous`]); the WAL is truncated to
+                // [`WAL_LIMIT_BYTES`] when a checkpoint resets it.
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
                 // writer checkpoints at commit only when the WAL passes 32 MiB,
                 // when the checkpointer has fallen behind or is not running. Temporary files
                 // (statement journals: a packed insert calls SQL functions, which may fail) in memory:
                 // on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
-                    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; \
-                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY;"
+                    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {}; \
+                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY; \
+                     PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};",
+                    self.synchronous.pragma()
                 ))
                 .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
                 Ok(AnyConnection::Sqlite(conn))
@@ -198,13 +248,19 @@ pub struct Database {
     /// long transaction (an engine step, a CSV chunk) starved short ones (a `/start`) that
     /// slept through the moments the lock was free. Measured in docs/benchmarks.md.
     writers: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// Writes refused for lack of space, and those that succeed (contract §18).
+    storage: Arc<domain::health::Storage>,
 }
 
 impl Database {
     /// Connects, applies pending migrations, and builds the pool. Blocking: call it before the
     /// HTTP server starts, or from `spawn_blocking`.
     pub fn connect(url: &str, pool_size: u32) -> Result<Self, DatabaseError> {
-        let url = DatabaseUrl::parse(url)?;
+        Self::open(DatabaseUrl::parse(url)?, pool_size)
+    }
+
+    /// [`Database::connect`] with a parsed URL and its settings.
+    pub fn open(url: DatabaseUrl, pool_size: u32) -> Result<Self, DatabaseError> {
         let backend = url.backend();
         let mut first = url
             .establish()
@@ -224,6 +280,7 @@ impl Database {
             pool,
             backend,
             writers,
+            storage: Arc::default(),
         })
     }
 
@@ -231,8 +288,51 @@ impl Database {
         self.backend
     }
 
+    /// The storage state this database reports to (refused and successful writes).
+    pub fn storage(&self) -> Arc<domain::health::Storage> {
+        self.storage.clone()
+    }
+
+    /// `outcome` of a call, reported to [`Database::storage`]: a write refused for lack of
+    /// space (also a disk I/O error when the last sample found the disk all but full, as SQLite
+    /// reports ENOSPC) is [`StorageError::Full`]; a write transaction that succeeded clears it.
+    fn reported<T>(&self, outcome: Result<T, StorageError>, wrote: bool) -> Result<T, StorageError> {
+        match outcome {
+            Ok(value) => {
+                if wrote {
+                    self.storage.write_succeeded();
+                }
+                Ok(value)
+            }
+            Err(StorageError::Internal(message))
+                if message.contains("disk I/O error")
+                    && self
+                        .storage
+                        .free_bytes()
+                        .is_some_and(|free| free < LOW_SPACE_BYTES) =>
+            {
+                self.storage.write_refused();
+                Err(StorageError::Full(message))
+            }
+            Err(full @ StorageError::Full(_)) => {
+                self.storage.write_refused();
+                Err(full)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
     /// Runs `work` with a pooled connection on tokio's blocking pool.
     pub(crate) async fn run<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
+    {
+        let outcome = self.run_unreported(work).await;
+        self.reported(outcome, false)
+    }
+
+    async fn run_unreported<T, F>(&self, work: F) -> Result<T, StorageError>
     where
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
@@ -260,7 +360,10 @@ impl Database {
             Some(writers) => Some(writers.lock().await),
             None => None,
         };
-        self.run(move |conn| write_transaction(conn, work)).await
+        let outcome = self
+            .run_unreported(move |conn| write_transaction(conn, work))
+            .await;
+        self.reported(outcome, true)
     }
 
     /// Like [`Database::transaction`], on the calling thread, which must be a thread of its own
@@ -274,7 +377,8 @@ impl Database {
             .pool
             .get()
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-        write_transaction(&mut conn, work).map_err(StorageError::from)
+        let outcome = write_transaction(&mut conn, work).map_err(StorageError::from);
+        self.reported(outcome, true)
     }
 
     /// SQLite: copies what the WAL holds into the database file (a passive checkpoint: it never
@@ -340,7 +444,12 @@ where
             }
         },
         Err(failure) => {
-            Manager::rollback_transaction(conn)?;
+            // SQLite rolls a transaction back by itself on some errors (a full disk among
+            // them): the rollback then finds none, and the failure that caused it is the
+            // answer. A connection left in doubt is discarded by the pool (`has_broken`).
+            if let Err(rollback) = Manager::rollback_transaction(conn) {
+                tracing::debug!(error = %rollback, "rollback after a failed transaction");
+            }
             Err(failure)
         }
     }
@@ -411,6 +520,101 @@ mod tests {
         };
         assert_eq!(pragma("page_size"), [SQLITE_PAGE_SIZE.to_string()]);
         assert_eq!(pragma("journal_mode"), ["wal"]);
+    }
+
+    #[test]
+    fn every_pooled_sqlite_connection_is_synchronous_full_unless_normal_is_asked_for() {
+        let synchronous = |db: &Database| -> Vec<i32> {
+            #[derive(diesel::QueryableByName)]
+            struct Value {
+                #[diesel(sql_type = diesel::sql_types::Integer)]
+                synchronous: i32,
+            }
+            // Every connection of the pool at once: each was set up on its own.
+            let mut held = Vec::new();
+            let mut values = Vec::new();
+            for _ in 0..3 {
+                let mut conn = db.pool.get().expect("connection");
+                let v: Value = diesel::sql_query("PRAGMA synchronous")
+                    .get_result(&mut *conn)
+                    .expect("pragma");
+                values.push(v.synchronous);
+                held.push(conn);
+            }
+            values
+        };
+        let test = crate::testing::TestDatabase::sqlite();
+        let url = DatabaseUrl::parse(test.url()).expect("url");
+        // SQLite: FULL is 2, NORMAL is 1.
+        let full = Database::open(url.clone(), 3).expect("connect");
+        assert_eq!(synchronous(&full), [2, 2, 2]);
+        let normal = Database::open(url.with_synchronous(Synchronous::Normal), 3).expect("connect");
+        assert_eq!(synchronous(&normal), [1, 1, 1]);
+        assert_eq!(Synchronous::parse(" NORMAL "), Some(Synchronous::Normal));
+        assert_eq!(Synchronous::parse("off"), None);
+    }
+
+    #[tokio::test]
+    async fn a_write_past_the_databases_room_is_full_and_nothing_of_it_is_stored() {
+        let test = crate::testing::TestDatabase::sqlite();
+        let db = Database::connect(test.url(), 1).expect("connect");
+        let count = |db: &Database| {
+            let db = db.clone();
+            async move {
+                db.run(|conn| {
+                    #[derive(diesel::QueryableByName)]
+                    struct N {
+                        #[diesel(sql_type = diesel::sql_types::BigInt)]
+                        n: i64,
+                    }
+                    let n: N = diesel::sql_query("SELECT count(*) AS n FROM filler")
+                        .get_result(conn)?;
+                    Ok(n.n)
+                })
+                .await
+                .expect("count")
+            }
+        };
+        db.transaction(|conn| {
+            conn.batch_execute("CREATE TABLE filler (b BLOB NOT NULL)")?;
+            Ok(())
+        })
+        .await
+        .expect("table");
+        // The database may not grow past its pages now (as a full disk would refuse them).
+        db.run(|conn| {
+            #[derive(diesel::QueryableByName)]
+            struct P {
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                page_count: i64,
+            }
+            let p: P = diesel::sql_query("PRAGMA page_count").get_result(conn)?;
+            conn.batch_execute(&format!("PRAGMA max_page_count = {}", p.page_count + 2))?;
+            Ok(())
+        })
+        .await
+        .expect("limit");
+        let storage = db.storage();
+        let refused = db
+            .transaction(|conn| {
+                // One row fits; the second transaction's rows do not, all or nothing.
+                for _ in 0..50 {
+                    conn.batch_execute("INSERT INTO filler VALUES (zeroblob(4000))")?;
+                }
+                Ok(())
+            })
+            .await;
+        assert!(matches!(refused, Err(StorageError::Full(_))), "{refused:?}");
+        assert!(storage.full(), "reported");
+        assert_eq!(storage.full_errors(), 1);
+        assert_eq!(count(&db).await, 0, "nothing half-written");
+        db.transaction(|conn| {
+            conn.batch_execute("DELETE FROM filler")?;
+            Ok(())
+        })
+        .await
+        .expect("a write that fits");
+        assert!(!storage.full(), "a write that succeeds clears it");
     }
 
     #[test]

@@ -3,6 +3,14 @@ use domain::StorageError;
 
 const SQLITE_FOREIGN_KEY_MESSAGE: &str = "FOREIGN KEY constraint failed";
 
+/// Whether a database's message says it has no room for a write (contract §18): SQLite's
+/// `SQLITE_FULL` ("database or disk is full"), and PostgreSQL's `53100 disk_full`, whose
+/// messages name the operating system's ENOSPC ("could not extend file ...: No space left on
+/// device"). diesel gives neither backend's error code, only the message.
+pub(crate) fn says_full(message: &str) -> bool {
+    message.contains("database or disk is full") || message.contains("No space left on device")
+}
+
 /// Maps a diesel error to what the domain understands. Constraint names (not messages, which
 /// may quote values) identify the violated rule.
 pub(crate) fn map(err: DieselError) -> StorageError {
@@ -18,6 +26,7 @@ pub(crate) fn map(err: DieselError) -> StorageError {
                 DatabaseErrorKind::Unknown if info.message() == SQLITE_FOREIGN_KEY_MESSAGE => {
                     StorageError::ForeignKeyViolation(what)
                 }
+                _ if says_full(info.message()) => StorageError::Full(info.message().to_owned()),
                 _ => StorageError::Internal(format!("{kind:?}: {}", info.message())),
             }
         }
@@ -41,4 +50,59 @@ impl From<crate::db::Failure> for StorageError {
 /// system, never of the caller.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
     StorageError::Internal(format!("stored {what} cannot be read: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Info(&'static str);
+
+    impl diesel::result::DatabaseErrorInformation for Info {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn details(&self) -> Option<&str> {
+            None
+        }
+        fn hint(&self) -> Option<&str> {
+            None
+        }
+        fn table_name(&self) -> Option<&str> {
+            None
+        }
+        fn column_name(&self) -> Option<&str> {
+            None
+        }
+        fn constraint_name(&self) -> Option<&str> {
+            None
+        }
+        fn statement_position(&self) -> Option<i32> {
+            None
+        }
+    }
+
+    fn error(message: &'static str) -> DieselError {
+        DieselError::DatabaseError(DatabaseErrorKind::Unknown, Box::new(Info(message)))
+    }
+
+    #[test]
+    fn a_full_disk_is_its_own_kind_on_both_backends() {
+        // SQLite's SQLITE_FULL.
+        assert!(matches!(
+            map(error("database or disk is full")),
+            StorageError::Full(_)
+        ));
+        // PostgreSQL's 53100 disk_full, as its server words it.
+        for message in [
+            "could not extend file \"base/16384/16402\": No space left on device",
+            "could not write to file \"pg_wal/xlogtemp.123\": No space left on device",
+        ] {
+            assert!(matches!(map(error(message)), StorageError::Full(_)), "{message}");
+        }
+        assert!(matches!(
+            map(error("syntax error at or near \"x\"")),
+            StorageError::Internal(_)
+        ));
+    }
 }

@@ -32,7 +32,7 @@ pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStrea
 pub use bulk::DieselBulkRepository;
 pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
-pub use db::{Backend, Database, DatabaseError};
+pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, WAL_LIMIT_BYTES};
 pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;

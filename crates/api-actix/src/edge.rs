@@ -58,6 +58,18 @@ fn path_problem(path: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether a request starts new work or creates a resource, which the low-disk guard refuses
+/// (contract §18): every `POST`, `PUT` and `PATCH` but card actions, cancels and access
+/// tokens, which finish or stop what was accepted. Reads and deletes go on.
+fn new_work(method: &str, route: &str) -> bool {
+    const GOES_ON: [&str; 3] = [
+        "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
+        "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
+        "/oauth/token",
+    ];
+    matches!(method, "POST" | "PUT" | "PATCH") && !GOES_ON.contains(&route)
+}
+
 pub async fn edge(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -88,6 +100,17 @@ pub async fn edge(
         .match_pattern(req.path())
         .unwrap_or_else(|| "unmatched".to_owned());
     let state = req.app_data::<web::Data<AppState>>().cloned();
+    if let Some(state) = state.as_ref().filter(|s| s.storage.guard_tripped()) {
+        if new_work(&method, &route) {
+            // Contract §18: below the low-disk guard, the last free space serves what was
+            // promised; new work and new resources wait.
+            tracing::warn!(request_id = %id, method = %method, route = %route, "new work refused: free disk space is below WORKBENCH_MIN_FREE_DISK");
+            state
+                .metrics
+                .observe(&method, &route, 503, started.elapsed());
+            return Err(ApiError::storage_full().with_request_id(id).into());
+        }
+    }
     let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
 
     // The request cannot be kept aside (actix needs sole ownership of it while routing), so
@@ -157,7 +180,8 @@ pub async fn edge(
             .observe(&method, &route, status.as_u16(), elapsed);
     }
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    if status.is_server_error() {
+    // A 503 (database unreachable, storage full) was logged where it was decided, once.
+    if status.is_server_error() && status != actix_web::http::StatusCode::SERVICE_UNAVAILABLE {
         tracing::error!(parent: &span, status = status.as_u16(), latency_ms, "request failed");
     } else {
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
@@ -167,7 +191,24 @@ pub async fn edge(
 
 #[cfg(test)]
 mod path_tests {
-    use super::path_problem;
+    use super::{new_work, path_problem};
+
+    #[test]
+    fn the_low_disk_guard_refuses_new_work_and_lets_what_finishes_through() {
+        assert!(new_work("POST", "/v1/{environmentId}/action-flow/{flowConfigId}/start"));
+        assert!(new_work("PUT", "/v1/{environmentId}/users/{endUserId}"));
+        assert!(new_work("POST", "/uploads/csv/{token}"));
+        assert!(!new_work(
+            "POST",
+            "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions"
+        ));
+        assert!(!new_work(
+            "POST",
+            "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel"
+        ));
+        assert!(!new_work("DELETE", "/v1/{environmentId}/webhook/{webhookId}"));
+        assert!(!new_work("GET", "/v1/{environmentId}/action-flow"));
+    }
 
     #[test]
     fn paths_are_refused_when_they_cannot_name_anything() {

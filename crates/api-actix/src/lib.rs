@@ -47,6 +47,8 @@ pub struct AppState {
     pub health: Arc<dyn HealthProbe>,
     /// The background loops of the process (stalled ones make `/readyz` answer 503).
     pub loops: Arc<domain::health::Loops>,
+    /// The database's storage: the low-disk guard and writes refused for lack of space.
+    pub storage: Arc<domain::health::Storage>,
     pub metrics: Metrics,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
     pub public_url: String,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
 #[derive(Clone)]
@@ -12,6 +12,9 @@ pub struct Metrics {
     requests: IntCounterVec,
     latency: HistogramVec,
     restarts: IntCounterVec,
+    free_bytes: IntGauge,
+    full: IntGauge,
+    storage_errors: IntCounterVec,
 }
 
 impl Metrics {
@@ -39,6 +42,21 @@ impl Metrics {
             ),
             &["worker"],
         )?;
+        let free_bytes = IntGauge::new(
+            "storage_free_bytes",
+            "Free bytes of the database's filesystem at the last sample (SQLite)",
+        )?;
+        let full = IntGauge::new(
+            "storage_full",
+            "1 while the low-disk guard is tripped or writes fail for lack of space",
+        )?;
+        let storage_errors = IntCounterVec::new(
+            Opts::new("storage_errors_total", "Writes refused by storage, by kind"),
+            &["kind"],
+        )?;
+        registry.register(Box::new(free_bytes.clone()))?;
+        registry.register(Box::new(full.clone()))?;
+        registry.register(Box::new(storage_errors.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(restarts.clone()))?;
@@ -47,6 +65,9 @@ impl Metrics {
             requests,
             latency,
             restarts,
+            free_bytes,
+            full,
+            storage_errors,
         })
     }
 
@@ -62,6 +83,19 @@ impl Metrics {
     /// `worker` has been started again `n` more times (0 lists it).
     pub fn worker_restarted(&self, worker: &str, n: u64) {
         self.restarts.with_label_values(&[worker]).inc_by(n);
+    }
+
+    /// Takes the storage figures as they are now, for the next rendering.
+    pub fn storage(&self, storage: &domain::health::Storage) {
+        if let Some(free) = storage.free_bytes() {
+            self.free_bytes.set(i64::try_from(free).unwrap_or(i64::MAX));
+        }
+        self.full.set(i64::from(storage.full()));
+        let counted = self.storage_errors.with_label_values(&["full"]);
+        let errors = storage.full_errors();
+        if errors > counted.get() {
+            counted.inc_by(errors - counted.get());
+        }
     }
 
     /// The Prometheus text exposition of every metric.

@@ -104,6 +104,33 @@ impl Modify for Extras {
         );
         doc.paths
             .add_path_operation("/docs/", vec![method], operation);
+
+        // Contract §18: any write may find the disk full, and the low-disk guard refuses new
+        // work; both answer 503 `storage_full` with `Retry-After`.
+        let storage_full = ResponseBuilder::new()
+            .description(
+                "Storage full (`storage_full`, with `Retry-After`): the disk has no room for the \
+                 write, or free space is below `WORKBENCH_MIN_FREE_DISK`",
+            )
+            .content(
+                "application/problem+json",
+                ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build();
+        for item in doc.paths.paths.values_mut() {
+            for operation in [&mut item.post, &mut item.put, &mut item.patch]
+                .into_iter()
+                .flatten()
+            {
+                operation
+                    .responses
+                    .responses
+                    .entry("503".to_owned())
+                    .or_insert_with(|| storage_full.clone().into());
+            }
+        }
     }
 }
 

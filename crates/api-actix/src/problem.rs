@@ -35,6 +35,9 @@ pub struct Problem {
     /// OAuth 2.0 error code, on `/oauth/token` errors only (RFC 6749 §5.2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why `/readyz` is not ready, when it is for a reason of its own (`storage_full`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -62,7 +65,11 @@ struct Details {
     request_id: Option<String>,
     /// Seconds for `Retry-After` (429, 503).
     retry_after: Option<u64>,
+    reason: Option<&'static str>,
 }
+
+/// `Retry-After` of a `storage_full` answer.
+pub const STORAGE_FULL_RETRY_SECONDS: u64 = 5;
 
 impl ApiError {
     pub fn new(
@@ -81,6 +88,7 @@ impl ApiError {
             oauth_error: None,
             request_id: None,
             retry_after: None,
+            reason: None,
         }))
     }
 
@@ -145,6 +153,25 @@ impl ApiError {
     /// The RFC 6749 `error` member, for the token endpoint.
     pub fn with_oauth_error(mut self, error: &'static str) -> Self {
         self.0.oauth_error = Some(error);
+        self
+    }
+
+    /// The disk has no room for the write, or the low-disk guard refuses new work
+    /// (contract §18): 503 `storage_full`, to be tried again later.
+    pub fn storage_full() -> Self {
+        let mut err = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_full",
+            "Storage full",
+            "the service is short of disk space and takes no new work; try again later",
+        );
+        err.0.retry_after = Some(STORAGE_FULL_RETRY_SECONDS);
+        err
+    }
+
+    /// A `reason` member in the problem (`/readyz`).
+    pub fn with_reason(mut self, reason: &'static str) -> Self {
+        self.0.reason = Some(reason);
         self
     }
 
@@ -220,6 +247,7 @@ impl ApiError {
                 })
                 .collect(),
             error: d.oauth_error.map(str::to_owned),
+            reason: d.reason.map(str::to_owned),
         }
     }
 }
@@ -332,6 +360,10 @@ impl From<DomainError> for ApiError {
                 "the credential is missing, invalid, expired or revoked, or has no access to this environment",
             ),
             DomainError::Forbidden(detail) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail),
+            DomainError::Storage(StorageError::Full(cause)) => {
+                tracing::warn!(%cause, "write refused: storage full");
+                ApiError::storage_full()
+            }
             DomainError::Storage(StorageError::Unavailable(cause)) => {
                 tracing::error!(%cause, "storage unavailable");
                 ApiError::from_status(StatusCode::SERVICE_UNAVAILABLE)

@@ -175,6 +175,10 @@ pub enum StorageError {
     StaleRevision,
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The disk (or the database server's) has no room for the write: nothing of it is stored
+    /// (contract §18). Answered with 503 `storage_full`; loops back off.
+    #[error("storage full: {0}")]
+    Full(String),
     /// Anything else: a bug or a corrupted row. Logged, answered with a 500.
     #[error("storage failure: {0}")]
     Internal(String),

@@ -187,3 +187,94 @@ mod tests {
         assert_eq!(loops.stalled(t0 + Duration::from_secs(30)), vec!["engine"]);
     }
 }
+
+/// The state of the database's storage, shared by the storage adapter (which reports writes
+/// refused for lack of space, and writes that succeed), the sampler of free space (SQLite), and
+/// what reads it: `/readyz`, `/metrics` and the low-disk guard (contract §18).
+///
+/// ```
+/// use domain::health::Storage;
+///
+/// let storage = Storage::default();
+/// storage.set_guard(128 << 20);
+/// storage.sampled(64 << 20);
+/// assert!(storage.guard_tripped() && storage.full());
+/// storage.sampled(1 << 30);
+/// assert!(!storage.full());
+/// storage.write_refused();
+/// assert!(storage.full(), "until a write succeeds");
+/// storage.write_succeeded();
+/// assert!(!storage.full());
+/// ```
+#[derive(Debug)]
+pub struct Storage {
+    /// Free bytes of the database's filesystem at the last sample; `u64::MAX` when unknown.
+    free: std::sync::atomic::AtomicU64,
+    /// `WORKBENCH_MIN_FREE_DISK`; 0 when the guard is off.
+    guard: std::sync::atomic::AtomicU64,
+    /// The last write failed for lack of space, and none has succeeded since.
+    refused: std::sync::atomic::AtomicBool,
+    /// Writes refused for lack of space, in all.
+    full_errors: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Self {
+            free: std::sync::atomic::AtomicU64::new(u64::MAX),
+            guard: std::sync::atomic::AtomicU64::new(0),
+            refused: std::sync::atomic::AtomicBool::new(false),
+            full_errors: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl Storage {
+    const ORDER: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
+
+    /// The low-disk guard: below `min_free` free bytes it is tripped; 0 turns it off.
+    pub fn set_guard(&self, min_free: u64) {
+        self.guard.store(min_free, Self::ORDER);
+    }
+
+    /// A sample of the free bytes.
+    pub fn sampled(&self, free: u64) {
+        self.free.store(free, Self::ORDER);
+    }
+
+    /// Free bytes at the last sample, if any was taken.
+    pub fn free_bytes(&self) -> Option<u64> {
+        Some(self.free.load(Self::ORDER)).filter(|f| *f != u64::MAX)
+    }
+
+    /// A write was refused for lack of space.
+    pub fn write_refused(&self) {
+        self.refused.store(true, Self::ORDER);
+        self.full_errors.fetch_add(1, Self::ORDER);
+    }
+
+    /// A write succeeded: space was found again.
+    pub fn write_succeeded(&self) {
+        // Read first: a store on every commit would bounce the cache line between threads.
+        if self.refused.load(Self::ORDER) {
+            self.refused.store(false, Self::ORDER);
+        }
+    }
+
+    /// Free space is below the guard.
+    pub fn guard_tripped(&self) -> bool {
+        let guard = self.guard.load(Self::ORDER);
+        guard > 0 && self.free.load(Self::ORDER) < guard
+    }
+
+    /// The guard is tripped, or the last write failed for lack of space and none succeeded
+    /// since: `/readyz` answers 503 `storage_full`.
+    pub fn full(&self) -> bool {
+        self.guard_tripped() || self.refused.load(Self::ORDER)
+    }
+
+    /// Writes refused for lack of space since the process started.
+    pub fn full_errors(&self) -> u64 {
+        self.full_errors.load(Self::ORDER)
+    }
+}

@@ -52,6 +52,35 @@ pub struct Settings {
     /// `WORKBENCH_APNS_URL`, `WORKBENCH_APNS_SANDBOX_URL`): production unless set, so tests and
     /// staging can point them at fakes.
     pub push_urls: adapters_push::ProviderUrls,
+    /// `WORKBENCH_SQLITE_SYNCHRONOUS`: `full` (the default: a write acknowledged survives a
+    /// power loss) or `normal` (faster; the writes since the last checkpoint may be lost).
+    pub sqlite_synchronous: adapters_diesel::Synchronous,
+    /// `WORKBENCH_MIN_FREE_DISK` in bytes (default 128 MiB, 0 turns the guard off): below it
+    /// on the database's filesystem, new work is refused (SQLite).
+    pub min_free_disk: u64,
+}
+
+/// The low-disk guard's default (contract §18).
+pub const DEFAULT_MIN_FREE_DISK: u64 = 128 << 20;
+
+/// A size in bytes: a whole number with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB` (or
+/// `KB`, `MB`, `GB`, `TB`, `K`, `M`, `G`, `T`, all in powers of 1,024).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
 }
 
 /// The file's shape: every key optional. Integers are `i64`, as TOML reads them, so that a
@@ -68,6 +97,8 @@ struct FileSettings {
     shutdown_timeout_seconds: Option<i64>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
+    sqlite_synchronous: Option<String>,
+    min_free_disk: Option<String>,
     engine_lease_seconds: Option<i64>,
     secret_key: Option<String>,
     previous_secret_keys: Option<Vec<String>>,
@@ -170,6 +201,22 @@ impl Settings {
             public_url: var("WORKBENCH_PUBLIC_URL")
                 .or(from_file.public_url)
                 .map(|u| u.trim_end_matches('/').to_owned()),
+            sqlite_synchronous: match var("WORKBENCH_SQLITE_SYNCHRONOUS")
+                .or(from_file.sqlite_synchronous)
+            {
+                None => adapters_diesel::Synchronous::Full,
+                Some(text) => adapters_diesel::Synchronous::parse(&text).with_context(|| {
+                    format!("WORKBENCH_SQLITE_SYNCHRONOUS must be `full` or `normal`, got `{text}`")
+                })?,
+            },
+            min_free_disk: match var("WORKBENCH_MIN_FREE_DISK").or(from_file.min_free_disk) {
+                None => DEFAULT_MIN_FREE_DISK,
+                Some(text) => parse_size(&text).with_context(|| {
+                    format!(
+                        "WORKBENCH_MIN_FREE_DISK must be a size such as `128MiB` or `0` (off), got `{text}`"
+                    )
+                })?,
+            },
         };
         settings.validate()?;
         Ok(settings)
@@ -537,5 +584,46 @@ mod tests {
         let s = Settings::load(Some(&file), env(&[("WORKBENCH_WEBHOOK_CONCURRENCY", "4")]))
             .expect("the variable wins");
         assert_eq!(s.webhook_concurrency, 4);
+    }
+
+    #[test]
+    fn durability_and_the_low_disk_guard_default_to_safe_values() {
+        let s = Settings::load(None, env(&[])).expect("defaults");
+        assert_eq!(s.sqlite_synchronous, adapters_diesel::Synchronous::Full);
+        assert_eq!(s.min_free_disk, 128 << 20);
+        let s = Settings::load(
+            None,
+            env(&[
+                ("WORKBENCH_SQLITE_SYNCHRONOUS", "normal"),
+                ("WORKBENCH_MIN_FREE_DISK", "0"),
+            ]),
+        )
+        .expect("opt-ins");
+        assert_eq!(s.sqlite_synchronous, adapters_diesel::Synchronous::Normal);
+        assert_eq!(s.min_free_disk, 0);
+        for (name, value) in [
+            ("WORKBENCH_SQLITE_SYNCHRONOUS", "off"),
+            ("WORKBENCH_MIN_FREE_DISK", "lots"),
+            ("WORKBENCH_MIN_FREE_DISK", "-1MiB"),
+            ("WORKBENCH_MIN_FREE_DISK", "18446744073709551615KiB"),
+        ] {
+            let err = Settings::load(None, env(&[(name, value)]))
+                .err()
+                .unwrap_or_else(|| panic!("{name}={value} accepted"));
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_bytes_with_binary_units() {
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("128MiB"), Some(128 << 20));
+        assert_eq!(parse_size("2 GiB"), Some(2 << 30));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("1.5GiB"), None);
+        assert_eq!(parse_size("MiB"), None);
+        assert_eq!(parse_size("99999999999999999999"), None);
+        assert_eq!(parse_size("17179869184GiB"), None, "overflows u64");
     }
 }

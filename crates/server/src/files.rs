@@ -9,7 +9,10 @@ use anyhow::Context;
 /// With `replace` false an existing file is kept and `Ok(false)` returned (two processes
 /// racing to create it agree on one content).
 pub fn write_private(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<bool> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
@@ -35,7 +38,10 @@ pub fn write_private(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result
         let _ = std::fs::remove_file(&tmp);
         linked
     };
-    outcome.with_context(|| format!("cannot write {}", path.display()))
+    let created = outcome.with_context(|| format!("cannot write {}", path.display()))?;
+    // The new name is durable before the file is used or announced (contract §18).
+    crate::storage::sync_dir(dir).with_context(|| format!("cannot sync {}", dir.display()))?;
+    Ok(created)
 }
 
 /// The key in `path`, created (32 random bytes, base64) if the file does not exist.

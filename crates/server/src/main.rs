@@ -3,6 +3,7 @@
 mod bootstrap;
 mod config;
 mod files;
+mod storage;
 mod telemetry;
 mod workers;
 
@@ -143,18 +144,66 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("workbench: {e:#}");
-            std::process::ExitCode::FAILURE
+            if e.downcast_ref::<StartRefused>().is_some() {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }
 
+/// A start-up the operator must act on before trying again (a full disk): exit code 2.
+#[derive(Debug)]
+struct StartRefused(String);
+
+impl std::fmt::Display for StartRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartRefused {}
+
+/// The directory of the SQLite database file, whose disk the guard watches; None on
+/// PostgreSQL.
+fn sqlite_dir(settings: &Settings) -> anyhow::Result<Option<PathBuf>> {
+    let url = DatabaseUrl::parse(&settings.database_url)?;
+    Ok(url.sqlite_file().map(|file| match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }))
+}
+
 /// Connects and migrates on the blocking pool (it may wait for PostgreSQL's migration lock).
+/// On SQLite, a disk without room refuses the start (exit 2) with what to do, not with
+/// SQLite's bare "disk I/O error".
 async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
-    let (url, size) = (settings.database_url.clone(), settings.database_pool_size);
-    tokio::task::spawn_blocking(move || Database::connect(&url, size))
+    let url =
+        DatabaseUrl::parse(&settings.database_url)?.with_synchronous(settings.sqlite_synchronous);
+    let size = settings.database_pool_size;
+    let opened = tokio::task::spawn_blocking(move || Database::open(url, size))
         .await
-        .context("database start-up task failed")?
-        .context("cannot open the database")
+        .context("database start-up task failed")?;
+    match opened {
+        Ok(db) => Ok(db),
+        Err(e) => {
+            if let Some(dir) = sqlite_dir(settings)? {
+                let full = storage::free_bytes(&dir).is_ok_and(|free| free < 1 << 20);
+                let says = e.to_string();
+                if full || says.contains("disk I/O error") || says.contains("disk is full") {
+                    if let Some(problem) =
+                        storage::start_problem(&dir, settings.min_free_disk.max(1 << 20))
+                    {
+                        return Err(
+                            StartRefused(format!("cannot open the database: {problem}")).into()
+                        );
+                    }
+                }
+            }
+            Err(anyhow::Error::new(e).context("cannot open the database"))
+        }
+    }
 }
 
 fn auth_service(db: &Database) -> Arc<AuthService> {
@@ -250,8 +299,25 @@ fn secret_box(settings: &Settings) -> anyhow::Result<adapters_diesel::SecretBox>
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let sqlite_dir = sqlite_dir(&settings)?;
+    if let Some(dir) = &sqlite_dir {
+        if let Some(problem) = storage::start_problem(dir, settings.min_free_disk) {
+            return Err(StartRefused(problem).into());
+        }
+    }
     let db = open_database(&settings).await?;
     tracing::info!(backend = ?db.backend(), "database ready");
+    let storage = db.storage();
+    if let Some(dir) = sqlite_dir {
+        // The database file (and its WAL) may have just been created: their directory
+        // entries are made durable before anything is acknowledged (contract §18).
+        storage::sync_dir(&dir).with_context(|| format!("cannot sync {}", dir.display()))?;
+        storage.set_guard(settings.min_free_disk);
+        if let Ok(free) = storage::free_bytes(&dir) {
+            storage.sampled(free);
+        }
+        storage::spawn_sampler(dir, storage.clone());
+    }
     let clock = Arc::new(SystemClock);
     let auth = auth_service(&db);
     if let Some(boot) = auth.bootstrap().await.map_err(admin_error)? {
@@ -402,6 +468,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         pushes: pushes.clone(),
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         loops: loops.clone(),
+        storage,
         metrics: metrics.clone(),
         public_url: settings
             .public_url

@@ -88,26 +88,111 @@ impl Supervisor {
     where
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<bool, E>> + Send,
-        E: std::fmt::Display + Send,
+        E: std::fmt::Display + IsFull + Send,
     {
         let step = Arc::new(step);
         let loops = self.loops.clone();
         self.supervise(name, move || {
             let (step, loops) = (step.clone(), loops.clone());
             async move {
+                let mut pacing = Pacing::new(name);
                 loop {
                     let outcome = reported(&loops, name, step()).await;
+                    if outcome.is_ok() {
+                        pacing.ok();
+                    }
                     match outcome {
                         Ok(true) => {}
                         Ok(false) => tokio::time::sleep(IDLE).await,
-                        Err(e) => {
-                            tracing::error!(worker = name, error = %e, "background step failed");
-                            tokio::time::sleep(BACKOFF).await;
-                        }
+                        Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
                     }
                 }
             }
         });
+    }
+}
+
+/// Whether an error is the disk's lack of room (contract §18), which a loop waits out quietly.
+pub trait IsFull {
+    fn is_full(&self) -> bool;
+}
+
+impl IsFull for StorageError {
+    fn is_full(&self) -> bool {
+        matches!(self, StorageError::Full(_))
+    }
+}
+
+impl IsFull for domain::DomainError {
+    fn is_full(&self) -> bool {
+        matches!(self, domain::DomainError::Storage(StorageError::Full(_)))
+    }
+}
+
+/// The pause after the first step that failed for lack of space; doubled while it lasts, up
+/// to [`FULL_PAUSE_MAX`].
+const FULL_PAUSE_FIRST: Duration = Duration::from_secs(1);
+const FULL_PAUSE_MAX: Duration = Duration::from_secs(30);
+/// While storage stays full, one summary line this often.
+const FULL_SUMMARY: Duration = Duration::from_secs(60);
+
+/// How a loop waits after a failed step. A storage error backs off [`BACKOFF`], logged each
+/// time. A full disk backs off doubling from [`FULL_PAUSE_FIRST`] to [`FULL_PAUSE_MAX`], with
+/// one WARN when it starts, one summary a minute while it lasts and one INFO when it ends,
+/// never a line per retry (contract §18).
+struct Pacing {
+    name: &'static str,
+    full_since: Option<Instant>,
+    summary_at: Instant,
+    failures: u64,
+    pause: Duration,
+}
+
+impl Pacing {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            full_since: None,
+            summary_at: Instant::now(),
+            failures: 0,
+            pause: FULL_PAUSE_FIRST,
+        }
+    }
+
+    /// A step succeeded.
+    fn ok(&mut self) {
+        if let Some(since) = self.full_since.take() {
+            tracing::info!(worker = self.name, lasted = ?since.elapsed(), "storage has room again; the loop goes on");
+            self.pause = FULL_PAUSE_FIRST;
+        }
+    }
+
+    /// A step failed with `error`: how long to wait before the next.
+    fn failed(&mut self, error: &(impl std::fmt::Display + IsFull)) -> Duration {
+        if !error.is_full() {
+            tracing::error!(worker = self.name, error = %error, "background step failed");
+            return BACKOFF;
+        }
+        let now = Instant::now();
+        self.failures += 1;
+        match self.full_since {
+            None => {
+                self.full_since = Some(now);
+                self.summary_at = now;
+                self.failures = 1;
+                self.pause = FULL_PAUSE_FIRST;
+                tracing::warn!(worker = self.name, error = %error, "storage full: the loop backs off until space returns");
+            }
+            Some(since) => {
+                self.pause = (self.pause * 2).min(FULL_PAUSE_MAX);
+                if now.duration_since(self.summary_at) >= FULL_SUMMARY {
+                    tracing::warn!(worker = self.name, failures = self.failures, lasted = ?since.elapsed(), "storage still full");
+                    self.summary_at = now;
+                    self.failures = 0;
+                }
+            }
+        }
+        self.pause
     }
 }
 
@@ -140,14 +225,16 @@ pub fn spawn(
     supervisor.supervise("scheduler", move || {
         let (cards, loops) = (cards.clone(), loops.clone());
         async move {
+            let mut pacing = Pacing::new("scheduler");
             loop {
-                match reported(&loops, "scheduler", cards.tick(SCHEDULER_BATCH)).await {
+                let outcome = reported(&loops, "scheduler", cards.tick(SCHEDULER_BATCH)).await;
+                if outcome.is_ok() {
+                    pacing.ok();
+                }
+                match outcome {
                     Ok(moved) if moved >= SCHEDULER_BATCH as usize => continue,
                     Ok(_) => tokio::time::sleep(SCHEDULER_PERIOD).await,
-                    Err(e) => {
-                        tracing::error!(error = %e, "card scheduler failed");
-                        tokio::time::sleep(BACKOFF).await;
-                    }
+                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
                 }
             }
         }
@@ -166,11 +253,19 @@ pub fn spawn_checkpointer(supervisor: &Supervisor, db: adapters_diesel::Database
     supervisor.supervise("checkpointer", move || {
         let db = db.clone();
         async move {
+            let mut pacing = Pacing::new("checkpointer");
             loop {
-                if let Err(e) = db.checkpoint().await {
-                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                match db.checkpoint().await {
+                    Ok(_) => {
+                        pacing.ok();
+                        tokio::time::sleep(CHECKPOINT_PERIOD).await;
+                    }
+                    Err(e) if e.is_full() => tokio::time::sleep(pacing.failed(&e)).await,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "WAL checkpoint failed");
+                        tokio::time::sleep(BACKOFF).await;
+                    }
                 }
-                tokio::time::sleep(CHECKPOINT_PERIOD).await;
             }
         }
     });
@@ -240,6 +335,7 @@ pub fn spawn_deliveries(
             loops.clone(),
         );
         async move {
+            let mut pacing = Pacing::new("webhook");
             loop {
                 let (exclude, total) = {
                     let counts = lock(&in_flight);
@@ -261,7 +357,11 @@ pub fn spawn_deliveries(
                     u32::try_from(room).unwrap_or(u32::MAX),
                     lease,
                 );
-                match reported(&loops, "webhook", claimed).await {
+                let claimed = reported(&loops, "webhook", claimed).await;
+                if claimed.is_ok() {
+                    pacing.ok();
+                }
+                match claimed {
                     Ok(jobs) if jobs.is_empty() => tokio::time::sleep(DELIVERY_IDLE).await,
                     Ok(jobs) => {
                         let mut counts = lock(&in_flight);
@@ -276,10 +376,7 @@ pub fn spawn_deliveries(
                             });
                         }
                     }
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot claim webhook deliveries");
-                        tokio::time::sleep(BACKOFF).await;
-                    }
+                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
                 }
             }
         }
@@ -338,17 +435,18 @@ where
     F: Fn(Vec<R>) -> Fut,
     Fut: Future<Output = Result<(), StorageError>>,
 {
+    let mut pacing = Pacing::new(name);
     loop {
         match reported(loops, name, save(batch.clone())).await {
-            Ok(()) => return batch,
+            Ok(()) => {
+                pacing.ok();
+                return batch;
+            }
             Err(e) if e.is_unexpected() => {
                 tracing::warn!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes; saving them one by one");
                 break;
             }
-            Err(e) => {
-                tracing::error!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes");
-                tokio::time::sleep(BACKOFF).await;
-            }
+            Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
         }
     }
     for one in &batch {
@@ -362,10 +460,7 @@ where
                     break;
                 }
                 Err(e) if e.is_unexpected() => tries += 1,
-                Err(e) => {
-                    tracing::error!(worker = name, error = %e, "cannot save an outcome");
-                    tokio::time::sleep(BACKOFF).await;
-                }
+                Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
             }
         }
     }
@@ -402,19 +497,23 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
             loops.clone(),
         );
         async move {
+            let mut pacing = Pacing::new("push");
             loop {
                 let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
                 if room == 0 {
                     tokio::time::sleep(DELIVERY_IDLE).await;
                     continue;
                 }
-                match reported(
+                let claimed = reported(
                     &loops,
                     "push",
                     service.claim(u32::try_from(room).unwrap_or(u32::MAX), lease),
                 )
-                .await
-                {
+                .await;
+                if claimed.is_ok() {
+                    pacing.ok();
+                }
+                match claimed {
                     Ok(jobs) if jobs.is_empty() => tokio::time::sleep(IDLE).await,
                     Ok(jobs) => {
                         in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
@@ -425,10 +524,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
                             });
                         }
                     }
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot claim pushes");
-                        tokio::time::sleep(BACKOFF).await;
-                    }
+                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
                 }
             }
         }

@@ -26,9 +26,13 @@ pub async fn healthz() -> HttpResponse {
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Status),
-        (status = 503, description = "Database unreachable, migrations pending, or a background loop stalled (named in `detail`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unreachable, migrations pending, a background loop stalled (named in `detail`), or storage full (`code` and `reason` `storage_full`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if state.storage.full() {
+        tracing::warn!("not ready: storage full");
+        return Err(ApiError::storage_full().with_reason("storage_full"));
+    }
     let stalled = state.loops.stalled(std::time::Instant::now());
     if !stalled.is_empty() {
         tracing::warn!(?stalled, "not ready: background loops stalled");
@@ -60,6 +64,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 #[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "metrics",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain; version=0.0.4")))]
 pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.metrics.storage(&state.storage);
     let text = state.metrics.render().map_err(|e| {
         tracing::error!(error = %e, "cannot render metrics");
         ApiError::internal()
