@@ -403,6 +403,32 @@ impl Database {
         .await
     }
 
+    /// The database's clock (contract §19), read between two readings of the host's, to
+    /// measure the host's offset: `(before, database, after)`. On SQLite (one process, the
+    /// host's own file) the database's clock is the host's, and nothing is read.
+    pub async fn clock_reading(
+        &self,
+    ) -> Result<(domain::Timestamp, domain::Timestamp, domain::Timestamp), StorageError> {
+        if self.backend != Backend::Postgres {
+            let now = chrono::Utc::now();
+            return Ok((now, now, now));
+        }
+        self.run(|conn| {
+            #[derive(diesel::QueryableByName)]
+            struct Now {
+                #[diesel(sql_type = diesel::sql_types::Timestamp)]
+                now: chrono::NaiveDateTime,
+            }
+            let before = chrono::Utc::now();
+            let read: Now =
+                diesel::sql_query("SELECT (clock_timestamp() AT TIME ZONE 'UTC') AS now")
+                    .get_result(conn)?;
+            let after = chrono::Utc::now();
+            Ok((before, read.now.and_utc(), after))
+        })
+        .await
+    }
+
     /// True when every embedded migration has been applied.
     pub(crate) async fn migrations_current(&self) -> Result<bool, StorageError> {
         self.run(|conn| {

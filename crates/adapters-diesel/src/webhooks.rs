@@ -604,14 +604,15 @@ impl WebhookRepository for DieselWebhookRepository {
                 data,
                 attempt: u32::try_from(attempts).unwrap_or(0) + 1,
                 trigger,
+                lease_until,
             });
         }
         Ok(jobs)
     }
 
-    async fn record(&self, records: Vec<AttemptRecord>) -> Result<(), StorageError> {
+    async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.db
             .transaction(move |conn| {
@@ -630,7 +631,88 @@ impl WebhookRepository for DieselWebhookRepository {
                     .iter()
                     .filter(|r| existing.contains(&r.subscription_id))
                     .collect();
-                let rows: Vec<AttemptRow> = records
+                // Contract §19: a delivery's outcome is saved only by the claim that holds it:
+                // still pending, at the attempt before this one, leased until exactly this
+                // claim's lease. `UPDATE ... RETURNING` says which were; the others' lease ran
+                // out and the delivery was claimed again, so their outcome changes nothing.
+                let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
+                // Deliveries done, by attempt and claim: one statement per group (usually one).
+                let mut delivered: BTreeMap<(u32, Option<NaiveDateTime>), Vec<&String>> =
+                    BTreeMap::new();
+                for r in &records {
+                    if let (Some(id), NextStep::Done) = (&r.delivery_id, &r.next) {
+                        delivered
+                            .entry((r.attempt, r.lease.map(|l| l.naive_utc())))
+                            .or_default()
+                            .push(id);
+                    }
+                }
+                let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
+                if let Some(at) = batch_time {
+                    for ((attempt, lease), ids) in &delivered {
+                        let before = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                        for chunk in ids.chunks(INSERT_CHUNK) {
+                            let targets = webhook_deliveries::table
+                                .filter(webhook_deliveries::id.eq_any(chunk))
+                                .filter(webhook_deliveries::status.eq("pending"))
+                                .filter(webhook_deliveries::attempts.eq(before));
+                            let values = (
+                                webhook_deliveries::status.eq("delivered"),
+                                webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
+                                webhook_deliveries::trigger_kind.eq("scheduled"),
+                                webhook_deliveries::next_attempt_at.eq(at),
+                                webhook_deliveries::updated.eq(at),
+                            );
+                            let saved: Vec<String> = match lease {
+                                Some(lease) => diesel::update(targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)))
+                                    .set(values)
+                                    .returning(webhook_deliveries::id)
+                                    .get_results(conn)?,
+                                None => diesel::update(targets)
+                                    .set(values)
+                                    .returning(webhook_deliveries::id)
+                                    .get_results(conn)?,
+                            };
+                            held.extend(saved);
+                        }
+                    }
+                }
+                for r in &records {
+                    let at = r.at.naive_utc();
+                    if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
+                        let (status, next) = match r.next {
+                            NextStep::Done => ("delivered", at), // saved above
+                            NextStep::RetryAt(t) => ("pending", t.naive_utc()),
+                            NextStep::Failed => ("failed", at),
+                        };
+                        let before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                        let targets = webhook_deliveries::table
+                            .filter(webhook_deliveries::id.eq(delivery))
+                            .filter(webhook_deliveries::status.eq("pending"))
+                            .filter(webhook_deliveries::attempts.eq(before));
+                        let values = (
+                            webhook_deliveries::status.eq(status),
+                            webhook_deliveries::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                            webhook_deliveries::trigger_kind.eq("scheduled"),
+                            webhook_deliveries::next_attempt_at.eq(next),
+                            webhook_deliveries::updated.eq(at),
+                        );
+                        let changed = match r.lease {
+                            Some(lease) => diesel::update(targets.filter(webhook_deliveries::next_attempt_at.eq(lease.naive_utc())))
+                                .set(values)
+                                .execute(conn)?,
+                            None => diesel::update(targets).set(values).execute(conn)?,
+                        };
+                        if changed == 1 {
+                            held.insert(delivery.clone());
+                        }
+                    }
+                }
+                // Test calls have no delivery: always kept.
+                let (kept, stale): (Vec<&AttemptRecord>, Vec<&AttemptRecord>) = records
+                    .into_iter()
+                    .partition(|r| r.delivery_id.as_ref().is_none_or(|id| held.contains(id)));
+                let rows: Vec<AttemptRow> = kept
                     .iter()
                     .map(|r| {
                         let a = r.to_attempt(new_id(IdKind::Attempt));
@@ -655,47 +737,9 @@ impl WebhookRepository for DieselWebhookRepository {
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_attempts::table).values(chunk).execute(c))?;
                 }
-                // Deliveries done at their n-th attempt: one statement per n (usually one).
-                let mut delivered: BTreeMap<u32, Vec<&String>> = BTreeMap::new();
-                let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
-                for r in &records {
-                    if let (Some(id), NextStep::Done) = (&r.delivery_id, &r.next) {
-                        delivered.entry(r.attempt).or_default().push(id);
-                    }
-                }
-                if let Some(at) = batch_time {
-                    for (attempt, ids) in &delivered {
-                        for chunk in ids.chunks(INSERT_CHUNK) {
-                            diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq_any(chunk)))
-                                .set((
-                                    webhook_deliveries::status.eq("delivered"),
-                                    webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
-                                    webhook_deliveries::trigger_kind.eq("scheduled"),
-                                    webhook_deliveries::next_attempt_at.eq(at),
-                                    webhook_deliveries::updated.eq(at),
-                                ))
-                                .execute(conn)?;
-                        }
-                    }
-                }
-                for r in &records {
+                // The subscription's health as the kept outcomes say.
+                for r in &kept {
                     let at = r.at.naive_utc();
-                    if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
-                        let (status, next) = match r.next {
-                            NextStep::Done => ("delivered", at), // saved above
-                            NextStep::RetryAt(t) => ("pending", t.naive_utc()),
-                            NextStep::Failed => ("failed", at),
-                        };
-                        diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq(delivery)))
-                            .set((
-                                webhook_deliveries::status.eq(status),
-                                webhook_deliveries::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
-                                webhook_deliveries::trigger_kind.eq("scheduled"),
-                                webhook_deliveries::next_attempt_at.eq(next),
-                                webhook_deliveries::updated.eq(at),
-                            ))
-                            .execute(conn)?;
-                    }
                     let sub = webhook_subscriptions::table.filter(webhook_subscriptions::id.eq(&r.subscription_id));
                     match &r.subscription {
                         None => {}
@@ -721,7 +765,7 @@ impl WebhookRepository for DieselWebhookRepository {
                         }
                     }
                 }
-                Ok(())
+                Ok(u64::try_from(stale.len()).unwrap_or(u64::MAX))
             })
             .await
     }

@@ -2025,7 +2025,80 @@ mod webhooks {
             next,
             subscription: None,
             at: t(20),
+            lease: Some(job.lease_until),
         }
+    }
+
+    /// Contract §19: an outcome is recorded only by the claim that holds the delivery; a
+    /// holder whose lease ran out (the delivery was claimed again) changes nothing.
+    async fn a_stale_holders_outcome_changes_nothing(url: &str) {
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_1", &["card-published"], None), 100)
+            .await
+            .expect("a");
+        publish_three(&db).await;
+        let first = repo
+            .claim(t(30), t(40), 10, vec![], 10)
+            .await
+            .expect("claim");
+        assert_eq!(first.len(), 3);
+        // The first holder's lease runs out; another claims the same deliveries.
+        let second: Vec<_> = repo
+            .claim(t(41), t(60), 10, vec![], 10)
+            .await
+            .expect("claim again")
+            .into_iter()
+            .filter(|j| j.delivery_id == first[0].delivery_id)
+            .collect();
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].attempt, first[0].attempt, "the same attempt, another claim");
+        // The late first holder reports: refused, nothing logged.
+        let stale = repo
+            .record(vec![record(&first[0], 200, NextStep::Done)])
+            .await
+            .expect("record");
+        assert_eq!(stale, 1);
+        assert!(raw_texts(url, "SELECT id AS v FROM webhook_attempts").is_empty());
+        // The holder's outcome counts, once.
+        let held = repo
+            .record(vec![record(&second[0], 200, NextStep::Done)])
+            .await
+            .expect("record");
+        assert_eq!(held, 0);
+        assert_eq!(raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(), 1);
+        // The same outcome again (a retried save) changes nothing more.
+        let again = repo
+            .record(vec![record(&second[0], 200, NextStep::Done)])
+            .await
+            .expect("record");
+        assert_eq!(again, 1);
+        assert_eq!(raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(), 1);
+        // A retry outcome is fenced the same way.
+        let third = repo
+            .claim(t(70), t(90), 10, vec![], 10)
+            .await
+            .expect("claim");
+        assert_eq!(third.len(), 2, "the two not delivered");
+        let late: Vec<_> = repo
+            .claim(t(91), t(120), 10, vec![], 10)
+            .await
+            .expect("claim again")
+            .into_iter()
+            .filter(|j| j.delivery_id == third[0].delivery_id)
+            .collect();
+        assert_eq!(late.len(), 1, "claimed again");
+        assert_eq!(
+            repo.record(vec![record(&third[0], 500, NextStep::RetryAt(t(200)))])
+                .await
+                .expect("record"),
+            1
+        );
+        assert_eq!(
+            repo.record(vec![record(&late[0], 500, NextStep::RetryAt(t(200)))])
+                .await
+                .expect("record"),
+            0
+        );
     }
 
     async fn subscriptions_round_trip_with_secrets_sealed_and_a_limit(url: &str) {
@@ -2285,6 +2358,7 @@ mod webhooks {
         events_enqueue_matching_deliveries_in_their_transaction,
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,
+        a_stale_holders_outcome_changes_nothing,
         disabling_cancels_pending_deliveries,
     );
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 #[derive(Clone)]
@@ -15,6 +16,8 @@ pub struct Metrics {
     free_bytes: IntGauge,
     full: IntGauge,
     storage_errors: IntCounterVec,
+    clock_offset: Gauge,
+    stale: IntCounterVec,
 }
 
 impl Metrics {
@@ -54,6 +57,19 @@ impl Metrics {
             Opts::new("storage_errors_total", "Writes refused by storage, by kind"),
             &["kind"],
         )?;
+        let clock_offset = Gauge::new(
+            "clock_offset_seconds",
+            "The database's clock minus this host's, as last measured",
+        )?;
+        let stale = IntCounterVec::new(
+            Opts::new(
+                "stale_outcomes_total",
+                "Outcomes not recorded because their lease had passed to another holder",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(clock_offset.clone()))?;
+        registry.register(Box::new(stale.clone()))?;
         registry.register(Box::new(free_bytes.clone()))?;
         registry.register(Box::new(full.clone()))?;
         registry.register(Box::new(storage_errors.clone()))?;
@@ -68,6 +84,8 @@ impl Metrics {
             free_bytes,
             full,
             storage_errors,
+            clock_offset,
+            stale,
         })
     }
 
@@ -83,6 +101,17 @@ impl Metrics {
     /// `worker` has been started again `n` more times (0 lists it).
     pub fn worker_restarted(&self, worker: &str, n: u64) {
         self.restarts.with_label_values(&[worker]).inc_by(n);
+    }
+
+    /// The database's clock minus this host's, in milliseconds.
+    pub fn clock_offset(&self, offset_ms: i64) {
+        self.clock_offset.set(offset_ms as f64 / 1000.0);
+    }
+
+    /// `n` outcomes of `kind` (`webhook`, `push`) were not recorded: their lease had passed to
+    /// another holder (0 lists the kind).
+    pub fn stale_outcomes(&self, kind: &str, n: u64) {
+        self.stale.with_label_values(&[kind]).inc_by(n);
     }
 
     /// Takes the storage figures as they are now, for the next rendering.

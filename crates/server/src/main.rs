@@ -1,6 +1,7 @@
 //! `workbench`: the service (`serve`, the default) and its admin commands.
 
 mod bootstrap;
+mod clock;
 mod config;
 mod files;
 mod storage;
@@ -206,10 +207,10 @@ async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
     }
 }
 
-fn auth_service(db: &Database) -> Arc<AuthService> {
+fn auth_service(db: &Database, clock: Arc<dyn domain::Clock>) -> Arc<AuthService> {
     Arc::new(AuthService::new(
         Arc::new(DieselTenancyRepository::new(db.clone())),
-        Arc::new(SystemClock),
+        clock,
     ))
 }
 
@@ -230,7 +231,7 @@ fn admin_error(err: DomainError) -> anyhow::Error {
 
 async fn create_env(settings: Settings, name: &str) -> anyhow::Result<()> {
     let db = open_database(&settings).await?;
-    let env = auth_service(&db)
+    let env = auth_service(&db, Arc::new(SystemClock))
         .create_environment(name)
         .await
         .map_err(admin_error)?;
@@ -248,7 +249,7 @@ async fn create_key(settings: Settings, args: KeyArgs) -> anyhow::Result<()> {
     } else {
         EnvironmentGrant::Only(args.envs)
     };
-    let issued = auth_service(&db)
+    let issued = auth_service(&db, Arc::new(SystemClock))
         .create_key(args.name, args.roles, args.scopes, grant)
         .await
         .map_err(admin_error)?;
@@ -318,8 +319,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
         storage::spawn_sampler(dir, storage.clone());
     }
-    let clock = Arc::new(SystemClock);
-    let auth = auth_service(&db);
+    // Every shared decision on the database's time (contract §19): measured before anything
+    // is decided, then every minute.
+    let metrics = Metrics::new().context("cannot register metrics")?;
+    let clock = Arc::new(clock::DatabaseClock::default());
+    clock::track(db.clone(), clock.clone(), {
+        let metrics = metrics.clone();
+        move |offset_ms| metrics.clock_offset(offset_ms)
+    })
+    .await;
+    let auth = auth_service(&db, clock.clone());
     if let Some(boot) = auth.bootstrap().await.map_err(admin_error)? {
         let path = bootstrap::write(&data_dir(&settings)?, &boot)?;
         tracing::info!(
@@ -434,7 +443,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         .with_lease(lease(settings.engine_lease_seconds)),
     );
     let loops = Arc::new(domain::health::Loops::default());
-    let metrics = Metrics::new().context("cannot register metrics")?;
     let supervisor = workers::Supervisor::new(loops.clone(), metrics.clone());
     let state = AppState {
         auth,

@@ -306,12 +306,22 @@ pub fn spawn_deliveries(
     let in_flight: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let recorder = service.clone();
     let counts = in_flight.clone();
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("webhook", 0);
     let done = spawn_saver(
         supervisor,
         "webhook-saver",
         move |batch: Vec<AttemptRecord>| {
-            let recorder = recorder.clone();
-            async move { recorder.record(batch).await }
+            let (recorder, metrics) = (recorder.clone(), metrics.clone());
+            async move {
+                let stale = recorder.record(batch).await?;
+                if stale > 0 {
+                    // Their lease had run out and another holder took the deliveries.
+                    tracing::warn!(stale, "webhook outcomes not recorded: their claims had passed to another holder");
+                    metrics.stale_outcomes("webhook", stale);
+                }
+                Ok(())
+            }
         },
         move |batch: &[AttemptRecord]| {
             let mut counts = lock(&counts);

@@ -40,6 +40,9 @@ pub struct DeliveryJob {
     pub attempt: u32,
     /// `scheduled` or `manual`.
     pub trigger: String,
+    /// The end of the claim's lease, which is also its fencing token (contract §19): the
+    /// outcome is recorded only while the delivery is still leased until exactly this.
+    pub lease_until: Timestamp,
 }
 
 /// What one attempt got.
@@ -112,6 +115,8 @@ pub struct AttemptRecord {
     pub next: NextStep,
     pub subscription: Option<SubscriptionChange>,
     pub at: Timestamp,
+    /// The claim this outcome belongs to ([`DeliveryJob::lease_until`]); None for a test call.
+    pub lease: Option<Timestamp>,
 }
 
 impl AttemptRecord {
@@ -208,6 +213,7 @@ impl DeliveryService {
             next: NextStep::Failed,
             subscription: None,
             at: self.clock.now(),
+            lease: Some(job.lease_until),
         }
     }
 
@@ -237,10 +243,14 @@ impl DeliveryService {
             next,
             subscription,
             at,
+            lease: Some(job.lease_until),
         }
     }
 
-    pub async fn record(&self, records: Vec<AttemptRecord>) -> Result<(), StorageError> {
+    /// Saves outcomes, each only if its claim still holds the delivery (contract §19).
+    /// Returns how many were stale: their delivery was claimed again meanwhile (this holder's
+    /// lease ran out), so another holder's outcome counts, and theirs changed nothing.
+    pub async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError> {
         self.repo.record(records).await
     }
 }

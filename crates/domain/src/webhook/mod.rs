@@ -256,8 +256,11 @@ pub trait WebhookRepository: Send + Sync {
         limit: u32,
     ) -> Result<Vec<DeliveryJob>, StorageError>;
     /// Saves outcomes in one transaction: attempt rows, delivery states, subscription failure
-    /// state (and disabling).
-    async fn record(&self, records: Vec<AttemptRecord>) -> Result<(), StorageError>;
+    /// state (and disabling). An outcome with a lease is saved only while its delivery is
+    /// still pending, at the attempt before it and leased until exactly that lease (the claim's
+    /// fencing token, contract §19); otherwise nothing of it is saved. Returns how many outcomes
+    /// were refused so.
+    async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError>;
 }
 
 /// The webhook API (role `workbench`).
@@ -506,6 +509,7 @@ impl WebhookService {
             // A test says nothing about the subscription's health.
             subscription: None,
             at: now,
+            lease: None,
         };
         let attempt = record.to_attempt(new_id(IdKind::Attempt));
         self.repo.record(vec![record]).await?;

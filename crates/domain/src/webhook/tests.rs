@@ -280,6 +280,7 @@ fn job(attempt: u32, failing_since: Option<Timestamp>) -> DeliveryJob {
         data: json!({}),
         attempt,
         trigger: "scheduled".into(),
+        lease_until: t0(),
     }
 }
 
@@ -492,7 +493,7 @@ async fn test_call_is_sent_signed_logged_and_not_retried() {
                 && r[0].subscription.is_none()
         })
         .times(1)
-        .returning(|_| Ok(()));
+        .returning(|_| Ok(0));
     let mut transport = MockWebhookTransport::new();
     transport
         .expect_send()
