@@ -11,6 +11,7 @@ mod hostile;
 mod ops;
 mod push;
 mod receiver;
+mod storage;
 mod support;
 mod trigger;
 mod webhooks;

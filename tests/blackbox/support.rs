@@ -26,7 +26,23 @@ pub struct Server {
     logs: Arc<Mutex<Vec<String>>>,
     extra: ExtraEnv,
     // Dropped last: the server must be gone before its database is.
-    db: TestDatabase,
+    db: Database,
+}
+
+/// The database a server runs on: a test database (removed when dropped), or a SQLite file
+/// in the server's own data folder (removed with it).
+enum Database {
+    Test(TestDatabase),
+    File(String),
+}
+
+impl Database {
+    fn url(&self) -> &str {
+        match self {
+            Database::Test(db) => db.url(),
+            Database::File(url) => url,
+        }
+    }
 }
 
 impl Server {
@@ -36,12 +52,21 @@ impl Server {
 
     /// Starts with extra settings (a `None` value removes one of the test defaults).
     pub async fn start_with(db: TestDatabase, extra: &[(&str, Option<&str>)]) -> Server {
-        let extra: ExtraEnv = extra
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
-            .collect();
         let dir = tempfile::tempdir().expect("temp dir");
-        let (child, logs, address) = launch(&db, dir.path(), &extra);
+        Server::start_on(Database::Test(db), dir, extra)
+    }
+
+    /// Starts with the SQLite database `workbench.db` in `dir`, which is also the data folder
+    /// (the database, its key file and the bootstrap file all live there; `dir` is removed
+    /// when the server is dropped).
+    pub async fn start_in(dir: tempfile::TempDir, extra: &[(&str, Option<&str>)]) -> Server {
+        let url = sqlite_url_in(dir.path());
+        Server::start_on(Database::File(url), dir, extra)
+    }
+
+    fn start_on(db: Database, dir: tempfile::TempDir, extra: &[(&str, Option<&str>)]) -> Server {
+        let extra = extra_env(extra);
+        let (child, logs, address) = launch(db.url(), dir.path(), &extra);
         let boot: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("bootstrap-credentials.json"))
                 .expect("bootstrap file"),
@@ -68,7 +93,7 @@ impl Server {
     pub fn kill_and_restart(&mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().expect("reaped");
-        let (child, logs, address) = launch(&self.db, self.dir.path(), &self.extra);
+        let (child, logs, address) = launch(self.db.url(), self.dir.path(), &self.extra);
         self.child = child;
         self.logs = logs;
         self.base = format!("http://{address}");
@@ -93,7 +118,7 @@ impl Server {
 
     /// Runs an admin subcommand against this server's database; its stdout as JSON.
     pub fn admin(&self, args: &[&str]) -> Result<Value, String> {
-        let out = command(&self.db, self.dir.path(), &self.extra)
+        let out = command(self.db.url(), self.dir.path(), &self.extra)
             .args(args)
             .output()
             .expect("run workbench");
@@ -162,12 +187,8 @@ impl Drop for Server {
 }
 
 /// Starts `workbench serve` and waits for the address it listens on.
-fn launch(
-    db: &TestDatabase,
-    dir: &Path,
-    extra: &ExtraEnv,
-) -> (Child, Arc<Mutex<Vec<String>>>, String) {
-    let mut child = command(db, dir, extra)
+fn launch(url: &str, dir: &Path, extra: &ExtraEnv) -> (Child, Arc<Mutex<Vec<String>>>, String) {
+    let mut child = command(url, dir, extra)
         .arg("serve")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -200,12 +221,67 @@ fn launch(
 /// Extra settings of a server (None removes a default).
 pub type ExtraEnv = Vec<(String, Option<String>)>;
 
-fn command(db: &TestDatabase, dir: &Path, extra: &ExtraEnv) -> Command {
+fn extra_env(extra: &[(&str, Option<&str>)]) -> ExtraEnv {
+    extra
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+        .collect()
+}
+
+/// The URL of the SQLite database `workbench.db` in `dir`, as [`Server::start_in`] uses it.
+pub fn sqlite_url_in(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("workbench.db").display())
+}
+
+/// How a `workbench serve` that was expected to stop by itself ended.
+pub struct Exited {
+    /// `None` when it still ran after the time allowed (it was then killed).
+    pub status: Option<std::process::ExitStatus>,
+    pub elapsed: Duration,
+    pub stderr: String,
+}
+
+/// Runs `workbench serve` on the SQLite database `workbench.db` in `dir` (also the data folder),
+/// with the test defaults and `extra`, and waits up to `limit` for it to exit by itself.
+pub fn serve_until_exit(dir: &Path, extra: &[(&str, Option<&str>)], limit: Duration) -> Exited {
+    let started = std::time::Instant::now();
+    let mut child = command(&sqlite_url_in(dir), dir, &extra_env(extra))
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start workbench");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = started.elapsed();
+    Exited {
+        status,
+        elapsed,
+        stderr: reader.join().expect("stderr reader"),
+    }
+}
+
+fn command(url: &str, dir: &Path, extra: &ExtraEnv) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("WORKBENCH_DATABASE_URL", db.url())
+        .env("WORKBENCH_DATABASE_URL", url)
         .env("WORKBENCH_LISTEN", "127.0.0.1:0")
         .env("WORKBENCH_LOG_FORMAT", "json")
         .env("WORKBENCH_LOG", "info")
@@ -218,7 +294,7 @@ fn command(db: &TestDatabase, dir: &Path, extra: &ExtraEnv) -> Command {
         .env("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
         .env("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s")
         .env("WORKBENCH_WEBHOOK_LEASE_SECONDS", "5");
-    if db.url().starts_with("postgres") {
+    if url.starts_with("postgres") {
         // PostgreSQL needs an explicit key; SQLite runs generate a key file beside the database.
         cmd.env(
             "WORKBENCH_SECRET_KEY",

@@ -295,11 +295,18 @@ impl Database {
 
     /// `outcome` of a call, reported to [`Database::storage`]: a write refused for lack of
     /// space (also a disk I/O error when the last sample found the disk all but full, as SQLite
-    /// reports ENOSPC) is [`StorageError::Full`]; a write transaction that succeeded clears it.
+    /// reports ENOSPC) is [`StorageError::Full`]; a write transaction that succeeded while the
+    /// disk has room (as last sampled, on SQLite) clears it.
     fn reported<T>(&self, outcome: Result<T, StorageError>, wrote: bool) -> Result<T, StorageError> {
         match outcome {
             Ok(value) => {
-                if wrote {
+                // A transaction that committed ends a refusal only when the disk has room
+                // again: one that changed nothing (an empty claim) commits on a full disk too.
+                let room = self
+                    .storage
+                    .free_bytes()
+                    .is_none_or(|free| free >= LOW_SPACE_BYTES);
+                if wrote && room {
                     self.storage.write_succeeded();
                 }
                 Ok(value)
