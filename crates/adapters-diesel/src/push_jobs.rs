@@ -254,33 +254,47 @@ impl PushJobRepository for DieselPushJobRepository {
                     token: j.token,
                     device,
                     platform,
+                    lease_until,
                 }
             })
             .collect())
     }
 
-    async fn record(&self, records: Vec<PushRecord>) -> Result<(), StorageError> {
+    async fn record(&self, records: Vec<PushRecord>) -> Result<u64, StorageError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.db
             .transaction(move |conn| {
+                let mut stale = 0u64;
                 for r in &records {
                     let at = r.at.naive_utc();
                     let next = match r.next {
                         PushNext::RetryAt(t) => t.naive_utc(),
                         _ => at,
                     };
-                    diesel::update(push_jobs::table.filter(push_jobs::id.eq(&r.job_id)))
-                        .set((
-                            push_jobs::status.eq(r.next.status()),
-                            push_jobs::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
-                            push_jobs::status_code.eq(r.status_code.map(i32::from)),
-                            push_jobs::error.eq(&r.error),
-                            push_jobs::next_attempt_at.eq(next),
-                            push_jobs::updated.eq(at),
-                        ))
-                        .execute(conn)?;
+                    // Contract §19: only the claim that holds the push saves its outcome.
+                    let before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                    let changed = diesel::update(
+                        push_jobs::table
+                            .filter(push_jobs::id.eq(&r.job_id))
+                            .filter(push_jobs::status.eq("pending"))
+                            .filter(push_jobs::attempts.eq(before))
+                            .filter(push_jobs::next_attempt_at.eq(r.lease.naive_utc())),
+                    )
+                    .set((
+                        push_jobs::status.eq(r.next.status()),
+                        push_jobs::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                        push_jobs::status_code.eq(r.status_code.map(i32::from)),
+                        push_jobs::error.eq(&r.error),
+                        push_jobs::next_attempt_at.eq(next),
+                        push_jobs::updated.eq(at),
+                    ))
+                    .execute(conn)?;
+                    if changed == 0 {
+                        stale += 1;
+                        continue;
+                    }
                     if r.next == PushNext::DeadToken {
                         // Only while the token is still this user's: a device registered again
                         // by someone else since is a new registration.
@@ -294,7 +308,7 @@ impl PushJobRepository for DieselPushJobRepository {
                         .execute(conn)?;
                     }
                 }
-                Ok(())
+                Ok(stale)
             })
             .await
     }

@@ -2933,15 +2933,33 @@ mod bulk_cancel_push {
             status_code: Some(404),
             error: Some("UNREGISTERED".into()),
             at: t(42),
+            lease: j.lease_until,
         };
         let dead = again.iter().find(|j| j.token == "android-1").expect("job");
         let retried = again.iter().find(|j| j.token == "android-3").expect("job");
-        jobs.record(vec![
-            record(dead, PushNext::DeadToken),
-            record(retried, PushNext::RetryAt(t(100))),
-        ])
-        .await
-        .expect("record");
+        // Contract §19: the first claims' lease ran out; their late outcomes change nothing.
+        let late = claimed.iter().find(|j| j.token == "android-1").expect("job");
+        assert_eq!(
+            jobs.record(vec![record(late, PushNext::DeadToken)])
+                .await
+                .expect("record"),
+            1,
+            "a stale holder's outcome is refused"
+        );
+        assert_eq!(
+            devices.of_user("env_a", "u1").await.expect("devices").len(),
+            3,
+            "the stale outcome removed no device"
+        );
+        assert_eq!(
+            jobs.record(vec![
+                record(dead, PushNext::DeadToken),
+                record(retried, PushNext::RetryAt(t(100))),
+            ])
+            .await
+            .expect("record"),
+            0
+        );
         let left: Vec<String> = devices
             .of_user("env_a", "u1")
             .await

@@ -64,8 +64,18 @@ async fn closed_loop(
 }
 
 async fn run(db: TestDatabase, backend: &str, users: u64) {
-    println!("{backend}:");
-    let server = support::Server::start(db).await;
+    // WORKBENCH_SQLITE_SYNCHRONOUS reaches the server as the bench was given it (FULL unless
+    // set), so that both settings are measured with one binary.
+    let synchronous = std::env::var("WORKBENCH_SQLITE_SYNCHRONOUS").ok();
+    println!(
+        "{backend} (SQLite synchronous: {}):",
+        synchronous.as_deref().unwrap_or("full")
+    );
+    let server = support::Server::start_with(
+        db,
+        &[("WORKBENCH_SQLITE_SYNCHRONOUS", synchronous.as_deref())],
+    )
+    .await;
     let admin = server.admin_secret.clone();
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;

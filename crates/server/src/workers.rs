@@ -317,7 +317,10 @@ pub fn spawn_deliveries(
                 let stale = recorder.record(batch).await?;
                 if stale > 0 {
                     // Their lease had run out and another holder took the deliveries.
-                    tracing::warn!(stale, "webhook outcomes not recorded: their claims had passed to another holder");
+                    tracing::warn!(
+                        stale,
+                        "webhook outcomes not recorded: their claims had passed to another holder"
+                    );
                     metrics.stale_outcomes("webhook", stale);
                 }
                 Ok(())
@@ -487,12 +490,24 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
     let in_flight = Arc::new(AtomicUsize::new(0));
     let recorder = service.clone();
     let counter = in_flight.clone();
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("push", 0);
     let done = spawn_saver(
         supervisor,
         "push-saver",
         move |batch: Vec<PushRecord>| {
-            let recorder = recorder.clone();
-            async move { recorder.record(batch).await }
+            let (recorder, metrics) = (recorder.clone(), metrics.clone());
+            async move {
+                let stale = recorder.record(batch).await?;
+                if stale > 0 {
+                    tracing::warn!(
+                        stale,
+                        "push outcomes not recorded: their claims had passed to another holder"
+                    );
+                    metrics.stale_outcomes("push", stale);
+                }
+                Ok(())
+            }
         },
         move |batch: &[PushRecord]| {
             counter.fetch_sub(batch.len(), Ordering::Relaxed);

@@ -205,6 +205,9 @@ pub struct PushJob {
     pub card: Option<CardInstance>,
     /// The platform of the device's app and platform, None when there is none.
     pub platform: Option<PushPlatform>,
+    /// The end of the claim's lease, which is also its fencing token (contract §19): the
+    /// outcome is recorded only while the push is still leased until exactly this.
+    pub lease_until: Timestamp,
 }
 
 /// What becomes of a push after an attempt.
@@ -244,6 +247,8 @@ pub struct PushRecord {
     pub status_code: Option<u16>,
     pub error: Option<String>,
     pub at: Timestamp,
+    /// The claim this outcome belongs to ([`PushJob::lease_until`]).
+    pub lease: Timestamp,
 }
 
 /// A push as the API shows it.
@@ -276,8 +281,10 @@ pub trait PushJobRepository: Send + Sync {
         limit: u32,
     ) -> Result<Vec<PushJob>, StorageError>;
     /// Saves outcomes in one transaction; a [`PushNext::DeadToken`] also removes the device
-    /// (if it still belongs to the job's user).
-    async fn record(&self, records: Vec<PushRecord>) -> Result<(), StorageError>;
+    /// (if it still belongs to the job's user). An outcome is saved only while its push is
+    /// still pending, at the attempt before it and leased until exactly its lease (the claim's
+    /// fencing token, contract §19); otherwise nothing of it is. Returns how many were refused.
+    async fn record(&self, records: Vec<PushRecord>) -> Result<u64, StorageError>;
     /// The pushes of a card of the user, oldest first; None when the user has no such card.
     async fn of_card(
         &self,
@@ -338,6 +345,7 @@ impl PushService {
             next: PushNext::Failed,
             status_code: None,
             at: self.clock.now(),
+            lease: job.lease_until,
         }
     }
 
@@ -352,6 +360,7 @@ impl PushService {
             status_code,
             error,
             at: self.clock.now(),
+            lease: job.lease_until,
         };
         let (message, platform, device) = match ready(&job) {
             Ok(ready) => ready,
@@ -383,7 +392,9 @@ impl PushService {
         record(next, report.status, error)
     }
 
-    pub async fn record(&self, records: Vec<PushRecord>) -> Result<(), StorageError> {
+    /// Saves outcomes, each only if its claim still holds the push; returns how many were
+    /// stale (see [`PushJobRepository::record`]).
+    pub async fn record(&self, records: Vec<PushRecord>) -> Result<u64, StorageError> {
         self.repo.record(records).await
     }
 
