@@ -158,11 +158,7 @@ impl WebhookTransport for HttpTransport {
             Ok(url) => url,
             Err(e) => return failed(format!("refused: {e}"), started),
         };
-        let timestamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        let headers = match Self::headers(&call, timestamp) {
+        let headers = match Self::headers(&call, call.timestamp) {
             Ok(h) => h,
             Err(e) => return failed(e, started),
         };

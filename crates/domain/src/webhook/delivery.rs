@@ -226,6 +226,7 @@ impl DeliveryService {
             message_id: job.event_id.clone(),
             body: payload(&job.delivery_id, &job.subscription, &job.data),
             secrets: job.subscription.signing_secrets(started),
+            timestamp: started.timestamp(),
         };
         let outcome = AttemptOutcome::from(self.transport.send(call).await);
         let at = self.clock.now();

@@ -176,6 +176,8 @@ pub struct OutgoingCall {
     pub body: String,
     /// Every secret that signs the call.
     pub secrets: Vec<String>,
+    /// `webhook-timestamp`, unix seconds: the service's clock (the database's, contract §19).
+    pub timestamp: i64,
 }
 
 /// The outbound side: signs and sends, refusing addresses the SSRF policy forbids.
@@ -494,6 +496,7 @@ impl WebhookService {
                 message_id: event_id.clone(),
                 body,
                 secrets: sub.signing_secrets(now),
+                timestamp: now.timestamp(),
             })
             .await;
         let record = AttemptRecord {
