@@ -82,8 +82,8 @@ impl Synchronous {
     }
 }
 
-/// The WAL's size at rest (contract §18): after a checkpoint resets it, SQLite truncates the
-/// WAL file to this (`journal_size_limit`).
+/// The WAL's largest size at rest (contract §18). At rest it is in fact empty: a checkpoint
+/// that finds every frame copied and none added since the last one truncates it.
 pub const WAL_LIMIT_BYTES: u64 = 16 << 20;
 
 /// Below this many free bytes, a disk I/O error on a write is taken for a full disk (SQLite
@@ -151,8 +151,9 @@ impl DatabaseUrl {
                 let mut conn = SqliteConnection::establish(&self.target)?;
                 // Per connection: wait for locks instead of failing, enforce foreign keys.
                 // WAL is persistent (set once at pool creation). `synchronous` is FULL unless
-                // NORMAL is asked for (see [`Synchronous`]); the WAL is truncated to
-                // [`WAL_LIMIT_BYTES`] when a checkpoint resets it.
+                // NORMAL is asked for (see [`Synchronous`]). The WAL is bounded at rest by the
+                // checkpointer ([`Database::checkpoint`]), not by `journal_size_limit`, which
+                // truncated it while busy (3% of `/start` throughput, docs/benchmarks.md).
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
                 // writer checkpoints at commit only when the WAL passes 32 MiB,
                 // when the checkpointer has fallen behind or is not running. Temporary files
@@ -160,8 +161,7 @@ impl DatabaseUrl {
                 // on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
                     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {}; \
-                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY; \
-                     PRAGMA journal_size_limit = {WAL_LIMIT_BYTES};",
+                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY;",
                     self.synchronous.pragma()
                 ))
                 .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
@@ -250,6 +250,8 @@ pub struct Database {
     writers: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Writes refused for lack of space, and those that succeed (contract §18).
     storage: Arc<domain::health::Storage>,
+    /// SQLite: the WAL's frames at the last checkpoint, to tell when it is at rest.
+    wal_frames: Arc<std::sync::atomic::AtomicI32>,
 }
 
 impl Database {
@@ -281,6 +283,7 @@ impl Database {
             backend,
             writers,
             storage: Arc::default(),
+            wal_frames: Arc::default(),
         })
     }
 
@@ -390,12 +393,16 @@ impl Database {
 
     /// SQLite: copies what the WAL holds into the database file (a passive checkpoint: it never
     /// waits for or blocks writers or readers), off the writers' path; call it periodically.
-    /// Returns the WAL pages left to copy. PostgreSQL checkpoints by itself: a no-op.
+    /// When a checkpoint finds every frame copied and none added since the one before, the
+    /// database is at rest and the WAL file is truncated to nothing (a `TRUNCATE` checkpoint,
+    /// which nothing is waiting behind then): contract §18's bound, at no cost to a busy
+    /// database. Returns the WAL pages left to copy. PostgreSQL checkpoints by itself: a no-op.
     pub async fn checkpoint(&self) -> Result<u64, StorageError> {
         if self.backend != Backend::Sqlite {
             return Ok(0);
         }
-        self.run(|conn| {
+        let last = self.wal_frames.clone();
+        self.run(move |conn| {
             #[derive(diesel::QueryableByName)]
             struct Checkpoint {
                 #[diesel(sql_type = diesel::sql_types::Integer)]
@@ -405,7 +412,14 @@ impl Database {
             }
             let done: Checkpoint =
                 diesel::sql_query("PRAGMA wal_checkpoint(PASSIVE)").get_result(conn)?;
-            Ok(u64::try_from(done.log - done.checkpointed).unwrap_or(0))
+            let left = u64::try_from(done.log - done.checkpointed).unwrap_or(0);
+            let before = last.swap(done.log, std::sync::atomic::Ordering::Relaxed);
+            if left == 0 && done.log > 0 && done.log == before {
+                let _: Checkpoint =
+                    diesel::sql_query("PRAGMA wal_checkpoint(TRUNCATE)").get_result(conn)?;
+                last.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(left)
         })
         .await
     }
