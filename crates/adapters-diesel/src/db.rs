@@ -300,7 +300,11 @@ impl Database {
     /// space (also a disk I/O error when the last sample found the disk all but full, as SQLite
     /// reports ENOSPC) is [`StorageError::Full`]; a write transaction that succeeded while the
     /// disk has room (as last sampled, on SQLite) clears it.
-    fn reported<T>(&self, outcome: Result<T, StorageError>, wrote: bool) -> Result<T, StorageError> {
+    fn reported<T>(
+        &self,
+        outcome: Result<T, StorageError>,
+        wrote: bool,
+    ) -> Result<T, StorageError> {
         match outcome {
             Ok(value) => {
                 // A transaction that committed ends a refusal only when the disk has room
@@ -614,8 +618,8 @@ mod tests {
                         #[diesel(sql_type = diesel::sql_types::BigInt)]
                         n: i64,
                     }
-                    let n: N = diesel::sql_query("SELECT count(*) AS n FROM filler")
-                        .get_result(conn)?;
+                    let n: N =
+                        diesel::sql_query("SELECT count(*) AS n FROM filler").get_result(conn)?;
                     Ok(n.n)
                 })
                 .await

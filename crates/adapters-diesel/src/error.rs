@@ -98,7 +98,10 @@ mod tests {
             "could not extend file \"base/16384/16402\": No space left on device",
             "could not write to file \"pg_wal/xlogtemp.123\": No space left on device",
         ] {
-            assert!(matches!(map(error(message)), StorageError::Full(_)), "{message}");
+            assert!(
+                matches!(map(error(message)), StorageError::Full(_)),
+                "{message}"
+            );
         }
         assert!(matches!(
             map(error("syntax error at or near \"x\"")),

@@ -2057,7 +2057,10 @@ mod webhooks {
             .filter(|j| j.delivery_id == first[0].delivery_id)
             .collect();
         assert_eq!(second.len(), 1);
-        assert_eq!(second[0].attempt, first[0].attempt, "the same attempt, another claim");
+        assert_eq!(
+            second[0].attempt, first[0].attempt,
+            "the same attempt, another claim"
+        );
         // The late first holder reports: refused, nothing logged.
         let stale = repo
             .record(vec![record(&first[0], 200, NextStep::Done)])
@@ -2071,14 +2074,20 @@ mod webhooks {
             .await
             .expect("record");
         assert_eq!(held, 0);
-        assert_eq!(raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(), 1);
+        assert_eq!(
+            raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(),
+            1
+        );
         // The same outcome again (a retried save) changes nothing more.
         let again = repo
             .record(vec![record(&second[0], 200, NextStep::Done)])
             .await
             .expect("record");
         assert_eq!(again, 1);
-        assert_eq!(raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(), 1);
+        assert_eq!(
+            raw_texts(url, "SELECT id AS v FROM webhook_attempts").len(),
+            1
+        );
         // A retry outcome is fenced the same way.
         let third = repo
             .claim(t(70), t(90), 10, vec![], 10)
@@ -2436,7 +2445,12 @@ mod bulk_cancel_push {
             .expect("claim")
             .expect("task");
         assert_eq!(
-            (claimed.id, claimed.status, claimed.rows_total, claimed.queued),
+            (
+                claimed.id,
+                claimed.status,
+                claimed.rows_total,
+                claimed.queued
+            ),
             (first, BulkStatus::Processing, 5, false)
         );
         assert!(repo.claim(t(5), t(60), 5).await.expect("leased").is_none());
@@ -2944,7 +2958,10 @@ mod bulk_cancel_push {
         let dead = again.iter().find(|j| j.token == "android-1").expect("job");
         let retried = again.iter().find(|j| j.token == "android-3").expect("job");
         // Contract §19: the first claims' lease ran out; their late outcomes change nothing.
-        let late = claimed.iter().find(|j| j.token == "android-1").expect("job");
+        let late = claimed
+            .iter()
+            .find(|j| j.token == "android-1")
+            .expect("job");
         assert_eq!(
             jobs.record(vec![record(late, PushNext::DeadToken)])
                 .await
@@ -3219,19 +3236,28 @@ mod bulk_cancel_push {
             assert_ne!(again.id, uploaded[5]);
         }
         assert!(repo.claim(t(61), t(120), 5).await.expect("claim").is_none());
-        let waiting = repo.get("env_a", uploaded[5]).await.expect("get").expect("task");
+        let waiting = repo
+            .get("env_a", uploaded[5])
+            .await
+            .expect("get")
+            .expect("task");
         assert!(waiting.queued);
         // One finishes: the queued one starts.
         let mut done = claimed[0].clone();
         done.status = BulkStatus::Completed;
         done.cursor = 1;
-        repo.save_progress(&done, 0, 1, 0, vec![]).await.expect("save");
+        repo.save_progress(&done, 0, 1, 0, vec![])
+            .await
+            .expect("save");
         let mut taken = Vec::new();
         while let Some(task) = repo.claim(t(121), t(180), 5).await.expect("claim") {
             taken.push((task.id, task.queued));
         }
         assert_eq!(taken.len(), 5, "{taken:?}");
-        assert!(taken.contains(&(uploaded[5], false)), "a slot freed: {taken:?}");
+        assert!(
+            taken.contains(&(uploaded[5], false)),
+            "a slot freed: {taken:?}"
+        );
     }
 
     both_backends!(

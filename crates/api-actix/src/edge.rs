@@ -195,7 +195,10 @@ mod path_tests {
 
     #[test]
     fn the_low_disk_guard_refuses_new_work_and_lets_what_finishes_through() {
-        assert!(new_work("POST", "/v1/{environmentId}/action-flow/{flowConfigId}/start"));
+        assert!(new_work(
+            "POST",
+            "/v1/{environmentId}/action-flow/{flowConfigId}/start"
+        ));
         assert!(new_work("PUT", "/v1/{environmentId}/users/{endUserId}"));
         assert!(new_work("POST", "/uploads/csv/{token}"));
         assert!(!new_work(
@@ -206,7 +209,10 @@ mod path_tests {
             "POST",
             "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel"
         ));
-        assert!(!new_work("DELETE", "/v1/{environmentId}/webhook/{webhookId}"));
+        assert!(!new_work(
+            "DELETE",
+            "/v1/{environmentId}/webhook/{webhookId}"
+        ));
         assert!(!new_work("GET", "/v1/{environmentId}/action-flow"));
     }
 

@@ -68,8 +68,7 @@ impl RetryPolicy {
         } else {
             0.0
         };
-        let jittered =
-            Duration::milliseconds((step_ms * (1.0 + JITTER * jitter)) as i64);
+        let jittered = Duration::milliseconds((step_ms * (1.0 + JITTER * jitter)) as i64);
         // A provider's `Retry-After` may be any number: bounded before any arithmetic.
         let asked = retry_after_seconds
             .map(|s| i64::try_from(s).unwrap_or(i64::MAX))

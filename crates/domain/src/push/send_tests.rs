@@ -72,7 +72,7 @@ fn job(kind: &str) -> PushJob {
         device: Some(device(kind)),
         card: Some(card(CardStatus::Active)),
         platform: Some(platform(kind, true)),
-        lease_until: at(60),
+        lease_until: at(30),
     }
 }
 
