@@ -5,6 +5,7 @@ mod audience;
 mod auth;
 mod bulk;
 mod cancel;
+mod clock;
 mod flows;
 mod folders;
 mod hostile;

@@ -29,8 +29,9 @@ pub struct Server {
     db: Database,
 }
 
-/// The database a server runs on: a test database (removed when dropped), or a SQLite file
-/// in the server's own data folder (removed with it).
+/// The database a server runs on: a test database (removed when dropped), or a database it
+/// does not own: a SQLite file in the server's own data folder (removed with it), or another
+/// server's (a replica's).
 enum Database {
     Test(TestDatabase),
     File(String),
@@ -85,6 +86,31 @@ impl Server {
             logs,
             extra,
             db,
+        }
+    }
+
+    /// Another process serving this server's database (a replica sharing PostgreSQL), with
+    /// this server's settings and `extra`, and a data folder of its own. Its environment and
+    /// keys are this server's. It is stopped when dropped; the database stays this server's.
+    pub fn replica(&self, extra: &[(&str, Option<&str>)]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut all = self.extra.clone();
+        all.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        all.extend(extra_env(extra));
+        let url = self.db.url().to_owned();
+        let (child, logs, address) = launch(&url, dir.path(), &all);
+        Server {
+            child,
+            base: format!("http://{address}"),
+            client: reqwest::Client::new(),
+            env: self.env.clone(),
+            org: self.org.clone(),
+            admin_secret: self.admin_secret.clone(),
+            admin_client_id: self.admin_client_id.clone(),
+            dir,
+            logs,
+            extra: all,
+            db: Database::File(url),
         }
     }
 

@@ -1,0 +1,140 @@
+//! Contract §19 end to end: two processes on one PostgreSQL, one with its wall clock five
+//! minutes ahead (libfaketime, Debian's `faketime`, preloaded into that process only; its
+//! monotonic clock is left alone). The service decides on the database's time, so the skewed
+//! replica steals no lease and times no card wrong, and it says that its clock is off.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::receiver::Receiver;
+use crate::support::{call, Server};
+use crate::trigger::{feed, fire, published_flow, users};
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The PostgreSQL test database, or None (a skip) outside CI without PostgreSQL or
+/// libfaketime; in CI both must be there.
+fn prerequisites() -> Option<adapters_diesel::testing::TestDatabase> {
+    let in_ci = std::env::var_os("CI").is_some();
+    if !std::path::Path::new(LIBFAKETIME).exists() {
+        assert!(!in_ci, "CI must install libfaketime (Debian's `faketime`)");
+        eprintln!("skipped: no {LIBFAKETIME}");
+        return None;
+    }
+    adapters_diesel::testing::TestDatabase::postgres()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_five_minutes_ahead_steals_no_lease_and_times_no_card_wrong() {
+    let Some(db) = prerequisites() else { return };
+    let a = Server::start(db).await;
+    let b = a.replica(&[
+        ("LD_PRELOAD", Some(LIBFAKETIME)),
+        ("FAKETIME", Some("+300")),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", Some("1")),
+        ("FAKETIME_NO_CACHE", Some("1")),
+    ]);
+    // It measured its offset before serving, and says so.
+    let warned = b
+        .logs()
+        .lines()
+        .any(|l| l.contains("\"WARN\"") && l.contains("clock is off the database"));
+    assert!(warned, "{}", b.logs());
+    let metrics = call(&b, "GET", "/metrics", None, None).await.text;
+    let offset: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("workbench_clock_offset_seconds "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!((-301.0..=-299.0).contains(&offset), "{offset}");
+
+    let receiver = Receiver::start().await;
+    let created = call(
+        &a,
+        "POST",
+        &format!("/v1/{}/webhook", a.env),
+        Some(&a.admin_secret),
+        Some(json!({"types": ["card-published"], "url": receiver.url})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let flow = published_flow(&a, false).await;
+    // One-user starts through both processes: each card published once, delivered once.
+    let starts = 200;
+    for n in 0..starts {
+        let server = if n % 2 == 0 { &a } else { &b };
+        let reply = fire(
+            server,
+            &flow,
+            "start",
+            json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("skew-{n}")]}}]}),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while receiver.len() < starts && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Time for any duplicate a stolen lease would send.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let got = receiver.received();
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|r| r.header("webhook-id").to_owned())
+        .collect();
+    ids.sort();
+    let all = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), starts, "every event delivered");
+    assert_eq!(all, starts, "no event delivered twice");
+    // The receiver sees the database's time, not the skewed host's.
+    for r in &got {
+        let sent: i64 = r.header("webhook-timestamp").parse().expect("timestamp");
+        let skew = (r.received_at.timestamp() - sent).abs();
+        assert!(skew <= 5, "webhook-timestamp {sent} is {skew} s off");
+    }
+
+    // A card started through the skewed replica expires on real time.
+    users(&a, json!([{"id": "timed"}])).await;
+    let started = chrono::Utc::now();
+    let reply = fire(
+        &b,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["timed"]},
+            "payload": {"cardOptions": {"expiresInterval": "PT4S"}}}]}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let card: Value = feed(&a, "timed").await.into_iter().next().expect("a card");
+    let expires = card["expires"]
+        .as_str()
+        .or_else(|| card["expiresAt"].as_str())
+        .unwrap_or_else(|| panic!("{card}"));
+    let expires: chrono::DateTime<chrono::Utc> = expires.parse().expect("RFC 3339");
+    let error = (expires - (started + chrono::Duration::seconds(4))).num_milliseconds();
+    assert!(
+        error.abs() <= 2_000,
+        "expiry {error} ms off real time: {card}"
+    );
+    // And leaves the feed on time, whichever process sweeps it.
+    let deadline = started + chrono::Duration::seconds(4 + 4);
+    loop {
+        if feed(&a, "timed").await.is_empty() {
+            break;
+        }
+        assert!(
+            chrono::Utc::now() < deadline,
+            "the card did not expire on time"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gone = chrono::Utc::now();
+    assert!(
+        gone >= started + chrono::Duration::seconds(3),
+        "expired early: {} ms after the start",
+        (gone - started).num_milliseconds()
+    );
+}
