@@ -32,6 +32,8 @@ pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStrea
 pub use bulk::DieselBulkRepository;
 pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
+pub mod clock;
+pub use clock::DatabaseClock;
 pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, WAL_LIMIT_BYTES};
 pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};

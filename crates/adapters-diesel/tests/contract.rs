@@ -1484,6 +1484,60 @@ mod engine {
         assert_eq!(again[0].id, "inv_1");
     }
 
+    /// A host clock this many milliseconds off the system's, as a replica's may be.
+    struct Skewed(i64);
+
+    impl domain::Clock for Skewed {
+        fn now(&self) -> domain::Timestamp {
+            chrono::Utc::now() + chrono::Duration::milliseconds(self.0)
+        }
+    }
+
+    /// Contract §19: two processes whose clocks are five minutes apart either way, each on
+    /// the database's time through its measured offset, share no lease; the skew alone would
+    /// have let the one ahead take the other's.
+    async fn replicas_with_skewed_clocks_share_no_lease_on_the_databases_time(url: &str) {
+        use adapters_diesel::clock::measure;
+        use adapters_diesel::DatabaseClock;
+        use domain::Clock;
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let ahead = DatabaseClock::over(std::sync::Arc::new(Skewed(300_000)));
+        let behind = DatabaseClock::over(std::sync::Arc::new(Skewed(-300_000)));
+        for clock in [&ahead, &behind] {
+            let offset = measure(&db, clock).await.expect("measure");
+            clock.set_offset_ms(offset);
+        }
+        let (_, database, _) = db.clock_reading().await.expect("read");
+        for clock in [&ahead, &behind] {
+            let off = (clock.now() - database).num_milliseconds().abs();
+            assert!(off < 1_000, "{off} ms off the database's time");
+        }
+        let lease = chrono::Duration::seconds(30);
+        let now = behind.now();
+        assert_eq!(
+            repo.claim(now, now + lease, 10).await.expect("claim").len(),
+            1
+        );
+        let now = ahead.now();
+        assert!(
+            repo.claim(now, now + lease, 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "the lease is live on the database's time"
+        );
+        let raw = Skewed(300_000).now();
+        assert_eq!(
+            repo.claim(raw, raw + lease, 10).await.expect("claim").len(),
+            1,
+            "the host's skewed clock alone would have taken it"
+        );
+    }
+
     /// A claim takes the oldest claimable invocations whatever their status (pending, or
     /// running with a lapsed lease) and environment, and never one still leased.
     async fn claims_take_the_oldest_across_statuses_and_environments(url: &str) {
@@ -1938,6 +1992,7 @@ mod engine {
         racing_records_of_one_id_insert_it_once,
         records_written_together_are_each_decided_alone,
         a_claim_is_exclusive_until_its_lease_runs_out,
+        replicas_with_skewed_clocks_share_no_lease_on_the_databases_time,
         claims_take_the_oldest_across_statuses_and_environments,
         several_invocations_are_claimed_and_saved_together,
         a_save_stores_every_column_of_rows_written_in_runs,

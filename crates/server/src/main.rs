@@ -322,7 +322,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // Every shared decision on the database's time (contract §19): measured before anything
     // is decided, then every minute.
     let metrics = Metrics::new().context("cannot register metrics")?;
-    let clock = Arc::new(clock::DatabaseClock::default());
+    let clock = Arc::new(adapters_diesel::DatabaseClock::default());
     clock::track(db.clone(), clock.clone(), {
         let metrics = metrics.clone();
         move |offset_ms| metrics.clock_offset(offset_ms)

@@ -394,6 +394,7 @@ async fn a_push_whose_send_panics_is_tried_three_times_then_fails_alone_with_an_
         .returning(|_, _, _| panic!("injected: the sender panics"));
     let record = service(sender).attempt(job("FCM")).await;
     assert_eq!(record.next, PushNext::Failed);
+    assert_eq!(record.lease, job("FCM").lease_until, "fenced by its claim");
     let error = record.error.expect("error");
     assert!(error.contains("errorId err_"), "{error}");
     assert!(!error.contains("injected"), "{error}");

@@ -592,3 +592,40 @@ fn a_retry_after_of_any_size_is_bounded_before_any_arithmetic() {
     assert!(RetryPolicy::parse("99999999999999999d").is_err());
     assert!(RetryPolicy::parse("9223372036854775807ms").is_err());
 }
+
+#[tokio::test]
+async fn an_attempt_carries_its_claims_lease_so_a_stale_holder_cannot_record_it() {
+    let mut transport = MockWebhookTransport::new();
+    transport.expect_send().returning(|_| TransportResponse {
+        status: Some(204),
+        retry_after_seconds: None,
+        body: String::new(),
+        error: None,
+        duration_ms: 2,
+    });
+    let mut repo = MockWebhookRepository::new();
+    // The store refuses an outcome whose lease is not the one it holds (contract §19).
+    let held = t0() + Duration::seconds(90);
+    repo.expect_record().returning(move |records| {
+        Ok(records.iter().filter(|r| r.lease != Some(held)).count() as u64)
+    });
+    let svc = DeliveryService::new(
+        Arc::new(repo),
+        Arc::new(transport),
+        clock(),
+        RetryPolicy::parse("1s").expect("valid"),
+    );
+    let stale = DeliveryJob {
+        lease_until: t0() + Duration::seconds(30),
+        ..job(1, None)
+    };
+    let current = DeliveryJob {
+        lease_until: held,
+        ..job(1, None)
+    };
+    let late = svc.attempt(stale).await;
+    let holder = svc.attempt(current).await;
+    assert_eq!(late.lease, Some(t0() + Duration::seconds(30)));
+    assert_eq!(svc.record(vec![late]).await.expect("record"), 1, "refused");
+    assert_eq!(svc.record(vec![holder]).await.expect("record"), 0);
+}
