@@ -3,6 +3,25 @@ use domain::StorageError;
 
 const SQLITE_FOREIGN_KEY_MESSAGE: &str = "FOREIGN KEY constraint failed";
 
+/// Whether a database's message says the failure passes by itself: SQLite's busy and locked
+/// answers, PostgreSQL's deadlock, lock and statement timeouts, and a server shutting down or
+/// restarting (contract §10: such errors are not a unit's failure).
+pub(crate) fn says_passing(message: &str) -> bool {
+    [
+        "database is locked",
+        "database table is locked",
+        "deadlock detected",
+        "could not serialize access",
+        "canceling statement due to",
+        "terminating connection",
+        "the database system is starting up",
+        "the database system is shutting down",
+        "server closed the connection",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
 /// Whether a database's message says it has no room for a write (contract §18): SQLite's
 /// `SQLITE_FULL` ("database or disk is full"), and PostgreSQL's `53100 disk_full`, whose
 /// messages name the operating system's ENOSPC ("could not extend file ...: No space left on
@@ -27,6 +46,11 @@ pub(crate) fn map(err: DieselError) -> StorageError {
                     StorageError::ForeignKeyViolation(what)
                 }
                 _ if says_full(info.message()) => StorageError::Full(info.message().to_owned()),
+                // Passing conditions: the work is tried again, never failed for them.
+                DatabaseErrorKind::SerializationFailure => StorageError::Unavailable(what),
+                _ if says_passing(info.message()) => {
+                    StorageError::Unavailable(info.message().to_owned())
+                }
                 _ => StorageError::Internal(format!("{kind:?}: {}", info.message())),
             }
         }
@@ -107,5 +131,20 @@ mod tests {
             map(error("syntax error at or near \"x\"")),
             StorageError::Internal(_)
         ));
+    }
+
+    #[test]
+    fn passing_conditions_are_waited_out_not_failed() {
+        for message in [
+            "database is locked",
+            "deadlock detected",
+            "canceling statement due to statement timeout",
+            "terminating connection due to administrator command",
+        ] {
+            assert!(
+                matches!(map(error(message)), StorageError::Unavailable(_)),
+                "{message}"
+            );
+        }
     }
 }

@@ -26,8 +26,8 @@ pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 ///
 /// let loops = Loops::default();
 /// let t0 = Instant::now();
-/// loops.started("engine", t0);
-/// loops.ended("engine", true, t0 + Duration::from_millis(5));
+/// let step = loops.started("engine", t0);
+/// loops.ended("engine", step, true, t0 + Duration::from_millis(5));
 /// assert!(loops.stalled(t0 + Duration::from_secs(60)).is_empty());
 /// loops.started("engine", t0 + Duration::from_secs(60));
 /// assert_eq!(loops.stalled(t0 + Duration::from_secs(91)), vec!["engine"]);
@@ -37,12 +37,10 @@ pub struct Loops {
     loops: std::sync::Mutex<std::collections::BTreeMap<&'static str, LoopState>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct LoopState {
-    /// Instances of the loop (several engine loops share a name) inside a step, and since when
-    /// the oldest of those steps began.
-    busy: u32,
-    step_since: Option<std::time::Instant>,
+    /// When each step now running began, by its token (several engine loops share a name).
+    running: std::collections::BTreeMap<u64, std::time::Instant>,
     /// The last step that ended well (or the loop's start).
     last_ok: std::time::Instant,
     /// The first failure since the last good step.
@@ -68,8 +66,7 @@ impl Loops {
         now: std::time::Instant,
     ) -> &'a mut LoopState {
         loops.entry(name).or_insert(LoopState {
-            busy: 0,
-            step_since: None,
+            running: std::collections::BTreeMap::new(),
             last_ok: now,
             failing_since: None,
             restarts: 0,
@@ -83,23 +80,21 @@ impl Loops {
         });
     }
 
-    /// `name` begins a step.
-    pub fn started(&self, name: &'static str, now: std::time::Instant) {
+    /// `name` begins a step; the token ends it ([`Loops::ended`]).
+    pub fn started(&self, name: &'static str, now: std::time::Instant) -> u64 {
+        static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let token = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.with(|l| {
-            let s = Self::state(l, name, now);
-            s.busy += 1;
-            s.step_since.get_or_insert(now);
+            Self::state(l, name, now).running.insert(token, now);
         });
+        token
     }
 
-    /// `name` ends a step, well (work done, or nothing to do) or not.
-    pub fn ended(&self, name: &'static str, ok: bool, now: std::time::Instant) {
+    /// The step `token` of `name` ends, well (work done, or nothing to do) or not.
+    pub fn ended(&self, name: &'static str, token: u64, ok: bool, now: std::time::Instant) {
         self.with(|l| {
             let s = Self::state(l, name, now);
-            s.busy = s.busy.saturating_sub(1);
-            if s.busy == 0 {
-                s.step_since = None;
-            }
+            s.running.remove(&token);
             if ok {
                 s.last_ok = now;
                 s.failing_since = None;
@@ -109,13 +104,12 @@ impl Loops {
         });
     }
 
-    /// `name` died and was started again: its step ended, not well.
+    /// `name` died and was started again: its steps ended, not well.
     pub fn restarted(&self, name: &'static str, now: std::time::Instant) {
         self.with(|l| {
             let s = Self::state(l, name, now);
             s.restarts += 1;
-            s.busy = 0;
-            s.step_since = None;
+            s.running.clear();
             s.failing_since.get_or_insert(now);
         });
     }
@@ -128,7 +122,7 @@ impl Loops {
                     let since = |t: Option<std::time::Instant>| {
                         t.is_some_and(|t| now.saturating_duration_since(t) >= STALL_AFTER)
                     };
-                    since(s.step_since) || since(s.failing_since)
+                    since(s.running.values().min().copied()) || since(s.failing_since)
                 })
                 .map(|(name, _)| *name)
                 .collect()
@@ -155,12 +149,12 @@ mod tests {
             loops.stalled(t0 + Duration::from_secs(600)).is_empty(),
             "idle is not stalled"
         );
-        loops.started("bulk", t0);
-        loops.ended("bulk", false, t0 + Duration::from_secs(1));
+        let step = loops.started("bulk", t0);
+        loops.ended("bulk", step, false, t0 + Duration::from_secs(1));
         assert!(loops.stalled(t0 + Duration::from_secs(30)).is_empty());
         assert_eq!(loops.stalled(t0 + Duration::from_secs(31)), vec!["bulk"]);
-        loops.started("bulk", t0 + Duration::from_secs(32));
-        loops.ended("bulk", true, t0 + Duration::from_secs(33));
+        let step = loops.started("bulk", t0 + Duration::from_secs(32));
+        loops.ended("bulk", step, true, t0 + Duration::from_secs(33));
         assert!(loops.stalled(t0 + Duration::from_secs(34)).is_empty());
     }
 
@@ -177,14 +171,29 @@ mod tests {
     }
 
     #[test]
-    fn two_instances_of_a_loop_share_its_name_and_its_oldest_step() {
+    fn two_busy_instances_of_a_loop_are_judged_by_their_oldest_running_step() {
         let loops = Loops::default();
         let t0 = Instant::now();
-        loops.started("engine", t0);
-        loops.started("engine", t0 + Duration::from_secs(10));
-        loops.ended("engine", true, t0 + Duration::from_secs(11));
-        // The first one is still inside its step.
-        assert_eq!(loops.stalled(t0 + Duration::from_secs(30)), vec!["engine"]);
+        // Two engine loops take turns, one always inside a short step: never stalled.
+        let mut a = loops.started("engine", t0);
+        for second in 1..120 {
+            let at = t0 + Duration::from_secs(second);
+            let b = loops.started("engine", at);
+            loops.ended("engine", a, true, at);
+            a = b;
+            assert!(loops.stalled(at).is_empty(), "at {second} s");
+        }
+        // One of them hangs inside a step: stalled 30 s after that step began.
+        let hung = t0 + Duration::from_secs(200);
+        loops.started("engine", hung);
+        let other = loops.started("engine", hung + Duration::from_secs(10));
+        loops.ended("engine", other, true, hung + Duration::from_secs(11));
+        loops.ended("engine", a, true, hung);
+        assert!(loops.stalled(hung + Duration::from_secs(29)).is_empty());
+        assert_eq!(
+            loops.stalled(hung + Duration::from_secs(30)),
+            vec!["engine"]
+        );
     }
 }
 

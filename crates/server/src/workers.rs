@@ -202,9 +202,9 @@ async fn reported<T, E>(
     name: &'static str,
     work: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
-    loops.started(name, Instant::now());
+    let step = loops.started(name, Instant::now());
     let outcome = work.await;
-    loops.ended(name, outcome.is_ok(), Instant::now());
+    loops.ended(name, step, outcome.is_ok(), Instant::now());
     outcome
 }
 

@@ -802,24 +802,44 @@ impl Engine {
         invocation.cursor = batches[i].cursor.clone();
         batches[i].lease_until = Some(now + self.lease);
         let mut saving = self.invocations.save_batches(batches);
+        // The followed invocation as the batch being saved found it (after the first round).
+        let mut before = invocation.clone();
         let mut round = 1;
         loop {
             let now = self.clock.now();
             let (saved, next) = futures_util::future::join(
-                saving,
+                unit::catch(saving),
                 self.run_guarded(&invocation, now, &mut configs, &mut streams),
             )
             .await;
-            saved?;
+            if let Some(cause) = refused(saved)? {
+                // Saved one by one from where the failed save started, so that one bad
+                // invocation fails alone (see [`Engine::save`]).
+                let from = if round == 1 {
+                    &claimed[..]
+                } else {
+                    std::slice::from_ref(&before)
+                };
+                self.one_by_one(from, cause, &mut configs, &mut streams)
+                    .await?;
+                return Ok(true);
+            }
             let mut next = settled(next, &invocation, now)?;
             let more = round < FOLLOW_BATCHES
                 && next.status == InvocationStatus::Running
                 && next.cursor.is_some();
             if !more {
-                self.invocations.save_batches(vec![next]).await?;
+                self.save(
+                    vec![next],
+                    std::slice::from_ref(&invocation),
+                    &mut configs,
+                    &mut streams,
+                )
+                .await?;
                 return Ok(true);
             }
             next.lease_until = Some(now + self.lease);
+            before = invocation.clone();
             invocation.cursor = next.cursor.clone();
             saving = self.invocations.save_batches(vec![next]);
             round += 1;
@@ -863,14 +883,24 @@ impl Engine {
         configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
         streams: &mut HashMap<String, String>,
     ) -> Result<(), StorageError> {
-        let together = match unit::catch(self.invocations.save_batches(batches)).await {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) if !e.is_unexpected() => return Err(e),
-            Ok(Err(e)) => e.to_string(),
-            Err(panic) => format!("panic: {panic}"),
-        };
-        tracing::warn!(invocations = claimed.len(), cause = %together, "an engine step could not be saved; saving its invocations one by one");
-        for invocation in claimed {
+        match refused(unit::catch(self.invocations.save_batches(batches)).await)? {
+            None => Ok(()),
+            Some(cause) => self.one_by_one(claimed, cause, configs, streams).await,
+        }
+    }
+
+    /// After a save of `invocations`' batches failed unexpectedly with `together` (the first
+    /// attempt): each is run and saved again on its own, and one that fails
+    /// [`unit::ATTEMPTS`] times in all is saved failed.
+    async fn one_by_one(
+        &self,
+        invocations: &[Invocation],
+        together: String,
+        configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
+        streams: &mut HashMap<String, String>,
+    ) -> Result<(), StorageError> {
+        tracing::warn!(invocations = invocations.len(), cause = %together, "an engine step could not be saved; saving its invocations one by one");
+        for invocation in invocations {
             let mut cause = together.clone();
             let mut saved = false;
             // The save of all of them together was the first attempt.
@@ -1244,6 +1274,19 @@ fn settled(
             errors: vec![other.to_string()],
             ..empty_batch(invocation, now)
         }),
+    }
+}
+
+/// What a save that may have panicked came to: None when it was saved, the cause when it failed
+/// unexpectedly (the unit's to isolate), an expected error (an unreachable database) as is.
+fn refused(
+    saved: Result<Result<(), StorageError>, String>,
+) -> Result<Option<String>, StorageError> {
+    match saved {
+        Ok(Ok(())) => Ok(None),
+        Ok(Err(e)) if !e.is_unexpected() => Err(e),
+        Ok(Err(e)) => Ok(Some(e.to_string())),
+        Err(panic) => Ok(Some(format!("panic: {panic}"))),
     }
 }
 

@@ -788,6 +788,26 @@ mod engine_steps {
     }
 
     #[tokio::test]
+    async fn a_fan_out_whose_save_is_refused_fails_alone_and_its_step_goes_on() {
+        // 1,500 users: a batch of 1,000 and a follow-up, so the step takes the fan-out path.
+        let ids: Vec<String> = (0..1_500).map(|n| format!("u{n:05}")).collect();
+        let big = invocation("inv_big", json!({"type": "user", "targetUserIds": ids}));
+        let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
+        let (engine, saves) = failing_engine(vec![big, one], "inv_big");
+        assert!(engine.step().await.expect("the step goes on"));
+        let saves = saves.lock().expect("saved");
+        let all: Vec<&BatchResult> = saves.iter().flatten().collect();
+        let status = |id: &str| {
+            all.iter()
+                .filter(|b| b.invocation_id == id)
+                .map(|b| b.status)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(status("inv_one"), [InvocationStatus::Completed]);
+        assert_eq!(status("inv_big"), [InvocationStatus::Failed]);
+    }
+
+    #[tokio::test]
     async fn a_step_runs_small_invocations_first_and_saves_them_together() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
         let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
