@@ -12,7 +12,7 @@ use crate::error::corrupt;
 use crate::schema::{bulk_rows, bulk_tasks};
 
 const INSERT_CHUNK: usize = 1_000;
-/// Due tasks looked at per claim: queued ones of a full environment are passed over.
+/// Started tasks looked at per claim (another worker may take some meanwhile).
 const CLAIM_CANDIDATES: i64 = 32;
 
 /// Slots of `env` held (contract §10): bulk invocations pending or running, and processing
@@ -290,32 +290,41 @@ impl BulkRepository for DieselBulkRepository {
         let row = self
             .db
             .transaction(move |conn| {
-                let due = bulk_tasks::table
-                    .filter(bulk_tasks::status.eq("processing"))
-                    .filter(
-                        bulk_tasks::lease_until
-                            .is_null()
-                            .or(bulk_tasks::lease_until.lt(now)),
-                    )
+                let due = || {
+                    bulk_tasks::table
+                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(
+                            bulk_tasks::lease_until
+                                .is_null()
+                                .or(bulk_tasks::lease_until.lt(now)),
+                        )
+                };
+                // Started tasks first (they hold their slot), oldest first; then, per
+                // environment, its oldest queued task, taken only while the environment has a
+                // slot free. One row per environment, however many wait in full ones.
+                let started: Vec<(String, i64)> = due()
+                    .filter(bulk_tasks::queued.eq(false))
                     .order(bulk_tasks::id)
-                    .select((
-                        bulk_tasks::environment_id,
-                        bulk_tasks::id,
-                        bulk_tasks::queued,
-                    ))
-                    .limit(CLAIM_CANDIDATES);
-                let candidates: Vec<(String, i64, bool)> = due.load(&mut *conn)?;
-                let mut full: Vec<String> = Vec::new();
-                for (env, id, queued) in candidates {
-                    if queued {
-                        if full.contains(&env) {
-                            continue;
-                        }
-                        if slots_held(conn, &env)? >= slots {
-                            full.push(env);
-                            continue;
-                        }
+                    .select((bulk_tasks::environment_id, bulk_tasks::id))
+                    .limit(CLAIM_CANDIDATES)
+                    .load(&mut *conn)?;
+                let waiting: Vec<(String, Option<i64>)> = due()
+                    .filter(bulk_tasks::queued.eq(true))
+                    .group_by(bulk_tasks::environment_id)
+                    .select((bulk_tasks::environment_id, diesel::dsl::min(bulk_tasks::id)))
+                    .load(&mut *conn)?;
+                let mut waiting: Vec<(String, i64)> = waiting
+                    .into_iter()
+                    .filter_map(|(env, id)| Some((env, id?)))
+                    .collect();
+                waiting.sort_by_key(|(_, id)| *id);
+                let mut candidates = started;
+                for (env, id) in waiting {
+                    if slots_held(conn, &env)? < slots {
+                        candidates.push((env, id));
                     }
+                }
+                for (env, id) in candidates {
                     // Taken only if no other worker took it meanwhile (PostgreSQL: the
                     // lease and status are checked again under the row's lock).
                     let taken = diesel::update(

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::SubsecRound;
 use domain::{Clock, StorageError, Timestamp};
@@ -17,10 +18,18 @@ use crate::Database;
 /// Round trips per measurement: the shortest one is kept.
 const SAMPLES: usize = 5;
 
-/// The host's clock plus its offset to the database's.
+/// The database's time, kept by the process: at each measurement of the host's offset to the
+/// database's, the database's time is anchored to a monotonic instant, and read from it until
+/// the next measurement. A host clock that jumps (an NTP step, an operator) changes nothing
+/// until then: the offset measured next takes the jump in.
 pub struct DatabaseClock {
     /// The host's clock: the system's, or a skewed one in tests.
     host: Arc<dyn Clock>,
+    /// What readings are counted from.
+    anchor: Instant,
+    /// The database's time at `anchor`, in unix milliseconds.
+    base_ms: AtomicI64,
+    /// The last offset measured: the database's time minus the host's, in milliseconds.
     offset_ms: AtomicI64,
 }
 
@@ -31,31 +40,39 @@ impl Default for DatabaseClock {
 }
 
 impl DatabaseClock {
-    /// Over `host`, with no offset measured yet.
+    /// Over `host`, with no offset measured yet: the host's time until one is.
     pub fn over(host: Arc<dyn Clock>) -> Self {
-        Self {
+        let clock = Self {
             host,
+            anchor: Instant::now(),
+            base_ms: AtomicI64::new(0),
             offset_ms: AtomicI64::new(0),
-        }
+        };
+        clock.set_offset_ms(0);
+        clock
     }
 
-    /// The database's time minus the host's, in milliseconds.
+    /// The database's time minus the host's, in milliseconds, as last measured.
     pub fn offset_ms(&self) -> i64 {
         self.offset_ms.load(Ordering::Relaxed)
     }
 
-    /// Sets the offset (what [`measure`] found).
+    /// Sets the offset (what [`measure`] found), anchoring the database's time to now.
     pub fn set_offset_ms(&self, ms: i64) {
+        let database = self.host.now().timestamp_millis().saturating_add(ms);
+        let elapsed = i64::try_from(self.anchor.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.base_ms
+            .store(database.saturating_sub(elapsed), Ordering::Relaxed);
         self.offset_ms.store(ms, Ordering::Relaxed);
     }
 }
 
 impl Clock for DatabaseClock {
     fn now(&self) -> Timestamp {
-        let host = self.host.now();
-        let offset = chrono::Duration::milliseconds(self.offset_ms());
-        host.checked_add_signed(offset)
-            .unwrap_or(host)
+        let elapsed = i64::try_from(self.anchor.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let ms = self.base_ms.load(Ordering::Relaxed).saturating_add(elapsed);
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap_or_else(|| self.host.now())
             .trunc_subsecs(3)
     }
 }
@@ -108,6 +125,25 @@ mod tests {
         ];
         assert_eq!(offset_of(&readings), Some(300_000));
         assert_eq!(offset_of(&[]), None);
+    }
+
+    /// A host clock that can be moved.
+    struct Movable(AtomicI64);
+
+    impl Clock for Movable {
+        fn now(&self) -> Timestamp {
+            chrono::Utc::now() + chrono::Duration::milliseconds(self.0.load(Ordering::Relaxed))
+        }
+    }
+
+    #[test]
+    fn a_host_clock_that_jumps_moves_nothing_until_the_next_measurement() {
+        let host = Arc::new(Movable(AtomicI64::new(0)));
+        let clock = DatabaseClock::over(host.clone());
+        clock.set_offset_ms(0);
+        host.0.store(3_600_000, Ordering::Relaxed);
+        let off = (clock.now() - chrono::Utc::now()).num_milliseconds();
+        assert!(off.abs() < 100, "{off}");
     }
 
     #[test]

@@ -419,9 +419,21 @@ impl Database {
             let left = u64::try_from(done.log - done.checkpointed).unwrap_or(0);
             let before = last.swap(done.log, std::sync::atomic::Ordering::Relaxed);
             if left == 0 && done.log > 0 && done.log == before {
-                let _: Checkpoint =
-                    diesel::sql_query("PRAGMA wal_checkpoint(TRUNCATE)").get_result(conn)?;
-                last.store(0, std::sync::atomic::Ordering::Relaxed);
+                // Without waiting: a TRUNCATE checkpoint that finds a reader or a writer would
+                // hold new writers back while it waits, so it gives up at once (SQLITE_BUSY,
+                // its result's first column) and is tried at the next rest.
+                conn.batch_execute("PRAGMA busy_timeout = 0")?;
+                #[derive(diesel::QueryableByName)]
+                struct Truncated {
+                    #[diesel(sql_type = diesel::sql_types::Integer)]
+                    busy: i32,
+                }
+                let truncated = diesel::sql_query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .get_result::<Truncated>(conn);
+                conn.batch_execute("PRAGMA busy_timeout = 5000")?;
+                if truncated.is_ok_and(|t| t.busy == 0) {
+                    last.store(0, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             Ok(left)
         })

@@ -11,6 +11,9 @@ use adapters_diesel::{clock::measure, Database, DatabaseClock};
 const PERIOD: Duration = Duration::from_secs(60);
 /// An offset beyond this is logged at WARN.
 const WARN_OFFSET_MS: i64 = 1_000;
+/// Tries of the first measurement, this far apart, before serving.
+const FIRST_TRIES: u32 = 20;
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
 
 /// Measures the offset now (before anything is decided), then every minute, for as long as
 /// the process runs; `reported` gets each offset (for `/metrics`).
@@ -19,7 +22,14 @@ pub async fn track(
     clock: Arc<DatabaseClock>,
     reported: impl Fn(i64) + Send + Sync + 'static,
 ) {
-    apply(&db, &clock, &reported).await;
+    // Before serving: a few tries, so that a database slow to answer its first query does not
+    // leave the process on its host's clock for a minute.
+    for _ in 0..FIRST_TRIES {
+        if apply(&db, &clock, &reported).await {
+            break;
+        }
+        tokio::time::sleep(FIRST_PAUSE).await;
+    }
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(PERIOD).await;
@@ -28,7 +38,8 @@ pub async fn track(
     });
 }
 
-async fn apply(db: &Database, clock: &DatabaseClock, reported: &impl Fn(i64)) {
+/// Measures and sets the offset; false when the database could not be read.
+async fn apply(db: &Database, clock: &DatabaseClock, reported: &impl Fn(i64)) -> bool {
     match measure(db, clock).await {
         Ok(offset) => {
             clock.set_offset_ms(offset);
@@ -40,9 +51,11 @@ async fn apply(db: &Database, clock: &DatabaseClock, reported: &impl Fn(i64)) {
                      uses the database's time, but check the host's time synchronisation"
                 );
             }
+            true
         }
         Err(e) => {
-            tracing::warn!(error = %e, "cannot read the database's clock; keeping the last offset")
+            tracing::warn!(error = %e, "cannot read the database's clock; keeping the last offset");
+            false
         }
     }
 }

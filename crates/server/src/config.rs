@@ -98,7 +98,8 @@ struct FileSettings {
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     sqlite_synchronous: Option<String>,
-    min_free_disk: Option<String>,
+    /// A size: a string with a unit (`"128MiB"`) or a number of bytes.
+    min_free_disk: Option<toml::Value>,
     engine_lease_seconds: Option<i64>,
     secret_key: Option<String>,
     previous_secret_keys: Option<Vec<String>>,
@@ -209,7 +210,12 @@ impl Settings {
                     format!("WORKBENCH_SQLITE_SYNCHRONOUS must be `full` or `normal`, got `{text}`")
                 })?,
             },
-            min_free_disk: match var("WORKBENCH_MIN_FREE_DISK").or(from_file.min_free_disk) {
+            min_free_disk: match var("WORKBENCH_MIN_FREE_DISK").or(from_file
+                .min_free_disk
+                .map(|v| match v {
+                    toml::Value::String(text) => text,
+                    other => other.to_string(),
+                })) {
                 None => DEFAULT_MIN_FREE_DISK,
                 Some(text) => parse_size(&text).with_context(|| {
                     format!(
@@ -612,6 +618,23 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name}={value} accepted"));
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn the_guard_is_read_from_the_file_as_a_size_or_a_number_of_bytes() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (text, bytes) in [
+            ("min_free_disk = 0", 0),
+            ("min_free_disk = \"1GiB\"", 1 << 30),
+        ] {
+            let file = dir.path().join("workbench.toml");
+            std::fs::write(&file, text).expect("file");
+            let s = Settings::load(Some(&file), env(&[])).expect(text);
+            assert_eq!(s.min_free_disk, bytes, "{text}");
+        }
+        let file = dir.path().join("workbench.toml");
+        std::fs::write(&file, "min_free_disk = -1").expect("file");
+        assert!(Settings::load(Some(&file), env(&[])).is_err());
     }
 
     #[test]
