@@ -1,7 +1,8 @@
 //! Contract §19 end to end: two processes on one PostgreSQL, one with its wall clock five
 //! minutes ahead (libfaketime, Debian's `faketime`, preloaded into that process only; its
 //! monotonic clock is left alone). The service decides on the database's time, so the skewed
-//! replica steals no lease and times no card wrong, and it says that its clock is off.
+//! replica steals no lease and times no card wrong (expiry, embargo), and it says that its clock
+//! is off.
 
 use std::time::Duration;
 
@@ -136,5 +137,35 @@ async fn a_replica_five_minutes_ahead_steals_no_lease_and_times_no_card_wrong() 
         gone >= started + chrono::Duration::seconds(3),
         "expired early: {} ms after the start",
         (gone - started).num_milliseconds()
+    );
+
+    // An embargo set through the skewed replica ends on real time, not five minutes early.
+    users(&a, json!([{"id": "held"}])).await;
+    let started = chrono::Utc::now();
+    let embargo = (started + chrono::Duration::seconds(4))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let reply = fire(
+        &b,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["held"]},
+            "payload": {"cardOptions": {"embargo": embargo}}}]}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(feed(&a, "held").await.is_empty(), "embargoed at first");
+    let deadline = started + chrono::Duration::seconds(4 + 4);
+    while feed(&b, "held").await.is_empty() {
+        assert!(
+            chrono::Utc::now() < deadline,
+            "the embargo did not end on time"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let shown = chrono::Utc::now();
+    assert!(
+        shown >= started + chrono::Duration::seconds(3),
+        "shown early: {} ms after the start",
+        (shown - started).num_milliseconds()
     );
 }
