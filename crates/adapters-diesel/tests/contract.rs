@@ -1487,7 +1487,7 @@ mod engine {
     }
 
     /// A host clock this many milliseconds off the system's, as a replica's may be.
-    struct Skewed(i64);
+    pub(super) struct Skewed(pub(super) i64);
 
     impl domain::Clock for Skewed {
         fn now(&self) -> domain::Timestamp {
@@ -2092,6 +2092,51 @@ mod webhooks {
         }
     }
 
+    /// Contract §19: replicas whose clocks are five minutes apart share no delivery lease
+    /// once each is on the database's time; the skewed host clock alone would take it.
+    async fn skewed_replicas_share_no_delivery_lease(url: &str) {
+        use adapters_diesel::clock::measure;
+        use adapters_diesel::DatabaseClock;
+        use domain::Clock;
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_1", &["card-published"], None), 100)
+            .await
+            .expect("a");
+        publish_three(&db).await;
+        let skewed =
+            |ms: i64| std::sync::Arc::new(super::engine::Skewed(ms)) as std::sync::Arc<dyn Clock>;
+        let ahead = DatabaseClock::over(skewed(300_000));
+        let behind = DatabaseClock::over(skewed(-300_000));
+        for clock in [&ahead, &behind] {
+            let offset = measure(&db, clock).await.expect("measure");
+            clock.set_offset_ms(offset);
+        }
+        let lease = chrono::Duration::seconds(30);
+        let now = behind.now();
+        let held = repo
+            .claim(now, now + lease, 10, vec![], 10)
+            .await
+            .expect("claim");
+        assert_eq!(held.len(), 3);
+        let now = ahead.now();
+        assert!(
+            repo.claim(now, now + lease, 10, vec![], 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "leased on the database's time"
+        );
+        let raw = super::engine::Skewed(300_000).now();
+        assert_eq!(
+            repo.claim(raw, raw + lease, 10, vec![], 10)
+                .await
+                .expect("claim")
+                .len(),
+            3,
+            "the host's skewed clock alone would have taken them"
+        );
+    }
+
     /// Contract §19: an outcome is recorded only by the claim that holds the delivery; a
     /// holder whose lease ran out (the delivery was claimed again) changes nothing.
     async fn a_stale_holders_outcome_changes_nothing(url: &str) {
@@ -2431,6 +2476,7 @@ mod webhooks {
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,
         a_stale_holders_outcome_changes_nothing,
+        skewed_replicas_share_no_delivery_lease,
         disabling_cancels_pending_deliveries,
     );
 }
