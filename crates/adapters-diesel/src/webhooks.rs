@@ -635,63 +635,45 @@ impl WebhookRepository for DieselWebhookRepository {
                 // still pending, at the attempt before this one, leased until exactly this
                 // claim's lease. `UPDATE ... RETURNING` says which were; the others' lease ran
                 // out and the delivery was claimed again, so their outcome changes nothing.
-                // The outcomes saved, by delivery and claim: a delivery's stale and current
-                // outcomes in one batch are told apart by their lease.
-                let mut held: std::collections::HashSet<(String, Option<NaiveDateTime>)> =
-                    std::collections::HashSet::new();
+                let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
                 // Deliveries done, by attempt and claim: one statement per group (usually one).
-                // Deliveries done, by attempt: per chunk, the rows still held by the claim each
-                // outcome names are read (locked on PostgreSQL, so that no claim moves them
-                // meanwhile; SQLite's write transaction holds the database), then updated in one
-                // statement. Claims of 32 made one statement each when the lease was a filter.
-                let mut delivered: BTreeMap<u32, Vec<(&String, Option<NaiveDateTime>)>> =
+                let mut delivered: BTreeMap<(u32, Option<NaiveDateTime>), Vec<&String>> =
                     BTreeMap::new();
                 for r in &records {
                     if let (Some(id), NextStep::Done) = (&r.delivery_id, &r.next) {
                         delivered
-                            .entry(r.attempt)
+                            .entry((r.attempt, r.lease.map(|l| l.naive_utc())))
                             .or_default()
-                            .push((id, r.lease.map(|l| l.naive_utc())));
+                            .push(id);
                     }
                 }
                 let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
                 if let Some(at) = batch_time {
-                    for (attempt, outcomes) in &delivered {
+                    for ((attempt, lease), ids) in &delivered {
                         let before = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
-                        for chunk in outcomes.chunks(INSERT_CHUNK) {
-                            let ids: Vec<&String> = chunk.iter().map(|(id, _)| *id).collect();
-                            let current = webhook_deliveries::table
-                                .filter(webhook_deliveries::id.eq_any(&ids))
+                        for chunk in ids.chunks(INSERT_CHUNK) {
+                            let targets = webhook_deliveries::table
+                                .filter(webhook_deliveries::id.eq_any(chunk))
                                 .filter(webhook_deliveries::status.eq("pending"))
-                                .filter(webhook_deliveries::attempts.eq(before))
-                                .select((webhook_deliveries::id, webhook_deliveries::next_attempt_at));
-                            let rows: Vec<(String, NaiveDateTime)> = match &mut *conn {
-                                AnyConnection::Postgresql(c) => current.for_update().load(c)?,
-                                AnyConnection::Sqlite(c) => current.load(c)?,
+                                .filter(webhook_deliveries::attempts.eq(before));
+                            let values = (
+                                webhook_deliveries::status.eq("delivered"),
+                                webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
+                                webhook_deliveries::trigger_kind.eq("scheduled"),
+                                webhook_deliveries::next_attempt_at.eq(at),
+                                webhook_deliveries::updated.eq(at),
+                            );
+                            let saved: Vec<String> = match lease {
+                                Some(lease) => diesel::update(targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)))
+                                    .set(values)
+                                    .returning(webhook_deliveries::id)
+                                    .get_results(conn)?,
+                                None => diesel::update(targets)
+                                    .set(values)
+                                    .returning(webhook_deliveries::id)
+                                    .get_results(conn)?,
                             };
-                            let leased: HashMap<String, NaiveDateTime> = rows.into_iter().collect();
-                            let still: Vec<&(&String, Option<NaiveDateTime>)> = chunk
-                                .iter()
-                                .filter(|(id, lease)| {
-                                    leased
-                                        .get(id.as_str())
-                                        .is_some_and(|at| lease.is_none_or(|l| l == *at))
-                                })
-                                .collect();
-                            if still.is_empty() {
-                                continue;
-                            }
-                            let still_ids: Vec<&String> = still.iter().map(|(id, _)| *id).collect();
-                            diesel::update(webhook_deliveries::table.filter(webhook_deliveries::id.eq_any(&still_ids)))
-                                .set((
-                                    webhook_deliveries::status.eq("delivered"),
-                                    webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
-                                    webhook_deliveries::trigger_kind.eq("scheduled"),
-                                    webhook_deliveries::next_attempt_at.eq(at),
-                                    webhook_deliveries::updated.eq(at),
-                                ))
-                                .execute(conn)?;
-                            held.extend(still.into_iter().map(|(id, lease)| ((*id).clone(), *lease)));
+                            held.extend(saved);
                         }
                     }
                 }
@@ -722,18 +704,14 @@ impl WebhookRepository for DieselWebhookRepository {
                             None => diesel::update(targets).set(values).execute(conn)?,
                         };
                         if changed == 1 {
-                            held.insert((delivery.clone(), r.lease.map(|l| l.naive_utc())));
+                            held.insert(delivery.clone());
                         }
                     }
                 }
                 // Test calls have no delivery: always kept.
                 let (kept, stale): (Vec<&AttemptRecord>, Vec<&AttemptRecord>) = records
                     .into_iter()
-                    .partition(|r| {
-                        r.delivery_id.as_ref().is_none_or(|id| {
-                            held.contains(&(id.clone(), r.lease.map(|l| l.naive_utc())))
-                        })
-                    });
+                    .partition(|r| r.delivery_id.as_ref().is_none_or(|id| held.contains(id)));
                 let rows: Vec<AttemptRow> = kept
                     .iter()
                     .map(|r| {
