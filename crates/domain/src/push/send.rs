@@ -328,7 +328,8 @@ impl PushService {
     pub async fn attempt(&self, job: PushJob) -> PushRecord {
         let mut cause = String::new();
         for attempt in 1..=crate::unit::ATTEMPTS {
-            cause = match crate::unit::catch(self.attempt_once(job.clone())).await {
+            // Borrowed, not cloned: a job carries its card, device and platform.
+            cause = match crate::unit::catch(self.attempt_once(&job)).await {
                 Ok(record) => return record,
                 Err(panic) => format!("panic: {panic}"),
             };
@@ -349,7 +350,7 @@ impl PushService {
         }
     }
 
-    async fn attempt_once(&self, job: PushJob) -> PushRecord {
+    async fn attempt_once(&self, job: &PushJob) -> PushRecord {
         let record = |next: PushNext, status_code: Option<u16>, error: Option<String>| PushRecord {
             job_id: job.id.clone(),
             environment_id: job.environment_id.clone(),
@@ -362,7 +363,7 @@ impl PushService {
             at: self.clock.now(),
             lease: job.lease_until,
         };
-        let (message, platform, device) = match ready(&job) {
+        let (message, platform, device) = match ready(job) {
             Ok(ready) => ready,
             Err(why) => return record(PushNext::Skipped, None, Some(why)),
         };

@@ -188,7 +188,8 @@ impl DeliveryService {
     pub async fn attempt(&self, job: DeliveryJob) -> AttemptRecord {
         let mut cause = String::new();
         for attempt in 1..=unit::ATTEMPTS {
-            cause = match unit::catch(self.attempt_once(job.clone())).await {
+            // Borrowed, not cloned: a job carries its event's data, a JSON tree.
+            cause = match unit::catch(self.attempt_once(&job)).await {
                 Ok(record) => return record,
                 Err(panic) => format!("panic: {panic}"),
             };
@@ -217,7 +218,7 @@ impl DeliveryService {
         }
     }
 
-    async fn attempt_once(&self, job: DeliveryJob) -> AttemptRecord {
+    async fn attempt_once(&self, job: &DeliveryJob) -> AttemptRecord {
         let started = self.clock.now();
         let call = OutgoingCall {
             url: job.subscription.url.clone(),
@@ -231,15 +232,15 @@ impl DeliveryService {
         let outcome = AttemptOutcome::from(self.transport.send(call).await);
         let at = self.clock.now();
         let jitter = rand::thread_rng().gen_range(-1.0..=1.0);
-        let (next, subscription) = decide(&self.policy, &job, &outcome, at, jitter);
+        let (next, subscription) = decide(&self.policy, job, &outcome, at, jitter);
         AttemptRecord {
-            delivery_id: Some(job.delivery_id),
-            subscription_id: job.subscription.id,
-            environment_id: job.subscription.environment_id,
-            event_id: job.event_id,
-            event_name: job.event_name,
+            delivery_id: Some(job.delivery_id.clone()),
+            subscription_id: job.subscription.id.clone(),
+            environment_id: job.subscription.environment_id.clone(),
+            event_id: job.event_id.clone(),
+            event_name: job.event_name.clone(),
             attempt: job.attempt,
-            trigger: job.trigger,
+            trigger: job.trigger.clone(),
             outcome,
             next,
             subscription,
