@@ -315,14 +315,7 @@ pub fn spawn_deliveries(
             let (recorder, metrics) = (recorder.clone(), metrics.clone());
             async move {
                 let stale = recorder.record(batch).await?;
-                if stale > 0 {
-                    // Their lease had run out and another holder took the deliveries.
-                    tracing::warn!(
-                        stale,
-                        "webhook outcomes not recorded: their claims had passed to another holder"
-                    );
-                    metrics.stale_outcomes("webhook", stale);
-                }
+                stale_outcomes(&metrics, "webhook", stale);
                 Ok(())
             }
         },
@@ -499,13 +492,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
             let (recorder, metrics) = (recorder.clone(), metrics.clone());
             async move {
                 let stale = recorder.record(batch).await?;
-                if stale > 0 {
-                    tracing::warn!(
-                        stale,
-                        "push outcomes not recorded: their claims had passed to another holder"
-                    );
-                    metrics.stale_outcomes("push", stale);
-                }
+                stale_outcomes(&metrics, "push", stale);
                 Ok(())
             }
         },
@@ -554,6 +541,19 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
             }
         }
     });
+}
+
+/// `stale` outcomes of `kind` were not recorded: their lease had run out and another holder
+/// took the jobs (contract §19). Logged and counted.
+fn stale_outcomes(metrics: &Metrics, kind: &'static str, stale: u64) {
+    if stale > 0 {
+        tracing::warn!(
+            kind,
+            stale,
+            "outcomes not recorded: their claims had passed to another holder"
+        );
+        metrics.stale_outcomes(kind, stale);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
