@@ -112,7 +112,14 @@ async fn latency_run(server: &support::Server, flow: &str, healthy: &Receiver, l
 
 async fn run(db: TestDatabase, backend: &str, events: u64) {
     println!("{backend}:");
-    let server = support::Server::start(db).await;
+    // WORKBENCH_SQLITE_SYNCHRONOUS reaches the server as the bench was given it (FULL unless
+    // set), so that both settings are measured with one binary.
+    let synchronous = std::env::var("WORKBENCH_SQLITE_SYNCHRONOUS").ok();
+    let server = support::Server::start_with(
+        db,
+        &[("WORKBENCH_SQLITE_SYNCHRONOUS", synchronous.as_deref())],
+    )
+    .await;
     let flow = common::published_flow(&server).await;
     let healthy = Receiver::start().await;
     subscribe(&server, &healthy.url).await;
