@@ -6,7 +6,7 @@
 //! (SQLite's binary JSON), which `json_extract` reads as it is. `json_each` renders each row
 //! back into JSON text for every column read from it, and `json_extract` parses that text
 //! again: with a card's content among six columns that was a fifth of the recorder's time
-//! (docs/benchmarks.md, ninth session).
+//! (docs/benchmarks.md, 2026-11-23, 5b08deb).
 //!
 //! Rows written together mostly differ only in their ids: the cards and events
 //! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with

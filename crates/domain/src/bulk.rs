@@ -33,7 +33,7 @@ pub const MAX_ROW_ERRORS: usize = 100;
 pub const ROWS_PER_STEP: u32 = 2_000;
 /// Rows prepared and recorded together within a step (see [`BulkService::step`]). A step's
 /// first chunk is prepared and its last recorded with nothing beside them, so smaller chunks
-/// overlap more of the step; measured in docs/benchmarks.md (eighth session): 125 against 500,
+/// overlap more of the step; measured in docs/benchmarks.md (2026-11-23, 385878e): 125 against 500,
 /// 250 and 64.
 const CHUNK_ROWS: usize = 125;
 /// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared:

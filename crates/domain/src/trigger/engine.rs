@@ -43,7 +43,7 @@ pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
 pub const LEASE_SECONDS: i64 = 30;
 /// Batches of one fan-out a step runs after its first, each read and built while the one
-/// before is written (measured in docs/benchmarks.md, eighth session), before the step ends
+/// before is written (measured in docs/benchmarks.md, 2026-11-23, 385878e), before the step ends
 /// and the invocation goes back to being claimed with the others.
 pub const FOLLOW_BATCHES: u32 = 32;
 /// An invocation with a live user target of at most this many users (a CSV row's limit) is
