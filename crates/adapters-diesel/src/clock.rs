@@ -98,7 +98,10 @@ pub async fn measure(db: &Database, clock: &DatabaseClock) -> Result<i64, Storag
         // offset to the system clock (0 but in tests) is added back.
         let skew = (clock.host.now() - chrono::Utc::now()).num_milliseconds();
         let (before, database, after) = db.clock_reading().await?;
-        let host = |t: Timestamp| t + chrono::Duration::milliseconds(skew);
+        let host = |t: Timestamp| {
+            t.checked_add_signed(chrono::Duration::milliseconds(skew))
+                .unwrap_or(t)
+        };
         readings.push((host(before), database, host(after)));
     }
     Ok(offset_of(&readings).unwrap_or(0))

@@ -41,8 +41,6 @@ pub struct Loops {
 struct LoopState {
     /// When each step now running began, by its token (several engine loops share a name).
     running: std::collections::BTreeMap<u64, std::time::Instant>,
-    /// The last step that ended well (or the loop's start).
-    last_ok: std::time::Instant,
     /// The first failure since the last good step.
     failing_since: Option<std::time::Instant>,
     restarts: u64,
@@ -63,20 +61,18 @@ impl Loops {
     fn state<'a>(
         loops: &'a mut std::collections::BTreeMap<&'static str, LoopState>,
         name: &'static str,
-        now: std::time::Instant,
     ) -> &'a mut LoopState {
         loops.entry(name).or_insert(LoopState {
             running: std::collections::BTreeMap::new(),
-            last_ok: now,
             failing_since: None,
             restarts: 0,
         })
     }
 
     /// A loop named `name` exists (so that it is listed with no restarts).
-    pub fn register(&self, name: &'static str, now: std::time::Instant) {
+    pub fn register(&self, name: &'static str) {
         self.with(|l| {
-            Self::state(l, name, now);
+            Self::state(l, name);
         });
     }
 
@@ -85,7 +81,7 @@ impl Loops {
         static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let token = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.with(|l| {
-            Self::state(l, name, now).running.insert(token, now);
+            Self::state(l, name).running.insert(token, now);
         });
         token
     }
@@ -93,10 +89,9 @@ impl Loops {
     /// The step `token` of `name` ends, well (work done, or nothing to do) or not.
     pub fn ended(&self, name: &'static str, token: u64, ok: bool, now: std::time::Instant) {
         self.with(|l| {
-            let s = Self::state(l, name, now);
+            let s = Self::state(l, name);
             s.running.remove(&token);
             if ok {
-                s.last_ok = now;
                 s.failing_since = None;
             } else {
                 s.failing_since.get_or_insert(now);
@@ -107,7 +102,7 @@ impl Loops {
     /// `name` died and was started again: its steps ended, not well.
     pub fn restarted(&self, name: &'static str, now: std::time::Instant) {
         self.with(|l| {
-            let s = Self::state(l, name, now);
+            let s = Self::state(l, name);
             s.restarts += 1;
             s.running.clear();
             s.failing_since.get_or_insert(now);
@@ -144,7 +139,7 @@ mod tests {
     fn a_loop_that_keeps_failing_is_stalled_after_30_seconds_and_recovers_with_a_good_step() {
         let loops = Loops::default();
         let t0 = Instant::now();
-        loops.register("bulk", t0);
+        loops.register("bulk");
         assert!(
             loops.stalled(t0 + Duration::from_secs(600)).is_empty(),
             "idle is not stalled"
@@ -162,7 +157,7 @@ mod tests {
     fn a_restart_counts_and_a_loop_that_dies_again_and_again_is_stalled() {
         let loops = Loops::default();
         let t0 = Instant::now();
-        loops.register("engine", t0);
+        loops.register("engine");
         loops.started("engine", t0);
         loops.restarted("engine", t0 + Duration::from_secs(1));
         loops.restarted("engine", t0 + Duration::from_secs(20));

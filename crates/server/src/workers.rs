@@ -54,7 +54,7 @@ impl Supervisor {
         F: Fn() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.loops.register(name, Instant::now());
+        self.loops.register(name);
         self.metrics.worker_restarted(name, 0);
         let this = self.clone();
         tokio::spawn(async move {
