@@ -635,6 +635,14 @@ async fn malformed_requests_are_problem_documents_logged_at_warn(server: Server)
             "{text}"
         );
     }
+    for kind in ["invocation", "csv", "cancel", "webhook", "push"] {
+        assert!(
+            text.contains(&format!(
+                "workbench_stale_outcomes_total{{kind=\"{kind}\"}} 0"
+            )),
+            "{text}"
+        );
+    }
     assert_eq!(
         call(&server, "GET", "/readyz", None, None).await.status,
         200

@@ -52,6 +52,7 @@ struct TaskRow {
     created: NaiveDateTime,
     updated: NaiveDateTime,
     queued: bool,
+    lease_until: Option<NaiveDateTime>,
 }
 
 #[derive(Insertable)]
@@ -112,6 +113,7 @@ fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
         queued: row.queued,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
+        lease_until: row.lease_until.map(|t| t.and_utc()),
     })
 }
 
@@ -256,26 +258,36 @@ impl BulkRepository for DieselBulkRepository {
         id: i64,
         errors: Vec<RowError>,
         now: Timestamp,
-    ) -> Result<(), StorageError> {
+        held: Option<Timestamp>,
+    ) -> Result<bool, StorageError> {
         let env = environment_id.to_owned();
         let errors = serde_json::to_string(&errors).map_err(|e| corrupt("errors", e))?;
         let now = now.naive_utc();
         self.db
             .transaction(move |conn| {
-                diesel::delete(bulk_rows::table.filter(bulk_rows::task_id.eq(id))).execute(conn)?;
-                diesel::update(
-                    bulk_tasks::table
-                        .filter(bulk_tasks::environment_id.eq(env))
-                        .filter(bulk_tasks::id.eq(id)),
-                )
-                .set((
+                let task = bulk_tasks::table
+                    .filter(bulk_tasks::environment_id.eq(env))
+                    .filter(bulk_tasks::id.eq(id));
+                let set = (
                     bulk_tasks::status.eq("failed"),
                     bulk_tasks::errors.eq(errors),
                     bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
                     bulk_tasks::updated.eq(now),
-                ))
-                .execute(conn)?;
-                Ok(())
+                );
+                // Fenced first, so that a stale holder deletes no rows (PostgreSQL: the lease
+                // is checked again under the row's lock).
+                if let Some(lease) = held {
+                    let held = task
+                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(bulk_tasks::lease_until.eq(lease.naive_utc()));
+                    if diesel::update(held).set(set).execute(conn)? == 0 {
+                        return Ok(false);
+                    }
+                } else {
+                    diesel::update(task).set(set).execute(conn)?;
+                }
+                diesel::delete(bulk_rows::table.filter(bulk_rows::task_id.eq(id))).execute(conn)?;
+                Ok(true)
             })
             .await
     }
@@ -388,41 +400,65 @@ impl BulkRepository for DieselBulkRepository {
         handled: u64,
         failed: u64,
         errors: Vec<RowError>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<bool, StorageError> {
         let t = t.clone();
         self.db
             .transaction(move |conn| {
-                let Some(current) = load(conn, &t.environment_id, t.id)? else {
-                    return Ok(());
+                // Fenced first: only from the cursor the step started at and while this holder
+                // has the lease (PostgreSQL: both are checked again under the row's lock, so
+                // of two holders saving at once one changes nothing).
+                let at = bulk_tasks::table
+                    .filter(bulk_tasks::environment_id.eq(&t.environment_id))
+                    .filter(bulk_tasks::id.eq(t.id))
+                    .filter(bulk_tasks::status.eq("processing"))
+                    .filter(bulk_tasks::cursor.eq(i(from_cursor)));
+                let set = (
+                    bulk_tasks::status.eq(t.status.as_str()),
+                    bulk_tasks::cursor.eq(i(t.cursor)),
+                    bulk_tasks::rows_processed.eq(bulk_tasks::rows_processed + i(handled)),
+                    bulk_tasks::rows_failed.eq(bulk_tasks::rows_failed + i(failed)),
+                    // The step is done: the next may be claimed at once.
+                    bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
+                    bulk_tasks::updated.eq(t.updated.naive_utc()),
+                );
+                let moved = match t.lease_until {
+                    Some(lease) => {
+                        diesel::update(at.filter(bulk_tasks::lease_until.eq(lease.naive_utc())))
+                            .set(set)
+                            .execute(conn)?
+                    }
+                    None => diesel::update(at.filter(bulk_tasks::lease_until.is_null()))
+                        .set(set)
+                        .execute(conn)?,
                 };
-                if n(current.cursor) != from_cursor || current.status != "processing" {
+                if moved == 0 {
                     // Another worker took over after this one's lease ran out.
-                    return Ok(());
+                    return Ok(false);
                 }
-                let mut kept: Vec<RowError> = serde_json::from_str(&current.errors)
-                    .map_err(|e| Failure::Domain(corrupt("errors", e)))?;
-                kept.extend(errors);
-                kept.truncate(MAX_ROW_ERRORS);
+                if !errors.is_empty() {
+                    let current = load(conn, &t.environment_id, t.id)?
+                        .ok_or_else(|| Failure::Domain(corrupt("bulk task", "vanished")))?;
+                    let mut kept: Vec<RowError> = serde_json::from_str(&current.errors)
+                        .map_err(|e| Failure::Domain(corrupt("errors", e)))?;
+                    if kept.len() < MAX_ROW_ERRORS {
+                        kept.extend(errors);
+                        kept.truncate(MAX_ROW_ERRORS);
+                        diesel::update(bulk_tasks::table.filter(bulk_tasks::id.eq(t.id)))
+                            .set(
+                                bulk_tasks::errors
+                                    .eq(serde_json::to_string(&kept)
+                                        .unwrap_or_else(|_| "[]".into())),
+                            )
+                            .execute(conn)?;
+                    }
+                }
                 diesel::delete(
                     bulk_rows::table
                         .filter(bulk_rows::task_id.eq(t.id))
                         .filter(bulk_rows::row_number.le(i(t.cursor))),
                 )
                 .execute(conn)?;
-                diesel::update(bulk_tasks::table.filter(bulk_tasks::id.eq(t.id)))
-                    .set((
-                        bulk_tasks::status.eq(t.status.as_str()),
-                        bulk_tasks::cursor.eq(i(t.cursor)),
-                        bulk_tasks::rows_processed.eq(bulk_tasks::rows_processed + i(handled)),
-                        bulk_tasks::rows_failed.eq(bulk_tasks::rows_failed + i(failed)),
-                        bulk_tasks::errors
-                            .eq(serde_json::to_string(&kept).unwrap_or_else(|_| "[]".into())),
-                        // The step is done: the next may be claimed at once.
-                        bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
-                        bulk_tasks::updated.eq(t.updated.naive_utc()),
-                    ))
-                    .execute(conn)?;
-                Ok(())
+                Ok(true)
             })
             .await
     }

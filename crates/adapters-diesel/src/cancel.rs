@@ -60,7 +60,25 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
         cards_actual: count(Some(row.cards_actual)).unwrap_or(0),
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
+        lease_until: row.lease_until.map(|t| t.and_utc()),
     })
+}
+
+/// Whether `t` still holds the lease it was claimed with; on PostgreSQL the task's row is
+/// locked until the transaction ends, so no claim can take it meanwhile.
+fn holds(conn: &mut AnyConnection, t: &CancelTask) -> Result<bool, Failure> {
+    let key = cancel_tasks::table
+        .filter(cancel_tasks::environment_id.eq(&t.environment_id))
+        .filter(cancel_tasks::id.eq(&t.id));
+    let lease: Option<Option<NaiveDateTime>> = match &mut *conn {
+        AnyConnection::Postgresql(c) => key
+            .select(cancel_tasks::lease_until)
+            .for_update()
+            .first(c)
+            .optional()?,
+        AnyConnection::Sqlite(c) => key.select(cancel_tasks::lease_until).first(c).optional()?,
+    };
+    Ok(lease.is_some_and(|held| held == t.lease_until.map(|l| l.naive_utc())))
 }
 
 fn load(conn: &mut AnyConnection, env: &str, id: &str) -> Result<Option<TaskRow>, Failure> {
@@ -244,10 +262,13 @@ impl CancelRepository for DieselCancelRepository {
         t: &CancelTask,
         limit: u32,
         now: Timestamp,
-    ) -> Result<u64, StorageError> {
+    ) -> Result<Option<u64>, StorageError> {
         let t = t.clone();
         self.db
             .transaction(move |conn| {
+                if !holds(conn, &t)? {
+                    return Ok(None);
+                }
                 // The first `limit` instances, oldest first; an instance's cards share their
                 // creation time, so its cards are together in this order.
                 let first: Vec<(NaiveDateTime, String)> = matching_cards!(&t)
@@ -257,7 +278,7 @@ impl CancelRepository for DieselCancelRepository {
                     .limit(i64::from(limit))
                     .load(conn)?;
                 let Some((last_created, last_instance)) = first.last().cloned() else {
-                    return Ok(0);
+                    return Ok(Some(0));
                 };
                 // Their cards: the matching ones up to the last instance in that order. The
                 // bound on the time alone keeps the scan of the index within those instances.
@@ -337,15 +358,18 @@ impl CancelRepository for DieselCancelRepository {
                         cancel_tasks::updated.eq(at),
                     ))
                     .execute(conn)?;
-                Ok(u64::try_from(n).unwrap_or(0))
+                Ok(Some(u64::try_from(n).unwrap_or(0)))
             })
             .await
     }
 
-    async fn save(&self, t: &CancelTask) -> Result<(), StorageError> {
+    async fn save(&self, t: &CancelTask) -> Result<bool, StorageError> {
         let t = t.clone();
         self.db
             .transaction(move |conn| {
+                if !holds(conn, &t)? {
+                    return Ok(false);
+                }
                 diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
                     .set((
                         cancel_tasks::status.eq(t.status.as_str()),
@@ -359,7 +383,7 @@ impl CancelRepository for DieselCancelRepository {
                         cancel_tasks::updated.eq(t.updated.naive_utc()),
                     ))
                     .execute(conn)?;
-                Ok(())
+                Ok(true)
             })
             .await
     }

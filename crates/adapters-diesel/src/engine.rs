@@ -948,9 +948,9 @@ impl InvocationRepository for DieselInvocationRepository {
             .collect()
     }
 
-    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<(), StorageError> {
+    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError> {
         if batches.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.db
             .transaction(move |conn| {
@@ -962,7 +962,8 @@ impl InvocationRepository for DieselInvocationRepository {
                     .zip(kept)
                     .filter_map(|(batch, kept)| kept.then_some(batch))
                     .collect();
-                RunWrites::of(&saved, backend_of(conn)).write(conn, &saved)
+                RunWrites::of(&saved, backend_of(conn)).write(conn, &saved)?;
+                Ok((batches.len() - saved.len()) as u64)
             })
             .await
     }

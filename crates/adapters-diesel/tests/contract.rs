@@ -1495,24 +1495,36 @@ mod engine {
         }
     }
 
+    /// Two replicas' clocks over hosts five minutes ahead and behind, each measured against
+    /// `db` as the service does: (ahead, behind).
+    pub(super) async fn skewed_replicas(
+        db: &adapters_diesel::Database,
+    ) -> (
+        adapters_diesel::DatabaseClock,
+        adapters_diesel::DatabaseClock,
+    ) {
+        use adapters_diesel::clock::measure;
+        use adapters_diesel::DatabaseClock;
+        let ahead = DatabaseClock::over(std::sync::Arc::new(Skewed(300_000)));
+        let behind = DatabaseClock::over(std::sync::Arc::new(Skewed(-300_000)));
+        for clock in [&ahead, &behind] {
+            let offset = measure(db, clock).await.expect("measure");
+            clock.set_offset_ms(offset);
+        }
+        (ahead, behind)
+    }
+
     /// Contract §19: two processes whose clocks are five minutes apart either way, each on
     /// the database's time through its measured offset, share no lease; the skew alone would
     /// have let the one ahead take the other's.
     async fn replicas_with_skewed_clocks_share_no_lease_on_the_databases_time(url: &str) {
-        use adapters_diesel::clock::measure;
-        use adapters_diesel::DatabaseClock;
         use domain::Clock;
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db.clone());
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
-        let ahead = DatabaseClock::over(std::sync::Arc::new(Skewed(300_000)));
-        let behind = DatabaseClock::over(std::sync::Arc::new(Skewed(-300_000)));
-        for clock in [&ahead, &behind] {
-            let offset = measure(&db, clock).await.expect("measure");
-            clock.set_offset_ms(offset);
-        }
+        let (ahead, behind) = skewed_replicas(&db).await;
         let (_, database, _) = db.clock_reading().await.expect("read");
         for clock in [&ahead, &behind] {
             let off = (clock.now() - database).num_milliseconds().abs();
@@ -2095,22 +2107,13 @@ mod webhooks {
     /// Contract §19: replicas whose clocks are five minutes apart share no delivery lease
     /// once each is on the database's time; the skewed host clock alone would take it.
     async fn skewed_replicas_share_no_delivery_lease(url: &str) {
-        use adapters_diesel::clock::measure;
-        use adapters_diesel::DatabaseClock;
         use domain::Clock;
         let (db, repo) = setup(url).await;
         repo.create(&subscription("whk_1", &["card-published"], None), 100)
             .await
             .expect("a");
         publish_three(&db).await;
-        let skewed =
-            |ms: i64| std::sync::Arc::new(super::engine::Skewed(ms)) as std::sync::Arc<dyn Clock>;
-        let ahead = DatabaseClock::over(skewed(300_000));
-        let behind = DatabaseClock::over(skewed(-300_000));
-        for clock in [&ahead, &behind] {
-            let offset = measure(&db, clock).await.expect("measure");
-            clock.set_offset_ms(offset);
-        }
+        let (ahead, behind) = super::engine::skewed_replicas(&db).await;
         let lease = chrono::Duration::seconds(30);
         let now = behind.now();
         let held = repo
@@ -2518,6 +2521,7 @@ mod bulk_cancel_push {
             queued: false,
             created: t(1),
             updated: t(1),
+            lease_until: None,
         }
     }
 
@@ -2561,22 +2565,24 @@ mod bulk_cancel_push {
         assert_eq!(page.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 3]);
         let mut progressed = claimed.clone();
         progressed.cursor = 3;
-        repo.save_progress(
-            &progressed,
-            0,
-            3,
-            1,
-            vec![RowError {
-                row: 2,
-                message: "bad".into(),
-            }],
-        )
-        .await
-        .expect("save");
-        // A worker overtaken after its lease ran out saves nothing.
-        repo.save_progress(&progressed, 0, 3, 1, vec![])
+        assert!(repo
+            .save_progress(
+                &progressed,
+                0,
+                3,
+                1,
+                vec![RowError {
+                    row: 2,
+                    message: "bad".into(),
+                }],
+            )
             .await
-            .expect("stale");
+            .expect("save"));
+        // A worker overtaken after its lease ran out saves nothing.
+        assert!(!repo
+            .save_progress(&progressed, 0, 3, 1, vec![])
+            .await
+            .expect("stale"));
         let stored = repo.get("env_a", first).await.expect("get").expect("task");
         assert_eq!(
             (
@@ -2592,17 +2598,19 @@ mod bulk_cancel_push {
             2,
             "handled rows are deleted"
         );
-        repo.fail(
-            "env_a",
-            second,
-            vec![RowError {
-                row: 0,
-                message: "broken".into(),
-            }],
-            t(6),
-        )
-        .await
-        .expect("fail");
+        assert!(repo
+            .fail(
+                "env_a",
+                second,
+                vec![RowError {
+                    row: 0,
+                    message: "broken".into(),
+                }],
+                t(6),
+                None,
+            )
+            .await
+            .expect("fail"));
         let failed = repo.get("env_a", second).await.expect("get").expect("task");
         assert_eq!(
             (failed.status, failed.errors[0].row),
@@ -2690,15 +2698,15 @@ mod bulk_cancel_push {
         assert_eq!(cancels.count(&all).await.expect("count"), (3, 3));
         assert_eq!(
             cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            2
+            Some(2)
         );
         assert_eq!(
             cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            1
+            Some(1)
         );
         assert_eq!(
             cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            0
+            Some(0)
         );
         let stored = cancels
             .get("env_a", &all.id)
@@ -3218,15 +3226,15 @@ mod bulk_cancel_push {
         assert_eq!(cancels.count(&stop).await.expect("count"), (3, 5));
         assert_eq!(
             cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            2
+            Some(2)
         );
         assert_eq!(
             cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            1
+            Some(1)
         );
         assert_eq!(
             cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            0
+            Some(0)
         );
         let stored = cancels
             .get("env_a", &stop.id)
@@ -3254,7 +3262,7 @@ mod bulk_cancel_push {
         for (user, expected) in [("u4", 1), ("u5", 1), ("-", 0)] {
             assert_eq!(
                 cancels.cancel_batch(&all, 1, t(13)).await.expect("batch"),
-                expected
+                Some(expected)
             );
             if expected == 1 {
                 for step in ["s1", "s2"] {
@@ -3330,13 +3338,15 @@ mod bulk_cancel_push {
         );
         assert_eq!(invocations.running_bulk("env_a").await.expect("slots"), 5);
         // Every lease runs out: the five started tasks are claimed again, the sixth still waits.
+        let mut again = Vec::new();
         for _ in 0..5 {
-            let again = repo
+            let task = repo
                 .claim(t(61), t(120), 5)
                 .await
                 .expect("claim")
                 .expect("started");
-            assert_ne!(again.id, uploaded[5]);
+            assert_ne!(task.id, uploaded[5]);
+            again.push(task);
         }
         assert!(repo.claim(t(61), t(120), 5).await.expect("claim").is_none());
         let waiting = repo
@@ -3345,13 +3355,14 @@ mod bulk_cancel_push {
             .expect("get")
             .expect("task");
         assert!(waiting.queued);
-        // One finishes: the queued one starts.
-        let mut done = claimed[0].clone();
+        // One finishes (saved by its holder, the second claim): the queued one starts.
+        let mut done = again[0].clone();
         done.status = BulkStatus::Completed;
         done.cursor = 1;
-        repo.save_progress(&done, 0, 1, 0, vec![])
+        assert!(repo
+            .save_progress(&done, 0, 1, 0, vec![])
             .await
-            .expect("save");
+            .expect("save"));
         let mut taken = Vec::new();
         while let Some(task) = repo.claim(t(121), t(180), 5).await.expect("claim") {
             taken.push((task.id, task.queued));
@@ -3363,7 +3374,247 @@ mod bulk_cancel_push {
         );
     }
 
+    /// A CSV task uploaded with `rows` rows, processing and queued for a slot.
+    async fn uploaded(repo: &DieselBulkRepository, rows: u64) -> i64 {
+        let id = repo.create(&bulk_task()).await.expect("create");
+        assert!(repo.begin_upload("env_a", id, t(2)).await.expect("begin"));
+        let cells = (1..=rows).map(|n| (n, vec![format!("u{n}")])).collect();
+        repo.add_rows("env_a", id, cells).await.expect("rows");
+        repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], rows, t(3))
+            .await
+            .expect("finish");
+        id
+    }
+
+    /// Contract §19: replicas whose clocks are five minutes apart share no lease of a CSV
+    /// task, a cancel task or a push once each is on the database's time; the skewed host
+    /// clock alone would take each.
+    async fn skewed_replicas_share_no_task_or_push_lease(url: &str) {
+        use adapters_diesel::{DieselDeviceRepository, DieselPushJobRepository};
+        use domain::push::{Device, DeviceRepository, PushJobRepository};
+        use domain::Clock;
+        let db = with_flow(url).await;
+        let bulk = DieselBulkRepository::new(db.clone());
+        uploaded(&bulk, 2).await;
+        let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
+        DieselPushPlatformRepository::new(db.clone(), secrets.clone())
+            .insert(&platform("npl_1", true))
+            .await
+            .expect("platform");
+        DieselDeviceRepository::new(db.clone())
+            .upsert(&Device {
+                environment_id: "env_a".into(),
+                user_id: "u1".into(),
+                token: "android-1".into(),
+                app_id: "app".into(),
+                platform: "FCM".into(),
+                created: t(1),
+                updated: t(1),
+            })
+            .await
+            .expect("device");
+        let invocations = DieselInvocationRepository::new(db.clone());
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        invocations
+            .save_batches(vec![batch(None, None, vec![notifying("crd_1", "u1")])])
+            .await
+            .expect("batch");
+        // After the card: a cancel of the whole flow stops its invocations' later batches.
+        let cancels = DieselCancelRepository::new(db.clone());
+        let task = cancel_task(
+            "00000000-0000-4000-8000-000000000009",
+            4,
+            CancelFilter::default(),
+        );
+        cancels.create(&task).await.expect("cancel");
+        let pushes = DieselPushJobRepository::new(db.clone(), secrets);
+
+        let (ahead, behind) = super::engine::skewed_replicas(&db).await;
+        let raw = super::engine::Skewed(300_000).now();
+        let lease = chrono::Duration::seconds(30);
+        let (now, later) = (behind.now(), ahead.now());
+        // CSV tasks.
+        assert!(bulk
+            .claim(now, now + lease, 5)
+            .await
+            .expect("claim")
+            .is_some());
+        assert!(
+            bulk.claim(later, later + lease, 5)
+                .await
+                .expect("claim")
+                .is_none(),
+            "a CSV task's lease is live on the database's time"
+        );
+        assert!(
+            bulk.claim(raw, raw + lease, 5)
+                .await
+                .expect("claim")
+                .is_some(),
+            "the host's skewed clock alone would have taken it"
+        );
+        // Cancel tasks.
+        assert!(cancels
+            .claim(now, now + lease)
+            .await
+            .expect("claim")
+            .is_some());
+        assert!(
+            cancels
+                .claim(later, later + lease)
+                .await
+                .expect("claim")
+                .is_none(),
+            "a cancel task's lease is live on the database's time"
+        );
+        assert!(
+            cancels
+                .claim(raw, raw + lease)
+                .await
+                .expect("claim")
+                .is_some(),
+            "the host's skewed clock alone would have taken it"
+        );
+        // Pushes.
+        assert_eq!(
+            pushes
+                .claim(now, now + lease, 10)
+                .await
+                .expect("claim")
+                .len(),
+            1
+        );
+        assert!(
+            pushes
+                .claim(later, later + lease, 10)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "a push's lease is live on the database's time"
+        );
+        assert_eq!(
+            pushes
+                .claim(raw, raw + lease, 10)
+                .await
+                .expect("claim")
+                .len(),
+            1,
+            "the host's skewed clock alone would have taken it"
+        );
+    }
+
+    /// Contract §19: once a CSV or cancel task's lease has passed to another holder, the first
+    /// holder's writes (progress, failure, cancel batches, status) change nothing.
+    async fn a_stale_task_holders_writes_change_nothing(url: &str) {
+        let db = with_flow(url).await;
+        let bulk = DieselBulkRepository::new(db.clone());
+        let id = uploaded(&bulk, 3).await;
+        let first = bulk
+            .claim(t(4), t(30), 5)
+            .await
+            .expect("claim")
+            .expect("task");
+        let second = bulk
+            .claim(t(31), t(60), 5)
+            .await
+            .expect("claim")
+            .expect("lease ran out");
+        assert_eq!((first.id, second.id), (id, id));
+        assert_ne!(
+            first.lease_until, second.lease_until,
+            "each claim its own lease"
+        );
+        let done = |task: &BulkTask| BulkTask {
+            cursor: 3,
+            status: BulkStatus::Completed,
+            ..task.clone()
+        };
+        let error = || {
+            vec![RowError {
+                row: 0,
+                message: "late".into(),
+            }]
+        };
+        assert!(!bulk
+            .save_progress(&done(&first), 0, 3, 0, error())
+            .await
+            .expect("stale"));
+        assert!(!bulk
+            .fail("env_a", id, error(), t(32), first.lease_until)
+            .await
+            .expect("stale"));
+        let stored = bulk.get("env_a", id).await.expect("get").expect("task");
+        assert_eq!((stored.status, stored.cursor), (BulkStatus::Processing, 0));
+        assert_eq!(bulk.rows("env_a", id, 0, 10).await.expect("rows").len(), 3);
+        assert!(bulk
+            .save_progress(&done(&second), 0, 3, 0, vec![])
+            .await
+            .expect("held"));
+        let stored = bulk.get("env_a", id).await.expect("get").expect("task");
+        assert_eq!(
+            (stored.status, stored.rows_processed, stored.errors.len()),
+            (BulkStatus::Completed, 3, 0)
+        );
+
+        let cancels = DieselCancelRepository::new(db.clone());
+        let task = cancel_task(
+            "00000000-0000-4000-8000-000000000010",
+            4,
+            CancelFilter::default(),
+        );
+        cancels.create(&task).await.expect("create");
+        let first = cancels
+            .claim(t(20), t(50))
+            .await
+            .expect("claim")
+            .expect("task");
+        let second = cancels
+            .claim(t(51), t(80))
+            .await
+            .expect("claim")
+            .expect("lease ran out");
+        assert_eq!(
+            cancels
+                .cancel_batch(&first, 10, t(52))
+                .await
+                .expect("stale"),
+            None
+        );
+        let failed = CancelTask {
+            status: CancelStatus::Failed,
+            errors: vec!["late".into()],
+            ..first.clone()
+        };
+        assert!(!cancels.save(&failed).await.expect("stale"));
+        assert_eq!(
+            cancels
+                .cancel_batch(&second, 10, t(52))
+                .await
+                .expect("held"),
+            Some(0)
+        );
+        let completed = CancelTask {
+            status: CancelStatus::Completed,
+            ..second.clone()
+        };
+        assert!(cancels.save(&completed).await.expect("held"));
+        let stored = cancels
+            .get("env_a", &task.id)
+            .await
+            .expect("get")
+            .expect("task");
+        assert_eq!(
+            (stored.status, stored.errors.len()),
+            (CancelStatus::Completed, 0)
+        );
+    }
+
     both_backends!(
+        skewed_replicas_share_no_task_or_push_lease,
+        a_stale_task_holders_writes_change_nothing,
         devices_belong_to_one_user_and_move,
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,

@@ -108,8 +108,8 @@ impl Metrics {
         self.clock_offset.set(offset_ms as f64 / 1000.0);
     }
 
-    /// `n` outcomes of `kind` (`webhook`, `push`) were not recorded: their lease had passed to
-    /// another holder (0 lists the kind).
+    /// `n` outcomes of `kind` (`webhook`, `push`, `invocation`, `csv`, `cancel`) were not
+    /// recorded: their lease had passed to another holder (0 lists the kind).
     pub fn stale_outcomes(&self, kind: &str, n: u64) {
         self.stale.with_label_values(&[kind]).inc_by(n);
     }

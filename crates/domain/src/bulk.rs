@@ -119,6 +119,9 @@ pub struct BulkTask {
     pub queued: bool,
     pub created: Timestamp,
     pub updated: Timestamp,
+    /// The lease this copy was claimed with (contract §19): the step's writes apply only while
+    /// the task still holds it. None for a task not claimed.
+    pub lease_until: Option<Timestamp>,
 }
 
 /// What an upload URL grants: one upload for one task, until `expires` (unix seconds).
@@ -419,15 +422,19 @@ pub trait BulkRepository: Send + Sync {
         rows: u64,
         now: Timestamp,
     ) -> Result<(), StorageError>;
-    /// → failed with `errors` in place of the row errors; stored rows are deleted.
+    /// → failed with `errors` in place of the row errors; stored rows are deleted. With `held`
+    /// (a claimed task's lease), only while the task still holds that lease: false, with
+    /// nothing changed, once it has passed to another holder.
     async fn fail(
         &self,
         environment_id: &str,
         id: i64,
         errors: Vec<RowError>,
         now: Timestamp,
-    ) -> Result<(), StorageError>;
-    /// Takes a processing task whose lease ran out until `lease_until`, oldest first. A queued
+        held: Option<Timestamp>,
+    ) -> Result<bool, StorageError>;
+    /// Takes a processing task whose lease ran out until `lease_until`, oldest first; the task
+    /// returned carries that lease. A queued
     /// task is taken only while its environment has fewer than `slots` tasks holding one (bulk
     /// invocations pending or running, and processing tasks not queued); taking it ends its
     /// wait, and it holds a slot until it is final.
@@ -445,9 +452,10 @@ pub trait BulkRepository: Send + Sync {
         after: u64,
         limit: u32,
     ) -> Result<Vec<(u64, Vec<String>)>, StorageError>;
-    /// Saves progress from `from_cursor` only (a worker overtaken after its lease ran out
-    /// saves nothing): cursor, counts added, row errors appended up to the cap, status, and
-    /// the handled rows deleted.
+    /// Saves progress, only from `from_cursor` and while the task still holds
+    /// `task.lease_until`: cursor, counts added, row errors appended up to the cap, status,
+    /// and the handled rows deleted; the lease ends. False, with nothing changed, when the
+    /// lease has passed to another holder (contract §19).
     async fn save_progress(
         &self,
         task: &BulkTask,
@@ -455,7 +463,7 @@ pub trait BulkRepository: Send + Sync {
         handled: u64,
         failed: u64,
         errors: Vec<RowError>,
-    ) -> Result<(), StorageError>;
+    ) -> Result<bool, StorageError>;
 }
 
 pub struct BulkService {
@@ -466,6 +474,7 @@ pub struct BulkService {
     clock: Arc<dyn Clock>,
     key: Vec<u8>,
     lease: Duration,
+    stale: crate::health::Stale,
 }
 
 impl BulkService {
@@ -485,7 +494,14 @@ impl BulkService {
             clock,
             key: upload_key,
             lease: Duration::seconds(30),
+            stale: crate::health::Stale::default(),
         }
+    }
+
+    /// Writes refused since the last call because the task's lease had passed to another
+    /// holder (contract §19).
+    pub fn take_stale(&self) -> u64 {
+        self.stale.take()
     }
 
     pub fn with_lease(mut self, lease: Duration) -> Self {
@@ -532,6 +548,7 @@ impl BulkService {
             queued: false,
             created: now,
             updated: now,
+            lease_until: None,
         };
         task.id = self.tasks.create(&task).await?;
         let token = UploadGrant {
@@ -618,8 +635,10 @@ impl BulkService {
                 grant.task_id,
                 file_error(reason),
                 self.clock.now(),
+                None,
             )
             .await
+            .map(|_| ())
     }
 
     /// One step of background work: up to [`ROWS_PER_STEP`] rows of one task to the engine.
@@ -637,17 +656,27 @@ impl BulkService {
         else {
             return Ok(false);
         };
-        let (env, id) = (task.environment_id.clone(), task.id);
+        let (env, id, held) = (task.environment_id.clone(), task.id, task.lease_until);
         match crate::unit::attempts("csv task", &id.to_string(), || self.run_step(task.clone()))
             .await
         {
             Ok(outcome) => outcome,
             Err(failure) => {
-                self.tasks
-                    .fail(&env, id, file_error(failure.message()), self.clock.now())
-                    .await?;
+                let errors = file_error(failure.message());
+                self.held(
+                    self.tasks
+                        .fail(&env, id, errors, self.clock.now(), held)
+                        .await?,
+                );
                 Ok(true)
             }
+        }
+    }
+
+    /// Counts a write refused because the lease had passed to another holder.
+    fn held(&self, held: bool) {
+        if !held {
+            self.stale.add(1);
         }
     }
 
@@ -657,14 +686,17 @@ impl BulkService {
         let header = match task.header.as_deref().map(CsvHeader::parse) {
             Some(Ok(h)) => h,
             _ => {
-                self.tasks
+                let held = self
+                    .tasks
                     .fail(
                         &task.environment_id,
                         task.id,
                         file_error("the stored header is unreadable".into()),
                         now,
+                        task.lease_until,
                     )
                     .await?;
+                self.held(held);
                 return Ok(true);
             }
         };
@@ -676,9 +708,11 @@ impl BulkService {
         if rows.is_empty() {
             task.status = BulkStatus::Completed;
             task.updated = self.clock.now();
-            self.tasks
+            let held = self
+                .tasks
                 .save_progress(&task, from, 0, 0, Vec::new())
                 .await?;
+            self.held(held);
             return Ok(true);
         }
         // In chunks, each prepared while the ones before are recorded: the recorder works on
@@ -707,9 +741,11 @@ impl BulkService {
             task.status = BulkStatus::Completed;
         }
         let failed = errors.len() as u64;
-        self.tasks
+        let held = self
+            .tasks
             .save_progress(&task, from, rows.len() as u64, failed, errors)
             .await?;
+        self.held(held);
         Ok(true)
     }
 
@@ -1128,6 +1164,8 @@ mod tests {
         /// What `save_progress` was given: the task's cursor and status, then from, handled,
         /// failed and the errors.
         type Saved = Arc<Mutex<Vec<(u64, BulkStatus, u64, u64, u64, Vec<RowError>)>>>;
+        /// A save to this cursor is refused: the lease had passed to another holder.
+        const STALE_CURSOR: u64 = 3;
 
         fn task() -> BulkTask {
             BulkTask {
@@ -1145,6 +1183,7 @@ mod tests {
                 queued: false,
                 created: now(),
                 updated: now(),
+                lease_until: None,
             }
         }
 
@@ -1177,7 +1216,7 @@ mod tests {
                         failed,
                         errors,
                     ));
-                    Ok(())
+                    Ok(task.cursor != STALE_CURSOR)
                 });
             let flows = card_flows();
             let mut streams = MockStreamRepository::new();
@@ -1221,10 +1260,12 @@ mod tests {
         async fn a_step_that_panics_is_tried_three_times_then_the_task_fails_alone_with_an_error_id(
         ) {
             let mut tasks = MockBulkRepository::new();
-            tasks
-                .expect_claim()
-                .times(1)
-                .returning(|_, _, _| Ok(Some(task())));
+            tasks.expect_claim().times(1).returning(|_, until, _| {
+                Ok(Some(BulkTask {
+                    lease_until: Some(until),
+                    ..task()
+                }))
+            });
             tasks
                 .expect_rows()
                 .times(crate::unit::ATTEMPTS as usize)
@@ -1232,14 +1273,16 @@ mod tests {
             tasks
                 .expect_fail()
                 .times(1)
-                .withf(|env, id, errors, _| {
+                .withf(|env, id, errors, _, held| {
                     env == "env"
                         && *id == 7
                         && errors.len() == 1
                         && errors[0].message.contains("errorId err_")
                         && !errors[0].message.contains("injected")
+                        && *held == Some(now() + Duration::seconds(30))
                 })
-                .returning(|_, _, _, _| Ok(()));
+                // The lease has passed to another holder meanwhile: the failure is not kept.
+                .returning(|_, _, _, _, _| Ok(false));
             let mut clock = crate::time::MockClock::new();
             clock.expect_now().returning(now);
             let clock: Arc<dyn Clock> = Arc::new(clock);
@@ -1260,6 +1303,7 @@ mod tests {
                 b"key".to_vec(),
             );
             assert!(service.step().await.expect("the loop goes on"));
+            assert_eq!(service.take_stale(), 1, "the refused failure is counted");
         }
 
         /// Rows 1..=n; those in `bad` have one cell where the header has two.
@@ -1312,6 +1356,16 @@ mod tests {
             let rows: Vec<u64> = errors.iter().map(|e| e.row).collect();
             assert_eq!(rows, bad);
             assert!(errors[0].message.contains("has 1 cells"), "{errors:?}");
+        }
+
+        #[tokio::test]
+        async fn a_step_whose_lease_passed_to_another_holder_is_counted_stale() {
+            // Rows are recorded under ids of their own, so the other holder records none
+            // twice; the repository refuses this holder's progress, and it is counted.
+            let (service, _, saved) = service(rows(STALE_CURSOR, &[]), Box::new(|_, _| Ok(())));
+            assert!(service.step().await.expect("step"));
+            assert_eq!(saved.lock().expect("saved").len(), 1);
+            assert_eq!(service.take_stale(), 1);
         }
 
         #[tokio::test]

@@ -124,6 +124,9 @@ pub struct CancelTask {
     pub errors: Vec<String>,
     pub created: Timestamp,
     pub updated: Timestamp,
+    /// The lease this copy was claimed with (contract §19): the step's writes apply only while
+    /// the task still holds it. None for a task not claimed.
+    pub lease_until: Option<Timestamp>,
 }
 
 impl CancelTask {
@@ -148,6 +151,7 @@ impl CancelTask {
             errors: Vec::new(),
             created: at,
             updated: at,
+            lease_until: None,
         }
     }
 
@@ -231,7 +235,8 @@ pub trait CancelRepository: Send + Sync {
     async fn create(&self, task: &CancelTask) -> Result<(), StorageError>;
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<CancelTask>, StorageError>;
-    /// Takes a processing task whose lease ran out (or never had one) until `lease_until`.
+    /// Takes a processing task whose lease ran out (or never had one) until `lease_until`; the
+    /// task returned carries that lease.
     async fn claim(
         &self,
         now: Timestamp,
@@ -239,17 +244,21 @@ pub trait CancelRepository: Send + Sync {
     ) -> Result<Option<CancelTask>, StorageError>;
     /// Active flow instances the task matches (created up to the task), and their open cards.
     async fn count(&self, task: &CancelTask) -> Result<(u64, u64), StorageError>;
-    /// In one transaction: cancels up to `limit` matching active instances and (when the task
-    /// says so) their open cards, writing a `card-cancelled` event for each, and adds the counts
-    /// to the task. Returns how many instances were cancelled.
+    /// In one transaction, only while the task still holds `task.lease_until`: cancels up to
+    /// `limit` matching active instances and (when the task says so) their open cards, writing
+    /// a `card-cancelled` event for each, and adds the counts to the task. Returns how many
+    /// instances were cancelled; None, with nothing changed, when the lease has passed to
+    /// another holder.
     async fn cancel_batch(
         &self,
         task: &CancelTask,
         limit: u32,
         now: Timestamp,
-    ) -> Result<u64, StorageError>;
-    /// Saves status, expected counts and errors (not `actual`, which batches add to).
-    async fn save(&self, task: &CancelTask) -> Result<(), StorageError>;
+    ) -> Result<Option<u64>, StorageError>;
+    /// Saves status, expected counts and errors (not `actual`, which batches add to), only
+    /// while the task still holds `task.lease_until`. False, with nothing changed, when the
+    /// lease has passed to another holder.
+    async fn save(&self, task: &CancelTask) -> Result<bool, StorageError>;
 }
 
 pub struct CancelService {
@@ -257,6 +266,7 @@ pub struct CancelService {
     flows: Arc<dyn FlowRepository>,
     clock: Arc<dyn Clock>,
     lease: Duration,
+    stale: crate::health::Stale,
 }
 
 impl CancelService {
@@ -270,7 +280,14 @@ impl CancelService {
             flows,
             clock,
             lease: Duration::seconds(30),
+            stale: crate::health::Stale::default(),
         }
+    }
+
+    /// Writes refused since the last call because the task's lease had passed to another
+    /// holder (contract §19).
+    pub fn take_stale(&self) -> u64 {
+        self.stale.take()
     }
 
     pub fn with_lease(mut self, lease: Duration) -> Self {
@@ -333,10 +350,19 @@ impl CancelService {
                 task.status = CancelStatus::Failed;
                 task.errors.push(failure.message());
                 task.updated = self.clock.now();
-                self.tasks.save(&task).await?;
+                self.saved(&task).await?;
                 Ok(true)
             }
         }
+    }
+
+    /// Saves the task; false (counted) when its lease had passed to another holder.
+    async fn saved(&self, task: &CancelTask) -> Result<bool, StorageError> {
+        let held = self.tasks.save(task).await?;
+        if !held {
+            self.stale.add(1);
+        }
+        Ok(held)
     }
 
     /// One step of a claimed task.
@@ -350,28 +376,35 @@ impl CancelService {
                 task.errors = vec!["no matching flow instances were found".into()];
             }
             task.updated = self.clock.now();
-            self.tasks.save(&task).await?;
-            if task.status == CancelStatus::Failed {
+            if !self.saved(&task).await? || task.status == CancelStatus::Failed {
                 return Ok(true);
             }
         }
+        // A step that outlasts its lease may be taken over (a claim takes a task whose lease
+        // ran out): this holder's next batch then changes nothing, and it stops there.
         loop {
-            let done = self
+            let Some(done) = self
                 .tasks
                 .cancel_batch(&task, CANCEL_BATCH, self.clock.now())
-                .await?;
+                .await?
+            else {
+                self.stale.add(1);
+                return Ok(true);
+            };
             if done < u64::from(CANCEL_BATCH) {
                 break;
             }
         }
+        let held = task.lease_until;
         let mut task = self
             .tasks
             .get(&task.environment_id, &task.id)
             .await?
             .unwrap_or(task);
+        task.lease_until = held;
         task.status = CancelStatus::Completed;
         task.updated = self.clock.now();
-        self.tasks.save(&task).await?;
+        self.saved(&task).await?;
         Ok(true)
     }
 }
@@ -477,7 +510,7 @@ mod tests {
                 t.status == CancelStatus::Failed && t.expected == Some(0) && t.errors.len() == 1
             })
             .times(1)
-            .returning(|_| Ok(()));
+            .returning(|_| Ok(true));
         repo.expect_cancel_batch().never();
         assert!(service(repo).step().await.expect("step"));
 
@@ -492,7 +525,7 @@ mod tests {
         let mut batches = vec![500u64, 1_000];
         repo.expect_cancel_batch()
             .times(2)
-            .returning(move |_, _, _| Ok(batches.pop().unwrap_or(0)));
+            .returning(move |_, _, _| Ok(Some(batches.pop().unwrap_or(0))));
         repo.expect_get().returning(|_, _| Ok(None));
         let mut saves = vec![CancelStatus::Completed, CancelStatus::Processing];
         repo.expect_save()
@@ -500,7 +533,7 @@ mod tests {
             .withf(|t| t.cards_expected == Some(0) && t.expected == Some(1_500))
             .returning(move |t| {
                 assert_eq!(Some(t.status), saves.pop());
-                Ok(())
+                Ok(true)
             });
         assert!(service(repo).step().await.expect("step"));
     }
@@ -522,8 +555,49 @@ mod tests {
                     && !t.errors[0].contains("injected")
             })
             .times(1)
-            .returning(|_| Ok(()));
+            .returning(|_| Ok(true));
         assert!(service(repo).step().await.expect("the loop goes on"));
+    }
+
+    #[tokio::test]
+    async fn a_holder_whose_lease_passed_to_another_stops_and_counts_it() {
+        // Every write carries the lease the claim took; the repository refuses it once another
+        // holder has claimed the task (None / false), and the service stops there.
+        let mut repo = MockCancelRepository::new();
+        repo.expect_claim().times(1).returning(|_, until| {
+            let mut claimed = task(CancelFilter::default());
+            claimed.expected = Some(2_000);
+            claimed.lease_until = Some(until);
+            Ok(Some(claimed))
+        });
+        let held = t(20) + Duration::seconds(30);
+        let mut batches = vec![None, Some(u64::from(CANCEL_BATCH))];
+        repo.expect_cancel_batch()
+            .withf(move |t, _, _| t.lease_until == Some(held))
+            .times(2)
+            .returning(move |_, _, _| Ok(batches.pop().flatten()));
+        repo.expect_save().never();
+        repo.expect_get().never();
+        let svc = service(repo);
+        assert!(svc.step().await.expect("step"));
+        assert_eq!(svc.take_stale(), 1);
+        assert_eq!(svc.take_stale(), 0);
+
+        let mut repo = MockCancelRepository::new();
+        repo.expect_claim().times(1).returning(|_, until| {
+            let mut claimed = task(CancelFilter::default());
+            claimed.lease_until = Some(until);
+            Ok(Some(claimed))
+        });
+        repo.expect_count().returning(|_| Ok((5, 5)));
+        repo.expect_save()
+            .withf(move |t| t.lease_until == Some(held))
+            .times(1)
+            .returning(|_| Ok(false));
+        repo.expect_cancel_batch().never();
+        let svc = service(repo);
+        assert!(svc.step().await.expect("step"));
+        assert_eq!(svc.take_stale(), 1);
     }
 
     #[test]

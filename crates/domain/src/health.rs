@@ -282,3 +282,33 @@ impl Storage {
         self.full_errors.load(Self::ORDER)
     }
 }
+
+/// Writes of a leased unit of work that changed nothing because the lease had passed to
+/// another holder (contract §19): counted where the service finds them, taken by whoever
+/// reports them (`workbench_stale_outcomes_total`).
+///
+/// ```
+/// use domain::health::Stale;
+///
+/// let stale = Stale::default();
+/// stale.add(2);
+/// stale.add(1);
+/// assert_eq!(stale.take(), 3);
+/// assert_eq!(stale.take(), 0, "taken once");
+/// ```
+#[derive(Debug, Default)]
+pub struct Stale(std::sync::atomic::AtomicU64);
+
+impl Stale {
+    /// `n` more stale writes.
+    pub fn add(&self, n: u64) {
+        if n > 0 {
+            self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The stale writes counted since the last take.
+    pub fn take(&self) -> u64 {
+        self.0.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}

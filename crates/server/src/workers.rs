@@ -214,11 +214,16 @@ pub fn spawn(
     cards: Arc<CardService>,
     engines: usize,
 ) {
+    supervisor.metrics.stale_outcomes("invocation", 0);
     for _ in 0..engines {
-        let engine = engine.clone();
+        let (engine, metrics) = (engine.clone(), supervisor.metrics.clone());
         supervisor.run_loop("engine", move || {
-            let engine = engine.clone();
-            async move { engine.step().await }
+            let (engine, metrics) = (engine.clone(), metrics.clone());
+            async move {
+                let outcome = engine.step().await;
+                stale_outcomes(&metrics, "invocation", engine.take_stale());
+                outcome
+            }
         });
     }
     let loops = supervisor.loops.clone();
@@ -273,17 +278,29 @@ pub fn spawn_checkpointer(supervisor: &Supervisor, db: adapters_diesel::Database
 
 /// The cancel worker: one task at a time, batch by batch.
 pub fn spawn_cancels(supervisor: &Supervisor, cancels: Arc<domain::cancel::CancelService>) {
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("cancel", 0);
     supervisor.run_loop("cancel", move || {
-        let cancels = cancels.clone();
-        async move { cancels.step().await }
+        let (cancels, metrics) = (cancels.clone(), metrics.clone());
+        async move {
+            let outcome = cancels.step().await;
+            stale_outcomes(&metrics, "cancel", cancels.take_stale());
+            outcome
+        }
     });
 }
 
 /// The CSV worker: hands uploaded rows to the engine, a step at a time.
 pub fn spawn_bulk(supervisor: &Supervisor, bulk: Arc<domain::bulk::BulkService>) {
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("csv", 0);
     supervisor.run_loop("bulk", move || {
-        let bulk = bulk.clone();
-        async move { bulk.step().await }
+        let (bulk, metrics) = (bulk.clone(), metrics.clone());
+        async move {
+            let outcome = bulk.step().await;
+            stale_outcomes(&metrics, "csv", bulk.take_stale());
+            outcome
+        }
     });
 }
 
@@ -544,7 +561,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
 }
 
 /// `stale` outcomes of `kind` were not recorded: their lease had run out and another holder
-/// took the jobs (contract §19). Logged and counted.
+/// took the work (contract §19). Logged and counted.
 fn stale_outcomes(metrics: &Metrics, kind: &'static str, stale: u64) {
     if stale > 0 {
         tracing::warn!(

@@ -223,8 +223,9 @@ pub trait InvocationRepository: Send + Sync {
     /// progress (the batch's counts are added to the invocation's), cursor and status; and
     /// releases the claim, so that the next batch can be claimed at once (by any worker:
     /// batches of concurrent invocations take turns). A batch whose invocation is no longer at
-    /// the batch's starting cursor (another worker took it over and saved first) is skipped.
-    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<(), StorageError>;
+    /// the batch's starting cursor (another worker took it over and saved first) is skipped:
+    /// its claim had passed to another holder (contract §19). Returns how many were skipped.
+    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError>;
 }
 
 /// What never changes once read (published configurations, default streams), kept in memory:
@@ -714,6 +715,7 @@ pub struct Engine {
     segments: Arc<dyn SegmentRepository>,
     streams: Arc<dyn StreamRepository>,
     clock: Arc<dyn Clock>,
+    stale: crate::health::Stale,
 }
 
 /// The users of one batch, and where the next batch starts.
@@ -739,7 +741,14 @@ impl Engine {
             segments,
             streams,
             clock,
+            stale: crate::health::Stale::default(),
         }
+    }
+
+    /// Batches not saved since the last call because their invocation's claim had passed to
+    /// another holder, which saved first (contract §19).
+    pub fn take_stale(&self) -> u64 {
+        self.stale.take()
     }
 
     /// How long a claim lasts without progress before another worker may resume it.
@@ -812,16 +821,25 @@ impl Engine {
                 self.run_guarded(&invocation, now, &mut configs, &mut streams),
             )
             .await;
-            if let Some(cause) = refused(saved)? {
-                // Saved one by one from where the failed save started, so that one bad
-                // invocation fails alone (see [`Engine::save`]).
-                let from = if round == 1 {
-                    &claimed[..]
-                } else {
-                    std::slice::from_ref(&before)
-                };
-                self.one_by_one(from, cause, &mut configs, &mut streams)
-                    .await?;
+            let stale = match refused(saved)? {
+                Ok(stale) => stale,
+                Err(cause) => {
+                    // Saved one by one from where the failed save started, so that one bad
+                    // invocation fails alone (see [`Engine::save`]).
+                    let from = if round == 1 {
+                        &claimed[..]
+                    } else {
+                        std::slice::from_ref(&before)
+                    };
+                    self.one_by_one(from, cause, &mut configs, &mut streams)
+                        .await?;
+                    return Ok(true);
+                }
+            };
+            self.stale.add(stale);
+            if stale > 0 && round > 1 {
+                // The followed invocation was taken over (its lease had run out): the next
+                // batch would start from a cursor that is no longer its.
                 return Ok(true);
             }
             let mut next = settled(next, &invocation, now)?;
@@ -884,8 +902,11 @@ impl Engine {
         streams: &mut HashMap<String, String>,
     ) -> Result<(), StorageError> {
         match refused(unit::catch(self.invocations.save_batches(batches)).await)? {
-            None => Ok(()),
-            Some(cause) => self.one_by_one(claimed, cause, configs, streams).await,
+            Ok(stale) => {
+                self.stale.add(stale);
+                Ok(())
+            }
+            Err(cause) => self.one_by_one(claimed, cause, configs, streams).await,
         }
     }
 
@@ -908,20 +929,21 @@ impl Engine {
                 let now = self.clock.now();
                 let run = self.run_guarded(invocation, now, configs, streams).await;
                 let batch = settled(run, invocation, now)?;
-                cause = match unit::catch(self.invocations.save_batches(vec![batch])).await {
-                    Ok(Ok(())) => {
-                        saved = true;
-                        break;
-                    }
-                    Ok(Err(e)) if !e.is_unexpected() => return Err(e),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(panic) => format!("panic: {panic}"),
-                };
+                cause =
+                    match refused(unit::catch(self.invocations.save_batches(vec![batch])).await)? {
+                        Ok(stale) => {
+                            self.stale.add(stale);
+                            saved = true;
+                            break;
+                        }
+                        Err(cause) => cause,
+                    };
             }
             if !saved {
                 let failure = unit::Failure::new("invocation", &invocation.id, cause);
                 let failed = failed_batch(invocation, &failure, self.clock.now());
-                self.invocations.save_batches(vec![failed]).await?;
+                let stale = self.invocations.save_batches(vec![failed]).await?;
+                self.stale.add(stale);
             }
         }
         Ok(())
@@ -1277,16 +1299,17 @@ fn settled(
     }
 }
 
-/// What a save that may have panicked came to: None when it was saved, the cause when it failed
-/// unexpectedly (the unit's to isolate), an expected error (an unreachable database) as is.
+/// What a save that may have panicked came to: how many of its batches were stale when it was
+/// saved, the cause when it failed unexpectedly (the unit's to isolate), an expected error (an
+/// unreachable database) as is.
 fn refused(
-    saved: Result<Result<(), StorageError>, String>,
-) -> Result<Option<String>, StorageError> {
+    saved: Result<Result<u64, StorageError>, String>,
+) -> Result<Result<u64, String>, StorageError> {
     match saved {
-        Ok(Ok(())) => Ok(None),
+        Ok(Ok(stale)) => Ok(Ok(stale)),
         Ok(Err(e)) if !e.is_unexpected() => Err(e),
-        Ok(Err(e)) => Ok(Some(e.to_string())),
-        Err(panic) => Ok(Some(format!("panic: {panic}"))),
+        Ok(Err(e)) => Ok(Err(e.to_string())),
+        Err(panic) => Ok(Err(format!("panic: {panic}"))),
     }
 }
 

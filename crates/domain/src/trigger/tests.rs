@@ -639,6 +639,15 @@ mod engine_steps {
     /// An engine over mocks: `claimed` is what the one claim answers (later claims find
     /// nothing); the batches of each save are kept.
     fn engine(claimed: Vec<Invocation>, tagged: u32) -> (Engine, Saves) {
+        engine_with(claimed, tagged, |_| 0)
+    }
+
+    /// [`engine`], with the save numbered `n` (from 0) answering `stale(n)` batches stale.
+    fn engine_with(
+        claimed: Vec<Invocation>,
+        tagged: u32,
+        stale: fn(usize) -> u64,
+    ) -> (Engine, Saves) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
         flows
@@ -669,8 +678,9 @@ mod engine_steps {
             .returning(move |_, _, _| Ok(claims.take().unwrap_or_default()));
         let sink = saved.clone();
         invocations.expect_save_batches().returning(move |batches| {
-            sink.lock().expect("saved").push(batches);
-            Ok(())
+            let mut saves = sink.lock().expect("saved");
+            saves.push(batches);
+            Ok(stale(saves.len() - 1))
         });
         let mut clock = crate::time::MockClock::new();
         clock.expect_now().returning(now);
@@ -719,7 +729,7 @@ mod engine_steps {
                     ));
                 }
                 sink.lock().expect("saved").push(batches);
-                Ok(())
+                Ok(0)
             });
         let mut clock = crate::time::MockClock::new();
         clock.expect_now().returning(now);
@@ -930,6 +940,19 @@ mod engine_steps {
             Some(format!("u{:05}", (FOLLOW_BATCHES + 1) * 1_000 - 1))
         );
         assert_eq!(last.lease_until, None, "released for the next claim");
+    }
+
+    #[tokio::test]
+    async fn a_followed_fan_out_taken_over_by_another_holder_is_left_to_it_and_counted() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        // The second save finds the invocation at another cursor: another worker claimed it
+        // after this one's lease ran out, and saved first.
+        let (engine, saves) = engine_with(vec![tag], (FOLLOW_BATCHES + 3) * 1_000, |n| {
+            u64::from(n == 1)
+        });
+        assert!(engine.step().await.expect("step"));
+        assert_eq!(saves.lock().expect("saved").len(), 2, "no batch after it");
+        assert_eq!(engine.take_stale(), 1);
     }
 }
 
