@@ -301,7 +301,7 @@ impl BulkRepository for DieselBulkRepository {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
         let row = self
             .db
-            .transaction(move |conn| {
+            .claim_transaction(move |conn| {
                 let due = || {
                     bulk_tasks::table
                         .filter(bulk_tasks::status.eq("processing"))

@@ -211,7 +211,7 @@ impl CancelRepository for DieselCancelRepository {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
         let row = self
             .db
-            .transaction(move |conn| {
+            .claim_transaction(move |conn| {
                 let due = cancel_tasks::table
                     .filter(cancel_tasks::status.eq("processing"))
                     .filter(

@@ -252,6 +252,8 @@ pub struct Database {
     storage: Arc<domain::health::Storage>,
     /// SQLite: the WAL's frames at the last checkpoint, to tell when it is at rest.
     wal_frames: Arc<std::sync::atomic::AtomicI32>,
+    /// SQLite's `synchronous` for every connection.
+    synchronous: Synchronous,
 }
 
 impl Database {
@@ -263,7 +265,7 @@ impl Database {
 
     /// [`Database::connect`] with a parsed URL and its settings.
     pub fn open(url: DatabaseUrl, pool_size: u32) -> Result<Self, DatabaseError> {
-        let backend = url.backend();
+        let (backend, synchronous) = (url.backend(), url.synchronous);
         let mut first = url
             .establish()
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
@@ -284,6 +286,7 @@ impl Database {
             writers,
             storage: Arc::default(),
             wal_frames: Arc::default(),
+            synchronous,
         })
     }
 
@@ -376,6 +379,48 @@ impl Database {
         };
         let outcome = self
             .run_unreported(move |conn| write_transaction(conn, work))
+            .await;
+        self.reported(outcome, true)
+    }
+
+    /// Like [`Database::transaction`], for a claim: a write whose loss on a power failure (or
+    /// a crash of PostgreSQL) is harmless, because the work it claims is then claimed again.
+    /// Its commit does not wait for the disk: SQLite runs it with `synchronous = NORMAL`,
+    /// PostgreSQL with `synchronous_commit = off`. The log is written in order, so the next
+    /// durable commit makes it durable too: an outcome saved never outlives its claim.
+    pub(crate) async fn claim_transaction<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
+    {
+        let _turn = match &self.writers {
+            Some(writers) => Some(writers.lock().await),
+            None => None,
+        };
+        let relax = self.synchronous == Synchronous::Full;
+        let outcome = self
+            .run_unreported(move |conn| match conn {
+                AnyConnection::Sqlite(c) if relax => {
+                    c.batch_execute("PRAGMA synchronous = NORMAL")?;
+                    let outcome = write_transaction(conn, work);
+                    // Setting a pragma outside a transaction fails only on a broken
+                    // connection, which the pool discards.
+                    let restored = match conn {
+                        AnyConnection::Sqlite(c) => c.batch_execute("PRAGMA synchronous = FULL"),
+                        AnyConnection::Postgresql(_) => Ok(()),
+                    };
+                    let value = outcome?;
+                    restored?;
+                    Ok(value)
+                }
+                AnyConnection::Sqlite(_) => write_transaction(conn, work),
+                AnyConnection::Postgresql(_) => write_transaction(conn, |conn| {
+                    if let AnyConnection::Postgresql(c) = &mut *conn {
+                        c.batch_execute("SET LOCAL synchronous_commit = off")?;
+                    }
+                    work(conn)
+                }),
+            })
             .await;
         self.reported(outcome, true)
     }
@@ -611,6 +656,29 @@ mod tests {
         // SQLite: FULL is 2, NORMAL is 1.
         let full = Database::open(url.clone(), 3).expect("connect");
         assert_eq!(synchronous(&full), [2, 2, 2]);
+        // A claim's commit is relaxed for itself only: its connection is FULL again after it,
+        // whether it committed or failed.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        for fails in [false, true] {
+            let during = rt
+                .block_on(full.claim_transaction(move |conn| {
+                    #[derive(diesel::QueryableByName)]
+                    struct Value {
+                        #[diesel(sql_type = diesel::sql_types::Integer)]
+                        synchronous: i32,
+                    }
+                    let v: Value = diesel::sql_query("PRAGMA synchronous").get_result(conn)?;
+                    if fails {
+                        return Err(Failure::Domain(StorageError::Internal("refused".into())));
+                    }
+                    Ok(v.synchronous)
+                }))
+                .ok();
+            assert_eq!(during, (!fails).then_some(1));
+            assert_eq!(synchronous(&full), [2, 2, 2]);
+        }
         let normal = Database::open(url.with_synchronous(Synchronous::Normal), 3).expect("connect");
         assert_eq!(synchronous(&normal), [1, 1, 1]);
         assert_eq!(Synchronous::parse(" NORMAL "), Some(Synchronous::Normal));

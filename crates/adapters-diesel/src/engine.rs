@@ -895,7 +895,7 @@ impl InvocationRepository for DieselInvocationRepository {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
         let rows =
             self.db
-                .transaction(move |conn| {
+                .claim_transaction(move |conn| {
                     // Oldest first. One query per status, each read in the order of its
                     // (status, created) index: one query with both statuses would sort every
                     // waiting invocation to find the first few (a CSV task queues hundreds of

@@ -171,7 +171,7 @@ impl PushJobRepository for DieselPushJobRepository {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
         let (jobs, cards, devices, platforms) = self
             .db
-            .transaction(move |conn| {
+            .claim_transaction(move |conn| {
                 let due = push_jobs::table
                     .filter(push_jobs::status.eq("pending"))
                     .filter(push_jobs::next_attempt_at.le(now))

@@ -512,7 +512,7 @@ impl WebhookRepository for DieselWebhookRepository {
         type Claimed = (String, String, String, String, i32, String);
         let (claimed, subs, events) = self
             .db
-            .transaction(move |conn| {
+            .claim_transaction(move |conn| {
                 // Which subscriptions have pending work: a loose index scan, one index probe
                 // per such subscription however long its backlog (a dead endpoint's backlog
                 // must not slow the claims of healthy ones). Rotated for fairness.
