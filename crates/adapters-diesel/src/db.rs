@@ -82,6 +82,78 @@ impl Synchronous {
     }
 }
 
+/// The longest a readiness check waits for the database.
+const READY_WITHIN: Duration = Duration::from_secs(5);
+
+/// Bounded waits on the database (contract §20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waits {
+    /// One request's deadline for the database (`WORKBENCH_DATABASE_REQUEST_TIMEOUT`): the
+    /// wait for a connection, its health check, the queries and a batched commit's reply. A
+    /// background step's call has one of its own.
+    pub request: Duration,
+    /// PostgreSQL: how long the network may be silent before a connection is given up
+    /// (`WORKBENCH_DATABASE_TCP_TIMEOUT`): `connect_timeout`, TCP keepalives and
+    /// `tcp_user_timeout`, on both ends of the connection.
+    pub tcp: Duration,
+}
+
+impl Default for Waits {
+    fn default() -> Self {
+        Self {
+            request: Duration::from_secs(5),
+            tcp: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Waits {
+    /// libpq connection parameters bounding the network, appended to a URL that does not set
+    /// them itself.
+    fn libpq(&self) -> Vec<(&'static str, String)> {
+        let tcp = self.tcp.as_secs().max(2);
+        vec![
+            ("connect_timeout", tcp.to_string()),
+            ("keepalives", "1".into()),
+            ("keepalives_idle", (tcp / 2).max(1).to_string()),
+            ("keepalives_interval", (tcp / 6).max(1).to_string()),
+            ("keepalives_count", "3".into()),
+            ("tcp_user_timeout", (tcp * 1000).to_string()),
+        ]
+    }
+
+    /// The server's end of the same bounds, and an abandoned transaction's (a client that
+    /// vanished mid-transaction): so that no backend outlives its client for long.
+    fn server_settings(&self) -> String {
+        let tcp = self.tcp.as_secs().max(2);
+        let idle = (self.request.as_millis() * 4).max(30_000);
+        format!(
+            "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+             SET tcp_keepalives_count = 3; SET tcp_user_timeout = {}; \
+             SET idle_in_transaction_session_timeout = {idle}",
+            (tcp / 2).max(1),
+            (tcp / 6).max(1),
+            tcp * 1000,
+        )
+    }
+}
+
+/// The URL with `params` appended, each unless the URL sets it already.
+fn with_params(url: &str, params: &[(&'static str, String)]) -> String {
+    let mut url = url.to_owned();
+    for (name, value) in params {
+        let set = url
+            .split(['?', '&'])
+            .skip(1)
+            .any(|p| p.split('=').next() == Some(*name));
+        if !set {
+            url.push(if url.contains('?') { '&' } else { '?' });
+            url.push_str(&format!("{name}={value}"));
+        }
+    }
+    url
+}
+
 /// The WAL's largest size at rest (contract §18). At rest it is in fact empty: a checkpoint
 /// that finds every frame copied and none added since the last one truncates it.
 pub const WAL_LIMIT_BYTES: u64 = 16 << 20;
@@ -97,6 +169,7 @@ pub struct DatabaseUrl {
     /// For SQLite the file path (or `file:` URI); for PostgreSQL the URL as given.
     target: String,
     synchronous: Synchronous,
+    waits: Waits,
 }
 
 impl DatabaseUrl {
@@ -106,6 +179,7 @@ impl DatabaseUrl {
                 backend: Backend::Postgres,
                 target: url.to_owned(),
                 synchronous: Synchronous::Full,
+                waits: Waits::default(),
             })
         } else if let Some(path) = url.strip_prefix("sqlite://") {
             if path.is_empty() {
@@ -115,6 +189,7 @@ impl DatabaseUrl {
                 backend: Backend::Sqlite,
                 target: path.to_owned(),
                 synchronous: Synchronous::Full,
+                waits: Waits::default(),
             })
         } else {
             Err(DatabaseError::UnsupportedUrl)
@@ -128,6 +203,12 @@ impl DatabaseUrl {
     /// SQLite's `synchronous` for every connection (PostgreSQL's commits are never lowered).
     pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
         self.synchronous = synchronous;
+        self
+    }
+
+    /// The bounds of every wait on the database (contract §20).
+    pub fn with_waits(mut self, waits: Waits) -> Self {
+        self.waits = waits;
         self
     }
 
@@ -145,7 +226,12 @@ impl DatabaseUrl {
     pub(crate) fn establish(&self) -> Result<AnyConnection, diesel::ConnectionError> {
         match self.backend {
             Backend::Postgres => {
-                PgConnection::establish(&self.target).map(AnyConnection::Postgresql)
+                // The network bounded on this end (libpq) and on the server's (contract §20).
+                let mut conn =
+                    PgConnection::establish(&with_params(&self.target, &self.waits.libpq()))?;
+                conn.batch_execute(&self.waits.server_settings())
+                    .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;
+                Ok(AnyConnection::Postgresql(conn))
             }
             Backend::Sqlite => {
                 let mut conn = SqliteConnection::establish(&self.target)?;
@@ -176,22 +262,33 @@ impl DatabaseUrl {
 struct Manager(DatabaseUrl);
 
 impl r2d2::ManageConnection for Manager {
-    type Connection = AnyConnection;
+    type Connection = Pooled;
     type Error = diesel::r2d2::Error;
 
-    fn connect(&self) -> Result<AnyConnection, Self::Error> {
+    fn connect(&self) -> Result<Pooled, Self::Error> {
         self.0
             .establish()
+            .map(|conn| Pooled {
+                conn,
+                discard: false,
+            })
             .map_err(diesel::r2d2::Error::ConnectionError)
     }
 
-    fn is_valid(&self, conn: &mut AnyConnection) -> Result<(), Self::Error> {
-        conn.ping().map_err(diesel::r2d2::Error::QueryError)
+    fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Self::Error> {
+        pooled.conn.ping().map_err(diesel::r2d2::Error::QueryError)
     }
 
-    fn has_broken(&self, conn: &mut AnyConnection) -> bool {
-        std::thread::panicking() || conn.is_broken()
+    fn has_broken(&self, pooled: &mut Pooled) -> bool {
+        pooled.discard || std::thread::panicking() || pooled.conn.is_broken()
     }
+}
+
+/// A pooled connection, discarded instead of returned when a call on it outlived its deadline
+/// (contract §20): what it was doing is unknown, and the server may still be hung.
+pub(crate) struct Pooled {
+    conn: AnyConnection,
+    discard: bool,
 }
 
 /// Runs the same statement on whichever backend the connection is, for the few statements
@@ -254,6 +351,11 @@ pub struct Database {
     wal_frames: Arc<std::sync::atomic::AtomicI32>,
     /// SQLite's `synchronous` for every connection.
     synchronous: Synchronous,
+    /// Bounds of every wait (contract §20).
+    waits: Waits,
+    /// Calls holding or waiting for a connection, at most the pool's size: while the database
+    /// hangs, the calls beyond wait here, as futures, not as blocked threads.
+    gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl Database {
@@ -265,7 +367,7 @@ impl Database {
 
     /// [`Database::connect`] with a parsed URL and its settings.
     pub fn open(url: DatabaseUrl, pool_size: u32) -> Result<Self, DatabaseError> {
-        let (backend, synchronous) = (url.backend(), url.synchronous);
+        let (backend, synchronous, waits) = (url.backend(), url.synchronous, url.waits);
         let mut first = url
             .establish()
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
@@ -273,7 +375,7 @@ impl Database {
         drop(first);
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
-            .connection_timeout(Duration::from_secs(5))
+            .connection_timeout(waits.request)
             // Ping on checkout: after a database restart, dead connections are replaced
             // instead of failing requests.
             .test_on_check_out(true)
@@ -287,7 +389,24 @@ impl Database {
             storage: Arc::default(),
             wal_frames: Arc::default(),
             synchronous,
+            waits,
+            gate: Arc::new(tokio::sync::Semaphore::new(pool_size.max(1) as usize)),
         })
+    }
+
+    /// When a call starting now must be answered (contract §20): one deadline for the wait
+    /// for a connection, its health check, the queries and a batched commit's reply. (Per
+    /// call, not per request: a CSV upload streams for as long as its body takes, and each of
+    /// its calls is bounded. While the database hangs, a request's first call to wait ends it.)
+    pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.waits.request
+    }
+
+    pub(crate) fn timed_out(&self) -> StorageError {
+        StorageError::Unavailable(format!(
+            "the database did not answer within {} ms",
+            self.waits.request.as_millis()
+        ))
     }
 
     pub fn backend(&self) -> Backend {
@@ -345,26 +464,63 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
-        let outcome = self.run_unreported(work).await;
+        let outcome = self.run_unreported(self.deadline(), work).await;
         self.reported(outcome, false)
     }
 
-    async fn run_unreported<T, F>(&self, work: F) -> Result<T, StorageError>
+    /// Runs `work` on a thread of the blocking pool, answering by the call's deadline
+    /// (contract §20). At most the pool's size of calls hold a thread; the others wait for
+    /// their turn as futures. A call past its deadline is answered `Unavailable` at once; its
+    /// thread, blocked on a hung server, ends when the server or the network gives up, runs
+    /// none of its work if it had not started, and discards its connection.
+    async fn run_unreported<T, F>(
+        &self,
+        deadline: tokio::time::Instant,
+        work: F,
+    ) -> Result<T, StorageError>
     where
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
+        let Ok(Ok(turn)) =
+            tokio::time::timeout_at(deadline, self.gate.clone().acquire_owned()).await
+        else {
+            return Err(self.timed_out());
+        };
         let pool = self.pool.clone();
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || {
+        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let given_up = abandoned.clone();
+        let call = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let _entered = span.enter();
-            let mut conn = pool
-                .get()
+            let gone = || given_up.load(std::sync::atomic::Ordering::Acquire);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if gone() || left.is_zero() {
+                return Err(StorageError::Unavailable("gave up before starting".into()));
+            }
+            let mut pooled = pool
+                .get_timeout(left)
                 .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-            work(&mut conn).map_err(StorageError::from)
-        })
-        .await
-        .map_err(|e| StorageError::Internal(format!("database task failed: {e}")))?
+            if gone() {
+                pooled.discard = true;
+                return Err(StorageError::Unavailable("gave up before starting".into()));
+            }
+            let outcome = work(&mut pooled.conn).map_err(StorageError::from);
+            if gone() {
+                pooled.discard = true;
+            }
+            outcome
+        });
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(joined) => {
+                joined.map_err(|e| StorageError::Internal(format!("database task failed: {e}")))?
+            }
+            Err(_) => {
+                abandoned.store(true, std::sync::atomic::Ordering::Release);
+                Err(self.timed_out())
+            }
+        }
     }
 
     /// Like [`Database::run`], inside one write transaction (see [`write_transaction`]).
@@ -373,14 +529,22 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
-        let _turn = match &self.writers {
-            Some(writers) => Some(writers.lock().await),
-            None => None,
-        };
+        let _turn = self.writers_turn().await?;
         let outcome = self
-            .run_unreported(move |conn| write_transaction(conn, work))
+            .run_unreported(self.deadline(), move |conn| write_transaction(conn, work))
             .await;
         self.reported(outcome, true)
+    }
+
+    /// SQLite: this writer's turn, within the call's deadline.
+    async fn writers_turn(&self) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, StorageError> {
+        match &self.writers {
+            Some(writers) => tokio::time::timeout_at(self.deadline(), writers.lock())
+                .await
+                .map(Some)
+                .map_err(|_| self.timed_out()),
+            None => Ok(None),
+        }
     }
 
     /// Like [`Database::transaction`], for a claim: a write whose loss on a power failure (or
@@ -393,13 +557,10 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
-        let _turn = match &self.writers {
-            Some(writers) => Some(writers.lock().await),
-            None => None,
-        };
+        let _turn = self.writers_turn().await?;
         let relax = self.synchronous == Synchronous::Full;
         let outcome = self
-            .run_unreported(move |conn| match conn {
+            .run_unreported(self.deadline(), move |conn| match conn {
                 AnyConnection::Sqlite(c) if relax => {
                     c.batch_execute("PRAGMA synchronous = NORMAL")?;
                     let outcome = write_transaction(conn, work);
@@ -432,11 +593,11 @@ impl Database {
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
     {
         let _turn = self.writers.as_ref().map(|writers| writers.blocking_lock());
-        let mut conn = self
+        let mut pooled = self
             .pool
-            .get()
+            .get_timeout(self.waits.request)
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-        let outcome = write_transaction(&mut conn, work).map_err(StorageError::from);
+        let outcome = write_transaction(&mut pooled.conn, work).map_err(StorageError::from);
         self.reported(outcome, true)
     }
 
@@ -512,17 +673,22 @@ impl Database {
     }
 
     /// True when every embedded migration has been applied.
+    /// Readiness: within the call's deadline, and never more than [`READY_WITHIN`] (contract
+    /// §20: `/readyz` answers 503 within 6 s of the database hanging).
     pub(crate) async fn migrations_current(&self) -> Result<bool, StorageError> {
-        self.run(|conn| {
-            let pending = match conn {
-                AnyConnection::Postgresql(c) => c.has_pending_migration(POSTGRES_MIGRATIONS),
-                AnyConnection::Sqlite(c) => c.has_pending_migration(SQLITE_MIGRATIONS),
-            };
-            pending
-                .map(|p| !p)
-                .map_err(|e| Failure::Domain(StorageError::Internal(e.to_string())))
-        })
-        .await
+        let deadline = tokio::time::Instant::now() + self.waits.request.min(READY_WITHIN);
+        let outcome = self
+            .run_unreported(deadline, |conn| {
+                let pending = match conn {
+                    AnyConnection::Postgresql(c) => c.has_pending_migration(POSTGRES_MIGRATIONS),
+                    AnyConnection::Sqlite(c) => c.has_pending_migration(SQLITE_MIGRATIONS),
+                };
+                pending
+                    .map(|p| !p)
+                    .map_err(|e| Failure::Domain(StorageError::Internal(e.to_string())))
+            })
+            .await;
+        self.reported(outcome, false)
     }
 }
 
@@ -642,12 +808,12 @@ mod tests {
             let mut held = Vec::new();
             let mut values = Vec::new();
             for _ in 0..3 {
-                let mut conn = db.pool.get().expect("connection");
+                let mut pooled = db.pool.get().expect("connection");
                 let v: Value = diesel::sql_query("PRAGMA synchronous")
-                    .get_result(&mut *conn)
+                    .get_result(&mut pooled.conn)
                     .expect("pragma");
                 values.push(v.synchronous);
-                held.push(conn);
+                held.push(pooled);
             }
             values
         };
@@ -659,6 +825,7 @@ mod tests {
         // A claim's commit is relaxed for itself only: its connection is FULL again after it,
         // whether it committed or failed.
         let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .expect("runtime");
         for fails in [false, true] {

@@ -496,6 +496,9 @@ struct Pending {
 
 /// Calls packed together, at most.
 const RECORD_GROUP: usize = 256;
+/// Calls waiting for the recorder, at most: while the database hangs, the ones beyond are
+/// refused at once (contract §20).
+const RECORDER_QUEUE: usize = 8_192;
 /// Packed groups waiting for the writing thread, at most; it writes all of those waiting in
 /// one transaction.
 const PACKED_AHEAD: usize = 16;
@@ -521,7 +524,7 @@ pub struct DieselInvocationRepository {
     /// callers' runtimes are (a CSV step prepares its next rows while the last ones are
     /// recorded), and each group saves a hop to the blocking pool. Started on first use; they
     /// end when the repository is dropped.
-    recorder: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Pending>>,
+    recorder: std::sync::OnceLock<tokio::sync::mpsc::Sender<Pending>>,
 }
 
 impl DieselInvocationRepository {
@@ -532,11 +535,11 @@ impl DieselInvocationRepository {
         }
     }
 
-    fn recorder(&self) -> Result<&tokio::sync::mpsc::UnboundedSender<Pending>, StorageError> {
+    fn recorder(&self) -> Result<&tokio::sync::mpsc::Sender<Pending>, StorageError> {
         if let Some(sender) = self.recorder.get() {
             return Ok(sender);
         }
-        let (sender, queue) = tokio::sync::mpsc::unbounded_channel::<Pending>();
+        let (sender, queue) = tokio::sync::mpsc::channel::<Pending>(RECORDER_QUEUE);
         start_recorder(self.db.clone(), queue).map_err(|e| {
             StorageError::Unavailable(format!("cannot start the invocation recorder: {e}"))
         })?;
@@ -549,7 +552,7 @@ impl DieselInvocationRepository {
 /// does, the first when `queue`'s senders are gone.
 fn start_recorder(
     db: Database,
-    mut queue: tokio::sync::mpsc::UnboundedReceiver<Pending>,
+    mut queue: tokio::sync::mpsc::Receiver<Pending>,
 ) -> std::io::Result<()> {
     let (spent, freed) = std::sync::mpsc::channel::<Spent>();
     std::thread::Builder::new()
@@ -619,12 +622,25 @@ fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
     let mut calls: Vec<Vec<Asked>> = Vec::new();
     let mut replies = Vec::new();
     let mut writes = Vec::with_capacity(groups.len());
-    for group in groups {
+    for mut group in groups {
+        // Calls whose caller gave up (its deadline passed while an earlier transaction hung)
+        // are not recorded: it was answered 503. What was built for the group then covers
+        // calls left out, so it is built again in the transaction.
+        if group.calls.iter().any(|c| c.reply.is_closed()) {
+            group.calls.retain(|c| !c.reply.is_closed());
+            group.writes = None;
+        }
+        if group.calls.is_empty() {
+            continue;
+        }
         writes.push((group.calls.len(), group.writes));
         for pending in group.calls {
             calls.push(pending.asked);
             replies.push(pending.reply);
         }
+    }
+    if calls.is_empty() {
+        return (calls, Vec::new());
     }
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
@@ -856,14 +872,27 @@ macro_rules! invocations_due {
 
 #[async_trait]
 impl InvocationRepository for DieselInvocationRepository {
+    /// Answered by the call's deadline (contract §20), even while the recorder's transaction
+    /// is stuck on a hung database; a call given up is then left out of the recorder's next
+    /// transaction if it has not begun.
     async fn record_run(&self, asked: Vec<Asked>) -> Recorded {
+        let deadline = self.db.deadline();
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.recorder()?
-            .send(Pending { asked, reply })
-            .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?
+            .try_send(Pending { asked, reply })
+            .map_err(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => StorageError::Unavailable(
+                    "the invocation recorder is full: the database is not keeping up".into(),
+                ),
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+                    StorageError::Unavailable("the invocation recorder stopped".into())
+                }
+            })?;
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(answered) => answered
+                .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?,
+            Err(_) => Err(self.db.timed_out()),
+        }
     }
 
     async fn get(

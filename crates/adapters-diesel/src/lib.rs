@@ -34,7 +34,7 @@ pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
 pub mod clock;
 pub use clock::DatabaseClock;
-pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, WAL_LIMIT_BYTES};
+pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, Waits, WAL_LIMIT_BYTES};
 pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;

@@ -6,6 +6,35 @@ use chrono::Duration;
 /// The share of each step the delay may move by, either way.
 const JITTER: f64 = 0.2;
 
+/// Parses one delay: a whole number with `ms`, `s`, `m`, `h` or `d` (`5s`, `500ms`). One out
+/// of chrono's range is `Duration::MAX`, for the caller's bound to refuse.
+///
+/// ```
+/// use domain::retry::parse_delay;
+///
+/// assert_eq!(parse_delay("500ms"), Ok(chrono::Duration::milliseconds(500)));
+/// assert_eq!(parse_delay("2m"), Ok(chrono::Duration::minutes(2)));
+/// assert!(parse_delay("5").is_err() && parse_delay("5 weeks").is_err());
+/// ```
+pub fn parse_delay(part: &str) -> Result<Duration, String> {
+    let split = part
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{part:?} has no unit (ms, s, m, h or d)"))?;
+    let (number, unit) = part.split_at(split);
+    let n: i64 = number
+        .parse()
+        .map_err(|_| format!("{part:?} does not start with a whole number"))?;
+    let step = match unit {
+        "ms" => Duration::try_milliseconds(n),
+        "s" => Duration::try_seconds(n),
+        "m" => Duration::try_minutes(n),
+        "h" => Duration::try_hours(n),
+        "d" => Duration::try_days(n),
+        _ => return Err(format!("{part:?} has an unknown unit (ms, s, m, h or d)")),
+    };
+    Ok(step.unwrap_or(Duration::MAX))
+}
+
 /// The delays between attempts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
@@ -18,23 +47,7 @@ impl RetryPolicy {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut steps = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let split = part
-                .find(|c: char| !c.is_ascii_digit())
-                .ok_or_else(|| format!("{part:?} has no unit (ms, s, m, h or d)"))?;
-            let (number, unit) = part.split_at(split);
-            let n: i64 = number
-                .parse()
-                .map_err(|_| format!("{part:?} does not start with a whole number"))?;
-            let step = match unit {
-                "ms" => Duration::try_milliseconds(n),
-                "s" => Duration::try_seconds(n),
-                "m" => Duration::try_minutes(n),
-                "h" => Duration::try_hours(n),
-                "d" => Duration::try_days(n),
-                _ => return Err(format!("{part:?} has an unknown unit (ms, s, m, h or d)")),
-            };
-            // Out of chrono's range is longer than 7 days too.
-            let step = step.unwrap_or(Duration::MAX);
+            let step = parse_delay(part)?;
             if step > Duration::days(7) {
                 return Err(format!("{part:?} is longer than 7 days"));
             }

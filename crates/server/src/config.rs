@@ -58,6 +58,9 @@ pub struct Settings {
     /// `WORKBENCH_MIN_FREE_DISK` in bytes (default 128 MiB, 0 turns the guard off): below it
     /// on the database's filesystem, new work is refused (SQLite).
     pub min_free_disk: u64,
+    /// `WORKBENCH_DATABASE_REQUEST_TIMEOUT` (default 5 s) and `WORKBENCH_DATABASE_TCP_TIMEOUT`
+    /// (default 10 s): the bounds of every wait on the database (contract §20).
+    pub database_waits: adapters_diesel::Waits,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -101,6 +104,8 @@ struct FileSettings {
     /// A size: a string with a unit (`"128MiB"`) or a number of bytes.
     min_free_disk: Option<toml::Value>,
     engine_lease_seconds: Option<i64>,
+    database_request_timeout: Option<String>,
+    database_tcp_timeout: Option<String>,
     secret_key: Option<String>,
     previous_secret_keys: Option<Vec<String>>,
     webhook_allow_cidrs: Option<String>,
@@ -223,6 +228,10 @@ impl Settings {
                     )
                 })?,
             },
+            database_waits: adapters_diesel::Waits {
+                request: DATABASE_REQUEST_TIMEOUT.read(var, from_file.database_request_timeout)?,
+                tcp: DATABASE_TCP_TIMEOUT.read(var, from_file.database_tcp_timeout)?,
+            },
         };
         settings.validate()?;
         Ok(settings)
@@ -315,6 +324,63 @@ const WEBHOOK_LEASE_SECONDS: Integer = Integer {
     range: 1..=3600,
 };
 
+/// A wait: `5s`, `500ms`, `2m` (a whole number with `ms`, `s`, `m` or `h`), within a range.
+struct Wait {
+    name: &'static str,
+    key: &'static str,
+    default: std::time::Duration,
+    range: RangeInclusive<std::time::Duration>,
+}
+
+const DATABASE_REQUEST_TIMEOUT: Wait = Wait {
+    name: "WORKBENCH_DATABASE_REQUEST_TIMEOUT",
+    key: "database_request_timeout",
+    default: std::time::Duration::from_secs(5),
+    range: std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(300),
+};
+const DATABASE_TCP_TIMEOUT: Wait = Wait {
+    name: "WORKBENCH_DATABASE_TCP_TIMEOUT",
+    key: "database_tcp_timeout",
+    default: std::time::Duration::from_secs(10),
+    range: std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(600),
+};
+
+impl Wait {
+    /// The variable, else the file's value, else the default; within the range.
+    fn read(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+        file: Option<String>,
+    ) -> anyhow::Result<std::time::Duration> {
+        let (text, from) = match (var(self.name), file) {
+            (Some(v), _) => (v, self.name),
+            (None, Some(v)) => (v, self.key),
+            (None, None) => return Ok(self.default),
+        };
+        let (lo, hi) = (self.range.start(), self.range.end());
+        domain::retry::parse_delay(text.trim())
+            .ok()
+            .and_then(|d| d.to_std().ok())
+            .filter(|d| self.range.contains(d))
+            .ok_or_else(|| {
+                anyhow!(
+                    "{from} must be a duration from {} to {} such as `5s` or `500ms`, got `{text}`",
+                    humane(*lo),
+                    humane(*hi)
+                )
+            })
+    }
+}
+
+/// `100ms`, `5s`: how a wait is written.
+fn humane(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
 impl Integer {
     /// The variable (read as `u64`), else the file's value (read as `i64`), else the default:
     /// range-checked in the type it was read as, and only then converted to `T`, never with
@@ -374,6 +440,32 @@ mod tests {
         assert_eq!(s.database_url, "sqlite://./workbench.db");
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.push_urls, adapters_push::ProviderUrls::default());
+        assert_eq!(s.database_waits, adapters_diesel::Waits::default());
+    }
+
+    #[test]
+    fn database_waits_read_durations_within_their_ranges() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "750ms"),
+                ("WORKBENCH_DATABASE_TCP_TIMEOUT", "1m"),
+            ]),
+        )
+        .expect("load");
+        assert_eq!(s.database_waits.request, std::time::Duration::from_millis(750));
+        assert_eq!(s.database_waits.tcp, std::time::Duration::from_secs(60));
+        for (name, value) in [
+            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "5"),
+            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "0s"),
+            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "10m"),
+            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "99999999999999999999d"),
+            ("WORKBENCH_DATABASE_TCP_TIMEOUT", "1s"),
+            ("WORKBENCH_DATABASE_TCP_TIMEOUT", "-5s"),
+        ] {
+            let err = Settings::load(None, env(&[(name, value)])).err().expect(value);
+            assert!(err.to_string().contains(name), "{err}");
+        }
     }
 
     #[test]

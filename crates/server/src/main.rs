@@ -180,8 +180,9 @@ fn sqlite_dir(settings: &Settings) -> anyhow::Result<Option<PathBuf>> {
 /// On SQLite, a disk without room refuses the start (exit 2) with what to do, not with
 /// SQLite's bare "disk I/O error".
 async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
-    let url =
-        DatabaseUrl::parse(&settings.database_url)?.with_synchronous(settings.sqlite_synchronous);
+    let url = DatabaseUrl::parse(&settings.database_url)?
+        .with_synchronous(settings.sqlite_synchronous)
+        .with_waits(settings.database_waits);
     let size = settings.database_pool_size;
     let opened = tokio::task::spawn_blocking(move || Database::open(url, size))
         .await
