@@ -593,11 +593,17 @@ impl Database {
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
     {
         let _turn = self.writers.as_ref().map(|writers| writers.blocking_lock());
+        let started = std::time::Instant::now();
         let mut pooled = self
             .pool
             .get_timeout(self.waits.request)
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
         let outcome = write_transaction(&mut pooled.conn, work).map_err(StorageError::from);
+        // Its callers were answered by their deadline (contract §20); a connection that took
+        // longer than that hung, and is not used again.
+        if started.elapsed() > self.waits.request {
+            pooled.discard = true;
+        }
         self.reported(outcome, true)
     }
 

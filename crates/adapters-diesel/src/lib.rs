@@ -16,6 +16,8 @@ pub mod crypto;
 pub mod db;
 mod engine;
 mod error;
+#[cfg(feature = "testing")]
+pub mod faults;
 mod flows;
 mod folders;
 mod health;
@@ -26,6 +28,8 @@ mod schema;
 mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(test)]
+mod waits_tests;
 mod webhooks;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};

@@ -81,7 +81,7 @@ impl Drop for TestDatabase {
     }
 }
 
-fn unique() -> String {
+pub(crate) fn unique() -> String {
     ulid::Ulid::new().to_string().to_ascii_lowercase()
 }
 

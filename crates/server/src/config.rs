@@ -453,17 +453,25 @@ mod tests {
             ]),
         )
         .expect("load");
-        assert_eq!(s.database_waits.request, std::time::Duration::from_millis(750));
+        assert_eq!(
+            s.database_waits.request,
+            std::time::Duration::from_millis(750)
+        );
         assert_eq!(s.database_waits.tcp, std::time::Duration::from_secs(60));
         for (name, value) in [
             ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "5"),
             ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "0s"),
             ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "10m"),
-            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "99999999999999999999d"),
+            (
+                "WORKBENCH_DATABASE_REQUEST_TIMEOUT",
+                "99999999999999999999d",
+            ),
             ("WORKBENCH_DATABASE_TCP_TIMEOUT", "1s"),
             ("WORKBENCH_DATABASE_TCP_TIMEOUT", "-5s"),
         ] {
-            let err = Settings::load(None, env(&[(name, value)])).err().expect(value);
+            let err = Settings::load(None, env(&[(name, value)]))
+                .err()
+                .expect(value);
             assert!(err.to_string().contains(name), "{err}");
         }
     }
