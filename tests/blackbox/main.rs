@@ -8,6 +8,7 @@ mod cancel;
 mod clock;
 mod flows;
 mod folders;
+mod hang;
 mod hostile;
 mod ops;
 mod push;

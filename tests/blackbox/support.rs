@@ -65,6 +65,13 @@ impl Server {
         Server::start_on(Database::File(url), dir, extra)
     }
 
+    /// Starts on a database the test keeps (a PostgreSQL server of its own): it is not
+    /// removed with the server.
+    pub async fn start_at(url: &str, extra: &[(&str, Option<&str>)]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_on(Database::File(url.to_owned()), dir, extra)
+    }
+
     fn start_on(db: Database, dir: tempfile::TempDir, extra: &[(&str, Option<&str>)]) -> Server {
         let extra = extra_env(extra);
         let (child, logs, address) = launch(db.url(), dir.path(), &extra);
@@ -178,6 +185,17 @@ impl Server {
 
     pub fn logs(&self) -> String {
         self.logs.lock().expect("logs").join("\n")
+    }
+
+    /// The process's resident memory, in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0, |kib| kib * 1024)
     }
 
     pub fn pid(&self) -> u32 {

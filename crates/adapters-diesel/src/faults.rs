@@ -112,8 +112,10 @@ impl ThrowawayPostgres {
         let mut pids = vec![postmaster];
         pids.extend(children_of(postmaster));
         for pid in pids {
+            // A process may have ended since it was listed.
             let _ = Command::new("kill")
                 .args([format!("-{signal}"), pid.to_string()])
+                .stderr(std::process::Stdio::null())
                 .status();
         }
     }
