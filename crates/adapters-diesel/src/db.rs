@@ -266,13 +266,21 @@ impl r2d2::ManageConnection for Manager {
     type Error = diesel::r2d2::Error;
 
     fn connect(&self) -> Result<Pooled, Self::Error> {
-        self.0
+        let mut conn = self
+            .0
             .establish()
-            .map(|conn| Pooled {
-                conn,
-                discard: false,
-            })
-            .map_err(diesel::r2d2::Error::ConnectionError)
+            .map_err(diesel::r2d2::Error::ConnectionError)?;
+        let backend = match &mut conn {
+            AnyConnection::Postgresql(c) => {
+                Some(ServerProcess::of(c).map_err(diesel::r2d2::Error::QueryError)?)
+            }
+            AnyConnection::Sqlite(_) => None,
+        };
+        Ok(Pooled {
+            conn,
+            discard: false,
+            backend,
+        })
     }
 
     fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Self::Error> {
@@ -289,6 +297,82 @@ impl r2d2::ManageConnection for Manager {
 pub(crate) struct Pooled {
     conn: AnyConnection,
     discard: bool,
+    /// PostgreSQL: the server process serving it, to cancel what it runs once given up.
+    backend: Option<ServerProcess>,
+}
+
+/// A PostgreSQL backend: its pid and when it started, which together name it (a pid alone may
+/// be reused by a later backend).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ServerProcess {
+    pid: i32,
+    started: chrono::NaiveDateTime,
+}
+
+impl ServerProcess {
+    fn of(conn: &mut PgConnection) -> Result<Self, diesel::result::Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = diesel::sql_types::Integer)]
+            pid: i32,
+            #[diesel(sql_type = diesel::sql_types::Timestamp)]
+            started: chrono::NaiveDateTime,
+        }
+        let row: Row = diesel::sql_query(
+            "SELECT pid, (backend_start AT TIME ZONE 'UTC') AS started \
+             FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+        )
+        .get_result(conn)?;
+        Ok(Self {
+            pid: row.pid,
+            started: row.started,
+        })
+    }
+}
+
+/// Cancels, on the server, what calls given up were running (contract §20), one at a time on
+/// a thread and a connection of its own, so that no backend goes on working for a client that
+/// is gone. Requests beyond [`CANCELS_WAITING`] are dropped: while the server hangs, the
+/// cancels wait with everything else, and the connections they name are discarded anyway.
+#[derive(Clone)]
+struct Canceller(std::sync::mpsc::SyncSender<ServerProcess>);
+
+const CANCELS_WAITING: usize = 64;
+
+impl Canceller {
+    fn start(url: DatabaseUrl) -> std::io::Result<Self> {
+        let (sender, asked) = std::sync::mpsc::sync_channel::<ServerProcess>(CANCELS_WAITING);
+        std::thread::Builder::new()
+            .name("db-canceller".into())
+            .spawn(move || {
+                let mut conn: Option<PgConnection> = None;
+                for process in asked {
+                    if conn.is_none() {
+                        conn = match url.establish() {
+                            Ok(AnyConnection::Postgresql(c)) => Some(c),
+                            _ => None,
+                        };
+                    }
+                    let Some(c) = conn.as_mut() else { continue };
+                    let cancelled = diesel::sql_query(
+                        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+                         WHERE pid = $1 AND (backend_start AT TIME ZONE 'UTC') = $2",
+                    )
+                    .bind::<diesel::sql_types::Integer, _>(process.pid)
+                    .bind::<diesel::sql_types::Timestamp, _>(process.started)
+                    .execute(c);
+                    if let Err(e) = cancelled {
+                        tracing::debug!(error = %e, pid = process.pid, "cancelling a given-up query failed");
+                        conn = None;
+                    }
+                }
+            })?;
+        Ok(Self(sender))
+    }
+
+    fn cancel(&self, process: ServerProcess) {
+        let _ = self.0.try_send(process);
+    }
 }
 
 /// Runs the same statement on whichever backend the connection is, for the few statements
@@ -356,6 +440,8 @@ pub struct Database {
     /// Calls holding or waiting for a connection, at most the pool's size: while the database
     /// hangs, the calls beyond wait here, as futures, not as blocked threads.
     gate: Arc<tokio::sync::Semaphore>,
+    /// PostgreSQL: cancels on the server what calls given up were running.
+    canceller: Option<Canceller>,
 }
 
 impl Database {
@@ -373,6 +459,12 @@ impl Database {
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
         migrate(&mut first)?;
         drop(first);
+        let canceller = match backend {
+            Backend::Postgres => Some(
+                Canceller::start(url.clone()).map_err(|e| DatabaseError::Connect(e.to_string()))?,
+            ),
+            Backend::Sqlite => None,
+        };
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .connection_timeout(waits.request)
@@ -391,6 +483,7 @@ impl Database {
             synchronous,
             waits,
             gate: Arc::new(tokio::sync::Semaphore::new(pool_size.max(1) as usize)),
+            canceller,
         })
     }
 
@@ -491,6 +584,8 @@ impl Database {
         let span = tracing::Span::current();
         let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let given_up = abandoned.clone();
+        let serving: Arc<std::sync::Mutex<Option<ServerProcess>>> = Arc::default();
+        let server = serving.clone();
         let call = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             let _entered = span.enter();
@@ -506,6 +601,9 @@ impl Database {
                 pooled.discard = true;
                 return Err(StorageError::Unavailable("gave up before starting".into()));
             }
+            if let Ok(mut serving) = server.lock() {
+                *serving = pooled.backend;
+            }
             let outcome = work(&mut pooled.conn).map_err(StorageError::from);
             if gone() {
                 pooled.discard = true;
@@ -518,6 +616,10 @@ impl Database {
             }
             Err(_) => {
                 abandoned.store(true, std::sync::atomic::Ordering::Release);
+                let process = serving.lock().ok().and_then(|mut s| s.take());
+                if let (Some(canceller), Some(process)) = (&self.canceller, process) {
+                    canceller.cancel(process);
+                }
                 Err(self.timed_out())
             }
         }

@@ -206,3 +206,64 @@ async fn on_a_frozen_server_every_call_answers_by_its_deadline() {
 async fn on_a_silent_network_every_call_answers_by_its_deadline() {
     calls_answer_by_their_deadline_and_leave_no_backend(Fault::Silence).await;
 }
+
+/// A query still running when its call is given up is cancelled on the server (contract §20):
+/// the server stops working for a client that is gone, and its connection is not used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_given_up_is_cancelled_on_the_server() {
+    let Some(test) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    let url = DatabaseUrl::parse(test.url())
+        .expect("url")
+        .with_waits(WAITS);
+    let db = tokio::task::spawn_blocking(move || Database::open(url, 2))
+        .await
+        .expect("join")
+        .expect("open");
+    let marker = format!("given-up-{}", crate::testing::unique());
+    let sql = format!("SELECT pg_sleep(30) /* {marker} */");
+    let started = Instant::now();
+    let outcome = db
+        .run(move |conn| {
+            diesel::RunQueryDsl::execute(diesel::sql_query(sql), conn)?;
+            Ok(())
+        })
+        .await;
+    assert!(
+        matches!(outcome, Err(StorageError::Unavailable(_))),
+        "{outcome:?}"
+    );
+    assert!(started.elapsed() <= WAITS.request + Duration::from_secs(1));
+    let running = |db: Database, marker: String| async move {
+        db.run(move |conn| {
+            #[derive(diesel::QueryableByName)]
+            struct Count {
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                n: i64,
+            }
+            let count: Count = diesel::RunQueryDsl::get_result(
+                diesel::sql_query(
+                    "SELECT count(*) AS n FROM pg_stat_activity \
+                     WHERE state = 'active' AND query LIKE '%' || $1 || '%' \
+                     AND pid <> pg_backend_pid()",
+                )
+                .bind::<diesel::sql_types::Text, _>(marker),
+                conn,
+            )?;
+            Ok(count.n)
+        })
+        .await
+        .expect("activity")
+    };
+    loop {
+        if running(db.clone(), marker.clone()).await == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the query given up still runs on the server"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
