@@ -539,12 +539,12 @@ impl FlowService {
             }
             return Err(invalid_config(errors));
         }
-        let flows = self.flows.clone();
-        self.change_async(env, id, async |flow: Flow, now| {
+        let config = &config;
+        self.change_async(env, id, move |flow: Flow, now| async move {
             refuse_archived(&flow)?;
             let (version, change) = match flow.draft_version {
                 Some(_) => {
-                    let current = current_draft(&flows, &flow).await?;
+                    let current = current_draft(&self.flows, &flow).await?;
                     let version = FlowVersion {
                         config: config.clone(),
                         created_by: who.key_id.clone(),
@@ -614,9 +614,8 @@ impl FlowService {
         id: &str,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        let flows = self.flows.clone();
-        self.change_async(env, id, async |flow: Flow, now| {
-            let draft = current_draft(&flows, &flow).await?;
+        self.change_async(env, id, move |flow: Flow, now| async move {
+            let draft = current_draft(&self.flows, &flow).await?;
             if draft.created_by == who.key_id {
                 return Err(DomainError::Forbidden(
                     "a draft must be approved by a credential other than the one that saved it"
@@ -648,10 +647,9 @@ impl FlowService {
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
         let approvals = self.settings.get(env).await?.approvals_enabled;
-        let flows = self.flows.clone();
-        self.change_async(env, id, async |flow: Flow, now| {
+        self.change_async(env, id, move |flow: Flow, now| async move {
             refuse_archived(&flow)?;
-            let draft = current_draft(&flows, &flow).await?;
+            let draft = current_draft(&self.flows, &flow).await?;
             if approvals && draft.approved_by.is_none() {
                 return Err(DomainError::ApprovalRequired(
                     "approvals are enabled for this environment: the draft must be approved by another credential first".into(),
@@ -716,18 +714,29 @@ impl FlowService {
         &self,
         env: &str,
         id: &str,
-        decide: impl Fn(&Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError>,
-    ) -> Result<T, DomainError> {
-        self.change_async(env, id, async |flow: Flow, now| decide(&flow, now))
-            .await
+        decide: impl Fn(&Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError> + Send + Sync,
+    ) -> Result<T, DomainError>
+    where
+        T: Send,
+    {
+        self.change_async(env, id, |flow: Flow, now| {
+            std::future::ready(decide(&flow, now))
+        })
+        .await
     }
 
-    async fn change_async<T>(
+    /// [`FlowService::change`] with a decision that reads (a version) before deciding. The
+    /// decision's future owns the flow it is given, so the whole is `Send` (an `AsyncFn`
+    /// borrowing it was not: its future's type is higher-ranked over that borrow).
+    async fn change_async<T, F>(
         &self,
         env: &str,
         id: &str,
-        decide: impl AsyncFn(Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError>,
-    ) -> Result<T, DomainError> {
+        decide: impl Fn(Flow, Timestamp) -> F + Send + Sync,
+    ) -> Result<T, DomainError>
+    where
+        F: std::future::Future<Output = Result<(Flow, VersionChange, T), DomainError>> + Send,
+    {
         for _ in 0..MAX_ATTEMPTS {
             let flow = self.flows.get(env, id).await?.ok_or_else(not_found)?;
             let expected = flow.revision;
