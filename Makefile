@@ -10,12 +10,15 @@ run:
 test:
 	@if [ -z "$$TEST_POSTGRES_URL" ]; then eval "$$(.ci/postgres.sh)"; fi; \
 	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test --workspace
+	CARGO_TARGET_DIR=$(CURDIR)/target/domain-reuse cargo test --manifest-path tests/domain-reuse/Cargo.toml
 
 lint:
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path tests/domain-reuse/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	@if cargo tree -p domain -e normal | grep -E ' (diesel|actix-web|actix-http|reqwest|r2d2|tokio|libsqlite3-sys|pq-sys) v'; then \
 	  echo "crates/domain must not depend on infrastructure crates" >&2; exit 1; fi
+	RUSTDOCFLAGS="-D warnings" cargo doc -p domain --no-deps --features mock
 
 fmt:
 	cargo fmt --all

@@ -37,3 +37,75 @@ pub use tenancy::{
     Organisation, Permission, Principal, Role, Scope, TenancyRepository,
 };
 pub use time::{Clock, SystemClock, Timestamp};
+
+// The crates that appear in this crate's public signatures, so that a service using it needs
+// no version of its own to match (a `Timestamp` is a `chrono` type, configurations are
+// `serde_json` values, ports are `async_trait` traits, mocks are `mockall`'s).
+pub use async_trait;
+pub use chrono;
+#[cfg(feature = "mock")]
+pub use mockall;
+pub use serde_json;
+
+/// Generated mocks of every port trait, at one path (feature `mock`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use domain::mocks::{MockClock, MockFolderRepository};
+/// use domain::FolderService;
+///
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(domain::chrono::Utc::now);
+/// let folders = FolderService::new(Arc::new(MockFolderRepository::new()), Arc::new(clock));
+/// # let _ = folders;
+/// ```
+#[cfg(feature = "mock")]
+pub mod mocks {
+    pub use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
+    pub use crate::bulk::MockBulkRepository;
+    pub use crate::cancel::MockCancelRepository;
+    pub use crate::card::MockCardRepository;
+    pub use crate::flow::{MockFlowRepository, MockSettingsRepository};
+    pub use crate::folder::MockFolderRepository;
+    pub use crate::health::MockHealthProbe;
+    pub use crate::push::{
+        MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
+        MockPushPlatformRepository, MockPushSender,
+    };
+    pub use crate::tenancy::MockTenancyRepository;
+    pub use crate::time::MockClock;
+    pub use crate::trigger::engine::MockInvocationRepository;
+    pub use crate::webhook::{MockWebhookRepository, MockWebhookTransport};
+}
+
+/// The services, their ports and the types most calls need, for one glob import.
+///
+/// ```
+/// use domain::prelude::*;
+///
+/// fn needs_a_clock(clock: &dyn Clock) -> Timestamp {
+///     clock.now()
+/// }
+/// assert!(needs_a_clock(&SystemClock) <= chrono::Utc::now());
+/// ```
+pub mod prelude {
+    pub use crate::audience::{
+        AudienceService, EndUserRepository, SegmentRepository, StreamRepository,
+    };
+    pub use crate::bulk::{BulkRepository, BulkService};
+    pub use crate::cancel::{CancelRepository, CancelService};
+    pub use crate::card::{CardRepository, CardService};
+    pub use crate::push::{
+        CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
+        PushPlatformRepository, PushPlatformService, PushSender, PushService,
+    };
+    pub use crate::trigger::engine::{Engine, Invocation, InvocationRepository, TriggerService};
+    pub use crate::webhook::{
+        DeliveryService, WebhookRepository, WebhookService, WebhookTransport,
+    };
+    pub use crate::{
+        chrono, serde_json, AuthService, Clock, ConflictKind, DomainError, Flow, FlowRepository,
+        FlowService, FlowVersion, Folder, FolderRepository, FolderService, HealthProbe, Permission,
+        Principal, SettingsRepository, StorageError, SystemClock, TenancyRepository, Timestamp,
+    };
+}

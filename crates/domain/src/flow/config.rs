@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::FieldError;
 
 /// Step types the engine can run. Adding a step type means adding a variant here, its
-/// validation in [`validate_step_properties`], and its execution in the engine.
+/// validation in this module (`validate_step_properties`), and its execution in the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepType {
     CreateCard,

@@ -1,0 +1,1 @@
+//! Nothing but its tests: see tests/reuse.rs.
