@@ -9,9 +9,14 @@ use domain::card::{cancel_card, CardStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
-use crate::engine::{insert_events, CardRow, SharedParse};
+use std::collections::HashMap;
+
+use domain::trigger::engine::BatchResult;
+
 use crate::error::corrupt;
-use crate::schema::{action_flows, cancel_tasks, card_instances};
+use crate::rows::{CardRow, SharedParse};
+use crate::schema::{action_flows, cancel_tasks, card_instances, invocations};
+use crate::writes::insert_events;
 
 const CHUNK: usize = 500;
 
@@ -387,4 +392,100 @@ impl CancelRepository for DieselCancelRepository {
             })
             .await
     }
+}
+
+/// (environment, invocation id) → the invocation's (flow, version, created).
+pub(crate) type Known = HashMap<(String, String), (String, i32, NaiveDateTime)>;
+
+/// Applies the cancels accepted meanwhile to the batches (contract §6: they take precedence).
+/// One read of the batches' invocations and one of each flow's markers, for the whole save.
+pub(crate) fn apply_cancels(
+    conn: &mut AnyConnection,
+    batches: &mut [BatchResult],
+) -> Result<(), Failure> {
+    // (environment, id) -> (flow, version, created): one read per environment (nearly always
+    // one), on the primary key.
+    let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
+    for batch in batches.iter() {
+        by_env
+            .entry(batch.environment_id.as_str())
+            .or_default()
+            .push(batch.invocation_id.as_str());
+    }
+    let mut known: Known = HashMap::new();
+    for (env, ids) in by_env {
+        let rows: Vec<(String, String, i32, NaiveDateTime)> = invocations::table
+            .filter(invocations::environment_id.eq(env))
+            .filter(invocations::id.eq_any(&ids))
+            .select((
+                invocations::id,
+                invocations::flow_id,
+                invocations::flow_version,
+                invocations::created,
+            ))
+            .load(conn)?;
+        known.extend(
+            rows.into_iter().map(|(id, flow, version, created)| {
+                ((env.to_owned(), id), (flow, version, created))
+            }),
+        );
+    }
+    apply_markers(conn, batches, &known)
+}
+
+/// Each flow's cancel markers accepted since the oldest of its `known` invocations among
+/// `batches`: one read per flow. Flows without any are left out.
+pub(crate) fn markers_for<'a>(
+    conn: &mut AnyConnection,
+    batches: impl Iterator<Item = &'a BatchResult>,
+    known: &Known,
+) -> Result<Markers, Failure> {
+    let mut since: HashMap<(&str, &str), NaiveDateTime> = HashMap::new();
+    for batch in batches {
+        if let Some((flow, _, created)) =
+            known.get(&(batch.environment_id.clone(), batch.invocation_id.clone()))
+        {
+            let oldest = since
+                .entry((batch.environment_id.as_str(), flow.as_str()))
+                .or_insert(*created);
+            *oldest = (*oldest).min(*created);
+        }
+    }
+    let mut markers = HashMap::new();
+    for ((env, flow), oldest) in since {
+        let found = crate::cancel::markers_since(conn, env, flow, oldest.and_utc())?;
+        if !found.is_empty() {
+            markers.insert((env.to_owned(), flow.to_owned()), found);
+        }
+    }
+    Ok(markers)
+}
+
+/// (environment, flow) → its cancel markers.
+pub(crate) type Markers = HashMap<(String, String), Vec<domain::cancel::CancelTask>>;
+
+/// Applies to each batch of a `known` invocation its flow's cancel markers accepted since the
+/// invocation was created: one read of each flow's markers.
+pub(crate) fn apply_markers(
+    conn: &mut AnyConnection,
+    batches: &mut [BatchResult],
+    known: &Known,
+) -> Result<(), Failure> {
+    let markers = markers_for(conn, batches.iter(), known)?;
+    if markers.is_empty() {
+        return Ok(());
+    }
+    for batch in batches.iter_mut() {
+        let key = (batch.environment_id.clone(), batch.invocation_id.clone());
+        if let Some((flow, version, created)) = known.get(&key) {
+            if let Some(found) = markers.get(&(batch.environment_id.clone(), flow.clone())) {
+                batch.apply_cancels(
+                    found,
+                    u32::try_from(*version).unwrap_or(0),
+                    created.and_utc(),
+                );
+            }
+        }
+    }
+    Ok(())
 }

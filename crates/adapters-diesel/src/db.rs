@@ -37,6 +37,16 @@ pub enum AnyConnection {
     Sqlite(SqliteConnection),
 }
 
+impl AnyConnection {
+    /// Which backend this connection is to.
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            AnyConnection::Sqlite(_) => Backend::Sqlite,
+            AnyConnection::Postgresql(_) => Backend::Postgres,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,

@@ -12,18 +12,21 @@
 mod audience;
 mod bulk;
 mod cancel;
+mod cards;
 pub mod crypto;
 pub mod db;
-mod engine;
 mod error;
 #[cfg(feature = "testing")]
 pub mod faults;
 mod flows;
 mod folders;
 mod health;
+mod invocations;
 mod packed;
 mod push;
 mod push_jobs;
+mod recorder;
+mod rows;
 mod schema;
 mod tenancy;
 #[cfg(feature = "testing")]
@@ -31,18 +34,20 @@ pub mod testing;
 #[cfg(test)]
 mod waits_tests;
 mod webhooks;
+mod writes;
 
 pub use audience::{DieselEndUserRepository, DieselSegmentRepository, DieselStreamRepository};
 pub use bulk::DieselBulkRepository;
 pub use cancel::DieselCancelRepository;
 pub use crypto::{KeyError, SecretBox};
 pub mod clock;
+pub use cards::DieselCardRepository;
 pub use clock::DatabaseClock;
 pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, Waits, WAL_LIMIT_BYTES};
-pub use engine::{DieselCardRepository, DieselInvocationRepository};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
+pub use invocations::DieselInvocationRepository;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use push_jobs::DieselPushJobRepository;
 pub use tenancy::DieselTenancyRepository;

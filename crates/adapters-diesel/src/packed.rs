@@ -36,7 +36,7 @@ use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
 use serde_json::Value;
 
-use crate::engine::InvocationRow;
+use crate::rows::InvocationRow;
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
 const PACK: usize = 1_000;

@@ -14,8 +14,8 @@ use domain::{StorageError, Timestamp};
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
-use crate::engine::CardRow;
 use crate::push::{device, open, DeviceRow, Row as PlatformRow};
+use crate::rows::CardRow;
 use crate::schema::{card_instances, devices, push_jobs, push_platforms};
 
 const CHUNK: usize = 500;
@@ -221,7 +221,7 @@ impl PushJobRepository for DieselPushJobRepository {
             .await?;
         let mut card_by_id = HashMap::new();
         for row in cards {
-            let card = crate::engine::card(row)?;
+            let card = crate::rows::card(row)?;
             card_by_id.insert(card.id.clone(), card);
         }
         let device_by_token: HashMap<(String, String), _> = devices

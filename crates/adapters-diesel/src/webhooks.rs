@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
-use crate::engine::EventRow;
 use crate::error::corrupt;
+use crate::rows::EventRow;
 use crate::schema::{
     analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
@@ -577,7 +577,7 @@ impl WebhookRepository for DieselWebhookRepository {
                     .filter(analytics_events::id.eq_any(event_ids))
                     .select(EventRow::as_select())
                     .load(conn)?;
-                let events: HashMap<String, Value> = crate::engine::with_cards(conn, rows)?
+                let events: HashMap<String, Value> = crate::rows::with_cards(conn, rows)?
                     .into_iter()
                     .map(|e| (e.id.clone(), e.data()))
                     .collect();

@@ -1,0 +1,202 @@
+//! Card instances: the end-user feed, actions, events and the scheduler's transitions.
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use domain::card::{AnalyticsEvent, CardInstance, CardRepository, Transition};
+use domain::{StorageError, Timestamp};
+
+use crate::db::Database;
+use crate::rows::*;
+use crate::schema::{analytics_events, card_instances};
+use crate::writes::*;
+
+pub struct DieselCardRepository {
+    db: Database,
+}
+
+impl DieselCardRepository {
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+#[async_trait]
+impl CardRepository for DieselCardRepository {
+    async fn feed(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        stream_id: Option<String>,
+    ) -> Result<Vec<CardInstance>, StorageError> {
+        let (env, user) = (environment_id.to_owned(), user_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                let mut query = card_instances::table
+                    .filter(
+                        card_instances::environment_id
+                            .eq(env)
+                            .and(card_instances::user_id.eq(user)),
+                    )
+                    .filter(card_instances::status.eq("active"))
+                    .order((
+                        card_instances::priority.desc(),
+                        card_instances::created.desc(),
+                        card_instances::id.desc(),
+                    ))
+                    .select(CardRow::as_select())
+                    .into_boxed();
+                if let Some(stream) = stream_id {
+                    // stream_ids is a JSON array of ids; ids hold no quote, % or _ of their own
+                    // that matter once quoted and escaped.
+                    let quoted = serde_json::to_string(&stream)
+                        .unwrap_or_default()
+                        .replace('\\', "\\\\")
+                        .replace('%', "\\%")
+                        .replace('_', "\\_");
+                    query = query.filter(
+                        card_instances::stream_ids
+                            .like(format!("%{quoted}%"))
+                            .escape('\\'),
+                    );
+                }
+                Ok(query.load(conn)?)
+            })
+            .await?;
+        let mut shared = SharedParse::default();
+        rows.into_iter().map(|row| shared.card(row)).collect()
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        card_id: &str,
+    ) -> Result<Option<CardInstance>, StorageError> {
+        let (env, user, id) = (
+            environment_id.to_owned(),
+            user_id.to_owned(),
+            card_id.to_owned(),
+        );
+        let row = self
+            .db
+            .run(move |conn| {
+                Ok(card_instances::table
+                    .filter(
+                        card_instances::environment_id
+                            .eq(env)
+                            .and(card_instances::user_id.eq(user))
+                            .and(card_instances::id.eq(id)),
+                    )
+                    .select(CardRow::as_select())
+                    .first(conn)
+                    .optional()?)
+            })
+            .await?;
+        row.map(card).transpose()
+    }
+
+    async fn due(&self, now: Timestamp, limit: u32) -> Result<Vec<CardInstance>, StorageError> {
+        let now = now.naive_utc();
+        let rows = self
+            .db
+            .run(move |conn| {
+                // Three queries, each served by its own (status, time) index; one query with
+                // OR would read every card.
+                let limit = i64::from(limit);
+                let mut rows: Vec<CardRow> = card_instances::table
+                    .filter(
+                        card_instances::status
+                            .eq("embargoed")
+                            .and(card_instances::embargo_until.le(now)),
+                    )
+                    .limit(limit)
+                    .select(CardRow::as_select())
+                    .load(conn)?;
+                rows.extend(
+                    card_instances::table
+                        .filter(
+                            card_instances::status
+                                .eq("snoozed")
+                                .and(card_instances::snoozed_until.le(now)),
+                        )
+                        .limit(limit)
+                        .select(CardRow::as_select())
+                        .load(conn)?,
+                );
+                for status in ["embargoed", "active", "snoozed"] {
+                    rows.extend(
+                        card_instances::table
+                            .filter(
+                                card_instances::status
+                                    .eq(status)
+                                    .and(card_instances::expires_at.le(now)),
+                            )
+                            .limit(limit)
+                            .select(CardRow::as_select())
+                            .load(conn)?,
+                    );
+                }
+                // A card may be due twice (an embargo and an expiry both past): once is enough.
+                let mut seen = std::collections::HashSet::new();
+                rows.retain(|r| seen.insert(r.id.clone()));
+                rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                Ok(rows)
+            })
+            .await?;
+        let mut shared = SharedParse::default();
+        rows.into_iter().map(|row| shared.card(row)).collect()
+    }
+
+    async fn transition(&self, transitions: Vec<Transition>) -> Result<usize, StorageError> {
+        self.db
+            .transaction(move |conn| {
+                let mut applied = Vec::new();
+                for t in &transitions {
+                    let c = &t.event.card;
+                    let changed = diesel::update(
+                        card_instances::table.filter(
+                            card_instances::id
+                                .eq(&c.id)
+                                .and(card_instances::status.eq(t.from.as_str())),
+                        ),
+                    )
+                    .set((
+                        card_instances::status.eq(c.status.as_str()),
+                        card_instances::snoozed_until.eq(c.snoozed_until.map(|x| x.naive_utc())),
+                        card_instances::published_at.eq(c.published_at.map(|x| x.naive_utc())),
+                        card_instances::updated.eq(c.updated.naive_utc()),
+                    ))
+                    .execute(conn)?;
+                    if changed == 1 {
+                        applied.push(t.event.clone());
+                    }
+                }
+                insert_events(conn, &applied)?;
+                Ok(applied.len())
+            })
+            .await
+    }
+
+    async fn events_of(
+        &self,
+        environment_id: &str,
+        card_id: &str,
+    ) -> Result<Vec<AnalyticsEvent>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), card_id.to_owned());
+        self.db
+            .run(move |conn| {
+                let rows = analytics_events::table
+                    .filter(
+                        analytics_events::environment_id
+                            .eq(env)
+                            .and(analytics_events::card_instance_id.eq(id)),
+                    )
+                    .order((analytics_events::created, analytics_events::id))
+                    .select(EventRow::as_select())
+                    .load(conn)?;
+                with_cards(conn, rows)
+            })
+            .await
+    }
+}

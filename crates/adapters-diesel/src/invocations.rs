@@ -1,0 +1,392 @@
+//! Invocations: recorded through the recorder, claimed by the engine, saved batch by batch.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository};
+use domain::{StorageError, Timestamp};
+
+use crate::cancel::apply_cancels;
+use crate::db::{AnyConnection, Database, Failure};
+use crate::recorder::*;
+use crate::rows::*;
+use crate::schema::invocations;
+use crate::writes::*;
+
+pub struct DieselInvocationRepository {
+    db: Database,
+    /// Group commit: `record_run` calls queue here, and one thread writes all those waiting in
+    /// one transaction: SQLite takes one writer at a time, so that thread does nothing but
+    /// write. A thread before it builds each group's rows and packed statements
+    /// ([`NewWrites`]) while the group before is written, and one after it frees what each
+    /// group recorded (in a CSV task's profile, building and freeing took half of the writing
+    /// thread's time). Threads rather than tasks, so that they work however busy their
+    /// callers' runtimes are (a CSV step prepares its next rows while the last ones are
+    /// recorded), and each group saves a hop to the blocking pool. Started on first use; they
+    /// end when the repository is dropped.
+    recorder: std::sync::OnceLock<tokio::sync::mpsc::Sender<Pending>>,
+}
+
+impl DieselInvocationRepository {
+    pub fn new(db: Database) -> Self {
+        Self {
+            db,
+            recorder: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn recorder(&self) -> Result<&tokio::sync::mpsc::Sender<Pending>, StorageError> {
+        if let Some(sender) = self.recorder.get() {
+            return Ok(sender);
+        }
+        let (sender, queue) = tokio::sync::mpsc::channel::<Pending>(RECORDER_QUEUE);
+        start_recorder(self.db.clone(), queue).map_err(|e| {
+            StorageError::Unavailable(format!("cannot start the invocation recorder: {e}"))
+        })?;
+        // Two first callers at once: the second's threads end with its unused sender.
+        Ok(self.recorder.get_or_init(|| sender))
+    }
+}
+
+/// The conditions of the statuses an engine claims, each the condition of its partial index
+/// (`invocations_pending`, `invocations_running`): written literally, since a bound status
+/// cannot choose a partial index.
+const DUE_STATUSES: [&str; 2] = ["status = 'pending'", "status = 'running'"];
+
+/// The oldest invocations of one of [`DUE_STATUSES`] whose lease (if any) ran out by `$now`:
+/// (created, environment, id), read in the order of the status's partial index.
+macro_rules! invocations_due {
+    ($status:expr, $now:expr, $limit:expr) => {
+        invocations::table
+            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>($status))
+            .filter(
+                invocations::lease_until
+                    .is_null()
+                    .or(invocations::lease_until.lt($now)),
+            )
+            .order(invocations::created)
+            .select((
+                invocations::created,
+                invocations::environment_id,
+                invocations::id,
+            ))
+            .limit($limit)
+    };
+}
+
+#[async_trait]
+impl InvocationRepository for DieselInvocationRepository {
+    /// Answered by the call's deadline (contract §20), even while the recorder's transaction
+    /// is stuck on a hung database; a call given up is then left out of the recorder's next
+    /// transaction if it has not begun.
+    async fn record_run(&self, asked: Vec<Asked>) -> Recorded {
+        let deadline = self.db.deadline();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.recorder()?
+            .try_send(Pending { asked, reply })
+            .map_err(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => StorageError::Unavailable(
+                    "the invocation recorder is full: the database is not keeping up".into(),
+                ),
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => {
+                    StorageError::Unavailable("the invocation recorder stopped".into())
+                }
+            })?;
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(answered) => answered
+                .map_err(|_| StorageError::Unavailable("the invocation recorder stopped".into()))?,
+            Err(_) => Err(self.db.timed_out()),
+        }
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        id: &str,
+    ) -> Result<Option<Invocation>, StorageError> {
+        let (env, id) = (environment_id.to_owned(), id.to_owned());
+        let row = self
+            .db
+            .run(move |conn| load_invocation(conn, &env, &id))
+            .await?;
+        row.map(InvocationRow::into_invocation).transpose()
+    }
+
+    async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError> {
+        let env = environment_id.to_owned();
+        self.db
+            .run(move |conn| crate::bulk::slots_held(conn, &env))
+            .await
+    }
+
+    async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<Invocation>, StorageError> {
+        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let rows =
+            self.db
+                .claim_transaction(move |conn| {
+                    // Oldest first. One query per status, each read in the order of its
+                    // (status, created) index: one query with both statuses would sort every
+                    // waiting invocation to find the first few (a CSV task queues hundreds of
+                    // thousands).
+                    let mut keys: Vec<(NaiveDateTime, String, String)> = Vec::new();
+                    for status in DUE_STATUSES {
+                        let due = invocations_due!(status, now, i64::from(limit));
+                        // Several processes share PostgreSQL: skip rows another one is claiming.
+                        keys.extend(match &mut *conn {
+                            AnyConnection::Postgresql(c) => due
+                                .for_update()
+                                .skip_locked()
+                                .load::<(NaiveDateTime, String, String)>(c)?,
+                            AnyConnection::Sqlite(c) => due.load(c)?,
+                        });
+                    }
+                    keys.sort();
+                    keys.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                    // One update and one read per environment (nearly always one).
+                    let mut by_env: HashMap<String, Vec<String>> = HashMap::new();
+                    for (_, env, id) in keys {
+                        by_env.entry(env).or_default().push(id);
+                    }
+                    let mut rows = Vec::new();
+                    for (env, ids) in by_env {
+                        let claimed = || {
+                            invocations::table
+                                .filter(invocations::environment_id.eq(&env))
+                                .filter(invocations::id.eq_any(&ids))
+                        };
+                        diesel::update(claimed())
+                            .set((
+                                invocations::status.eq("running"),
+                                invocations::lease_until.eq(Some(lease)),
+                                invocations::attempts.eq(invocations::attempts + 1),
+                            ))
+                            .execute(conn)?;
+                        rows.extend(
+                            claimed()
+                                .select(InvocationRow::as_select())
+                                .load::<InvocationRow>(conn)?,
+                        );
+                    }
+                    rows.sort_by_key(|r| r.created);
+                    Ok(rows)
+                })
+                .await?;
+        rows.into_iter()
+            .map(InvocationRow::into_invocation)
+            .collect()
+    }
+
+    async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError> {
+        if batches.is_empty() {
+            return Ok(0);
+        }
+        self.db
+            .transaction(move |conn| {
+                let mut batches = batches;
+                apply_cancels(conn, &mut batches)?;
+                let kept = save_progress(conn, &batches)?;
+                let saved: Vec<&BatchResult> = batches
+                    .iter()
+                    .zip(kept)
+                    .filter_map(|(batch, kept)| kept.then_some(batch))
+                    .collect();
+                RunWrites::of(&saved, conn.backend()).write(conn, &saved)?;
+                Ok((batches.len() - saved.len()) as u64)
+            })
+            .await
+    }
+}
+
+/// Saves the batches' progress, each only from the cursor it started at; false for a batch
+/// whose invocation is no longer there (another worker took it over and saved this batch
+/// first), and nothing of that batch is to be written.
+///
+/// Batches that start at no cursor and change their invocations alike (the one batch of each
+/// one-user invocation of a `/start` load or a CSV task) are saved with one statement per
+/// 500, the saved ones told apart by `RETURNING`; the others one by one.
+pub(crate) fn save_progress(
+    conn: &mut AnyConnection,
+    batches: &[BatchResult],
+) -> Result<Vec<bool>, Failure> {
+    let mut kept = vec![false; batches.len()];
+    let mut alike: HashMap<ProgressKey, Vec<usize>> = HashMap::new();
+    for (i, batch) in batches.iter().enumerate() {
+        match batch.from_cursor {
+            None => alike.entry(ProgressKey::of(batch)).or_default().push(i),
+            Some(_) => kept[i] = save_one(conn, batch)?,
+        }
+    }
+    for (key, members) in alike {
+        if let [only] = members[..] {
+            kept[only] = save_one(conn, &batches[only])?;
+            continue;
+        }
+        let batch = &batches[members[0]];
+        for chunk in members.chunks(INSERT_CHUNK) {
+            let ids: Vec<&str> = chunk
+                .iter()
+                .map(|&i| batches[i].invocation_id.as_str())
+                .collect();
+            let saved: Vec<String> = diesel::update(
+                invocations::table
+                    .filter(invocations::environment_id.eq(&key.environment_id))
+                    .filter(invocations::id.eq_any(&ids))
+                    .filter(invocations::cursor.is_null())
+                    .filter(
+                        invocations::status
+                            .eq("pending")
+                            .or(invocations::status.eq("running")),
+                    ),
+            )
+            .set(progress(batch))
+            .returning(invocations::id)
+            .get_results(conn)?;
+            let saved: std::collections::HashSet<String> = saved.into_iter().collect();
+            for &i in chunk {
+                kept[i] = saved.contains(&batches[i].invocation_id);
+            }
+        }
+    }
+    Ok(kept)
+}
+
+/// What a batch that starts at no cursor changes in its invocation, besides its key.
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) struct ProgressKey {
+    environment_id: String,
+    status: &'static str,
+    cursor: Option<String>,
+    users_targeted: u64,
+    cards_created: u64,
+    errors: String,
+    updated: NaiveDateTime,
+    lease_until: Option<NaiveDateTime>,
+}
+
+impl ProgressKey {
+    fn of(batch: &BatchResult) -> Self {
+        ProgressKey {
+            environment_id: batch.environment_id.clone(),
+            status: batch.status.as_str(),
+            cursor: batch.cursor.clone(),
+            users_targeted: batch.users_targeted,
+            cards_created: batch.cards_created,
+            errors: errors_text(batch),
+            updated: batch.updated.naive_utc(),
+            lease_until: batch.lease_until.map(|t| t.naive_utc()),
+        }
+    }
+}
+
+/// The changes a batch makes to its invocation.
+#[allow(clippy::type_complexity)]
+pub(crate) fn progress(
+    batch: &BatchResult,
+) -> (
+    diesel::dsl::Eq<invocations::status, &'static str>,
+    diesel::dsl::Eq<invocations::cursor, Option<String>>,
+    diesel::dsl::Eq<
+        invocations::users_targeted,
+        diesel::dsl::Add<invocations::users_targeted, i64>,
+    >,
+    diesel::dsl::Eq<invocations::cards_created, diesel::dsl::Add<invocations::cards_created, i64>>,
+    diesel::dsl::Eq<invocations::errors, String>,
+    diesel::dsl::Eq<invocations::lease_until, Option<NaiveDateTime>>,
+    diesel::dsl::Eq<invocations::updated, NaiveDateTime>,
+) {
+    (
+        invocations::status.eq(batch.status.as_str()),
+        invocations::cursor.eq(batch.cursor.clone()),
+        invocations::users_targeted
+            .eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
+        invocations::cards_created
+            .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
+        invocations::errors.eq(errors_text(batch)),
+        // The claim ends with the batch (the next one may be claimed at once), unless the
+        // worker goes on with the next one itself.
+        invocations::lease_until.eq(batch.lease_until.map(|t| t.naive_utc())),
+        invocations::updated.eq(batch.updated.naive_utc()),
+    )
+}
+
+/// Saves one batch's progress, only from the cursor it started at; false when its invocation
+/// is no longer there.
+pub(crate) fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
+    // A batch's starting point is the cursor and a status not yet final: a one-batch
+    // invocation keeps a null cursor from start to end. (`eq` OR `eq`, not `eq_any`: diesel
+    // caches the prepared statement only for a fixed number of binds, and this runs once per
+    // invocation — re-parsing it was ~15% of the server's CPU while a CSV task ran.)
+    let key = invocations::table
+        .filter(
+            invocations::environment_id
+                .eq(&batch.environment_id)
+                .and(invocations::id.eq(&batch.invocation_id)),
+        )
+        .filter(
+            invocations::status
+                .eq("pending")
+                .or(invocations::status.eq("running")),
+        );
+    // Applies only from the cursor this batch started at.
+    let updated = match &batch.from_cursor {
+        Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
+            .set(progress(batch))
+            .execute(conn)?,
+        None => diesel::update(key.filter(invocations::cursor.is_null()))
+            .set(progress(batch))
+            .execute(conn)?,
+    };
+    Ok(updated == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn claims_read_each_status_through_its_partial_index() {
+        use diesel::sql_types::Timestamp as SqlTimestamp;
+        #[derive(diesel::QueryableByName)]
+        struct Step {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        let db = crate::testing::TestDatabase::sqlite();
+        let mut conn = crate::db::DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        crate::db::migrate(&mut conn).expect("migrate");
+        let AnyConnection::Sqlite(conn) = &mut conn else {
+            panic!("sqlite")
+        };
+        let now = Utc.timestamp_opt(1_700_000_000, 0).unwrap().naive_utc();
+        for (status, index) in DUE_STATUSES
+            .iter()
+            .zip(["invocations_pending", "invocations_running"])
+        {
+            let query = invocations_due!(*status, now, 10);
+            let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
+            let sql = sql.split(" -- binds").next().unwrap_or_default();
+            let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+                .bind::<SqlTimestamp, _>(now)
+                .bind::<diesel::sql_types::BigInt, _>(10)
+                .load(conn)
+                .expect("plan");
+            let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+            assert!(
+                plan.iter().any(|d| d.contains(index))
+                    && !plan.iter().any(|d| d.contains("TEMP B-TREE")),
+                "{status}: {plan:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,560 @@
+//! Rows of invocations, card instances and analytics events, and their mapping to the
+//! domain's entities.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+#[cfg(test)]
+use domain::card::card_event;
+use domain::card::{AnalyticsEvent, CardContent, CardContext, CardInstance, CardStatus};
+use domain::json::JsonText;
+use domain::trigger::engine::{BatchResult, Invocation, InvocationStatus};
+use domain::trigger::Mode;
+use domain::StorageError;
+use serde_json::Value;
+
+use crate::db::{AnyConnection, Failure};
+use crate::error::corrupt;
+use crate::schema::{analytics_events, card_instances, invocations};
+
+/// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
+pub(crate) const INSERT_CHUNK: usize = 500;
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = invocations, treat_none_as_default_value = false)]
+pub(crate) struct InvocationRow {
+    pub(crate) environment_id: String,
+    pub(crate) id: String,
+    pub(crate) flow_id: String,
+    pub(crate) mode: String,
+    pub(crate) flow_version: i32,
+    pub(crate) fingerprint: String,
+    pub(crate) target: String,
+    pub(crate) payload: String,
+    pub(crate) strict_variables: bool,
+    pub(crate) bulk: bool,
+    pub(crate) status: String,
+    pub(crate) users_targeted: i64,
+    pub(crate) cards_created: i64,
+    pub(crate) errors: String,
+    pub(crate) cursor: Option<String>,
+    pub(crate) lease_until: Option<NaiveDateTime>,
+    pub(crate) attempts: i32,
+    pub(crate) created: NaiveDateTime,
+    pub(crate) updated: NaiveDateTime,
+}
+
+/// A card as stored. Its flow instance's status (`instance_status`) is not part of the card:
+/// inserted as the column's default, `active`, and changed by cancel tasks only.
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = card_instances)]
+pub(crate) struct CardRow {
+    pub(crate) id: String,
+    environment_id: String,
+    user_id: String,
+    pub(crate) flow_instance_id: String,
+    invocation_id: String,
+    flow_id: String,
+    flow_version: i32,
+    step_id: String,
+    template_id: String,
+    template_name: String,
+    pub(crate) status: String,
+    priority: i32,
+    stream_ids: String,
+    platforms: String,
+    content: String,
+    context: String,
+    embargo_until: Option<NaiveDateTime>,
+    expires_at: Option<NaiveDateTime>,
+    snoozed_until: Option<NaiveDateTime>,
+    published_at: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+    updated: NaiveDateTime,
+}
+
+/// An event as stored: its change. The card supplies the rest of its payload.
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = analytics_events)]
+pub(crate) struct EventRow {
+    id: String,
+    environment_id: String,
+    card_instance_id: String,
+    name: String,
+    status: String,
+    previous_status: Option<String>,
+    submitted: Option<String>,
+    published_at: Option<NaiveDateTime>,
+    created: NaiveDateTime,
+}
+
+pub(crate) fn json(text: &str, what: &str) -> Result<Value, StorageError> {
+    serde_json::from_str(text).map_err(|e| corrupt(what, e))
+}
+
+pub(crate) fn mode_text(mode: Mode) -> &'static str {
+    mode.as_str()
+}
+
+impl InvocationRow {
+    pub(crate) fn from_invocation(i: &Invocation) -> Self {
+        InvocationRow {
+            environment_id: i.environment_id.clone(),
+            id: i.id.clone(),
+            flow_id: i.flow_id.clone(),
+            mode: mode_text(i.mode).to_owned(),
+            flow_version: i32::try_from(i.flow_version).unwrap_or(i32::MAX),
+            fingerprint: i.fingerprint.clone(),
+            target: i.target.text().to_owned(),
+            payload: i.payload.text().to_owned(),
+            strict_variables: i.strict_variables,
+            bulk: i.bulk,
+            status: i.status.as_str().to_owned(),
+            users_targeted: i64::try_from(i.users_targeted).unwrap_or(i64::MAX),
+            cards_created: i64::try_from(i.cards_created).unwrap_or(i64::MAX),
+            errors: serde_json::to_string(&i.errors).unwrap_or_else(|_| "[]".into()),
+            cursor: i.cursor.clone(),
+            lease_until: None,
+            attempts: 0,
+            created: i.created.naive_utc(),
+            updated: i.updated.naive_utc(),
+        }
+    }
+
+    pub(crate) fn into_invocation(self) -> Result<Invocation, StorageError> {
+        Ok(Invocation {
+            mode: match self.mode.as_str() {
+                "live" => Mode::Live,
+                "test" => Mode::Test,
+                other => return Err(corrupt("invocation mode", other)),
+            },
+            status: InvocationStatus::parse(&self.status)
+                .ok_or_else(|| corrupt("invocation status", &self.status))?,
+            target: JsonText::stored(json_text(self.target, "invocation target")?),
+            payload: JsonText::stored(json_text(self.payload, "invocation payload")?),
+            errors: serde_json::from_str(&self.errors)
+                .map_err(|e| corrupt("invocation errors", e))?,
+            environment_id: self.environment_id,
+            id: self.id,
+            flow_id: self.flow_id,
+            flow_version: u32::try_from(self.flow_version).unwrap_or(0),
+            fingerprint: self.fingerprint,
+            strict_variables: self.strict_variables,
+            bulk: self.bulk,
+            users_targeted: u64::try_from(self.users_targeted).unwrap_or(0),
+            cards_created: u64::try_from(self.cards_created).unwrap_or(0),
+            cursor: self.cursor,
+            created: self.created.and_utc(),
+            updated: self.updated.and_utc(),
+        })
+    }
+}
+
+/// A card's row: its content and context as they are held, text.
+pub(crate) fn card_row(c: &CardInstance) -> CardRow {
+    CardRow {
+        id: c.id.clone(),
+        environment_id: c.environment_id.clone(),
+        user_id: c.user_id.clone(),
+        flow_instance_id: c.flow_instance_id.clone(),
+        invocation_id: c.invocation_id.clone(),
+        flow_id: c.flow_id.clone(),
+        flow_version: i32::try_from(c.flow_version).unwrap_or(i32::MAX),
+        step_id: c.step_id.clone(),
+        template_id: c.template_id.clone(),
+        template_name: c.template_name.clone(),
+        status: c.status.as_str().to_owned(),
+        priority: i32::from(c.priority),
+        stream_ids: serde_json::to_string(&c.stream_ids).unwrap_or_else(|_| "[]".into()),
+        platforms: serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()),
+        content: c.content.text().to_owned(),
+        context: c.context.text().to_owned(),
+        embargo_until: c.embargo_until.map(|t| t.naive_utc()),
+        expires_at: c.expires_at.map(|t| t.naive_utc()),
+        snoozed_until: c.snoozed_until.map(|t| t.naive_utc()),
+        published_at: c.published_at.map(|t| t.naive_utc()),
+        created: c.created.naive_utc(),
+        updated: c.updated.naive_utc(),
+    }
+}
+
+pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
+    SharedParse::default().card(row)
+}
+
+/// `text` if it is a JSON object.
+pub(crate) fn json_object(text: String, what: &str) -> Result<String, StorageError> {
+    if !text.starts_with('{') {
+        return Err(corrupt(what, "not an object"));
+    }
+    json_text(text, what)
+}
+
+/// `text` if it is JSON.
+pub(crate) fn json_text(text: String, what: &str) -> Result<String, StorageError> {
+    serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| corrupt(what, e))?;
+    Ok(text)
+}
+
+/// Reads the shared parts of cards once: cards read together (a cancel's chunk, the
+/// scheduler's due cards, a feed) are mostly of a few invocations, whose cards hold the same
+/// `content` and `context` text.
+#[derive(Default)]
+pub(crate) struct SharedParse {
+    /// Kept as their text (parsed where they are read), checked to be JSON objects.
+    content: Option<CardContent>,
+    context: Option<CardContext>,
+}
+
+impl SharedParse {
+    pub(crate) fn card(&mut self, row: CardRow) -> Result<CardInstance, StorageError> {
+        let platforms: Vec<String> =
+            serde_json::from_str(&row.platforms).map_err(|e| corrupt("card platforms", e))?;
+        let content = match &self.content {
+            Some(read) if read.text() == row.content => read.clone(),
+            _ => {
+                let read = CardContent::stored(json_object(row.content, "card content")?);
+                self.content = Some(read.clone());
+                read
+            }
+        };
+        let context = match &self.context {
+            Some(read) if read.text() == row.context => read.clone(),
+            _ => {
+                let read = CardContext::stored(json_object(row.context, "card context")?);
+                self.context = Some(read.clone());
+                read
+            }
+        };
+        Ok(CardInstance {
+            status: CardStatus::parse(&row.status)
+                .ok_or_else(|| corrupt("card status", &row.status))?,
+            stream_ids: serde_json::from_str(&row.stream_ids)
+                .map_err(|e| corrupt("card streams", e))?,
+            platforms,
+            content,
+            context,
+            id: row.id,
+            environment_id: row.environment_id,
+            user_id: row.user_id,
+            flow_instance_id: row.flow_instance_id,
+            invocation_id: row.invocation_id,
+            flow_id: row.flow_id,
+            flow_version: u32::try_from(row.flow_version).unwrap_or(0),
+            step_id: row.step_id,
+            template_id: row.template_id,
+            template_name: row.template_name,
+            priority: u8::try_from(row.priority).unwrap_or(5),
+            embargo_until: row.embargo_until.map(|t| t.and_utc()),
+            expires_at: row.expires_at.map(|t| t.and_utc()),
+            snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
+            published_at: row.published_at.map(|t| t.and_utc()),
+            created: row.created.and_utc(),
+            updated: row.updated.and_utc(),
+        })
+    }
+}
+
+pub(crate) fn event_row(e: &AnalyticsEvent) -> EventRow {
+    EventRow {
+        id: e.id.clone(),
+        environment_id: e.card.environment_id.clone(),
+        card_instance_id: e.card.id.clone(),
+        name: e.name.clone(),
+        status: e.card.status.as_str().to_owned(),
+        previous_status: e.previous.map(|p| p.as_str().to_owned()),
+        submitted: e.values.as_ref().map(Value::to_string),
+        published_at: e.card.published_at.map(|t| t.naive_utc()),
+        created: e.created.naive_utc(),
+    }
+}
+
+/// The events of `rows` with their cards as each event left them (its status and publication
+/// time). Cards are read in one query per 500 events; an event without its card in its
+/// environment is left out (cards are never deleted).
+pub(crate) fn with_cards(
+    conn: &mut AnyConnection,
+    rows: Vec<EventRow>,
+) -> Result<Vec<AnalyticsEvent>, Failure> {
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.card_instance_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut shared = SharedParse::default();
+    let mut cards: HashMap<String, CardInstance> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(INSERT_CHUNK) {
+        let found: Vec<CardRow> = card_instances::table
+            .filter(card_instances::id.eq_any(chunk))
+            .select(CardRow::as_select())
+            .load(conn)?;
+        for row in found {
+            let card = shared.card(row).map_err(Failure::Domain)?;
+            cards.insert(card.id.clone(), card);
+        }
+    }
+    let parse_status = |s: &str| CardStatus::parse(s).ok_or_else(|| corrupt("event status", s));
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        // An event and its card are written together, in one environment; checked again here
+        // since the cards were read by id alone.
+        let Some(card) = cards
+            .get(&row.card_instance_id)
+            .filter(|c| c.environment_id == row.environment_id)
+        else {
+            continue;
+        };
+        let snapshot = CardInstance {
+            status: parse_status(&row.status).map_err(Failure::Domain)?,
+            published_at: row.published_at.map(|t| t.and_utc()),
+            ..card.clone()
+        };
+        events.push(AnalyticsEvent {
+            previous: row
+                .previous_status
+                .as_deref()
+                .map(parse_status)
+                .transpose()
+                .map_err(Failure::Domain)?,
+            values: row
+                .submitted
+                .as_deref()
+                .map(|v| json(v, "event values"))
+                .transpose()
+                .map_err(Failure::Domain)?,
+            id: row.id,
+            name: row.name,
+            card: Arc::new(snapshot),
+            created: row.created.and_utc(),
+        });
+    }
+    Ok(events)
+}
+
+pub(crate) fn load_invocation(
+    conn: &mut AnyConnection,
+    env: &str,
+    id: &str,
+) -> Result<Option<InvocationRow>, Failure> {
+    Ok(invocations::table
+        .filter(
+            invocations::environment_id
+                .eq(env)
+                .and(invocations::id.eq(id)),
+        )
+        .select(InvocationRow::as_select())
+        .first(conn)
+        .optional()?)
+}
+
+pub(crate) fn errors_text(batch: &BatchResult) -> String {
+    serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use serde_json::json;
+
+    fn card_of(id: &str, content: Value, context: Value) -> CardInstance {
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        CardInstance {
+            id: id.into(),
+            environment_id: "env_a".into(),
+            user_id: format!("user-{id}"),
+            flow_instance_id: format!("fin-{id}"),
+            invocation_id: "inv_1".into(),
+            flow_id: "flw_1".into(),
+            flow_version: 2,
+            step_id: "s1".into(),
+            template_id: "t1".into(),
+            template_name: "T".into(),
+            status: CardStatus::Active,
+            priority: 7,
+            stream_ids: vec!["str_all".into()],
+            platforms: vec!["Web".into(), "iOS".into()],
+            content: content.as_object().cloned().unwrap_or_default().into(),
+            context: context.into(),
+            embargo_until: None,
+            expires_at: Some(at),
+            snoozed_until: None,
+            published_at: Some(at),
+            created: at,
+            updated: at,
+        }
+    }
+
+    #[test]
+    fn shared_parts_are_serialised_and_parsed_once_and_round_trip() {
+        let one = card_of("crd_1", json!({"Web": {"a": 1}}), json!({"test": false}));
+        let two = CardInstance {
+            id: "crd_2".into(),
+            ..one.clone()
+        };
+        let other = card_of("crd_3", json!({"Web": {"b": 2}}), json!({"test": true}));
+        let rows: Vec<CardRow> = [&one, &two, &other].map(card_row).into();
+        let mut parse = SharedParse::default();
+        let back: Vec<CardInstance> = rows
+            .into_iter()
+            .map(|r| parse.card(r).expect("parse"))
+            .collect();
+        assert_eq!(back, [one, two, other.clone()], "every field round-trips");
+        assert!(back[0].content.same(&back[1].content), "read once");
+        assert!(back[0].context.same(&back[1].context), "read once");
+        assert!(!back[1].content.same(&back[2].content));
+        assert_eq!(back[2].content, other.content);
+    }
+
+    #[test]
+    fn contents_are_stored_as_rendered_and_read_back_per_platform() {
+        let view = json!({"defaultView": {"content": [{"key": "h", "text": "Hi \"you\""}]}});
+        // Rendered once for every platform (see CardContent), and as earlier versions stored
+        // contents: one view per platform.
+        let shared = CardInstance {
+            content: CardContent::shared(&view.to_string(), false),
+            ..card_of("crd_1", json!({}), json!({}))
+        };
+        let apart = card_of(
+            "crd_2",
+            json!({"Web": view, "iOS": {"defaultView": {}}}),
+            json!({}),
+        );
+        let rows: Vec<CardRow> = [&shared, &apart].map(card_row).into();
+        assert_eq!(rows[0].content, format!("{{\"*\":{view}}}"));
+        let mut parse = SharedParse::default();
+        let back: Vec<CardInstance> = rows
+            .into_iter()
+            .map(|r| parse.card(r).expect("parse"))
+            .collect();
+        assert_eq!(
+            Value::Object(back[0].content.views(&back[0].platforms)),
+            json!({"Web": view, "iOS": view})
+        );
+        assert_eq!(
+            Value::Object(back[1].content.views(&back[1].platforms)),
+            json!({"Web": view, "iOS": {"defaultView": {}}})
+        );
+        for text in ["[1]", "{\"*\":", "not json"] {
+            let mut corrupt = card_row(&shared);
+            corrupt.content = text.into();
+            assert!(SharedParse::default().card(corrupt).is_err(), "{text}");
+        }
+    }
+
+    /// Events stored with their payload (before migration 12) are converted to their change,
+    /// and read back with the same payload, on both backends; a flow instance's status moves
+    /// to its cards (migration 14).
+    fn stored_payloads_are_converted_by_the_migration(db: crate::testing::TestDatabase) {
+        use crate::db::{DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+        use diesel::sql_types::{Text, Timestamp as SqlTimestamp};
+        use diesel_migrations::MigrationHarness;
+        let mut conn = DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        // Migrations 1 to 11: events still carried their payload.
+        for _ in 0..11 {
+            match &mut conn {
+                AnyConnection::Sqlite(c) => c.run_next_migration(SQLITE_MIGRATIONS).map(drop),
+                AnyConnection::Postgresql(c) => c.run_next_migration(POSTGRES_MIGRATIONS).map(drop),
+            }
+            .expect("migration");
+        }
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        let active = card_of(
+            "crd_1",
+            json!({"iOS": {"notification": {"title": "t"}}}),
+            json!({"test": true, "variables": {"n": "Ada"}, "metadata": {"m": [1]}}),
+        );
+        let completed = CardInstance {
+            status: CardStatus::Completed,
+            ..active.clone()
+        };
+        let events = [
+            card_event(Arc::new(active.clone()), None, None, at),
+            card_event(
+                Arc::new(completed.clone()),
+                Some(CardStatus::Active),
+                Some(json!({"a": 1})),
+                at + chrono::Duration::seconds(1),
+            ),
+        ];
+        let row = card_row(&completed);
+        crate::per_backend!(&mut conn, c => {
+            // Its flow instance, cancelled with `cancelCards: false` (migration 14 keeps the
+            // instance's status on its cards).
+            diesel::sql_query(
+                "INSERT INTO flow_instances (id, environment_id, invocation_id, flow_id, \
+                 flow_version, user_id, status, created) \
+                 VALUES ($1, $2, $3, $4, 2, $5, 'cancelled', $6)",
+            )
+            .bind::<Text, _>(&completed.flow_instance_id)
+            .bind::<Text, _>(&completed.environment_id)
+            .bind::<Text, _>(&completed.invocation_id)
+            .bind::<Text, _>(&completed.flow_id)
+            .bind::<Text, _>(&completed.user_id)
+            .bind::<SqlTimestamp, _>(at.naive_utc())
+            .execute(c)
+            .expect("instance");
+            diesel::insert_into(card_instances::table).values(&row).execute(c).expect("card");
+            for e in &events {
+                diesel::sql_query(
+                    "INSERT INTO analytics_events (id, environment_id, name, user_id, \
+                     card_instance_id, flow_id, invocation_id, data, created) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind::<Text, _>(&e.id)
+                .bind::<Text, _>(e.environment_id())
+                .bind::<Text, _>(&e.name)
+                .bind::<Text, _>(e.user_id())
+                .bind::<Text, _>(e.card_instance_id())
+                .bind::<Text, _>(e.flow_id())
+                .bind::<Text, _>(&e.card.invocation_id)
+                .bind::<Text, _>(e.data().to_string())
+                .bind::<SqlTimestamp, _>(e.created.naive_utc())
+                .execute(c)
+                .expect("legacy event");
+            }
+        });
+        match &mut conn {
+            AnyConnection::Sqlite(c) => c.run_pending_migrations(SQLITE_MIGRATIONS).map(drop),
+            AnyConnection::Postgresql(c) => c.run_pending_migrations(POSTGRES_MIGRATIONS).map(drop),
+        }
+        .expect("migrations");
+        let (card_id, instance_status): (String, String) = card_instances::table
+            .select((card_instances::id, card_instances::instance_status))
+            .first(&mut conn)
+            .expect("card");
+        assert_eq!(
+            (card_id.as_str(), instance_status.as_str()),
+            ("crd_1", "cancelled")
+        );
+        let rows: Vec<EventRow> = analytics_events::table
+            .order(analytics_events::created)
+            .select(EventRow::as_select())
+            .load(&mut conn)
+            .expect("rows");
+        let read = match with_cards(&mut conn, rows) {
+            Ok(read) => read,
+            Err(_) => panic!("events"),
+        };
+        assert_eq!(read.len(), 2);
+        for (read, written) in read.iter().zip(&events) {
+            assert_eq!(read.data(), written.data());
+            assert_eq!(read.card.status, written.card.status);
+        }
+    }
+
+    #[test]
+    fn stored_payloads_are_converted_by_the_migration_sqlite() {
+        stored_payloads_are_converted_by_the_migration(crate::testing::TestDatabase::sqlite());
+    }
+
+    #[test]
+    fn stored_payloads_are_converted_by_the_migration_postgres() {
+        if let Some(db) = crate::testing::TestDatabase::postgres() {
+            stored_payloads_are_converted_by_the_migration(db);
+        }
+    }
+}
