@@ -649,8 +649,38 @@ async fn malformed_requests_are_problem_documents_logged_at_warn(server: Server)
     );
 }
 
+/// Contract §16: every answer says `nosniff`; the API's answers (which may carry a secret: a
+/// new key here) are not stored by caches; invented methods do not grow `/metrics`.
+async fn answers_are_not_sniffed_or_cached_and_metrics_stay_bounded(server: Server) {
+    let created = call(
+        &server,
+        "POST",
+        &format!("/v1/{}/credentials", server.env),
+        Some(&server.admin_secret),
+        Some(json!({"role": "events"})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    assert_eq!(created.header("cache-control"), Some("no-store"));
+    assert_eq!(created.header("x-content-type-options"), Some("nosniff"));
+    let problem = call(&server, "GET", "/nowhere", None, None).await;
+    assert_eq!(problem.status, 404);
+    assert_eq!(problem.header("x-content-type-options"), Some("nosniff"));
+    let health = call(&server, "GET", "/healthz", None, None).await;
+    assert_eq!(health.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(health.header("cache-control"), None);
+    for n in 0..20 {
+        let reply = call(&server, &format!("INVENTED{n}"), "/x", None, None).await;
+        assert!(reply.status >= 400, "{}", reply.status);
+    }
+    let metrics = call(&server, "GET", "/metrics", None, None).await.text;
+    assert!(!metrics.contains("INVENTED"), "{metrics}");
+    assert!(metrics.contains("method=\"other\""), "{metrics}");
+}
+
 blackbox!(
     framework_errors_are_problem_documents,
+    answers_are_not_sniffed_or_cached_and_metrics_stay_bounded,
     malformed_requests_are_problem_documents_logged_at_warn,
     every_response_carries_a_request_id_and_echoes_the_clients,
     health_readiness_and_metrics,

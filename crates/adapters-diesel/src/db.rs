@@ -244,6 +244,17 @@ impl DatabaseUrl {
                 Ok(AnyConnection::Postgresql(conn))
             }
             Backend::Sqlite => {
+                // Contract §16: a database this creates is readable by its owner only (SQLite
+                // gives its `-wal` and `-shm` files the database file's mode).
+                if let Some(file) = self.sqlite_file().filter(|f| !f.exists()) {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    // Another process may create it meanwhile: then it is theirs, as it is.
+                    let _ = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(&file);
+                }
                 let mut conn = SqliteConnection::establish(&self.target)?;
                 // Per connection: wait for locks instead of failing, enforce foreign keys.
                 // WAL is persistent (set once at pool creation). `synchronous` is FULL unless
@@ -912,6 +923,36 @@ mod tests {
         };
         assert_eq!(pragma("page_size"), [SQLITE_PAGE_SIZE.to_string()]);
         assert_eq!(pragma("journal_mode"), ["wal"]);
+    }
+
+    #[test]
+    fn a_new_sqlite_database_and_its_wal_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let test = crate::testing::TestDatabase::sqlite();
+        let db = Database::connect(test.url(), 1).expect("connect");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(db.run(|conn| {
+            conn.batch_execute("CREATE TABLE IF NOT EXISTS touched (x INTEGER)")?;
+            Ok(())
+        }))
+        .expect("write");
+        let file = DatabaseUrl::parse(test.url())
+            .expect("url")
+            .sqlite_file()
+            .expect("file");
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = file.clone().into_os_string();
+            path.push(suffix);
+            let mode = std::fs::metadata(&path)
+                .expect("exists")
+                .permissions()
+                .mode()
+                & 0o777;
+            assert_eq!(mode, 0o600, "{}", std::path::Path::new(&path).display());
+        }
     }
 
     #[test]

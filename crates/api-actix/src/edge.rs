@@ -172,6 +172,17 @@ pub async fn edge(
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    // Contract §16: no answer is sniffed into another type, and no answer of the API (which
+    // may carry a secret or a token: a new key, a webhook's signing secret) is stored by a
+    // cache, unless its handler decided otherwise.
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if carries_credentials(&route) && !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
 
     let elapsed = started.elapsed();
     if let Some(state) = state {
@@ -187,6 +198,12 @@ pub async fn edge(
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     }
     Ok(response)
+}
+
+/// Routes of the API proper (under `/v1/`, and the token exchange), whose answers may carry
+/// secrets or tokens: not the documentation, health or metrics.
+fn carries_credentials(route: &str) -> bool {
+    route.starts_with("/v1/") || route == "/oauth/token"
 }
 
 #[cfg(test)]

@@ -89,9 +89,12 @@ impl Metrics {
         })
     }
 
+    /// One answered request. `method` is recorded as one of the standard methods or `other`
+    /// (contract §16: a client inventing methods cannot grow `/metrics`); `route` must be a
+    /// route template, `unmatched` or `invalid`.
     pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
         let status = status.to_string();
-        let labels = [method, route, status.as_str()];
+        let labels = [standard_method(method), route, status.as_str()];
         self.requests.with_label_values(&labels).inc();
         self.latency
             .with_label_values(&labels)
@@ -135,9 +138,41 @@ impl Metrics {
     }
 }
 
+/// `method` if it is one of HTTP's standard methods, else `other`.
+fn standard_method(method: &str) -> &str {
+    const STANDARD: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    if STANDARD.contains(&method) {
+        method
+    } else {
+        "other"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invented_methods_add_no_labels() {
+        let m = Metrics::new().expect("metrics");
+        for n in 0..50 {
+            m.observe(
+                &format!("FOO{n}"),
+                "unmatched",
+                405,
+                Duration::from_millis(1),
+            );
+        }
+        m.observe("PATCH", "unmatched", 404, Duration::from_millis(1));
+        let text = m.render().expect("render");
+        assert!(text.contains(
+            "workbench_http_requests_total{method=\"other\",route=\"unmatched\",status=\"405\"} 50"
+        ), "{text}");
+        assert!(text.contains("method=\"PATCH\""), "{text}");
+        assert!(!text.contains("FOO"), "{text}");
+    }
 
     #[test]
     fn observations_appear_in_the_exposition() {

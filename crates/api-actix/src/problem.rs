@@ -276,6 +276,7 @@ impl ResponseError for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         ));
+        response.insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"));
         if let Some(challenge) = d.challenge {
             response.insert_header((header::WWW_AUTHENTICATE, challenge));
         }

@@ -86,7 +86,7 @@ fn problem_answer(status: StatusCode) -> Vec<u8> {
     tracing::warn!(request_id = %request_id, status = status.as_u16(), code, "request refused before routing: {detail}");
     let body = ApiError::new(status, code, title, detail).json();
     let mut answer = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nx-request-id: {request_id}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nx-request-id: {request_id}\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or("Client Error"),
         body.len()
