@@ -678,6 +678,71 @@ async fn answers_are_not_sniffed_or_cached_and_metrics_stay_bounded(server: Serv
     assert!(metrics.contains("method=\"other\""), "{metrics}");
 }
 
+/// Contract §16: 300 clients that announce a body and send it a byte a second are each
+/// answered 408 and disconnected when the body timeout passes; a normal request made
+/// meanwhile is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_cut_at_the_body_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start_with(
+        adapters_diesel::testing::TestDatabase::sqlite(),
+        &[("WORKBENCH_REQUEST_BODY_TIMEOUT", Some("2s"))],
+    )
+    .await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let started = std::time::Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..300 {
+        let address = address.clone();
+        clients.push(tokio::spawn(async move {
+            let mut socket = tokio::net::TcpStream::connect(&address)
+                .await
+                .expect("connect");
+            socket
+                .write_all(
+                    b"POST /oauth/token HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100000\r\n\r\ng",
+                )
+                .await
+                .expect("headers");
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                tokio::select! {
+                    read = socket.read(&mut buf) => match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    },
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                        // A byte a second, while the connection lasts.
+                        if socket.write_all(b"r").await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                if started.elapsed() > std::time::Duration::from_secs(20) {
+                    break;
+                }
+            }
+            (String::from_utf8_lossy(&answer).into_owned(), started.elapsed())
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    let asked = std::time::Instant::now();
+    let health = call(&server, "GET", "/healthz", None, None).await;
+    let took = asked.elapsed();
+    assert_eq!(health.status, 200);
+    assert!(took < std::time::Duration::from_millis(100), "{took:?}");
+    for client in clients {
+        let (answer, closed) = client.await.expect("join");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("request_timeout"), "{answer}");
+        assert!(
+            closed < std::time::Duration::from_secs(5),
+            "closed after {closed:?}"
+        );
+    }
+}
+
 blackbox!(
     framework_errors_are_problem_documents,
     answers_are_not_sniffed_or_cached_and_metrics_stay_bounded,

@@ -116,10 +116,30 @@ pub async fn edge(
     // The request cannot be kept aside (actix needs sole ownership of it while routing), so
     // a failure that leaves no response is answered by returning the problem as an error that
     // carries the request id: actix renders it through `ApiError::error_response`.
-    let outcome = AssertUnwindSafe(next.call(req))
+    // Contract §16: a request with a body is answered 408, and its connection closed, when the
+    // body has not arrived in time (a slow client holds a connection and a worker's attention).
+    let body_timeout = req
+        .app_data::<web::Data<crate::BodyTimeout>>()
+        .map(|t| t.0)
+        .filter(|_| has_body(&req));
+    let call = AssertUnwindSafe(next.call(req))
         .catch_unwind()
-        .instrument(span.clone())
-        .await;
+        .instrument(span.clone());
+    let outcome = match body_timeout {
+        None => call.await,
+        Some(limit) => match tokio::time::timeout(limit, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                tracing::warn!(parent: &span, limit_ms = limit.as_millis() as u64, "request refused: its body did not arrive in time");
+                if let Some(state) = &state {
+                    state
+                        .metrics
+                        .observe(&method, &route, 408, started.elapsed());
+                }
+                return Err(ApiError::body_timeout(limit).with_request_id(id).into());
+            }
+        },
+    };
     let failure = match outcome {
         Ok(Ok(response)) => Ok(response.map_into_boxed_body()),
         Ok(Err(err)) => {
@@ -198,6 +218,17 @@ pub async fn edge(
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     }
     Ok(response)
+}
+
+/// Whether the request announces a body: a non-zero length, or a chunked one.
+fn has_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
 }
 
 /// Routes of the API proper (under `/v1/`, and the token exchange), whose answers may carry

@@ -85,12 +85,23 @@ pub struct ServerOptions {
     pub workers: usize,
     /// How long in-flight requests may run after SIGTERM before they are dropped.
     pub shutdown_timeout: Duration,
+    /// How long a request's body may take to arrive (`WORKBENCH_REQUEST_BODY_TIMEOUT`): past
+    /// it, 408 and the connection closes (contract §16).
+    pub body_timeout: Duration,
 }
+
+/// How long idle keep-alive connections stay open (contract §16): longer than the idle
+/// timeouts of common load balancers (60 s), so that they, not the service, close first.
+const KEEP_ALIVE: Duration = Duration::from_secs(75);
+
+/// [`ServerOptions::body_timeout`], for the edge middleware.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyTimeout(pub(crate) Duration);
 
 /// Builds the HTTP server on an already bound listener. It stops gracefully on SIGTERM and
 /// SIGINT: the listener closes at once, in-flight requests finish.
 ///
-/// It is actix-web's `HttpServer` with the same settings (keep-alive 5 s, request headers within
+/// It is actix-web's `HttpServer` with the same settings (keep-alive 75 s, request headers within
 /// 5 s, backlog 1,024), assembled from its parts so that each connection is wrapped in
 /// [`wire::Guarded`]: a request refused before routing (a malformed request line or header) is
 /// answered with a problem document and an `X-Request-Id` too (contract §10).
@@ -100,6 +111,7 @@ pub fn build_server(
     options: &ServerOptions,
 ) -> std::io::Result<Server> {
     let state = web::Data::new(state);
+    let body_timeout = web::Data::new(BodyTimeout(options.body_timeout));
     let addr = listener.local_addr()?;
     let builder = actix_server::Server::build()
         .workers(options.workers.max(1))
@@ -111,6 +123,7 @@ pub fn build_server(
             let state = state.clone();
             let app = App::new()
                 .app_data(state)
+                .app_data(body_timeout.clone())
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
                 .wrap(from_fn(edge::edge))
                 .configure(configure)
@@ -121,7 +134,7 @@ pub fn build_server(
                     let shutdown = shutdown.clone();
                     async move { shutdown.notified().await }
                 })
-                .keep_alive(actix_http::KeepAlive::Timeout(Duration::from_secs(5)))
+                .keep_alive(actix_http::KeepAlive::Timeout(KEEP_ALIVE))
                 .client_request_timeout(Duration::from_secs(5))
                 .client_disconnect_timeout(Duration::from_secs(1))
                 .h1_allow_half_closed(true)

@@ -66,6 +66,8 @@ struct Details {
     /// Seconds for `Retry-After` (429, 503).
     retry_after: Option<u64>,
     reason: Option<&'static str>,
+    /// The connection closes after this answer (the request's body was not read).
+    close: bool,
 }
 
 /// `Retry-After` of a `storage_full` answer.
@@ -89,6 +91,7 @@ impl ApiError {
             request_id: None,
             retry_after: None,
             reason: None,
+            close: false,
         }))
     }
 
@@ -158,6 +161,22 @@ impl ApiError {
 
     /// The disk has no room for the write, or the low-disk guard refuses new work
     /// (contract §18): 503 `storage_full`, to be tried again later.
+    /// 408: the request's body did not arrive within `limit` (contract §16); the connection is
+    /// closed after the answer.
+    pub fn body_timeout(limit: std::time::Duration) -> Self {
+        let mut err = Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "Request timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs_f64()
+            ),
+        );
+        err.0.close = true;
+        err
+    }
+
     pub fn storage_full() -> Self {
         let mut err = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -277,6 +296,9 @@ impl ResponseError for ApiError {
             HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         ));
         response.insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"));
+        if d.close {
+            response.force_close();
+        }
         if let Some(challenge) = d.challenge {
             response.insert_header((header::WWW_AUTHENTICATE, challenge));
         }

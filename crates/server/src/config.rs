@@ -61,6 +61,9 @@ pub struct Settings {
     /// `WORKBENCH_DATABASE_REQUEST_TIMEOUT` (default 5 s) and `WORKBENCH_DATABASE_TCP_TIMEOUT`
     /// (default 10 s): the bounds of every wait on the database (contract §20).
     pub database_waits: adapters_diesel::Waits,
+    /// `WORKBENCH_REQUEST_BODY_TIMEOUT` (default 30 s): how long a request's body may take to
+    /// arrive before the answer is 408 and the connection closes (contract §16).
+    pub request_body_timeout: std::time::Duration,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -106,6 +109,7 @@ struct FileSettings {
     engine_lease_seconds: Option<i64>,
     database_request_timeout: Option<String>,
     database_tcp_timeout: Option<String>,
+    request_body_timeout: Option<String>,
     secret_key: Option<String>,
     previous_secret_keys: Option<Vec<String>>,
     webhook_allow_cidrs: Option<String>,
@@ -232,6 +236,7 @@ impl Settings {
                 request: DATABASE_REQUEST_TIMEOUT.read(var, from_file.database_request_timeout)?,
                 tcp: DATABASE_TCP_TIMEOUT.read(var, from_file.database_tcp_timeout)?,
             },
+            request_body_timeout: REQUEST_BODY_TIMEOUT.read(var, from_file.request_body_timeout)?,
         };
         settings.validate()?;
         Ok(settings)
@@ -345,6 +350,13 @@ const DATABASE_TCP_TIMEOUT: Wait = Wait {
     range: std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(600),
 };
 
+const REQUEST_BODY_TIMEOUT: Wait = Wait {
+    name: "WORKBENCH_REQUEST_BODY_TIMEOUT",
+    key: "request_body_timeout",
+    default: std::time::Duration::from_secs(30),
+    range: std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600),
+};
+
 impl Wait {
     /// The variable, else the file's value, else the default; within the range.
     fn read(
@@ -441,6 +453,7 @@ mod tests {
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.push_urls, adapters_push::ProviderUrls::default());
         assert_eq!(s.database_waits, adapters_diesel::Waits::default());
+        assert_eq!(s.request_body_timeout, std::time::Duration::from_secs(30));
     }
 
     #[test]

@@ -499,6 +499,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
+        body_timeout: settings.request_body_timeout,
     };
     let server = api_actix::build_server(listener, state, &options)?;
     tracing::info!(%address, "listening on http://{address}");
