@@ -148,20 +148,74 @@ impl Waits {
     }
 }
 
-/// The URL with `params` appended, each unless the URL sets it already.
+/// The URL with `params` appended, each unless the URL sets it already. The query is what
+/// follows the first `?` after the user information (a password may hold a `?` of its own).
 fn with_params(url: &str, params: &[(&'static str, String)]) -> String {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let after_user = url[authority..]
+        .rfind('@')
+        .map_or(authority, |i| authority + i + 1);
     let mut url = url.to_owned();
     for (name, value) in params {
-        let set = url
-            .split(['?', '&'])
-            .skip(1)
-            .any(|p| p.split('=').next() == Some(*name));
-        if !set {
-            url.push(if url.contains('?') { '&' } else { '?' });
-            url.push_str(&format!("{name}={value}"));
+        let query = url[after_user..].find('?').map(|i| after_user + i + 1);
+        let set = query.is_some_and(|q| {
+            url[q..]
+                .split('&')
+                .any(|p| p.split('=').next() == Some(*name))
+        });
+        if set {
+            continue;
         }
+        if query.is_none() {
+            url.push('?');
+        } else if !(url.ends_with('?') || url.ends_with('&')) {
+            url.push('&');
+        }
+        url.push_str(&format!("{name}={value}"));
     }
     url
+}
+
+#[cfg(test)]
+mod params_tests {
+    use super::with_params;
+
+    #[test]
+    fn parameters_are_appended_to_the_query_only_when_the_url_does_not_set_them() {
+        let params = [
+            ("connect_timeout", "10".to_owned()),
+            ("keepalives", "1".to_owned()),
+        ];
+        let cases = [
+            (
+                "postgres://h/db",
+                "postgres://h/db?connect_timeout=10&keepalives=1",
+            ),
+            (
+                "postgres://h/db?",
+                "postgres://h/db?connect_timeout=10&keepalives=1",
+            ),
+            (
+                "postgres://h/db?sslmode=require&",
+                "postgres://h/db?sslmode=require&connect_timeout=10&keepalives=1",
+            ),
+            (
+                "postgres://h/db?connect_timeout=3",
+                "postgres://h/db?connect_timeout=3&keepalives=1",
+            ),
+            (
+                "postgres://u:p?ss@h/db",
+                "postgres://u:p?ss@h/db?connect_timeout=10&keepalives=1",
+            ),
+            (
+                "postgres://u:p?connect_timeout=1@h/db",
+                "postgres://u:p?connect_timeout=1@h/db?connect_timeout=10&keepalives=1",
+            ),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(with_params(url, &params), expected, "{url}");
+        }
+    }
 }
 
 /// The WAL's largest size at rest (contract §18). At rest it is in fact empty: a checkpoint
@@ -349,6 +403,31 @@ impl ServerProcess {
             started: row.started,
         })
     }
+}
+
+/// Where a database call stands, shared by its thread and its waiter.
+#[derive(Debug, Default)]
+enum CallState {
+    /// Waiting for a thread or a connection.
+    #[default]
+    Waiting,
+    /// Its work runs on a connection to this backend (PostgreSQL).
+    Running(Option<ServerProcess>),
+    /// Its work ended; its connection went back to the pool.
+    Ended,
+    /// Its waiter gave up: what it runs is cancelled, its connection discarded.
+    Abandoned,
+}
+
+impl CallState {
+    fn is_abandoned(&self) -> bool {
+        matches!(self, CallState::Abandoned)
+    }
+}
+
+/// The lock, even if a thread panicked while holding it (the state stays meaningful).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Cancels, on the server, what calls given up were running (contract §20), one at a time on
@@ -603,31 +682,36 @@ impl Database {
         };
         let pool = self.pool.clone();
         let span = tracing::Span::current();
-        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let given_up = abandoned.clone();
-        let serving: Arc<std::sync::Mutex<Option<ServerProcess>>> = Arc::default();
-        let server = serving.clone();
+        // Where the call stands, decided under one lock by the thread and by the waiter, so
+        // that a cancel only ever reaches a statement of this call, and a connection goes back
+        // to the pool only when its work ended before the call was given up.
+        let state: Arc<std::sync::Mutex<CallState>> = Arc::default();
+        let shared = state.clone();
         let call = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             let _entered = span.enter();
-            let gone = || given_up.load(std::sync::atomic::Ordering::Acquire);
+            let gave_up = || StorageError::Unavailable("gave up before starting".into());
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if gone() || left.is_zero() {
-                return Err(StorageError::Unavailable("gave up before starting".into()));
+            if left.is_zero() || lock(&shared).is_abandoned() {
+                return Err(gave_up());
             }
             let mut pooled = pool
                 .get_timeout(left)
                 .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-            if gone() {
-                pooled.discard = true;
-                return Err(StorageError::Unavailable("gave up before starting".into()));
-            }
-            if let Ok(mut serving) = server.lock() {
-                *serving = pooled.backend;
+            {
+                let mut state = lock(&shared);
+                if state.is_abandoned() {
+                    pooled.discard = true;
+                    return Err(gave_up());
+                }
+                *state = CallState::Running(pooled.backend);
             }
             let outcome = work(&mut pooled.conn).map_err(StorageError::from);
-            if gone() {
+            let mut state = lock(&shared);
+            if state.is_abandoned() {
                 pooled.discard = true;
+            } else {
+                *state = CallState::Ended;
             }
             outcome
         });
@@ -636,9 +720,10 @@ impl Database {
                 joined.map_err(|e| StorageError::Internal(format!("database task failed: {e}")))?
             }
             Err(_) => {
-                abandoned.store(true, std::sync::atomic::Ordering::Release);
-                let process = serving.lock().ok().and_then(|mut s| s.take());
-                if let (Some(canceller), Some(process)) = (&self.canceller, process) {
+                let running = std::mem::replace(&mut *lock(&state), CallState::Abandoned);
+                if let (Some(canceller), CallState::Running(Some(process))) =
+                    (&self.canceller, running)
+                {
                     canceller.cancel(process);
                 }
                 Err(self.timed_out())
@@ -652,17 +737,21 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
-        let _turn = self.writers_turn().await?;
+        let deadline = self.deadline();
+        let _turn = self.writers_turn(deadline).await?;
         let outcome = self
-            .run_unreported(self.deadline(), move |conn| write_transaction(conn, work))
+            .run_unreported(deadline, move |conn| write_transaction(conn, work))
             .await;
         self.reported(outcome, true)
     }
 
     /// SQLite: this writer's turn, within the call's deadline.
-    async fn writers_turn(&self) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, StorageError> {
+    async fn writers_turn(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, StorageError> {
         match &self.writers {
-            Some(writers) => tokio::time::timeout_at(self.deadline(), writers.lock())
+            Some(writers) => tokio::time::timeout_at(deadline, writers.lock())
                 .await
                 .map(Some)
                 .map_err(|_| self.timed_out()),
@@ -680,10 +769,11 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
-        let _turn = self.writers_turn().await?;
+        let deadline = self.deadline();
+        let _turn = self.writers_turn(deadline).await?;
         let relax = self.synchronous == Synchronous::Full;
         let outcome = self
-            .run_unreported(self.deadline(), move |conn| match conn {
+            .run_unreported(deadline, move |conn| match conn {
                 AnyConnection::Sqlite(c) if relax => {
                     c.batch_execute("PRAGMA synchronous = NORMAL")?;
                     let outcome = write_transaction(conn, work);
