@@ -43,7 +43,9 @@ async fn two_replicas_ride_out_a_frozen_server_and_a_silent_network() {
     };
     let relay = Blackhole::to(pg.port());
     let url = format!("postgres://postgres@127.0.0.1:{}/postgres", relay.port());
-    let a = Arc::new(Server::start_at(&url, &[]).await);
+    let a = Arc::new(
+        Server::start_at(&url, &[("WORKBENCH_DATABASE_REQUEST_TIMEOUT", Some("5s"))]).await,
+    );
     let b = Arc::new(a.replica(&[]));
     let flow = published_flow(&a, false).await;
     let client = reqwest::Client::builder()

@@ -337,7 +337,10 @@ fn command(url: &str, dir: &Path, extra: &ExtraEnv) -> Command {
         // Webhooks go to receivers on loopback, retried quickly.
         .env("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
         .env("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s")
-        .env("WORKBENCH_WEBHOOK_LEASE_SECONDS", "5");
+        .env("WORKBENCH_WEBHOOK_LEASE_SECONDS", "5")
+        // Many test servers share two cores and one PostgreSQL: a 10,000-user batch may take
+        // longer than the 5 s default there. The tests of a hung database set their own.
+        .env("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "30s");
     if url.starts_with("postgres") {
         // PostgreSQL needs an explicit key; SQLite runs generate a key file beside the database.
         cmd.env(
