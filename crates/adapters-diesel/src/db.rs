@@ -121,28 +121,44 @@ impl Waits {
     /// libpq connection parameters bounding the network, appended to a URL that does not set
     /// them itself.
     fn libpq(&self) -> Vec<(&'static str, String)> {
-        let tcp = self.tcp.as_secs().max(2);
+        let (tcp, idle, interval) = self.keepalives();
         vec![
             ("connect_timeout", tcp.to_string()),
             ("keepalives", "1".into()),
-            ("keepalives_idle", (tcp / 2).max(1).to_string()),
-            ("keepalives_interval", (tcp / 6).max(1).to_string()),
+            ("keepalives_idle", idle.to_string()),
+            ("keepalives_interval", interval.to_string()),
             ("keepalives_count", "3".into()),
             ("tcp_user_timeout", (tcp * 1000).to_string()),
         ]
     }
 
+    /// The network bound in seconds, and the keepalives' idle time and interval that give up
+    /// within it (three probes).
+    fn keepalives(&self) -> (u64, u64, u64) {
+        let tcp = self.tcp.as_secs();
+        (tcp, (tcp / 2).max(1), (tcp / 6).max(1))
+    }
+
+    /// Within the bounds every use of them is safe with (an instant plus the request
+    /// deadline, milliseconds of the TCP bound in a server setting): the request deadline at
+    /// most an hour, the TCP bound from 2 s to an hour.
+    fn bounded(self) -> Self {
+        const HOUR: Duration = Duration::from_secs(3600);
+        Self {
+            request: self.request.clamp(Duration::from_millis(1), HOUR),
+            tcp: self.tcp.clamp(Duration::from_secs(2), HOUR),
+        }
+    }
+
     /// The server's end of the same bounds, and an abandoned transaction's (a client that
     /// vanished mid-transaction): so that no backend outlives its client for long.
     fn server_settings(&self) -> String {
-        let tcp = self.tcp.as_secs().max(2);
-        let idle = (self.request.as_millis() * 4).max(30_000);
+        let (tcp, idle, interval) = self.keepalives();
+        let abandoned = (self.request.as_millis() * 4).max(30_000);
         format!(
-            "SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+            "SET tcp_keepalives_idle = {idle}; SET tcp_keepalives_interval = {interval}; \
              SET tcp_keepalives_count = 3; SET tcp_user_timeout = {}; \
-             SET idle_in_transaction_session_timeout = {idle}",
-            (tcp / 2).max(1),
-            (tcp / 6).max(1),
+             SET idle_in_transaction_session_timeout = {abandoned}",
             tcp * 1000,
         )
     }
@@ -178,7 +194,32 @@ fn with_params(url: &str, params: &[(&'static str, String)]) -> String {
 
 #[cfg(test)]
 mod params_tests {
-    use super::with_params;
+    use super::{with_params, Waits};
+    use std::time::Duration;
+
+    #[test]
+    fn waits_from_outside_are_bounded_before_any_arithmetic() {
+        let url = super::DatabaseUrl::parse("postgres://h/db")
+            .expect("url")
+            .with_waits(Waits {
+                request: Duration::MAX,
+                tcp: Duration::ZERO,
+            });
+        assert_eq!(url.waits.request, Duration::from_secs(3600));
+        assert_eq!(url.waits.tcp, Duration::from_secs(2));
+        assert!(url
+            .waits
+            .server_settings()
+            .contains("tcp_user_timeout = 2000"));
+        let huge = Waits {
+            request: Duration::from_secs(1),
+            tcp: Duration::MAX,
+        }
+        .bounded();
+        assert!(huge
+            .libpq()
+            .contains(&("tcp_user_timeout", "3600000".to_owned())));
+    }
 
     #[test]
     fn parameters_are_appended_to_the_query_only_when_the_url_does_not_set_them() {
@@ -272,7 +313,7 @@ impl DatabaseUrl {
 
     /// The bounds of every wait on the database (contract §20).
     pub fn with_waits(mut self, waits: Waits) -> Self {
-        self.waits = waits;
+        self.waits = waits.bounded();
         self
     }
 

@@ -130,7 +130,7 @@ pub async fn edge(
         Some(limit) => match tokio::time::timeout(limit, call).await {
             Ok(outcome) => outcome,
             Err(_) => {
-                tracing::warn!(parent: &span, limit_ms = limit.as_millis() as u64, "request refused: its body did not arrive in time");
+                tracing::warn!(parent: &span, limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX), "request refused: its body did not arrive in time");
                 if let Some(state) = &state {
                     state
                         .metrics

@@ -308,21 +308,21 @@ pub struct Principal {
 
 impl Principal {
     /// A caller trusted in-process: another service reusing this crate, which authenticated
-    /// its own users its own way. It holds every permission in `environment_ids`, and only
-    /// there; `name` stands for it where a credential would be recorded (a draft's author,
-    /// its approver).
+    /// its own users its own way. It holds every permission in `environment_ids` of
+    /// `organisation_id` (recorded on what it creates), and only there; `name` stands for it
+    /// where a credential would be recorded (a draft's author, its approver).
     ///
     /// ```
     /// use domain::{Permission, Principal};
     ///
-    /// let me = Principal::trusted("billing-service", &["env_1"]);
+    /// let me = Principal::trusted("billing-service", "org_1", &["env_1"]);
     /// assert!(me.authorize("env_1", Permission::ActionFlowsWrite).is_ok());
     /// assert!(me.authorize("env_2", Permission::ActionFlowsRead).is_err());
     /// ```
-    pub fn trusted(name: &str, environment_ids: &[&str]) -> Self {
+    pub fn trusted(name: &str, organisation_id: &str, environment_ids: &[&str]) -> Self {
         Self {
             key_id: name.to_owned(),
-            organisation_id: String::new(),
+            organisation_id: organisation_id.to_owned(),
             access: KeyAccess::Scopes(Scope::ALL.to_vec()),
             environment_ids: environment_ids.iter().map(|e| (*e).to_owned()).collect(),
         }

@@ -53,7 +53,7 @@ fn flows(saves: usize) -> FlowService {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flow_changes_are_spawned_on_a_multi_threaded_runtime() {
     let service = Arc::new(flows(1));
-    let who = Principal::trusted("reuse-test", &["env_1"]);
+    let who = Principal::trusted("reuse-test", "org_1", &["env_1"]);
     let archived = tokio::spawn({
         let service = service.clone();
         async move { service.set_archived(&who, "env_1", "flw_1", true).await }
@@ -68,7 +68,7 @@ async fn flow_changes_are_spawned_on_a_multi_threaded_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_principal_holds_every_permission_in_its_environments_only() {
     let service = Arc::new(flows(0));
-    let outsider = Principal::trusted("reuse-test", &["env_2"]);
+    let outsider = Principal::trusted("reuse-test", "org_1", &["env_2"]);
     let refused = tokio::spawn({
         let service = service.clone();
         async move { service.get(&outsider, "env_1", "flw_1").await }

@@ -772,6 +772,15 @@ mod engine_steps {
         assert!(!engine.step().await.expect("step"));
     }
 
+    /// The statuses `id`'s batches were saved with, in order.
+    fn statuses(saved: &[&BatchResult], id: &str) -> Vec<InvocationStatus> {
+        saved
+            .iter()
+            .filter(|b| b.invocation_id == id)
+            .map(|b| b.status)
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_batch_the_database_refuses_fails_alone_and_the_others_are_saved() {
         let one = invocation("inv_one", json!({"type": "user", "targetUserIds": ["a"]}));
@@ -781,12 +790,7 @@ mod engine_steps {
         assert!(engine.step().await.expect("the step goes on"));
         let saves = saves.lock().expect("saved");
         let all: Vec<&BatchResult> = saves.iter().flatten().collect();
-        let status = |id: &str| {
-            all.iter()
-                .filter(|b| b.invocation_id == id)
-                .map(|b| b.status)
-                .collect::<Vec<_>>()
-        };
+        let status = |id: &str| statuses(&all, id);
         assert_eq!(status("inv_one"), [InvocationStatus::Completed]);
         assert_eq!(status("inv_two"), [InvocationStatus::Completed]);
         assert_eq!(status("inv_bad"), [InvocationStatus::Failed]);
@@ -807,12 +811,7 @@ mod engine_steps {
         assert!(engine.step().await.expect("the step goes on"));
         let saves = saves.lock().expect("saved");
         let all: Vec<&BatchResult> = saves.iter().flatten().collect();
-        let status = |id: &str| {
-            all.iter()
-                .filter(|b| b.invocation_id == id)
-                .map(|b| b.status)
-                .collect::<Vec<_>>()
-        };
+        let status = |id: &str| statuses(&all, id);
         assert_eq!(status("inv_one"), [InvocationStatus::Completed]);
         assert_eq!(status("inv_big"), [InvocationStatus::Failed]);
     }
