@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use domain::flow::config::validate;
+use workbench_domain::flow::config::validate;
 use serde_json::{json, Map, Value};
 
 /// 50 create-card steps in a diamond-rich DAG over 20 templates, each template with five

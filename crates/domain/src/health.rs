@@ -22,7 +22,7 @@ pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use domain::health::Loops;
+/// use workbench_domain::health::Loops;
 ///
 /// let loops = Loops::default();
 /// let t0 = Instant::now();
@@ -197,7 +197,7 @@ mod tests {
 /// what reads it: `/readyz`, `/metrics` and the low-disk guard (contract §18).
 ///
 /// ```
-/// use domain::health::Storage;
+/// use workbench_domain::health::Storage;
 ///
 /// let storage = Storage::default();
 /// storage.set_guard(128 << 20);
@@ -288,7 +288,7 @@ impl Storage {
 /// reports them (`workbench_stale_outcomes_total`).
 ///
 /// ```
-/// use domain::health::Stale;
+/// use workbench_domain::health::Stale;
 ///
 /// let stale = Stale::default();
 /// stale.add(2);

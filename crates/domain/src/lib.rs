@@ -51,11 +51,11 @@ pub use serde_json;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use domain::mocks::{MockClock, MockFolderRepository};
-/// use domain::FolderService;
+/// use workbench_domain::mocks::{MockClock, MockFolderRepository};
+/// use workbench_domain::FolderService;
 ///
 /// let mut clock = MockClock::new();
-/// clock.expect_now().returning(domain::chrono::Utc::now);
+/// clock.expect_now().returning(workbench_domain::chrono::Utc::now);
 /// let folders = FolderService::new(Arc::new(MockFolderRepository::new()), Arc::new(clock));
 /// # let _ = folders;
 /// ```
@@ -81,7 +81,7 @@ pub mod mocks {
 /// The services, their ports and the types most calls need, for one glob import.
 ///
 /// ```
-/// use domain::prelude::*;
+/// use workbench_domain::prelude::*;
 ///
 /// fn needs_a_clock(clock: &dyn Clock) -> Timestamp {
 ///     clock.now()

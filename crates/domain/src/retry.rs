@@ -10,7 +10,7 @@ const JITTER: f64 = 0.2;
 /// of chrono's range is `Duration::MAX`, for the caller's bound to refuse.
 ///
 /// ```
-/// use domain::retry::parse_delay;
+/// use workbench_domain::retry::parse_delay;
 ///
 /// assert_eq!(parse_delay("500ms"), Ok(chrono::Duration::milliseconds(500)));
 /// assert_eq!(parse_delay("2m"), Ok(chrono::Duration::minutes(2)));

@@ -313,7 +313,7 @@ impl Principal {
     /// where a credential would be recorded (a draft's author, its approver).
     ///
     /// ```
-    /// use domain::{Permission, Principal};
+    /// use workbench_domain::{Permission, Principal};
     ///
     /// let me = Principal::trusted("billing-service", "org_1", &["env_1"]);
     /// assert!(me.authorize("env_1", Permission::ActionFlowsWrite).is_ok());

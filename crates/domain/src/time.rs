@@ -39,7 +39,7 @@ pub fn in_range(t: &Timestamp) -> bool {
 /// The error is the field's message.
 ///
 /// ```
-/// use domain::time::parse_timestamp;
+/// use workbench_domain::time::parse_timestamp;
 /// assert!(parse_timestamp("2026-11-22T10:00:00.000Z").is_ok());
 /// assert!(parse_timestamp("9999-12-31T23:59:59-01:00").is_err()); // year 10000 in UTC
 /// assert!(parse_timestamp("1969-12-31T23:59:59Z").is_err());

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use chrono::{Duration, TimeZone};
-use domain::time::MockClock;
-use domain::{Clock, Timestamp};
+use workbench_domain::time::MockClock;
+use workbench_domain::{Clock, Timestamp};
 
 /// The database's time in these tests: five minutes from the host's, whichever way.
 fn database_time() -> Timestamp {
@@ -25,7 +25,7 @@ fn clock(at: Timestamp) -> Arc<dyn Clock> {
 
 #[tokio::test]
 async fn invocations_are_leased_on_the_clocks_time() {
-    use domain::trigger::engine::{Engine, MockInvocationRepository};
+    use workbench_domain::trigger::engine::{Engine, MockInvocationRepository};
     let at = database_time();
     let lease = Duration::seconds(7);
     let mut invocations = MockInvocationRepository::new();
@@ -35,11 +35,11 @@ async fn invocations_are_leased_on_the_clocks_time() {
         .times(1)
         .returning(|_, _, _| Ok(Vec::new()));
     let engine = Engine::new(
-        Arc::new(domain::flow::MockFlowRepository::new()),
+        Arc::new(workbench_domain::flow::MockFlowRepository::new()),
         Arc::new(invocations),
-        Arc::new(domain::audience::MockEndUserRepository::new()),
-        Arc::new(domain::audience::MockSegmentRepository::new()),
-        Arc::new(domain::audience::MockStreamRepository::new()),
+        Arc::new(workbench_domain::audience::MockEndUserRepository::new()),
+        Arc::new(workbench_domain::audience::MockSegmentRepository::new()),
+        Arc::new(workbench_domain::audience::MockStreamRepository::new()),
         clock(at),
     )
     .with_lease(lease);
@@ -48,7 +48,7 @@ async fn invocations_are_leased_on_the_clocks_time() {
 
 #[tokio::test]
 async fn webhook_deliveries_are_leased_on_the_clocks_time() {
-    use domain::webhook::{DeliveryService, MockWebhookRepository, MockWebhookTransport};
+    use workbench_domain::webhook::{DeliveryService, MockWebhookRepository, MockWebhookTransport};
     let at = database_time();
     let lease = Duration::seconds(60);
     let mut repo = MockWebhookRepository::new();
@@ -60,7 +60,7 @@ async fn webhook_deliveries_are_leased_on_the_clocks_time() {
         Arc::new(repo),
         Arc::new(MockWebhookTransport::new()),
         clock(at),
-        domain::webhook::RetryPolicy::parse("1s").expect("policy"),
+        workbench_domain::webhook::RetryPolicy::parse("1s").expect("policy"),
     );
     assert!(service
         .claim(32, Vec::new(), 100, lease)
@@ -71,7 +71,7 @@ async fn webhook_deliveries_are_leased_on_the_clocks_time() {
 
 #[tokio::test]
 async fn pushes_are_leased_on_the_clocks_time() {
-    use domain::push::{MockPushJobRepository, MockPushSender, PushService};
+    use workbench_domain::push::{MockPushJobRepository, MockPushSender, PushService};
     let at = database_time();
     let lease = Duration::seconds(60);
     let mut repo = MockPushJobRepository::new();
@@ -83,14 +83,14 @@ async fn pushes_are_leased_on_the_clocks_time() {
         Arc::new(repo),
         Arc::new(MockPushSender::new()),
         clock(at),
-        domain::retry::RetryPolicy::parse("5s").expect("policy"),
+        workbench_domain::retry::RetryPolicy::parse("5s").expect("policy"),
     );
     assert!(service.claim(10, lease).await.expect("claim").is_empty());
 }
 
 #[tokio::test]
 async fn cancel_tasks_are_leased_on_the_clocks_time() {
-    use domain::cancel::{CancelService, MockCancelRepository};
+    use workbench_domain::cancel::{CancelService, MockCancelRepository};
     let at = database_time();
     let lease = Duration::seconds(9);
     let mut repo = MockCancelRepository::new();
@@ -100,7 +100,7 @@ async fn cancel_tasks_are_leased_on_the_clocks_time() {
         .returning(|_, _| Ok(None));
     let service = CancelService::new(
         Arc::new(repo),
-        Arc::new(domain::flow::MockFlowRepository::new()),
+        Arc::new(workbench_domain::flow::MockFlowRepository::new()),
         clock(at),
     )
     .with_lease(lease);
@@ -109,8 +109,8 @@ async fn cancel_tasks_are_leased_on_the_clocks_time() {
 
 #[tokio::test]
 async fn csv_tasks_are_leased_on_the_clocks_time() {
-    use domain::bulk::{BulkService, MockBulkRepository};
-    use domain::trigger::engine::{MockInvocationRepository, TriggerService};
+    use workbench_domain::bulk::{BulkService, MockBulkRepository};
+    use workbench_domain::trigger::engine::{MockInvocationRepository, TriggerService};
     let at = database_time();
     let lease = Duration::seconds(11);
     let mut tasks = MockBulkRepository::new();
@@ -119,18 +119,18 @@ async fn csv_tasks_are_leased_on_the_clocks_time() {
         .withf(move |now, until, _| *now == at && *until == at + lease)
         .times(1)
         .returning(|_, _, _| Ok(None));
-    let flows: Arc<dyn domain::FlowRepository> = Arc::new(domain::flow::MockFlowRepository::new());
+    let flows: Arc<dyn workbench_domain::FlowRepository> = Arc::new(workbench_domain::flow::MockFlowRepository::new());
     let triggers = TriggerService::new(
         flows.clone(),
         Arc::new(MockInvocationRepository::new()),
-        Arc::new(domain::audience::MockSegmentRepository::new()),
-        Arc::new(domain::audience::MockStreamRepository::new()),
+        Arc::new(workbench_domain::audience::MockSegmentRepository::new()),
+        Arc::new(workbench_domain::audience::MockStreamRepository::new()),
         clock(at),
     );
     let service = BulkService::new(
         Arc::new(tasks),
         flows,
-        Arc::new(domain::audience::MockEndUserRepository::new()),
+        Arc::new(workbench_domain::audience::MockEndUserRepository::new()),
         Arc::new(triggers),
         clock(at),
         b"key".to_vec(),

@@ -13,22 +13,22 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration};
-use domain::audience::filter::{Filter, MAX_CONDITIONS};
-use domain::audience::EndUser;
-use domain::bulk::{CsvHeader, UploadGrant};
-use domain::cancel::CancelFilter;
-use domain::card::content::CardContent;
-use domain::flow::config;
-use domain::push::PlatformInput;
-use domain::retry::RetryPolicy;
-use domain::time::{
+use workbench_domain::audience::filter::{Filter, MAX_CONDITIONS};
+use workbench_domain::audience::EndUser;
+use workbench_domain::bulk::{CsvHeader, UploadGrant};
+use workbench_domain::cancel::CancelFilter;
+use workbench_domain::card::content::CardContent;
+use workbench_domain::flow::config;
+use workbench_domain::push::PlatformInput;
+use workbench_domain::retry::RetryPolicy;
+use workbench_domain::time::{
     checked_after, format_timestamp, in_range, latest, parse_timestamp, saturating_after, EARLIEST,
     MAX_DURATION,
 };
-use domain::trigger::request::{self, parse_duration, Payload, Target, VariableValue};
-use domain::trigger::variables::{self, Platform, PlatformValues, ResolvedVariables, ViewTemplate};
-use domain::webhook::SubscriptionRequest;
-use domain::{DomainError, FieldError, Timestamp};
+use workbench_domain::trigger::request::{self, parse_duration, Payload, Target, VariableValue};
+use workbench_domain::trigger::variables::{self, Platform, PlatformValues, ResolvedVariables, ViewTemplate};
+use workbench_domain::webhook::SubscriptionRequest;
+use workbench_domain::{DomainError, FieldError, Timestamp};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Map, Value};
@@ -1261,7 +1261,7 @@ fn check_request(body: &Value, parsed: &request::TriggerRequest) -> Result<(), T
         if let (Some(embargo), Some(expires)) = (options.embargo, options.expires) {
             prop_assert!(expires > embargo);
         }
-        let fingerprint = domain::trigger::fingerprint(element);
+        let fingerprint = workbench_domain::trigger::fingerprint(element);
         prop_assert!(
             fingerprint.len() == 64
                 && fingerprint
@@ -2131,7 +2131,7 @@ proptest! {
 
     #[test]
     fn folder_names_and_upload_tokens(text in prop_oneof![arb_string(), chars_string(40), "[A-Za-z0-9_.|-]{0,40}"]) {
-        for problem in domain::folder::validate_name("name", &text) {
+        for problem in workbench_domain::folder::validate_name("name", &text) {
             prop_assert!(!problem.message.is_empty());
         }
         prop_assert!(UploadGrant::verify(&text, b"key", EARLIEST).is_err());

@@ -14,20 +14,20 @@ fn send<T: Send>(_: T) {}
 /// Each service's methods, called with arguments of any value.
 #[allow(clippy::too_many_arguments)]
 fn futures(
-    audience_service: Arc<domain::audience::AudienceService>,
-    bulk_service: Arc<domain::bulk::BulkService>,
-    cancel_service: Arc<domain::cancel::CancelService>,
-    card_service: Arc<domain::card::CardService>,
-    flow_service: Arc<domain::flow::FlowService>,
-    folder_service: Arc<domain::folder::FolderService>,
-    push_platform_service: Arc<domain::push::PushPlatformService>,
-    device_service: Arc<domain::push::DeviceService>,
-    push_service: Arc<domain::push::PushService>,
-    auth_service: Arc<domain::tenancy::AuthService>,
-    trigger_service: Arc<domain::trigger::engine::TriggerService>,
-    engine: Arc<domain::trigger::engine::Engine>,
-    delivery_service: Arc<domain::webhook::DeliveryService>,
-    webhook_service: Arc<domain::webhook::WebhookService>,
+    audience_service: Arc<workbench_domain::audience::AudienceService>,
+    bulk_service: Arc<workbench_domain::bulk::BulkService>,
+    cancel_service: Arc<workbench_domain::cancel::CancelService>,
+    card_service: Arc<workbench_domain::card::CardService>,
+    flow_service: Arc<workbench_domain::flow::FlowService>,
+    folder_service: Arc<workbench_domain::folder::FolderService>,
+    push_platform_service: Arc<workbench_domain::push::PushPlatformService>,
+    device_service: Arc<workbench_domain::push::DeviceService>,
+    push_service: Arc<workbench_domain::push::PushService>,
+    auth_service: Arc<workbench_domain::tenancy::AuthService>,
+    trigger_service: Arc<workbench_domain::trigger::engine::TriggerService>,
+    engine: Arc<workbench_domain::trigger::engine::Engine>,
+    delivery_service: Arc<workbench_domain::webhook::DeliveryService>,
+    webhook_service: Arc<workbench_domain::webhook::WebhookService>,
 ) {
     send(audience_service.put_user(any(), any(), any()));
     send(audience_service.put_users(any(), any(), any()));

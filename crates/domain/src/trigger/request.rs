@@ -622,7 +622,7 @@ fn card_options(
 /// checked, so no text can make it panic. Callers bound the result ([`crate::time::MAX_DURATION`]).
 ///
 /// ```
-/// use domain::trigger::request::parse_duration;
+/// use workbench_domain::trigger::request::parse_duration;
 /// assert_eq!(parse_duration("PT1M30S"), Some(chrono::Duration::seconds(90)));
 /// assert_eq!(parse_duration("P290000000000000Y"), None);
 /// assert_eq!(parse_duration("1D"), None);
