@@ -11,7 +11,7 @@ use domain::{StorageError, Timestamp};
 use crate::db::{AnyConnection, Database, Failure};
 use std::collections::HashMap;
 
-use domain::trigger::engine::BatchResult;
+use domain::trigger::BatchResult;
 
 use crate::error::corrupt;
 use crate::rows::{CardRow, SharedParse};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::trigger::engine::{BatchResult, Invocation, InvocationRepository};
+use domain::trigger::{BatchResult, Invocation, InvocationRepository};
 use domain::{StorageError, Timestamp};
 
 use crate::cancel::apply_cancels;

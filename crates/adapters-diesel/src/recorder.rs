@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use diesel::prelude::*;
-use domain::trigger::engine::{BatchResult, Invocation};
+use domain::trigger::{BatchResult, Invocation};
 use domain::StorageError;
 
 use crate::cancel::{apply_markers, markers_for, Known};

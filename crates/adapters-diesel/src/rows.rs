@@ -10,8 +10,8 @@ use diesel::prelude::*;
 use domain::card::card_event;
 use domain::card::{AnalyticsEvent, CardContent, CardContext, CardInstance, CardStatus};
 use domain::json::JsonText;
-use domain::trigger::engine::{BatchResult, Invocation, InvocationStatus};
 use domain::trigger::Mode;
+use domain::trigger::{BatchResult, Invocation, InvocationStatus};
 use domain::StorageError;
 use serde_json::Value;
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use chrono::TimeZone;
 use domain::folder::FolderRepository;
-use domain::trigger::engine::{Invocation, InvocationRepository, InvocationStatus};
 use domain::trigger::Mode;
+use domain::trigger::{Invocation, InvocationRepository, InvocationStatus};
 use domain::{HealthProbe, StorageError};
 use serde_json::json;
 

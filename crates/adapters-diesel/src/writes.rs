@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use diesel::prelude::*;
 use domain::card::{AnalyticsEvent, CardInstance};
-use domain::trigger::engine::BatchResult;
+use domain::trigger::BatchResult;
 use domain::StorageError;
 
 use crate::db::{AnyConnection, Backend, Failure};

@@ -23,16 +23,16 @@ fn t(seconds: i64) -> Timestamp {
 trait Record {
     async fn record(
         &self,
-        invocations: Vec<domain::trigger::engine::Invocation>,
-    ) -> Result<Vec<Option<domain::trigger::engine::Invocation>>, StorageError>;
+        invocations: Vec<domain::trigger::Invocation>,
+    ) -> Result<Vec<Option<domain::trigger::Invocation>>, StorageError>;
 }
 
 #[async_trait::async_trait]
-impl<R: domain::trigger::engine::InvocationRepository> Record for R {
+impl<R: domain::trigger::InvocationRepository> Record for R {
     async fn record(
         &self,
-        invocations: Vec<domain::trigger::engine::Invocation>,
-    ) -> Result<Vec<Option<domain::trigger::engine::Invocation>>, StorageError> {
+        invocations: Vec<domain::trigger::Invocation>,
+    ) -> Result<Vec<Option<domain::trigger::Invocation>>, StorageError> {
         self.record_run(invocations.into_iter().map(|i| (i, None)).collect())
             .await
     }
@@ -1236,10 +1236,8 @@ mod engine {
         both_backends, DieselCardRepository, DieselFlowRepository, DieselInvocationRepository,
     };
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
-    use domain::trigger::engine::{
-        BatchResult, Invocation, InvocationRepository, InvocationStatus,
-    };
     use domain::trigger::Mode;
+    use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
     use domain::{Flow, FlowRepository};
     use serde_json::{json, Map};
 
@@ -2025,7 +2023,7 @@ mod webhooks {
         both_backends, DieselInvocationRepository, DieselWebhookRepository, SecretBox,
     };
     use chrono::Duration;
-    use domain::trigger::engine::InvocationRepository;
+    use domain::trigger::InvocationRepository;
     use domain::webhook::{
         AttemptOutcome, AttemptRecord, HttpMethod, NextStep, Subscription, SubscriptionChange,
         WebhookRepository,
@@ -2497,8 +2495,8 @@ mod bulk_cancel_push {
     use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::push::{PushPlatform, PushPlatformRepository};
-    use domain::trigger::engine::{BatchResult, InvocationRepository, InvocationStatus};
     use domain::trigger::Mode;
+    use domain::trigger::{BatchResult, InvocationRepository, InvocationStatus};
     use domain::StorageError;
     use serde_json::Map;
 

@@ -21,7 +21,7 @@ use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpResponse, ResponseError};
 use domain::audience::AudienceService;
 use domain::card::CardService;
-use domain::trigger::engine::TriggerService;
+use domain::trigger::TriggerService;
 use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
 pub use metrics::Metrics;

@@ -4,8 +4,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use workbench_domain::flow::config::validate;
 use serde_json::{json, Map, Value};
+use workbench_domain::flow::config::validate;
 
 /// 50 create-card steps in a diamond-rich DAG over 20 templates, each template with five
 /// elements, two variables and variable references.

@@ -74,7 +74,7 @@ pub mod mocks {
     };
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
-    pub use crate::trigger::engine::MockInvocationRepository;
+    pub use crate::trigger::invocation::MockInvocationRepository;
     pub use crate::webhook::{MockWebhookRepository, MockWebhookTransport};
 }
 
@@ -99,7 +99,7 @@ pub mod prelude {
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
         PushPlatformRepository, PushPlatformService, PushSender, PushService,
     };
-    pub use crate::trigger::engine::{Engine, Invocation, InvocationRepository, TriggerService};
+    pub use crate::trigger::{Engine, Invocation, InvocationRepository, TriggerService};
     pub use crate::webhook::{
         DeliveryService, WebhookRepository, WebhookService, WebhookTransport,
     };

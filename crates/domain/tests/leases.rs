@@ -25,7 +25,8 @@ fn clock(at: Timestamp) -> Arc<dyn Clock> {
 
 #[tokio::test]
 async fn invocations_are_leased_on_the_clocks_time() {
-    use workbench_domain::trigger::engine::{Engine, MockInvocationRepository};
+    use workbench_domain::mocks::MockInvocationRepository;
+    use workbench_domain::trigger::Engine;
     let at = database_time();
     let lease = Duration::seconds(7);
     let mut invocations = MockInvocationRepository::new();
@@ -110,7 +111,8 @@ async fn cancel_tasks_are_leased_on_the_clocks_time() {
 #[tokio::test]
 async fn csv_tasks_are_leased_on_the_clocks_time() {
     use workbench_domain::bulk::{BulkService, MockBulkRepository};
-    use workbench_domain::trigger::engine::{MockInvocationRepository, TriggerService};
+    use workbench_domain::mocks::MockInvocationRepository;
+    use workbench_domain::trigger::TriggerService;
     let at = database_time();
     let lease = Duration::seconds(11);
     let mut tasks = MockBulkRepository::new();
@@ -119,7 +121,8 @@ async fn csv_tasks_are_leased_on_the_clocks_time() {
         .withf(move |now, until, _| *now == at && *until == at + lease)
         .times(1)
         .returning(|_, _, _| Ok(None));
-    let flows: Arc<dyn workbench_domain::FlowRepository> = Arc::new(workbench_domain::flow::MockFlowRepository::new());
+    let flows: Arc<dyn workbench_domain::FlowRepository> =
+        Arc::new(workbench_domain::flow::MockFlowRepository::new());
     let triggers = TriggerService::new(
         flows.clone(),
         Arc::new(MockInvocationRepository::new()),

@@ -13,6 +13,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use serde_json::{json, Map, Value};
 use workbench_domain::audience::filter::{Filter, MAX_CONDITIONS};
 use workbench_domain::audience::EndUser;
 use workbench_domain::bulk::{CsvHeader, UploadGrant};
@@ -26,12 +29,11 @@ use workbench_domain::time::{
     MAX_DURATION,
 };
 use workbench_domain::trigger::request::{self, parse_duration, Payload, Target, VariableValue};
-use workbench_domain::trigger::variables::{self, Platform, PlatformValues, ResolvedVariables, ViewTemplate};
+use workbench_domain::trigger::variables::{
+    self, Platform, PlatformValues, ResolvedVariables, ViewTemplate,
+};
 use workbench_domain::webhook::SubscriptionRequest;
 use workbench_domain::{DomainError, FieldError, Timestamp};
-use proptest::prelude::*;
-use proptest::test_runner::TestCaseError;
-use serde_json::{json, Map, Value};
 
 /// Cases per property: the whole file runs in a few seconds in a debug build. `PROPTEST_CASES`
 /// overrides it for a longer run.

@@ -24,8 +24,8 @@ fn futures(
     device_service: Arc<workbench_domain::push::DeviceService>,
     push_service: Arc<workbench_domain::push::PushService>,
     auth_service: Arc<workbench_domain::tenancy::AuthService>,
-    trigger_service: Arc<workbench_domain::trigger::engine::TriggerService>,
-    engine: Arc<workbench_domain::trigger::engine::Engine>,
+    trigger_service: Arc<workbench_domain::trigger::TriggerService>,
+    engine: Arc<workbench_domain::trigger::Engine>,
     delivery_service: Arc<workbench_domain::webhook::DeliveryService>,
     webhook_service: Arc<workbench_domain::webhook::WebhookService>,
 ) {

@@ -24,7 +24,7 @@ use api_actix::{AppState, Metrics, ServerOptions};
 use clap::{Args, Parser, Subcommand};
 use domain::audience::AudienceService;
 use domain::card::CardService;
-use domain::trigger::engine::{Engine, TriggerService};
+use domain::trigger::{Engine, TriggerService};
 use domain::{
     AuthService, DomainError, EnvironmentGrant, FlowService, FolderService, Role, Scope,
     SystemClock,

@@ -18,7 +18,7 @@ use api_actix::Metrics;
 use domain::card::CardService;
 use domain::health::Loops;
 use domain::push::{PushRecord, PushService};
-use domain::trigger::engine::Engine;
+use domain::trigger::Engine;
 use domain::unit::Unexpected;
 use domain::webhook::{AttemptRecord, DeliveryService};
 use domain::StorageError;

@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
-use domain::trigger::engine::Invocation;
+use domain::trigger::Invocation;
 use domain::trigger::Mode;
 use domain::{FieldError, Permission};
 use serde::Serialize;

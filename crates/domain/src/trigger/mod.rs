@@ -1,14 +1,23 @@
 //! Triggering Action Flows (spec 4.3, contract §4): the request, its variables, and the
 //! idempotency of `flowInvocationId`.
 
+mod batch;
 pub mod engine;
+pub mod idempotency;
+pub mod invocation;
 pub mod plan;
 pub mod request;
+pub mod service;
 pub mod variables;
 
 use sha2::{Digest, Sha256};
 
+pub use engine::Engine;
+pub use invocation::{
+    BatchResult, Invocation, InvocationRepository, InvocationStatus, BATCH_USERS, LEASE_SECONDS,
+};
 pub use request::{parse, CardOptions, FlowElement, Payload, Platforms, Target, TriggerRequest};
+pub use service::{PreparedElements, TriggerService, Triggered};
 
 /// Live (`/start`: published flows, every user) or test (`/test`: the draft if any, test
 /// users only).

@@ -505,7 +505,7 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
         .remove(0)
         .payload;
         let variables = resolve(&config, &p, false, "flows[0].payload").expect("resolves");
-        engine::push_payload_problems(&plan, &p, &variables, "flows[0].payload")
+        service::push_payload_problems(&plan, &p, &variables, "flows[0].payload")
     };
     // Each part fits alone; together they do not.
     assert!(check(900, 900, json!({})).is_empty());
@@ -601,8 +601,9 @@ mod engine_steps {
 
     use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
     use crate::flow::MockFlowRepository;
-    use crate::trigger::engine::{
-        BatchResult, Engine, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
+    use crate::trigger::engine::Engine;
+    use crate::trigger::invocation::{
+        BatchResult, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
         CLAIM_PER_STEP, FOLLOW_BATCHES, LEASE_SECONDS,
     };
     use crate::trigger::Mode;
@@ -962,7 +963,7 @@ mod cancels_in_a_batch {
 
     use crate::cancel::{CancelFilter, CancelTask};
     use crate::card::{card_event, CardInstance, CardStatus};
-    use crate::trigger::engine::{BatchResult, InvocationStatus};
+    use crate::trigger::invocation::{BatchResult, InvocationStatus};
     use crate::Timestamp;
 
     fn t(seconds: i64) -> Timestamp {
@@ -1077,10 +1078,10 @@ mod runs_at_record_time {
 
     use crate::audience::{MockSegmentRepository, MockStreamRepository};
     use crate::tenancy::{KeyAccess, Principal, Role};
-    use crate::trigger::engine::{
-        BatchResult, Invocation, InvocationStatus, MockInvocationRepository, TriggerService,
-        INLINE_USERS,
+    use crate::trigger::invocation::{
+        BatchResult, Invocation, InvocationStatus, MockInvocationRepository, INLINE_USERS,
     };
+    use crate::trigger::TriggerService;
     use crate::trigger::{parse, Mode};
 
     type Recorded = Arc<Mutex<Vec<(Invocation, Option<BatchResult>)>>>;

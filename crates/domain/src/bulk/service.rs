@@ -1,0 +1,495 @@
+//! [`BulkService`]: creating tasks, receiving their files, and the worker steps that record
+//! their rows through the trigger service.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use futures_util::StreamExt;
+
+use super::*;
+use crate::audience::{EndUserRepository, UserQuery};
+use crate::trigger::invocation::MAX_RUNNING_BULK;
+use crate::trigger::{FlowElement, Mode};
+use crate::trigger::{PreparedElements, TriggerService};
+use crate::{
+    Clock, DomainError, FlowRepository, PageRequest, Permission, Principal, Resource, StorageError,
+};
+
+/// Rows prepared and recorded together within a step (see [`BulkService::step`]). A step's
+/// first chunk is prepared and its last recorded with nothing beside them, so smaller chunks
+/// overlap more of the step; measured in docs/benchmarks.md (2026-11-23, 385878e): 125 against 500,
+/// 250 and 64.
+pub(super) const CHUNK_ROWS: usize = 125;
+/// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared:
+/// the recorder writes the chunks waiting in one transaction, so a chunk prepared while one is
+/// written joins the next.
+const RECORDING: usize = 16;
+
+/// Rows of a step prepared, to be recorded: the rows refused so far, and the rows of the
+/// prepared elements, in order.
+struct Chunk {
+    errors: Vec<RowError>,
+    rows: Vec<u64>,
+    prepared: Option<PreparedElements>,
+}
+
+pub struct BulkService {
+    tasks: Arc<dyn BulkRepository>,
+    flows: Arc<dyn FlowRepository>,
+    users: Arc<dyn EndUserRepository>,
+    triggers: Arc<TriggerService>,
+    clock: Arc<dyn Clock>,
+    key: Vec<u8>,
+    lease: Duration,
+    stale: crate::health::Stale,
+}
+
+impl BulkService {
+    pub fn new(
+        tasks: Arc<dyn BulkRepository>,
+        flows: Arc<dyn FlowRepository>,
+        users: Arc<dyn EndUserRepository>,
+        triggers: Arc<TriggerService>,
+        clock: Arc<dyn Clock>,
+        upload_key: Vec<u8>,
+    ) -> Self {
+        Self {
+            tasks,
+            flows,
+            users,
+            triggers,
+            clock,
+            key: upload_key,
+            lease: Duration::seconds(30),
+            stale: crate::health::Stale::default(),
+        }
+    }
+
+    /// Writes refused since the last call because the task's lease had passed to another
+    /// holder (contract §19).
+    pub fn take_stale(&self) -> u64 {
+        self.stale.take()
+    }
+
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// A new pending task and the token of its upload URL.
+    pub async fn create(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        mode: Mode,
+    ) -> Result<(BulkTask, String), DomainError> {
+        who.authorize(env, Permission::ActionFlowsTrigger)?;
+        let flow = self
+            .flows
+            .get(env, flow_id)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::Flow))?;
+        let runnable = match mode {
+            Mode::Live => flow.published_version.is_some() && !flow.archived,
+            Mode::Test => flow.draft_version.or(flow.published_version).is_some(),
+        };
+        if !runnable {
+            return Err(DomainError::NotFound(Resource::FlowVersion));
+        }
+        // A task waiting for its upload holds no slot (contract §10): an upload accepted
+        // while every slot is taken waits, queued, and is never refused.
+        let now = self.clock.now();
+        let mut task = BulkTask {
+            id: 0,
+            environment_id: env.to_owned(),
+            flow_id: flow.id,
+            mode,
+            status: BulkStatus::Pending,
+            header: None,
+            rows_total: 0,
+            rows_processed: 0,
+            rows_failed: 0,
+            errors: Vec::new(),
+            cursor: 0,
+            queued: false,
+            created: now,
+            updated: now,
+            lease_until: None,
+        };
+        task.id = self.tasks.create(&task).await?;
+        let token = UploadGrant {
+            environment_id: env.to_owned(),
+            flow_id: task.flow_id.clone(),
+            task_id: task.id,
+            mode,
+            expires: (now + Duration::minutes(UPLOAD_URL_MINUTES)).timestamp(),
+        }
+        .sign(&self.key);
+        Ok((task, token))
+    }
+
+    pub async fn status(
+        &self,
+        who: &Principal,
+        env: &str,
+        flow_id: &str,
+        task_id: &str,
+    ) -> Result<BulkTask, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let id: i64 = task_id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            DomainError::invalid("taskId", "must be a task id (a positive whole number)")
+        })?;
+        self.tasks
+            .get(env, id)
+            .await?
+            .filter(|t| t.flow_id == flow_id)
+            .ok_or(DomainError::NotFound(Resource::Task))
+    }
+
+    /// Checks an upload token and starts the task's one upload.
+    pub async fn begin_upload(&self, token: &str) -> Result<UploadGrant, UploadError> {
+        let grant = UploadGrant::verify(token, &self.key, self.clock.now())?;
+        if !self
+            .tasks
+            .begin_upload(&grant.environment_id, grant.task_id, self.clock.now())
+            .await?
+        {
+            return Err(UploadError::AlreadyUploaded);
+        }
+        Ok(grant)
+    }
+
+    pub async fn add_rows(
+        &self,
+        grant: &UploadGrant,
+        rows: Vec<(u64, Vec<String>)>,
+    ) -> Result<(), StorageError> {
+        self.tasks
+            .add_rows(&grant.environment_id, grant.task_id, rows)
+            .await
+    }
+
+    pub async fn finish_upload(
+        &self,
+        grant: &UploadGrant,
+        header: Vec<String>,
+        rows: u64,
+    ) -> Result<BulkTask, DomainError> {
+        self.tasks
+            .finish_upload(
+                &grant.environment_id,
+                grant.task_id,
+                header,
+                rows,
+                self.clock.now(),
+            )
+            .await?;
+        self.tasks
+            .get(&grant.environment_id, grant.task_id)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::Task))
+    }
+
+    pub async fn fail_upload(
+        &self,
+        grant: &UploadGrant,
+        reason: String,
+    ) -> Result<(), StorageError> {
+        self.tasks
+            .fail(
+                &grant.environment_id,
+                grant.task_id,
+                file_error(reason),
+                self.clock.now(),
+                None,
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// One step of background work: up to [`ROWS_PER_STEP`] rows of one task to the engine.
+    ///
+    /// A step that panics or fails unexpectedly is tried again, up to
+    /// [`crate::unit::ATTEMPTS`] times in all; then the task fails alone, with an `errorId` in
+    /// its errors and in the log (contract §10). Rows are recorded under ids of their own
+    /// (their task and number), so a step tried again records none twice.
+    pub async fn step(&self) -> Result<bool, DomainError> {
+        let now = self.clock.now();
+        let Some(task) = self
+            .tasks
+            .claim(now, now + self.lease, MAX_RUNNING_BULK)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let (env, id, held) = (task.environment_id.clone(), task.id, task.lease_until);
+        match crate::unit::attempts("csv task", &id.to_string(), || self.run_step(task.clone()))
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let errors = file_error(failure.message());
+                self.held(
+                    self.tasks
+                        .fail(&env, id, errors, self.clock.now(), held)
+                        .await?,
+                );
+                Ok(true)
+            }
+        }
+    }
+
+    /// Counts a write refused because the lease had passed to another holder.
+    fn held(&self, held: bool) {
+        if !held {
+            self.stale.add(1);
+        }
+    }
+
+    /// One step of a claimed task.
+    async fn run_step(&self, mut task: BulkTask) -> Result<bool, DomainError> {
+        let now = self.clock.now();
+        let header = match task.header.as_deref().map(CsvHeader::parse) {
+            Some(Ok(h)) => h,
+            _ => {
+                let held = self
+                    .tasks
+                    .fail(
+                        &task.environment_id,
+                        task.id,
+                        file_error("the stored header is unreadable".into()),
+                        now,
+                        task.lease_until,
+                    )
+                    .await?;
+                self.held(held);
+                return Ok(true);
+            }
+        };
+        let rows = self
+            .tasks
+            .rows(&task.environment_id, task.id, task.cursor, ROWS_PER_STEP)
+            .await?;
+        let from = task.cursor;
+        if rows.is_empty() {
+            task.status = BulkStatus::Completed;
+            task.updated = self.clock.now();
+            let held = self
+                .tasks
+                .save_progress(&task, from, 0, 0, Vec::new())
+                .await?;
+            self.held(held);
+            return Ok(true);
+        }
+        // In chunks, each prepared while the ones before are recorded: the recorder works on
+        // threads of its own (building a chunk's rows, then writing them), so a chunk is
+        // handed to it as soon as it is prepared, up to RECORDING chunks at once.
+        let mut errors: Vec<RowError> = Vec::new();
+        let mut recording = futures_util::stream::FuturesOrdered::new();
+        for rows in rows.chunks(CHUNK_ROWS) {
+            let prepare = std::pin::pin!(self.prepare_chunk(&task, &header, rows));
+            let prepared = recorded_while(&mut recording, prepare, &mut errors).await?;
+            recording.push_back(self.record_chunk(prepared));
+            while recording.len() > RECORDING {
+                if let Some(recorded) = recording.next().await {
+                    errors.extend(recorded?);
+                }
+            }
+        }
+        while let Some(recorded) = recording.next().await {
+            errors.extend(recorded?);
+        }
+        errors.sort_by_key(|e| e.row);
+        let last = rows.last().map(|(n, _)| *n).unwrap_or(from);
+        task.cursor = last;
+        task.updated = self.clock.now();
+        if rows.len() < ROWS_PER_STEP as usize {
+            task.status = BulkStatus::Completed;
+        }
+        let failed = errors.len() as u64;
+        let held = self
+            .tasks
+            .save_progress(&task, from, rows.len() as u64, failed, errors)
+            .await?;
+        self.held(held);
+        Ok(true)
+    }
+
+    /// The rows' elements validated and built, not yet recorded.
+    async fn prepare_chunk(
+        &self,
+        task: &BulkTask,
+        header: &CsvHeader,
+        rows: &[(u64, Vec<String>)],
+    ) -> Result<Chunk, DomainError> {
+        let mut chunk = Chunk {
+            errors: Vec::new(),
+            rows: Vec::new(),
+            prepared: None,
+        };
+        let mut elements: Vec<FlowElement> = Vec::new();
+        for (number, cells) in rows {
+            match self.element(task, header, *number, cells).await? {
+                Ok(element) => {
+                    elements.push(element);
+                    chunk.rows.push(*number);
+                }
+                Err(message) => chunk.errors.push(RowError {
+                    row: *number,
+                    message,
+                }),
+            }
+        }
+        if elements.is_empty() {
+            return Ok(chunk);
+        }
+        let prepared = self
+            .triggers
+            .prepare_elements(&task.environment_id, &task.flow_id, task.mode, elements)
+            .await;
+        match prepared {
+            Ok(prepared) => chunk.prepared = Some(prepared),
+            // The flow was unpublished, archived or deleted meanwhile: every row fails.
+            Err(e @ (DomainError::NotFound(_) | DomainError::Conflict { .. })) => {
+                for row in std::mem::take(&mut chunk.rows) {
+                    chunk.errors.push(RowError {
+                        row,
+                        message: e.to_string(),
+                    });
+                }
+            }
+            Err(other) => return Err(other),
+        }
+        Ok(chunk)
+    }
+
+    /// Records a prepared chunk; its rows' errors.
+    async fn record_chunk(&self, chunk: Chunk) -> Result<Vec<RowError>, DomainError> {
+        let mut errors = chunk.errors;
+        if let Some(prepared) = chunk.prepared {
+            let results = self.triggers.record_prepared(prepared).await?;
+            for (row, result) in chunk.rows.iter().zip(results) {
+                if let Err(message) = result {
+                    errors.push(RowError { row: *row, message });
+                }
+            }
+        }
+        Ok(errors)
+    }
+
+    /// The trigger element of one row, or why the row is refused.
+    async fn element(
+        &self,
+        task: &BulkTask,
+        header: &CsvHeader,
+        number: u64,
+        cells: &[String],
+    ) -> Result<Result<FlowElement, String>, DomainError> {
+        let row = match header.row(cells) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let users = match self.users_of(task, &row).await? {
+            Ok(u) => u,
+            Err(e) => return Ok(Err(e)),
+        };
+        let element = row.element(users, || format!("csv-{}-{number}", task.id));
+        Ok(match crate::trigger::request::parse_element(element) {
+            Ok(element) => Ok(element),
+            Err(problems) => Err(problems
+                .iter()
+                .map(|p| format!("{}: {}", p.field.trim_start_matches("flows[0]."), p.message))
+                .collect::<Vec<_>>()
+                .join("; ")),
+        })
+    }
+
+    /// The users a row targets: its `id` (checked against its other attributes), or the users
+    /// its attributes match, at most [`MAX_USERS_PER_ROW`].
+    async fn users_of(
+        &self,
+        task: &BulkTask,
+        row: &CsvRow,
+    ) -> Result<Result<Vec<String>, String>, DomainError> {
+        if let (Some(id), 1) = (row.attributes.get("id"), row.attributes.len()) {
+            // Only the id: a user target, exactly as /start takes it (no filter to build: an
+            // `id` condition on a string is always valid).
+            return Ok(Ok(vec![id.clone()]));
+        }
+        let filter = match row.filter() {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(e)),
+        };
+        let env = &task.environment_id;
+        if let Some(id) = row.attributes.get("id") {
+            return Ok(match self.users.get(env, id).await? {
+                Some(user) if filter.matches(&user) => Ok(vec![id.clone()]),
+                Some(_) => Err(format!(
+                    "end user {id:?} does not have the row's target.attributes"
+                )),
+                None if row.attributes.len() == 1 => Ok(vec![id.clone()]),
+                None => Err(format!("no end user {id:?}")),
+            });
+        }
+        // No id: the users whose attributes match, read in pages.
+        let mut found = Vec::new();
+        let mut after = None;
+        loop {
+            let page = PageRequest {
+                limit: 1_000,
+                after: after.clone(),
+            };
+            let users = self.users.list(env, &UserQuery::default(), &page).await?;
+            let more = users.len() > 1_000;
+            for user in users.iter().take(1_000) {
+                if filter.matches(user) {
+                    found.push(user.id.clone());
+                    if found.len() > MAX_USERS_PER_ROW {
+                        return Ok(Err(format!(
+                            "matches more than {MAX_USERS_PER_ROW} end users"
+                        )));
+                    }
+                }
+            }
+            if !more {
+                break;
+            }
+            after = users.get(999).map(|u| u.id.clone());
+        }
+        if found.is_empty() {
+            return Ok(Err("matches no end user".into()));
+        }
+        Ok(Ok(found))
+    }
+}
+
+/// Awaits `work` while the chunks in `recording` go on being recorded, collecting the row
+/// errors of those that end meanwhile. `recording` is polled first, so that a chunk just
+/// pushed reaches the recorder before `work` takes the thread.
+async fn recorded_while<R, W, T>(
+    recording: &mut futures_util::stream::FuturesOrdered<R>,
+    mut work: std::pin::Pin<&mut W>,
+    errors: &mut Vec<RowError>,
+) -> Result<T, DomainError>
+where
+    R: std::future::Future<Output = Result<Vec<RowError>, DomainError>>,
+    W: std::future::Future<Output = Result<T, DomainError>>,
+{
+    use futures_util::future::{select, Either};
+    loop {
+        if recording.is_empty() {
+            return work.await;
+        }
+        match select(recording.next(), work.as_mut()).await {
+            Either::Left((Some(recorded), _)) => errors.extend(recorded?),
+            Either::Left((None, _)) => {}
+            Either::Right((done, _)) => return done,
+        }
+    }
+}
+
+/// A problem of the file as a whole: row 0.
+fn file_error(message: String) -> Vec<RowError> {
+    vec![RowError { row: 0, message }]
+}

@@ -1,0 +1,213 @@
+//! Building one batch of an invocation: a flow instance per user, with its cards and their
+//! events, shared by the request path (runs recorded with their invocation) and the engine.
+
+use std::sync::Arc;
+
+use super::invocation::{BatchResult, Invocation, InvocationStatus, DEFAULT_PRIORITY};
+use super::plan::{CardStep, FlowPlan};
+use super::request::{CardOptions, Payload, Platforms};
+use super::variables::{Platform, ResolvedVariables};
+use super::Mode;
+use crate::audience::{Stream, StreamRepository};
+use crate::card::{card_event, trigger_context, CardContent, CardInstance, CardStatus};
+use crate::id::{new_id, IdKind};
+use crate::{StorageError, Timestamp};
+
+/// The users of one batch, and where the next batch starts.
+pub(super) struct Audience {
+    pub(super) users: Vec<String>,
+    pub(super) next: Option<String>,
+}
+
+/// The environment's default stream, created if it has none yet.
+pub(super) async fn default_stream_of(
+    streams: &dyn StreamRepository,
+    env: &str,
+    now: Timestamp,
+) -> Result<String, StorageError> {
+    streams
+        .list(env, Stream::default_for(env, now))
+        .await?
+        .into_iter()
+        .find(|s| s.is_default)
+        .map(|s| s.id)
+        .ok_or_else(|| StorageError::Internal("no default stream".into()))
+}
+
+/// One batch of `invocation` for `audience`: a flow instance per user, with a card and its
+/// event per `create-card` step.
+pub(super) fn batch_for(
+    invocation: &Invocation,
+    plan: &FlowPlan,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    audience: Audience,
+    default_stream: &str,
+    now: Timestamp,
+) -> BatchResult {
+    let mut batch = empty_batch(invocation, now);
+    // Everything but the ids and the user is the same for every card of a step: rendered
+    // once per batch, shared by the cards.
+    let mut prototypes: Vec<CardInstance> = plan
+        .cards
+        .iter()
+        .map(|step| card_prototype(invocation, step, payload, variables, default_stream, now))
+        .collect();
+    let users = audience.users.len();
+    batch.cards.reserve(users * prototypes.len());
+    batch.events.reserve(users * prototypes.len());
+    for (n, user) in audience.users.iter().enumerate() {
+        // The user's flow instance: its cards, which carry its id.
+        let instance = new_id(IdKind::FlowInstance);
+        // The last user's cards take the prototypes (a CSV row's one user: a copy fewer).
+        let cards = if n + 1 == users {
+            std::mem::take(&mut prototypes)
+        } else {
+            prototypes.clone()
+        };
+        for prototype in cards {
+            let card = Arc::new(CardInstance {
+                id: new_id(IdKind::Card),
+                user_id: user.clone(),
+                flow_instance_id: instance.clone(),
+                ..prototype
+            });
+            batch.events.push(card_event(card.clone(), None, None, now));
+            batch.cards.push(card);
+        }
+    }
+    batch.users_targeted = audience.users.len() as u64;
+    batch.cards_created = batch.cards.len() as u64;
+    batch.cursor = audience.next.clone().or(invocation.cursor.clone());
+    batch.status = if audience.next.is_some() {
+        InvocationStatus::Running
+    } else {
+        InvocationStatus::Completed
+    };
+    batch
+}
+
+/// A batch that changes nothing but ends the claim.
+pub(super) fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
+    BatchResult {
+        environment_id: invocation.environment_id.clone(),
+        invocation_id: invocation.id.clone(),
+        from_cursor: invocation.cursor.clone(),
+        cursor: invocation.cursor.clone(),
+        status: invocation.status,
+        users_targeted: 0,
+        cards_created: 0,
+        errors: Vec::new(),
+        cards: Vec::new(),
+        events: Vec::new(),
+        updated: now,
+        lease_until: None,
+    }
+}
+
+/// The card of one step of `invocation`, without its id, user and flow instance (empty).
+fn card_prototype(
+    invocation: &Invocation,
+    step: &CardStep,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    default_stream: &str,
+    now: Timestamp,
+) -> CardInstance {
+    let options: &CardOptions = &payload.card_options;
+    let platforms = options.target_platforms.unwrap_or_default();
+    let priority = options
+        .priority
+        .or(step.priority)
+        .unwrap_or(DEFAULT_PRIORITY);
+    let embargo = options.embargo.filter(|e| *e > now);
+    // Bounded when accepted; held in range all the same (contract §10: no arithmetic on
+    // outside values may panic).
+    let expires_at = options.expires.or_else(|| {
+        options
+            .expires_interval
+            .map(|d| crate::time::saturating_after(embargo.unwrap_or(now), d))
+    });
+    let status = if embargo.is_some() {
+        CardStatus::Embargoed
+    } else {
+        CardStatus::Active
+    };
+    let stream_ids = match &options.target_stream_ids {
+        Some(ids) if !ids.is_empty() => {
+            // Every card is in `All cards` too.
+            let mut ids = ids.clone();
+            if !ids.iter().any(|i| i == default_stream) {
+                ids.insert(0, default_stream.to_owned());
+            }
+            ids
+        }
+        _ => vec![default_stream.to_owned()],
+    };
+    CardInstance {
+        id: String::new(),
+        environment_id: invocation.environment_id.clone(),
+        user_id: String::new(),
+        flow_instance_id: String::new(),
+        invocation_id: invocation.id.clone(),
+        flow_id: invocation.flow_id.clone(),
+        flow_version: invocation.flow_version,
+        step_id: step.step_id.clone(),
+        template_id: step.template_id.clone(),
+        template_name: step.template_name.clone(),
+        status,
+        priority,
+        stream_ids,
+        platforms: Platforms::names(&platforms)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        content: content_of(step, &platforms, variables),
+        context: trigger_context(
+            invocation.mode == Mode::Test,
+            variables.values.iter().map(|(k, v)| (k, &v.web)),
+            payload.metadata.as_ref(),
+            payload.notification_detail.as_ref(),
+        ),
+        embargo_until: embargo,
+        expires_at,
+        snoozed_until: None,
+        published_at: (status == CardStatus::Active).then_some(now),
+        created: now,
+        updated: now,
+    }
+}
+
+/// The card content of `step` on each of `platforms`: one view for all when it renders alike
+/// on each (see [`CardContent`]).
+fn content_of(
+    step: &CardStep,
+    platforms: &Platforms,
+    variables: &ResolvedVariables,
+) -> CardContent {
+    let on: Vec<(&str, Platform)> = [
+        ("Web", Platform::Web, platforms.web),
+        ("iOS", Platform::Ios, platforms.ios),
+        ("Android", Platform::Android, platforms.android),
+    ]
+    .into_iter()
+    .filter(|(_, _, on)| *on)
+    .map(|(name, platform, _)| (name, platform))
+    .collect();
+    let Some((_, first)) = on.first() else {
+        return CardContent::default();
+    };
+    let notifies = step.view.notifies();
+    if step.view.same_on_every_platform(variables) {
+        return CardContent::shared(&step.view.render(variables, *first), notifies);
+    }
+    let views: Vec<(&str, String)> = on
+        .iter()
+        .map(|(name, platform)| (*name, step.view.render(variables, *platform)))
+        .collect();
+    if views.iter().all(|(_, v)| *v == views[0].1) {
+        return CardContent::shared(&views[0].1, notifies);
+    }
+    let views: Vec<(&str, &str)> = views.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    CardContent::per_platform(&views, notifies)
+}
