@@ -1,6 +1,6 @@
-//! Folders: a tree, per environment, that organises Action Flows (spec 2.1, 3, 4.1).
+//! Folders: a tree, per environment, that organises Action Flows (docs/api.md, Folders).
 //!
-//! Rules:
+//! Rules (pure functions in [`rules`], applied by [`FolderService`]):
 //! - a name is 1–255 characters (Unicode scalar values) of letters, digits, hyphen, underscore
 //!   and space, where "letter" and "digit" are Unicode's alphabetic and numeric characters; it
 //!   must not start or end with a space (so that "Sales" and "Sales " cannot both exist);
@@ -13,9 +13,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub mod rules;
+
+pub use rules::validate_name;
+
 use crate::id::{new_id, IdKind};
 use crate::tenancy::{Permission, Principal};
-use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+use crate::{Clock, DomainError, Resource, StorageError, Timestamp};
 
 pub const FOLDER_NAME_MAX_CHARS: usize = 255;
 /// A root folder is level 1; its children level 2; theirs level 3, the deepest allowed.
@@ -30,40 +34,6 @@ pub struct Folder {
     pub parent_id: Option<String>,
     pub created: Timestamp,
     pub updated: Timestamp,
-}
-
-/// Checks a folder name against the rules above; every problem is reported.
-pub fn validate_name(field: &str, name: &str) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let length = name.chars().count();
-    if length == 0 {
-        errors.push(FieldError::new(field, "must not be empty"));
-        return errors;
-    }
-    if length > FOLDER_NAME_MAX_CHARS {
-        errors.push(FieldError::new(
-            field,
-            format!("must be at most {FOLDER_NAME_MAX_CHARS} characters (got {length})"),
-        ));
-    }
-    let mut bad: Vec<char> = name
-        .chars()
-        .filter(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | ' ')))
-        .collect();
-    if !bad.is_empty() {
-        bad.dedup();
-        let shown: String = bad.iter().take(10).flat_map(|c| c.escape_debug()).collect();
-        errors.push(FieldError::new(
-            field,
-            format!(
-                "may contain only letters, digits, hyphens, underscores and spaces (found `{shown}`)"
-            ),
-        ));
-    }
-    if name.starts_with(' ') || name.ends_with(' ') {
-        errors.push(FieldError::new(field, "must not start or end with a space"));
-    }
-    errors
 }
 
 /// Storage of folders. Every method is scoped to one environment: a folder of another
@@ -160,17 +130,8 @@ impl FolderService {
         let mut errors = validate_name("name", &request.name);
         let parent_id = request.parent_id.filter(|p| !p.is_empty());
         if let Some(parent_id) = &parent_id {
-            match self.depth_of(env, parent_id).await? {
-                None => errors.push(FieldError::new(
-                    "parentId",
-                    format!("`{parent_id}` is not a folder of this environment"),
-                )),
-                Some(depth) if depth >= FOLDER_MAX_DEPTH => errors.push(FieldError::new(
-                    "parentId",
-                    format!("folders nest at most {FOLDER_MAX_DEPTH} levels deep; this parent is at level {depth}"),
-                )),
-                Some(_) => {}
-            }
+            let level = self.depth_of(env, parent_id).await?;
+            errors.extend(rules::parent_problem(parent_id, level));
         }
         if !errors.is_empty() {
             return Err(DomainError::Validation(errors));
@@ -187,7 +148,7 @@ impl FolderService {
         };
         match self.repo.insert(&folder).await {
             Ok(()) => Ok(folder),
-            Err(StorageError::UniqueViolation(_)) => Err(name_taken(&folder.name)),
+            Err(StorageError::UniqueViolation(_)) => Err(rules::name_taken(&folder.name)),
             // The parent was deleted between our check and the insert.
             Err(StorageError::ForeignKeyViolation(_)) => Err(DomainError::invalid(
                 "parentId",
@@ -210,15 +171,7 @@ impl FolderService {
             .get(env, id)
             .await?
             .ok_or(DomainError::NotFound(Resource::Folder))?;
-        let mut errors = validate_name("name", &request.name);
-        if let Some(requested) = request.parent_id {
-            if requested.filter(|p| !p.is_empty()) != current.parent_id {
-                errors.push(FieldError::new(
-                    "parentId",
-                    "folders cannot be moved; delete the folder and create it under the new parent",
-                ));
-            }
-        }
+        let errors = rules::rename_problems(&current, &request);
         if !errors.is_empty() {
             return Err(DomainError::Validation(errors));
         }
@@ -232,7 +185,7 @@ impl FolderService {
         {
             Ok(Some(folder)) => Ok(folder),
             Ok(None) => Err(DomainError::NotFound(Resource::Folder)),
-            Err(StorageError::UniqueViolation(_)) => Err(name_taken(&request.name)),
+            Err(StorageError::UniqueViolation(_)) => Err(rules::name_taken(&request.name)),
             Err(e) => Err(e.into()),
         }
     }
@@ -243,13 +196,13 @@ impl FolderService {
             return Err(DomainError::NotFound(Resource::Folder));
         }
         if self.repo.has_children(env, id).await? {
-            return Err(has_children());
+            return Err(rules::has_sub_folders());
         }
         match self.repo.delete_and_unfile_flows(env, id).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(DomainError::NotFound(Resource::Folder)),
             // A sub-folder was created between our check and the delete.
-            Err(StorageError::ForeignKeyViolation(_)) => Err(has_children()),
+            Err(StorageError::ForeignKeyViolation(_)) => Err(rules::has_sub_folders()),
             Err(e) => Err(e.into()),
         }
     }
@@ -271,20 +224,6 @@ impl FolderService {
         }
         Ok(Some(depth))
     }
-}
-
-fn name_taken(name: &str) -> DomainError {
-    DomainError::conflict(
-        ConflictKind::FolderNameTaken,
-        format!("a folder named `{name}` already exists under the same parent"),
-    )
-}
-
-fn has_children() -> DomainError {
-    DomainError::conflict(
-        ConflictKind::FolderHasChildren,
-        "the folder has sub-folders; delete them first",
-    )
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! a discarded draft).
 
 pub mod config;
+pub mod machine;
 mod recent;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use self::machine::{variables_of, Command, Context};
 use crate::folder::FolderRepository;
 use crate::id::{new_id, IdKind};
 use crate::page::{Page, PageRequest};
@@ -263,15 +265,6 @@ fn validate_description(errors: &mut Vec<FieldError>, field: &str, description: 
     }
 }
 
-/// The variable definitions a configuration declares.
-fn variables_of(config: &Value) -> Map<String, Value> {
-    config
-        .get("variables")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
-
 impl FlowService {
     pub fn new(
         flows: Arc<dyn FlowRepository>,
@@ -474,7 +467,7 @@ impl FlowService {
         Ok((flow, version))
     }
 
-    /// Publishes a new version from a configuration sent whole (spec 4.2 publish).
+    /// Publishes a new version from a configuration sent whole (docs/api.md, Action Flows).
     pub async fn publish(
         &self,
         who: &Principal,
@@ -483,43 +476,8 @@ impl FlowService {
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        if self.settings.get(env).await?.approvals_enabled {
-            return Err(DomainError::ApprovalRequired(
-                "approvals are enabled for this environment: save a draft, have it approved by another credential, then publish the draft".into(),
-            ));
-        }
-        let errors = config::validate(&config, "config");
-        self.change(env, id, |flow, now| {
-            refuse_archived(flow)?;
-            if let Some(draft) = flow.draft_version {
-                return Err(DomainError::conflict(
-                    ConflictKind::DraftExists,
-                    format!("version {draft} is a draft: publish it (config/draft/publish) or discard it before publishing a new configuration"),
-                ));
-            }
-            if !errors.is_empty() {
-                return Err(invalid_config(errors.clone()));
-            }
-            let version = FlowVersion {
-                flow_id: flow.id.clone(),
-                version: flow.latest_version + 1,
-                status: VersionStatus::Published,
-                config: config.clone(),
-                created_by: who.key_id.clone(),
-                approved_by: None,
-                approved: None,
-                published: Some(now),
-                created: now,
-                updated: now,
-            };
-            let mut next = flow.clone();
-            next.latest_version = version.version;
-            next.published_version = Some(version.version);
-            next.variables = variables_of(&version.config);
-            next.updated = now;
-            Ok((next.clone(), VersionChange::Insert(version.clone()), (next, version)))
-        })
-        .await
+        let transition = self.command(who, env, id, Command::Publish(config)).await?;
+        with_version(transition)
     }
 
     /// Saves the draft: replaces the current draft's configuration (which clears its
@@ -532,55 +490,10 @@ impl FlowService {
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        let errors = config::validate(&config, "config");
-        if !errors.is_empty() {
-            if self.flows.get(env, id).await?.is_none() {
-                return Err(not_found());
-            }
-            return Err(invalid_config(errors));
-        }
-        let config = &config;
-        self.change_async(env, id, move |flow: Flow, now| async move {
-            refuse_archived(&flow)?;
-            let (version, change) = match flow.draft_version {
-                Some(_) => {
-                    let current = current_draft(&self.flows, &flow).await?;
-                    let version = FlowVersion {
-                        config: config.clone(),
-                        created_by: who.key_id.clone(),
-                        approved_by: None,
-                        approved: None,
-                        updated: now,
-                        ..current
-                    };
-                    (version.clone(), VersionChange::Update(version))
-                }
-                None => {
-                    let version = FlowVersion {
-                        flow_id: flow.id.clone(),
-                        version: flow.latest_version + 1,
-                        status: VersionStatus::Draft,
-                        config: config.clone(),
-                        created_by: who.key_id.clone(),
-                        approved_by: None,
-                        approved: None,
-                        published: None,
-                        created: now,
-                        updated: now,
-                    };
-                    (version.clone(), VersionChange::Insert(version))
-                }
-            };
-            let mut next = flow.clone();
-            next.latest_version = next.latest_version.max(version.version);
-            next.draft_version = Some(version.version);
-            if next.published_version.is_none() {
-                next.variables = variables_of(&version.config);
-            }
-            next.updated = now;
-            Ok((next.clone(), change, (next, version)))
-        })
-        .await
+        let transition = self
+            .command(who, env, id, Command::SaveDraft(config))
+            .await?;
+        with_version(transition)
     }
 
     /// Discards the draft. Its version number is not given again.
@@ -591,19 +504,8 @@ impl FlowService {
         id: &str,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        self.change(env, id, |flow, now| {
-            let draft = flow
-                .draft_version
-                .ok_or(DomainError::NotFound(Resource::Draft))?;
-            let mut next = flow.clone();
-            next.draft_version = None;
-            if next.published_version.is_none() {
-                next.variables = Map::new();
-            }
-            next.updated = now;
-            Ok((next, VersionChange::Delete(draft), ()))
-        })
-        .await
+        self.command(who, env, id, Command::DiscardDraft).await?;
+        Ok(())
     }
 
     /// Approves the draft. The credential that saved it cannot approve it.
@@ -614,28 +516,8 @@ impl FlowService {
         id: &str,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        self.change_async(env, id, move |flow: Flow, now| async move {
-            let draft = current_draft(&self.flows, &flow).await?;
-            if draft.created_by == who.key_id {
-                return Err(DomainError::Forbidden(
-                    "a draft must be approved by a credential other than the one that saved it"
-                        .into(),
-                ));
-            }
-            let version = FlowVersion {
-                approved_by: Some(who.key_id.clone()),
-                approved: Some(now),
-                ..draft
-            };
-            let mut next = flow.clone();
-            next.updated = now;
-            Ok((
-                next.clone(),
-                VersionChange::Update(version.clone()),
-                (next, version),
-            ))
-        })
-        .await
+        let transition = self.command(who, env, id, Command::ApproveDraft).await?;
+        with_version(transition)
     }
 
     /// Publishes the draft. With approvals enabled, the draft must have been approved.
@@ -646,30 +528,11 @@ impl FlowService {
         id: &str,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        let approvals = self.settings.get(env).await?.approvals_enabled;
-        self.change_async(env, id, move |flow: Flow, now| async move {
-            refuse_archived(&flow)?;
-            let draft = current_draft(&self.flows, &flow).await?;
-            if approvals && draft.approved_by.is_none() {
-                return Err(DomainError::ApprovalRequired(
-                    "approvals are enabled for this environment: the draft must be approved by another credential first".into(),
-                ));
-            }
-            let errors = config::validate(&draft.config, "config");
-            if !errors.is_empty() {
-                return Err(invalid_config(errors));
-            }
-            let version = FlowVersion { status: VersionStatus::Published, published: Some(now), updated: now, ..draft };
-            let mut next = flow.clone();
-            next.published_version = Some(version.version);
-            next.draft_version = None;
-            next.variables = variables_of(&version.config);
-            next.updated = now;
-            Ok((next.clone(), VersionChange::Update(version.clone()), (next, version)))
-        })
-        .await
+        let transition = self.command(who, env, id, Command::PublishDraft).await?;
+        with_version(transition)
     }
 
+    /// Archives (`true`) or unarchives (`false`) the flow.
     pub async fn set_archived(
         &self,
         who: &Principal,
@@ -678,15 +541,10 @@ impl FlowService {
         archived: bool,
     ) -> Result<Flow, DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
-        self.change(env, id, |flow, now| {
-            let mut next = flow.clone();
-            if next.archived != archived {
-                next.archived = archived;
-                next.updated = now;
-            }
-            Ok((next.clone(), VersionChange::None, next))
-        })
-        .await
+        let transition = self
+            .command(who, env, id, Command::SetArchived(archived))
+            .await?;
+        Ok(transition.flow)
     }
 
     pub async fn settings(
@@ -707,6 +565,46 @@ impl FlowService {
         who.authorize(env, Permission::ActionFlowsWrite)?;
         self.settings.put(env, settings, self.clock.now()).await?;
         Ok(settings)
+    }
+
+    /// Decides `command` with the state machine ([`machine::decide`]) on the flow as stored,
+    /// with its draft when the command reads it, and saves the outcome.
+    async fn command(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        command: Command,
+    ) -> Result<machine::Transition, DomainError> {
+        let approvals_enabled =
+            command.needs_approval_setting() && self.settings.get(env).await?.approvals_enabled;
+        if approvals_enabled && matches!(command, Command::Publish(_)) {
+            // Refused before the flow is read, whether or not it exists.
+            return Err(machine::publish_needs_approval());
+        }
+        let command = &command;
+        self.change_async(env, id, move |flow: Flow, now| async move {
+            let draft = match (command.reads_draft(), flow.draft_version) {
+                (true, Some(number)) => {
+                    self.flows
+                        .get_version(&flow.id, VersionRef::Number(number))
+                        .await?
+                }
+                _ => None,
+            };
+            let context = Context {
+                by: &who.key_id,
+                approvals_enabled,
+                now,
+            };
+            let transition = machine::decide(&flow, draft.as_ref(), command, &context)?;
+            Ok((
+                transition.flow.clone(),
+                transition.change.clone(),
+                transition,
+            ))
+        })
+        .await
     }
 
     /// Load, decide, save with compare-and-swap; decide again after a lost race.
@@ -755,33 +653,14 @@ impl FlowService {
     }
 }
 
-fn refuse_archived(flow: &Flow) -> Result<(), DomainError> {
-    if flow.archived {
-        Err(DomainError::conflict(
-            ConflictKind::FlowArchived,
-            "the flow is archived; unarchive it first",
+/// The flow and version of a transition that produced a version.
+fn with_version(transition: machine::Transition) -> Result<(Flow, FlowVersion), DomainError> {
+    let version = transition.version.ok_or_else(|| {
+        DomainError::Storage(StorageError::Internal(
+            "a versioned change produced no version".into(),
         ))
-    } else {
-        Ok(())
-    }
-}
-
-async fn current_draft(
-    flows: &Arc<dyn FlowRepository>,
-    flow: &Flow,
-) -> Result<FlowVersion, DomainError> {
-    let number = flow
-        .draft_version
-        .ok_or(DomainError::NotFound(Resource::Draft))?;
-    flows
-        .get_version(&flow.id, VersionRef::Number(number))
-        .await?
-        .ok_or_else(|| {
-            DomainError::Storage(StorageError::Internal(format!(
-                "draft version {number} of {} is missing",
-                flow.id
-            )))
-        })
+    })?;
+    Ok((transition.flow, version))
 }
 
 #[cfg(test)]

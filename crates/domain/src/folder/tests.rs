@@ -6,6 +6,7 @@ use mockall::predicate::{always, eq};
 use super::*;
 use crate::tenancy::{KeyAccess, Role, Scope};
 use crate::time::MockClock;
+use crate::ConflictKind;
 
 const ENV: &str = "env_1";
 
