@@ -1,14 +1,12 @@
 //! Repository contract tests: every test body runs on SQLite and on PostgreSQL
 //! (`sqlite::name`, `postgres::name`), each on its own fresh database.
 
-use adapters_diesel::{
-    both_backends, Database, DieselFolderRepository, DieselHealthProbe, DieselTenancyRepository,
-};
+use adapters_diesel::{both_backends, Database, DieselHealthProbe, DieselTenancyRepository};
 use chrono::{Duration, TimeZone, Utc};
 use domain::secret::SecretHash;
 use domain::{
-    AccessTokenGrant, ApiKey, Environment, EnvironmentGrant, Folder, FolderRepository, HealthProbe,
-    KeyAccess, Organisation, Role, Scope, StorageError, TenancyRepository, Timestamp,
+    AccessTokenGrant, ApiKey, Environment, EnvironmentGrant, HealthProbe, KeyAccess, Organisation,
+    Role, Scope, StorageError, TenancyRepository, Timestamp,
 };
 
 fn t(seconds: i64) -> Timestamp {
@@ -69,18 +67,6 @@ fn key(id: &str, secret: &str, access: KeyAccess, environments: EnvironmentGrant
         environments,
         created: t(2),
         revoked: None,
-    }
-}
-
-fn folder(id: &str, env: &str, parent: Option<&str>, name: &str) -> Folder {
-    Folder {
-        id: id.into(),
-        name: name.into(),
-        environment_id: env.into(),
-        organisation_id: "org_1".into(),
-        parent_id: parent.map(Into::into),
-        created: t(3),
-        updated: t(3),
     }
 }
 
@@ -350,145 +336,6 @@ async fn bootstrap_happens_once_even_when_racing(url: &str) {
     );
 }
 
-async fn folders_round_trip_and_stay_in_their_environment(url: &str) {
-    let (db, _) = seeded(url).await;
-    let repo = DieselFolderRepository::new(db);
-    let root = folder("fld_1", "env_a", None, "Campaigns");
-    let child = folder("fld_2", "env_a", Some("fld_1"), "Q4");
-    repo.insert(&root).await.expect("root");
-    repo.insert(&child).await.expect("child");
-    repo.insert(&folder("fld_3", "env_b", None, "Campaigns"))
-        .await
-        .expect("same name, other env");
-    assert_eq!(
-        repo.get("env_a", "fld_2").await.expect("get"),
-        Some(child.clone())
-    );
-    assert_eq!(
-        repo.get("env_b", "fld_1").await.expect("get"),
-        None,
-        "invisible from another environment"
-    );
-    let mut ids: Vec<_> = repo
-        .list("env_a")
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|f| f.id)
-        .collect();
-    ids.sort();
-    assert_eq!(ids, ["fld_1", "fld_2"]);
-    assert!(repo.has_children("env_a", "fld_1").await.expect("children"));
-    assert!(!repo.has_children("env_a", "fld_2").await.expect("children"));
-    assert!(!repo.has_children("env_b", "fld_1").await.expect("children"));
-}
-
-async fn sibling_names_are_unique_by_exact_match_including_roots(url: &str) {
-    let (db, _) = seeded(url).await;
-    let repo = DieselFolderRepository::new(db);
-    repo.insert(&folder("fld_1", "env_a", None, "Sales"))
-        .await
-        .expect("root");
-    assert!(matches!(
-        repo.insert(&folder("fld_2", "env_a", None, "Sales")).await,
-        Err(StorageError::UniqueViolation(_))
-    ));
-    repo.insert(&folder("fld_3", "env_a", None, "sales"))
-        .await
-        .expect("case differs");
-    repo.insert(&folder("fld_4", "env_a", Some("fld_1"), "Sales"))
-        .await
-        .expect("other parent");
-    assert!(matches!(
-        repo.insert(&folder("fld_5", "env_a", Some("fld_1"), "Sales"))
-            .await,
-        Err(StorageError::UniqueViolation(_))
-    ));
-    assert!(matches!(
-        repo.rename("env_a", "fld_3", "Sales", t(9)).await,
-        Err(StorageError::UniqueViolation(_))
-    ));
-}
-
-async fn a_parent_must_exist_in_the_same_environment(url: &str) {
-    let (db, _) = seeded(url).await;
-    let repo = DieselFolderRepository::new(db);
-    repo.insert(&folder("fld_1", "env_a", None, "A"))
-        .await
-        .expect("root");
-    assert!(matches!(
-        repo.insert(&folder("fld_2", "env_b", Some("fld_1"), "B"))
-            .await,
-        Err(StorageError::ForeignKeyViolation(_))
-    ));
-    assert!(matches!(
-        repo.insert(&folder("fld_3", "env_a", Some("fld_missing"), "C"))
-            .await,
-        Err(StorageError::ForeignKeyViolation(_))
-    ));
-}
-
-async fn rename_updates_name_and_time_only(url: &str) {
-    let (db, _) = seeded(url).await;
-    let repo = DieselFolderRepository::new(db);
-    repo.insert(&folder("fld_1", "env_a", None, "Old"))
-        .await
-        .expect("root");
-    let renamed = repo
-        .rename("env_a", "fld_1", "New", t(50))
-        .await
-        .expect("rename")
-        .expect("found");
-    assert_eq!(
-        renamed,
-        Folder {
-            name: "New".into(),
-            updated: t(50),
-            ..folder("fld_1", "env_a", None, "")
-        }
-    );
-    assert_eq!(
-        repo.rename("env_b", "fld_1", "X", t(60))
-            .await
-            .expect("rename"),
-        None
-    );
-    assert_eq!(
-        repo.rename("env_a", "fld_nope", "X", t(60))
-            .await
-            .expect("rename"),
-        None
-    );
-}
-
-async fn delete_refuses_parents_and_removes_leaves(url: &str) {
-    let (db, _) = seeded(url).await;
-    let repo = DieselFolderRepository::new(db);
-    repo.insert(&folder("fld_1", "env_a", None, "A"))
-        .await
-        .expect("root");
-    repo.insert(&folder("fld_2", "env_a", Some("fld_1"), "B"))
-        .await
-        .expect("child");
-    assert!(matches!(
-        repo.delete_and_unfile_flows("env_a", "fld_1").await,
-        Err(StorageError::ForeignKeyViolation(_))
-    ));
-    assert!(!repo
-        .delete_and_unfile_flows("env_b", "fld_2")
-        .await
-        .expect("other env"));
-    assert!(repo
-        .delete_and_unfile_flows("env_a", "fld_2")
-        .await
-        .expect("leaf"));
-    assert!(repo
-        .delete_and_unfile_flows("env_a", "fld_1")
-        .await
-        .expect("now a leaf"));
-    assert!(repo.list("env_a").await.expect("list").is_empty());
-}
-
 both_backends!(
     migrations_apply_once_and_readiness_reports_them,
     a_checkpoint_leaves_the_wal_copied_and_the_data_readable,
@@ -498,463 +345,47 @@ both_backends!(
     revoking_a_key_kills_its_tokens,
     expired_tokens_are_swept_when_new_ones_are_issued,
     bootstrap_happens_once_even_when_racing,
-    folders_round_trip_and_stay_in_their_environment,
-    sibling_names_are_unique_by_exact_match_including_roots,
-    a_parent_must_exist_in_the_same_environment,
-    rename_updates_name_and_time_only,
-    delete_refuses_parents_and_removes_leaves,
 );
 
-// ---- Action Flows ----
+// ---- Folders, flows and settings: the domain's port contract ----
 
-mod flows {
-    use adapters_diesel::{
-        both_backends, DieselFlowRepository, DieselFolderRepository, DieselSettingsRepository,
-    };
-    use domain::flow::{
-        EnvironmentSettings, FlowFilter, FlowStatus, FolderFilter, SettingsRepository,
-        VersionChange, VersionRef, VersionStatus,
-    };
-    use domain::{Flow, FlowRepository, FlowVersion, FolderRepository, PageRequest, StorageError};
-    use serde_json::{json, Map};
+/// The cases of `domain::contract`, which the in-memory stores pass too, each on a fresh
+/// database of each backend.
+mod ports {
+    use std::sync::Arc;
 
-    use super::{folder, seeded, t};
+    use adapters_diesel::testing::TestDatabase;
+    use adapters_diesel::{DieselFlowRepository, DieselFolderRepository, DieselSettingsRepository};
+    use domain::contract::{check, Stores};
 
-    fn flow(id: &str, env: &str, name: &str) -> Flow {
-        Flow {
-            id: id.into(),
-            environment_id: env.into(),
-            organisation_id: "org_1".into(),
-            name: name.into(),
-            description: "about".into(),
-            folder_id: None,
-            archived: false,
-            latest_version: 0,
-            published_version: None,
-            draft_version: None,
-            variables: Map::new(),
-            revision: 0,
-            created: t(5),
-            updated: t(5),
+    use super::seeded;
+
+    async fn stores(db: TestDatabase) -> (Stores, TestDatabase) {
+        let (database, _) = seeded(db.url()).await;
+        let stores = Stores {
+            folders: Arc::new(DieselFolderRepository::new(database.clone())),
+            flows: Arc::new(DieselFlowRepository::new(database.clone())),
+            settings: Arc::new(DieselSettingsRepository::new(database)),
+        };
+        (stores, db)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_keeps_the_port_contract() {
+        check(|| stores(TestDatabase::sqlite())).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_keeps_the_port_contract() {
+        if TestDatabase::postgres().is_none() {
+            return;
         }
+        check(|| async {
+            let db = TestDatabase::postgres().expect("it was there a moment ago");
+            stores(db).await
+        })
+        .await;
     }
-
-    fn version(flow: &str, n: u32, status: VersionStatus) -> FlowVersion {
-        FlowVersion {
-            flow_id: flow.into(),
-            version: n,
-            status,
-            config: json!({"type": "card", "n": n, "unknown": {"kept": [1, 2]}}),
-            created_by: "key_1".into(),
-            approved_by: Some("key_2".into()),
-            approved: Some(t(6)),
-            published: (status == VersionStatus::Published).then(|| t(7)),
-            created: t(6),
-            updated: t(6),
-        }
-    }
-
-    async fn flows_and_versions_round_trip(url: &str) {
-        let (db, _) = seeded(url).await;
-        let repo = DieselFlowRepository::new(db);
-        let mut f = Flow {
-            latest_version: 1,
-            draft_version: Some(1),
-            ..flow("flw_1", "env_a", "Welcome")
-        };
-        f.variables.insert("name".into(), json!({"type": "string"}));
-        let v1 = version("flw_1", 1, VersionStatus::Draft);
-        repo.insert(&f, Some(v1.clone())).await.expect("insert");
-        assert_eq!(
-            repo.get("env_a", "flw_1").await.expect("get"),
-            Some(f.clone())
-        );
-        assert_eq!(
-            repo.get("env_b", "flw_1").await.expect("get"),
-            None,
-            "invisible from another environment"
-        );
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Number(1))
-                .await
-                .expect("v1"),
-            Some(v1.clone())
-        );
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Latest)
-                .await
-                .expect("latest"),
-            Some(v1)
-        );
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Number(2))
-                .await
-                .expect("v2"),
-            None
-        );
-        assert_eq!(
-            repo.get_version("flw_none", VersionRef::Latest)
-                .await
-                .expect("none"),
-            None
-        );
-    }
-
-    async fn save_is_a_compare_and_swap_with_its_version_change(url: &str) {
-        let (db, _) = seeded(url).await;
-        let repo = DieselFlowRepository::new(db);
-        let f = Flow {
-            latest_version: 1,
-            draft_version: Some(1),
-            ..flow("flw_1", "env_a", "Welcome")
-        };
-        repo.insert(&f, Some(version("flw_1", 1, VersionStatus::Draft)))
-            .await
-            .expect("insert");
-
-        let published = Flow {
-            published_version: Some(1),
-            draft_version: None,
-            revision: 1,
-            updated: t(9),
-            ..f.clone()
-        };
-        let v1 = FlowVersion {
-            status: VersionStatus::Published,
-            published: Some(t(9)),
-            ..version("flw_1", 1, VersionStatus::Draft)
-        };
-        repo.save(&published, 0, VersionChange::Update(v1.clone()))
-            .await
-            .expect("publish draft");
-        assert_eq!(
-            repo.get("env_a", "flw_1").await.expect("get"),
-            Some(published.clone())
-        );
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Number(1))
-                .await
-                .expect("v1"),
-            Some(v1)
-        );
-
-        // A save from a stale read changes nothing, not even the version rows.
-        let stale = Flow {
-            latest_version: 2,
-            revision: 1,
-            ..f.clone()
-        };
-        assert_eq!(
-            repo.save(
-                &stale,
-                0,
-                VersionChange::Insert(version("flw_1", 2, VersionStatus::Published))
-            )
-            .await,
-            Err(StorageError::StaleRevision)
-        );
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Number(2))
-                .await
-                .expect("v2"),
-            None
-        );
-        assert_eq!(
-            repo.get("env_a", "flw_1").await.expect("get"),
-            Some(published.clone())
-        );
-
-        let next = Flow {
-            latest_version: 2,
-            draft_version: Some(2),
-            revision: 2,
-            ..published.clone()
-        };
-        repo.save(
-            &next,
-            1,
-            VersionChange::Insert(version("flw_1", 2, VersionStatus::Draft)),
-        )
-        .await
-        .expect("draft 2");
-        let discarded = Flow {
-            draft_version: None,
-            revision: 3,
-            ..next
-        };
-        repo.save(&discarded, 2, VersionChange::Delete(2))
-            .await
-            .expect("discard");
-        assert_eq!(
-            repo.get_version("flw_1", VersionRef::Latest)
-                .await
-                .expect("latest")
-                .map(|v| v.version),
-            Some(1)
-        );
-    }
-
-    async fn racing_saves_on_one_revision_let_exactly_one_win(url: &str) {
-        let (db, _) = seeded(url).await;
-        let repo = std::sync::Arc::new(DieselFlowRepository::new(db));
-        repo.insert(&flow("flw_1", "env_a", "Race"), None)
-            .await
-            .expect("insert");
-        let mut tasks = Vec::new();
-        for i in 0..8 {
-            let repo = repo.clone();
-            tasks.push(tokio::spawn(async move {
-                let next = Flow {
-                    latest_version: 1,
-                    published_version: Some(1),
-                    revision: 1,
-                    name: format!("winner {i}"),
-                    ..flow("flw_1", "env_a", "")
-                };
-                repo.save(
-                    &next,
-                    0,
-                    VersionChange::Insert(version("flw_1", 1, VersionStatus::Published)),
-                )
-                .await
-            }));
-        }
-        let mut won = 0;
-        for task in tasks {
-            match task.await.expect("join") {
-                Ok(()) => won += 1,
-                Err(StorageError::StaleRevision) | Err(StorageError::UniqueViolation(_)) => {}
-                Err(other) => panic!("{other:?}"),
-            }
-        }
-        assert_eq!(won, 1);
-        assert_eq!(
-            repo.get("env_a", "flw_1")
-                .await
-                .expect("get")
-                .map(|f| f.revision),
-            Some(1)
-        );
-    }
-
-    async fn list_filters_combine_and_pages_follow_newest_first(url: &str) {
-        let (db, _) = seeded(url).await;
-        let folders = DieselFolderRepository::new(db.clone());
-        folders
-            .insert(&folder("fld_1", "env_a", None, "F"))
-            .await
-            .expect("folder");
-        let repo = DieselFlowRepository::new(db);
-        let flows = [
-            Flow {
-                folder_id: Some("fld_1".into()),
-                ..flow("flw_01", "env_a", "Welcome Über")
-            },
-            Flow {
-                published_version: Some(1),
-                latest_version: 1,
-                ..flow("flw_02", "env_a", "welcome back")
-            },
-            Flow {
-                archived: true,
-                published_version: Some(1),
-                latest_version: 1,
-                ..flow("flw_03", "env_a", "WELCOME old")
-            },
-            Flow {
-                folder_id: Some("fld_1".into()),
-                published_version: Some(2),
-                latest_version: 2,
-                ..flow("flw_04", "env_a", "Receipt 50%_off")
-            },
-            flow("flw_05", "env_b", "Welcome elsewhere"),
-        ];
-        for f in &flows {
-            repo.insert(f, None).await.expect("insert");
-        }
-        let ids = |found: Vec<Flow>| found.into_iter().map(|f| f.id).collect::<Vec<_>>();
-        let all = PageRequest {
-            limit: 10,
-            after: None,
-        };
-        let list = |filter: FlowFilter| {
-            let repo = &repo;
-            let all = all.clone();
-            async move { ids(repo.list("env_a", &filter, &all).await.expect("list")) }
-        };
-        assert_eq!(
-            list(FlowFilter::default()).await,
-            ["flw_04", "flw_03", "flw_02", "flw_01"]
-        );
-        let named = |n: &str| FlowFilter {
-            name_contains: Some(n.into()),
-            ..Default::default()
-        };
-        assert_eq!(list(named("welcome")).await, ["flw_03", "flw_02", "flw_01"]);
-        assert_eq!(
-            list(named("über")).await,
-            ["flw_01"],
-            "the service folds case, the database compares folded names"
-        );
-        assert_eq!(
-            list(named("50%_")).await,
-            ["flw_04"],
-            "wildcards are literal"
-        );
-        assert_eq!(list(named("%")).await, ["flw_04"]);
-        let status = |s| FlowFilter {
-            status: Some(s),
-            ..Default::default()
-        };
-        assert_eq!(
-            list(status(FlowStatus::Published)).await,
-            ["flw_04", "flw_02"]
-        );
-        assert_eq!(list(status(FlowStatus::Draft)).await, ["flw_01"]);
-        assert_eq!(list(status(FlowStatus::Archived)).await, ["flw_03"]);
-        let both = FlowFilter {
-            status: Some(FlowStatus::Published),
-            ..named("welcome")
-        };
-        assert_eq!(list(both).await, ["flw_02"]);
-        assert_eq!(
-            list(FlowFilter {
-                folder: Some(FolderFilter::In("fld_1".into())),
-                ..Default::default()
-            })
-            .await,
-            ["flw_04", "flw_01"]
-        );
-        assert_eq!(
-            list(FlowFilter {
-                folder: Some(FolderFilter::Uncategorized),
-                ..Default::default()
-            })
-            .await,
-            ["flw_03", "flw_02"]
-        );
-
-        let first = repo
-            .list(
-                "env_a",
-                &FlowFilter::default(),
-                &PageRequest {
-                    limit: 2,
-                    after: None,
-                },
-            )
-            .await
-            .expect("page 1");
-        assert_eq!(
-            ids(first),
-            ["flw_04", "flw_03", "flw_02"],
-            "limit + 1 rows tell that more follow"
-        );
-        let second = repo
-            .list(
-                "env_a",
-                &FlowFilter::default(),
-                &PageRequest {
-                    limit: 2,
-                    after: Some("flw_03".into()),
-                },
-            )
-            .await
-            .expect("page 2");
-        assert_eq!(ids(second), ["flw_02", "flw_01"]);
-    }
-
-    async fn deleting_a_folder_unfiles_its_flows_in_the_same_transaction(url: &str) {
-        let (db, _) = seeded(url).await;
-        let folders = DieselFolderRepository::new(db.clone());
-        folders
-            .insert(&folder("fld_1", "env_a", None, "F"))
-            .await
-            .expect("folder");
-        let repo = DieselFlowRepository::new(db);
-        repo.insert(
-            &Flow {
-                folder_id: Some("fld_1".into()),
-                ..flow("flw_1", "env_a", "Filed")
-            },
-            None,
-        )
-        .await
-        .expect("flow");
-        assert!(folders
-            .delete_and_unfile_flows("env_a", "fld_1")
-            .await
-            .expect("delete"));
-        let after = repo
-            .get("env_a", "flw_1")
-            .await
-            .expect("get")
-            .expect("the flow stays");
-        assert_eq!(after.folder_id, None);
-    }
-
-    async fn a_flow_can_only_be_filed_in_a_folder_of_its_environment(url: &str) {
-        let (db, _) = seeded(url).await;
-        let folders = DieselFolderRepository::new(db.clone());
-        folders
-            .insert(&folder("fld_b", "env_b", None, "B"))
-            .await
-            .expect("folder");
-        let repo = DieselFlowRepository::new(db);
-        let foreign = Flow {
-            folder_id: Some("fld_b".into()),
-            ..flow("flw_1", "env_a", "X")
-        };
-        assert!(matches!(
-            repo.insert(&foreign, None).await,
-            Err(StorageError::ForeignKeyViolation(_))
-        ));
-    }
-
-    async fn settings_default_off_and_upsert(url: &str) {
-        let (db, _) = seeded(url).await;
-        let repo = DieselSettingsRepository::new(db);
-        assert_eq!(
-            repo.get("env_a").await.expect("get"),
-            EnvironmentSettings {
-                approvals_enabled: false
-            }
-        );
-        repo.put(
-            "env_a",
-            EnvironmentSettings {
-                approvals_enabled: true,
-            },
-            t(1),
-        )
-        .await
-        .expect("insert");
-        assert!(repo.get("env_a").await.expect("get").approvals_enabled);
-        assert!(
-            !repo.get("env_b").await.expect("get").approvals_enabled,
-            "per environment"
-        );
-        repo.put(
-            "env_a",
-            EnvironmentSettings {
-                approvals_enabled: false,
-            },
-            t(2),
-        )
-        .await
-        .expect("update");
-        assert!(!repo.get("env_a").await.expect("get").approvals_enabled);
-    }
-
-    both_backends!(
-        flows_and_versions_round_trip,
-        save_is_a_compare_and_swap_with_its_version_change,
-        racing_saves_on_one_revision_let_exactly_one_win,
-        list_filters_combine_and_pages_follow_newest_first,
-        deleting_a_folder_unfiles_its_flows_in_the_same_transaction,
-        a_flow_can_only_be_filed_in_a_folder_of_its_environment,
-        settings_default_off_and_upsert,
-    );
 }
 
 // ---- Audience ----

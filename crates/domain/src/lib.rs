@@ -9,12 +9,16 @@ pub mod audience;
 pub mod bulk;
 pub mod cancel;
 pub mod card;
+#[cfg(feature = "contract")]
+pub mod contract;
 pub mod error;
 pub mod flow;
 pub mod folder;
 pub mod health;
 pub mod id;
 pub mod json;
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod page;
 pub mod push;
 pub mod retry;
