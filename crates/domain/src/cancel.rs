@@ -1,6 +1,5 @@
-//! Cancel tasks (spec 2.7, 3, 4.2; contract §6): stop the flow instances of an Action Flow
-//! (all, or those of one user, invocation or configuration version) and, by default, cancel
-//! their cards.
+//! Cancel tasks (docs/api.md, Cancel): stop the flow instances of an Action Flow (all, or
+//! those of one user, invocation or configuration version) and, by default, cancel their cards.
 //!
 //! A task is a durable marker. Workers cancel what exists in batches; and every engine batch
 //! checks the markers of its flow before it creates anything ([`CancelTask::covers`]), in the
@@ -22,14 +21,20 @@ use crate::{
 /// Flow instances cancelled per transaction.
 pub const CANCEL_BATCH: u32 = 1_000;
 
+/// Where a cancel task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelStatus {
+    /// Accepted; workers are cancelling what it matches.
     Processing,
+    /// Every matching flow instance (and, when asked, its open cards) is cancelled.
     Completed,
+    /// Nothing matched ("no matching flow instances were found"), or a step kept failing
+    /// (see [`CancelService::step`]); `errors` says which.
     Failed,
 }
 
 impl CancelStatus {
+    /// The status as the API and the database spell it: `processing`, `completed`, `failed`.
     pub const fn as_str(self) -> &'static str {
         match self {
             CancelStatus::Processing => "processing",
@@ -38,6 +43,7 @@ impl CancelStatus {
         }
     }
 
+    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         [Self::Processing, Self::Completed, Self::Failed]
             .into_iter()
@@ -48,8 +54,11 @@ impl CancelStatus {
 /// What a cancel matches: each given field narrows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CancelFilter {
+    /// `endUserId`: only the instances of this end user.
     pub end_user_id: Option<String>,
+    /// `flowInvocationId`: only the instances of this invocation.
     pub invocation_id: Option<String>,
+    /// `flowConfigVersion`: only the instances of this configuration version (from 1).
     pub flow_version: Option<u32>,
     /// False: the instances stop and their cards stay in the feeds.
     pub cancel_cards: bool,
@@ -57,6 +66,24 @@ pub struct CancelFilter {
 
 impl CancelFilter {
     /// The optional body of `POST .../task/cancel`. Unknown fields are ignored.
+    ///
+    /// No body (or `null` fields) matches every instance and cancels their cards. Every
+    /// problem comes back at once as [`DomainError::Validation`]: `endUserId` and
+    /// `flowInvocationId` must be strings of 1 to 255 characters, `flowConfigVersion` a whole
+    /// number from 1, `cancelCards` a boolean; a body that is not an object is a problem of
+    /// the body as a whole (field `""`).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use workbench_domain::cancel::CancelFilter;
+    ///
+    /// let all = CancelFilter::parse(None).expect("no body");
+    /// assert!(all.cancel_cards && all.end_user_id.is_none());
+    /// let one = CancelFilter::parse(Some(&json!({"endUserId": "u1", "cancelCards": false})))
+    ///     .expect("valid");
+    /// assert_eq!((one.end_user_id.as_deref(), one.cancel_cards), (Some("u1"), false));
+    /// assert!(CancelFilter::parse(Some(&json!({"flowConfigVersion": 0}))).is_err());
+    /// ```
     pub fn parse(body: Option<&Value>) -> Result<Self, DomainError> {
         let mut filter = CancelFilter {
             cancel_cards: true,
@@ -108,24 +135,37 @@ impl CancelFilter {
     }
 }
 
+/// A cancel of an Action Flow's instances: the durable marker and its progress
+/// (`GET .../task/{taskId}/status`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CancelTask {
-    /// UUID form (spec 2.7).
+    /// A UUID, lowercase (the `taskId` of docs/api.md, Cancel).
     pub id: String,
+    /// The environment of the flow.
     pub environment_id: String,
+    /// The Action Flow whose instances are cancelled.
     pub flow_id: String,
+    /// What the cancel matches.
     pub filter: CancelFilter,
+    /// Where the task is.
     pub status: CancelStatus,
     /// Flow instances to cancel, counted when work starts.
     pub expected: Option<u64>,
+    /// Flow instances cancelled so far.
     pub actual: u64,
+    /// Open cards to cancel, counted when work starts (0 when `cancel_cards` is false).
     pub cards_expected: Option<u64>,
+    /// Cards cancelled so far.
     pub cards_actual: u64,
+    /// Why the task failed, for a caller to read.
     pub errors: Vec<String>,
+    /// When the cancel was accepted: it covers what was triggered up to then.
     pub created: Timestamp,
+    /// When the task last changed.
     pub updated: Timestamp,
-    /// The lease this copy was claimed with (contract §19): the step's writes apply only while
-    /// the task still holds it. None for a task not claimed.
+    /// The lease this copy was claimed with (docs/architecture.md, Time, leases and fencing):
+    /// the step's writes apply only while the task still holds it. None for a task not
+    /// claimed.
     pub lease_until: Option<Timestamp>,
 }
 
@@ -178,7 +218,8 @@ impl CancelTask {
                 .is_none_or(|u| u == user_id)
     }
 
-    /// Whether it stops the whole invocation (no user filter).
+    /// Whether it stops the whole invocation (no user filter): as [`covers`](Self::covers)
+    /// for every user.
     pub fn covers_invocation(
         &self,
         invocation_id: &str,
@@ -190,6 +231,9 @@ impl CancelTask {
     }
 
     /// 0–100: instances handled of those expected.
+    ///
+    /// At most 99 until the task is completed, then 100; 0 before the instances are counted
+    /// and when none matched.
     pub fn progress(&self) -> u8 {
         match (self.status, self.expected) {
             (CancelStatus::Completed, _) => 100,
@@ -226,23 +270,41 @@ fn is_uuid(s: &str) -> bool {
         })
 }
 
+/// Storage of cancel tasks, and the cancelling itself (a port).
+///
+/// [`count`](Self::count) and [`cancel_batch`](Self::cancel_batch) reach only active flow
+/// instances of the task's environment and flow created up to the task's `created`, narrowed
+/// by its filter. The engine's saves read the markers this stores in the same transaction as
+/// their cards and drop what a marker covers ([`CancelTask::covers`]); an implementation must
+/// keep that true across processes (see [`create`](Self::create)). Writes of a claimed task
+/// are fenced by its lease (docs/architecture.md, Time, leases and fencing).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait CancelRepository: Send + Sync {
     /// Records the marker. On PostgreSQL it first locks the flow's row, so an engine batch of
     /// the flow either committed before (its cards are then cancelled by the task) or sees the
     /// marker.
+    ///
+    /// The task is durable when this returns.
     async fn create(&self, task: &CancelTask) -> Result<(), StorageError>;
+    /// The task with this id in the environment (of any flow: the service checks the flow);
+    /// None when there is none.
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<CancelTask>, StorageError>;
     /// Takes a processing task whose lease ran out (or never had one) until `lease_until`; the
     /// task returned carries that lease.
+    ///
+    /// Of any environment, oldest first; None when no task is due. Two claims at once never
+    /// take the same task.
     async fn claim(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<Option<CancelTask>, StorageError>;
     /// Active flow instances the task matches (created up to the task), and their open cards.
+    ///
+    /// Answers (instances, open cards); the cards are counted whether or not the task cancels
+    /// them.
     async fn count(&self, task: &CancelTask) -> Result<(u64, u64), StorageError>;
     /// In one transaction, only while the task still holds `task.lease_until`: cancels up to
     /// `limit` matching active instances and (when the task says so) their open cards, writing
@@ -261,6 +323,60 @@ pub trait CancelRepository: Send + Sync {
     async fn save(&self, task: &CancelTask) -> Result<bool, StorageError>;
 }
 
+/// The Cancel API and the worker that carries cancels out.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use serde_json::json;
+/// use workbench_domain::cancel::{CancelService, CancelStatus};
+/// use workbench_domain::mocks::{MockCancelRepository, MockClock, MockFlowRepository};
+/// use workbench_domain::{DomainError, Flow, Principal};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let now = workbench_domain::chrono::Utc::now();
+/// let mut clock = MockClock::new();
+/// clock.expect_now().return_const(now);
+/// # let flow = Flow {
+/// #     id: "flw_1".into(),
+/// #     environment_id: "env_1".into(),
+/// #     organisation_id: "org_1".into(),
+/// #     name: "Onboarding".into(),
+/// #     description: String::new(),
+/// #     folder_id: None,
+/// #     archived: false,
+/// #     latest_version: 1,
+/// #     published_version: Some(1),
+/// #     draft_version: None,
+/// #     variables: Default::default(),
+/// #     revision: 1,
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// // `flow` is the Action Flow `flw_1` of `env_1`.
+/// let mut flows = MockFlowRepository::new();
+/// flows.expect_get().returning(move |_, _| Ok(Some(flow.clone())));
+/// let mut tasks = MockCancelRepository::new();
+/// tasks
+///     .expect_create()
+///     .withf(|t| t.filter.end_user_id.as_deref() == Some("u1") && t.filter.cancel_cards)
+///     .times(1)
+///     .returning(|_| Ok(()));
+/// let service = CancelService::new(Arc::new(tasks), Arc::new(flows), Arc::new(clock));
+/// let who = Principal::trusted("support-desk", "org_1", &["env_1"]);
+///
+/// let task = service.start(&who, "env_1", "flw_1", Some(&json!({"endUserId": "u1"}))).await?;
+/// assert_eq!(task.status, CancelStatus::Processing);
+/// assert_eq!((task.id.len(), task.progress()), (36, 0)); // a UUID; nothing counted yet
+///
+/// // A task id must be a UUID.
+/// let status = service.status(&who, "env_1", "flw_1", "42").await;
+/// let Err(DomainError::Validation(problems)) = status else { panic!("{status:?}") };
+/// assert_eq!(problems[0].field, "taskId");
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct CancelService {
     tasks: Arc<dyn CancelRepository>,
     flows: Arc<dyn FlowRepository>,
@@ -270,6 +386,7 @@ pub struct CancelService {
 }
 
 impl CancelService {
+    /// A service over these repositories, with a 30-second lease on each claimed task.
     pub fn new(
         tasks: Arc<dyn CancelRepository>,
         flows: Arc<dyn FlowRepository>,
@@ -285,17 +402,26 @@ impl CancelService {
     }
 
     /// Writes refused since the last call because the task's lease had passed to another
-    /// holder (contract §19).
+    /// holder (docs/architecture.md, Time, leases and fencing).
     pub fn take_stale(&self) -> u64 {
         self.stale.take()
     }
 
+    /// The same service with another lease: how long a claimed task stays with its worker
+    /// before another may take it over.
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
     /// Accepts a cancel: the marker is durable when this returns.
+    ///
+    /// `body` is the optional request body ([`CancelFilter::parse`]). Needs
+    /// `action_flows:trigger` ([`DomainError::Unauthenticated`] for an environment the caller
+    /// may not use, [`DomainError::Forbidden`] without the permission); then
+    /// [`DomainError::Validation`] for the body, [`DomainError::NotFound`] when the
+    /// environment has no such flow. The answer is the task, `processing`; its work is done
+    /// by [`step`](Self::step).
     pub async fn start(
         &self,
         who: &Principal,
@@ -315,6 +441,9 @@ impl CancelService {
         Ok(task)
     }
 
+    /// The task `task_id` of the flow. Needs `action_flows:read`. A task id that is not a
+    /// UUID is a [`DomainError::Validation`] at `taskId`; [`DomainError::NotFound`] when the
+    /// flow has no such task (a task of another flow included).
     pub async fn status(
         &self,
         who: &Principal,
@@ -337,7 +466,11 @@ impl CancelService {
     ///
     /// A step that panics or fails unexpectedly is tried again, up to
     /// [`crate::unit::ATTEMPTS`] times in all; then the task fails alone, with an `errorId` in
-    /// its errors and in the log (contract §10).
+    /// its errors and in the log (docs/operations.md, When one unit of work fails).
+    ///
+    /// A step claims the oldest due task, counts what it matches (a task matching nothing
+    /// fails), then cancels [`CANCEL_BATCH`] instances per transaction until none are left,
+    /// and marks the task completed. A worker calls it in a loop, pausing after a false.
     pub async fn step(&self) -> Result<bool, StorageError> {
         let now = self.clock.now();
         let Some(task) = self.tasks.claim(now, now + self.lease).await? else {

@@ -1,6 +1,6 @@
-//! Card instances, their life cycle (contract §4), and the analytics events every transition
-//! writes: `embargoed` → `active`; `active` → `snoozed` → `active`; `active` → `completed` |
-//! `dismissed` | `cancelled` | `expired`. Closed states are final.
+//! Card instances, their life cycle (docs/api.md, End-user card API), and the analytics events
+//! every transition writes: `embargoed` → `active`; `active` → `snoozed` → `active`; `active` →
+//! `completed` | `dismissed` | `cancelled` | `expired`. Closed states are final.
 
 use std::sync::Arc;
 
@@ -13,18 +13,28 @@ use crate::{StorageError, Timestamp};
 pub mod content;
 pub use content::{trigger_context, CardContent, CardContext};
 
+/// Where a card is in its life cycle. `Embargoed`, `Active` and `Snoozed` are open; the others
+/// are closed, and final. Only active cards are in a user's feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardStatus {
+    /// Created with a future embargo: not in the feed until the embargo ends.
     Embargoed,
+    /// In the user's feed.
     Active,
+    /// Put aside by the user until a time; back to active then.
     Snoozed,
+    /// Submitted by the user (`submit`).
     Completed,
+    /// Dismissed by the user (`dismiss`).
     Dismissed,
+    /// Cancelled by a cancel task.
     Cancelled,
+    /// Its expiry time came while it was open.
     Expired,
 }
 
 impl CardStatus {
+    /// The status as the API and the database spell it: `embargoed`, `active`, ...
     pub const fn as_str(self) -> &'static str {
         match self {
             CardStatus::Embargoed => "embargoed",
@@ -37,6 +47,7 @@ impl CardStatus {
         }
     }
 
+    /// Every status, in life-cycle order.
     pub const ALL: [CardStatus; 7] = [
         CardStatus::Embargoed,
         CardStatus::Active,
@@ -47,6 +58,8 @@ impl CardStatus {
         CardStatus::Expired,
     ];
 
+    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else (letter
+    /// case counts).
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.as_str() == s)
     }
@@ -60,6 +73,7 @@ impl CardStatus {
             .collect()
     }
 
+    /// Whether the status is final: completed, dismissed, cancelled or expired.
     pub fn is_closed(self) -> bool {
         matches!(
             self,
@@ -107,20 +121,34 @@ impl CardStatus {
 /// One card in one user's feed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CardInstance {
+    /// `crd_…`.
     pub id: String,
+    /// The environment of the card and its user.
     pub environment_id: String,
+    /// The end user whose feed the card is in.
     pub user_id: String,
+    /// The flow instance (`fin_…`) that made the card: one per user an invocation targeted,
+    /// shared by the cards of its steps.
     pub flow_instance_id: String,
+    /// The invocation (`flowInvocationId`) that made the card.
     pub invocation_id: String,
+    /// The Action Flow (`flw_…`).
     pub flow_id: String,
+    /// The flow's configuration version that made the card.
     pub flow_version: u32,
+    /// The `create-card` step that made the card.
     pub step_id: String,
+    /// The card template's key in the configuration's `cardTemplates`.
     pub template_id: String,
+    /// The template's `metadata.cardName`.
     pub template_name: String,
+    /// Where the card is in its life cycle.
     pub status: CardStatus,
     /// 1 (bottom of the feed) to 10 (top).
     pub priority: u8,
+    /// The streams the card is in: `All cards` and those the trigger named.
     pub stream_ids: Vec<String>,
+    /// The platforms the card is for, as `Web`, `iOS`, `Android`.
     pub platforms: Vec<String>,
     /// Rendered views and notification, per platform name. Shared: every card of one step of
     /// one invocation has the same.
@@ -128,46 +156,62 @@ pub struct CardInstance {
     /// The trigger's context: variables, metadata, notificationDetail, test flag. Shared like
     /// `content`.
     pub context: CardContext,
+    /// When an embargoed card becomes active; None for a card made active at once.
     pub embargo_until: Option<Timestamp>,
+    /// When an open card expires; None: never.
     pub expires_at: Option<Timestamp>,
+    /// When a snoozed card becomes active again (set by a snooze).
     pub snoozed_until: Option<Timestamp>,
+    /// When the card first became active; None while it has never been.
     pub published_at: Option<Timestamp>,
+    /// When the card was made.
     pub created: Timestamp,
+    /// When its status last changed.
     pub updated: Timestamp,
 }
 
-/// An analytics event (spec 2.9): a card entering a status. Append-only; the webhooks issue
-/// delivers from here.
+/// An analytics event: a card entering a status. Append-only; webhook deliveries and pushes
+/// are made from these.
 ///
 /// An event is its change — the status, the previous status, the submitted values — and the
-/// card as the change left it. Its 2.9 payload ([`AnalyticsEvent::data`]) repeats the card's
+/// card as the change left it. Its payload ([`AnalyticsEvent::data`]) repeats the card's
 /// immutable parts (template, streams, platforms, the trigger's context), so it is built when
 /// read or delivered, not stored with every event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalyticsEvent {
+    /// `evt_…`; also the `webhook-id` of its deliveries.
     pub id: String,
+    /// The event's name: `card-published`, `card-embargoed`, `card-snoozed`,
+    /// `card-unsnoozed`, `card-completed`, `card-dismissed`, `card-cancelled` or
+    /// `card-expired` (see [`CardStatus::event_name`]).
     pub name: String,
     /// The card as this event left it: its status and publication time are the event's.
     pub card: Arc<CardInstance>,
+    /// The status the card left; None for a card's first event.
     pub previous: Option<CardStatus>,
     /// The values submitted with `card-completed`.
     pub values: Option<Value>,
+    /// When it happened.
     pub created: Timestamp,
 }
 
 impl AnalyticsEvent {
+    /// The card's environment.
     pub fn environment_id(&self) -> &str {
         &self.card.environment_id
     }
 
+    /// The card's end user.
     pub fn user_id(&self) -> &str {
         &self.card.user_id
     }
 
+    /// The card's id.
     pub fn card_instance_id(&self) -> &str {
         &self.card.id
     }
 
+    /// The card's Action Flow.
     pub fn flow_id(&self) -> &str {
         &self.card.flow_id
     }
@@ -177,7 +221,10 @@ impl AnalyticsEvent {
         self.card.content.notifies()
     }
 
-    /// The spec 2.9 payload.
+    /// The event's payload: what `GET .../cards/{id}/events` answers and what a webhook
+    /// delivers as `data` (docs/api.md, End-user card API and Webhooks). Keys: `id`,
+    /// `analyticsEvent`, `endUserId`, `timestamp`, `cardContext`, `properties` (`values`),
+    /// `platformContext` and `metadata`.
     pub fn data(&self) -> Value {
         let card = &self.card;
         let context = card.context.value();
@@ -215,6 +262,9 @@ impl AnalyticsEvent {
 }
 
 /// The event of a card entering its current status.
+///
+/// `card` is the card as it now is; `previous` the status it left (None for a new card);
+/// `values` the submitted values of a `card-completed`. The event gets a new id.
 pub fn card_event(
     card: Arc<CardInstance>,
     previous: Option<CardStatus>,
@@ -231,8 +281,8 @@ pub fn card_event(
     }
 }
 
-/// A cancel of `card` (contract §6): an open card becomes `cancelled`, and this is its event;
-/// a closed card stays as it is (`None`).
+/// A cancel of `card` (docs/api.md, Cancel): an open card becomes `cancelled`, and this is its
+/// event; a closed card stays as it is (`None`).
 pub fn cancel_card(card: CardInstance, now: Timestamp) -> Option<AnalyticsEvent> {
     if !card.status.can_become(CardStatus::Cancelled) {
         return None;
@@ -249,22 +299,29 @@ pub fn cancel_card(card: CardInstance, now: Timestamp) -> Option<AnalyticsEvent>
 /// A status change of one card, saved only if the card still has `from` (compare-and-swap).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
+    /// The status the card must still have for the change to apply.
     pub from: CardStatus,
     /// Its event, which holds the changed card.
     pub event: AnalyticsEvent,
 }
 
+/// Storage of cards and their analytics events (a port). The reads of the end-user card API
+/// are scoped to an environment, and [`feed`](Self::feed) and [`get`](Self::get) to a user too:
+/// a card of another environment or user is not found. [`due`](Self::due) and
+/// [`transition`](Self::transition) serve the scheduler and the card actions, across
+/// environments (a card id is unique).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait CardRepository: Send + Sync {
-    /// The user's cards with this status, priority 10 first, newest first within a priority;
-    /// only those in `stream_id` when given.
+    /// The user's active cards, priority 10 first, newest first within a priority; only those
+    /// in `stream_id` when given. Embargoed, snoozed and closed cards are left out.
     async fn feed(
         &self,
         environment_id: &str,
         user_id: &str,
         stream_id: Option<String>,
     ) -> Result<Vec<CardInstance>, StorageError>;
+    /// The card with this id, if it is the user's in the environment; None otherwise.
     async fn get(
         &self,
         environment_id: &str,
@@ -272,11 +329,22 @@ pub trait CardRepository: Send + Sync {
         card_id: &str,
     ) -> Result<Option<CardInstance>, StorageError>;
     /// Cards whose embargo, snooze or expiry time has come, at most `limit`.
+    ///
+    /// Of every environment: embargoed cards whose embargo ends by `now`, snoozed cards whose
+    /// snooze ends by `now`, and open cards whose expiry is by `now`; each card once.
     async fn due(&self, now: Timestamp, limit: u32) -> Result<Vec<CardInstance>, StorageError>;
     /// Applies each transition whose card still has its `from` status, with its event, in one
     /// transaction. Returns how many applied (a card changed meanwhile is skipped).
+    ///
+    /// A transition saves the card's new status, `snoozed_until`, `published_at` and
+    /// `updated` (compare-and-swap on the status) and appends its event; in the same
+    /// transaction the events' webhook deliveries and pushes are queued (docs/architecture.md,
+    /// The engine), so no event is stored without them. A skipped transition writes nothing.
     async fn transition(&self, transitions: Vec<Transition>) -> Result<usize, StorageError>;
     /// Every analytics event of a card, oldest first.
+    ///
+    /// Only the events of a card of the environment; each event carries the card as the event
+    /// left it. Empty for an unknown card.
     async fn events_of(
         &self,
         environment_id: &str,
@@ -289,17 +357,86 @@ pub trait CardRepository: Send + Sync {
 pub enum CardAction {
     /// Completes the card; the values reach `properties.values` of `card-completed`.
     Submit(Value),
+    /// Dismisses the card.
     Dismiss,
+    /// Snoozes the card until this time, which must be in the future.
     Snooze(Timestamp),
 }
 
 /// The end-user card API and the scheduler that moves cards on time.
+///
+/// The API methods first check that the caller may use the environment
+/// ([`DomainError::Unauthenticated`](crate::DomainError::Unauthenticated) otherwise) and holds
+/// the permission (`cards:write`, or `users:read` for a card's events;
+/// [`DomainError::Forbidden`](crate::DomainError::Forbidden)).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use workbench_domain::card::{CardAction, CardInstance, CardService, CardStatus};
+/// use workbench_domain::mocks::{MockCardRepository, MockClock};
+/// use workbench_domain::{DomainError, Principal};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let now = workbench_domain::chrono::Utc::now();
+/// let mut clock = MockClock::new();
+/// clock.expect_now().return_const(now);
+/// # let card = CardInstance {
+/// #     id: "crd_1".into(),
+/// #     environment_id: "env_1".into(),
+/// #     user_id: "u1".into(),
+/// #     flow_instance_id: "fin_1".into(),
+/// #     invocation_id: "inv_1".into(),
+/// #     flow_id: "flw_1".into(),
+/// #     flow_version: 1,
+/// #     step_id: "s1".into(),
+/// #     template_id: "t1".into(),
+/// #     template_name: "Welcome".into(),
+/// #     status: CardStatus::Active,
+/// #     priority: 5,
+/// #     stream_ids: vec!["str_all".into()],
+/// #     platforms: vec!["Web".into()],
+/// #     content: Default::default(),
+/// #     context: Default::default(),
+/// #     embargo_until: None,
+/// #     expires_at: None,
+/// #     snoozed_until: None,
+/// #     published_at: Some(now),
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// // `card` is an active card of user `u1`.
+/// let mut cards = MockCardRepository::new();
+/// cards.expect_get().returning(move |_, _, _| Ok(Some(card.clone())));
+/// cards
+///     .expect_transition()
+///     .withf(|t| t.len() == 1 && t[0].from == CardStatus::Active)
+///     .times(1)
+///     .returning(|t| {
+///         assert_eq!(t[0].event.name, "card-dismissed");
+///         Ok(1)
+///     });
+/// let service = CardService::new(Arc::new(cards), Arc::new(clock));
+/// let sdk = Principal::trusted("sdk", "org_1", &["env_1"]);
+///
+/// let dismissed = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Dismiss).await?;
+/// assert_eq!(dismissed.status, CardStatus::Dismissed);
+///
+/// // A snooze must end in the future.
+/// let snooze = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Snooze(now)).await;
+/// let Err(DomainError::Validation(problems)) = snooze else { panic!("{snooze:?}") };
+/// assert_eq!(problems[0].field, "snoozeUntil");
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct CardService {
     cards: std::sync::Arc<dyn CardRepository>,
     clock: std::sync::Arc<dyn crate::Clock>,
 }
 
 impl CardService {
+    /// A service over `cards`; `clock` decides what is due and stamps every change.
     pub fn new(
         cards: std::sync::Arc<dyn CardRepository>,
         clock: std::sync::Arc<dyn crate::Clock>,
@@ -308,6 +445,9 @@ impl CardService {
     }
 
     /// The user's active cards: priority 10 first, newest first within a priority.
+    ///
+    /// Only those in `stream_id` when given. Needs `cards:write` (the SDK's credential). An
+    /// unknown user has an empty feed.
     pub async fn feed(
         &self,
         who: &crate::Principal,
@@ -319,6 +459,18 @@ impl CardService {
         Ok(self.cards.feed(env, user_id, stream_id).await?)
     }
 
+    /// An end user's action on one of their cards; the answer is the card as changed.
+    ///
+    /// Needs `cards:write`. Errors: [`DomainError::NotFound`](crate::DomainError::NotFound)
+    /// when the user has no such card; a conflict of kind
+    /// [`ConflictKind::CardClosed`](crate::ConflictKind::CardClosed) on a closed card;
+    /// [`DomainError::Validation`](crate::DomainError::Validation) at `snoozeUntil` for a
+    /// snooze that does not end in the future; a conflict of kind
+    /// [`ConflictKind::CardNotActive`](crate::ConflictKind::CardNotActive) on an embargoed or
+    /// snoozed card; and of kind
+    /// [`ConflictKind::ConcurrentChange`](crate::ConflictKind::ConcurrentChange) when the card
+    /// changed between its read and the write. The change and its event are written together
+    /// (see [`CardRepository::transition`]).
     pub async fn act(
         &self,
         who: &crate::Principal,
@@ -387,6 +539,9 @@ impl CardService {
     }
 
     /// A card's analytics events, oldest first.
+    ///
+    /// Needs `users:read`; [`DomainError::NotFound`](crate::DomainError::NotFound) when the
+    /// user has no such card.
     pub async fn events(
         &self,
         who: &crate::Principal,
@@ -403,6 +558,10 @@ impl CardService {
 
     /// Moves due cards: embargo over → active, snooze over → active, expiry → expired.
     /// Returns how many moved; call until it returns less than `limit`.
+    ///
+    /// An expiry that has come wins over an embargo or snooze that ends. Each move writes its
+    /// event (`card-published` for a card whose embargo ended, `card-unsnoozed`,
+    /// `card-expired`); a card changed meanwhile is left alone.
     pub async fn tick(&self, limit: u32) -> Result<usize, StorageError> {
         let now = self.clock.now();
         let due = self.cards.due(now, limit).await?;

@@ -1,8 +1,9 @@
 //! Errors shared by every use case.
 //!
 //! Services answer with [`DomainError`]; the API layer maps each variant to one HTTP status and
-//! one stable machine code. Adapters answer with [`StorageError`], which services translate
-//! (a unique violation on a folder insert becomes [`ConflictKind::FolderNameTaken`], ...).
+//! one stable machine code (docs/api.md, Errors). Adapters answer with [`StorageError`], which
+//! services translate (a unique violation on a folder insert becomes
+//! [`ConflictKind::FolderNameTaken`], ...).
 
 use std::fmt;
 
@@ -10,11 +11,14 @@ use std::fmt;
 /// (`name`, `flows[0].payload.cardOptions.priority`); empty for the body as a whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
+    /// The JSON path of the field; empty for the body as a whole.
     pub field: String,
+    /// What is wrong with it, for the caller (`must not be empty`).
     pub message: String,
 }
 
 impl FieldError {
+    /// The problem `message` with `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -23,25 +27,41 @@ impl FieldError {
     }
 }
 
-/// The kinds of resource a caller can fail to find.
+/// The kinds of resource a caller can fail to find. `Display` names one for the 404's detail
+/// (`no such folder in this environment`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
+    /// A Workbench folder.
     Folder,
+    /// An API key, by its client id (the Credentials API).
     Credential,
+    /// An environment.
     Environment,
+    /// An Action Flow.
     Flow,
+    /// A configuration version of an Action Flow.
     FlowVersion,
+    /// The draft of an Action Flow.
     Draft,
+    /// An end user.
     EndUser,
+    /// A segment of end users.
     Segment,
+    /// A stream of cards.
     Stream,
+    /// An invocation of an Action Flow, by its `flowInvocationId`.
     Invocation,
+    /// A card of an end user.
     Card,
+    /// A webhook subscription.
     Webhook,
+    /// An analytics event (a webhook resend names one).
     Event,
     /// A cancel or bulk start task of this action flow.
     Task,
+    /// A push notification platform.
     PushPlatform,
+    /// A device of an end user.
     Device,
 }
 
@@ -68,17 +88,23 @@ impl fmt::Display for Resource {
     }
 }
 
-/// Conflicts with the current state of a resource (HTTP 409).
+/// Conflicts with the current state of a resource (HTTP 409). Each kind has its own code
+/// (docs/api.md, Errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConflictKind {
+    /// A sibling folder has the name.
     FolderNameTaken,
+    /// A folder to delete has sub-folders.
     FolderHasChildren,
+    /// The organisation has an environment of that name (admin commands only).
     EnvironmentNameTaken,
     /// A publish with a body while the flow has a draft.
     DraftExists,
+    /// Publishing, saving a draft of, or starting an archived Action Flow.
     FlowArchived,
     /// Other requests kept changing the same record; the caller may retry.
     ConcurrentChange,
+    /// The environment has a stream of that name.
     StreamNameTaken,
     /// The `All cards` stream cannot be deleted.
     DefaultStream,
@@ -102,6 +128,8 @@ pub enum ConflictKind {
     PlatformEnabled,
 }
 
+/// What a use case answers when it does not succeed. The API layer maps each variant to one
+/// HTTP status and code (docs/api.md, Errors; docs/architecture.md, Errors).
 #[derive(Debug, thiserror::Error)]
 pub enum DomainError {
     /// The request is malformed: every field problem found, not only the first.
@@ -110,10 +138,17 @@ pub enum DomainError {
     /// An Action Flow configuration is invalid: every problem found.
     #[error("invalid configuration: {}", summarise(.0))]
     InvalidConfig(Vec<FieldError>),
+    /// No such resource in the environment, or none the caller may see (HTTP 404).
     #[error("{0} not found")]
     NotFound(Resource),
+    /// The request conflicts with the current state of a resource (HTTP 409).
     #[error("{message}")]
-    Conflict { kind: ConflictKind, message: String },
+    Conflict {
+        /// Which conflict; it chooses the code.
+        kind: ConflictKind,
+        /// What conflicts, for the caller.
+        message: String,
+    },
     /// No usable credential, or no access to the environment named in the path
     /// (the two are indistinguishable to the caller on purpose).
     #[error("unauthenticated")]
@@ -127,7 +162,9 @@ pub enum DomainError {
     /// Too many tasks running; try again after the given delay (HTTP 429).
     #[error("{message}")]
     RateLimited {
+        /// Seconds to wait before trying again (`Retry-After`).
         retry_after_seconds: u64,
+        /// What is limited, for the caller.
         message: String,
     },
     /// Approvals are enabled and the change has not been approved.
@@ -136,6 +173,9 @@ pub enum DomainError {
     /// A legacy FCM server key (HTTP 400 `legacy_fcm_key_unsupported`).
     #[error("{0}")]
     LegacyFcmKey(String),
+    /// A fault of storage that the service did not translate: 503 `storage_full` for
+    /// [`StorageError::Full`], 503 `service_unavailable` for [`StorageError::Unavailable`],
+    /// otherwise 500 `internal_error` (logged; the cause is never shown to the caller).
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -149,10 +189,12 @@ fn summarise(errors: &[FieldError]) -> String {
 }
 
 impl DomainError {
+    /// A [`DomainError::Validation`] with one problem, `message` on `field`.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         DomainError::Validation(vec![FieldError::new(field, message)])
     }
 
+    /// A [`DomainError::Conflict`] of `kind`.
     pub fn conflict(kind: ConflictKind, message: impl Into<String>) -> Self {
         DomainError::Conflict {
             kind,
@@ -165,18 +207,27 @@ impl DomainError {
 /// them into the right domain answer; everything else is a fault of the system, not the caller.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum StorageError {
+    /// A unique constraint refused the write (the text says which); nothing of it is stored.
+    /// Each port says where it must be returned, for the service to answer it: a name already
+    /// taken becomes a conflict, a record another process inserted first is read back.
     #[error("unique constraint violated: {0}")]
     UniqueViolation(String),
+    /// A foreign key refused the write: a reference to a record that does not exist, or the
+    /// delete of one still referenced; nothing of it is stored. Services answer it where a
+    /// port says it is expected (a folder's unknown parent, a folder with sub-folders).
     #[error("foreign key constraint violated: {0}")]
     ForeignKeyViolation(String),
-    /// The database cannot be reached or did not answer in time.
-    /// A compare-and-swap found the record changed since it was read.
+    /// A compare-and-swap found the record changed since it was read; nothing is written. The
+    /// caller reads again and decides anew.
     #[error("the record changed since it was read")]
     StaleRevision,
+    /// The database cannot be reached or did not answer in time (docs/operations.md, A database
+    /// that hangs). Answered with 503 `service_unavailable`; loops wait it out.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
     /// The disk (or the database server's) has no room for the write: nothing of it is stored
-    /// (contract §18). Answered with 503 `storage_full`; loops back off.
+    /// (docs/operations.md, Durability and disk space). Answered with 503 `storage_full`;
+    /// loops back off.
     #[error("storage full: {0}")]
     Full(String),
     /// Anything else: a bug or a corrupted row. Logged, answered with a 500.

@@ -4,14 +4,18 @@ use async_trait::async_trait;
 
 use crate::StorageError;
 
+/// Whether the database answers and is migrated, for `GET /readyz` (docs/operations.md,
+/// Endpoints for operators).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait HealthProbe: Send + Sync {
-    /// Ok when the database is reachable and every migration is applied.
+    /// Ok when the database is reachable and every migration is applied; otherwise an error
+    /// (`Unavailable` for pending migrations), and `/readyz` answers 503 `not_ready`.
     async fn ready(&self) -> Result<(), StorageError>;
 }
 
-/// A loop that has had work but no progress for this long is stalled (contract §10).
+/// A loop that has had work but no progress for this long is stalled (docs/operations.md,
+/// Endpoints for operators).
 pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What each background loop of the process is doing, for `/readyz` and `/metrics`: a loop
@@ -194,7 +198,8 @@ mod tests {
 
 /// The state of the database's storage, shared by the storage adapter (which reports writes
 /// refused for lack of space, and writes that succeed), the sampler of free space (SQLite), and
-/// what reads it: `/readyz`, `/metrics` and the low-disk guard (contract §18).
+/// what reads it: `/readyz`, `/metrics` and the low-disk guard (docs/operations.md, Durability
+/// and disk space).
 ///
 /// ```
 /// use workbench_domain::health::Storage;
@@ -284,8 +289,9 @@ impl Storage {
 }
 
 /// Writes of a leased unit of work that changed nothing because the lease had passed to
-/// another holder (contract §19): counted where the service finds them, taken by whoever
-/// reports them (`workbench_stale_outcomes_total`).
+/// another holder (docs/operations.md, Clocks; docs/architecture.md, Time, leases and
+/// fencing): counted where the service finds them, taken by whoever reports them
+/// (`workbench_stale_outcomes_total`).
 ///
 /// ```
 /// use workbench_domain::health::Stale;

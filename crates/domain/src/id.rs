@@ -1,26 +1,40 @@
-//! Resource identifiers: `<prefix>_<26-char lowercase ULID>` (contract §1).
+//! Resource identifiers: `<prefix>_<26-char lowercase ULID>` (`fld_01jd...`). The prefix says
+//! the kind of resource; the ULID's first 10 characters are the time it was minted, in
+//! milliseconds of the minting host's clock, so ids of one kind sort by that time (ids minted
+//! in the same millisecond in no particular order).
 
 /// Prefixes of the identifiers this service mints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdKind {
+    /// An organisation (`org`).
     Organisation,
+    /// An environment (`env`).
     Environment,
+    /// A Workbench folder (`fld`).
     Folder,
+    /// An API key, its OAuth client id (`key`).
     Key,
     /// An Action Flow (its "flow config id").
     Flow,
+    /// A segment of end users (`seg`).
     Segment,
+    /// A stream of cards (`str`).
     Stream,
     /// A generated `flowInvocationId`.
     Invocation,
+    /// One run of an Action Flow for one end user (`fin`).
     FlowInstance,
+    /// A card in an end user's feed (`crd`).
     Card,
+    /// An analytics event (`evt`).
     Event,
+    /// A webhook subscription (`whk`).
     Webhook,
     /// One event queued for one webhook subscription.
     Delivery,
     /// One call of a delivery.
     Attempt,
+    /// A push notification platform (`npl`).
     PushPlatform,
     /// One card pushed to one device.
     Push,
@@ -29,6 +43,7 @@ pub enum IdKind {
 }
 
 impl IdKind {
+    /// The three letters before the `_` of this kind's ids.
     pub const fn prefix(self) -> &'static str {
         match self {
             IdKind::Organisation => "org",

@@ -23,6 +23,7 @@ impl JsonText {
         JsonText(text.into())
     }
 
+    /// The text, as written or stored.
     pub fn text(&self) -> &str {
         &self.0
     }

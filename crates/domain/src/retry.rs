@@ -59,6 +59,7 @@ impl RetryPolicy {
         Ok(RetryPolicy { steps })
     }
 
+    /// How many retries the schedule allows after a first attempt: one per delay, 0 to 20.
     pub fn retries(&self) -> usize {
         self.steps.len()
     }

@@ -12,6 +12,7 @@ use subtle::ConstantTimeEq;
 pub struct SecretHash(String);
 
 impl SecretHash {
+    /// The hash of `secret`.
     pub fn of(secret: &str) -> Self {
         let digest = Sha256::digest(secret.as_bytes());
         let mut hex = String::with_capacity(64);
@@ -26,6 +27,7 @@ impl SecretHash {
         SecretHash(hex)
     }
 
+    /// The 64 lowercase hex digits, as stored.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -46,10 +48,12 @@ impl std::fmt::Debug for SecretHash {
     }
 }
 
-/// A freshly generated secret: `<prefix>_` + base64url of 32 random bytes. The plaintext is
-/// handed to the caller once; `Debug` never prints it.
+/// A freshly generated secret: its prefix (`wbs_`, `wbt_`) + base64url of 32 random bytes. The
+/// plaintext is handed to the caller once; `Debug` never prints it.
 pub struct NewSecret {
+    /// The secret in clear: the prefix and 43 base64url characters.
     pub plaintext: String,
+    /// Its hash, what is stored.
     pub hash: SecretHash,
 }
 
@@ -64,6 +68,13 @@ pub const KEY_SECRET_PREFIX: &str = "wbs_";
 /// Prefix of OAuth access tokens issued by `POST /oauth/token`.
 pub const ACCESS_TOKEN_PREFIX: &str = "wbt_";
 
+/// A new secret: `prefix` ([`KEY_SECRET_PREFIX`], [`ACCESS_TOKEN_PREFIX`]) followed by
+/// base64url, without padding, of 32 bytes from the OS's random source; and its hash
+/// (docs/api.md, Credentials).
+///
+/// # Panics
+///
+/// When the OS's random source fails.
 pub fn generate(prefix: &str) -> NewSecret {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);

@@ -1,6 +1,7 @@
-//! Tenancy and credentials (contract §2): organisations own environments; API keys carry
-//! legacy roles or fine-grained scopes and are granted some or all environments of their
-//! organisation. A bearer is either a key secret or an access token exchanged for one.
+//! Tenancy and credentials: organisations own environments; API keys carry legacy roles or
+//! fine-grained scopes and are granted some or all environments of their organisation. A bearer
+//! is either a key secret or an access token exchanged for one (docs/api.md, Credentials;
+//! docs/operations.md, Admin commands).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,35 +21,54 @@ pub const ACCESS_TOKEN_TTL_SECONDS: i64 = 3600;
 pub const DEFAULT_ORGANISATION: &str = "default";
 /// The environment the first `serve` on an empty database creates.
 pub const BOOTSTRAP_ENVIRONMENT: &str = "development";
-/// Longest environment and key name accepted.
+/// Longest environment and key name accepted, in characters (Unicode scalar values).
 pub const NAME_MAX_CHARS: usize = 255;
 
+/// An organisation: it owns environments and keys. The service creates and uses one, named
+/// [`DEFAULT_ORGANISATION`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Organisation {
+    /// `org_...`.
     pub id: String,
+    /// Unique among organisations.
     pub name: String,
+    /// When it was created.
     pub created: Timestamp,
 }
 
+/// An environment of an organisation: every other record (folders, Action Flows, end users,
+/// webhooks, ...) belongs to one, and API paths name it (`/v1/{environmentId}/...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
+    /// `env_...`.
     pub id: String,
+    /// The organisation it belongs to.
     pub organisation_id: String,
+    /// Unique within the organisation: not blank, at most [`NAME_MAX_CHARS`] characters, no
+    /// control characters.
     pub name: String,
+    /// When it was created; environments are listed oldest first.
     pub created: Timestamp,
 }
 
-/// Legacy credential roles.
+/// Legacy credential roles. Each grants a fixed set of permissions
+/// ([`Permission::legacy_roles`]); none grants the folder permissions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
+    /// `events`: Action Flows (read, write, trigger), end users and cards; the SDK's credential.
     Events,
+    /// `workbench`: webhooks, push notification platforms and end users.
     Workbench,
+    /// `auth`: the Credentials API. Only an administrator creates keys with it.
     Auth,
 }
 
 impl Role {
+    /// Every role.
     pub const ALL: [Role; 3] = [Role::Events, Role::Workbench, Role::Auth];
 
+    /// The role's name (`events`, `workbench`, `auth`), as the API, the admin commands and
+    /// storage spell it; [`FromStr`] reads it back.
     pub const fn as_str(self) -> &'static str {
         match self {
             Role::Events => "events",
@@ -74,27 +94,43 @@ impl FromStr for Role {
     }
 }
 
-/// Fine-grained scopes.
+/// Fine-grained scopes. Each grants exactly one [`Permission`] ([`Permission::scope`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
+    /// `workbench_folders:read`: grants [`Permission::FoldersRead`].
     WorkbenchFoldersRead,
+    /// `workbench_folders:create`: grants [`Permission::FoldersCreate`].
     WorkbenchFoldersCreate,
+    /// `workbench_folders:update`: grants [`Permission::FoldersUpdate`].
     WorkbenchFoldersUpdate,
+    /// `workbench_folders:delete`: grants [`Permission::FoldersDelete`].
     WorkbenchFoldersDelete,
+    /// `action_flows:read`: grants [`Permission::ActionFlowsRead`].
     ActionFlowsRead,
+    /// `action_flows:trigger`: grants [`Permission::ActionFlowsTrigger`].
     ActionFlowsTrigger,
+    /// `action_flows:write`: grants [`Permission::ActionFlowsWrite`].
     ActionFlowsWrite,
+    /// `webhooks:read`: grants [`Permission::WebhooksRead`].
     WebhooksRead,
+    /// `webhooks:write`: grants [`Permission::WebhooksWrite`].
     WebhooksWrite,
+    /// `notification_platforms:read`: grants [`Permission::NotificationPlatformsRead`].
     NotificationPlatformsRead,
+    /// `notification_platforms:write`: grants [`Permission::NotificationPlatformsWrite`].
     NotificationPlatformsWrite,
+    /// `users:read`: grants [`Permission::UsersRead`].
     UsersRead,
+    /// `users:write`: grants [`Permission::UsersWrite`].
     UsersWrite,
+    /// `cards:write`: grants [`Permission::CardsWrite`].
     CardsWrite,
+    /// `credentials:write`: grants [`Permission::CredentialsWrite`].
     CredentialsWrite,
 }
 
 impl Scope {
+    /// Every scope: what the bootstrap key and a [`Principal::trusted`] caller hold.
     pub const ALL: [Scope; 15] = [
         Scope::WorkbenchFoldersRead,
         Scope::WorkbenchFoldersCreate,
@@ -113,6 +149,8 @@ impl Scope {
         Scope::CredentialsWrite,
     ];
 
+    /// The scope's name (`workbench_folders:read`, ...), as the API, the admin commands and
+    /// storage spell it; [`FromStr`] reads it back.
     pub const fn as_str(self) -> &'static str {
         match self {
             Scope::WorkbenchFoldersRead => "workbench_folders:read",
@@ -150,28 +188,47 @@ impl FromStr for Scope {
     }
 }
 
-/// What an operation needs. Each permission is granted by one scope, and by the legacy roles
-/// the contract lists (none, for folders: they require a fine-grained key).
+/// What an operation needs. Each permission is granted by one scope ([`Permission::scope`]),
+/// and by the legacy roles of [`Permission::legacy_roles`] (none, for folders: they require a
+/// fine-grained key). Services check it with [`Principal::authorize`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
+    /// List and read folders.
     FoldersRead,
+    /// Create folders.
     FoldersCreate,
+    /// Rename folders.
     FoldersUpdate,
+    /// Delete folders.
     FoldersDelete,
+    /// List and read Action Flows, their versions and settings, invocations, and the status of
+    /// CSV and cancel tasks.
     ActionFlowsRead,
+    /// Start Action Flows (live and test), create CSV tasks and cancel.
     ActionFlowsTrigger,
+    /// Create Action Flows and change them: metadata, drafts, approvals, publishing,
+    /// archiving, settings.
     ActionFlowsWrite,
+    /// List and read webhook subscriptions and their attempt logs.
     WebhooksRead,
+    /// Subscribe, disable, enable, delete, rotate secrets, resend, recover and test webhooks.
     WebhooksWrite,
+    /// List push notification platforms.
     NotificationPlatformsRead,
+    /// Create, update, enable, disable and delete push notification platforms.
     NotificationPlatformsWrite,
+    /// Read end users, segments, streams and devices, and a card's events and pushes.
     UsersRead,
+    /// Write end users, segments, streams and devices.
     UsersWrite,
+    /// Read an end user's feed and act on its cards (submit, dismiss, snooze).
     CardsWrite,
+    /// Create and revoke keys through the Credentials API.
     CredentialsWrite,
 }
 
 impl Permission {
+    /// The one scope that grants this permission.
     pub const fn scope(self) -> Scope {
         match self {
             Permission::FoldersRead => Scope::WorkbenchFoldersRead,
@@ -192,7 +249,9 @@ impl Permission {
         }
     }
 
-    /// Legacy roles that also grant this permission (contract §2 table).
+    /// Legacy roles that also grant this permission: `events` for Action Flows and cards,
+    /// `workbench` for webhooks and push platforms, either for end users, `auth` for
+    /// credentials, none for folders. docs/api.md states each area's permissions.
     pub const fn legacy_roles(self) -> &'static [Role] {
         match self {
             Permission::FoldersRead
@@ -230,11 +289,15 @@ impl Permission {
 /// A key holds legacy roles or scopes, never both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyAccess {
+    /// A legacy key: it holds every permission one of these roles grants.
     Roles(Vec<Role>),
+    /// A fine-grained key: it holds the permission of each of these scopes, no other.
     Scopes(Vec<Scope>),
 }
 
 impl KeyAccess {
+    /// Whether the key holds `permission`: one of its roles is among
+    /// [`Permission::legacy_roles`], or it has [`Permission::scope`].
     pub fn allows(&self, permission: Permission) -> bool {
         match self {
             KeyAccess::Roles(roles) => permission.legacy_roles().iter().any(|r| roles.contains(r)),
@@ -242,6 +305,7 @@ impl KeyAccess {
         }
     }
 
+    /// The legacy roles; empty for a fine-grained key.
     pub fn roles(&self) -> &[Role] {
         match self {
             KeyAccess::Roles(r) => r,
@@ -249,6 +313,7 @@ impl KeyAccess {
         }
     }
 
+    /// The scopes; empty for a legacy key.
     pub fn scopes(&self) -> &[Scope] {
         match self {
             KeyAccess::Roles(_) => &[],
@@ -270,37 +335,59 @@ impl KeyAccess {
 /// Which environments of its organisation a key may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvironmentGrant {
+    /// Every environment of the organisation, those created later too: resolved each time the
+    /// key authenticates.
     All,
+    /// These environments (`env_...`) only.
     Only(Vec<String>),
 }
 
+/// An API key as stored: an OAuth client whose secret is kept only as its hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     /// The OAuth client id (`key_...`).
     pub id: String,
+    /// The organisation that owns it; only its environments can be granted.
     pub organisation_id: String,
+    /// A label an administrator gave it (`--name`); `None` without one, as for keys of the
+    /// Credentials API.
     pub name: Option<String>,
+    /// The hash of its client secret (`wbs_...`).
     pub secret_hash: SecretHash,
+    /// Its roles or scopes.
     pub access: KeyAccess,
+    /// The environments it may use.
     pub environments: EnvironmentGrant,
+    /// When it was created.
     pub created: Timestamp,
+    /// When it was revoked, if it was: from then on neither its secret nor its access tokens
+    /// authenticate.
     pub revoked: Option<Timestamp>,
 }
 
 /// An access token as stored: its hash, the key it stands for, and its expiry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessTokenGrant {
+    /// The hash of the token (`wbt_...`); storage finds the grant by it.
     pub token_hash: SecretHash,
+    /// The key it was exchanged for: the token authenticates as that key, while the key is
+    /// not revoked.
     pub key_id: String,
+    /// When it was issued.
     pub created: Timestamp,
+    /// When it stops authenticating: [`ACCESS_TOKEN_TTL_SECONDS`] after `created`.
     pub expires: Timestamp,
 }
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The key that authenticated (its client id), or the name of a [`Principal::trusted`]
+    /// caller; recorded where a credential is (a draft's `createdBy`, its approver).
     pub key_id: String,
+    /// The key's organisation.
     pub organisation_id: String,
+    /// The key's roles or scopes.
     pub access: KeyAccess,
     /// Environments this caller may use, resolved at authentication time.
     pub environment_ids: Vec<String>,
@@ -328,8 +415,9 @@ impl Principal {
         }
     }
 
-    /// Checks that the caller may use `environment_id` (else 401: an unknown environment and a
-    /// forbidden one look the same) and holds `permission` there (else 403).
+    /// Checks that the caller may use `environment_id` (else [`DomainError::Unauthenticated`],
+    /// a 401: an unknown environment and a forbidden one look the same) and holds `permission`
+    /// there (else [`DomainError::Forbidden`], a 403 naming the scope or roles it needs).
     pub fn authorize(
         &self,
         environment_id: &str,
@@ -348,7 +436,10 @@ impl Principal {
 /// A key just created, with its secret in clear: shown once, never again.
 #[derive(Clone)]
 pub struct IssuedKey {
+    /// The key as stored.
     pub key: ApiKey,
+    /// The client secret (`wbs_...`) in clear. Only its hash is stored, so it cannot be shown
+    /// again; `Debug` leaves it out.
     pub client_secret: String,
     /// The environments the key was granted, resolved (all of the organisation for `All`).
     pub environment_ids: Vec<String>,
@@ -365,7 +456,10 @@ impl fmt::Debug for IssuedKey {
 /// An access token just issued by the client-credentials exchange.
 #[derive(Clone)]
 pub struct IssuedToken {
+    /// The token (`wbt_...`) in clear, for `Authorization: Bearer`. Only its hash is stored;
+    /// `Debug` leaves it out.
     pub access_token: String,
+    /// Seconds until it expires: [`ACCESS_TOKEN_TTL_SECONDS`].
     pub expires_in: i64,
 }
 
@@ -380,44 +474,65 @@ impl fmt::Debug for IssuedToken {
 /// What the first start on an empty database created.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
+    /// The organisation [`DEFAULT_ORGANISATION`].
     pub organisation: Organisation,
+    /// Its environment [`BOOTSTRAP_ENVIRONMENT`].
     pub environment: Environment,
+    /// A key named `bootstrap` holding every scope on every environment of the organisation,
+    /// with its secret in clear.
     pub key: IssuedKey,
 }
 
 /// Storage of organisations, environments, keys and access tokens.
+///
+/// [`AuthService`] checks secrets, revocation and expiry itself: the finders return what is
+/// stored, revoked keys and expired tokens included.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait TenancyRepository: Send + Sync {
+    /// The organisation named exactly `name`, or `None`.
     async fn find_organisation_by_name(
         &self,
         name: &str,
     ) -> Result<Option<Organisation>, StorageError>;
-    /// Inserts the organisation; a name already used is a `UniqueViolation`.
+    /// Inserts the organisation. A name already used must be a
+    /// [`StorageError::UniqueViolation`]: [`AuthService::default_organisation`] then reads the
+    /// one another process inserted meanwhile.
     async fn insert_organisation(&self, org: &Organisation) -> Result<(), StorageError>;
-    /// Inserts the environment; a name already used in the organisation is a `UniqueViolation`.
+    /// Inserts the environment. A name already used in the organisation must be a
+    /// [`StorageError::UniqueViolation`] (answered [`ConflictKind::EnvironmentNameTaken`]).
     async fn insert_environment(&self, env: &Environment) -> Result<(), StorageError>;
+    /// The organisation's environments, oldest first (then by id); empty for an unknown
+    /// organisation. `GET /v1/environments` keeps this order.
     async fn list_environments(
         &self,
         organisation_id: &str,
     ) -> Result<Vec<Environment>, StorageError>;
-    /// Inserts the key with its environment grants, atomically.
+    /// Inserts the key with its environment grants, atomically: a grant of an environment
+    /// that does not exist is a [`StorageError::ForeignKeyViolation`] and stores nothing.
     async fn insert_key(&self, key: &ApiKey) -> Result<(), StorageError>;
+    /// The key with this id (client id), revoked or not, or `None`.
     async fn find_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError>;
+    /// The key whose `secret_hash` is `hash`, revoked or not, or `None`.
     async fn find_key_by_secret_hash(
         &self,
         hash: &SecretHash,
     ) -> Result<Option<ApiKey>, StorageError>;
-    /// Marks the key revoked (its tokens die with it). Returns false when there is no such key.
+    /// Marks the key revoked at `at` and deletes its access tokens, in one transaction. A key
+    /// already revoked keeps its first revocation time. Returns false when there is no such key.
     async fn revoke_key(&self, key_id: &str, at: Timestamp) -> Result<bool, StorageError>;
+    /// Inserts the grant. Tokens that expired before `token.created` may be deleted in the
+    /// same transaction (docs/api.md, Credentials: they are swept when a new one is issued).
     async fn insert_access_token(&self, token: &AccessTokenGrant) -> Result<(), StorageError>;
+    /// The grant whose `token_hash` is `hash`, expired or not, or `None`.
     async fn find_access_token(
         &self,
         hash: &SecretHash,
     ) -> Result<Option<AccessTokenGrant>, StorageError>;
     /// In one transaction: when no organisation exists yet, inserts these three records and
     /// returns true; otherwise inserts nothing and returns false. Safe for several processes
-    /// starting together on one database.
+    /// starting together on one database: a process that loses the race may get false or a
+    /// [`StorageError::UniqueViolation`], which [`AuthService::bootstrap`] takes as false.
     async fn bootstrap_if_empty(
         &self,
         org: &Organisation,
@@ -433,6 +548,60 @@ const PRINCIPAL_TTL_MS: i64 = 1_000;
 const PRINCIPAL_CACHE_MAX: usize = 10_000;
 
 /// Authentication, the token exchange, the Credentials API and the admin operations.
+///
+/// Share one per process: it remembers each authenticated caller for a second, and a
+/// revocation through it forgets them all at once (docs/operations.md, Admin commands).
+///
+/// A trusted in-process caller issues a legacy key for one environment, whose secret then
+/// authenticates requests to that environment:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use workbench_domain::mocks::{MockClock, MockTenancyRepository};
+/// use workbench_domain::{ApiKey, AuthService, DomainError, Permission, Principal, Role};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// // A repository that keeps the one key it is given.
+/// let stored = Arc::new(Mutex::new(None::<ApiKey>));
+/// let mut repo = MockTenancyRepository::new();
+/// let keep = Arc::clone(&stored);
+/// repo.expect_insert_key().returning(move |key| {
+///     *keep.lock().unwrap() = Some(key.clone());
+///     Ok(())
+/// });
+/// let find = Arc::clone(&stored);
+/// repo.expect_find_key_by_secret_hash().returning(move |hash| {
+///     Ok(find.lock().unwrap().clone().filter(|key| &key.secret_hash == hash))
+/// });
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(workbench_domain::chrono::Utc::now);
+/// let auth = AuthService::new(Arc::new(repo), Arc::new(clock));
+///
+/// let admin = Principal::trusted("billing-service", "org_1", &["env_1"]);
+/// let issued = auth.create_credential(&admin, "env_1", Role::Events).await?;
+/// assert!(issued.client_secret.starts_with("wbs_"));
+/// assert_eq!(issued.environment_ids, ["env_1"]);
+///
+/// let caller = auth.authenticate_for(&issued.client_secret, Some("env_1")).await?;
+/// assert_eq!(caller.key_id, issued.key.id);
+/// assert!(caller.authorize("env_1", Permission::ActionFlowsTrigger).is_ok());
+/// assert!(matches!(
+///     caller.authorize("env_1", Permission::WebhooksWrite),
+///     Err(DomainError::Forbidden(_))
+/// ));
+/// assert!(matches!(
+///     caller.authorize("env_2", Permission::ActionFlowsTrigger),
+///     Err(DomainError::Unauthenticated)
+/// ));
+/// assert!(matches!(
+///     auth.authenticate("wbs_not-a-key").await,
+///     Err(DomainError::Unauthenticated)
+/// ));
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct AuthService {
     repo: Arc<dyn TenancyRepository>,
     clock: Arc<dyn Clock>,
@@ -442,6 +611,7 @@ pub struct AuthService {
 }
 
 impl AuthService {
+    /// A service storing in `repo` and reading the time from `clock`.
     pub fn new(repo: Arc<dyn TenancyRepository>, clock: Arc<dyn Clock>) -> Self {
         Self {
             repo,
@@ -450,7 +620,10 @@ impl AuthService {
         }
     }
 
-    /// Resolves a bearer (a key secret or an access token) to the caller.
+    /// Resolves a bearer (a key secret `wbs_...` or an access token `wbt_...`) to the caller,
+    /// with the environments its key may use. An unknown, malformed, revoked or expired bearer
+    /// is [`DomainError::Unauthenticated`]. A caller authenticated less than a second ago is
+    /// reused without reading storage (see [`AuthService::authenticate_for`]).
     pub async fn authenticate(&self, bearer: &str) -> Result<Principal, DomainError> {
         self.authenticate_for(bearer, None).await
     }
@@ -547,7 +720,8 @@ impl AuthService {
         })
     }
 
-    /// OAuth2 client credentials: a valid, unrevoked key id + secret buys a one-hour token.
+    /// OAuth2 client credentials: a valid, unrevoked key id + secret buys a one-hour token
+    /// ([`ACCESS_TOKEN_TTL_SECONDS`]). Anything else is [`DomainError::Unauthenticated`].
     pub async fn exchange_client_credentials(
         &self,
         client_id: &str,
@@ -573,7 +747,7 @@ impl AuthService {
         })
     }
 
-    /// The environments the caller may use.
+    /// The environments the caller may use, oldest first.
     pub async fn list_environments(
         &self,
         principal: &Principal,
@@ -586,7 +760,10 @@ impl AuthService {
         Ok(envs)
     }
 
-    /// Credentials API: a legacy key with one role (`events` or `workbench`) for this environment.
+    /// Credentials API: a legacy key with one role (`events` or `workbench`) for this
+    /// environment, in the caller's organisation. The caller needs
+    /// [`Permission::CredentialsWrite`] there; [`Role::Auth`] is a [`DomainError::Validation`]
+    /// on `role` (docs/api.md, Credentials).
     pub async fn create_credential(
         &self,
         principal: &Principal,
@@ -609,7 +786,10 @@ impl AuthService {
         .await
     }
 
-    /// Credentials API: revokes a key of the caller's organisation that may use this environment.
+    /// Credentials API: revokes a key of the caller's organisation that may use this
+    /// environment, and its access tokens. The caller needs [`Permission::CredentialsWrite`]
+    /// there; any other key, or none, is [`DomainError::NotFound`]. Callers this service
+    /// remembers are forgotten, so the key stops working in this process at once.
     pub async fn revoke_credential(
         &self,
         principal: &Principal,
@@ -662,7 +842,10 @@ impl AuthService {
         }
     }
 
-    /// Admin: a new environment in the default organisation.
+    /// Admin: a new environment in the default organisation. A blank name, one over
+    /// [`NAME_MAX_CHARS`] or with control characters is a [`DomainError::Validation`] on
+    /// `name`; a name the organisation already has is a [`ConflictKind::EnvironmentNameTaken`]
+    /// conflict.
     pub async fn create_environment(&self, name: &str) -> Result<Environment, DomainError> {
         validate_name("name", name)?;
         let org = self.default_organisation().await?;
@@ -683,7 +866,9 @@ impl AuthService {
     }
 
     /// Admin: a key of the default organisation. `environments` must name environments of that
-    /// organisation. Exactly one of roles or scopes must be given.
+    /// organisation. Exactly one of roles or scopes must be given. Every problem is reported in
+    /// one [`DomainError::Validation`] (fields `roles`, `name`, `environments`); duplicate
+    /// roles, scopes and environments are dropped.
     pub async fn create_key(
         &self,
         name: Option<String>,

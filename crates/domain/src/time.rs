@@ -6,17 +6,18 @@ use chrono::{DateTime, Duration, SubsecRound, Utc};
 /// `2026-11-22T10:00:00.000Z`, carries milliseconds; storing more would not round-trip).
 pub type Timestamp = DateTime<Utc>;
 
-/// The API's timestamp format (contract §1): RFC 3339, UTC, milliseconds
-/// (`2026-11-22T10:00:00.000Z`). Used by the HTTP layer and inside event payloads.
+/// The API's timestamp format: RFC 3339, UTC, milliseconds (`2026-11-22T10:00:00.000Z`).
+/// Used by the HTTP layer and inside event payloads.
 pub fn format_timestamp(t: &Timestamp) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// The earliest instant the service accepts or computes (contract §10): 1970-01-01T00:00:00.000Z.
+/// The earliest instant the service accepts or computes: 1970-01-01T00:00:00.000Z
+/// (docs/api.md, Bounded values).
 pub const EARLIEST: Timestamp = DateTime::UNIX_EPOCH;
 
-/// Milliseconds from the epoch to 9999-12-31T23:59:59.999Z, the latest instant (contract §10):
-/// every timestamp written keeps a 4-digit year.
+/// Milliseconds from the epoch to 9999-12-31T23:59:59.999Z, the latest instant (docs/api.md,
+/// Bounded values): every timestamp written keeps a 4-digit year.
 const LATEST_MS: i64 = 253_402_300_799_999;
 
 /// The latest instant the service accepts or computes: 9999-12-31T23:59:59.999Z.
@@ -24,7 +25,8 @@ pub fn latest() -> Timestamp {
     DateTime::from_timestamp_millis(LATEST_MS).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// The longest duration the service accepts (contract §10): 100 years of 365¼ days.
+/// The longest duration the service accepts: 100 years of 365¼ days, `P36525D` (docs/api.md,
+/// Bounded values).
 pub const MAX_DURATION: Duration = Duration::days(36_525);
 
 /// What a field's message says of the accepted range.
@@ -35,8 +37,8 @@ pub fn in_range(t: &Timestamp) -> bool {
     *t >= EARLIEST && *t <= latest()
 }
 
-/// An RFC 3339 timestamp from outside, bounded (contract §10) and truncated to milliseconds.
-/// The error is the field's message.
+/// An RFC 3339 timestamp from outside, bounded (docs/api.md, Bounded values) and truncated to
+/// milliseconds. The error is the field's message.
 ///
 /// ```
 /// use workbench_domain::time::parse_timestamp;
@@ -72,13 +74,17 @@ pub fn saturating_after(t: Timestamp, d: Duration) -> Timestamp {
     }
 }
 
+/// The source of the current time for services and repositories. The server's adapter
+/// answers the database's time, so that every replica decides leases, due times and deadlines
+/// alike (docs/operations.md, Clocks; docs/architecture.md, Time, leases and fencing).
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Clock: Send + Sync {
     /// The current instant, truncated to milliseconds.
     fn now(&self) -> Timestamp;
 }
 
-/// The real clock.
+/// The host's clock, truncated to milliseconds. The admin commands, which decide nothing
+/// shared, use it as it is; the server's database clock measures its offset from it.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 

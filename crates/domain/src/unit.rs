@@ -1,8 +1,8 @@
-//! One unit of background work fails alone (contract §10): an invocation's batch, a CSV or
-//! cancel task's step, a webhook delivery, a push. A panic or an unexpected error in one unit
-//! is caught here, the unit is tried again up to [`ATTEMPTS`] times in all, and then it is
-//! given up as a [`Failure`] with an `errorId` that is in the log and in what the unit's owner
-//! sees. The loop that ran the unit goes on with the others.
+//! One unit of background work fails alone (docs/operations.md, When one unit of work fails):
+//! an invocation's batch, a CSV or cancel task's step, a webhook delivery, a push. A panic or
+//! an unexpected error in one unit is caught here, the unit is tried again up to [`ATTEMPTS`]
+//! times in all, and then it is given up as a [`Failure`] with an `errorId` that is in the log
+//! and in what the unit's owner sees. The loop that ran the unit goes on with the others.
 //!
 //! What is expected is not a failure of the unit: a database that cannot be reached
 //! ([`StorageError::Unavailable`]) or a record changed meanwhile is the loop's to wait out.
@@ -23,7 +23,10 @@ pub const ATTEMPTS: u32 = 3;
 /// delivery's last error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// `err_...`: in the ERROR line of the log and in [`Failure::message`].
     pub error_id: String,
+    /// The last attempt's error, or `panic: ` and the panic's text. Logged, never shown to the
+    /// unit's owner.
     pub cause: String,
 }
 
@@ -54,6 +57,11 @@ impl Failure {
 /// Whether an error is one the unit cannot recover from by waiting (a bug, a corrupted row),
 /// as opposed to one the loop waits out.
 pub trait Unexpected {
+    /// True for an error waiting will not cure: the attempt is made again, and after
+    /// [`ATTEMPTS`] the unit is failed. False for one the loop waits out: for [`StorageError`]
+    /// an unreachable database, a full disk or a record changed meanwhile (`Unavailable`,
+    /// `Full`, `StaleRevision`); a [`DomainError`] is expected only when it is such a storage
+    /// error.
     fn is_unexpected(&self) -> bool;
 }
 

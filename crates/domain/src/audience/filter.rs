@@ -1,4 +1,4 @@
-//! The filter shape of contract §3, used by segments and by the `filters` trigger target:
+//! The filter of segments and of the `filters` trigger target (docs/api.md, Audience):
 //! `{"match": "all"|"any", "conditions": [{"field", "op", "value"}]}`.
 //!
 //! Fields: `id`, `testUser`, `tags`, `attributes.<name>`. Operators and the values they take:
@@ -19,24 +19,41 @@ use serde_json::Value;
 use super::EndUser;
 use crate::FieldError;
 
+/// The most conditions one filter may have (at least one is needed).
 pub const MAX_CONDITIONS: usize = 50;
 
+/// What a condition looks at, its `field`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FilterField {
+    /// `id`: the user's id.
     Id,
+    /// `testUser`: the test flag (takes `eq` and `neq` only).
     TestUser,
+    /// `tags`: the user's tags (not `gt` or `lt`).
     Tags,
+    /// `attributes.<name>`: the attribute with this name (the text after `attributes.`); an
+    /// attribute that is missing or `null` has no value.
     Attribute(String),
 }
 
+/// A condition's operator, its `op`. What each compares, and the value it takes, is in the
+/// module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// `eq`: equal to the value (for `tags`: has that tag).
     Eq,
+    /// `neq`: not equal (for `tags`: has not that tag); also true when there is no value.
     Neq,
+    /// `in`: equal to one of the values (for `tags`: has one of them).
     In,
+    /// `contains`: the user's string holds the value as a substring (for `tags`: has that
+    /// tag).
     Contains,
+    /// `exists`: has a value (for `tags`: has any tag), or, with `false`, has none.
     Exists,
+    /// `gt`: greater than the value, numbers as numbers and strings as text.
     Gt,
+    /// `lt`: less than the value, numbers as numbers and strings as text.
     Lt,
 }
 
@@ -55,18 +72,47 @@ impl Op {
     }
 }
 
+/// One validated condition of a filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
+    /// What the condition looks at.
     pub field: FilterField,
+    /// How it compares.
     pub op: Op,
+    /// What it compares with, of a kind the field and operator take; `Null` for an `exists`
+    /// sent without a value (meaning `true`).
     pub value: Value,
 }
 
 /// A validated filter. `source` is the document as the caller sent it, kept for display.
+///
+/// ```
+/// use serde_json::json;
+/// use workbench_domain::audience::Filter;
+///
+/// let vip_in_nz = Filter::parse(
+///     &json!({"match": "all", "conditions": [
+///         {"field": "tags", "op": "contains", "value": "vip"},
+///         {"field": "attributes.country", "op": "eq", "value": "NZ"}
+///     ]}),
+///     "filter",
+/// )
+/// .expect("a valid filter");
+/// assert!(vip_in_nz.match_all);
+/// assert_eq!(vip_in_nz.conditions.len(), 2);
+///
+/// let problems = Filter::parse(&json!({"conditions": [{"field": "name", "op": "eq"}]}), "f")
+///     .expect_err("`name` is not a field");
+/// assert_eq!(problems[0].field, "f.conditions[0].field");
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Filter {
+    /// `match`: `all` (the default; every condition must hold) or `any` (false: one is
+    /// enough).
     pub match_all: bool,
+    /// 1 to [`MAX_CONDITIONS`] conditions, in the order sent.
     pub conditions: Vec<Condition>,
+    /// The filter document as sent: what is stored and shown back.
     pub source: Value,
 }
 
@@ -121,6 +167,7 @@ impl Filter {
         }
     }
 
+    /// Whether `user` matches: every condition holds (`all`), or at least one does (`any`).
     pub fn matches(&self, user: &EndUser) -> bool {
         let mut results = self.conditions.iter().map(|c| c.matches(user));
         if self.match_all {
@@ -243,6 +290,8 @@ fn equal(a: &Value, b: &Value) -> bool {
 }
 
 impl Condition {
+    /// Whether the condition holds for `user`. Values of different kinds never compare (the
+    /// string "5" is not the number 5): `eq`, `in`, `gt` and `lt` are then false, `neq` true.
     pub fn matches(&self, user: &EndUser) -> bool {
         match &self.field {
             FilterField::Tags => {

@@ -1,5 +1,6 @@
-//! The audience flows target (contract §3): end users with tags and attributes, segments
-//! (saved, dynamic filters), and streams (every environment has the undeletable `All cards`).
+//! The audience flows target: end users with tags and attributes, segments (saved, dynamic
+//! filters), and streams (every environment has the undeletable `All cards`). The rules are in
+//! docs/api.md, Audience.
 
 pub mod filter;
 
@@ -14,13 +15,21 @@ use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
 pub use filter::Filter;
 
+/// The longest end-user id, in characters (Unicode scalar values).
 pub const USER_ID_MAX_CHARS: usize = 255;
+/// The most tags one user may have (counted as sent, before duplicates are dropped).
 pub const MAX_TAGS_PER_USER: usize = 100;
+/// The longest tag, in characters.
 pub const TAG_MAX_CHARS: usize = 100;
+/// The most attributes one user may have.
 pub const MAX_ATTRIBUTES_PER_USER: usize = 100;
+/// The longest attribute name, in characters.
 pub const ATTRIBUTE_NAME_MAX_CHARS: usize = 100;
+/// The longest string attribute value, in characters.
 pub const ATTRIBUTE_VALUE_MAX_CHARS: usize = 2_000;
+/// The most users one [`AudienceService::put_users`] batch may hold.
 pub const MAX_BATCH_USERS: usize = 10_000;
+/// The longest segment or stream name, in characters.
 pub const NAME_MAX_CHARS: usize = 255;
 /// The stream every card is in.
 pub const DEFAULT_STREAM_NAME: &str = "All cards";
@@ -30,43 +39,69 @@ const SCAN_BATCH: u32 = 1_000;
 /// An end user: the caller's own id, a test flag, tags, attributes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndUser {
+    /// The environment the user belongs to; the same id in another environment is another user.
     pub environment_id: String,
+    /// The caller's own id for the user: 1 to [`USER_ID_MAX_CHARS`] characters, no control
+    /// characters.
     pub id: String,
+    /// A test user: test-mode triggers (`/test`) reach test users only.
     pub test_user: bool,
     /// Sorted, without duplicates.
     pub tags: Vec<String>,
     /// Scalar values only (string, number, boolean).
     pub attributes: Map<String, Value>,
+    /// When the user was first stored; a later put keeps it.
     pub created: Timestamp,
+    /// When the user was last put.
     pub updated: Timestamp,
 }
 
 /// What a PUT sends: the whole user (omitted fields take their defaults).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserInput {
+    /// The user's id (the path's `endUserId`, or `id` in a batch).
     pub id: String,
+    /// `testUser`; false when omitted.
     pub test_user: bool,
+    /// `tags`, in any order and possibly repeated: [`validate_user`] sorts and deduplicates
+    /// them.
     pub tags: Vec<String>,
+    /// `attributes`: at most [`MAX_ATTRIBUTES_PER_USER`], each a string, a number or a boolean.
     pub attributes: Map<String, Value>,
 }
 
+/// A segment: a named, saved filter. It is dynamic: its users are those its filter matches
+/// when it is used (a list, a `segment` trigger target), not a list kept when it was saved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {
+    /// `seg_…`.
     pub id: String,
+    /// The environment the segment belongs to.
     pub environment_id: String,
+    /// 1 to [`NAME_MAX_CHARS`] characters, not blank, no control characters. Not unique.
     pub name: String,
+    /// The validated filter, which keeps the document as sent in [`Filter::source`].
     pub filter: Filter,
+    /// When the segment was created.
     pub created: Timestamp,
+    /// When its name or filter was last replaced.
     pub updated: Timestamp,
 }
 
+/// A stream: a named part of a user's feed that cards can be sent to (`targetStreamIds`).
+/// Every card is in the default stream, `All cards`, too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stream {
+    /// `str_…`.
     pub id: String,
+    /// The environment the stream belongs to.
     pub environment_id: String,
+    /// 1 to [`NAME_MAX_CHARS`] characters, not blank, no control characters; unique within
+    /// the environment.
     pub name: String,
     /// `All cards`: exists in every environment, cannot be deleted.
     pub is_default: bool,
+    /// When the stream was created.
     pub created: Timestamp,
 }
 
@@ -86,16 +121,26 @@ impl Stream {
 /// Which users a list returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserQuery {
+    /// Only users with this tag (exact match).
     pub tag: Option<String>,
+    /// Only test users (`Some(true)`) or only the others (`Some(false)`).
     pub test_user: Option<bool>,
 }
 
+/// Storage of end users and their tags (a port). Every call is scoped to its environment: a
+/// user is known by (environment, id), and nothing of another environment is read or changed.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EndUserRepository: Send + Sync {
     /// Inserts or replaces every user (test flag, tags, attributes; `created` is kept for an
     /// existing user), all in one transaction.
+    ///
+    /// All or nothing: an error must leave every user as it was ([`AudienceService::put_users`]
+    /// promises that). A replaced user's tags are exactly the new ones; `updated` is taken
+    /// from the user given.
     async fn upsert(&self, users: Vec<EndUser>) -> Result<(), StorageError>;
+    /// The user with this id in the environment, with its tags (sorted); None when there is
+    /// none.
     async fn get(
         &self,
         environment_id: &str,
@@ -104,6 +149,10 @@ pub trait EndUserRepository: Send + Sync {
     /// Deletes the user and its tags. False when there was no such user.
     async fn delete(&self, environment_id: &str, user_id: &str) -> Result<bool, StorageError>;
     /// Users matching the query, by id, after `page.after`, at most `page.limit + 1`.
+    ///
+    /// In ascending order of id, strictly after `page.after` when given: the services page
+    /// through with the last id read as the next `after`, and the extra user only tells that
+    /// more follow. Each user comes with its tags.
     async fn list(
         &self,
         environment_id: &str,
@@ -120,10 +169,17 @@ pub trait EndUserRepository: Send + Sync {
     ) -> Result<Vec<String>, StorageError>;
 }
 
+/// Storage of segments (a port). Every call is scoped to its environment: a segment id of
+/// another environment is not found.
+///
+/// A segment's filter is stored as its [`Filter::source`] and parsed again when read; a
+/// stored filter that no longer parses is a [`StorageError::Internal`].
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait SegmentRepository: Send + Sync {
+    /// Stores a new segment (its id is new; names need not be unique).
     async fn insert(&self, segment: &Segment) -> Result<(), StorageError>;
+    /// The segment with this id in the environment; None when there is none.
     async fn get(
         &self,
         environment_id: &str,
@@ -132,30 +188,50 @@ pub trait SegmentRepository: Send + Sync {
     /// Every segment of the environment, by name.
     async fn list(&self, environment_id: &str) -> Result<Vec<Segment>, StorageError>;
     /// Replaces name and filter. False when there is no such segment.
+    ///
+    /// Also sets `updated`; `created` is left as stored. The segment is found by its
+    /// `environment_id` and `id`.
     async fn update(&self, segment: &Segment) -> Result<bool, StorageError>;
+    /// Deletes the segment. False when there was no such segment in the environment.
     async fn delete(&self, environment_id: &str, segment_id: &str) -> Result<bool, StorageError>;
 }
 
+/// Storage of streams (a port). Every call is scoped to its environment; stream names are
+/// unique within an environment.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait StreamRepository: Send + Sync {
     /// The environment's streams, the default one first; the default is created when missing.
+    ///
+    /// When the environment has no default stream yet, `default` (a [`Stream::default_for`]
+    /// the caller built) is stored first, in the same transaction as the read; of two first
+    /// listings that race, one stores it and the other stores nothing. The others follow,
+    /// oldest first. The trigger engine takes the default stream's id from this answer, so it
+    /// must always be in it.
     async fn list(
         &self,
         environment_id: &str,
         default: Stream,
     ) -> Result<Vec<Stream>, StorageError>;
     /// A name used by another stream of the environment is a `UniqueViolation`.
+    ///
+    /// It must be [`StorageError::UniqueViolation`]: the service answers it with
+    /// [`ConflictKind::StreamNameTaken`].
     async fn insert(&self, stream: &Stream) -> Result<(), StorageError>;
+    /// The stream with this id in the environment; None when there is none.
     async fn get(
         &self,
         environment_id: &str,
         stream_id: &str,
     ) -> Result<Option<Stream>, StorageError>;
+    /// Deletes a stream that is not the default one. False when there was no such stream; the
+    /// default stream is never deleted (false for it too).
     async fn delete(&self, environment_id: &str, stream_id: &str) -> Result<bool, StorageError>;
 }
 
 /// Checks a user id (the caller's own string): 1–255 characters, no control characters.
+///
+/// Adds at most one problem to `errors`, at `field`.
 pub fn validate_user_id(errors: &mut Vec<FieldError>, field: &str, id: &str) {
     if id.is_empty() {
         errors.push(FieldError::new(field, "must not be empty"));
@@ -173,6 +249,13 @@ pub fn validate_user_id(errors: &mut Vec<FieldError>, field: &str, id: &str) {
 }
 
 /// Validates a user sent whole and normalises its tags (sorted, deduplicated).
+///
+/// Every problem is added to `errors` with its path under `prefix` (`users[3].tags[0]`; plain
+/// `tags[0]` when `prefix` is empty): the id, at most [`MAX_TAGS_PER_USER`] tags of 1 to
+/// [`TAG_MAX_CHARS`] characters, at most [`MAX_ATTRIBUTES_PER_USER`] attributes with names of
+/// 1 to [`ATTRIBUTE_NAME_MAX_CHARS`] characters and scalar values (strings of at most
+/// [`ATTRIBUTE_VALUE_MAX_CHARS`] characters). The input comes back normalised even when it has
+/// problems.
 pub fn validate_user(
     errors: &mut Vec<FieldError>,
     prefix: &str,
@@ -250,6 +333,69 @@ fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
     }
 }
 
+/// The Audience API: end users, segments and streams of an environment.
+///
+/// Every method first checks that the caller may use the environment
+/// ([`DomainError::Unauthenticated`] otherwise) and holds `users:read` or `users:write` there
+/// ([`DomainError::Forbidden`]); storage failures come back as [`DomainError::Storage`].
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use workbench_domain::audience::{AudienceService, EndUser, UserInput};
+/// use workbench_domain::mocks::{
+///     MockClock, MockEndUserRepository, MockSegmentRepository, MockStreamRepository,
+/// };
+/// use workbench_domain::{DomainError, Principal};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let mut clock = MockClock::new();
+/// clock.expect_now().return_const(workbench_domain::chrono::Utc::now());
+/// // A repository that keeps what it is given.
+/// let stored: Arc<Mutex<Vec<EndUser>>> = Arc::default();
+/// let mut users = MockEndUserRepository::new();
+/// let kept = stored.clone();
+/// users.expect_upsert().times(1).returning(move |batch| {
+///     kept.lock().unwrap().extend(batch);
+///     Ok(())
+/// });
+/// users.expect_get().returning(move |env, id| {
+///     let all = stored.lock().unwrap();
+///     Ok(all.iter().find(|u| u.environment_id == env && u.id == id).cloned())
+/// });
+/// let audience = AudienceService::new(
+///     Arc::new(users),
+///     Arc::new(MockSegmentRepository::new()),
+///     Arc::new(MockStreamRepository::new()),
+///     Arc::new(clock),
+/// );
+/// let who = Principal::trusted("crm-sync", "org_1", &["env_1"]);
+///
+/// let input = UserInput {
+///     id: "u1".into(),
+///     tags: vec!["vip".into(), "beta".into(), "vip".into()],
+///     ..UserInput::default()
+/// };
+/// let user = audience.put_user(&who, "env_1", input).await?;
+/// assert_eq!(user.tags, ["beta", "vip"]); // sorted, without duplicates
+/// assert!(!user.test_user);
+///
+/// // Every problem at once, each at its field; nothing is stored (`upsert` ran once).
+/// let bad = UserInput { id: String::new(), tags: vec![String::new()], ..UserInput::default() };
+/// let Err(DomainError::Validation(problems)) = audience.put_user(&who, "env_1", bad).await
+/// else {
+///     panic!("the input is invalid")
+/// };
+/// let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+/// assert_eq!(fields, ["id", "tags[0]"]);
+///
+/// // An environment the caller may not use.
+/// let other = audience.get_user(&who, "env_2", "u1").await;
+/// assert!(matches!(other, Err(DomainError::Unauthenticated)));
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct AudienceService {
     users: Arc<dyn EndUserRepository>,
     segments: Arc<dyn SegmentRepository>,
@@ -258,6 +404,7 @@ pub struct AudienceService {
 }
 
 impl AudienceService {
+    /// A service over these repositories; `clock` stamps `created` and `updated`.
     pub fn new(
         users: Arc<dyn EndUserRepository>,
         segments: Arc<dyn SegmentRepository>,
@@ -286,6 +433,12 @@ impl AudienceService {
     }
 
     /// Creates or replaces a user.
+    ///
+    /// The user is replaced whole (omitted fields take their defaults) and keeps its
+    /// `created`; the answer is the user as stored, read back. Needs `users:write`. Every
+    /// problem of the input comes back at once as [`DomainError::Validation`]
+    /// ([`validate_user`]); [`DomainError::NotFound`] only if the user was deleted between the
+    /// write and the read.
     pub async fn put_user(
         &self,
         who: &Principal,
@@ -308,6 +461,11 @@ impl AudienceService {
     }
 
     /// Creates or replaces up to 10,000 users in one transaction; all or nothing.
+    ///
+    /// Answers how many users were stored. Needs `users:write`. [`DomainError::Validation`]
+    /// with a problem at `users` for an empty batch or one over [`MAX_BATCH_USERS`]; otherwise
+    /// with every problem of every user at `users[i].<field>`, including an id repeated in the
+    /// batch. With any problem nothing is stored.
     pub async fn put_users(
         &self,
         who: &Principal,
@@ -342,6 +500,8 @@ impl AudienceService {
         Ok(count)
     }
 
+    /// The user with this id. Needs `users:read`; [`DomainError::NotFound`] when the
+    /// environment has no such user.
     pub async fn get_user(
         &self,
         who: &Principal,
@@ -355,6 +515,8 @@ impl AudienceService {
             .ok_or(DomainError::NotFound(Resource::EndUser))
     }
 
+    /// Deletes the user and its tags. Needs `users:write`; [`DomainError::NotFound`] when the
+    /// environment has no such user.
     pub async fn delete_user(
         &self,
         who: &Principal,
@@ -371,6 +533,11 @@ impl AudienceService {
 
     /// Users by id. With a segment, its filter is evaluated on the users read (in batches)
     /// until the page is full.
+    ///
+    /// `query` narrows the users read (tag, test flag) and `page` is the page asked for; the
+    /// answer's `next_after` is set when more users follow. Needs `users:read`. A
+    /// `segment_id` that is not a segment of the environment is a [`DomainError::Validation`]
+    /// at `segmentId`. With a segment, a page may take several reads of 1,000 users.
     pub async fn list_users(
         &self,
         who: &Principal,
@@ -420,6 +587,9 @@ impl AudienceService {
         }
     }
 
+    /// Creates a segment from a name and a filter document (see [`filter`]). Needs
+    /// `users:write`. The problems of the name (at `name`) and of the filter (at `filter...`)
+    /// come back together as [`DomainError::Validation`]. The answer is the segment stored.
     pub async fn create_segment(
         &self,
         who: &Principal,
@@ -442,6 +612,8 @@ impl AudienceService {
         Ok(segment)
     }
 
+    /// The segment with this id. Needs `users:read`; [`DomainError::NotFound`] when the
+    /// environment has no such segment.
     pub async fn get_segment(
         &self,
         who: &Principal,
@@ -455,6 +627,7 @@ impl AudienceService {
             .ok_or(DomainError::NotFound(Resource::Segment))
     }
 
+    /// Every segment of the environment, by name. Needs `users:read`.
     pub async fn list_segments(
         &self,
         who: &Principal,
@@ -464,6 +637,10 @@ impl AudienceService {
         Ok(self.segments.list(env).await?)
     }
 
+    /// Replaces a segment's name and filter; its id and `created` stay. Needs `users:write`.
+    /// [`DomainError::NotFound`] when the environment has no such segment (checked before the
+    /// name and filter); then [`DomainError::Validation`] as for
+    /// [`create_segment`](Self::create_segment). The answer is the segment as saved.
     pub async fn update_segment(
         &self,
         who: &Principal,
@@ -492,6 +669,8 @@ impl AudienceService {
         }
     }
 
+    /// Deletes a segment. Needs `users:write`; [`DomainError::NotFound`] when the
+    /// environment has no such segment.
     pub async fn delete_segment(
         &self,
         who: &Principal,
@@ -510,6 +689,8 @@ impl AudienceService {
         Stream::default_for(env, self.clock.now())
     }
 
+    /// The environment's streams, `All cards` first (created on this first use when
+    /// missing), then the others oldest first. Needs `users:read`.
     pub async fn list_streams(
         &self,
         who: &Principal,
@@ -519,6 +700,11 @@ impl AudienceService {
         Ok(self.streams.list(env, self.default_stream(env)).await?)
     }
 
+    /// Creates a stream. Needs `users:write`. [`DomainError::Validation`] at `name` for a
+    /// blank name, one over [`NAME_MAX_CHARS`] characters or one with control characters; a
+    /// [`DomainError::Conflict`] of kind [`ConflictKind::StreamNameTaken`] when another stream
+    /// of the environment has the name (`All cards` included: the default stream is created
+    /// first). The answer is the stream stored.
     pub async fn create_stream(
         &self,
         who: &Principal,
@@ -550,6 +736,9 @@ impl AudienceService {
         }
     }
 
+    /// Deletes a stream. Needs `users:write`. [`DomainError::NotFound`] when the environment
+    /// has no such stream; a [`DomainError::Conflict`] of kind [`ConflictKind::DefaultStream`]
+    /// for `All cards`.
     pub async fn delete_stream(
         &self,
         who: &Principal,

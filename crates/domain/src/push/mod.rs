@@ -1,7 +1,8 @@
-//! Push notification platforms (spec 2.10, 4.5; contract §8): one per environment, app and
-//! platform, with credentials validated offline by a [`CredentialValidator`] and sealed at
-//! rest by the storage adapter. Credentials are never returned. Devices of end users, and the
-//! sending of pushes to them when cards become active (`send`).
+//! Push notifications: the platforms (one per environment, app and platform, with credentials
+//! validated offline by a [`CredentialValidator`] and sealed at rest by the storage adapter;
+//! credentials are never returned), the devices of end users, and the sending of pushes to
+//! those devices when cards become active ([`PushService`]). The rules are in docs/api.md,
+//! Push notification platforms, and its Sending pushes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,10 +54,23 @@ pub enum Provider {
     /// `GCM` or `FCM`: Android over FCM HTTP v1.
     Fcm,
     /// `APNS` (production) or `APNS_SANDBOX`.
-    Apns { sandbox: bool },
+    Apns {
+        /// True for `APNS_SANDBOX`: Apple's development environment, whose device tokens
+        /// never work in production and the other way round.
+        sandbox: bool,
+    },
 }
 
-/// The platform value as sent (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`); records keep it.
+/// The provider of a platform value as sent (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`; records
+/// keep the value as sent). None for any other value: the match is exact, case included.
+///
+/// ```
+/// use workbench_domain::push::{provider_of, Provider};
+///
+/// assert_eq!(provider_of("GCM"), provider_of("FCM"));
+/// assert_eq!(provider_of("APNS_SANDBOX"), Some(Provider::Apns { sandbox: true }));
+/// assert_eq!(provider_of("fcm"), None);
+/// ```
 pub fn provider_of(platform: &str) -> Option<Provider> {
     match platform {
         "GCM" | "FCM" => Some(Provider::Fcm),
@@ -66,12 +80,19 @@ pub fn provider_of(platform: &str) -> Option<Provider> {
     }
 }
 
-/// What a create or update asks for.
+/// What a create or update asks for, as [`PlatformInput::parse`] read it: the shape is checked,
+/// the credentials are not yet (that is the [`CredentialValidator`]'s work).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlatformInput {
+    /// `appId`: 1 to 256 letters, digits, dots, hyphens and underscores.
     pub app_id: String,
+    /// `platform`: `GCM`, `FCM`, `APNS` or `APNS_SANDBOX`, as sent.
     pub platform: String,
+    /// `platformCredential`, secret: service-account JSON (FCM), the certificate's private key
+    /// (iOS certificate) or a .p8 key (iOS token). Not blank, at most 16,384 characters.
     pub credential: String,
+    /// `platformPrincipal`, secret: the PEM certificate (iOS certificate) or the key id (iOS
+    /// token); None or empty for FCM. At most 16,384 characters.
     pub principal: Option<String>,
     /// `channelId`, `restrictedPackageName` (Android); `teamId`, `bundleId` (iOS token).
     pub properties: Map<String, Value>,
@@ -79,6 +100,12 @@ pub struct PlatformInput {
 
 impl PlatformInput {
     /// Reads a create/update body; every problem at once. Unknown fields are ignored.
+    ///
+    /// Fails with [`DomainError::Validation`] listing each field's problem: a body that is
+    /// not an object (field `""`), `appId`, `platform` or `platformCredential` missing or not
+    /// valid, a text longer than 16,384 characters, and a `platformProperties` that is not an
+    /// object of strings or has a key other than `channelId`, `restrictedPackageName`,
+    /// `teamId` and `bundleId`.
     pub fn parse(body: &Value) -> Result<PlatformInput, DomainError> {
         let Some(obj) = body.as_object() else {
             return Err(DomainError::invalid("", "the body must be a JSON object"));
@@ -158,6 +185,8 @@ impl PlatformInput {
         })
     }
 
+    /// The value of a `platformProperties` key (`channelId`, `teamId`, ...); None when it was
+    /// not given.
     pub fn property(&self, key: &str) -> Option<&str> {
         self.properties.get(key).and_then(Value::as_str)
     }
@@ -175,6 +204,17 @@ pub enum CredentialProblem {
 /// Validates credentials offline; answers the non-secret facts shown in `attributes`.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait CredentialValidator: Send + Sync {
+    /// Checks the credentials of `input` for its platform without any network call, as of
+    /// `now` (a certificate must be valid then), by the rules of docs/api.md, Push notification
+    /// platforms. `input` comes from [`PlatformInput::parse`], so its platform is known.
+    ///
+    /// Answers the facts derived from the credentials, which become the record's
+    /// [`PushPlatform::facts`] and are shown to callers, so they must hold nothing secret
+    /// (`ProjectId`, `ClientEmail`, `PrivateKeyId`; `AppleCertificateExpirationDate`,
+    /// `BundleId`, `CertificateFingerprint`; `KeyId`, ...). Refuses a GCM/FCM credential that
+    /// is not service-account JSON with [`CredentialProblem::LegacyFcmKey`], and every other
+    /// problem with [`CredentialProblem::Invalid`], each naming its field
+    /// (`platformCredential`, `platformPrincipal`, `platformProperties.teamId`, ...).
     fn validate(
         &self,
         input: &PlatformInput,
@@ -182,26 +222,42 @@ pub trait CredentialValidator: Send + Sync {
     ) -> Result<BTreeMap<String, String>, CredentialProblem>;
 }
 
+/// A push notification platform: an app's credentials for one provider in one environment
+/// (docs/api.md, Push notification platforms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushPlatform {
+    /// `npl_…`: what enabling and disabling name.
     pub id: String,
+    /// The environment it belongs to.
     pub environment_id: String,
+    /// `appId`, the app whose devices it serves.
     pub app_id: String,
+    /// `GCM`, `FCM`, `APNS` or `APNS_SANDBOX`, as sent.
     pub platform: String,
+    /// `arn:workbench:push:{environmentId}:app/{platform}/{appId}` (see [`arn`]).
     pub arn: String,
+    /// Whether pushes go through it. A new platform is enabled; only a disabled one can be
+    /// deleted, and pushes due while it is disabled are skipped (unless another enabled
+    /// platform of the app serves the device).
     pub enabled: bool,
     /// Secret: sealed at rest, never returned.
     pub credential: String,
+    /// `platformPrincipal` (the iOS certificate or key id). Secret like the credential.
     pub principal: Option<String>,
+    /// `platformProperties`: `channelId`, `restrictedPackageName` (Android); `teamId`,
+    /// `bundleId` (iOS token).
     pub properties: Map<String, Value>,
     /// Derived, non-secret (expiry, bundle id, project id, client email, key id, fingerprint).
     pub facts: BTreeMap<String, String>,
+    /// When it was created.
     pub created: Timestamp,
+    /// When its credentials or its state last changed.
     pub updated: Timestamp,
 }
 
 impl PushPlatform {
-    /// The `attributes` of spec 2.10: string values, `Enabled` as text.
+    /// The `attributes` of the record as the API shows it (docs/api.md, Push notification
+    /// platforms): the facts, string values, and `Enabled` as `"true"` or `"false"`.
     pub fn attributes(&self) -> BTreeMap<String, String> {
         let mut a = self.facts.clone();
         a.insert("Enabled".into(), self.enabled.to_string());
@@ -209,32 +265,92 @@ impl PushPlatform {
     }
 }
 
+/// The ARN of an environment's platform for an app.
+///
+/// ```
+/// assert_eq!(
+///     workbench_domain::push::arn("env_1", "FCM", "com.example"),
+///     "arn:workbench:push:env_1:app/FCM/com.example"
+/// );
+/// ```
 pub fn arn(environment_id: &str, platform: &str, app_id: &str) -> String {
     format!("arn:workbench:push:{environment_id}:app/{platform}/{app_id}")
 }
 
+/// Storage of push platforms. An implementation seals the credential and the principal at
+/// rest and opens them on every read, and scopes every call to the environment it is given:
+/// a platform of another environment is never found, changed or deleted.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait PushPlatformRepository: Send + Sync {
-    /// Fails with `UniqueViolation` when the environment has this app and platform.
+    /// Stores a new platform as given. Fails with [`StorageError::UniqueViolation`] when the
+    /// environment already has a platform of this app and platform value (exactly as sent:
+    /// `GCM` and `FCM` are different values here), and then stores nothing.
     async fn insert(&self, platform: &PushPlatform) -> Result<(), StorageError>;
+    /// Every platform of the environment, by app id, then platform.
     async fn list(&self, environment_id: &str) -> Result<Vec<PushPlatform>, StorageError>;
+    /// The environment's platform of this app and platform value (exactly as sent); None when
+    /// there is none.
     async fn find(
         &self,
         environment_id: &str,
         app_id: &str,
         platform: &str,
     ) -> Result<Option<PushPlatform>, StorageError>;
+    /// The environment's platform with this id; None when there is none.
     async fn get(
         &self,
         environment_id: &str,
         id: &str,
     ) -> Result<Option<PushPlatform>, StorageError>;
+    /// Replaces every field of the stored platform with this id and environment by the given
+    /// one's, sealing the secrets again. A platform deleted meanwhile is not an error: nothing
+    /// is stored.
     async fn update(&self, platform: &PushPlatform) -> Result<(), StorageError>;
-    /// Deletes only a disabled platform; false when there is none such.
+    /// Deletes only a disabled platform; false when there is none such. The check and the
+    /// delete are one atomic write, so a platform enabled meanwhile is kept.
     async fn delete_disabled(&self, environment_id: &str, id: &str) -> Result<bool, StorageError>;
 }
 
+/// The push notification platform API (docs/api.md, Push notification platforms): list,
+/// create, update, enable or disable, and delete. Reading needs
+/// [`Permission::NotificationPlatformsRead`] on the environment, every change
+/// [`Permission::NotificationPlatformsWrite`]; a caller without the environment gets
+/// [`DomainError::Unauthenticated`], one without the permission [`DomainError::Forbidden`].
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+///
+/// use workbench_domain::mocks::{MockClock, MockCredentialValidator, MockPushPlatformRepository};
+/// use workbench_domain::push::PushPlatformService;
+/// use workbench_domain::serde_json::json;
+/// use workbench_domain::Principal;
+///
+/// let mut validator = MockCredentialValidator::new();
+/// validator.expect_validate().returning(|_, _| {
+///     Ok(BTreeMap::from([("ProjectId".to_owned(), "example-project".to_owned())]))
+/// });
+/// let mut repo = MockPushPlatformRepository::new();
+/// repo.expect_insert().times(1).returning(|_| Ok(()));
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(workbench_domain::chrono::Utc::now);
+/// let platforms = PushPlatformService::new(Arc::new(repo), Arc::new(validator), Arc::new(clock));
+/// let who = Principal::trusted("example-service", "org_1", &["env_1"]);
+///
+/// let body = json!({"appId": "com.example", "platform": "FCM", "platformCredential": "{}"});
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let platform = platforms.create(&who, "env_1", &body).await.unwrap();
+/// assert!(platform.enabled && platform.id.starts_with("npl_"));
+/// assert_eq!(platform.arn, "arn:workbench:push:env_1:app/FCM/com.example");
+/// assert_eq!(platform.attributes()["ProjectId"], "example-project");
+/// assert_eq!(platform.attributes()["Enabled"], "true");
+///
+/// // An environment the caller may not use: refused before anything is validated or stored.
+/// assert!(platforms.create(&who, "env_2", &body).await.is_err());
+/// # });
+/// ```
 pub struct PushPlatformService {
     repo: Arc<dyn PushPlatformRepository>,
     validator: Arc<dyn CredentialValidator>,
@@ -255,6 +371,8 @@ fn credential_error(p: CredentialProblem) -> DomainError {
 }
 
 impl PushPlatformService {
+    /// A service over these ports. `clock` stamps `created` and `updated`, and is the time
+    /// credentials are validated at.
     pub fn new(
         repo: Arc<dyn PushPlatformRepository>,
         validator: Arc<dyn CredentialValidator>,
@@ -267,11 +385,21 @@ impl PushPlatformService {
         }
     }
 
+    /// Every platform of `env`, by app id, then platform. The records carry their credentials:
+    /// what shows them must leave `credential` and `principal` out.
     pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<PushPlatform>, DomainError> {
         who.authorize(env, Permission::NotificationPlatformsRead)?;
         Ok(self.repo.list(env).await?)
     }
 
+    /// Creates the platform a create body asks for ([`PlatformInput::parse`]), its credentials
+    /// checked by the [`CredentialValidator`]: enabled, with a new `npl_…` id and its [`arn`].
+    /// Answers the record, credentials included (not to be shown).
+    ///
+    /// Fails with [`DomainError::Validation`] for problems of the body or the credentials,
+    /// [`DomainError::LegacyFcmKey`] for a legacy FCM server key (with the steps to a service
+    /// account), and a [`DomainError::Conflict`] of kind [`ConflictKind::PlatformExists`] when
+    /// the environment already has a platform of this app and platform value.
     pub async fn create(
         &self,
         who: &Principal,
@@ -312,7 +440,12 @@ impl PushPlatformService {
         }
     }
 
-    /// Replaces the credentials (validated again) of the platform with this app and platform.
+    /// Replaces the credentials (validated again) of the platform with this app and platform:
+    /// credential, principal, properties and facts. Its id, `arn` and `enabled` stay.
+    ///
+    /// Fails like [`create`](Self::create) on the body and the credentials, and with
+    /// [`DomainError::NotFound`] when the environment has no platform of this app and
+    /// platform value.
     pub async fn update(
         &self,
         who: &Principal,
@@ -339,6 +472,15 @@ impl PushPlatformService {
         Ok(platform)
     }
 
+    /// `PUT .../notification-platform-enabled` with `{"id", "enabled"}`: enables or disables
+    /// the platform with this id, and answers it. A platform already so is answered unchanged
+    /// (`updated` included). While disabled, no push is queued through it, and pushes already
+    /// queued are skipped when due unless another enabled platform of the app serves their
+    /// device.
+    ///
+    /// Fails with [`DomainError::Validation`] when `id` is not a non-empty string or `enabled`
+    /// not a boolean (both reported), and [`DomainError::NotFound`] when the environment has
+    /// no platform with this id.
     pub async fn set_enabled(
         &self,
         who: &Principal,
@@ -378,6 +520,12 @@ impl PushPlatformService {
     }
 
     /// Deletes the platform of this app and platform; only a disabled one (409 otherwise).
+    /// `body` is `{"appId", "platform"}`.
+    ///
+    /// Fails with [`DomainError::Validation`] when `appId` is not a non-empty string or
+    /// `platform` not one of the four values, [`DomainError::NotFound`] when there is no such
+    /// platform, and a [`DomainError::Conflict`] of kind [`ConflictKind::PlatformEnabled`]
+    /// while it is enabled (also when it was enabled again between the check and the delete).
     pub async fn delete(
         &self,
         who: &Principal,
@@ -553,33 +701,47 @@ mod tests {
     }
 }
 
-/// A device of an end user that pushes can reach (contract §8).
+/// A device of an end user that pushes can reach (docs/api.md, Push notification platforms).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
+    /// The environment it is registered in.
     pub environment_id: String,
+    /// `endUserId`: the end user it belongs to, who need not exist yet.
     pub user_id: String,
     /// The provider's token; one device belongs to one user (registering it again moves it).
     pub token: String,
+    /// `appId`: the app it is registered for, whose platforms serve it.
     pub app_id: String,
+    /// `GCM`, `FCM`, `APNS` or `APNS_SANDBOX`, as registered.
     pub platform: String,
+    /// When the token was first registered in the environment.
     pub created: Timestamp,
+    /// When it was last registered (or moved to another user).
     pub updated: Timestamp,
 }
 
+/// The longest device token accepted, in characters (visible ASCII only).
 pub const MAX_DEVICE_TOKEN_CHARS: usize = 4_096;
 
+/// Storage of end users' devices. A token is one device of its environment, and belongs to one
+/// user at a time. Every call is scoped to the environment it is given.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DeviceRepository: Send + Sync {
-    /// Inserts, or moves the token to this user and app; answers the stored device.
+    /// Inserts, or moves the token to this user and app; answers the stored device. When the
+    /// environment has the token already, the stored device takes this user, app, platform and
+    /// `updated`, and keeps its `created`. One atomic write: registrations of one token at once
+    /// leave one device.
     async fn upsert(&self, device: &Device) -> Result<Device, StorageError>;
-    /// False when the user has no such device.
+    /// Deletes the user's device with this token. False when the user has no such device (a
+    /// token of another user is left alone).
     async fn delete(
         &self,
         environment_id: &str,
         user_id: &str,
         token: &str,
     ) -> Result<bool, StorageError>;
+    /// The user's devices, by token; none for a user that has none or does not exist.
     async fn of_user(
         &self,
         environment_id: &str,
@@ -587,18 +749,67 @@ pub trait DeviceRepository: Send + Sync {
     ) -> Result<Vec<Device>, StorageError>;
 }
 
+/// End users' devices: register, list and unregister (docs/api.md, Push notification
+/// platforms). Registering and unregistering need [`Permission::UsersWrite`] on the environment,
+/// listing [`Permission::UsersRead`]; a caller without the environment gets
+/// [`DomainError::Unauthenticated`], one without the permission [`DomainError::Forbidden`].
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use workbench_domain::mocks::{MockClock, MockDeviceRepository};
+/// use workbench_domain::push::DeviceService;
+/// use workbench_domain::serde_json::json;
+/// use workbench_domain::{DomainError, Principal};
+///
+/// let mut repo = MockDeviceRepository::new();
+/// // The store answers the device as stored: here, a new one, as given.
+/// repo.expect_upsert().times(1).returning(|device| Ok(device.clone()));
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(workbench_domain::chrono::Utc::now);
+/// let devices = DeviceService::new(Arc::new(repo), Arc::new(clock));
+/// let who = Principal::trusted("example-service", "org_1", &["env_1"]);
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let body = json!({"appId": "com.example", "platform": "APNS"});
+/// let device = devices.register(&who, "env_1", "user-1", "a1b2c3", &body).await.unwrap();
+/// assert_eq!((device.user_id.as_str(), device.token.as_str()), ("user-1", "a1b2c3"));
+/// assert_eq!(device.platform, "APNS");
+///
+/// // Every problem at once, and nothing stored.
+/// let body = json!({"appId": "", "platform": "WNS"});
+/// match devices.register(&who, "env_1", "user-1", "a1b2c3", &body).await {
+///     Err(DomainError::Validation(errors)) => {
+///         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+///         assert_eq!(fields, ["appId", "platform"]);
+///     }
+///     other => panic!("expected a validation error, got {other:?}"),
+/// }
+/// # });
+/// ```
 pub struct DeviceService {
     devices: Arc<dyn DeviceRepository>,
     clock: Arc<dyn Clock>,
 }
 
 impl DeviceService {
+    /// A service over `devices`; `clock` stamps `created` and `updated` of registrations.
     pub fn new(devices: Arc<dyn DeviceRepository>, clock: Arc<dyn Clock>) -> Self {
         Self { devices, clock }
     }
 
     /// `PUT .../users/{id}/devices/{token}` with `{"appId", "platform"}`. The user need not
-    /// exist yet (SDKs may register before the user is sent).
+    /// exist yet (SDKs may register before the user is sent). A token registered already, for
+    /// this user or another, moves to this user, app and platform. Answers the device as
+    /// stored.
+    ///
+    /// Fails with [`DomainError::Validation`] listing every problem: `endUserId` not 1 to
+    /// [`USER_ID_MAX_CHARS`](crate::audience::USER_ID_MAX_CHARS) characters without control
+    /// characters; `deviceToken` not 1 to
+    /// [`MAX_DEVICE_TOKEN_CHARS`] visible ASCII characters; `appId` not 1 to 256 letters,
+    /// digits, dots, hyphens and underscores; `platform` not `GCM`, `FCM`, `APNS` or
+    /// `APNS_SANDBOX`.
     pub async fn register(
         &self,
         who: &Principal,
@@ -654,7 +865,7 @@ impl DeviceService {
             .await?)
     }
 
-    /// The user's devices, by token.
+    /// The user's devices, by token; an unknown user has none.
     pub async fn list(
         &self,
         who: &Principal,
@@ -665,6 +876,8 @@ impl DeviceService {
         Ok(self.devices.of_user(env, user_id).await?)
     }
 
+    /// `DELETE .../users/{id}/devices/{token}`: removes the user's device. Fails with
+    /// [`DomainError::NotFound`] when the user has no device with this token.
     pub async fn unregister(
         &self,
         who: &Principal,

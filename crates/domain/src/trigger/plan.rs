@@ -10,6 +10,7 @@ use super::variables::ViewTemplate;
 /// A flow version's configuration and its `create-card` steps in the order they run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowPlan {
+    /// The version's configuration, as stored.
     pub config: Value,
     pub(crate) cards: Vec<CardStep>,
 }
@@ -27,6 +28,9 @@ pub(crate) struct CardStep {
 }
 
 impl FlowPlan {
+    /// The plan of a configuration: its `create-card` steps reachable from `initialSteps`,
+    /// breadth first, each once, with their templates compiled. Meant for a configuration that
+    /// passed validation; a step naming a missing template gets an empty view.
     pub fn of(config: Value) -> Self {
         let cards = steps_in_order(&config)
             .into_iter()

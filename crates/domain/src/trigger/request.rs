@@ -1,6 +1,10 @@
-//! The trigger request of spec 4.3 (`POST .../test` and `.../start`), parsed and validated:
-//! every problem at once, each with its JSON path (`flows[0].payload.cardOptions.priority`).
-//! Limits (contract §4): 1 to 1,000 flow elements, 1 to 10,000 `targetUserIds` per element.
+//! The trigger request (`POST .../test` and `.../start`; docs/api.md, Triggers), parsed and
+//! validated: every problem at once, each with its JSON path
+//! (`flows[0].payload.cardOptions.priority`). Limits: 1 to 1,000 flow elements, 1 to 10,000
+//! `targetUserIds` per element.
+//!
+//! This is the request's shape only; the checks against the flow (variables and their types,
+//! streams, the segment) follow in the trigger service, with [`super::variables::resolve`].
 
 use chrono::Duration;
 use serde_json::{Map, Value};
@@ -9,24 +13,35 @@ use crate::audience::filter::Filter;
 use crate::audience::validate_user_id;
 use crate::{FieldError, Timestamp};
 
+/// The most elements `flows` may have.
 pub const MAX_FLOW_ELEMENTS: usize = 1_000;
+/// The most `targetUserIds` one `user` target may have.
 pub const MAX_TARGET_USERS: usize = 10_000;
+/// The longest `flowInvocationId`, in characters.
 pub const MAX_INVOCATION_ID_CHARS: usize = 255;
-/// The push payload limit (spec 8), which `notificationDetail` must fit in.
+/// The push payload limit (docs/api.md, Sending pushes), which `notificationDetail` must fit
+/// in, as JSON text.
 pub const MAX_NOTIFICATION_DETAIL_BYTES: usize = 2_048;
 
+/// Who an element targets, its `target`. In test mode only test users of it get cards.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
+    /// `user`: these end users (`targetUserIds`), sorted, without duplicates. A user need not
+    /// exist.
     Users(Vec<String>),
+    /// `segment`: the users the segment (`targetSegmentId`) matches when the invocation runs.
     Segment(String),
+    /// `tag`: the users with this tag (`tagName`, or `tag`).
     Tag(String),
+    /// `allTestUsers`: every test user of the environment.
     AllTestUsers,
+    /// `filters`: the users the filter (`filter`) matches when the invocation runs.
     Filters(Filter),
 }
 
 impl Target {
-    /// Segment, tag and filter targets are "bulk targets" (contract §4): at most five run at
-    /// once per environment.
+    /// Segment, tag and filter targets are "bulk targets" (docs/api.md, Triggers): at most
+    /// five run at once per environment.
     pub fn is_bulk(&self) -> bool {
         matches!(
             self,
@@ -38,20 +53,28 @@ impl Target {
 /// A variable value: for every platform, or with iOS and Android overrides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariableValue {
+    /// The value (`value`, or the variable's value sent plain): a string, a number or a
+    /// boolean.
     pub value: Value,
+    /// `valueIos`: the value on iOS, when it differs.
     pub ios: Option<Value>,
+    /// `valueAndroid`: the value on Android, when it differs.
     pub android: Option<Value>,
 }
 
+/// The platforms cards are for (`cardOptions.targetPlatforms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Platforms {
+    /// `Web`.
     pub web: bool,
+    /// `iOS`.
     pub ios: bool,
+    /// `Android`.
     pub android: bool,
 }
 
 impl Default for Platforms {
-    /// Rule 2: with no platforms given, cards go to Web, iOS and Android.
+    /// With no platforms given, cards go to Web, iOS and Android (docs/api.md, Triggers).
     fn default() -> Self {
         Platforms {
             web: true,
@@ -62,6 +85,8 @@ impl Default for Platforms {
 }
 
 impl Platforms {
+    /// The names of the platforms chosen, in the order `Web`, `iOS`, `Android`: what a card's
+    /// `platforms` hold.
     pub fn names(&self) -> Vec<&'static str> {
         let mut names = Vec::new();
         if self.web {
@@ -77,38 +102,65 @@ impl Platforms {
     }
 }
 
+/// An element's `payload.cardOptions`: how its cards are made. Every timestamp is within the
+/// bounds of docs/api.md, Bounded values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CardOptions {
+    /// `priority`, 1 to 10; without it, the template's `metadata.delivery.priority`, else 5.
     pub priority: Option<u8>,
+    /// `expires`: when the cards expire; after `embargo` when both are given. Wins over
+    /// `expires_interval`.
     pub expires: Option<Timestamp>,
+    /// `expiresInterval`: positive, at most 100 years; the cards expire this long after a
+    /// future embargo ends, else this long after they are made.
     pub expires_interval: Option<Duration>,
+    /// `embargo`: when in the future, the cards are embargoed until then.
     pub embargo: Option<Timestamp>,
+    /// `targetStreamIds`: streams the cards are in besides `All cards` (the trigger service
+    /// checks that they exist).
     pub target_stream_ids: Option<Vec<String>>,
+    /// `targetPlatforms`: the platforms named `true`; every platform when not given.
     pub target_platforms: Option<Platforms>,
 }
 
+/// An element's `payload`, as far as it is the request's to check.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Payload {
+    /// `variables`: (name, value) pairs; checked against the flow's definitions by
+    /// [`super::variables::resolve`].
     pub variables: Vec<(String, VariableValue)>,
+    /// `cardOptions`.
     pub card_options: CardOptions,
+    /// `notificationDetail`: any object of at most [`MAX_NOTIFICATION_DETAIL_BYTES`] as JSON,
+    /// passed to the SDKs with the push.
     pub notification_detail: Option<Map<String, Value>>,
+    /// `metadata`: any object, carried to the cards' analytics events.
     pub metadata: Option<Map<String, Value>>,
 }
 
 /// One element of `flows`: one target, its payload, its idempotency key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowElement {
+    /// Who gets the cards.
     pub target: Target,
+    /// What the cards are made with.
     pub payload: Payload,
+    /// `flowInvocationId`: 1 to [`MAX_INVOCATION_ID_CHARS`] characters, not blank, no
+    /// control characters, unique within the request. None: the service generates an id.
     pub invocation_id: Option<String>,
-    /// The target and payload as sent, for the idempotency hash and the record.
+    /// The target as sent, for the idempotency hash and the record.
     pub raw_target: Value,
+    /// The payload as sent, likewise; `Null` when the element had none.
     pub raw_payload: Value,
 }
 
+/// A trigger request whose shape is valid.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TriggerRequest {
+    /// The elements, in request order: each becomes one invocation.
     pub flows: Vec<FlowElement>,
+    /// `options.strictVariables` (default false): variables the flow does not define are
+    /// refused instead of ignored.
     pub strict_variables: bool,
 }
 
@@ -118,10 +170,12 @@ fn err(errors: &mut Vec<FieldError>, path: impl Into<String>, message: impl Into
 
 /// What could be read of an element with problems: its target if that parsed, and its payload
 /// as far as it parsed, so that the checks against the flow (variables, streams, the segment)
-/// report their problems in the same answer (contract §10).
+/// report their problems in the same answer (docs/api.md, Bounded values).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Draft {
+    /// The target, when it parsed.
     pub target: Option<Target>,
+    /// The payload, without the parts that did not parse.
     pub payload: Payload,
 }
 
@@ -129,17 +183,61 @@ pub struct Draft {
 /// (in order; an element that is not an object has an empty one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
+    /// Every problem of the request's shape, each at its path.
     pub problems: Vec<FieldError>,
+    /// One per element of `flows`; none when `flows` is not an array of 1 to
+    /// [`MAX_FLOW_ELEMENTS`] elements.
     pub drafts: Vec<Draft>,
+    /// `options.strictVariables`, when it could be read (else false).
     pub strict_variables: bool,
 }
 
 /// The request, or every problem of its shape.
+///
+/// Each problem is a [`FieldError`] whose field is a path into the body; the body as a whole
+/// is the empty path.
+///
+/// ```
+/// use serde_json::json;
+/// use workbench_domain::trigger::request::{parse, Target};
+///
+/// let request = parse(&json!({"flows": [{
+///     "target": {"type": "user", "targetUserIds": ["u2", "u1", "u2"]},
+///     "payload": {"variables": {"name": "Ada"}, "cardOptions": {"priority": 8}},
+///     "flowInvocationId": "order-1234"
+/// }]}))
+/// .expect("a valid request");
+/// let element = &request.flows[0];
+/// assert_eq!(element.target, Target::Users(vec!["u1".into(), "u2".into()]));
+/// assert_eq!(element.payload.card_options.priority, Some(8));
+/// assert_eq!(element.invocation_id.as_deref(), Some("order-1234"));
+///
+/// // Every problem at once, each at its path.
+/// let problems = parse(&json!({"flows": [
+///     {"target": {"type": "segment"}},
+///     {"target": {"type": "tag", "tag": "vip"},
+///      "payload": {"cardOptions": {"priority": 11, "color": "red"}}}
+/// ]}))
+/// .expect_err("two invalid elements");
+/// let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+/// assert_eq!(
+///     fields,
+///     [
+///         "flows[0].target.targetSegmentId",
+///         "flows[1].payload.cardOptions.priority",
+///         "flows[1].payload.cardOptions.color",
+///     ]
+/// );
+/// assert!(parse(&json!({"flows": []})).is_err());
+/// ```
 pub fn parse(body: &Value) -> Result<TriggerRequest, Vec<FieldError>> {
     parse_drafts(body).map_err(|r| r.problems)
 }
 
 /// The request, or every problem of its shape with what could be read of each element.
+///
+/// The same checks as [`parse`]; the trigger service uses the drafts to report the problems
+/// the flow finds in the same answer.
 pub fn parse_drafts(body: &Value) -> Result<TriggerRequest, Rejected> {
     let mut errors = Vec::new();
     let Some(body) = body.as_object() else {

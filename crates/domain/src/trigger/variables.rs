@@ -1,6 +1,6 @@
 //! Variables of a trigger: what the request sends, checked against the flow's definitions,
-//! and the card content rendered with them (spec 4.3: request > flow definition > template
-//! default; required variables must be sent; script variables cannot be; with
+//! and the card content rendered with them (docs/api.md, Triggers: request > flow definition >
+//! template default; required variables must be sent; script variables cannot be; with
 //! `strictVariables`, unknown variables fail the request).
 
 use std::collections::BTreeMap;
@@ -15,15 +15,22 @@ use crate::FieldError;
 /// A variable's value on each platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlatformValues {
+    /// On Web: the value sent.
     pub web: String,
+    /// On iOS: `valueIos` when sent, else the value.
     pub ios: String,
+    /// On Android: `valueAndroid` when sent, else the value.
     pub android: String,
 }
 
+/// A platform a card is rendered for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
+    /// `Web`.
     Web,
+    /// `iOS`.
     Ios,
+    /// `Android`.
     Android,
 }
 
@@ -41,6 +48,8 @@ impl PlatformValues {
 /// apply when a card of that template is rendered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResolvedVariables {
+    /// By variable name: the value as text on each platform (strings as they are, numbers and
+    /// booleans as JSON writes them).
     pub values: BTreeMap<String, PlatformValues>,
 }
 
@@ -71,6 +80,13 @@ fn definitions(config: &Value) -> Vec<(&str, &Map<String, Value>)> {
 
 /// Checks the sent variables against the configuration; `path` is the element's payload
 /// path (`flows[0].payload`).
+///
+/// A variable is found among the flow's `variables`, then each card template's. Problems, all
+/// at once, at `{path}.variables.<name>` (with `.valueIos` or `.valueAndroid` for those): a
+/// value not of the definition's type (`string` when it names none), a script variable sent,
+/// a variable the flow does not define when `strict` (ignored otherwise), and a flow-level
+/// variable with `required: true` that was not sent. Flow-level defaults fill in the variables
+/// not sent; template defaults apply when a card is rendered.
 pub fn resolve(
     config: &Value,
     payload: &Payload,
@@ -266,6 +282,9 @@ enum Piece {
 }
 
 impl ViewTemplate {
+    /// Compiles a card template (a value of the configuration's `cardTemplates`): its
+    /// `defaultView`, `subviews` and `notification`, each gap taking the template's own
+    /// default when the trigger resolved no value. Parts the template lacks are left out.
     pub fn compile(template: &Value) -> Self {
         let mut parts = Map::new();
         for key in ["defaultView", "subviews", "notification"] {

@@ -1,4 +1,5 @@
-//! Delivery of queued events: one attempt at a time, and what follows it (contract §7).
+//! Delivery of queued events: one attempt at a time, and what follows it (docs/api.md,
+//! Webhooks: Delivery).
 
 use std::sync::Arc;
 
@@ -15,11 +16,12 @@ use super::{
 use crate::unit;
 use crate::{Clock, StorageError, Timestamp};
 
-/// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 27.5 hours.
+/// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 27.5 hours. The
+/// default of `WORKBENCH_WEBHOOK_RETRY_SCHEDULE`, in [`RetryPolicy::parse`]'s format.
 pub const DEFAULT_RETRY_SCHEDULE: &str = "5s,5m,30m,2h,5h,10h,10h";
-/// A subscription whose calls have all failed for this long is disabled.
+/// A subscription whose calls have all failed for this long is disabled (`failing`).
 pub const FAILING_DISABLE_AFTER: Duration = Duration::days(5);
-/// The webhook schedule of contract §7.
+/// The webhook schedule, [`DEFAULT_RETRY_SCHEDULE`] (docs/api.md, Webhooks: Delivery).
 impl Default for RetryPolicy {
     fn default() -> Self {
         #[allow(clippy::unwrap_used)] // a constant known to parse (tested)
@@ -30,28 +32,40 @@ impl Default for RetryPolicy {
 /// A leased delivery: one event for one subscription.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeliveryJob {
+    /// `whd_…`: the delivery, and the payload's `requestId`.
     pub delivery_id: String,
+    /// The subscription as it is now, secrets opened.
     pub subscription: Subscription,
+    /// The event (`webhook-id`).
     pub event_id: String,
+    /// The event's name (`card-completed`, ...).
     pub event_name: String,
-    /// The event's 2.9 `data`.
+    /// The event's `data`, as [`AnalyticsEvent::data`](crate::card::AnalyticsEvent::data)
+    /// builds it.
     pub data: Value,
     /// The number of this attempt, from 1.
     pub attempt: u32,
     /// `scheduled` or `manual`.
     pub trigger: String,
-    /// The end of the claim's lease, which is also its fencing token (contract §19): the
-    /// outcome is recorded only while the delivery is still leased until exactly this.
+    /// The end of the claim's lease, which is also its fencing token (docs/architecture.md,
+    /// Time, leases and fencing): the outcome is recorded only while the delivery is still
+    /// leased until exactly this.
     pub lease_until: Timestamp,
 }
 
 /// What one attempt got.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptOutcome {
+    /// The receiver's HTTP status; None when no answer came.
     pub status_code: Option<u16>,
+    /// The transport's error when it reported one, else `HTTP {status}` for an answer other
+    /// than 2xx; None for a 2xx read whole.
     pub error: Option<String>,
+    /// How long the call took, in milliseconds.
     pub duration_ms: u64,
+    /// The start of the answer's body (at most 20 KB).
     pub response_body: String,
+    /// The answer's `Retry-After`, in seconds, when it had one.
     pub retry_after_seconds: Option<u64>,
 }
 
@@ -84,6 +98,7 @@ impl From<TransportResponse> for AttemptOutcome {
 pub enum NextStep {
     /// Delivered (or a test call, which is never retried).
     Done,
+    /// Not delivered: due again at this time.
     RetryAt(Timestamp),
     /// Out of retries, or the subscription was disabled by this attempt.
     Failed,
@@ -95,9 +110,15 @@ pub enum SubscriptionChange {
     /// A success ends a run of failures.
     Recovered,
     /// The first failure of a run.
-    Failing { since: Timestamp },
+    Failing {
+        /// When the run began: this attempt's time.
+        since: Timestamp,
+    },
     /// 410 Gone (`gone`) or five days of failures (`failing`).
-    Disable { reason: String },
+    Disable {
+        /// `gone` or `failing`: the subscription's `disabled_reason`.
+        reason: String,
+    },
 }
 
 /// An attempt and its consequences, saved by [`WebhookRepository::record`].
@@ -105,21 +126,33 @@ pub enum SubscriptionChange {
 pub struct AttemptRecord {
     /// None for a test call, which has no delivery row.
     pub delivery_id: Option<String>,
+    /// The subscription called.
     pub subscription_id: String,
+    /// The subscription's environment.
     pub environment_id: String,
+    /// The event sent.
     pub event_id: String,
+    /// The event's name; `webhook-test` for a test call.
     pub event_name: String,
+    /// The attempt's number, from 1 ([`DeliveryJob::attempt`]; 1 for a test call).
     pub attempt: u32,
+    /// `scheduled`, `manual` or `test`.
     pub trigger: String,
+    /// What the call got.
     pub outcome: AttemptOutcome,
+    /// What becomes of the delivery.
     pub next: NextStep,
+    /// What the attempt says of the subscription's health; None when nothing changes (and
+    /// for a test call).
     pub subscription: Option<SubscriptionChange>,
+    /// When the attempt ended, by the service's clock.
     pub at: Timestamp,
     /// The claim this outcome belongs to ([`DeliveryJob::lease_until`]); None for a test call.
     pub lease: Option<Timestamp>,
 }
 
 impl AttemptRecord {
+    /// The attempt log's row of this record, with the id `id` (`wha_…`).
     pub fn to_attempt(&self, id: String) -> Attempt {
         Attempt {
             id,
@@ -143,6 +176,90 @@ impl AttemptRecord {
 
 /// Claims, attempts and records deliveries. Concurrency is the caller's (the server's
 /// workers); every decision is here.
+///
+/// A worker [`claim`](Self::claim)s due deliveries, makes each [`attempt`](Self::attempt)
+/// (which never fails) and saves the outcomes with [`record`](Self::record).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use workbench_domain::chrono::{Duration, TimeZone, Utc};
+/// use workbench_domain::mocks::{MockClock, MockWebhookRepository, MockWebhookTransport};
+/// use workbench_domain::serde_json::json;
+/// use workbench_domain::webhook::{
+///     DeliveryJob, DeliveryService, HttpMethod, NextStep, RetryPolicy, Subscription,
+///     SubscriptionChange, TransportResponse,
+/// };
+///
+/// let now = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(move || now);
+/// let mut transport = MockWebhookTransport::new();
+/// // The receiver is down.
+/// transport
+///     .expect_send()
+///     .withf(|call| call.message_id == "evt_1" && call.secrets.len() == 1)
+///     .times(1)
+///     .returning(|_| TransportResponse {
+///         status: Some(503),
+///         retry_after_seconds: None,
+///         body: String::new(),
+///         error: None,
+///         duration_ms: 12,
+///     });
+/// let mut repo = MockWebhookRepository::new();
+/// // The claim still holds the delivery: its outcome is saved, none refused.
+/// repo.expect_record().times(1).returning(|_| Ok(0));
+/// let deliveries = DeliveryService::new(
+///     Arc::new(repo),
+///     Arc::new(transport),
+///     Arc::new(clock),
+///     RetryPolicy::default(),
+/// );
+///
+/// # let subscription = Subscription {
+/// #     id: "whk_1".into(),
+/// #     environment_id: "env_1".into(),
+/// #     url: "https://example.com/hooks".into(),
+/// #     method: HttpMethod::Post,
+/// #     headers: Default::default(),
+/// #     types: vec!["card-completed".into()],
+/// #     card_template_id: None,
+/// #     flow_id: None,
+/// #     secret: workbench_domain::webhook::new_secret(),
+/// #     previous_secret: None,
+/// #     previous_secret_until: None,
+/// #     enabled: true,
+/// #     disabled_reason: None,
+/// #     failing_since: None,
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// // A delivery of a healthy subscription, claimed for a minute.
+/// let job = DeliveryJob {
+///     delivery_id: "whd_1".into(),
+///     subscription,
+///     event_id: "evt_1".into(),
+///     event_name: "card-completed".into(),
+///     data: json!({"id": "evt_1", "analyticsEvent": "card-completed"}),
+///     attempt: 1,
+///     trigger: "scheduled".into(),
+///     lease_until: now + Duration::minutes(1),
+/// };
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let record = deliveries.attempt(job).await;
+/// assert_eq!(record.outcome.error.as_deref(), Some("HTTP 503"));
+/// // Tried again on the schedule: 5 s after the first attempt, ±20%.
+/// let NextStep::RetryAt(at) = record.next else {
+///     panic!("expected a retry, got {:?}", record.next)
+/// };
+/// assert!(at >= now + Duration::seconds(4) && at <= now + Duration::seconds(6));
+/// // The first failure of a run: the subscription is failing from now.
+/// assert_eq!(record.subscription, Some(SubscriptionChange::Failing { since: now }));
+/// assert_eq!(deliveries.record(vec![record]).await, Ok(0));
+/// # });
+/// ```
 pub struct DeliveryService {
     repo: Arc<dyn WebhookRepository>,
     transport: Arc<dyn WebhookTransport>,
@@ -151,6 +268,9 @@ pub struct DeliveryService {
 }
 
 impl DeliveryService {
+    /// A service over these ports. `clock` is the time of claims, signatures and outcomes
+    /// (the database's: docs/operations.md, Clocks); `policy` the retry schedule
+    /// (`RetryPolicy::default()` is [`DEFAULT_RETRY_SCHEDULE`]).
     pub fn new(
         repo: Arc<dyn WebhookRepository>,
         transport: Arc<dyn WebhookTransport>,
@@ -166,8 +286,10 @@ impl DeliveryService {
     }
 
     /// Leases due deliveries: at most `per_subscription` of each subscription not in
-    /// `exclude` (those already at their concurrency cap here), `limit` in all. The lease
-    /// outlasts the 15 s call timeout with room to record the outcome.
+    /// `exclude` (those already at their concurrency cap here), `limit` in all, for `lease`
+    /// from now ([`WebhookRepository::claim`]). `lease` must outlast the 15 s call timeout
+    /// with room to record the outcome: when it runs out, the delivery is due again and this
+    /// holder's outcome is refused.
     pub async fn claim(
         &self,
         per_subscription: u32,
@@ -182,9 +304,18 @@ impl DeliveryService {
     }
 
     /// Makes the call and decides what follows. Never fails: every problem is an outcome, and a
-    /// panic is caught (contract §10): the attempt is made again up to [`unit::ATTEMPTS`]
-    /// times in all, then the delivery is failed with an `errorId` in its last error and in the
-    /// log.
+    /// panic is caught (docs/operations.md, When one unit of work fails): the attempt is made
+    /// again up to [`unit::ATTEMPTS`] times in all, then the delivery is failed with an
+    /// `errorId` in its last error and in the log.
+    ///
+    /// The call is signed with every secret signing at the clock's now, and stamped with it.
+    /// A 2xx is [`NextStep::Done`] (and [`SubscriptionChange::Recovered`] after failures). A
+    /// 410 fails the delivery and disables the subscription (`gone`). Any other answer, or
+    /// none, disables it (`failing`) once its calls have failed for [`FAILING_DISABLE_AFTER`];
+    /// otherwise the delivery is retried on the policy (±20%, a `Retry-After` honoured up to
+    /// twice the step) or, out of retries, [`NextStep::Failed`], and the first failure of a
+    /// run is [`SubscriptionChange::Failing`]. Nothing is saved here: the record goes to
+    /// [`record`](Self::record).
     pub async fn attempt(&self, job: DeliveryJob) -> AttemptRecord {
         let mut cause = String::new();
         for attempt in 1..=unit::ATTEMPTS {
@@ -249,7 +380,8 @@ impl DeliveryService {
         }
     }
 
-    /// Saves outcomes, each only if its claim still holds the delivery (contract §19).
+    /// Saves outcomes, each only if its claim still holds the delivery (docs/architecture.md,
+    /// Time, leases and fencing; see [`WebhookRepository::record`]).
     /// Returns how many were stale: their delivery was claimed again meanwhile (this holder's
     /// lease ran out), so another holder's outcome counts, and theirs changed nothing.
     pub async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError> {
@@ -257,7 +389,7 @@ impl DeliveryService {
     }
 }
 
-/// The rules of contract §7 after one attempt.
+/// The rules after one attempt (docs/api.md, Webhooks: Delivery).
 pub(crate) fn decide(
     policy: &RetryPolicy,
     job: &DeliveryJob,

@@ -1,10 +1,11 @@
-//! Webhook subscriptions (spec 2.8, 4.4; contract §7) and the rules of their delivery.
+//! Webhook subscriptions and the rules of their delivery (docs/api.md, Webhooks).
 //!
 //! Deliveries are an outbox: the storage adapter writes one delivery row per matching enabled
 //! subscription in the same transaction as each analytics event ([`Subscription::matches`]
 //! decides which). Workers claim due deliveries, [`DeliveryService::attempt`] sends one through
 //! the [`WebhookTransport`] port and decides what happens next ([`RetryPolicy`]), and the
-//! outcomes are recorded in batches.
+//! outcomes are recorded in batches, each only by the claim that still holds its delivery
+//! (docs/architecture.md, Time, leases and fencing).
 
 mod delivery;
 mod request;
@@ -33,7 +34,8 @@ pub use delivery::{
 };
 pub use request::{SubscriptionRequest, MAX_HEADERS, MAX_URL_CHARS};
 
-/// Every event a subscription can name in `types` (spec 6): the analytics events of cards.
+/// Every event a subscription can name in `types` (docs/api.md, Webhooks): the analytics
+/// events of cards.
 pub const EVENT_TYPES: &[&str] = &[
     "card-published",
     "card-embargoed",
@@ -46,18 +48,23 @@ pub const EVENT_TYPES: &[&str] = &[
 ];
 /// The event sent by `POST /webhook/{id}/test`; not subscribable.
 pub const TEST_EVENT: &str = "webhook-test";
-/// Contract §7.
+/// The most subscriptions an environment may have, enabled or disabled; a subscribe beyond is
+/// refused with 409 `webhook_limit_reached` (docs/api.md, Webhooks).
 pub const MAX_SUBSCRIPTIONS_PER_ENVIRONMENT: u32 = 100;
 /// How long a rotated-out secret keeps signing beside the new one.
 pub const SECRET_ROTATION_GRACE_HOURS: i64 = 24;
 
+/// The HTTP method of a subscription's calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HttpMethod {
+    /// `POST`, the default.
     Post,
+    /// `PUT`.
     Put,
 }
 
 impl HttpMethod {
+    /// `POST` or `PUT`.
     pub fn as_str(self) -> &'static str {
         match self {
             HttpMethod::Post => "POST",
@@ -65,6 +72,7 @@ impl HttpMethod {
         }
     }
 
+    /// The method named exactly `POST` or `PUT` (upper case); None for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "POST" => Some(HttpMethod::Post),
@@ -74,15 +82,24 @@ impl HttpMethod {
     }
 }
 
+/// A webhook subscription: which events of an environment are sent where, and how
+/// (docs/api.md, Webhooks).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
+    /// `whk_…`.
     pub id: String,
+    /// The environment whose events it receives.
     pub environment_id: String,
+    /// The http(s) URL called, allowed by the SSRF policy when subscribed.
     pub url: String,
+    /// The method of every call.
     pub method: HttpMethod,
     /// Sent with every call, in name order.
     pub headers: BTreeMap<String, String>,
+    /// The events it receives: names from [`EVENT_TYPES`], without duplicates.
     pub types: Vec<String>,
+    /// `cardTemplateId`: only events of cards of this template (its key in the flow's
+    /// `config.cardTemplates`).
     pub card_template_id: Option<String>,
     /// `actionFlowConfigId`: only events of cards of this flow.
     pub flow_id: Option<String>,
@@ -90,19 +107,24 @@ pub struct Subscription {
     pub secret: String,
     /// The secret before the last rotation, valid until `previous_secret_until`.
     pub previous_secret: Option<String>,
+    /// When the previous secret stops signing: 24 hours after the rotation.
     pub previous_secret_until: Option<Timestamp>,
+    /// Whether events are queued for it and its deliveries are made.
     pub enabled: bool,
     /// Why it was disabled: `"api"`, `"gone"` (410) or `"failing"` (5 days of failures).
     pub disabled_reason: Option<String>,
     /// The first failure of the current run of failures; cleared by a success.
     pub failing_since: Option<Timestamp>,
+    /// When it was subscribed.
     pub created: Timestamp,
+    /// When it was last enabled, disabled or given a new secret.
     pub updated: Timestamp,
 }
 
 impl Subscription {
-    /// Whether this subscription wants `event` (spec 6: types, then the template and flow
-    /// filters). Disabled subscriptions want nothing.
+    /// Whether this subscription wants `event`: an event of its environment that passes
+    /// [`wants`] (types, then the template and flow filters; docs/api.md, Webhooks). Disabled
+    /// subscriptions want nothing.
     pub fn matches(&self, event: &AnalyticsEvent) -> bool {
         self.enabled
             && event.environment_id() == self.environment_id
@@ -115,7 +137,8 @@ impl Subscription {
     }
 
     /// The secrets that sign a call made at `now`: the current one, and the previous one
-    /// during its grace period (contract §7: several signatures during rotation).
+    /// during its grace period (docs/api.md, Webhooks: `webhook-signature` carries a signature
+    /// of each during a rotation).
     pub fn signing_secrets(&self, now: Timestamp) -> Vec<String> {
         let mut secrets = vec![self.secret.clone()];
         if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_secret_until) {
@@ -127,8 +150,9 @@ impl Subscription {
     }
 }
 
-/// The filter of a subscription (spec 6): one of its `types`, and when given, the card template
-/// and the flow (`actionFlowConfigId`) the event is about.
+/// The filter of a subscription (docs/api.md, Webhooks): one of its `types`, and when given,
+/// the card template and the flow (`actionFlowConfigId`) the event is about. The storage
+/// adapter applies it to every event it appends, to queue the event's deliveries.
 pub fn wants(
     types: &[String],
     card_template_id: Option<&str>,
@@ -144,7 +168,14 @@ pub fn wants(
     card_template_id.is_none_or(|t| t == event.card.template_id)
 }
 
-/// `whsec_` + base64 of 32 random bytes (contract §7).
+/// A new subscription secret: `whsec_` + standard base64 of 32 bytes from the operating
+/// system's random source.
+///
+/// ```
+/// let secret = workbench_domain::webhook::new_secret();
+/// assert!(secret.starts_with("whsec_") && secret.len() == 6 + 44);
+/// assert_ne!(secret, workbench_domain::webhook::new_secret());
+/// ```
 pub fn new_secret() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
@@ -162,21 +193,28 @@ pub struct TransportResponse {
     pub body: String,
     /// Why no answer arrived, or what was wrong with it.
     pub error: Option<String>,
+    /// How long the call took, in milliseconds.
     pub duration_ms: u64,
 }
 
 /// One call to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutgoingCall {
+    /// The subscription's URL.
     pub url: String,
+    /// The subscription's method.
     pub method: HttpMethod,
+    /// The subscription's headers; the transport adds its own (`webhook-*`, `content-type`,
+    /// ...), which these never name.
     pub headers: BTreeMap<String, String>,
     /// `webhook-id`: the event id, the same on every attempt.
     pub message_id: String,
+    /// The JSON body ([`payload`]).
     pub body: String,
     /// Every secret that signs the call.
     pub secrets: Vec<String>,
-    /// `webhook-timestamp`, unix seconds: the service's clock (the database's, contract §19).
+    /// `webhook-timestamp`, unix seconds: the service's clock (the database's:
+    /// docs/operations.md, Clocks).
     pub timestamp: i64,
 }
 
@@ -184,54 +222,87 @@ pub struct OutgoingCall {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait WebhookTransport: Send + Sync {
-    /// Whether the URL may be called (scheme, host resolving to allowed addresses only).
-    /// `Err` carries the reason, for the caller.
+    /// Whether the URL may be called (scheme, host resolving to allowed addresses only:
+    /// docs/operations.md, Webhook SSRF policy). `Err` carries the reason, for the caller,
+    /// who reports it as the `url` field's problem.
     async fn check_url(&self, url: &str) -> Result<(), String>;
+    /// Signs the call with each of its secrets, sends it and reports what came back. Never
+    /// fails: an address the SSRF policy forbids (checked again on every call, against the
+    /// address actually connected to), a timeout (15 s, 5 s to connect) or a connection error
+    /// is a response without a status, its `error` saying why. Redirects are not followed.
     async fn send(&self, call: OutgoingCall) -> TransportResponse;
 }
 
 /// One row of a subscription's attempt log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
+    /// `wha_…`.
     pub id: String,
+    /// The subscription called.
     pub subscription_id: String,
+    /// The event sent (`webhook-id`).
     pub event_id: String,
+    /// The event's name (`eventType`), `webhook-test` for a test.
     pub event_name: String,
+    /// The attempt's number for its delivery, from 1.
     pub attempt: u32,
     /// `scheduled`, `manual` (resend or recover) or `test`.
     pub trigger: String,
+    /// The receiver's HTTP status; None when no answer came.
     pub status_code: Option<u16>,
+    /// Why it was not delivered: the transport's error, `HTTP {status}`, or for an attempt
+    /// given up as a unit of work, that failure with its `errorId`.
     pub error: Option<String>,
+    /// How long the call took, in milliseconds.
     pub duration_ms: u64,
+    /// The start of the answer's body (at most 20 KB).
     pub response_body: String,
+    /// When the delivery is tried again; None when it is not.
     pub next_attempt_at: Option<Timestamp>,
+    /// When the attempt was made.
     pub created: Timestamp,
 }
 
+/// Storage of subscriptions, their delivery outbox and their attempt log. An implementation
+/// seals secrets at rest and opens them on every read, and scopes every call that names an
+/// environment to it: a subscription, event or delivery of another environment is never
+/// found, changed or queued. Deliveries are written by the storage adapter in the transaction
+/// that appends their event (one per enabled subscription that [`wants`] it); this port
+/// claims them and records their outcomes.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait WebhookRepository: Send + Sync {
-    /// Inserts the subscription unless the environment already has `limit`; false then.
+    /// Inserts the subscription unless the environment already has `limit` (enabled or not);
+    /// false then. The count and the insert must be one atomic step, so that concurrent
+    /// subscribes cannot exceed the limit.
     async fn create(&self, subscription: &Subscription, limit: u32) -> Result<bool, StorageError>;
+    /// The environment's subscription with this id, secrets opened; None when there is none.
     async fn get(
         &self,
         environment_id: &str,
         id: &str,
     ) -> Result<Option<Subscription>, StorageError>;
+    /// Every subscription of the environment, by id.
     async fn list(&self, environment_id: &str) -> Result<Vec<Subscription>, StorageError>;
     /// Saves status, secrets and failure state. Disabling also cancels its pending deliveries.
+    /// Replaces every stored field by the given subscription's, in one transaction with the
+    /// cancelling; a subscription deleted meanwhile is not an error (nothing is saved).
     async fn update(&self, subscription: &Subscription) -> Result<(), StorageError>;
-    /// Deletes the subscription with its deliveries and attempt log; false when absent.
+    /// Deletes the subscription with its deliveries and attempt log, in one transaction; false
+    /// when absent.
     async fn delete(&self, environment_id: &str, id: &str) -> Result<bool, StorageError>;
-    /// The attempt log, newest first.
+    /// The attempt log, newest first, one page of it (`page.after` is the id of the last
+    /// attempt of the page before).
     async fn attempts(
         &self,
         environment_id: &str,
         subscription_id: &str,
         page: PageRequest,
     ) -> Result<Page<Attempt>, StorageError>;
-    /// Queues the event again for the subscription, due at `now`. False when the environment
-    /// has no such event.
+    /// Queues the event again for the subscription, due at `now`, whatever became of its
+    /// delivery (a delivery made pending again, or a new one when there was none), as a
+    /// `manual` attempt whose number continues from the attempts made. False when the
+    /// environment has no such event.
     async fn resend(
         &self,
         environment_id: &str,
@@ -239,7 +310,8 @@ pub trait WebhookRepository: Send + Sync {
         event_id: &str,
         now: Timestamp,
     ) -> Result<bool, StorageError>;
-    /// Queues again every failed or cancelled delivery of events since `since`; how many.
+    /// Queues again (due at `now`, `manual`) every failed or cancelled delivery of the
+    /// subscription for events at or after `since`; answers how many.
     async fn recover(
         &self,
         environment_id: &str,
@@ -249,6 +321,13 @@ pub trait WebhookRepository: Send + Sync {
     ) -> Result<u64, StorageError>;
     /// Leases up to `per_subscription` due deliveries of each enabled subscription not in
     /// `exclude`, at most `limit` in all, oldest due first, until `lease_until`.
+    ///
+    /// Due: pending, next attempt at or before `now`. The claim writes `lease_until` into each
+    /// delivery, which is then not due again until that time, and hands it over as
+    /// [`DeliveryJob::lease_until`]; two claims at once (several processes) never take the
+    /// same delivery. Each job carries its subscription (secrets opened) and its event's
+    /// `data`; [`DeliveryJob::attempt`] is the attempts made plus one. Subscriptions should
+    /// take turns, so that one with a long backlog does not always come first.
     async fn claim(
         &self,
         now: Timestamp,
@@ -260,12 +339,62 @@ pub trait WebhookRepository: Send + Sync {
     /// Saves outcomes in one transaction: attempt rows, delivery states, subscription failure
     /// state (and disabling). An outcome with a lease is saved only while its delivery is
     /// still pending, at the attempt before it and leased until exactly that lease (the claim's
-    /// fencing token, contract §19); otherwise nothing of it is saved. Returns how many outcomes
-    /// were refused so.
+    /// fencing token, docs/architecture.md, Time, leases and fencing); otherwise nothing of it
+    /// is saved. Returns how many outcomes were refused so.
+    ///
+    /// A delivery's state follows [`AttemptRecord::next`]: delivered, pending again at the
+    /// retry time, or failed. [`SubscriptionChange::Recovered`] clears `failing_since`,
+    /// [`SubscriptionChange::Failing`] sets it unless it is set already, and
+    /// [`SubscriptionChange::Disable`] disables the subscription with that reason and cancels
+    /// its pending deliveries. An outcome without a delivery (a test call) only adds its
+    /// attempt to the log.
+    /// Outcomes of a subscription deleted meanwhile are dropped.
     async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError>;
 }
 
-/// The webhook API (role `workbench`).
+/// The webhook API (role `workbench`): docs/api.md, Webhooks. Reading needs
+/// [`Permission::WebhooksRead`] on the environment, everything else
+/// [`Permission::WebhooksWrite`]; a caller without the environment gets
+/// [`DomainError::Unauthenticated`], one without the permission [`DomainError::Forbidden`]. A
+/// subscription of another environment is [`DomainError::NotFound`].
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use workbench_domain::mocks::{MockClock, MockWebhookRepository, MockWebhookTransport};
+/// use workbench_domain::serde_json::json;
+/// use workbench_domain::webhook::{HttpMethod, WebhookService};
+/// use workbench_domain::{ConflictKind, DomainError, Principal};
+///
+/// let mut transport = MockWebhookTransport::new();
+/// transport.expect_check_url().returning(|_| Ok(()));
+/// let mut repo = MockWebhookRepository::new();
+/// // The first subscribe finds room; the second finds the environment at its limit.
+/// let mut room = true;
+/// repo.expect_create().times(2).returning(move |_, limit| {
+///     assert_eq!(limit, 100);
+///     Ok(std::mem::replace(&mut room, false))
+/// });
+/// let mut clock = MockClock::new();
+/// clock.expect_now().returning(workbench_domain::chrono::Utc::now);
+/// let webhooks = WebhookService::new(Arc::new(repo), Arc::new(transport), Arc::new(clock));
+/// let who = Principal::trusted("example-service", "org_1", &["env_1"]);
+///
+/// let body = json!({"types": ["card-completed"], "url": "https://example.com/hooks"});
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let subscription = webhooks.subscribe(&who, "env_1", &body).await.unwrap();
+/// assert!(subscription.enabled && subscription.id.starts_with("whk_"));
+/// assert_eq!(subscription.method, HttpMethod::Post);
+/// assert!(subscription.secret.starts_with("whsec_"));
+///
+/// let full = webhooks.subscribe(&who, "env_1", &body).await;
+/// assert!(matches!(
+///     full,
+///     Err(DomainError::Conflict { kind: ConflictKind::SubscriptionLimit, .. })
+/// ));
+/// # });
+/// ```
 pub struct WebhookService {
     repo: Arc<dyn WebhookRepository>,
     transport: Arc<dyn WebhookTransport>,
@@ -273,6 +402,8 @@ pub struct WebhookService {
 }
 
 impl WebhookService {
+    /// A service over these ports; `clock` stamps subscriptions, queued resends and test
+    /// calls.
     pub fn new(
         repo: Arc<dyn WebhookRepository>,
         transport: Arc<dyn WebhookTransport>,
@@ -287,6 +418,13 @@ impl WebhookService {
 
     /// Subscribes: validated request, URL checked against the SSRF policy, at most 100 per
     /// environment. The answer carries the secret.
+    ///
+    /// The new subscription is enabled, with a new `whk_…` id and a new secret
+    /// ([`new_secret`]). Fails with [`DomainError::Validation`] for the request's problems
+    /// ([`SubscriptionRequest::parse`]) or a URL the [`WebhookTransport`] refuses (field
+    /// `url`, with its reason), and a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::SubscriptionLimit`] when the environment has
+    /// [`MAX_SUBSCRIPTIONS_PER_ENVIRONMENT`] already.
     pub async fn subscribe(
         &self,
         who: &Principal,
@@ -333,11 +471,15 @@ impl WebhookService {
         Ok(subscription)
     }
 
+    /// Every subscription of `env`, by id. The records carry their secrets: a list shown to
+    /// callers leaves them out (docs/api.md, Webhooks).
     pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<Subscription>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
         Ok(self.repo.list(env).await?)
     }
 
+    /// The subscription `id` of `env`, secret included. Fails with [`DomainError::NotFound`]
+    /// when there is none.
     pub async fn get(
         &self,
         who: &Principal,
@@ -356,6 +498,8 @@ impl WebhookService {
     }
 
     /// `DELETE /webhook/{id}`: stops deliveries; pending ones are cancelled. Idempotent.
+    /// Disabled by the API, its `disabledReason` is `api`; one disabled already is answered
+    /// unchanged. Fails with [`DomainError::NotFound`] when there is no such subscription.
     pub async fn disable(
         &self,
         who: &Principal,
@@ -373,7 +517,10 @@ impl WebhookService {
         Ok(sub)
     }
 
-    /// Re-enables a disabled subscription; its failure history starts afresh.
+    /// Re-enables a disabled subscription; its failure history starts afresh. Deliveries
+    /// cancelled meanwhile stay so (see [`recover`](Self::recover)); one enabled already is
+    /// answered unchanged. Fails with [`DomainError::NotFound`] when there is no such
+    /// subscription.
     pub async fn enable(
         &self,
         who: &Principal,
@@ -393,6 +540,9 @@ impl WebhookService {
     }
 
     /// `DELETE /webhook/{id}?permanent=true`: only a disabled subscription (409 otherwise).
+    /// Its deliveries and attempt log go with it. Fails with [`DomainError::NotFound`] when
+    /// there is no such subscription, and a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::SubscriptionEnabled`] while it is enabled.
     pub async fn delete(&self, who: &Principal, env: &str, id: &str) -> Result<(), DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
@@ -408,7 +558,10 @@ impl WebhookService {
         Ok(())
     }
 
-    /// A new secret; the old one keeps signing beside it for 24 hours.
+    /// A new secret; the old one keeps signing beside it for 24 hours
+    /// ([`SECRET_ROTATION_GRACE_HOURS`]). A secret rotated out earlier stops signing at once.
+    /// Answers the subscription with both. Fails with [`DomainError::NotFound`] when there is
+    /// no such subscription.
     pub async fn rotate_secret(
         &self,
         who: &Principal,
@@ -426,6 +579,8 @@ impl WebhookService {
         Ok(sub)
     }
 
+    /// One page of the subscription's attempt log, newest first. Fails with
+    /// [`DomainError::NotFound`] when there is no such subscription.
     pub async fn attempts(
         &self,
         who: &Principal,
@@ -438,7 +593,11 @@ impl WebhookService {
         Ok(self.repo.attempts(env, id, page).await?)
     }
 
-    /// Sends one event again (whatever happened to it before).
+    /// Sends one event again (whatever happened to it before): its delivery is due now, for
+    /// one attempt (the retry count goes on from where it stopped). Fails with
+    /// [`DomainError::NotFound`] when there is no such subscription or the environment has no
+    /// such event, and a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::SubscriptionDisabled`] while the subscription is disabled.
     pub async fn resend(
         &self,
         who: &Principal,
@@ -461,7 +620,10 @@ impl WebhookService {
         Ok(())
     }
 
-    /// Queues again every delivery that failed (or was cancelled) for events since `since`.
+    /// Queues again every delivery that failed (or was cancelled) for events since `since`;
+    /// answers how many. Fails with [`DomainError::NotFound`] when there is no such
+    /// subscription, and a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::SubscriptionDisabled`] while it is disabled.
     pub async fn recover(
         &self,
         who: &Principal,
@@ -479,6 +641,10 @@ impl WebhookService {
 
     /// Sends a `webhook-test` event right away and answers with the attempt, which is also
     /// logged.
+    ///
+    /// Sent even to a disabled subscription, never retried, and it changes nothing of the
+    /// subscription's health. Fails with [`DomainError::NotFound`] when there is no such
+    /// subscription; what the receiver answered (or that it did not) is in the attempt.
     pub async fn test(&self, who: &Principal, env: &str, id: &str) -> Result<Attempt, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
@@ -527,8 +693,9 @@ fn disabled_conflict() -> DomainError {
     )
 }
 
-/// The body of a call (spec 2.9): the event's `data` wrapped with the request, environment and
-/// subscription ids. Never batched.
+/// The body of a call (docs/api.md, Webhooks: Payload): the event's `data` wrapped with the
+/// request, environment and subscription ids. Never batched. A delivery's `request_id` is its
+/// delivery id, the same on every attempt.
 pub fn payload(request_id: &str, sub: &Subscription, data: &Value) -> String {
     serde_json::json!({
         "requestId": request_id,
@@ -540,7 +707,7 @@ pub fn payload(request_id: &str, sub: &Subscription, data: &Value) -> String {
     .to_string()
 }
 
-/// The `data` of a test call: the 2.9 shape with empty contexts.
+/// The `data` of a test call: the shape of an analytics event's `data`, with empty contexts.
 fn test_event_data(event_id: &str, now: &Timestamp) -> Value {
     serde_json::json!({
         "id": event_id,

@@ -1,4 +1,5 @@
-//! The subscribe request (spec 4.4, contract §7), parsed and validated: every problem at once.
+//! The subscribe request (docs/api.md, Webhooks: Validation), parsed and validated: every
+//! problem at once.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,9 @@ use serde_json::Value;
 use super::{HttpMethod, EVENT_TYPES};
 use crate::{DomainError, FieldError};
 
+/// The longest subscription URL accepted, in characters.
 pub const MAX_URL_CHARS: usize = 2_048;
+/// The most headers a subscription may set.
 pub const MAX_HEADERS: usize = 20;
 const MAX_HEADER_NAME_CHARS: usize = 256;
 const MAX_HEADER_VALUE_CHARS: usize = 4_096;
@@ -25,22 +28,53 @@ const RESERVED_HEADERS: &[&str] = &[
     "user-agent",
 ];
 
+/// A subscribe body, read and validated by [`SubscriptionRequest::parse`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubscriptionRequest {
+    /// `types`: at least one name of [`EVENT_TYPES`], duplicates dropped, in the order given.
     pub types: Vec<String>,
+    /// `url`: http or https with a host, at most [`MAX_URL_CHARS`] characters, without
+    /// spaces, control characters or credentials. Not yet checked against the SSRF policy.
     pub url: String,
+    /// `method`: `POST` (the default) or `PUT`, in any case.
     pub method: HttpMethod,
+    /// `headers`: at most [`MAX_HEADERS`]; names are HTTP tokens of at most 256 characters,
+    /// not one the service sets itself, unique ignoring case; values at most 4,096 characters
+    /// without control characters (a tab allowed).
     pub headers: BTreeMap<String, String>,
+    /// `cardTemplateId`, at most 255 characters; None when absent, null or empty.
     pub card_template_id: Option<String>,
+    /// `actionFlowConfigId`, at most 255 characters; None when absent, null or empty.
     pub flow_id: Option<String>,
 }
 
 impl SubscriptionRequest {
+    /// Reads a subscribe body. Unknown fields are ignored. Fails with
+    /// [`DomainError::Validation`] listing every problem, each naming its field (`url`,
+    /// `types[1]`, `headers.X-Token`, ...); a body that is not an object is one problem, of
+    /// the field `""`.
+    ///
+    /// ```
+    /// use workbench_domain::serde_json::json;
+    /// use workbench_domain::webhook::{HttpMethod, SubscriptionRequest};
+    /// use workbench_domain::DomainError;
+    ///
+    /// let body = json!({"types": ["card-completed", "card-completed"], "url": "https://x.io/h"});
+    /// let request = SubscriptionRequest::parse(&body).unwrap();
+    /// assert_eq!((request.types.len(), request.method), (1, HttpMethod::Post));
+    ///
+    /// let body = json!({"types": ["card-eaten"], "url": "ftp://x.io", "method": "GET"});
+    /// let Err(DomainError::Validation(errors)) = SubscriptionRequest::parse(&body) else {
+    ///     panic!("expected a validation error");
+    /// };
+    /// let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    /// assert_eq!(fields, ["types[0]", "url", "method"]);
+    /// ```
     pub fn parse(body: &Value) -> Result<Self, DomainError> {
         let Some(obj) = body.as_object() else {
             return Err(DomainError::invalid("", "the body must be a JSON object"));
         };
-        // Unknown fields are ignored, as everywhere in the API (docs/api.md).
+        // Unknown fields are ignored, as everywhere in the API (docs/api.md, Errors).
         let mut errors = Vec::new();
         let types = parse_types(obj.get("types"), &mut errors);
         let url = parse_url(obj.get("url"), &mut errors);
