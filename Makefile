@@ -16,9 +16,11 @@ lint:
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path tests/domain-reuse/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	@if cargo tree -p workbench-domain -e normal | grep -E ' (diesel|actix-web|actix-http|reqwest|r2d2|tokio|libsqlite3-sys|pq-sys) v'; then \
+	cargo clippy -p workbench-domain --lib -- -D warnings
+	@if cargo tree -p workbench-domain -e normal --all-features | grep -E ' (diesel|actix-web|actix-http|reqwest|r2d2|tokio|libsqlite3-sys|pq-sys) v'; then \
 	  echo "crates/domain must not depend on infrastructure crates" >&2; exit 1; fi
-	RUSTDOCFLAGS="-D warnings" cargo doc -p workbench-domain --no-deps --features mock
+	RUSTDOCFLAGS="-D warnings" cargo doc -p workbench-domain --no-deps
+	RUSTDOCFLAGS="-D warnings" cargo doc -p workbench-domain --no-deps --all-features
 
 fmt:
 	cargo fmt --all

@@ -1,9 +1,108 @@
 //! The Workbench domain: entities, rules, use-case services and the ports (traits) they need.
 //!
 //! This crate is pure: it knows nothing of HTTP, SQL or async runtimes. Adapters implement the
-//! port traits (`*Repository`, [`Clock`], [`HealthProbe`]); the API layer calls the services.
-//! Port traits carry `#[cfg_attr(feature = "mock", mockall::automock)]` so tests of the services
-//! (and of other crates) can use generated mocks.
+//! port traits (`*Repository`, [`Clock`], [`HealthProbe`], the transports); the services
+//! enforce the rules and call them. Every service future is `Send`, so the services can be
+//! spawned on a multi-threaded runtime. The repository's `docs/` folder states the rules the
+//! doc comments refer to (`docs/api.md`, `docs/architecture.md`).
+//!
+//! # The rules, without a store
+//!
+//! Four rule sets are pure functions, used by the services themselves and callable on their
+//! own, with no store, runtime or caller.
+//!
+//! Folders ([`folder::rules`]): names, depth, names unique among siblings.
+//!
+//! ```
+//! use workbench_domain::folder::{rules, CreateFolder};
+//!
+//! let request = CreateFolder { name: "Onboarding".into(), parent_id: None };
+//! assert_eq!(rules::check_create(&[], &request).unwrap(), None);
+//! assert!(!rules::validate_name("name", "Sales/EMEA").is_empty());
+//! ```
+//!
+//! The Action Flow state machine ([`flow::machine`]): a flow and a command in, the next
+//! state and its version change out.
+//!
+//! ```
+//! use workbench_domain::flow::machine::{decide, Command, Context};
+//! # use workbench_domain::Flow;
+//! # let now = workbench_domain::chrono::Utc::now();
+//! # let flow = Flow { id: "flw_1".into(), environment_id: "env_1".into(),
+//! #     organisation_id: "org_1".into(), name: "Welcome".into(), description: String::new(),
+//! #     folder_id: None, archived: true, latest_version: 1, published_version: Some(1),
+//! #     draft_version: None, variables: Default::default(), revision: 7, created: now,
+//! #     updated: now };
+//! let context = Context { by: "key_1", approvals_enabled: false, now };
+//! // `flow` is archived: it must be unarchived before a new version is published.
+//! let config = workbench_domain::serde_json::json!({"type": "card"});
+//! assert!(decide(&flow, None, &Command::Publish(config), &context).is_err());
+//! let unarchived = decide(&flow, None, &Command::SetArchived(false), &context).unwrap();
+//! assert!(!unarchived.flow.archived);
+//! ```
+//!
+//! Trigger validation ([`trigger::parse`], with [`flow::config::validate`] for
+//! configurations): every problem of a request at once, each at its path.
+//!
+//! ```
+//! use workbench_domain::serde_json::json;
+//!
+//! let problems = workbench_domain::trigger::parse(&json!({
+//!     "flows": [{"target": {"targetUserIds": []}, "payload": {}}]
+//! }))
+//! .unwrap_err();
+//! assert!(problems.iter().any(|p| p.field.starts_with("flows[0].target")));
+//! ```
+//!
+//! The idempotency of invocation ids ([`trigger::idempotency`]): replay, 409 or 422.
+//!
+//! ```
+//! use workbench_domain::trigger::idempotency::{decide, Reuse, RunKey};
+//! use workbench_domain::trigger::Mode;
+//!
+//! let asked = RunKey { flow_id: "flw_1", mode: Mode::Live, fingerprint: "ab12" };
+//! let stored = RunKey { mode: Mode::Test, ..asked };
+//! assert_eq!(decide(&asked, Some(&asked)), Reuse::Replay);
+//! assert_eq!(decide(&asked, Some(&stored)), Reuse::Mismatch);
+//! ```
+//!
+//! # A service over in-memory stores
+//!
+//! With the `memory` feature, `memory::MemoryStore` holds folders, flows and settings. A
+//! service that authenticated its own callers acts for them as a [`Principal::trusted`]: the
+//! services keep their permission checks, and a trusted principal holds every permission in
+//! the environments it names.
+//!
+//! ```
+//! # #[cfg(feature = "memory")] {
+//! use std::sync::Arc;
+//! use workbench_domain::flow::CreateFlow;
+//! use workbench_domain::memory::MemoryStore;
+//! use workbench_domain::prelude::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryStore::new());
+//! let clock = Arc::new(SystemClock);
+//! let flows = FlowService::new(store.clone(), store.clone(), store, clock);
+//! let who = Principal::trusted("campaigns", "org_1", &["env_1"]);
+//! let create = CreateFlow { name: "Welcome".into(), ..Default::default() };
+//! let flow = flows.create(&who, "env_1", create).await.unwrap();
+//! assert_eq!(flows.get(&who, "env_1", &flow.id).await.unwrap().name, "Welcome");
+//! # });
+//! # }
+//! ```
+//!
+//! # Features
+//!
+//! - `mock`: a `mockall` mock of every port trait, all at `mocks`, and
+//!   `mockall` re-exported.
+//! - `memory`: `memory::MemoryStore`, in-memory folders, flows and settings.
+//! - `contract`: the ports' contract as executable cases (`contract`), for a store of one's
+//!   own to pass, as `MemoryStore` and the SQLite and PostgreSQL adapters do.
+//!
+//! The crates in public signatures are re-exported: [`chrono`], [`serde_json`],
+//! [`async_trait`], and with `mock`, `mockall`. [`prelude`] brings the services, their ports
+//! and the common types in with one glob.
 
 pub mod audience;
 pub mod bulk;
