@@ -552,6 +552,10 @@ macro_rules! first_unclaimed {
 pub(crate) enum Failure {
     Query(diesel::result::Error),
     Domain(StorageError),
+    /// The work asks for its transaction to be rolled back and run again: the `/start`
+    /// recorder's signal that an id it took to be new was stored meanwhile. Only
+    /// [`Database::transaction_blocking_or_retry`] takes it; it never leaves this crate.
+    Retry,
 }
 
 impl From<diesel::result::Error> for Failure {
@@ -842,7 +846,12 @@ impl Database {
 
     /// Like [`Database::transaction`], on the calling thread, which must be a thread of its own
     /// (not one of an async runtime): it blocks while waiting for its turn and the connection.
-    pub(crate) fn transaction_blocking<T, F>(&self, work: F) -> Result<T, StorageError>
+    /// Work that may ask to be run again ([`Failure::Retry`]): its transaction is then rolled
+    /// back and `None` returned.
+    pub(crate) fn transaction_blocking_or_retry<T, F>(
+        &self,
+        work: F,
+    ) -> Result<Option<T>, StorageError>
     where
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
     {
@@ -852,7 +861,11 @@ impl Database {
             .pool
             .get_timeout(self.waits.request)
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-        let outcome = write_transaction(&mut pooled.conn, work).map_err(StorageError::from);
+        let outcome = match write_transaction(&mut pooled.conn, work) {
+            Ok(value) => Ok(Some(value)),
+            Err(Failure::Retry) => Ok(None),
+            Err(failure) => Err(StorageError::from(failure)),
+        };
         // Its callers were answered by their deadline (contract §20); a connection that took
         // longer than that hung, and is not used again.
         if started.elapsed() > self.waits.request {

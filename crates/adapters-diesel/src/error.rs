@@ -66,6 +66,9 @@ impl From<crate::db::Failure> for StorageError {
         match f {
             crate::db::Failure::Query(e) => map(e),
             crate::db::Failure::Domain(e) => e,
+            crate::db::Failure::Retry => {
+                StorageError::Internal("a retry was asked outside the recorder".into())
+            }
         }
     }
 }

@@ -146,11 +146,18 @@ pub(crate) fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
     // First as if every asked id were new; once one was not, each call decided on its own.
     let mut all_new = true;
     for _ in 0..4 {
-        outcome = db.transaction_blocking(|conn| record_calls(conn, &calls, &writes, all_new));
-        if !matches!(outcome, Err(StorageError::StaleRevision)) {
-            break;
+        match db.transaction_blocking_or_retry(|conn| record_calls(conn, &calls, &writes, all_new))
+        {
+            Ok(Some(answers)) => {
+                outcome = Ok(answers);
+                break;
+            }
+            Ok(None) => all_new = false,
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
         }
-        all_new = false;
     }
     match outcome {
         Ok(answers) => {
@@ -170,7 +177,7 @@ pub(crate) fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
 /// The whole of one transaction. With `all_new`, as if every asked id were new (nearly always
 /// so): all are inserted, with the rows of their runs, group by group, from `writes` (per
 /// group, its count of calls and what the packing thread built for them); when one was stored
-/// already, the transaction is rolled back (StaleRevision) to be run again without `all_new`
+/// already, the transaction is rolled back ([`Failure::Retry`]) to be run again without `all_new`
 /// (a savepoint to roll back to made SQLite journal the pages the inserts changed). Without
 /// `all_new`, or when an id is asked twice, every call is decided on its own: one read per
 /// environment for every asked id, then the new ones of every call that clashes with nothing
@@ -188,7 +195,7 @@ pub(crate) fn record_calls(
             let group = asked_in(&calls[from..from + count]);
             from += count;
             if !insert_new(conn, &group, built.as_ref())? {
-                return Err(Failure::Domain(StorageError::StaleRevision));
+                return Err(Failure::Retry);
             }
         }
         return Ok(calls.iter().map(|c| vec![None; c.len()]).collect());
@@ -241,7 +248,7 @@ pub(crate) fn record_calls(
     }
     if !insert_new(conn, &new, None)? {
         // A racing request inserted some of these ids first: decide again.
-        return Err(Failure::Domain(StorageError::StaleRevision));
+        return Err(Failure::Retry);
     }
     Ok(answers)
 }
