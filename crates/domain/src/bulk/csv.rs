@@ -18,7 +18,25 @@ enum Column {
     InvocationId,
 }
 
-/// A validated header.
+/// A validated header: what each column of the file's rows holds (docs/api.md, Bulk start
+/// from CSV).
+///
+/// ```
+/// use workbench_domain::bulk::CsvHeader;
+///
+/// let names = ["target.attributes.id", "payload.variables.name", "flowInvocationId"];
+/// let header = CsvHeader::parse(&names.map(String::from)).expect("a valid header");
+/// let row = header.row(&["u1", "Ann", ""].map(String::from)).expect("a valid row");
+/// let element = row.element(vec!["u1".to_owned()], || "csv-7-1".to_owned());
+/// assert_eq!(element["flowInvocationId"], "csv-7-1");
+/// assert_eq!(element["target"]["targetUserIds"][0], "u1");
+/// assert_eq!(element["payload"]["variables"]["name"], "Ann");
+///
+/// // A row must have a cell per column.
+/// assert!(header.row(&["u2".to_owned()]).is_err());
+/// // Every column must be known, and at least one must be a target attribute.
+/// assert!(CsvHeader::parse(&["payload.variables.name".to_owned()]).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsvHeader {
     columns: Vec<Column>,
@@ -34,7 +52,16 @@ const CARD_OPTIONS: &[&str] = &[
 ];
 
 impl CsvHeader {
-    /// Every problem of the header, or the header.
+    /// Reads the cells of a header row, each trimmed and a leading UTF-8 byte-order mark
+    /// dropped. A column is `target.attributes.<field>` (`id` is the end-user id),
+    /// `payload.variables.<name>`, `payload.metadata.<name>`,
+    /// `payload.notificationDetail.<name>`, `payload.cardOptions.<option>` (`priority`,
+    /// `expires`, `expiresInterval`, `embargo`, `targetStreamIds`, `targetPlatforms`) or
+    /// `flowInvocationId`.
+    ///
+    /// Fails with every problem of the header in one text (`; `-separated), each naming its
+    /// column (from 1): a column that is none of those (or names no field), one that repeats
+    /// an earlier column, and a header without a `target.attributes.<field>` column.
     pub fn parse(names: &[String]) -> Result<CsvHeader, String> {
         let mut columns = Vec::new();
         let mut problems = Vec::new();
@@ -81,8 +108,15 @@ impl CsvHeader {
         }
     }
 
-    /// A row as (target attributes, trigger element without its target). Empty cells are
-    /// left out; `a|b` is an array where the field takes one.
+    /// Maps a row's cells, column by column, into a [`CsvRow`]. Empty cells are left out.
+    /// `payload.cardOptions.targetStreamIds` becomes an array of its pipe-separated ids,
+    /// `targetPlatforms` an object of `Web`, `iOS` and `Android`, true for those its
+    /// pipe-separated names name (exactly so spelt), `priority` a whole number; every other
+    /// value stays a string. Further checks (ranges, dates) are the trigger's.
+    ///
+    /// Fails with the message of the row's error when it has another number of cells than the
+    /// header has columns, its `priority` is not a whole number, or none of its
+    /// `target.attributes` cells has a value.
     pub fn row(&self, cells: &[String]) -> Result<CsvRow, String> {
         if cells.len() != self.columns.len() {
             return Err(format!(
@@ -138,19 +172,30 @@ impl CsvHeader {
     }
 }
 
-/// One row, mapped.
+/// One row, mapped by [`CsvHeader::row`]: each map by the name after its column's prefix,
+/// without the empty cells.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CsvRow {
+    /// `target.attributes.<field>` values by field, `id` the end-user id; all must match the
+    /// users the row targets. Never empty in a mapped row.
     pub attributes: BTreeMap<String, String>,
+    /// `payload.variables.<name>` values, strings.
     pub variables: Map<String, Value>,
+    /// `payload.metadata.<name>` values, strings.
     pub metadata: Map<String, Value>,
+    /// `payload.notificationDetail.<name>` values, strings.
     pub notification_detail: Map<String, Value>,
+    /// `payload.cardOptions.<option>` values, as [`CsvHeader::row`] typed them.
     pub card_options: Map<String, Value>,
+    /// `flowInvocationId`; None: [`element`](Self::element) asks for a default.
     pub invocation_id: Option<String>,
 }
 
 impl CsvRow {
-    /// The trigger element (spec 4.3) for these users: the row's values moved into it.
+    /// The trigger element (docs/api.md, Triggers) for these users, the row's values moved
+    /// into it: its `flowInvocationId` (else `default_id()`, which the bulk worker makes
+    /// `csv-{task}-{row}`), a `user` target of `users`, and a payload of the row's non-empty
+    /// maps. Nothing is checked here: the element is validated as a `/start` element is.
     pub fn element(self, users: Vec<String>, default_id: impl FnOnce() -> String) -> Value {
         let mut payload = Map::new();
         for (key, map) in [
@@ -171,7 +216,8 @@ impl CsvRow {
         })
     }
 
-    /// The filter of the attributes (contract §3), `id` as the end-user id.
+    /// The filter of the attributes (docs/api.md, Audience): each an `eq` condition, all
+    /// AND-ed, `id` as the end-user id and the others as `attributes.<field>`.
     pub(super) fn filter(&self) -> Result<Filter, String> {
         let conditions: Vec<Value> = self
             .attributes

@@ -11,25 +11,65 @@ use crate::trigger::Mode;
 use crate::Timestamp;
 
 /// What an upload URL grants: one upload for one task, until `expires` (unix seconds).
+///
+/// The URL carries it signed ([`sign`](Self::sign)), so it needs no credential of its own; the
+/// upload checks it with [`verify`](Self::verify) (docs/api.md, Bulk start from CSV).
+///
+/// ```
+/// use workbench_domain::bulk::{GrantError, UploadGrant};
+/// use workbench_domain::chrono::{Duration, Utc};
+/// use workbench_domain::trigger::Mode;
+///
+/// let now = Utc::now();
+/// let grant = UploadGrant {
+///     environment_id: "env_1".into(),
+///     flow_id: "flw_1".into(),
+///     task_id: 42,
+///     mode: Mode::Live,
+///     expires: (now + Duration::minutes(5)).timestamp(),
+/// };
+/// let token = grant.sign(b"upload key");
+/// assert_eq!(UploadGrant::verify(&token, b"upload key", now), Ok(grant));
+///
+/// // Another key, an altered token, or a token past its time is refused.
+/// assert_eq!(UploadGrant::verify(&token, b"other key", now), Err(GrantError::Tampered));
+/// let altered = format!("x{token}");
+/// assert_eq!(UploadGrant::verify(&altered, b"upload key", now), Err(GrantError::Tampered));
+/// let later = now + Duration::minutes(5);
+/// assert_eq!(UploadGrant::verify(&token, b"upload key", later), Err(GrantError::Expired));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UploadGrant {
+    /// The environment of the task.
     pub environment_id: String,
+    /// The Action Flow of the task.
     pub flow_id: String,
+    /// The task the upload is for ([`BulkTask::id`](super::BulkTask::id)).
     pub task_id: i64,
+    /// The task's mode.
     pub mode: Mode,
+    /// Unix seconds from which the grant is refused as expired.
     pub expires: i64,
 }
 
+/// Why an upload URL's token is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
+    /// Not a token signed with this key: malformed, altered, or signed with another key (a
+    /// rotated `WORKBENCH_SECRET_KEY` included). 403 `upload_url_invalid`.
     #[error("the upload URL is not valid (malformed or tampered with)")]
     Tampered,
+    /// A genuine token whose time has passed (see [`UPLOAD_URL_MINUTES`]). 403
+    /// `upload_url_expired`.
     #[error("the upload URL has expired (it is valid for {UPLOAD_URL_MINUTES} minutes)")]
     Expired,
 }
 
 impl UploadGrant {
-    /// `base64url(payload).base64url(HMAC-SHA256(key, payload))`.
+    /// The token of the upload URL:
+    /// `base64url(payload).base64url(HMAC-SHA256(key, payload))`, unpadded, the payload being
+    /// `environment|flow|task|mode|expires`. Only [`verify`](Self::verify) with the same `key`
+    /// accepts it.
     pub fn sign(&self, key: &[u8]) -> String {
         let payload = format!(
             "{}|{}|{}|{}|{}",
@@ -47,6 +87,12 @@ impl UploadGrant {
         )
     }
 
+    /// Checks a token against `key` as of `now`, and answers the grant it carries.
+    ///
+    /// Fails with [`GrantError::Tampered`] when the token is not of the form
+    /// [`sign`](Self::sign) makes or its tag is not that of its payload under `key` (compared
+    /// in constant time), and with [`GrantError::Expired`] when it is genuine but `now` is at
+    /// or after its `expires`.
     pub fn verify(token: &str, key: &[u8], now: Timestamp) -> Result<UploadGrant, GrantError> {
         let (payload, tag) = token.split_once('.').ok_or(GrantError::Tampered)?;
         let payload = URL_SAFE_NO_PAD

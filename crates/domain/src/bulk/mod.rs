@@ -15,28 +15,44 @@ use async_trait::async_trait;
 use crate::trigger::Mode;
 use crate::{DomainError, StorageError, Timestamp};
 
-/// Contract §5: 32 MiB, counted as the body arrives.
+/// The largest CSV file an upload may send, in bytes (32 MiB), counted as the body arrives:
+/// beyond it the upload is answered 413 and the task fails (docs/api.md, Bulk start from CSV).
 pub const MAX_UPLOAD_BYTES: usize = 32 * 1024 * 1024;
+/// How long an upload URL is valid, in minutes from the creation of its task: from then on
+/// [`UploadGrant::verify`] refuses it with [`GrantError::Expired`].
 pub const UPLOAD_URL_MINUTES: i64 = 5;
-/// A row may target at most this many users.
+/// The most end users one row may target: a row without `target.attributes.id` whose
+/// attributes match more users is a row error.
 pub const MAX_USERS_PER_ROW: usize = 10;
-/// Row errors kept on a task.
+/// Row errors kept in [`BulkTask::errors`]: the first ones; later ones are only counted in
+/// [`BulkTask::rows_failed`].
 pub const MAX_ROW_ERRORS: usize = 100;
-/// Rows handed to the engine per step.
+/// Rows handed to the engine per step ([`BulkService::step`]); a step that finds fewer left
+/// completes the task.
 pub const ROWS_PER_STEP: u32 = 2_000;
 
+/// Where a bulk (CSV) task is: pending, uploading, then processing until completed; failed
+/// when its upload broke off or was refused, or a step kept failing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkStatus {
     /// Waiting for the upload.
     Pending,
     /// The upload is being received (shown as `pending`).
     Uploading,
+    /// The file is stored: workers hand its rows to the engine, step by step (a task waiting
+    /// for a bulk-task slot is processing and [`BulkTask::queued`]).
     Processing,
+    /// Every row was handed to the engine (its invocation recorded) or refused. The cards
+    /// follow as the engine runs the invocations.
     Completed,
+    /// The upload broke off or the file could not be read, or a step kept failing;
+    /// [`BulkTask::errors`] says why, as row 0.
     Failed,
 }
 
 impl BulkStatus {
+    /// The status as the database spells it: `pending`, `uploading`, `processing`,
+    /// `completed`, `failed` (clients see [`public`](Self::public)).
     pub const fn as_str(self) -> &'static str {
         match self {
             BulkStatus::Pending => "pending",
@@ -55,6 +71,7 @@ impl BulkStatus {
         }
     }
 
+    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         [
             Self::Pending,
@@ -68,59 +85,99 @@ impl BulkStatus {
     }
 }
 
+/// A row refused, or the reason a whole task failed: `{"row": n, "message"}` in the task's
+/// `errors`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowError {
+    /// The row's number: 1 is the first row after the header; 0 is the file as a whole (the
+    /// task failed).
     pub row: u64,
+    /// Why, for the caller: the row's problems as `field: message; ...`, or the file's.
     pub message: String,
 }
 
+/// A bulk start from a CSV file (docs/api.md, Bulk start from CSV): one upload, then its rows
+/// handed to the engine in steps; `GET .../csv-task/{taskId}/status` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BulkTask {
+    /// A positive whole number given by storage ([`BulkRepository::create`]); 0 in a task not
+    /// yet stored.
     pub id: i64,
+    /// The environment of the flow.
     pub environment_id: String,
+    /// The Action Flow whose invocations the rows become.
     pub flow_id: String,
+    /// Live (`csv-task`: the published version, every user) or test (`csv-task/test`: the
+    /// draft if any, test users only).
     pub mode: Mode,
+    /// Where the task is.
     pub status: BulkStatus,
-    /// The CSV header, once uploaded.
+    /// The cells of the file's header row, as uploaded; None until the upload finishes.
     pub header: Option<Vec<String>>,
+    /// Rows of the file after the header, counted when the upload finishes (0 before).
     pub rows_total: u64,
+    /// Rows handed to the engine so far, refused ones included.
     pub rows_processed: u64,
+    /// Rows refused so far.
     pub rows_failed: u64,
     /// The first [`MAX_ROW_ERRORS`] row errors, or the reason the task failed (row 0).
     pub errors: Vec<RowError>,
-    /// The last row handed to the engine.
+    /// The number of the last row handed to the engine (0: none yet); the next step starts
+    /// after it, and saves its progress only from it ([`BulkRepository::save_progress`]).
     pub cursor: u64,
-    /// Uploaded, waiting for one of its environment's [`MAX_RUNNING_BULK`] slots (contract
-    /// §10): shown as `pending` with `"queued": true`.
+    /// Uploaded, waiting for one of its environment's
+    /// [`MAX_RUNNING_BULK`](crate::trigger::invocation::MAX_RUNNING_BULK) bulk-task slots
+    /// (docs/api.md, Bulk start from CSV): shown as `pending` with `"queued": true`.
     pub queued: bool,
+    /// When the task was created.
     pub created: Timestamp,
+    /// When the task last changed.
     pub updated: Timestamp,
-    /// The lease this copy was claimed with (contract §19): the step's writes apply only while
-    /// the task still holds it. None for a task not claimed.
+    /// The lease this copy was claimed with (docs/architecture.md, Time, leases and fencing):
+    /// the step's writes apply only while the task still holds it. None for a task not
+    /// claimed.
     pub lease_until: Option<Timestamp>,
 }
 
+/// Storage of bulk (CSV) tasks and their rows (a port).
+///
+/// Calls that name an environment reach only its task: a task of another environment is never
+/// found or changed. A claimed task's writes ([`fail`](Self::fail) with a lease,
+/// [`save_progress`](Self::save_progress)) are fenced by its lease and cursor
+/// (docs/architecture.md, Time, leases and fencing): a holder whose lease has passed to another
+/// changes nothing, and is told so.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait BulkRepository: Send + Sync {
-    /// Inserts a pending task; returns its id.
+    /// Stores a new pending task as given (its `id` is not read) and answers the id storage
+    /// gave it: positive, never given again, and greater than those given before (queued
+    /// tasks start in that order).
     async fn create(&self, task: &BulkTask) -> Result<i64, StorageError>;
+    /// The task with this id in the environment; None when there is none.
     async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError>;
-    /// pending → uploading, only from pending. False when the task is not pending.
+    /// pending → uploading, only from pending, with `updated` set to `now`. False, with
+    /// nothing changed, when the environment has no such task or it is not pending (its
+    /// upload began already, whatever became of it). The check and the change are one atomic
+    /// write: of two uploads at once, one gets true.
     async fn begin_upload(
         &self,
         environment_id: &str,
         id: i64,
         now: Timestamp,
     ) -> Result<bool, StorageError>;
-    /// Stores rows (row number, cells) of an uploading task.
+    /// Stores rows of an uploading task, each (row number, cells): numbers from 1 (the first
+    /// row after the header) in file order, cells as read. Called in batches as the upload
+    /// streams in, each batch in one transaction; rows of a batch stored stay when a later one
+    /// fails (failing the task deletes them).
     async fn add_rows(
         &self,
         environment_id: &str,
         id: i64,
         rows: Vec<(u64, Vec<String>)>,
     ) -> Result<(), StorageError>;
-    /// uploading → processing with the header and the number of rows, queued for a slot.
+    /// uploading → processing, queued for a slot (see [`claim`](Self::claim)), with its
+    /// `header` (the cells of the header row), `rows` as its `rows_total` and `updated` set to
+    /// `now`.
     async fn finish_upload(
         &self,
         environment_id: &str,
@@ -129,9 +186,11 @@ pub trait BulkRepository: Send + Sync {
         rows: u64,
         now: Timestamp,
     ) -> Result<(), StorageError>;
-    /// → failed with `errors` in place of the row errors; stored rows are deleted. With `held`
-    /// (a claimed task's lease), only while the task still holds that lease: false, with
-    /// nothing changed, once it has passed to another holder.
+    /// → failed with `errors` in place of the row errors, its lease ended and `updated` set to
+    /// `now`; its stored rows are deleted, in the same transaction. With `held` (a claimed
+    /// task's lease), only while the task is processing and still holds that lease: false,
+    /// with nothing changed, once it has passed to another holder. Without `held` (an upload
+    /// that failed), whatever the task's state, and true.
     async fn fail(
         &self,
         environment_id: &str,
@@ -140,18 +199,22 @@ pub trait BulkRepository: Send + Sync {
         now: Timestamp,
         held: Option<Timestamp>,
     ) -> Result<bool, StorageError>;
-    /// Takes a processing task whose lease ran out until `lease_until`, oldest first; the task
-    /// returned carries that lease. A queued
-    /// task is taken only while its environment has fewer than `slots` tasks holding one (bulk
-    /// invocations pending or running, and processing tasks not queued); taking it ends its
-    /// wait, and it holds a slot until it is final.
+    /// Takes a processing task whose lease ran out (or never had one) until `lease_until`,
+    /// oldest first, of any environment; the task returned carries that lease. None when no
+    /// task is due. Two claims at once never take the same task.
+    ///
+    /// A queued task is taken only while its environment has fewer than `slots` tasks holding
+    /// one (bulk invocations pending or running, and processing tasks not queued: see
+    /// [`InvocationRepository::running_bulk`](crate::trigger::InvocationRepository::running_bulk));
+    /// taking it ends its wait, and it holds a slot until it is final.
     async fn claim(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
         slots: u64,
     ) -> Result<Option<BulkTask>, StorageError>;
-    /// Up to `limit` rows after row `after`, in order.
+    /// Up to `limit` stored rows of the task numbered after `after`, in ascending order of
+    /// number, as [`add_rows`](Self::add_rows) stored them; empty when none is left.
     async fn rows(
         &self,
         environment_id: &str,
@@ -159,10 +222,14 @@ pub trait BulkRepository: Send + Sync {
         after: u64,
         limit: u32,
     ) -> Result<Vec<(u64, Vec<String>)>, StorageError>;
-    /// Saves progress, only from `from_cursor` and while the task still holds
-    /// `task.lease_until`: cursor, counts added, row errors appended up to the cap, status,
-    /// and the handled rows deleted; the lease ends. False, with nothing changed, when the
-    /// lease has passed to another holder (contract §19).
+    /// Saves a step's progress in one transaction, only while the stored task is processing,
+    /// at cursor `from_cursor` and held with `task.lease_until` (None: holding no lease):
+    /// its status, cursor and `updated` from `task`; `handled` added to `rows_processed` and
+    /// `failed` to `rows_failed`; `errors` appended to the stored row errors up to
+    /// [`MAX_ROW_ERRORS`] in all; the stored rows up to the new cursor deleted; and the lease
+    /// ended, so that the next step may be claimed at once. False, with nothing changed, when
+    /// the task has moved on: another holder took it over after this one's lease ran out
+    /// (docs/architecture.md, Time, leases and fencing).
     async fn save_progress(
         &self,
         task: &BulkTask,
@@ -173,13 +240,18 @@ pub trait BulkRepository: Send + Sync {
     ) -> Result<bool, StorageError>;
 }
 
-/// Why an upload is refused.
+/// Why an upload is refused before any of its rows is read ([`BulkService::begin_upload`]).
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
+    /// The upload URL is tampered with or has expired (403 `upload_url_invalid` or
+    /// `upload_url_expired`).
     #[error(transparent)]
     Grant(#[from] GrantError),
+    /// The task is not waiting for its upload: one began already, also when it failed (409
+    /// `already_uploaded`: create another task).
     #[error("this task already has its upload")]
     AlreadyUploaded,
+    /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

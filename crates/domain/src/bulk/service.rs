@@ -33,6 +33,96 @@ struct Chunk {
     prepared: Option<PreparedElements>,
 }
 
+/// Bulk start from a CSV file (docs/api.md, Bulk start from CSV): creating tasks and their
+/// upload URLs, receiving the uploads, reading tasks back, and the worker step that hands the
+/// rows of uploaded tasks to the engine through the [`TriggerService`].
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use workbench_domain::bulk::{BulkService, BulkStatus, UploadError};
+/// use workbench_domain::mocks::{
+///     MockBulkRepository, MockClock, MockEndUserRepository, MockFlowRepository,
+///     MockInvocationRepository, MockSegmentRepository, MockStreamRepository,
+/// };
+/// use workbench_domain::trigger::{Mode, TriggerService};
+/// use workbench_domain::{DomainError, Flow, Principal};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let now = workbench_domain::chrono::Utc::now();
+/// let mut clock = MockClock::new();
+/// clock.expect_now().return_const(now);
+/// let clock = Arc::new(clock);
+/// # let flow = Flow {
+/// #     id: "flw_1".into(),
+/// #     environment_id: "env_1".into(),
+/// #     organisation_id: "org_1".into(),
+/// #     name: "Onboarding".into(),
+/// #     description: String::new(),
+/// #     folder_id: None,
+/// #     archived: false,
+/// #     latest_version: 1,
+/// #     published_version: Some(1),
+/// #     draft_version: None,
+/// #     variables: Default::default(),
+/// #     revision: 1,
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// // `flow` is the Action Flow `flw_1` of `env_1`, published.
+/// let mut flows = MockFlowRepository::new();
+/// flows.expect_get().returning(move |_, _| Ok(Some(flow.clone())));
+/// let flows = Arc::new(flows);
+/// let mut tasks = MockBulkRepository::new();
+/// tasks
+///     .expect_create()
+///     .withf(|t| t.status == BulkStatus::Pending && t.mode == Mode::Live)
+///     .times(1)
+///     .returning(|_| Ok(42));
+/// // Task 42 is pending until its first upload begins.
+/// let mut pending = true;
+/// tasks.expect_begin_upload().times(2).returning(move |env, id, _| {
+///     let began = env == "env_1" && id == 42 && pending;
+///     pending = false;
+///     Ok(began)
+/// });
+/// # let triggers = TriggerService::new(
+/// #     flows.clone(),
+/// #     Arc::new(MockInvocationRepository::new()),
+/// #     Arc::new(MockSegmentRepository::new()),
+/// #     Arc::new(MockStreamRepository::new()),
+/// #     clock.clone(),
+/// # );
+/// // `triggers` is a `TriggerService`: it records the rows when a worker steps through them.
+/// let service = BulkService::new(
+///     Arc::new(tasks),
+///     flows,
+///     Arc::new(MockEndUserRepository::new()),
+///     Arc::new(triggers),
+///     clock,
+///     b"a key derived from the secret key".to_vec(),
+/// );
+/// let who = Principal::trusted("crm-export", "org_1", &["env_1"]);
+///
+/// let (task, token) = service.create(&who, "env_1", "flw_1", Mode::Live).await?;
+/// assert_eq!((task.id, task.status.public()), (42, "pending"));
+///
+/// // The token of the upload URL is its credential: one upload of this task.
+/// let grant = service.begin_upload(&token).await.expect("the first upload");
+/// assert_eq!((grant.environment_id.as_str(), grant.task_id), ("env_1", 42));
+/// let again = service.begin_upload(&token).await;
+/// assert!(matches!(again, Err(UploadError::AlreadyUploaded)), "{again:?}");
+/// let forged = service.begin_upload("eyJ0YXNrIjo0Mn0.c2lnbmVk").await;
+/// assert!(matches!(forged, Err(UploadError::Grant(_))), "{forged:?}");
+///
+/// // A task id is a positive whole number.
+/// let status = service.status(&who, "env_1", "flw_1", "forty-two").await;
+/// let Err(DomainError::Validation(problems)) = status else { panic!("{status:?}") };
+/// assert_eq!(problems[0].field, "taskId");
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct BulkService {
     tasks: Arc<dyn BulkRepository>,
     flows: Arc<dyn FlowRepository>,
@@ -45,6 +135,9 @@ pub struct BulkService {
 }
 
 impl BulkService {
+    /// A service over these ports, with a 30-second lease on each claimed task. `triggers`
+    /// validates and records the rows' elements; `upload_key` signs and checks upload URLs
+    /// ([`UploadGrant`]): the URLs given out are valid only while the service has the same key.
     pub fn new(
         tasks: Arc<dyn BulkRepository>,
         flows: Arc<dyn FlowRepository>,
@@ -66,17 +159,27 @@ impl BulkService {
     }
 
     /// Writes refused since the last call because the task's lease had passed to another
-    /// holder (contract §19).
+    /// holder (docs/architecture.md, Time, leases and fencing).
     pub fn take_stale(&self) -> u64 {
         self.stale.take()
     }
 
+    /// The same service with another lease: how long a claimed task stays with its worker
+    /// before another may take it over.
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
-    /// A new pending task and the token of its upload URL.
+    /// A new pending task for the flow, and the token of its upload URL
+    /// (`{public url}/uploads/csv/{token}`), valid for [`UPLOAD_URL_MINUTES`].
+    ///
+    /// Needs `action_flows:trigger` ([`DomainError::Unauthenticated`] for an environment the
+    /// caller may not use, [`DomainError::Forbidden`] without the permission). Fails with
+    /// [`DomainError::NotFound`] of [`Resource::Flow`] when the environment has no such flow,
+    /// and of [`Resource::FlowVersion`] when it has nothing `mode` runs: live needs a
+    /// published, unarchived flow, test a draft or a published version. A task waiting for its
+    /// upload holds no bulk-task slot, so this is never refused for slots.
     pub async fn create(
         &self,
         who: &Principal,
@@ -97,8 +200,8 @@ impl BulkService {
         if !runnable {
             return Err(DomainError::NotFound(Resource::FlowVersion));
         }
-        // A task waiting for its upload holds no slot (contract §10): an upload accepted
-        // while every slot is taken waits, queued, and is never refused.
+        // A task waiting for its upload holds no slot (docs/api.md, Bulk start from CSV): an
+        // upload accepted while every slot is taken waits, queued, and is never refused.
         let now = self.clock.now();
         let mut task = BulkTask {
             id: 0,
@@ -129,6 +232,11 @@ impl BulkService {
         Ok((task, token))
     }
 
+    /// The task `task_id` of the flow, for `GET .../csv-task/{taskId}/status`.
+    ///
+    /// Needs `action_flows:read`. Fails with [`DomainError::Validation`] on `taskId` when
+    /// `task_id` is not a positive whole number, and [`DomainError::NotFound`] of
+    /// [`Resource::Task`] when the environment has no such task of this flow.
     pub async fn status(
         &self,
         who: &Principal,
@@ -147,7 +255,13 @@ impl BulkService {
             .ok_or(DomainError::NotFound(Resource::Task))
     }
 
-    /// Checks an upload token and starts the task's one upload.
+    /// Checks an upload URL's token and starts the task's one upload (pending → uploading).
+    /// Answers the grant, which the calls that follow take: [`add_rows`](Self::add_rows), then
+    /// [`finish_upload`](Self::finish_upload) or [`fail_upload`](Self::fail_upload).
+    ///
+    /// The URL is the only credential. Fails with [`UploadError::Grant`] when the token is
+    /// tampered with or has expired, and [`UploadError::AlreadyUploaded`] when the task is not
+    /// pending: an upload of it began already, also one that failed.
     pub async fn begin_upload(&self, token: &str) -> Result<UploadGrant, UploadError> {
         let grant = UploadGrant::verify(token, &self.key, self.clock.now())?;
         if !self
@@ -160,6 +274,9 @@ impl BulkService {
         Ok(grant)
     }
 
+    /// Stores rows of the upload `grant` is for, each (row number from 1, cells), as they are
+    /// read; nothing is checked here (see [`BulkRepository::add_rows`]). Only for a grant
+    /// [`begin_upload`](Self::begin_upload) answered.
     pub async fn add_rows(
         &self,
         grant: &UploadGrant,
@@ -170,6 +287,11 @@ impl BulkService {
             .await
     }
 
+    /// Ends an upload whose rows are all stored: the task becomes processing, queued for a
+    /// bulk-task slot, with `header` (the cells of the header row, which must be a header
+    /// [`CsvHeader::parse`] accepts: a step fails a task whose header it cannot read) and
+    /// `rows` as its number of rows. Answers the task as stored; [`DomainError::NotFound`] of
+    /// [`Resource::Task`] when it is gone.
     pub async fn finish_upload(
         &self,
         grant: &UploadGrant,
@@ -191,6 +313,8 @@ impl BulkService {
             .ok_or(DomainError::NotFound(Resource::Task))
     }
 
+    /// Fails the task of an upload that broke off or could not be read: `failed`, `reason` its
+    /// error (row 0), its stored rows deleted.
     pub async fn fail_upload(
         &self,
         grant: &UploadGrant,
@@ -210,10 +334,22 @@ impl BulkService {
 
     /// One step of background work: up to [`ROWS_PER_STEP`] rows of one task to the engine.
     ///
-    /// A step that panics or fails unexpectedly is tried again, up to
-    /// [`crate::unit::ATTEMPTS`] times in all; then the task fails alone, with an `errorId` in
-    /// its errors and in the log (contract §10). Rows are recorded under ids of their own
-    /// (their task and number), so a step tried again records none twice.
+    /// Claims one due task (a queued one only while its environment has a bulk-task slot
+    /// free: [`MAX_RUNNING_BULK`]) and records its next rows, in order, each as the invocation
+    /// of one trigger element with the validation and idempotency of `/start`; a row that
+    /// cannot be read, targets no user or too many, or is refused by the trigger is a row
+    /// error. Then saves the progress, fenced by the task's lease and cursor; a task with no
+    /// row left, or fewer than [`ROWS_PER_STEP`], is completed. A save refused because the
+    /// lease had passed to another holder is counted ([`take_stale`](Self::take_stale)).
+    ///
+    /// Answers false when no task was due, true when one was claimed. A step that panics or
+    /// fails unexpectedly is tried again, up to [`crate::unit::ATTEMPTS`] times in all; then
+    /// the task fails alone, with an `errorId` in its errors and in the log
+    /// (docs/operations.md, When one unit of work fails). An error that waiting cures (an
+    /// unreachable database) is returned with no progress saved: the task is claimed again
+    /// when its lease runs out. Rows are recorded under ids of their own (their
+    /// `flowInvocationId`, else their task and number), so a step tried again records none
+    /// twice.
     pub async fn step(&self) -> Result<bool, DomainError> {
         let now = self.clock.now();
         let Some(task) = self

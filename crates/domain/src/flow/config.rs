@@ -1,5 +1,6 @@
-//! Action Flow configuration validation (spec 2.3–2.5): every problem at once, each with the
-//! JSON path of the offending value (`config.steps.s1.properties.cardTemplateId`).
+//! Action Flow configuration validation (docs/api.md, Configuration validation): every
+//! problem at once, each with the JSON path of the offending value
+//! (`config.steps.s1.properties.cardTemplateId`).
 //!
 //! The configuration stays a JSON document: fields this service does not know are kept as
 //! they are. What it does know is checked:
@@ -26,24 +27,30 @@ use crate::FieldError;
 /// validation in this module (`validate_step_properties`), and its execution in the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepType {
+    /// `create-card`: creates a card for each targeted user from the card template its
+    /// `properties.cardTemplateId` names.
     CreateCard,
 }
 
 impl StepType {
+    /// Every step type, in the order error messages list them.
     pub const ALL: [StepType; 1] = [StepType::CreateCard];
 
+    /// The name a step's `type` gives (`create-card`).
     pub const fn as_str(self) -> &'static str {
         match self {
             StepType::CreateCard => "create-card",
         }
     }
 
+    /// The step type named exactly `s` (case matters); `None` for a type the engine cannot
+    /// run.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 
-/// Variable types of definitions (2.4).
+/// Variable types of definitions (docs/api.md, Configuration validation).
 pub const VARIABLE_TYPES: [&str; 4] = ["number", "string", "date", "boolean"];
 /// Variable sources: sent with the trigger (`event`), fixed (`static`), computed by the
 /// template's default script (`script`, which a trigger may not override).

@@ -1,5 +1,11 @@
-//! Action Flows (spec 2.2–2.5, 3, 4.2; contract §4): flows, their numbered configuration
-//! versions, drafts, approvals, publishing and archiving.
+//! Action Flows: flows, their numbered configuration versions, drafts, approvals, publishing
+//! and archiving (docs/api.md, Action Flows).
+//!
+//! [`FlowService`] is the use case the API calls. It decides every change of versions or of
+//! the archived state with the pure state machine of [`machine`], validates configurations
+//! with [`config`], and stores flows through the [`FlowRepository`] and [`SettingsRepository`]
+//! ports ([`FolderRepository`] to check the folder a flow is filed in). [`RecentFlows`] wraps
+//! a [`FlowRepository`] for the trigger's hot path.
 //!
 //! Every change to a flow is decided here, from the flow as stored, and saved with a
 //! compare-and-swap on the flow's `revision` together with the version row it touches, in one
@@ -26,44 +32,65 @@ use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError
 
 pub use recent::{RecentFlows, FLOW_TTL_MS};
 
+/// The longest flow name, in characters (Unicode scalar values).
 pub const FLOW_NAME_MAX_CHARS: usize = 255;
+/// The longest flow description, in characters (Unicode scalar values).
 pub const FLOW_DESCRIPTION_MAX_CHARS: usize = 4000;
 /// How often a change is decided again after losing a race before giving up with a 409.
 const MAX_ATTEMPTS: usize = 8;
 
-/// A flow (the summary record of 2.2, and the counters behind it).
+/// An Action Flow: what its summary shows, and the version counters behind it (docs/api.md,
+/// Action Flows). Its configurations are [`FlowVersion`]s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
+    /// `flw_…`, given at creation; unique across environments.
     pub id: String,
+    /// The environment it belongs to; every read and change is scoped to it.
     pub environment_id: String,
+    /// The organisation of that environment.
     pub organisation_id: String,
+    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, not blank, without control characters.
     pub name: String,
+    /// At most [`FLOW_DESCRIPTION_MAX_CHARS`] characters; empty when none was given.
     pub description: String,
+    /// The folder it is filed in, of the same environment; `None` for Uncategorized.
     pub folder_id: Option<String>,
+    /// Archived: its metadata stays editable, but saving drafts, publishing and starting it
+    /// are refused.
     pub archived: bool,
     /// The highest version number ever given (0: none yet).
     pub latest_version: u32,
+    /// The number of the version published last, the one that runs live; `None` before the
+    /// first publish.
     pub published_version: Option<u32>,
+    /// The number of the current draft, when there is one (at most one at a time).
     pub draft_version: Option<u32>,
     /// The variable definitions of the published configuration, else of the draft.
     pub variables: Map<String, Value>,
     /// Incremented by every saved change; the compare-and-swap token.
     pub revision: i64,
+    /// When it was created.
     pub created: Timestamp,
+    /// When it was last changed: metadata, drafts, approvals, publishing or archiving.
     pub updated: Timestamp,
 }
 
-/// The list filter values (contract §4), which are also what `status` reports.
+/// A flow's status, as [`Flow::status`] derives it. These are also the values of the list's
+/// `status` filter (`DRAFT`, `PUBLISHED`, `ARCHIVED`; docs/api.md, Action Flows); the summary
+/// shows `Published` as `active`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowStatus {
     /// Never published, not archived.
     Draft,
     /// Has a published version, not archived.
     Published,
+    /// Archived, whether it was published or not.
     Archived,
 }
 
 impl FlowStatus {
+    /// The status named `DRAFT`, `PUBLISHED` or `ARCHIVED`, in any ASCII letter case
+    /// (`published` too); `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         match s.to_ascii_uppercase().as_str() {
             "DRAFT" => Some(FlowStatus::Draft),
@@ -75,6 +102,8 @@ impl FlowStatus {
 }
 
 impl Flow {
+    /// [`FlowStatus::Archived`] when archived, else [`FlowStatus::Published`] once a version
+    /// has been published, else [`FlowStatus::Draft`].
     pub fn status(&self) -> FlowStatus {
         if self.archived {
             FlowStatus::Archived
@@ -86,37 +115,58 @@ impl Flow {
     }
 }
 
+/// The stored status of a version. Archiving a flow changes none of its versions; what a
+/// version shows is [`FlowVersion::shown_status`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VersionStatus {
+    /// The flow's current draft: it can still be saved again, approved, published or
+    /// discarded.
     Draft,
+    /// Published, directly or as a draft; a published version never changes again.
     Published,
 }
 
-/// One numbered configuration of a flow (2.3).
+/// One numbered configuration of a flow (docs/api.md, Action Flows: Versions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowVersion {
+    /// The flow it belongs to (`flowConfigId` in the API).
     pub flow_id: String,
+    /// Its number, from the flow's `latest_version` counter: 1, 2, … per flow, never reused.
     pub version: u32,
+    /// Draft or published, as stored.
     pub status: VersionStatus,
+    /// The configuration as saved, unknown fields included; it was valid
+    /// ([`config::validate`]) when saved.
     pub config: Value,
     /// The key that saved (or published) this configuration.
     pub created_by: String,
+    /// The key that approved the draft, if any; saving the draft again clears it.
     pub approved_by: Option<String>,
+    /// When the draft was approved, if it was.
     pub approved: Option<Timestamp>,
+    /// When it was published; `None` while a draft.
     pub published: Option<Timestamp>,
+    /// When the version was first saved.
     pub created: Timestamp,
+    /// When its configuration was last saved, or when it was published (an approval leaves
+    /// it as it is).
     pub updated: Timestamp,
 }
 
 /// The status a version shows: versions of an archived flow show `ARCHIVED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShownStatus {
+    /// The draft of a flow that is not archived (`DRAFT`).
     Draft,
+    /// A published version of a flow that is not archived (`PUBLISHED`).
     Published,
+    /// Any version of an archived flow (`ARCHIVED`).
     Archived,
 }
 
 impl FlowVersion {
+    /// The status this version shows as a version of `flow`: [`ShownStatus::Archived`] when
+    /// the flow is archived, else its own [`status`](Self::status).
     pub fn shown_status(&self, flow: &Flow) -> ShownStatus {
         match (flow.archived, self.status) {
             (true, _) => ShownStatus::Archived,
@@ -131,15 +181,21 @@ impl FlowVersion {
 pub enum VersionRef {
     /// The newest version of any status.
     Latest,
+    /// The version with this number.
     Number(u32),
 }
 
 /// The version row a saved change touches.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VersionChange {
+    /// No version row changes (metadata, archiving).
     None,
+    /// Insert this new version (a first draft, a direct publish).
     Insert(FlowVersion),
+    /// Replace the stored version with this one's number (a draft saved again, approved or
+    /// published).
     Update(FlowVersion),
+    /// Delete the version with this number (a discarded draft).
     Delete(u32),
 }
 
@@ -149,44 +205,75 @@ pub struct FlowFilter {
     /// Case-insensitive "contains" (the service lower-cases it; storage compares it with the
     /// lower-cased name).
     pub name_contains: Option<String>,
+    /// Only flows with this [`Flow::status`].
     pub status: Option<FlowStatus>,
+    /// Only flows in one folder, or only flows in none.
     pub folder: Option<FolderFilter>,
 }
 
+/// Which flows a list keeps by their folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FolderFilter {
+    /// Flows filed in the folder with this id (`folderId`).
     In(String),
+    /// Flows filed in no folder (`uncategorized=true`).
     Uncategorized,
 }
 
-/// Environment settings (contract §4).
+/// An environment's Action Flow settings (docs/api.md, Action Flows: Settings). The default,
+/// until settings are saved, is every setting off.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EnvironmentSettings {
+    /// Configurations are published only as drafts approved by a credential other than the
+    /// one that saved them; a direct publish is refused. Off by default.
     pub approvals_enabled: bool,
 }
 
+/// Storage of Action Flows and their versions, the port behind [`FlowService`].
+///
+/// A flow and its versions change together: [`save`](Self::save) is a compare-and-swap on the
+/// flow's `revision` that applies the version change in the same transaction. Flows are read
+/// within their environment (another environment's flow is invisible); flow ids are unique
+/// across environments, so versions are read by flow id alone. The executable cases of the
+/// `contract` module (feature `contract`) hold implementations to all of this; the SQLite,
+/// PostgreSQL and in-memory stores pass them.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait FlowRepository: Send + Sync {
-    /// Inserts a new flow and, when given, its first version, atomically.
+    /// Inserts a new flow and, when given, its first version, atomically. A `folder_id` that
+    /// is not a folder of the flow's environment (missing, or another environment's) is a
+    /// [`StorageError::ForeignKeyViolation`], and nothing is inserted.
     async fn insert(&self, flow: &Flow, first: Option<FlowVersion>) -> Result<(), StorageError>;
+    /// The flow with this id in the environment, as last saved; `None` when there is none
+    /// (a flow of another environment included).
     async fn get(&self, environment_id: &str, flow_id: &str) -> Result<Option<Flow>, StorageError>;
-    /// Flows matching the filter, newest first, after the flow `page.after`, at most
-    /// `page.limit + 1` of them (the extra one tells that more follow).
+    /// Flows of the environment matching every filter given, newest first (by id,
+    /// descending), after the flow `page.after` (ids below it), at most `page.limit + 1` of
+    /// them (the extra one tells that more follow).
+    ///
+    /// `filter.name_contains` comes lower-cased: a flow matches when its lower-cased name
+    /// contains it literally (`%` and `_` are not wildcards). `filter.status` compares with
+    /// [`Flow::status`]; [`FolderFilter::Uncategorized`] keeps the flows filed in no folder.
     async fn list(
         &self,
         environment_id: &str,
         filter: &FlowFilter,
         page: &PageRequest,
     ) -> Result<Vec<Flow>, StorageError>;
+    /// A version of the flow `flow_id`: [`VersionRef::Latest`] is the highest-numbered
+    /// version that exists, of any status. `None` when there is no such version, or no such
+    /// flow.
     async fn get_version(
         &self,
         flow_id: &str,
         version: VersionRef,
     ) -> Result<Option<FlowVersion>, StorageError>;
     /// In one transaction: writes `flow` (with `revision` = `expected_revision + 1`) only if
-    /// the stored revision is still `expected_revision` — else `StaleRevision` and nothing
-    /// changes — then applies `change` to the version rows.
+    /// the stored revision is still `expected_revision` — else
+    /// [`StorageError::StaleRevision`] and nothing changes, not even the version rows — then
+    /// applies `change` to the version rows. Of racing saves on one revision exactly one
+    /// succeeds. A flow that does not exist in its environment is `StaleRevision` too; a
+    /// version to insert whose number exists is a [`StorageError::UniqueViolation`].
     async fn save(
         &self,
         flow: &Flow,
@@ -195,11 +282,16 @@ pub trait FlowRepository: Send + Sync {
     ) -> Result<(), StorageError>;
 }
 
+/// Storage of each environment's [`EnvironmentSettings`], the port behind
+/// [`FlowService::settings`] and [`FlowService::put_settings`]. Settings are kept per
+/// environment (the executable cases of the `contract` module, feature `contract`, check it).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait SettingsRepository: Send + Sync {
-    /// The environment's settings; defaults when none were saved.
+    /// The environment's settings; the defaults (every setting off) when none were saved.
     async fn get(&self, environment_id: &str) -> Result<EnvironmentSettings, StorageError>;
+    /// Saves the environment's settings, replacing any saved before; `at` is the time of the
+    /// change. Other environments' settings stay as they are.
     async fn put(
         &self,
         environment_id: &str,
@@ -211,20 +303,101 @@ pub trait SettingsRepository: Send + Sync {
 /// A create request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateFlow {
+    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, not blank, without control characters.
     pub name: String,
+    /// At most [`FLOW_DESCRIPTION_MAX_CHARS`] characters; `None` is an empty description.
     pub description: Option<String>,
+    /// A folder of the environment to file the flow in; `None` or `Some("")` for none.
     pub folder_id: Option<String>,
+    /// A configuration: when given, version 1 is a draft holding it.
     pub config: Option<Value>,
 }
 
 /// A metadata update: `None` leaves a field as it is; `folder_id: Some(None)` un-files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpdateFlow {
+    /// A new name, checked like [`CreateFlow::name`].
     pub name: Option<String>,
+    /// A new description, checked like [`CreateFlow::description`].
     pub description: Option<String>,
+    /// A folder to file the flow in: `Some(Some(id))` a folder of the environment,
+    /// `Some(None)` or `Some(Some(""))` none.
     pub folder_id: Option<Option<String>>,
 }
 
+/// The Action Flow use cases: create, read, list, update metadata, drafts, approvals,
+/// publishing, archiving and the environment's settings (docs/api.md, Action Flows).
+///
+/// Every method first checks that the caller may use the environment (else
+/// [`DomainError::Unauthenticated`]) and holds the permission it names (else
+/// [`DomainError::Forbidden`]): [`Permission::ActionFlowsRead`] to read,
+/// [`Permission::ActionFlowsWrite`] to change. A change of a flow is decided from the flow as
+/// stored and saved with a compare-and-swap; after a lost race it is decided again from the
+/// new state, and after eight lost races in a row the method fails with a
+/// [`DomainError::Conflict`] of kind [`ConflictKind::ConcurrentChange`]. A failure of storage
+/// that a method does not translate is a [`DomainError::Storage`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use workbench_domain::flow::{CreateFlow, EnvironmentSettings, FlowStatus, VersionRef};
+/// use workbench_domain::flow::VersionStatus;
+/// use workbench_domain::memory::MemoryStore;
+/// use workbench_domain::prelude::*;
+/// use workbench_domain::serde_json::json;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let flows = FlowService::new(store.clone(), store.clone(), store, Arc::new(SystemClock));
+/// let alice = Principal::trusted("alice", "org_1", &["env_1"]);
+/// let bob = Principal::trusted("bob", "org_1", &["env_1"]);
+/// let config = json!({
+///     "type": "card", "version": "1", "initialSteps": ["hello"],
+///     "steps": {"hello": {"id": "hello", "type": "create-card", "next": [],
+///                         "properties": {"cardTemplateId": "hello"}}},
+///     "cardTemplates": {"hello": {"metadata": {"cardName": "Hello"}}}
+/// });
+///
+/// let create = CreateFlow { name: "Welcome".into(), ..Default::default() };
+/// let flow = flows.create(&alice, "env_1", create).await.unwrap();
+/// assert_eq!((flow.status(), flow.latest_version), (FlowStatus::Draft, 0));
+///
+/// // Approvals are off until set: a configuration is published at once, as version 1.
+/// let (flow, v1) = flows.publish(&alice, "env_1", &flow.id, config.clone()).await.unwrap();
+/// assert_eq!((v1.version, v1.status), (1, VersionStatus::Published));
+/// assert_eq!(flow.status(), FlowStatus::Published);
+///
+/// // With approvals on, only a draft approved by another credential is published.
+/// let on = EnvironmentSettings { approvals_enabled: true };
+/// flows.put_settings(&alice, "env_1", on).await.unwrap();
+/// let direct = flows.publish(&alice, "env_1", &flow.id, config.clone()).await;
+/// assert!(matches!(direct, Err(DomainError::ApprovalRequired(_))));
+/// let (_, draft) = flows.save_draft(&alice, "env_1", &flow.id, config).await.unwrap();
+/// assert_eq!((draft.version, draft.status), (2, VersionStatus::Draft));
+/// let unapproved = flows.publish_draft(&alice, "env_1", &flow.id).await;
+/// assert!(matches!(unapproved, Err(DomainError::ApprovalRequired(_))));
+/// let by_author = flows.approve_draft(&alice, "env_1", &flow.id).await;
+/// assert!(matches!(by_author, Err(DomainError::Forbidden(_))));
+/// flows.approve_draft(&bob, "env_1", &flow.id).await.unwrap();
+/// let (flow, v2) = flows.publish_draft(&alice, "env_1", &flow.id).await.unwrap();
+/// assert_eq!((flow.published_version, flow.draft_version), (Some(2), None));
+/// assert_eq!(v2.approved_by.as_deref(), Some("bob"));
+///
+/// // Earlier versions stay readable; `Latest` is the newest.
+/// let read = |version| flows.get_config(&bob, "env_1", &flow.id, version);
+/// let (_, latest) = read(VersionRef::Latest).await.unwrap();
+/// assert_eq!(latest.version, 2);
+/// let (_, first) = read(VersionRef::Number(1)).await.unwrap();
+/// assert_eq!((first.status, first.created_by.as_str()), (VersionStatus::Published, "alice"));
+///
+/// // An archived flow refuses drafts.
+/// flows.set_archived(&alice, "env_1", &flow.id, true).await.unwrap();
+/// let archived = flows.save_draft(&alice, "env_1", &flow.id, v1.config).await;
+/// assert!(matches!(
+///     archived,
+///     Err(DomainError::Conflict { kind: ConflictKind::FlowArchived, .. })
+/// ));
+/// # });
+/// ```
 pub struct FlowService {
     flows: Arc<dyn FlowRepository>,
     folders: Arc<dyn FolderRepository>,
@@ -266,6 +439,8 @@ fn validate_description(errors: &mut Vec<FieldError>, field: &str, description: 
 }
 
 impl FlowService {
+    /// A service over these ports: flows, the folders flows are filed in, the environments'
+    /// settings, and the clock that stamps every change.
     pub fn new(
         flows: Arc<dyn FlowRepository>,
         folders: Arc<dyn FolderRepository>,
@@ -303,6 +478,16 @@ impl FlowService {
         }
     }
 
+    /// Creates a flow with a new `flw_…` id, filed in `request.folder_id` if given, and
+    /// answers it. With a configuration, version 1 is a draft holding it; without, the flow
+    /// has no version yet.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then every problem of the request is reported
+    /// at once: the name, the description, a folder that is not a folder of the environment,
+    /// and the configuration ([`config::validate`]). With any problem of the configuration
+    /// that is [`DomainError::InvalidConfig`] listing all of them, otherwise
+    /// [`DomainError::Validation`]. A folder deleted between the check and the insert is a
+    /// [`DomainError::Validation`] on `folderId` too.
     pub async fn create(
         &self,
         who: &Principal,
@@ -372,11 +557,19 @@ impl FlowService {
         }
     }
 
+    /// The flow `id` of the environment. Needs [`Permission::ActionFlowsRead`]; fails with
+    /// [`DomainError::NotFound`] when the environment has no such flow.
     pub async fn get(&self, who: &Principal, env: &str, id: &str) -> Result<Flow, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         self.flows.get(env, id).await?.ok_or_else(not_found)
     }
 
+    /// One page of the environment's flows matching every filter given, newest first; the
+    /// page's `next_after` is the id to list after for the next page. `name_contains` is
+    /// lower-cased here (an empty one filters nothing), so names match case-insensitively.
+    ///
+    /// Needs [`Permission::ActionFlowsRead`]. `page.limit` is not checked here: the API keeps
+    /// it within 1–500.
     pub async fn list(
         &self,
         who: &Principal,
@@ -398,6 +591,15 @@ impl FlowService {
         Ok(Page::from_overfetch(flows, limit, |f| f.id.clone()))
     }
 
+    /// Updates the metadata a request sends (name, description, folder) and answers the flow.
+    /// Fields not sent stay; an archived flow's metadata may change too.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then the fields are checked (under
+    /// `actionFlow.name`, `actionFlow.description` and `actionFlow.folderId`: a folder that is
+    /// not one of the environment), but a flow the environment does not have is
+    /// [`DomainError::NotFound`] before any of their problems is reported, as
+    /// [`DomainError::Validation`] listing all of them. A folder deleted before the save is a
+    /// [`DomainError::Validation`] on `actionFlow.folderId` too.
     pub async fn update(
         &self,
         who: &Principal,
@@ -450,6 +652,12 @@ impl FlowService {
         })
     }
 
+    /// The flow `id` and one of its versions: the newest of any status, or the one with a
+    /// number.
+    ///
+    /// Needs [`Permission::ActionFlowsRead`]; fails with [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, then of
+    /// [`Resource::FlowVersion`] when the flow has no such version.
     pub async fn get_config(
         &self,
         who: &Principal,
@@ -467,7 +675,15 @@ impl FlowService {
         Ok((flow, version))
     }
 
-    /// Publishes a new version from a configuration sent whole (docs/api.md, Action Flows).
+    /// Publishes a new version from a configuration sent whole (docs/api.md, Action Flows:
+    /// Publish), numbered from the flow's counter, and answers the flow and that version.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: approvals enabled in the
+    /// environment is [`DomainError::ApprovalRequired`] (whether or not the flow exists); no
+    /// such flow, [`DomainError::NotFound`]; an archived flow, a [`DomainError::Conflict`] of
+    /// kind [`ConflictKind::FlowArchived`]; a flow with a draft, of kind
+    /// [`ConflictKind::DraftExists`]; an invalid configuration, [`DomainError::InvalidConfig`]
+    /// with every problem.
     pub async fn publish(
         &self,
         who: &Principal,
@@ -481,7 +697,13 @@ impl FlowService {
     }
 
     /// Saves the draft: replaces the current draft's configuration (which clears its
-    /// approval), or starts a new draft version.
+    /// approval), or starts a new draft version. The caller becomes the draft's `created_by`.
+    /// Answers the flow and the draft.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: no such flow is
+    /// [`DomainError::NotFound`]; an invalid configuration, [`DomainError::InvalidConfig`]
+    /// with every problem; an archived flow, a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::FlowArchived`].
     pub async fn save_draft(
         &self,
         who: &Principal,
@@ -497,6 +719,10 @@ impl FlowService {
     }
 
     /// Discards the draft. Its version number is not given again.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]; fails with [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, then of [`Resource::Draft`]
+    /// when it has no draft.
     pub async fn discard_draft(
         &self,
         who: &Principal,
@@ -508,7 +734,13 @@ impl FlowService {
         Ok(())
     }
 
-    /// Approves the draft. The credential that saved it cannot approve it.
+    /// Approves the draft. The credential that saved it cannot approve it. Answers the flow
+    /// and the approved draft.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, of [`Resource::Draft`] when
+    /// it has no draft; [`DomainError::Forbidden`] when the caller is the key that saved the
+    /// draft.
     pub async fn approve_draft(
         &self,
         who: &Principal,
@@ -520,7 +752,15 @@ impl FlowService {
         with_version(transition)
     }
 
-    /// Publishes the draft. With approvals enabled, the draft must have been approved.
+    /// Publishes the draft. With approvals enabled, the draft must have been approved. The
+    /// version keeps its number; answers the flow and the published version.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow; a [`DomainError::Conflict`]
+    /// of kind [`ConflictKind::FlowArchived`] when it is archived; [`DomainError::NotFound`]
+    /// of [`Resource::Draft`] when it has no draft; [`DomainError::ApprovalRequired`] when
+    /// approvals are enabled and the draft is not approved; [`DomainError::InvalidConfig`]
+    /// should its configuration no longer be valid.
     pub async fn publish_draft(
         &self,
         who: &Principal,
@@ -532,7 +772,12 @@ impl FlowService {
         with_version(transition)
     }
 
-    /// Archives (`true`) or unarchives (`false`) the flow.
+    /// Archives (`true`) or unarchives (`false`) the flow, and answers it. A flow already so
+    /// keeps its `updated` time. Versions stay as they are; they show `ARCHIVED` while the
+    /// flow is archived ([`FlowVersion::shown_status`]).
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]; fails with [`DomainError::NotFound`] when the
+    /// environment has no such flow.
     pub async fn set_archived(
         &self,
         who: &Principal,
@@ -547,6 +792,8 @@ impl FlowService {
         Ok(transition.flow)
     }
 
+    /// The environment's settings; every setting is off until set. Needs
+    /// [`Permission::ActionFlowsRead`].
     pub async fn settings(
         &self,
         who: &Principal,
@@ -556,6 +803,9 @@ impl FlowService {
         Ok(self.settings.get(env).await?)
     }
 
+    /// Replaces the environment's settings and answers them. Needs
+    /// [`Permission::ActionFlowsWrite`]. Turning approvals on refuses direct publishing from
+    /// then on; a draft approved before still counts as approved.
     pub async fn put_settings(
         &self,
         who: &Principal,

@@ -2,11 +2,12 @@
 //!
 //! Every `/start`, `/test` and CSV step reads its flow (is it published, archived, which
 //! version runs); at thousands of triggers a second that read was a quarter of a trigger's
-//! time (docs/benchmarks.md). [`RecentFlows`] wraps the repository: a flow read less than
-//! [`FLOW_TTL_MS`] ago is answered again, unless a flow was written since through this
-//! wrapper (every write of this process goes through it), which forgets every flow kept. So a
-//! process sees its own changes at once, and another process's changes (several servers on
-//! one PostgreSQL) within a second — as with authenticated callers.
+//! time (docs/benchmarks.md, Triggers and fan-out; docs/architecture.md, The engine).
+//! [`RecentFlows`] wraps the repository: a flow read less than [`FLOW_TTL_MS`] ago is
+//! answered again, unless a flow was written since through this wrapper (every write of this
+//! process goes through it), which forgets every flow kept. So a process sees its own changes
+//! at once, and another process's changes (several servers on one PostgreSQL) within a
+//! second — as with authenticated callers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,10 @@ const MAX_KEPT: usize = 10_000;
 /// A flow as read, the write generation it was read in, and when.
 type Kept = (Flow, u64, Timestamp);
 
+/// A [`FlowRepository`] that answers a flow read less than [`FLOW_TTL_MS`] ago again,
+/// unless a flow was inserted or saved through it since (whether or not that write
+/// succeeded). Every other read, and every write, goes to the repository it wraps. At most
+/// 10,000 flows are kept; when that many are, all are forgotten.
 pub struct RecentFlows {
     inner: Arc<dyn FlowRepository>,
     clock: Arc<dyn Clock>,
@@ -36,6 +41,8 @@ pub struct RecentFlows {
 }
 
 impl RecentFlows {
+    /// Wraps `inner`; `clock` tells how long ago a flow was read. Every write of the process
+    /// must go through the wrapper for the process to see its own changes at once.
     pub fn new(inner: Arc<dyn FlowRepository>, clock: Arc<dyn Clock>) -> Self {
         Self {
             inner,

@@ -121,8 +121,8 @@ fn card_prototype(
         .or(step.priority)
         .unwrap_or(DEFAULT_PRIORITY);
     let embargo = options.embargo.filter(|e| *e > now);
-    // Bounded when accepted; held in range all the same (contract §10: no arithmetic on
-    // outside values may panic).
+    // Bounded when accepted; held in range all the same (docs/api.md, Bounded values: no
+    // arithmetic on outside values may panic).
     let expires_at = options.expires.or_else(|| {
         options
             .expires_interval

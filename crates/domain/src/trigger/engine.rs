@@ -24,7 +24,9 @@ use crate::page::{Page, PageRequest};
 use crate::unit::{self, Unexpected};
 use crate::{Clock, DomainError, Resource, StorageError, Timestamp};
 
-/// Executes invocations, one batch of users at a time.
+/// Executes invocations, one batch of users at a time (docs/architecture.md, The engine):
+/// claimed with a lease, each batch saved with the invocation's progress in one transaction
+/// and fenced by the cursor it started from.
 pub struct Engine {
     lease: Duration,
     flows: Arc<dyn FlowRepository>,
@@ -37,6 +39,9 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine over these ports, with a lease of [`LEASE_SECONDS`] on each claimed
+    /// invocation. `users` and `segments` give each batch's audience (test mode keeps test
+    /// users only); `streams` each environment's default stream, which every card is in.
     pub fn new(
         flows: Arc<dyn FlowRepository>,
         invocations: Arc<dyn InvocationRepository>,
@@ -58,7 +63,7 @@ impl Engine {
     }
 
     /// Batches not saved since the last call because their invocation's claim had passed to
-    /// another holder, which saved first (contract §19).
+    /// another holder, which saved first (docs/architecture.md, Time, leases and fencing).
     pub fn take_stale(&self) -> u64 {
         self.stale.take()
     }
@@ -80,6 +85,13 @@ impl Engine {
     /// A fan-out with users left after its batch is then followed, for up to
     /// [`FOLLOW_BATCHES`] more batches: its claim is kept by each save (`lease_until`), and
     /// each next batch is read and built while the one before is being written.
+    ///
+    /// A batch that fails for its invocation's own reasons (its flow version or segment gone)
+    /// fails the invocation; one that panics or fails unexpectedly is tried again, then fails
+    /// it alone (docs/operations.md, When one unit of work fails). Fails with a storage error
+    /// that waiting cures (an unreachable database), with what was not saved left to be
+    /// claimed again when its lease runs out. Batches refused because their invocation was
+    /// taken over are counted ([`take_stale`](Self::take_stale)).
     pub async fn step(&self) -> Result<bool, StorageError> {
         let now = self.clock.now();
         let mut claimed = self
@@ -176,9 +188,9 @@ impl Engine {
         }
     }
 
-    /// [`Engine::run_batch`], with a panic or an unexpected storage error caught (contract
-    /// §10): tried up to [`unit::ATTEMPTS`] times, then the invocation fails alone, with an
-    /// `errorId` in its errors and in the log.
+    /// [`Engine::run_batch`], with a panic or an unexpected storage error caught
+    /// (docs/operations.md, When one unit of work fails): tried up to [`unit::ATTEMPTS`]
+    /// times, then the invocation fails alone, with an `errorId` in its errors and in the log.
     async fn run_guarded(
         &self,
         invocation: &Invocation,

@@ -14,14 +14,17 @@ use crate::card::{AnalyticsEvent, CardInstance};
 use crate::json::JsonText;
 use crate::{StorageError, Timestamp};
 
-/// At most this many bulk-target invocations run at once per environment (contract §4).
+/// The bulk-task slots of an environment (docs/api.md, Bulk start from CSV): at most this
+/// many segment, tag and filter invocations (pending or running) and CSV tasks (from their
+/// first step until final) at once. A trigger that would take more is refused with 429; an
+/// uploaded CSV task waits, queued.
 pub const MAX_RUNNING_BULK: u64 = 5;
 /// Users handled per saved batch.
 pub const BATCH_USERS: u32 = 1_000;
-/// Invocations one engine step claims at most (see [`Engine::step`]); its batches stay within
-/// [`BATCH_USERS`]. Measured in docs/benchmarks.md: 64 against 16 (CSV rows +20%), then 256
-/// against 64 once saves of one-user invocations were packed (CSV rows +20%, `/start` within
-/// the spread).
+/// Invocations one engine step claims at most (see [`Engine::step`](super::Engine::step));
+/// its batches stay within [`BATCH_USERS`]. Measured in docs/benchmarks.md: 64 against 16
+/// (CSV rows +20%), then 256 against 64 once saves of one-user invocations were packed (CSV
+/// rows +20%, `/start` within the spread).
 pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
 pub const LEASE_SECONDS: i64 = 30;
@@ -36,16 +39,25 @@ pub const INLINE_USERS: usize = 10;
 /// A card's priority when neither the trigger nor the template sets one.
 pub const DEFAULT_PRIORITY: u8 = 5;
 
+/// Where an invocation is: `status` of `GET .../invocations/{flowInvocationId}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvocationStatus {
+    /// Recorded; no worker has claimed it yet.
     Pending,
+    /// Claimed by a worker, or between two batches of its fan-out.
     Running,
+    /// Every targeted user had its batch. An invocation run when recorded is completed at once.
     Completed,
+    /// Stopped by an error, which its `errors` give: its flow version or segment is gone, or a
+    /// batch kept failing. The cards of the batches saved before stay.
     Failed,
+    /// Stopped by a cancel that covers the whole invocation (docs/api.md, Cancel).
     Cancelled,
 }
 
 impl InvocationStatus {
+    /// The status as the API and the database spell it: `pending`, `running`, `completed`,
+    /// `failed`, `cancelled`.
     pub const fn as_str(self) -> &'static str {
         match self {
             InvocationStatus::Pending => "pending",
@@ -56,6 +68,7 @@ impl InvocationStatus {
         }
     }
 
+    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         [
             Self::Pending,
@@ -69,58 +82,92 @@ impl InvocationStatus {
     }
 }
 
-/// One flow element of a trigger request, as recorded and executed.
+/// One flow element of a trigger request, as recorded and executed (docs/api.md, Triggers).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Invocation {
+    /// The environment it was triggered in; its id is unique there.
     pub environment_id: String,
+    /// `flowInvocationId`: the caller's, else a new `inv_…` (a CSV row's default is
+    /// `csv-{task}-{row}`).
     pub id: String,
+    /// The Action Flow triggered.
     pub flow_id: String,
+    /// Live (`/start`) or test (`/test`).
     pub mode: Mode,
+    /// The configuration version it runs (from 1), chosen when it was recorded
+    /// (`flowConfigVersion`).
     pub flow_version: u32,
+    /// The hash of its target and payload ([`fingerprint_of`](super::fingerprint_of)): with
+    /// the flow and the mode, what a request reusing its id must match.
     pub fingerprint: String,
-    /// As sent, JSON text.
+    /// The element's `target`, as sent, JSON text.
     pub target: JsonText,
+    /// The element's `payload`, as sent, JSON text (`null` when it had none).
     pub payload: JsonText,
+    /// `options.strictVariables` of its request: variables the flow does not define are
+    /// refused instead of ignored (also when a batch is built).
     pub strict_variables: bool,
+    /// A segment, tag or filter target: it holds a bulk-task slot while pending or running
+    /// ([`MAX_RUNNING_BULK`]).
     pub bulk: bool,
+    /// Where it is.
     pub status: InvocationStatus,
+    /// Users its saved batches targeted (`usersTargeted`).
     pub users_targeted: u64,
+    /// Cards its saved batches created (`cardsCreated`).
     pub cards_created: u64,
+    /// Why it failed, for the caller.
     pub errors: Vec<String>,
     /// The last user handled; the next batch starts after it.
     pub cursor: Option<String>,
+    /// When it was recorded: a cancel covers it only if accepted at or after this time.
     pub created: Timestamp,
+    /// When it last changed.
     pub updated: Timestamp,
 }
 
-/// What one executed batch saves, atomically.
+/// What one executed batch saves, atomically: its flow instances, cards and events, and the
+/// invocation's progress ([`InvocationRepository::save_batches`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchResult {
+    /// The environment of the invocation.
     pub environment_id: String,
+    /// The invocation the batch belongs to.
     pub invocation_id: String,
     /// The cursor the batch started from: the save applies only if it is still the stored one
     /// (a worker whose lease ran out and was overtaken saves nothing).
     pub from_cursor: Option<String>,
+    /// The cursor after the batch: its last user when more users follow, else the one it
+    /// started from.
     pub cursor: Option<String>,
+    /// The invocation's status after the batch: running while users are left, completed after
+    /// its last batch; failed or cancelled when it stops.
     pub status: InvocationStatus,
+    /// Users this batch targeted, added to the invocation's count.
     pub users_targeted: u64,
+    /// Cards in `cards`, added to the invocation's count.
     pub cards_created: u64,
+    /// The invocation's errors after the batch: they replace the stored ones.
     pub errors: Vec<String>,
     /// Shared with their events. A flow instance is the cards of one user made by one batch
     /// (they share its `flow_instance_id`); it is stored with them.
     pub cards: Vec<Arc<CardInstance>>,
+    /// One event per card, the first of its life (`card-published`, or `card-embargoed` for
+    /// an embargoed card).
     pub events: Vec<AnalyticsEvent>,
+    /// When the batch was built: the invocation's `updated` once it is saved.
     pub updated: Timestamp,
     /// The claim after the save: `None` ends it (the next batch may be claimed by any worker
     /// at once); a time keeps it until then, for the worker that goes on with the next batch
-    /// itself ([`Engine::step`]).
+    /// itself ([`Engine::step`](super::Engine::step)).
     pub lease_until: Option<Timestamp>,
 }
 
 impl BatchResult {
-    /// Applies the flow's cancel `markers` accepted meanwhile (contract §6: they take
-    /// precedence): drops the flow instances they cover (their cards and events), and stops the
-    /// invocation when one covers all of it.
+    /// Applies the flow's cancel `markers` accepted meanwhile (docs/api.md, Cancel: work
+    /// queued before a cancel creates nothing it covers): drops the flow instances they cover
+    /// (their cards and events), and stops the invocation (cancelled, no cursor) when one
+    /// covers all of it. `flow_version` and `invocation_created` are the invocation's.
     pub fn apply_cancels(
         &mut self,
         markers: &[CancelTask],
@@ -163,7 +210,7 @@ impl BatchResult {
 impl Invocation {
     /// Whether `other` asks for the same run as this one: the same flow, mode and
     /// fingerprint (target, payload, options). An id recorded for one run answers replays of
-    /// it and refuses anything else (rule 5 of spec 4.3).
+    /// it and refuses anything else (docs/api.md, Triggers: Idempotency).
     pub fn same_run(&self, other: &Invocation) -> bool {
         decide(&other.run_key(), Some(&self.run_key())) == Reuse::Replay
     }
@@ -178,6 +225,13 @@ impl Invocation {
     }
 }
 
+/// Storage of invocations and of what their batches make (a port; docs/architecture.md, The
+/// engine).
+///
+/// An invocation is known by (environment, id): nothing of another environment is found or
+/// changed. A batch is saved with its invocation's progress in one transaction, fenced by the
+/// cursor it started from (docs/architecture.md, Time, leases and fencing), and each save
+/// applies the cancel markers of its flow in that same transaction (docs/api.md, Cancel).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait InvocationRepository: Send + Sync {
@@ -191,18 +245,29 @@ pub trait InvocationRepository: Send + Sync {
     /// [`save_batches`](Self::save_batches) would save it (cancel markers applied): its
     /// instances, cards and events, and its final progress. The run of a replayed or refused
     /// invocation is dropped.
+    ///
+    /// Answers, per invocation in order, None when it was inserted (an id given twice in one
+    /// call is inserted once, and both answer None), else the one stored with its id, whether
+    /// it matches or not: the caller decides ([`Invocation::same_run`]). What was inserted is
+    /// durable when this returns.
     async fn record_run(
         &self,
         runs: Vec<(Invocation, Option<BatchResult>)>,
     ) -> Result<Vec<Option<Invocation>>, StorageError>;
+    /// The invocation with this id in the environment (of any flow: the service checks the
+    /// flow); None when there is none.
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<Invocation>, StorageError>;
-    /// The environment's bulk-task slots held (contract §10): bulk-target invocations pending
-    /// or running, and CSV tasks processing and not queued.
+    /// The environment's bulk-task slots held (docs/api.md, Bulk start from CSV): bulk-target
+    /// invocations pending or running, and CSV tasks processing and not queued.
     async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError>;
     /// Takes the oldest pending invocations, or running ones whose lease has expired, at most
     /// `limit`, oldest first: marks them running with a lease until `lease_until`. Never gives
     /// one invocation to two workers at once (`FOR UPDATE SKIP LOCKED` on PostgreSQL).
+    ///
+    /// Of any environment. The invocations are answered as stored after the claim (running,
+    /// at their last saved cursor); an empty answer when none is due. Taking over an expired
+    /// lease does not stop the previous holder, whose saves the cursor then refuses.
     async fn claim(
         &self,
         now: Timestamp,
@@ -211,9 +276,16 @@ pub trait InvocationRepository: Send + Sync {
     ) -> Result<Vec<Invocation>, StorageError>;
     /// Saves batches in one transaction: for each, its instances, cards and events, the
     /// progress (the batch's counts are added to the invocation's), cursor and status; and
-    /// releases the claim, so that the next batch can be claimed at once (by any worker:
-    /// batches of concurrent invocations take turns). A batch whose invocation is no longer at
-    /// the batch's starting cursor (another worker took it over and saved first) is skipped:
-    /// its claim had passed to another holder (contract §19). Returns how many were skipped.
+    /// releases the claim unless the batch's `lease_until` keeps it, so that the next batch
+    /// can be claimed at once (by any worker: batches of concurrent invocations take turns).
+    ///
+    /// A batch whose invocation is no longer at the batch's starting cursor (another worker
+    /// took it over and saved first) is skipped, nothing of it written: its claim had passed
+    /// to another holder (docs/architecture.md, Time, leases and fencing). So is one whose
+    /// invocation is no longer pending or running. Returns how many were skipped.
+    ///
+    /// In the same transaction, before anything is written, the cancel markers of each
+    /// batch's flow are read and applied ([`BatchResult::apply_cancels`]). A batch's errors
+    /// replace the invocation's.
     async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError>;
 }

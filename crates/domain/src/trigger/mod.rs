@@ -1,5 +1,7 @@
-//! Triggering Action Flows (spec 4.3, contract §4): the request, its variables, and the
-//! idempotency of `flowInvocationId`.
+//! Triggering Action Flows (docs/api.md, Triggers): the request, its variables, the
+//! idempotency of `flowInvocationId`, the invocations and their port, the [`TriggerService`]
+//! that checks and records them and the [`Engine`] that runs them (docs/architecture.md, The
+//! engine).
 
 mod batch;
 pub mod engine;
@@ -23,11 +25,16 @@ pub use service::{PreparedElements, TriggerService, Triggered};
 /// users only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `/start` (and `csv-task`): the latest published version of a published, unarchived
+    /// flow, for every user targeted.
     Live,
+    /// `/test` (and `csv-task/test`): the draft when there is one, else the latest published
+    /// version; users who are not test users are left out.
     Test,
 }
 
 impl Mode {
+    /// The mode as the API and the database spell it: `live`, `test`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Mode::Live => "live",

@@ -51,7 +51,127 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
     }
 }
 
-/// Records triggers; reads their progress.
+/// Records triggers; reads their progress (docs/api.md, Triggers).
+///
+/// Each element of a request is checked against the flow and recorded durably as an
+/// invocation before the answer; a live element of at most [`INLINE_USERS`] user ids is run
+/// in the same transaction, the others by the [`Engine`](super::Engine) (docs/architecture.md,
+/// The engine).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use workbench_domain::flow::VersionStatus;
+/// use workbench_domain::mocks::{
+///     MockClock, MockFlowRepository, MockInvocationRepository, MockSegmentRepository,
+///     MockStreamRepository,
+/// };
+/// use workbench_domain::serde_json::json;
+/// use workbench_domain::trigger::{InvocationStatus, Mode, TriggerService};
+/// use workbench_domain::{DomainError, Flow, FlowVersion, Principal};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let now = workbench_domain::chrono::Utc::now();
+/// # let flow = Flow {
+/// #     id: "flw_1".into(),
+/// #     environment_id: "env_1".into(),
+/// #     organisation_id: "org_1".into(),
+/// #     name: "Welcome".into(),
+/// #     description: String::new(),
+/// #     folder_id: None,
+/// #     archived: false,
+/// #     latest_version: 1,
+/// #     published_version: Some(1),
+/// #     draft_version: None,
+/// #     variables: Default::default(),
+/// #     revision: 1,
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// # let version = FlowVersion {
+/// #     flow_id: "flw_1".into(),
+/// #     version: 1,
+/// #     status: VersionStatus::Published,
+/// #     config: json!({
+/// #         "type": "card",
+/// #         "initialSteps": ["s1"],
+/// #         "steps": {"s1": {"id": "s1", "type": "create-card",
+/// #                          "properties": {"cardTemplateId": "hello"}}},
+/// #         "variables": {"name": {"type": "string", "default": "there"}},
+/// #         "cardTemplates": {"hello": {"metadata": {"cardName": "Hello"}, "defaultView": {
+/// #             "content": [{"key": "h", "type": "headline",
+/// #                          "attributes": {"text": "Hello %{name}"}}]}}},
+/// #     }),
+/// #     created_by: "key_1".into(),
+/// #     approved_by: None,
+/// #     approved: None,
+/// #     published: Some(now),
+/// #     created: now,
+/// #     updated: now,
+/// # };
+/// // `flow` is the Action Flow `flw_1` of `env_1`; its published version 1 (`version`) has
+/// // one `create-card` step, whose headline greets the string variable `name`.
+/// let mut flows = MockFlowRepository::new();
+/// flows.expect_get().returning(move |_, _| Ok(Some(flow.clone())));
+/// flows.expect_get_version().returning(move |_, _| Ok(Some(version.clone())));
+/// // The environment's streams: `All cards` alone, stored on first use.
+/// let mut streams = MockStreamRepository::new();
+/// streams.expect_list().returning(|_, default| Ok(vec![default]));
+/// // Every id is new: recorded, and kept here.
+/// let recorded = Arc::new(Mutex::new(Vec::new()));
+/// let sink = recorded.clone();
+/// let mut invocations = MockInvocationRepository::new();
+/// invocations.expect_record_run().times(1).returning(move |runs| {
+///     let answers = vec![None; runs.len()];
+///     sink.lock().unwrap().extend(runs);
+///     Ok(answers)
+/// });
+/// let mut clock = MockClock::new();
+/// clock.expect_now().return_const(now);
+/// let triggers = TriggerService::new(
+///     Arc::new(flows),
+///     Arc::new(invocations),
+///     Arc::new(MockSegmentRepository::new()),
+///     Arc::new(streams),
+///     Arc::new(clock),
+/// );
+/// let who = Principal::trusted("crm", "org_1", &["env_1"]);
+///
+/// let body = json!({"flows": [{
+///     "flowInvocationId": "welcome-u1",
+///     "target": {"type": "user", "targetUserIds": ["u1"]},
+///     "payload": {"variables": {"name": "Ann"}},
+/// }]});
+/// let ids = triggers.trigger_body(&who, "env_1", "flw_1", Mode::Live, &body).await?;
+/// assert_eq!(ids, ["welcome-u1"]);
+/// {
+///     // A live trigger of one user is recorded with its run: its card exists at once.
+///     let recorded = recorded.lock().unwrap();
+///     let (invocation, run) = &recorded[0];
+///     assert_eq!((invocation.id.as_str(), invocation.flow_version), ("welcome-u1", 1));
+///     let run = run.as_ref().expect("run when recorded");
+///     assert_eq!(run.status, InvocationStatus::Completed);
+///     assert_eq!((run.users_targeted, run.cards_created), (1, 1));
+///     let card = &run.cards[0];
+///     assert_eq!((card.user_id.as_str(), card.priority), ("u1", 5));
+///     let views = card.content.views(&card.platforms);
+///     assert_eq!(views["Web"]["defaultView"]["content"][0]["attributes"]["text"], "Hello Ann");
+/// }
+///
+/// // Every problem at once, with its path; nothing is recorded.
+/// let bad = json!({"flows": [{
+///     "target": {"type": "user", "targetUserIds": ["u2"]},
+///     "payload": {"variables": {"name": 7}, "cardOptions": {"priority": 11}},
+/// }]});
+/// let refused = triggers.trigger_body(&who, "env_1", "flw_1", Mode::Live, &bad).await;
+/// let Err(DomainError::Validation(problems)) = refused else { panic!("{refused:?}") };
+/// let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+/// assert!(fields.contains(&"flows[0].payload.cardOptions.priority"), "{fields:?}");
+/// assert!(fields.contains(&"flows[0].payload.variables.name"), "{fields:?}");
+/// # Ok::<(), DomainError>(())
+/// # }).unwrap();
+/// ```
 pub struct TriggerService {
     /// Published configurations never change, so they are kept once read, with their plan:
     /// (flow id, version) → plan.
@@ -78,6 +198,10 @@ pub struct PreparedElements {
 }
 
 impl TriggerService {
+    /// A service over these ports. `streams` gives each environment's default stream (read
+    /// once, created when missing) and checks `targetStreamIds`; `segments` checks segment
+    /// targets; `clock` stamps the invocations (their `created`, which cancels are compared
+    /// with).
     pub fn new(
         flows: Arc<dyn FlowRepository>,
         invocations: Arc<dyn InvocationRepository>,
@@ -114,10 +238,13 @@ impl TriggerService {
         Ok(plan)
     }
 
-    /// A trigger request as sent (spec 4.3): parsed, checked against the flow and recorded.
-    /// A request with problems is answered with all of them at once (contract §10): those of
-    /// its shape and, for what could be read of each element, those against the flow
-    /// (variables, streams, the segment).
+    /// A trigger request as sent (docs/api.md, Triggers): parsed, checked against the flow and
+    /// recorded as [`trigger`](Self::trigger) does.
+    ///
+    /// A request with problems is answered with all of them at once (docs/api.md, Bounded
+    /// values), as [`DomainError::Validation`] in element order: those of its shape and, for
+    /// what could be read of each element, those against the flow (variables, streams, the
+    /// segment). When the flow cannot run, a request with problems of shape gets those alone.
     pub async fn trigger_body(
         &self,
         who: &Principal,
@@ -180,6 +307,27 @@ impl TriggerService {
         Ok(DomainError::Validation(problems))
     }
 
+    /// Records a parsed request (see [`parse`](super::parse)). Every element is checked
+    /// against the version `mode` runs (variables, streams, the segment, the size of the push
+    /// payload), then all are recorded in one call to
+    /// [`InvocationRepository::record_run`], a live element of at most
+    /// [`INLINE_USERS`] user ids with its run. Answers the invocation ids in request order,
+    /// generated (`inv_…`) for elements without one. An id recorded before for the same run
+    /// answers its id and runs nothing again.
+    ///
+    /// Needs `action_flows:trigger`. Fails, recording nothing, with:
+    /// - [`DomainError::NotFound`] of [`Resource::Flow`] when the environment has no such
+    ///   flow, and of [`Resource::FlowVersion`] when it has nothing `mode` runs (live: never
+    ///   published; test: no draft and never published);
+    /// - a [`DomainError::Conflict`] of kind [`ConflictKind::FlowArchived`] for a live trigger
+    ///   of an archived flow;
+    /// - [`DomainError::Validation`] with every problem the flow finds in the elements;
+    /// - [`DomainError::RateLimited`] (retry after 5 seconds) when its segment, tag and filter
+    ///   elements would take more than [`MAX_RUNNING_BULK`] bulk-task slots of the
+    ///   environment;
+    /// - a [`DomainError::Conflict`] of kind [`ConflictKind::InvocationConflict`] (409) when an
+    ///   id was recorded with another target or payload, and
+    ///   [`DomainError::InvocationMismatch`] (422) when with another flow or mode.
     pub async fn trigger(
         &self,
         who: &Principal,
@@ -301,6 +449,11 @@ impl TriggerService {
     /// does not write: each element validated, its invocation and its run (see
     /// [`INLINE_USERS`]) built. A bulk task prepares its next rows while the last ones are
     /// recorded.
+    ///
+    /// No caller is checked: the task's creator was. Fails for the whole call, as
+    /// [`trigger`](Self::trigger) does, when the flow cannot run in `mode` (not found, nothing
+    /// to run, archived), and on a storage error; an element's problems are its own, kept in
+    /// the answer as one line (`path: message; ...`).
     pub async fn prepare_elements(
         &self,
         env: &str,
@@ -342,8 +495,12 @@ impl TriggerService {
         Ok(PreparedElements { outcome, valid })
     }
 
-    /// Records what [`prepare_elements`](Self::prepare_elements) built. Per element, its
-    /// invocation id or why it was refused.
+    /// Records what [`prepare_elements`](Self::prepare_elements) built. Per element, in order,
+    /// its invocation id or why it was refused: its problems, or its `flowInvocationId` reused
+    /// with another run (the others are recorded all the same).
+    ///
+    /// Fails with a storage error, and with [`StorageError::Unavailable`] when ids were still
+    /// being reused for other runs meanwhile after the refused ones were left out.
     pub async fn record_prepared(
         &self,
         prepared: PreparedElements,
@@ -486,6 +643,10 @@ impl TriggerService {
         Ok((errors, resolved))
     }
 
+    /// The invocation `id` of the flow, for `GET .../invocations/{flowInvocationId}`.
+    ///
+    /// Needs `action_flows:read`. Fails with [`DomainError::NotFound`] of
+    /// [`Resource::Invocation`] when the environment has no such invocation of this flow.
     pub async fn invocation(
         &self,
         who: &Principal,
@@ -573,8 +734,9 @@ fn describe(problems: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// Spec 8: the push payload (the notification as rendered for iOS and Android, the
-/// trigger's `notificationDetail` and the ids the SDKs need) must fit in 2 KB. Checked at
+/// The push payload (the notification as rendered for iOS and Android, the trigger's
+/// `notificationDetail` and the ids the SDKs need) must fit in 2 KB (docs/api.md, Triggers,
+/// and its Sending pushes). Checked at
 /// trigger time with ids of their longest form, so a card never fails to push for its size.
 pub(crate) fn push_payload_problems(
     plan: &FlowPlan,
