@@ -1,25 +1,37 @@
 //! Configuration: defaults, then an optional TOML file (`--config`), then `WORKBENCH_*`
-//! environment variables, each overriding the one before. Validated once, at start.
+//! environment variables, each overriding the one before. One serde struct ([`Raw`]) reads
+//! both layers, merged by `figment`; [`Settings`] is made from it once, at start, by
+//! `TryFrom`, which range-checks each value in the type it was read as and names where a bad
+//! one came from. Secrets (the database URL, the secret keys) are held as `secrecy` types and
+//! never printed.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
+use figment::providers::{Format, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
+    /// Human-readable lines.
     Text,
+    /// One JSON object per line.
     Json,
 }
 
-/// The validated settings. `database_url` may hold a password: never log it.
+/// The validated settings. The secrets print as `[REDACTED]`.
 #[derive(Clone)]
 pub struct Settings {
     pub listen: String,
-    pub database_url: String,
+    /// May hold a password.
+    pub database_url: SecretString,
     pub database_pool_size: u32,
     pub log_format: LogFormat,
     pub log_filter: String,
@@ -33,10 +45,10 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// Seconds a worker holds an invocation without progress before another may resume it.
     pub engine_lease_seconds: u64,
-    /// `WORKBENCH_SECRET_KEY`: base64 of 32 bytes sealing secrets at rest. Never logged.
-    pub secret_key: Option<String>,
-    /// `WORKBENCH_SECRET_KEY_PREVIOUS`: comma-separated keys being rotated out (open only).
-    pub previous_secret_keys: Vec<String>,
+    /// `WORKBENCH_SECRET_KEY`: base64 of 32 bytes sealing secrets at rest.
+    pub secret_key: Option<SecretString>,
+    /// `WORKBENCH_SECRET_KEY_PREVIOUS`: keys being rotated out (open only).
+    pub previous_secret_keys: Vec<SecretString>,
     /// CIDRs webhooks may call although private or loopback (`WORKBENCH_WEBHOOK_ALLOW_CIDRS`).
     pub webhook_allow_cidrs: String,
     /// `WORKBENCH_WEBHOOK_RETRY_SCHEDULE`, e.g. `5s,5m,30m,2h,5h,10h,10h`.
@@ -89,33 +101,36 @@ pub fn parse_size(text: &str) -> Option<u64> {
     number.checked_mul(1u64 << shift)
 }
 
-/// The file's shape: every key optional. Integers are `i64`, as TOML reads them, so that a
-/// negative or too large value reaches the range check instead of being narrowed first.
+/// The configuration as written, in the file or in the environment: every key optional, each
+/// value in the widest type it may be written as, so that a bad one reaches the range check
+/// of [`Settings::try_from`] and is refused there with its name, rather than narrowed first.
+/// The file's keys are these fields' names; a variable is `WORKBENCH_` and the key in
+/// capitals (see [`variable`]).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileSettings {
+struct Raw {
     listen: Option<String>,
-    database_url: Option<String>,
-    database_pool_size: Option<i64>,
-    log_format: Option<LogFormat>,
+    database_url: Option<SecretString>,
+    database_pool_size: Option<Whole>,
+    log_format: Option<String>,
     log_filter: Option<String>,
-    workers: Option<i64>,
-    shutdown_timeout_seconds: Option<i64>,
+    workers: Option<Whole>,
+    shutdown_timeout_seconds: Option<Whole>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     sqlite_synchronous: Option<String>,
     /// A size: a string with a unit (`"128MiB"`) or a number of bytes.
-    min_free_disk: Option<toml::Value>,
-    engine_lease_seconds: Option<i64>,
+    min_free_disk: Option<Whole>,
+    engine_lease_seconds: Option<Whole>,
     database_request_timeout: Option<String>,
     database_tcp_timeout: Option<String>,
     request_body_timeout: Option<String>,
-    secret_key: Option<String>,
-    previous_secret_keys: Option<Vec<String>>,
+    secret_key: Option<SecretString>,
+    previous_secret_keys: Option<Keys>,
     webhook_allow_cidrs: Option<String>,
     webhook_retry_schedule: Option<String>,
-    webhook_concurrency: Option<i64>,
-    webhook_lease_seconds: Option<i64>,
+    webhook_concurrency: Option<Whole>,
+    webhook_lease_seconds: Option<Whole>,
     push_retry_schedule: Option<String>,
     fcm_url: Option<String>,
     google_token_url: Option<String>,
@@ -123,121 +138,119 @@ struct FileSettings {
     apns_sandbox_url: Option<String>,
 }
 
+/// A whole number as written: a TOML integer, or text (every environment variable is text).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Whole {
+    Number(i64),
+    Text(String),
+}
+
+/// Keys being rotated out: a TOML array, or a comma-separated variable.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Keys {
+    List(Vec<SecretString>),
+    Text(SecretString),
+}
+
+/// A setting's environment variable: `WORKBENCH_` and its key in capitals, but for two
+/// spelled otherwise.
+fn variable(key: &str) -> String {
+    match key {
+        "log_filter" => "WORKBENCH_LOG".into(),
+        "previous_secret_keys" => "WORKBENCH_SECRET_KEY_PREVIOUS".into(),
+        key => format!("WORKBENCH_{}", key.to_ascii_uppercase()),
+    }
+}
+
+/// The key of a `WORKBENCH_*` variable ([`variable`] reversed), or `None` for other variables.
+fn key_of(variable: &str) -> Option<String> {
+    let rest = variable.strip_prefix("WORKBENCH_")?;
+    Some(match rest {
+        "LOG" => "log_filter".into(),
+        "SECRET_KEY_PREVIOUS" => "previous_secret_keys".into(),
+        rest => rest.to_ascii_lowercase(),
+    })
+}
+
+/// The `WORKBENCH_*` variables, as a layer over the file: each value the text it was set to
+/// (figment's own environment provider guesses types, so `8` would be a number and ` 8` would
+/// lose its space before the range check saw it).
+struct Environment(Dict);
+
+impl Provider for Environment {
+    fn metadata(&self) -> Metadata {
+        Metadata::named("WORKBENCH_* environment variables")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Ok(Profile::Default.collect(self.0.clone()))
+    }
+}
+
+/// The two layers read, and which keys the environment set.
+struct Layered {
+    raw: Raw,
+    from_environment: BTreeSet<String>,
+}
+
+impl Layered {
+    /// How a bad value is named: its variable, and its key when it came from the file.
+    fn name(&self, key: &str) -> String {
+        if self.from_environment.contains(key) {
+            variable(key)
+        } else {
+            format!("{} (`{key}` in the configuration file)", variable(key))
+        }
+    }
+
+    fn set_by_environment(&self, key: &str) -> bool {
+        self.from_environment.contains(key)
+    }
+}
+
 impl Settings {
-    pub fn load(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
-        let from_file = match file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| {
-                    format!("cannot read the configuration file {}", path.display())
-                })?;
-                toml::from_str::<FileSettings>(&text)
-                    .with_context(|| format!("invalid configuration file {}", path.display()))?
+    /// Reads the file (when given) and then the `WORKBENCH_*` variables among `vars` (e.g.
+    /// `std::env::vars()`); an empty variable counts as unset. Unknown keys in the file and
+    /// unknown `WORKBENCH_*` variables are refused: they are typos.
+    pub fn load(
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
+        let mut layers = Figment::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read the configuration file {}", path.display())
+            })?;
+            let toml = Toml::string(&text);
+            Figment::from(&toml)
+                .extract::<Raw>()
+                .with_context(|| format!("invalid configuration file {}", path.display()))?;
+            layers = layers.merge(toml);
+        }
+        let mut set = Dict::new();
+        let mut from_environment = BTreeSet::new();
+        for (name, value) in vars {
+            let Some(key) = key_of(&name) else { continue };
+            if value.is_empty() {
+                continue;
             }
-            None => FileSettings::default(),
-        };
-        let var = |name: &str| env(name).filter(|v| !v.is_empty());
-        let log_format = match var("WORKBENCH_LOG_FORMAT").as_deref() {
-            Some("text") => Some(LogFormat::Text),
-            Some("json") => Some(LogFormat::Json),
-            Some(other) => bail!("WORKBENCH_LOG_FORMAT must be `text` or `json`, got `{other}`"),
-            None => None,
-        };
-        let settings = Settings {
-            listen: var("WORKBENCH_LISTEN")
-                .or(from_file.listen)
-                .unwrap_or_else(|| "127.0.0.1:8080".into()),
-            database_url: var("WORKBENCH_DATABASE_URL")
-                .or(from_file.database_url)
-                .unwrap_or_else(|| "sqlite://./workbench.db".into()),
-            database_pool_size: DATABASE_POOL_SIZE.read(var, from_file.database_pool_size)?,
-            log_format: log_format
-                .or(from_file.log_format)
-                .unwrap_or(LogFormat::Text),
-            log_filter: var("WORKBENCH_LOG")
-                .or(from_file.log_filter)
-                .unwrap_or_else(|| "info".into()),
-            workers: WORKERS.read(var, from_file.workers)?,
-            shutdown_timeout_seconds: SHUTDOWN_TIMEOUT_SECONDS
-                .read(var, from_file.shutdown_timeout_seconds)?,
-            data_dir: var("WORKBENCH_DATA_DIR")
-                .map(PathBuf::from)
-                .or(from_file.data_dir),
-            engine_lease_seconds: ENGINE_LEASE_SECONDS.read(var, from_file.engine_lease_seconds)?,
-            secret_key: var("WORKBENCH_SECRET_KEY").or(from_file.secret_key),
-            previous_secret_keys: var("WORKBENCH_SECRET_KEY_PREVIOUS")
-                .map(|v| {
-                    v.split(',')
-                        .map(|k| k.trim().to_owned())
-                        .filter(|k| !k.is_empty())
-                        .collect()
-                })
-                .or(from_file.previous_secret_keys)
-                .unwrap_or_default(),
-            webhook_allow_cidrs: var("WORKBENCH_WEBHOOK_ALLOW_CIDRS")
-                .or(from_file.webhook_allow_cidrs)
-                .unwrap_or_default(),
-            webhook_retry_schedule: var("WORKBENCH_WEBHOOK_RETRY_SCHEDULE")
-                .or(from_file.webhook_retry_schedule)
-                .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
-            webhook_concurrency: WEBHOOK_CONCURRENCY.read(var, from_file.webhook_concurrency)?,
-            webhook_lease_seconds: WEBHOOK_LEASE_SECONDS
-                .read(var, from_file.webhook_lease_seconds)?,
-            push_retry_schedule: var("WORKBENCH_PUSH_RETRY_SCHEDULE")
-                .or(from_file.push_retry_schedule)
-                .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
-            push_urls: {
-                let defaults = adapters_push::ProviderUrls::default();
-                let url = |name: &str, file: Option<String>, default: String| {
-                    var(name)
-                        .or(file)
-                        .map(|u| u.trim_end_matches('/').to_owned())
-                        .unwrap_or(default)
-                };
-                adapters_push::ProviderUrls {
-                    fcm: url("WORKBENCH_FCM_URL", from_file.fcm_url, defaults.fcm),
-                    google_token: url(
-                        "WORKBENCH_GOOGLE_TOKEN_URL",
-                        from_file.google_token_url,
-                        defaults.google_token,
-                    ),
-                    apns: url("WORKBENCH_APNS_URL", from_file.apns_url, defaults.apns),
-                    apns_sandbox: url(
-                        "WORKBENCH_APNS_SANDBOX_URL",
-                        from_file.apns_sandbox_url,
-                        defaults.apns_sandbox,
-                    ),
-                }
-            },
-            public_url: var("WORKBENCH_PUBLIC_URL")
-                .or(from_file.public_url)
-                .map(|u| u.trim_end_matches('/').to_owned()),
-            sqlite_synchronous: match var("WORKBENCH_SQLITE_SYNCHRONOUS")
-                .or(from_file.sqlite_synchronous)
-            {
-                None => adapters_diesel::Synchronous::Full,
-                Some(text) => adapters_diesel::Synchronous::parse(&text).with_context(|| {
-                    format!("WORKBENCH_SQLITE_SYNCHRONOUS must be `full` or `normal`, got `{text}`")
-                })?,
-            },
-            min_free_disk: match var("WORKBENCH_MIN_FREE_DISK").or(from_file
-                .min_free_disk
-                .map(|v| match v {
-                    toml::Value::String(text) => text,
-                    other => other.to_string(),
-                })) {
-                None => DEFAULT_MIN_FREE_DISK,
-                Some(text) => parse_size(&text).with_context(|| {
-                    format!(
-                        "WORKBENCH_MIN_FREE_DISK must be a size such as `128MiB` or `0` (off), got `{text}`"
-                    )
-                })?,
-            },
-            database_waits: adapters_diesel::Waits {
-                request: DATABASE_REQUEST_TIMEOUT.read(var, from_file.database_request_timeout)?,
-                tcp: DATABASE_TCP_TIMEOUT.read(var, from_file.database_tcp_timeout)?,
-            },
-            request_body_timeout: REQUEST_BODY_TIMEOUT.read(var, from_file.request_body_timeout)?,
-        };
+            set.insert(key.clone(), Value::from(value));
+            from_environment.insert(key);
+        }
+        let environment = Environment(set);
+        if let Err(e) = Figment::from(&environment).extract::<Raw>() {
+            bail!("unknown WORKBENCH_* variable: {e} (docs/configuration.md lists them)");
+        }
+        let raw = layers
+            .merge(environment)
+            .extract::<Raw>()
+            .context("invalid configuration")?;
+        let settings = Settings::try_from(Layered {
+            raw,
+            from_environment,
+        })?;
         settings.validate()?;
         Ok(settings)
     }
@@ -269,61 +282,177 @@ impl Settings {
             }
         }
         domain::retry::RetryPolicy::parse(&self.push_retry_schedule)
-            .map_err(|e| anyhow::anyhow!("WORKBENCH_PUSH_RETRY_SCHEDULE: {e}"))?;
+            .map_err(|e| anyhow!("WORKBENCH_PUSH_RETRY_SCHEDULE: {e}"))?;
         if let Some(key) = &self.secret_key {
-            adapters_diesel::SecretBox::new(key, &self.previous_secret_keys)
-                .map_err(|e| anyhow::anyhow!("WORKBENCH_SECRET_KEY (or _PREVIOUS): {e}"))?;
+            adapters_diesel::SecretBox::new(key.expose_secret(), &self.previous_keys())
+                .map_err(|e| anyhow!("WORKBENCH_SECRET_KEY (or _PREVIOUS): {e}"))?;
         }
         adapters_webhook::AddressPolicy::parse(&self.webhook_allow_cidrs)
-            .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
+            .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
         domain::webhook::RetryPolicy::parse(&self.webhook_retry_schedule)
-            .map_err(|e| anyhow::anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
+            .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
         Ok(())
+    }
+
+    /// The keys being rotated out, exposed for the secret box that opens with them.
+    pub fn previous_keys(&self) -> Vec<String> {
+        self.previous_secret_keys
+            .iter()
+            .map(|k| k.expose_secret().to_owned())
+            .collect()
     }
 }
 
-/// An integer setting: its variable, its key in the file, its default and the range it must be
-/// in (docs/configuration.md). The range keeps every use safe: a lease of at most an hour, in
+/// This process's environment as [`Settings::load`] takes it. A variable whose value is not
+/// UTF-8 is read with its bad bytes replaced, so that a `WORKBENCH_*` one is refused visibly.
+pub fn variables() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            Some((name, value.to_string_lossy().into_owned()))
+        })
+        .collect()
+}
+
+impl TryFrom<Layered> for Settings {
+    type Error = anyhow::Error;
+
+    fn try_from(layered: Layered) -> anyhow::Result<Self> {
+        let Layered {
+            raw,
+            from_environment,
+        } = layered;
+        let names = Layered {
+            raw: Raw::default(),
+            from_environment,
+        };
+        let names = &names;
+        let log_format = match raw.log_format.as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => bail!(
+                "{} must be `text` or `json`, got `{other}`",
+                names.name("log_format")
+            ),
+        };
+        let trimmed = |u: String| u.trim_end_matches('/').to_owned();
+        let defaults = adapters_push::ProviderUrls::default();
+        let previous_secret_keys = match raw.previous_secret_keys {
+            None => Vec::new(),
+            Some(Keys::List(keys)) => keys,
+            Some(Keys::Text(text)) => text
+                .expose_secret()
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(SecretString::from)
+                .collect(),
+        };
+        Ok(Settings {
+            listen: raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
+            database_url: raw
+                .database_url
+                .unwrap_or_else(|| SecretString::from("sqlite://./workbench.db")),
+            database_pool_size: DATABASE_POOL_SIZE.read(names, raw.database_pool_size)?,
+            log_format,
+            log_filter: raw.log_filter.unwrap_or_else(|| "info".into()),
+            workers: WORKERS.read(names, raw.workers)?,
+            shutdown_timeout_seconds: SHUTDOWN_TIMEOUT_SECONDS
+                .read(names, raw.shutdown_timeout_seconds)?,
+            data_dir: raw.data_dir,
+            public_url: raw.public_url.map(trimmed),
+            engine_lease_seconds: ENGINE_LEASE_SECONDS.read(names, raw.engine_lease_seconds)?,
+            secret_key: raw.secret_key,
+            previous_secret_keys,
+            webhook_allow_cidrs: raw.webhook_allow_cidrs.unwrap_or_default(),
+            webhook_retry_schedule: raw
+                .webhook_retry_schedule
+                .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
+            webhook_concurrency: WEBHOOK_CONCURRENCY.read(names, raw.webhook_concurrency)?,
+            webhook_lease_seconds: WEBHOOK_LEASE_SECONDS.read(names, raw.webhook_lease_seconds)?,
+            push_retry_schedule: raw
+                .push_retry_schedule
+                .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
+            push_urls: adapters_push::ProviderUrls {
+                fcm: raw.fcm_url.map(trimmed).unwrap_or(defaults.fcm),
+                google_token: raw
+                    .google_token_url
+                    .map(trimmed)
+                    .unwrap_or(defaults.google_token),
+                apns: raw.apns_url.map(trimmed).unwrap_or(defaults.apns),
+                apns_sandbox: raw
+                    .apns_sandbox_url
+                    .map(trimmed)
+                    .unwrap_or(defaults.apns_sandbox),
+            },
+            sqlite_synchronous: match raw.sqlite_synchronous {
+                None => adapters_diesel::Synchronous::Full,
+                Some(text) => adapters_diesel::Synchronous::parse(&text).with_context(|| {
+                    format!(
+                        "{} must be `full` or `normal`, got `{text}`",
+                        names.name("sqlite_synchronous")
+                    )
+                })?,
+            },
+            min_free_disk: match raw.min_free_disk {
+                None => DEFAULT_MIN_FREE_DISK,
+                Some(value) => {
+                    let text = match value {
+                        Whole::Number(n) => n.to_string(),
+                        Whole::Text(text) => text,
+                    };
+                    parse_size(&text).with_context(|| {
+                        format!(
+                            "{} must be a size such as `128MiB` or `0` (off), got `{text}`",
+                            names.name("min_free_disk")
+                        )
+                    })?
+                }
+            },
+            database_waits: adapters_diesel::Waits {
+                request: DATABASE_REQUEST_TIMEOUT.read(names, raw.database_request_timeout)?,
+                tcp: DATABASE_TCP_TIMEOUT.read(names, raw.database_tcp_timeout)?,
+            },
+            request_body_timeout: REQUEST_BODY_TIMEOUT.read(names, raw.request_body_timeout)?,
+        })
+    }
+}
+
+/// An integer setting: its key, its default and the range it must be in
+/// (docs/configuration.md). The range keeps every use safe: a lease of at most an hour, in
 /// seconds, cannot overflow `chrono::Duration::seconds` nor the time it is added to.
 struct Integer {
-    name: &'static str,
     key: &'static str,
     default: u64,
     range: RangeInclusive<u64>,
 }
 
 const DATABASE_POOL_SIZE: Integer = Integer {
-    name: "WORKBENCH_DATABASE_POOL_SIZE",
     key: "database_pool_size",
     default: 8,
     range: 1..=256,
 };
 const WORKERS: Integer = Integer {
-    name: "WORKBENCH_WORKERS",
     key: "workers",
     default: 2,
     range: 1..=256,
 };
 const SHUTDOWN_TIMEOUT_SECONDS: Integer = Integer {
-    name: "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS",
     key: "shutdown_timeout_seconds",
     default: 30,
     range: 0..=3600,
 };
 const ENGINE_LEASE_SECONDS: Integer = Integer {
-    name: "WORKBENCH_ENGINE_LEASE_SECONDS",
     key: "engine_lease_seconds",
     default: 30,
     range: 1..=3600,
 };
 const WEBHOOK_CONCURRENCY: Integer = Integer {
-    name: "WORKBENCH_WEBHOOK_CONCURRENCY",
     key: "webhook_concurrency",
     default: 64,
     range: 1..=1024,
 };
 const WEBHOOK_LEASE_SECONDS: Integer = Integer {
-    name: "WORKBENCH_WEBHOOK_LEASE_SECONDS",
     key: "webhook_lease_seconds",
     default: 60,
     range: 1..=3600,
@@ -331,43 +460,38 @@ const WEBHOOK_LEASE_SECONDS: Integer = Integer {
 
 /// A wait: `5s`, `500ms`, `2m` (a whole number with `ms`, `s`, `m` or `h`), within a range.
 struct Wait {
-    name: &'static str,
     key: &'static str,
     default: std::time::Duration,
     range: RangeInclusive<std::time::Duration>,
 }
 
 const DATABASE_REQUEST_TIMEOUT: Wait = Wait {
-    name: "WORKBENCH_DATABASE_REQUEST_TIMEOUT",
     key: "database_request_timeout",
     default: std::time::Duration::from_secs(5),
     range: std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(300),
 };
 const DATABASE_TCP_TIMEOUT: Wait = Wait {
-    name: "WORKBENCH_DATABASE_TCP_TIMEOUT",
     key: "database_tcp_timeout",
     default: std::time::Duration::from_secs(10),
     range: std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(600),
 };
 
 const REQUEST_BODY_TIMEOUT: Wait = Wait {
-    name: "WORKBENCH_REQUEST_BODY_TIMEOUT",
     key: "request_body_timeout",
     default: std::time::Duration::from_secs(30),
     range: std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600),
 };
 
 impl Wait {
-    /// The variable, else the file's value, else the default; within the range.
-    fn read(
-        &self,
-        var: impl Fn(&str) -> Option<String>,
-        file: Option<String>,
-    ) -> anyhow::Result<std::time::Duration> {
-        let (text, from) = match (var(self.name), file) {
-            (Some(v), _) => (v, self.name),
-            (None, Some(v)) => (v, self.key),
-            (None, None) => return Ok(self.default),
+    /// The value read, else the default; within the range.
+    fn read(&self, names: &Layered, value: Option<String>) -> anyhow::Result<std::time::Duration> {
+        let Some(text) = value else {
+            return Ok(self.default);
+        };
+        let from = if names.set_by_environment(self.key) {
+            variable(self.key)
+        } else {
+            self.key.to_owned()
         };
         let (lo, hi) = (self.range.start(), self.range.end());
         domain::retry::parse_delay(text.trim())
@@ -394,62 +518,50 @@ fn humane(d: std::time::Duration) -> String {
 }
 
 impl Integer {
-    /// The variable (read as `u64`), else the file's value (read as `i64`), else the default:
-    /// range-checked in the type it was read as, and only then converted to `T`, never with
-    /// `as`, so 4294967304 is refused rather than wrapped to 8.
-    fn read<T: TryFrom<u64>>(
-        &self,
-        var: impl Fn(&str) -> Option<String>,
-        file: Option<i64>,
-    ) -> anyhow::Result<T> {
+    /// The value read (a variable's text as `u64`, the file's integer as `i64`), else the
+    /// default: range-checked in the type it was read as, and only then converted to `T`,
+    /// never with `as`, so 4294967304 is refused rather than wrapped to 8. A file's value must
+    /// be a TOML integer, not text.
+    fn read<T: TryFrom<u64>>(&self, names: &Layered, value: Option<Whole>) -> anyhow::Result<T> {
         let (lo, hi) = (self.range.start(), self.range.end());
-        let value = match (var(self.name), file) {
-            (Some(v), _) => match v.parse::<u64>() {
+        let name = names.name(self.key);
+        let value = match value {
+            None => self.default,
+            Some(Whole::Text(v)) if names.set_by_environment(self.key) => match v.parse::<u64>() {
                 Ok(n) if self.range.contains(&n) => n,
-                Ok(n) => bail!("{} must be between {lo} and {hi}, got {n}", self.name),
-                Err(_) => bail!(
-                    "{} must be a whole number between {lo} and {hi}, got `{v}`",
-                    self.name
-                ),
+                Ok(n) => bail!("{name} must be between {lo} and {hi}, got {n}"),
+                Err(_) => bail!("{name} must be a whole number between {lo} and {hi}, got `{v}`"),
             },
-            (None, Some(n)) => match u64::try_from(n) {
+            Some(Whole::Text(v)) => {
+                bail!("{name} must be a whole number between {lo} and {hi}, got `{v:?}`")
+            }
+            Some(Whole::Number(n)) => match u64::try_from(n) {
                 Ok(n) if self.range.contains(&n) => n,
-                _ => bail!(
-                    "{} (`{}` in the configuration file) must be between {lo} and {hi}, got {n}",
-                    self.name,
-                    self.key
-                ),
+                _ => bail!("{name} must be between {lo} and {hi}, got {n}"),
             },
-            (None, None) => self.default,
         };
         T::try_from(value).map_err(|_| {
-            anyhow!(
-                "{} = {value} does not fit this platform (allowed: {lo} to {hi})",
-                self.name
-            )
+            anyhow!("{name} = {value} does not fit this platform (allowed: {lo} to {hi})")
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
             .iter()
             .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect();
-        move |k| map.get(k).cloned()
+            .collect()
     }
 
     #[test]
     fn defaults_serve_sqlite_on_loopback_8080() {
         let s = Settings::load(None, env(&[])).expect("defaults");
         assert_eq!(s.listen, "127.0.0.1:8080");
-        assert_eq!(s.database_url, "sqlite://./workbench.db");
+        assert_eq!(s.database_url.expose_secret(), "sqlite://./workbench.db");
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.push_urls, adapters_push::ProviderUrls::default());
         assert_eq!(s.database_waits, adapters_diesel::Waits::default());
@@ -549,6 +661,34 @@ mod tests {
             Settings::load(Some(&file), env(&[])).is_err(),
             "unknown keys are typos"
         );
+    }
+
+    #[test]
+    fn unknown_variables_are_refused_and_others_ignored() {
+        let err = Settings::load(None, env(&[("WORKBENCH_WORKER", "4")]))
+            .err()
+            .expect("a typo");
+        assert!(format!("{err:#}").contains("worker"), "{err:#}");
+        Settings::load(None, env(&[("PATH", "/bin"), ("WORKBENCH_LOG", "")]))
+            .expect("other variables, and empty ones, are not settings");
+        let s = Settings::load(None, env(&[("WORKBENCH_LOG", "debug")])).expect("load");
+        assert_eq!(s.log_filter, "debug");
+    }
+
+    #[test]
+    fn keys_being_rotated_out_are_read_from_a_list_or_a_variable() {
+        let (one, two) = (
+            adapters_diesel::SecretBox::generate_key(),
+            adapters_diesel::SecretBox::generate_key(),
+        );
+        let s = Settings::load(
+            None,
+            env(&[("WORKBENCH_SECRET_KEY_PREVIOUS", &format!(" {one}, ,{two}"))]),
+        )
+        .expect("load");
+        assert_eq!(s.previous_keys(), [one.clone(), two.clone()]);
+        let s = from_file(&format!("previous_secret_keys = [\"{one}\"]\n")).expect("load");
+        assert_eq!(s.previous_keys(), [one]);
     }
 
     /// Every integer setting, its TOML key and its documented range.

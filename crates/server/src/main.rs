@@ -32,6 +32,7 @@ use domain::{
 use serde_json::json;
 
 use crate::config::Settings;
+use secrecy::ExposeSecret;
 
 /// A call to FCM, Google's token endpoint or APNs gives up after this.
 const PUSH_TIMEOUT_SECONDS: u64 = 15;
@@ -124,7 +125,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
+    let settings = match Settings::load(cli.config.as_deref(), config::variables()) {
         Ok(settings) => settings,
         Err(e) => {
             eprintln!("workbench: {e:#}");
@@ -169,7 +170,7 @@ impl std::error::Error for StartRefused {}
 /// The directory of the SQLite database file, whose disk the guard watches; None on
 /// PostgreSQL.
 fn sqlite_dir(settings: &Settings) -> anyhow::Result<Option<PathBuf>> {
-    let url = DatabaseUrl::parse(&settings.database_url)?;
+    let url = DatabaseUrl::parse(settings.database_url.expose_secret())?;
     Ok(url.sqlite_file().map(|file| match file.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
@@ -180,7 +181,7 @@ fn sqlite_dir(settings: &Settings) -> anyhow::Result<Option<PathBuf>> {
 /// On SQLite, a disk without room refuses the start (exit 2) with what to do, not with
 /// SQLite's bare "disk I/O error".
 async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
-    let url = DatabaseUrl::parse(&settings.database_url)?
+    let url = DatabaseUrl::parse(settings.database_url.expose_secret())?
         .with_synchronous(settings.sqlite_synchronous)
         .with_waits(settings.database_waits);
     let size = settings.database_pool_size;
@@ -272,7 +273,7 @@ fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &settings.data_dir {
         return Ok(dir.clone());
     }
-    let url = DatabaseUrl::parse(&settings.database_url)?;
+    let url = DatabaseUrl::parse(settings.database_url.expose_secret())?;
     Ok(match url.sqlite_file().as_deref().and_then(Path::parent) {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
@@ -283,9 +284,9 @@ fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
 /// file beside the database, generated on first start with mode 0600.
 fn secret_box(settings: &Settings) -> anyhow::Result<adapters_diesel::SecretBox> {
     let key = match &settings.secret_key {
-        Some(key) => key.clone(),
+        Some(key) => key.expose_secret().to_owned(),
         None => {
-            let url = DatabaseUrl::parse(&settings.database_url)?;
+            let url = DatabaseUrl::parse(settings.database_url.expose_secret())?;
             if url.sqlite_file().is_none() {
                 anyhow::bail!(
                     "WORKBENCH_SECRET_KEY is required with PostgreSQL (base64 of 32 random \
@@ -296,7 +297,7 @@ fn secret_box(settings: &Settings) -> anyhow::Result<adapters_diesel::SecretBox>
             files::load_or_create_key(&data_dir(settings)?.join("secret.key"))?
         }
     };
-    adapters_diesel::SecretBox::new(&key, &settings.previous_secret_keys)
+    adapters_diesel::SecretBox::new(&key, &settings.previous_keys())
         .map_err(|e| anyhow::anyhow!("the secret key: {e}"))
 }
 
