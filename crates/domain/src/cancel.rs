@@ -396,7 +396,7 @@ impl CancelService {
             tasks,
             flows,
             clock,
-            lease: Duration::seconds(30),
+            lease: Duration::seconds(i64::from(crate::unit::LEASE_SECONDS)),
             stale: crate::health::Stale::default(),
         }
     }

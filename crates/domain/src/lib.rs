@@ -123,6 +123,8 @@ pub mod push;
 pub mod retry;
 pub mod secret;
 pub mod tenancy;
+#[cfg(feature = "mock")]
+pub mod testing;
 pub mod time;
 pub mod trigger;
 pub mod unit;

@@ -18,6 +18,11 @@ use crate::{DomainError, StorageError};
 /// Attempts of one unit, in all, before it is marked failed.
 pub const ATTEMPTS: u32 = 3;
 
+/// How long a claim of leased work (an invocation, a CSV or cancel task) lasts by default, in
+/// seconds, before another worker may take it over: each holder renews it with its progress.
+/// Named once here; the server's `WORKBENCH_ENGINE_LEASE_SECONDS` defaults to it too.
+pub const LEASE_SECONDS: u32 = 30;
+
 /// A unit given up after [`ATTEMPTS`]: `error_id` is logged with `cause`, and shown with
 /// [`Failure::message`] where the unit's owner looks (an invocation's or task's errors, a
 /// delivery's last error).

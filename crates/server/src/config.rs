@@ -444,7 +444,7 @@ const SHUTDOWN_TIMEOUT_SECONDS: Integer = Integer {
 };
 const ENGINE_LEASE_SECONDS: Integer = Integer {
     key: "engine_lease_seconds",
-    default: 30,
+    default: domain::unit::LEASE_SECONDS as u64,
     range: 1..=3600,
 };
 const WEBHOOK_CONCURRENCY: Integer = Integer {

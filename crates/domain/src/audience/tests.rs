@@ -1,29 +1,17 @@
 use std::sync::Arc;
 
-use chrono::TimeZone;
 use mockall::predicate::eq;
 use serde_json::json;
 
 use super::*;
 use crate::tenancy::{KeyAccess, Role, Scope};
+use crate::testing::{caller, t0};
 use crate::time::MockClock;
 
 const ENV: &str = "env_1";
 
-fn t0() -> Timestamp {
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("time")
-}
-
 fn who(scopes: &[Scope]) -> Principal {
-    Principal {
-        key_id: "key_1".into(),
-        organisation_id: "org_1".into(),
-        access: KeyAccess::Scopes(scopes.to_vec()),
-        environment_ids: vec![ENV.into()],
-    }
+    caller(ENV, KeyAccess::Scopes(scopes.to_vec()))
 }
 
 fn writer() -> Principal {

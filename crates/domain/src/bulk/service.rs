@@ -153,7 +153,7 @@ impl BulkService {
             triggers,
             clock,
             key: upload_key,
-            lease: Duration::seconds(30),
+            lease: Duration::seconds(i64::from(crate::unit::LEASE_SECONDS)),
             stale: crate::health::Stale::default(),
         }
     }

@@ -1,22 +1,15 @@
 use std::sync::{Arc, Mutex};
 
-use chrono::TimeZone;
 use mockall::predicate::eq;
 use serde_json::json;
 
 use super::*;
 use crate::folder::{Folder, MockFolderRepository};
 use crate::tenancy::{KeyAccess, Role, Scope};
+use crate::testing::t0;
 use crate::time::MockClock;
 
 const ENV: &str = "env_1";
-
-fn t0() -> Timestamp {
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("time")
-}
 
 fn who(key: &str) -> Principal {
     Principal {

@@ -1,29 +1,16 @@
 use std::sync::Arc;
 
-use chrono::TimeZone;
 use mockall::predicate::{always, eq};
 
 use super::*;
 use crate::tenancy::{KeyAccess, Role, Scope};
-use crate::time::MockClock;
+use crate::testing::{caller, clock, t0};
 use crate::ConflictKind;
 
 const ENV: &str = "env_1";
 
-fn t0() -> Timestamp {
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("valid time")
-}
-
 fn principal(scopes: &[Scope]) -> Principal {
-    Principal {
-        key_id: "key_1".into(),
-        organisation_id: "org_1".into(),
-        access: KeyAccess::Scopes(scopes.to_vec()),
-        environment_ids: vec![ENV.into()],
-    }
+    caller(ENV, KeyAccess::Scopes(scopes.to_vec()))
 }
 
 fn all_folder_scopes() -> Principal {
@@ -45,12 +32,6 @@ fn folder(id: &str, name: &str, parent: Option<&str>) -> Folder {
         created: t0(),
         updated: t0(),
     }
-}
-
-fn clock() -> Arc<MockClock> {
-    let mut clock = MockClock::new();
-    clock.expect_now().returning(t0);
-    Arc::new(clock)
 }
 
 fn service(repo: MockFolderRepository) -> FolderService {

@@ -676,5 +676,4 @@ pub(crate) fn decide(
 }
 
 #[cfg(test)]
-#[path = "send_tests.rs"]
 mod tests;

@@ -1,23 +1,10 @@
 use std::sync::Arc;
 
-use chrono::TimeZone;
 use mockall::predicate::eq;
 
 use super::*;
+use crate::testing::{clock, t0};
 use crate::time::MockClock;
-
-fn t0() -> Timestamp {
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("valid time")
-}
-
-fn clock() -> Arc<MockClock> {
-    let mut clock = MockClock::new();
-    clock.expect_now().returning(t0);
-    Arc::new(clock)
-}
 
 fn key(secret: &str, access: KeyAccess, environments: EnvironmentGrant) -> ApiKey {
     ApiKey {

@@ -51,7 +51,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            lease: Duration::seconds(LEASE_SECONDS),
+            lease: Duration::seconds(i64::from(LEASE_SECONDS)),
             flows,
             invocations,
             users,

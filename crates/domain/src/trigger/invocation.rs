@@ -27,7 +27,7 @@ pub const BATCH_USERS: u32 = 1_000;
 /// rows +20%, `/start` within the spread).
 pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
-pub const LEASE_SECONDS: i64 = 30;
+pub use crate::unit::LEASE_SECONDS;
 /// Batches of one fan-out a step runs after its first, each read and built while the one
 /// before is written (measured in docs/benchmarks.md, 2026-11-23, 385878e), before the step ends
 /// and the invocation goes back to being claimed with the others.

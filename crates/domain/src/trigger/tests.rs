@@ -524,13 +524,7 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
 }
 
 /// The time of the mock-based tests below.
-pub(crate) fn now() -> crate::Timestamp {
-    use chrono::TimeZone;
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("time")
-}
+pub(crate) use crate::testing::t0 as now;
 
 /// Version 1 of flow `flw`, published: one `create-card` step of card template `t`.
 pub(crate) fn published(template: Value) -> crate::flow::FlowVersion {
@@ -916,7 +910,7 @@ mod engine_steps {
         );
         let users: Vec<u64> = batches.iter().map(|b| b.users_targeted).collect();
         assert_eq!(users, [1_000, 1_000, 1_000, 500]);
-        let kept = Some(now() + chrono::Duration::seconds(LEASE_SECONDS));
+        let kept = Some(now() + chrono::Duration::seconds(i64::from(LEASE_SECONDS)));
         let leases: Vec<_> = batches.iter().map(|b| b.lease_until).collect();
         assert_eq!(
             leases,

@@ -1,36 +1,18 @@
 use std::sync::Arc;
 
-use chrono::{Duration, TimeZone};
+use chrono::Duration;
 use serde_json::{json, Value};
 
 use super::delivery::decide;
 use super::*;
 use crate::card::{CardInstance, CardStatus};
 use crate::tenancy::{KeyAccess, Role};
-use crate::time::MockClock;
+use crate::testing::{caller, clock, t0};
 
 const ENV: &str = "env_1";
 
-fn t0() -> Timestamp {
-    chrono::Utc
-        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
-        .single()
-        .expect("valid time")
-}
-
 fn who(role: Role) -> Principal {
-    Principal {
-        key_id: "key_1".into(),
-        organisation_id: "org_1".into(),
-        access: KeyAccess::Roles(vec![role]),
-        environment_ids: vec![ENV.into()],
-    }
-}
-
-fn clock() -> Arc<MockClock> {
-    let mut clock = MockClock::new();
-    clock.expect_now().returning(t0);
-    Arc::new(clock)
+    caller(ENV, KeyAccess::Roles(vec![role]))
 }
 
 fn sub() -> Subscription {
@@ -604,7 +586,7 @@ async fn an_attempt_carries_its_claims_lease_so_a_stale_holder_cannot_record_it(
         duration_ms: 2,
     });
     let mut repo = MockWebhookRepository::new();
-    // The store refuses an outcome whose lease is not the one it holds (contract §19).
+    // The store refuses an outcome whose lease is not the one it holds (docs/architecture.md, Time, leases and fencing).
     let held = t0() + Duration::seconds(90);
     repo.expect_record().returning(move |records| {
         Ok(records.iter().filter(|r| r.lease != Some(held)).count() as u64)

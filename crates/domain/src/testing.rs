@@ -1,0 +1,35 @@
+//! Fixtures shared by the tests of the services, here and in crates that use the mocks
+//! (feature `mock`): a fixed time, a clock stopped at it, and callers.
+
+use std::sync::Arc;
+
+use chrono::TimeZone;
+
+use crate::tenancy::{KeyAccess, Principal};
+use crate::time::MockClock;
+use crate::Timestamp;
+
+/// The tests' "now": 2026-11-22T10:00:00Z.
+pub fn t0() -> Timestamp {
+    chrono::Utc
+        .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// A clock that always reads [`t0`].
+pub fn clock() -> Arc<MockClock> {
+    let mut clock = MockClock::new();
+    clock.expect_now().returning(t0);
+    Arc::new(clock)
+}
+
+/// A caller: key `key_1` of organisation `org_1`, with `access` in environment `env` only.
+pub fn caller(env: &str, access: KeyAccess) -> Principal {
+    Principal {
+        key_id: "key_1".into(),
+        organisation_id: "org_1".into(),
+        access,
+        environment_ids: vec![env.into()],
+    }
+}
