@@ -5,9 +5,10 @@ use serde_json::json;
 
 use super::*;
 use crate::folder::{Folder, MockFolderRepository};
-use crate::tenancy::{KeyAccess, Role, Scope};
+use crate::tenancy::{KeyAccess, Permission, Principal, Role, Scope};
 use crate::testing::t0;
 use crate::time::MockClock;
+use crate::{ConflictKind, DomainError, Resource};
 
 const ENV: &str = "env_1";
 

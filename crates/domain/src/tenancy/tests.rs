@@ -5,6 +5,8 @@ use mockall::predicate::eq;
 use super::*;
 use crate::testing::{clock, t0};
 use crate::time::MockClock;
+use crate::Resource;
+use chrono::Duration;
 
 fn key(secret: &str, access: KeyAccess, environments: EnvironmentGrant) -> ApiKey {
     ApiKey {

@@ -1,0 +1,605 @@
+//! [`FlowService`]: the Action Flow use cases over the flow, folder and settings ports.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use self::machine::{variables_of, Command, Context};
+use crate::folder::FolderRepository;
+use crate::id::{new_id, IdKind};
+use crate::page::{Page, PageRequest};
+use crate::tenancy::{Permission, Principal};
+use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+
+use super::*;
+
+/// How often a change is decided again after losing a race before giving up with a 409.
+const MAX_ATTEMPTS: usize = 8;
+
+/// The Action Flow use cases: create, read, list, update metadata, drafts, approvals,
+/// publishing, archiving and the environment's settings (docs/api.md, Action Flows).
+///
+/// Every method first checks that the caller may use the environment (else
+/// [`DomainError::Unauthenticated`]) and holds the permission it names (else
+/// [`DomainError::Forbidden`]): [`Permission::ActionFlowsRead`] to read,
+/// [`Permission::ActionFlowsWrite`] to change. A change of a flow is decided from the flow as
+/// stored and saved with a compare-and-swap; after a lost race it is decided again from the
+/// new state, and after eight lost races in a row the method fails with a
+/// [`DomainError::Conflict`] of kind [`ConflictKind::ConcurrentChange`]. A failure of storage
+/// that a method does not translate is a [`DomainError::Storage`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use workbench_domain::flow::{CreateFlow, EnvironmentSettings, FlowStatus, VersionRef};
+/// use workbench_domain::flow::VersionStatus;
+/// use workbench_domain::memory::MemoryStore;
+/// use workbench_domain::prelude::*;
+/// use workbench_domain::serde_json::json;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let flows = FlowService::new(store.clone(), store.clone(), store, Arc::new(SystemClock));
+/// let alice = Principal::trusted("alice", "org_1", &["env_1"]);
+/// let bob = Principal::trusted("bob", "org_1", &["env_1"]);
+/// let config = json!({
+///     "type": "card", "version": "1", "initialSteps": ["hello"],
+///     "steps": {"hello": {"id": "hello", "type": "create-card", "next": [],
+///                         "properties": {"cardTemplateId": "hello"}}},
+///     "cardTemplates": {"hello": {"metadata": {"cardName": "Hello"}}}
+/// });
+///
+/// let create = CreateFlow { name: "Welcome".into(), ..Default::default() };
+/// let flow = flows.create(&alice, "env_1", create).await.unwrap();
+/// assert_eq!((flow.status(), flow.latest_version), (FlowStatus::Draft, 0));
+///
+/// // Approvals are off until set: a configuration is published at once, as version 1.
+/// let (flow, v1) = flows.publish(&alice, "env_1", &flow.id, config.clone()).await.unwrap();
+/// assert_eq!((v1.version, v1.status), (1, VersionStatus::Published));
+/// assert_eq!(flow.status(), FlowStatus::Published);
+///
+/// // With approvals on, only a draft approved by another credential is published.
+/// let on = EnvironmentSettings { approvals_enabled: true };
+/// flows.put_settings(&alice, "env_1", on).await.unwrap();
+/// let direct = flows.publish(&alice, "env_1", &flow.id, config.clone()).await;
+/// assert!(matches!(direct, Err(DomainError::ApprovalRequired(_))));
+/// let (_, draft) = flows.save_draft(&alice, "env_1", &flow.id, config).await.unwrap();
+/// assert_eq!((draft.version, draft.status), (2, VersionStatus::Draft));
+/// let unapproved = flows.publish_draft(&alice, "env_1", &flow.id).await;
+/// assert!(matches!(unapproved, Err(DomainError::ApprovalRequired(_))));
+/// let by_author = flows.approve_draft(&alice, "env_1", &flow.id).await;
+/// assert!(matches!(by_author, Err(DomainError::Forbidden(_))));
+/// flows.approve_draft(&bob, "env_1", &flow.id).await.unwrap();
+/// let (flow, v2) = flows.publish_draft(&alice, "env_1", &flow.id).await.unwrap();
+/// assert_eq!((flow.published_version, flow.draft_version), (Some(2), None));
+/// assert_eq!(v2.approved_by.as_deref(), Some("bob"));
+///
+/// // Earlier versions stay readable; `Latest` is the newest.
+/// let read = |version| flows.get_config(&bob, "env_1", &flow.id, version);
+/// let (_, latest) = read(VersionRef::Latest).await.unwrap();
+/// assert_eq!(latest.version, 2);
+/// let (_, first) = read(VersionRef::Number(1)).await.unwrap();
+/// assert_eq!((first.status, first.created_by.as_str()), (VersionStatus::Published, "alice"));
+///
+/// // An archived flow refuses drafts.
+/// flows.set_archived(&alice, "env_1", &flow.id, true).await.unwrap();
+/// let archived = flows.save_draft(&alice, "env_1", &flow.id, v1.config).await;
+/// assert!(matches!(
+///     archived,
+///     Err(DomainError::Conflict { kind: ConflictKind::FlowArchived, .. })
+/// ));
+/// # });
+/// ```
+pub struct FlowService {
+    flows: Arc<dyn FlowRepository>,
+    folders: Arc<dyn FolderRepository>,
+    settings: Arc<dyn SettingsRepository>,
+    clock: Arc<dyn Clock>,
+}
+
+fn not_found() -> DomainError {
+    DomainError::NotFound(Resource::Flow)
+}
+
+fn invalid_config(errors: Vec<FieldError>) -> DomainError {
+    DomainError::InvalidConfig(errors)
+}
+
+fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
+    if name.trim().is_empty() {
+        errors.push(FieldError::new(field, "must not be empty"));
+    } else if name.chars().count() > FLOW_NAME_MAX_CHARS {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {FLOW_NAME_MAX_CHARS} characters"),
+        ));
+    } else if name.chars().any(char::is_control) {
+        errors.push(FieldError::new(
+            field,
+            "must not contain control characters",
+        ));
+    }
+}
+
+fn validate_description(errors: &mut Vec<FieldError>, field: &str, description: &str) {
+    if description.chars().count() > FLOW_DESCRIPTION_MAX_CHARS {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {FLOW_DESCRIPTION_MAX_CHARS} characters"),
+        ));
+    }
+}
+
+impl FlowService {
+    /// A service over these ports: flows, the folders flows are filed in, the environments'
+    /// settings, and the clock that stamps every change.
+    pub fn new(
+        flows: Arc<dyn FlowRepository>,
+        folders: Arc<dyn FolderRepository>,
+        settings: Arc<dyn SettingsRepository>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            flows,
+            folders,
+            settings,
+            clock,
+        }
+    }
+
+    /// A folder id to file a flow in: `None`/`""` un-file; otherwise it must be a folder of
+    /// this environment.
+    async fn check_folder(
+        &self,
+        env: &str,
+        folder: Option<String>,
+        errors: &mut Vec<FieldError>,
+        field: &str,
+    ) -> Result<Option<String>, DomainError> {
+        match folder.filter(|f| !f.is_empty()) {
+            None => Ok(None),
+            Some(id) => {
+                if self.folders.get(env, &id).await?.is_none() {
+                    errors.push(FieldError::new(
+                        field,
+                        format!("`{id}` is not a folder of this environment"),
+                    ));
+                }
+                Ok(Some(id))
+            }
+        }
+    }
+
+    /// Creates a flow with a new `flw_…` id, filed in `request.folder_id` if given, and
+    /// answers it. With a configuration, version 1 is a draft holding it; without, the flow
+    /// has no version yet.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then every problem of the request is reported
+    /// at once: the name, the description, a folder that is not a folder of the environment,
+    /// and the configuration ([`config::validate`]). With any problem of the configuration
+    /// that is [`DomainError::InvalidConfig`] listing all of them, otherwise
+    /// [`DomainError::Validation`]. A folder deleted between the check and the insert is a
+    /// [`DomainError::Validation`] on `folderId` too.
+    pub async fn create(
+        &self,
+        who: &Principal,
+        env: &str,
+        request: CreateFlow,
+    ) -> Result<Flow, DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let mut errors = Vec::new();
+        validate_name(&mut errors, "name", &request.name);
+        let description = request.description.unwrap_or_default();
+        validate_description(&mut errors, "description", &description);
+        let folder_id = self
+            .check_folder(env, request.folder_id, &mut errors, "folderId")
+            .await?;
+        let config_errors = request
+            .config
+            .as_ref()
+            .map(|c| config::validate(c, "config"))
+            .unwrap_or_default();
+        if !config_errors.is_empty() {
+            errors.extend(config_errors);
+            return Err(invalid_config(errors));
+        }
+        if !errors.is_empty() {
+            return Err(DomainError::Validation(errors));
+        }
+        let now = self.clock.now();
+        let id = new_id(IdKind::Flow);
+        let first = request.config.map(|config| FlowVersion {
+            flow_id: id.clone(),
+            version: 1,
+            status: VersionStatus::Draft,
+            config,
+            created_by: who.key_id.clone(),
+            approved_by: None,
+            approved: None,
+            published: None,
+            created: now,
+            updated: now,
+        });
+        let flow = Flow {
+            id,
+            environment_id: env.to_owned(),
+            organisation_id: who.organisation_id.clone(),
+            name: request.name,
+            description,
+            folder_id,
+            archived: false,
+            latest_version: u32::from(first.is_some()),
+            published_version: None,
+            draft_version: first.as_ref().map(|v| v.version),
+            variables: first
+                .as_ref()
+                .map(|v| variables_of(&v.config))
+                .unwrap_or_default(),
+            revision: 0,
+            created: now,
+            updated: now,
+        };
+        match self.flows.insert(&flow, first).await {
+            Ok(()) => Ok(flow),
+            Err(StorageError::ForeignKeyViolation(_)) => Err(DomainError::invalid(
+                "folderId",
+                "is not a folder of this environment (it was just deleted)",
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The flow `id` of the environment. Needs [`Permission::ActionFlowsRead`]; fails with
+    /// [`DomainError::NotFound`] when the environment has no such flow.
+    pub async fn get(&self, who: &Principal, env: &str, id: &str) -> Result<Flow, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        self.flows.get(env, id).await?.ok_or_else(not_found)
+    }
+
+    /// One page of the environment's flows matching every filter given, newest first; the
+    /// page's `next_after` is the id to list after for the next page. `name_contains` is
+    /// lower-cased here (an empty one filters nothing), so names match case-insensitively.
+    ///
+    /// Needs [`Permission::ActionFlowsRead`]. `page.limit` is not checked here: the API keeps
+    /// it within 1–500.
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &str,
+        filter: FlowFilter,
+        page: PageRequest,
+    ) -> Result<Page<Flow>, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let name_contains = filter
+            .name_contains
+            .map(|n| n.to_lowercase())
+            .filter(|n| !n.is_empty());
+        let filter = FlowFilter {
+            name_contains,
+            ..filter
+        };
+        let limit = page.limit;
+        let flows = self.flows.list(env, &filter, &page).await?;
+        Ok(Page::from_overfetch(flows, limit, |f| f.id.clone()))
+    }
+
+    /// Updates the metadata a request sends (name, description, folder) and answers the flow.
+    /// Fields not sent stay; an archived flow's metadata may change too.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then the fields are checked (under
+    /// `actionFlow.name`, `actionFlow.description` and `actionFlow.folderId`: a folder that is
+    /// not one of the environment), but a flow the environment does not have is
+    /// [`DomainError::NotFound`] before any of their problems is reported, as
+    /// [`DomainError::Validation`] listing all of them. A folder deleted before the save is a
+    /// [`DomainError::Validation`] on `actionFlow.folderId` too.
+    pub async fn update(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        request: UpdateFlow,
+    ) -> Result<Flow, DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let mut errors = Vec::new();
+        if let Some(name) = &request.name {
+            validate_name(&mut errors, "actionFlow.name", name);
+        }
+        if let Some(description) = &request.description {
+            validate_description(&mut errors, "actionFlow.description", description);
+        }
+        let folder = match request.folder_id.clone() {
+            Some(folder) => Some(
+                self.check_folder(env, folder, &mut errors, "actionFlow.folderId")
+                    .await?,
+            ),
+            None => None,
+        };
+        if self.flows.get(env, id).await?.is_none() {
+            return Err(not_found());
+        }
+        if !errors.is_empty() {
+            return Err(DomainError::Validation(errors));
+        }
+        self.change(env, id, |flow, now| {
+            let mut next = flow.clone();
+            if let Some(name) = &request.name {
+                next.name = name.clone();
+            }
+            if let Some(description) = &request.description {
+                next.description = description.clone();
+            }
+            if let Some(folder) = &folder {
+                next.folder_id = folder.clone();
+            }
+            next.updated = now;
+            Ok((next.clone(), VersionChange::None, next))
+        })
+        .await
+        .map_err(|e| match e {
+            DomainError::Storage(StorageError::ForeignKeyViolation(_)) => DomainError::invalid(
+                "actionFlow.folderId",
+                "is not a folder of this environment (it was just deleted)",
+            ),
+            other => other,
+        })
+    }
+
+    /// The flow `id` and one of its versions: the newest of any status, or the one with a
+    /// number.
+    ///
+    /// Needs [`Permission::ActionFlowsRead`]; fails with [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, then of
+    /// [`Resource::FlowVersion`] when the flow has no such version.
+    pub async fn get_config(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        version: VersionRef,
+    ) -> Result<(Flow, FlowVersion), DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let flow = self.flows.get(env, id).await?.ok_or_else(not_found)?;
+        let version = self
+            .flows
+            .get_version(&flow.id, version)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::FlowVersion))?;
+        Ok((flow, version))
+    }
+
+    /// Publishes a new version from a configuration sent whole (docs/api.md, Action Flows:
+    /// Publish), numbered from the flow's counter, and answers the flow and that version.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: approvals enabled in the
+    /// environment is [`DomainError::ApprovalRequired`] (whether or not the flow exists); no
+    /// such flow, [`DomainError::NotFound`]; an archived flow, a [`DomainError::Conflict`] of
+    /// kind [`ConflictKind::FlowArchived`]; a flow with a draft, of kind
+    /// [`ConflictKind::DraftExists`]; an invalid configuration, [`DomainError::InvalidConfig`]
+    /// with every problem.
+    pub async fn publish(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        config: Value,
+    ) -> Result<(Flow, FlowVersion), DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let transition = self.command(who, env, id, Command::Publish(config)).await?;
+        with_version(transition)
+    }
+
+    /// Saves the draft: replaces the current draft's configuration (which clears its
+    /// approval), or starts a new draft version. The caller becomes the draft's `created_by`.
+    /// Answers the flow and the draft.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: no such flow is
+    /// [`DomainError::NotFound`]; an invalid configuration, [`DomainError::InvalidConfig`]
+    /// with every problem; an archived flow, a [`DomainError::Conflict`] of kind
+    /// [`ConflictKind::FlowArchived`].
+    pub async fn save_draft(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        config: Value,
+    ) -> Result<(Flow, FlowVersion), DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let transition = self
+            .command(who, env, id, Command::SaveDraft(config))
+            .await?;
+        with_version(transition)
+    }
+
+    /// Discards the draft. Its version number is not given again.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]; fails with [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, then of [`Resource::Draft`]
+    /// when it has no draft.
+    pub async fn discard_draft(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+    ) -> Result<(), DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        self.command(who, env, id, Command::DiscardDraft).await?;
+        Ok(())
+    }
+
+    /// Approves the draft. The credential that saved it cannot approve it. Answers the flow
+    /// and the approved draft.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow, of [`Resource::Draft`] when
+    /// it has no draft; [`DomainError::Forbidden`] when the caller is the key that saved the
+    /// draft.
+    pub async fn approve_draft(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+    ) -> Result<(Flow, FlowVersion), DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let transition = self.command(who, env, id, Command::ApproveDraft).await?;
+        with_version(transition)
+    }
+
+    /// Publishes the draft. With approvals enabled, the draft must have been approved. The
+    /// version keeps its number; answers the flow and the published version.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]. Then, in order: [`DomainError::NotFound`] of
+    /// [`Resource::Flow`] when the environment has no such flow; a [`DomainError::Conflict`]
+    /// of kind [`ConflictKind::FlowArchived`] when it is archived; [`DomainError::NotFound`]
+    /// of [`Resource::Draft`] when it has no draft; [`DomainError::ApprovalRequired`] when
+    /// approvals are enabled and the draft is not approved; [`DomainError::InvalidConfig`]
+    /// should its configuration no longer be valid.
+    pub async fn publish_draft(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+    ) -> Result<(Flow, FlowVersion), DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let transition = self.command(who, env, id, Command::PublishDraft).await?;
+        with_version(transition)
+    }
+
+    /// Archives (`true`) or unarchives (`false`) the flow, and answers it. A flow already so
+    /// keeps its `updated` time. Versions stay as they are; they show `ARCHIVED` while the
+    /// flow is archived ([`FlowVersion::shown_status`]).
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`]; fails with [`DomainError::NotFound`] when the
+    /// environment has no such flow.
+    pub async fn set_archived(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        archived: bool,
+    ) -> Result<Flow, DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        let transition = self
+            .command(who, env, id, Command::SetArchived(archived))
+            .await?;
+        Ok(transition.flow)
+    }
+
+    /// The environment's settings; every setting is off until set. Needs
+    /// [`Permission::ActionFlowsRead`].
+    pub async fn settings(
+        &self,
+        who: &Principal,
+        env: &str,
+    ) -> Result<EnvironmentSettings, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        Ok(self.settings.get(env).await?)
+    }
+
+    /// Replaces the environment's settings and answers them. Needs
+    /// [`Permission::ActionFlowsWrite`]. Turning approvals on refuses direct publishing from
+    /// then on; a draft approved before still counts as approved.
+    pub async fn put_settings(
+        &self,
+        who: &Principal,
+        env: &str,
+        settings: EnvironmentSettings,
+    ) -> Result<EnvironmentSettings, DomainError> {
+        who.authorize(env, Permission::ActionFlowsWrite)?;
+        self.settings.put(env, settings, self.clock.now()).await?;
+        Ok(settings)
+    }
+
+    /// Decides `command` with the state machine ([`machine::decide`]) on the flow as stored,
+    /// with its draft when the command reads it, and saves the outcome.
+    async fn command(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        command: Command,
+    ) -> Result<machine::Transition, DomainError> {
+        let approvals_enabled =
+            command.needs_approval_setting() && self.settings.get(env).await?.approvals_enabled;
+        if approvals_enabled && matches!(command, Command::Publish(_)) {
+            // Refused before the flow is read, whether or not it exists.
+            return Err(machine::publish_needs_approval());
+        }
+        let command = &command;
+        self.change_async(env, id, move |flow: Flow, now| async move {
+            let draft = match (command.reads_draft(), flow.draft_version) {
+                (true, Some(number)) => {
+                    self.flows
+                        .get_version(&flow.id, VersionRef::Number(number))
+                        .await?
+                }
+                _ => None,
+            };
+            let context = Context {
+                by: &who.key_id,
+                approvals_enabled,
+                now,
+            };
+            let transition = machine::decide(&flow, draft.as_ref(), command, &context)?;
+            Ok((
+                transition.flow.clone(),
+                transition.change.clone(),
+                transition,
+            ))
+        })
+        .await
+    }
+
+    /// Load, decide, save with compare-and-swap; decide again after a lost race.
+    async fn change<T>(
+        &self,
+        env: &str,
+        id: &str,
+        decide: impl Fn(&Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError> + Send + Sync,
+    ) -> Result<T, DomainError>
+    where
+        T: Send,
+    {
+        self.change_async(env, id, |flow: Flow, now| {
+            std::future::ready(decide(&flow, now))
+        })
+        .await
+    }
+
+    /// [`FlowService::change`] with a decision that reads (a version) before deciding. The
+    /// decision's future owns the flow it is given, so the whole is `Send` (an `AsyncFn`
+    /// borrowing it was not: its future's type is higher-ranked over that borrow).
+    async fn change_async<T, F>(
+        &self,
+        env: &str,
+        id: &str,
+        decide: impl Fn(Flow, Timestamp) -> F + Send + Sync,
+    ) -> Result<T, DomainError>
+    where
+        F: std::future::Future<Output = Result<(Flow, VersionChange, T), DomainError>> + Send,
+    {
+        for _ in 0..MAX_ATTEMPTS {
+            let flow = self.flows.get(env, id).await?.ok_or_else(not_found)?;
+            let expected = flow.revision;
+            let (mut next, change, out) = decide(flow, self.clock.now()).await?;
+            next.revision = expected + 1;
+            match self.flows.save(&next, expected, change).await {
+                Ok(()) => return Ok(out),
+                Err(StorageError::StaleRevision) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(DomainError::conflict(
+            ConflictKind::ConcurrentChange,
+            "the flow is being changed by other requests; try again",
+        ))
+    }
+}
+
+/// The flow and version of a transition that produced a version.
+fn with_version(transition: machine::Transition) -> Result<(Flow, FlowVersion), DomainError> {
+    let version = transition.version.ok_or_else(|| {
+        DomainError::Storage(StorageError::Internal(
+            "a versioned change produced no version".into(),
+        ))
+    })?;
+    Ok((transition.flow, version))
+}

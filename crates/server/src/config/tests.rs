@@ -1,0 +1,353 @@
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect()
+}
+
+#[test]
+fn defaults_serve_sqlite_on_loopback_8080() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.listen, "127.0.0.1:8080");
+    assert_eq!(s.database_url.expose_secret(), "sqlite://./workbench.db");
+    assert_eq!(s.log_format, LogFormat::Text);
+    assert_eq!(s.push_urls, adapters_push::ProviderUrls::default());
+    assert_eq!(s.database_waits, adapters_diesel::Waits::default());
+    assert_eq!(s.request_body_timeout, std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn database_waits_read_durations_within_their_ranges() {
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "750ms"),
+            ("WORKBENCH_DATABASE_TCP_TIMEOUT", "1m"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(
+        s.database_waits.request,
+        std::time::Duration::from_millis(750)
+    );
+    assert_eq!(s.database_waits.tcp, std::time::Duration::from_secs(60));
+    for (name, value) in [
+        ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "5"),
+        ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "0s"),
+        ("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "10m"),
+        (
+            "WORKBENCH_DATABASE_REQUEST_TIMEOUT",
+            "99999999999999999999d",
+        ),
+        ("WORKBENCH_DATABASE_TCP_TIMEOUT", "1s"),
+        ("WORKBENCH_DATABASE_TCP_TIMEOUT", "-5s"),
+    ] {
+        let err = Settings::load(None, env(&[(name, value)]))
+            .err()
+            .expect(value);
+        assert!(err.to_string().contains(name), "{err}");
+    }
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("workbench.toml");
+    std::fs::write(
+        &file,
+        "listen = \"127.0.0.1:9000\"\nlog_format = \"json\"\nworkers = 4\n",
+    )
+    .expect("write");
+    let s =
+        Settings::load(Some(&file), env(&[("WORKBENCH_LISTEN", "0.0.0.0:7000")])).expect("load");
+    assert_eq!(s.listen, "0.0.0.0:7000");
+    assert_eq!(s.log_format, LogFormat::Json);
+    assert_eq!(s.workers, 4);
+    let s = Settings::load(
+        None,
+        env(&[("WORKBENCH_PUBLIC_URL", "https://api.example.com/")]),
+    )
+    .expect("load");
+    assert_eq!(s.public_url.as_deref(), Some("https://api.example.com"));
+    let s =
+        Settings::load(None, env(&[("WORKBENCH_APNS_URL", "http://127.0.0.1:9/")])).expect("load");
+    assert_eq!(s.push_urls.apns, "http://127.0.0.1:9");
+    assert_eq!(s.push_urls.fcm, "https://fcm.googleapis.com");
+}
+
+#[test]
+fn bad_values_are_refused_with_their_name() {
+    for (name, value) in [
+        ("WORKBENCH_LISTEN", "localhost"),
+        ("WORKBENCH_LOG_FORMAT", "xml"),
+        ("WORKBENCH_WORKERS", "0"),
+        ("WORKBENCH_DATABASE_POOL_SIZE", "many"),
+        ("WORKBENCH_PUBLIC_URL", "example.com"),
+        ("WORKBENCH_PUBLIC_URL", "ftp://example.com"),
+        ("WORKBENCH_SECRET_KEY", "c2hvcnQ="),
+        ("WORKBENCH_SECRET_KEY", "not base64"),
+        ("WORKBENCH_WEBHOOK_ALLOW_CIDRS", "127.0.0.1"),
+        ("WORKBENCH_WEBHOOK_RETRY_SCHEDULE", "5 minutes"),
+        ("WORKBENCH_WEBHOOK_CONCURRENCY", "0"),
+        ("WORKBENCH_PUSH_RETRY_SCHEDULE", "soon"),
+        ("WORKBENCH_FCM_URL", "fcm.example.com"),
+        ("WORKBENCH_APNS_SANDBOX_URL", "h2://apns"),
+    ] {
+        let err = Settings::load(None, env(&[(name, value)]))
+            .err()
+            .expect("refused");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains(name) || text.contains("between"),
+            "{name}: {text}"
+        );
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "lisen = \"x\"\n").expect("write");
+    assert!(
+        Settings::load(Some(&file), env(&[])).is_err(),
+        "unknown keys are typos"
+    );
+}
+
+#[test]
+fn unknown_variables_are_refused_and_others_ignored() {
+    let err = Settings::load(None, env(&[("WORKBENCH_WORKER", "4")]))
+        .err()
+        .expect("a typo");
+    assert!(format!("{err:#}").contains("worker"), "{err:#}");
+    Settings::load(None, env(&[("PATH", "/bin"), ("WORKBENCH_LOG", "")]))
+        .expect("other variables, and empty ones, are not settings");
+    let s = Settings::load(None, env(&[("WORKBENCH_LOG", "debug")])).expect("load");
+    assert_eq!(s.log_filter, "debug");
+}
+
+#[test]
+fn keys_being_rotated_out_are_read_from_a_list_or_a_variable() {
+    let (one, two) = (
+        adapters_diesel::SecretBox::generate_key(),
+        adapters_diesel::SecretBox::generate_key(),
+    );
+    let s = Settings::load(
+        None,
+        env(&[("WORKBENCH_SECRET_KEY_PREVIOUS", &format!(" {one}, ,{two}"))]),
+    )
+    .expect("load");
+    assert_eq!(s.previous_keys(), [one.clone(), two.clone()]);
+    let s = from_file(&format!("previous_secret_keys = [\"{one}\"]\n")).expect("load");
+    assert_eq!(s.previous_keys(), [one]);
+}
+
+/// Every integer setting, its TOML key and its documented range.
+const INTEGERS: [(&str, &str, u64, u64); 6] = [
+    ("WORKBENCH_DATABASE_POOL_SIZE", "database_pool_size", 1, 256),
+    ("WORKBENCH_WORKERS", "workers", 1, 256),
+    (
+        "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS",
+        "shutdown_timeout_seconds",
+        0,
+        3600,
+    ),
+    (
+        "WORKBENCH_ENGINE_LEASE_SECONDS",
+        "engine_lease_seconds",
+        1,
+        3600,
+    ),
+    (
+        "WORKBENCH_WEBHOOK_CONCURRENCY",
+        "webhook_concurrency",
+        1,
+        1024,
+    ),
+    (
+        "WORKBENCH_WEBHOOK_LEASE_SECONDS",
+        "webhook_lease_seconds",
+        1,
+        3600,
+    ),
+];
+
+/// The setting `name` as loaded, widened back to `u64` to compare.
+fn integer(s: &Settings, name: &str) -> u64 {
+    match name {
+        "WORKBENCH_DATABASE_POOL_SIZE" => u64::from(s.database_pool_size),
+        "WORKBENCH_WORKERS" => u64::try_from(s.workers).expect("fits"),
+        "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS" => s.shutdown_timeout_seconds,
+        "WORKBENCH_ENGINE_LEASE_SECONDS" => s.engine_lease_seconds,
+        "WORKBENCH_WEBHOOK_CONCURRENCY" => u64::from(s.webhook_concurrency),
+        "WORKBENCH_WEBHOOK_LEASE_SECONDS" => s.webhook_lease_seconds,
+        other => panic!("unknown setting {other}"),
+    }
+}
+
+fn refusal(result: anyhow::Result<Settings>) -> String {
+    format!("{:#}", result.err().expect("refused"))
+}
+
+fn from_file(text: &str) -> anyhow::Result<Settings> {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("workbench.toml");
+    std::fs::write(&file, text).expect("write");
+    Settings::load(Some(&file), env(&[]))
+}
+
+#[test]
+fn integer_defaults() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.database_pool_size, 8);
+    assert_eq!(s.workers, 2);
+    assert_eq!(s.shutdown_timeout_seconds, 30);
+    assert_eq!(s.engine_lease_seconds, 30);
+    assert_eq!(s.webhook_concurrency, 64);
+    assert_eq!(s.webhook_lease_seconds, 60);
+}
+
+#[test]
+fn a_value_past_u32_is_refused_not_wrapped() {
+    // 4294967304 = 2^32 + 8: `as u32` used to turn it into 8.
+    for name in [
+        "WORKBENCH_DATABASE_POOL_SIZE",
+        "WORKBENCH_WEBHOOK_CONCURRENCY",
+    ] {
+        let text = refusal(Settings::load(None, env(&[(name, "4294967304")])));
+        assert!(text.contains(name), "{text}");
+        assert!(text.contains("4294967304"), "{text}");
+    }
+    assert!(refusal(from_file("database_pool_size = 4294967304\n")).contains("database_pool_size"));
+    assert!(
+        refusal(from_file("webhook_concurrency = 4294967304\n")).contains("webhook_concurrency")
+    );
+}
+
+#[test]
+fn integers_are_accepted_at_both_ends_of_their_range() {
+    for (name, key, lo, hi) in INTEGERS {
+        for n in [lo, hi] {
+            let s = Settings::load(None, env(&[(name, &n.to_string())]))
+                .unwrap_or_else(|e| panic!("{name}={n}: {e:#}"));
+            assert_eq!(integer(&s, name), n, "{name}");
+            let s = from_file(&format!("{key} = {n}\n"))
+                .unwrap_or_else(|e| panic!("{key} = {n}: {e:#}"));
+            assert_eq!(integer(&s, name), n, "{key}");
+        }
+    }
+}
+
+#[test]
+fn integers_one_past_either_end_are_refused_with_name_and_range() {
+    for (name, key, lo, hi) in INTEGERS {
+        let range = format!("between {lo} and {hi}");
+        let mut past: Vec<i128> = vec![i128::from(hi) + 1, i128::from(lo) - 1];
+        past.extend([-1, i128::from(u64::MAX)]);
+        for n in past {
+            let text = refusal(Settings::load(None, env(&[(name, &n.to_string())])));
+            assert!(
+                text.contains(name) && text.contains(&range),
+                "{name}={n}: {text}"
+            );
+            if let Ok(n) = i64::try_from(n) {
+                let text = refusal(from_file(&format!("{key} = {n}\n")));
+                assert!(
+                    text.contains(key) && text.contains(&range),
+                    "{key} = {n}: {text}"
+                );
+            }
+        }
+        for v in [
+            "many",
+            "-",
+            "1.5",
+            "8s",
+            "0x10",
+            " 8",
+            "18446744073709551616",
+        ] {
+            let text = refusal(Settings::load(None, env(&[(name, v)])));
+            assert!(
+                text.contains(name) && text.contains(&range),
+                "{name}={v}: {text}"
+            );
+        }
+        for v in ["\"8\"", "1.5", "true"] {
+            assert!(from_file(&format!("{key} = {v}\n")).is_err(), "{key} = {v}");
+        }
+    }
+}
+
+#[test]
+fn the_environment_overrides_a_bad_file_integer_but_not_the_reverse() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("workbench.toml");
+    std::fs::write(&file, "webhook_concurrency = 4\n").expect("write");
+    let text = refusal(Settings::load(
+        Some(&file),
+        env(&[("WORKBENCH_WEBHOOK_CONCURRENCY", "4294967304")]),
+    ));
+    assert!(text.contains("WORKBENCH_WEBHOOK_CONCURRENCY"), "{text}");
+    std::fs::write(&file, "webhook_concurrency = -4\n").expect("write");
+    let s = Settings::load(Some(&file), env(&[("WORKBENCH_WEBHOOK_CONCURRENCY", "4")]))
+        .expect("the variable wins");
+    assert_eq!(s.webhook_concurrency, 4);
+}
+
+#[test]
+fn durability_and_the_low_disk_guard_default_to_safe_values() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.sqlite_synchronous, adapters_diesel::Synchronous::Full);
+    assert_eq!(s.min_free_disk, 128 << 20);
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_SQLITE_SYNCHRONOUS", "normal"),
+            ("WORKBENCH_MIN_FREE_DISK", "0"),
+        ]),
+    )
+    .expect("opt-ins");
+    assert_eq!(s.sqlite_synchronous, adapters_diesel::Synchronous::Normal);
+    assert_eq!(s.min_free_disk, 0);
+    for (name, value) in [
+        ("WORKBENCH_SQLITE_SYNCHRONOUS", "off"),
+        ("WORKBENCH_MIN_FREE_DISK", "lots"),
+        ("WORKBENCH_MIN_FREE_DISK", "-1MiB"),
+        ("WORKBENCH_MIN_FREE_DISK", "18446744073709551615KiB"),
+    ] {
+        let err = Settings::load(None, env(&[(name, value)]))
+            .err()
+            .unwrap_or_else(|| panic!("{name}={value} accepted"));
+        assert!(err.to_string().contains(name), "{err}");
+    }
+}
+
+#[test]
+fn the_guard_is_read_from_the_file_as_a_size_or_a_number_of_bytes() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (text, bytes) in [
+        ("min_free_disk = 0", 0),
+        ("min_free_disk = \"1GiB\"", 1 << 30),
+    ] {
+        let file = dir.path().join("workbench.toml");
+        std::fs::write(&file, text).expect("file");
+        let s = Settings::load(Some(&file), env(&[])).expect(text);
+        assert_eq!(s.min_free_disk, bytes, "{text}");
+    }
+    let file = dir.path().join("workbench.toml");
+    std::fs::write(&file, "min_free_disk = -1").expect("file");
+    assert!(Settings::load(Some(&file), env(&[])).is_err());
+}
+
+#[test]
+fn sizes_are_bytes_with_binary_units() {
+    assert_eq!(parse_size("0"), Some(0));
+    assert_eq!(parse_size("512"), Some(512));
+    assert_eq!(parse_size("128MiB"), Some(128 << 20));
+    assert_eq!(parse_size("2 GiB"), Some(2 << 30));
+    assert_eq!(parse_size("64k"), Some(64 << 10));
+    assert_eq!(parse_size("1.5GiB"), None);
+    assert_eq!(parse_size("MiB"), None);
+    assert_eq!(parse_size("99999999999999999999"), None);
+    assert_eq!(parse_size("17179869184GiB"), None, "overflows u64");
+}
