@@ -1,5 +1,5 @@
 //! Operations endpoints: liveness, readiness, metrics. `/openapi.json` and `/docs` are served
-//! by [`crate::openapi`].
+//! by the `openapi` module.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
