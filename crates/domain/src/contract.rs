@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 use futures_util::future::{join_all, BoxFuture, FutureExt};
-use serde_json::{json, Map};
+use serde_json::json;
 
 use crate::flow::{
     EnvironmentSettings, FlowFilter, FlowStatus, FolderFilter, SettingsRepository, VersionChange,
@@ -138,20 +138,8 @@ fn folder(id: &str, env: &str, parent: Option<&str>, name: &str) -> Folder {
 
 fn flow(id: &str, env: &str, name: &str) -> Flow {
     Flow {
-        id: id.into(),
-        environment_id: env.into(),
-        organisation_id: "org_1".into(),
-        name: name.into(),
         description: "about".into(),
-        folder_id: None,
-        archived: false,
-        latest_version: 0,
-        published_version: None,
-        draft_version: None,
-        variables: Map::new(),
-        revision: 0,
-        created: t(5),
-        updated: t(5),
+        ..Flow::new(id, env, "org_1", name, t(5))
     }
 }
 

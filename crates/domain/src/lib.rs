@@ -28,11 +28,8 @@
 //! use workbench_domain::flow::machine::{decide, Command, Context};
 //! # use workbench_domain::Flow;
 //! # let now = workbench_domain::chrono::Utc::now();
-//! # let flow = Flow { id: "flw_1".into(), environment_id: "env_1".into(),
-//! #     organisation_id: "org_1".into(), name: "Welcome".into(), description: String::new(),
-//! #     folder_id: None, archived: true, latest_version: 1, published_version: Some(1),
-//! #     draft_version: None, variables: Default::default(), revision: 7, created: now,
-//! #     updated: now };
+//! # let flow = Flow { archived: true, latest_version: 1, published_version: Some(1),
+//! #     ..Flow::new("flw_1", "env_1", "org_1", "Welcome", now) };
 //! let context = Context { by: "key_1", approvals_enabled: false, now };
 //! // `flow` is archived: it must be unarchived before a new version is published.
 //! let config = workbench_domain::serde_json::json!({"type": "card"});

@@ -16,20 +16,10 @@ fn at() -> Timestamp {
 
 fn flow() -> Flow {
     Flow {
-        id: "flw_1".into(),
-        environment_id: "env_1".into(),
-        organisation_id: "org_1".into(),
-        name: "Welcome".into(),
-        description: String::new(),
-        folder_id: None,
-        archived: false,
         latest_version: 1,
         published_version: Some(1),
-        draft_version: None,
-        variables: Default::default(),
         revision: 3,
-        created: at(),
-        updated: at(),
+        ..Flow::new("flw_1", "env_1", "org_1", "Welcome", at())
     }
 }
 

@@ -65,22 +65,7 @@ fn folder_rules_apply_to_a_snapshot_of_our_own() {
 #[test]
 fn the_flow_state_machine_runs_without_a_store() {
     let now = Utc::now();
-    let flow = Flow {
-        id: "flw_1".into(),
-        environment_id: "env_1".into(),
-        organisation_id: "org_1".into(),
-        name: "Welcome".into(),
-        description: String::new(),
-        folder_id: None,
-        archived: false,
-        latest_version: 0,
-        published_version: None,
-        draft_version: None,
-        variables: Default::default(),
-        revision: 0,
-        created: now,
-        updated: now,
-    };
+    let flow = Flow::new("flw_1", "env_1", "org_1", "Welcome", now);
     let context = Context {
         by: "editor",
         approvals_enabled: false,

@@ -54,22 +54,8 @@ struct Chunk {
 /// let mut clock = MockClock::new();
 /// clock.expect_now().return_const(now);
 /// let clock = Arc::new(clock);
-/// # let flow = Flow {
-/// #     id: "flw_1".into(),
-/// #     environment_id: "env_1".into(),
-/// #     organisation_id: "org_1".into(),
-/// #     name: "Onboarding".into(),
-/// #     description: String::new(),
-/// #     folder_id: None,
-/// #     archived: false,
-/// #     latest_version: 1,
-/// #     published_version: Some(1),
-/// #     draft_version: None,
-/// #     variables: Default::default(),
-/// #     revision: 1,
-/// #     created: now,
-/// #     updated: now,
-/// # };
+/// # let flow = Flow { latest_version: 1, published_version: Some(1), revision: 1,
+/// #     ..Flow::new("flw_1", "env_1", "org_1", "Onboarding", now) };
 /// // `flow` is the Action Flow `flw_1` of `env_1`, published.
 /// let mut flows = MockFlowRepository::new();
 /// flows.expect_get().returning(move |_, _| Ok(Some(flow.clone())));

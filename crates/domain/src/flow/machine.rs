@@ -14,22 +14,7 @@
 //! use workbench_domain::serde_json::json;
 //!
 //! let now = Utc::now();
-//! let flow = Flow {
-//!     id: "flw_1".into(),
-//!     environment_id: "env_1".into(),
-//!     organisation_id: "org_1".into(),
-//!     name: "Welcome".into(),
-//!     description: String::new(),
-//!     folder_id: None,
-//!     archived: false,
-//!     latest_version: 0,
-//!     published_version: None,
-//!     draft_version: None,
-//!     variables: Default::default(),
-//!     revision: 0,
-//!     created: now,
-//!     updated: now,
-//! };
+//! let flow = Flow::new("flw_1", "env_1", "org_1", "Welcome", now);
 //! let by_alice = Context { by: "key_alice", approvals_enabled: true, now };
 //!
 //! // An invalid configuration is refused with every problem it has.

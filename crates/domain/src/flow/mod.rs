@@ -94,6 +94,40 @@ impl FlowStatus {
 }
 
 impl Flow {
+    /// A new flow as [`FlowService::create`] starts one without a configuration: no versions,
+    /// no description, not filed, not archived, at revision 0, created and updated `at`.
+    ///
+    /// ```
+    /// use workbench_domain::flow::{Flow, FlowStatus};
+    ///
+    /// let flow = Flow::new("flw_1", "env_1", "org_1", "Welcome", workbench_domain::chrono::Utc::now());
+    /// assert_eq!((flow.status(), flow.latest_version, flow.revision), (FlowStatus::Draft, 0, 0));
+    /// ```
+    pub fn new(
+        id: &str,
+        environment_id: &str,
+        organisation_id: &str,
+        name: &str,
+        at: Timestamp,
+    ) -> Flow {
+        Flow {
+            id: id.to_owned(),
+            environment_id: environment_id.to_owned(),
+            organisation_id: organisation_id.to_owned(),
+            name: name.to_owned(),
+            description: String::new(),
+            folder_id: None,
+            archived: false,
+            latest_version: 0,
+            published_version: None,
+            draft_version: None,
+            variables: Map::new(),
+            revision: 0,
+            created: at,
+            updated: at,
+        }
+    }
+
     /// [`FlowStatus::Archived`] when archived, else [`FlowStatus::Published`] once a version
     /// has been published, else [`FlowStatus::Draft`].
     pub fn status(&self) -> FlowStatus {

@@ -220,23 +220,15 @@ impl FlowService {
             updated: now,
         });
         let flow = Flow {
-            id,
-            environment_id: env.to_owned(),
-            organisation_id: who.organisation_id.clone(),
-            name: request.name,
             description,
             folder_id,
-            archived: false,
             latest_version: u32::from(first.is_some()),
-            published_version: None,
             draft_version: first.as_ref().map(|v| v.version),
             variables: first
                 .as_ref()
                 .map(|v| variables_of(&v.config))
                 .unwrap_or_default(),
-            revision: 0,
-            created: now,
-            updated: now,
+            ..Flow::new(&id, env, &who.organisation_id, &request.name, now)
         };
         match self.flows.insert(&flow, first).await {
             Ok(()) => Ok(flow),

@@ -73,22 +73,8 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
 /// let now = workbench_domain::chrono::Utc::now();
-/// # let flow = Flow {
-/// #     id: "flw_1".into(),
-/// #     environment_id: "env_1".into(),
-/// #     organisation_id: "org_1".into(),
-/// #     name: "Welcome".into(),
-/// #     description: String::new(),
-/// #     folder_id: None,
-/// #     archived: false,
-/// #     latest_version: 1,
-/// #     published_version: Some(1),
-/// #     draft_version: None,
-/// #     variables: Default::default(),
-/// #     revision: 1,
-/// #     created: now,
-/// #     updated: now,
-/// # };
+/// # let flow = Flow { latest_version: 1, published_version: Some(1), revision: 1,
+/// #     ..Flow::new("flw_1", "env_1", "org_1", "Welcome", now) };
 /// # let version = FlowVersion {
 /// #     flow_id: "flw_1".into(),
 /// #     version: 1,
