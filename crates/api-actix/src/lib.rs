@@ -50,6 +50,8 @@ pub struct AppState {
     /// The database's storage: the low-disk guard and writes refused for lack of space.
     pub storage: Arc<domain::health::Storage>,
     pub metrics: Metrics,
+    /// `WORKBENCH_METRICS_TOKEN`: lets clients other than loopback read `/metrics`.
+    pub metrics_token: Option<String>,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).
     pub public_url: String,
 }

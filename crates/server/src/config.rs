@@ -73,6 +73,9 @@ pub struct Settings {
     /// `WORKBENCH_DATABASE_REQUEST_TIMEOUT` (default 5 s) and `WORKBENCH_DATABASE_TCP_TIMEOUT`
     /// (default 10 s): the bounds of every wait on the database (contract §20).
     pub database_waits: adapters_diesel::Waits,
+    /// `WORKBENCH_METRICS_TOKEN`: a bearer token that lets clients other than loopback read
+    /// `/metrics`; unset, only loopback clients may.
+    pub metrics_token: Option<SecretString>,
     /// `WORKBENCH_REQUEST_BODY_TIMEOUT` (default 30 s): how long a request's body may take to
     /// arrive before the answer is 408 and the connection closes (contract §16).
     pub request_body_timeout: std::time::Duration,
@@ -127,6 +130,7 @@ struct Raw {
     request_body_timeout: Option<String>,
     secret_key: Option<SecretString>,
     previous_secret_keys: Option<Keys>,
+    metrics_token: Option<SecretString>,
     webhook_allow_cidrs: Option<String>,
     webhook_retry_schedule: Option<String>,
     webhook_concurrency: Option<Whole>,
@@ -363,6 +367,7 @@ impl TryFrom<Layered> for Settings {
             public_url: raw.public_url.map(trimmed),
             engine_lease_seconds: ENGINE_LEASE_SECONDS.read(names, raw.engine_lease_seconds)?,
             secret_key: raw.secret_key,
+            metrics_token: raw.metrics_token,
             previous_secret_keys,
             webhook_allow_cidrs: raw.webhook_allow_cidrs.unwrap_or_default(),
             webhook_retry_schedule: raw

@@ -480,6 +480,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         loops: loops.clone(),
         storage,
         metrics: metrics.clone(),
+        metrics_token: settings
+            .metrics_token
+            .as_ref()
+            .map(|t| t.expose_secret().to_owned()),
         public_url: settings
             .public_url
             .clone()

@@ -1,9 +1,13 @@
 //! Operations endpoints: liveness, readiness, metrics. `/openapi.json` and `/docs` are served
 //! by the `openapi` module.
 
+use std::net::SocketAddr;
+
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
+use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
 use crate::problem::{ApiError, Problem};
@@ -60,10 +64,23 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     }
 }
 
-/// Prometheus metrics in the text exposition format.
+/// Prometheus metrics in the text exposition format, for loopback clients, or for any client
+/// presenting `WORKBENCH_METRICS_TOKEN` as a bearer token when that is set.
 #[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "metrics",
-    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain; version=0.0.4")))]
-pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    responses(
+        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain; version=0.0.4"),
+        (status = 401, description = "Not a loopback client, and the bearer token is missing or not the metrics token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a loopback client, and no metrics token is set", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn metrics(
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    metrics_access(
+        request.peer_addr(),
+        request.headers().get(header::AUTHORIZATION),
+        state.metrics_token.as_deref(),
+    )?;
     state.metrics.storage(&state.storage);
     let text = state.metrics.render().map_err(|e| {
         tracing::error!(error = %e, "cannot render metrics");
@@ -74,8 +91,77 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
         .body(text))
 }
 
+/// Whether a client may read `/metrics`: one on loopback (the host itself, or a proxy on it)
+/// may; another must present the metrics token, when one is set. The token is compared in
+/// constant time.
+pub fn metrics_access(
+    peer: Option<SocketAddr>,
+    authorization: Option<&HeaderValue>,
+    token: Option<&str>,
+) -> Result<(), ApiError> {
+    if peer.is_some_and(|p| p.ip().is_loopback()) {
+        return Ok(());
+    }
+    let Some(token) = token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            "/metrics answers loopback clients only; set WORKBENCH_METRICS_TOKEN to let others in with it",
+        ));
+    };
+    let presented = authorization
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized(
+            "/metrics needs the metrics token as a bearer token",
+        ))
+    }
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
         .service(web::resource("/readyz").route(web::get().to(readyz)))
         .service(web::resource("/metrics").route(web::get().to(metrics)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::ResponseError;
+
+    fn peer(ip: &str) -> Option<SocketAddr> {
+        Some(SocketAddr::new(ip.parse().expect("ip"), 40_000))
+    }
+
+    #[test]
+    fn metrics_answer_loopback_or_the_token_only() {
+        let bearer = |t: &str| HeaderValue::from_str(&format!("Bearer {t}")).expect("header");
+        for ip in ["127.0.0.1", "::1"] {
+            assert!(metrics_access(peer(ip), None, None).is_ok(), "{ip}");
+        }
+        let outside = peer("10.1.2.3");
+        let refused = metrics_access(outside, None, None).err().expect("refused");
+        assert_eq!(refused.status_code(), StatusCode::FORBIDDEN);
+        assert!(metrics_access(outside, Some(&bearer("s3cret")), Some("s3cret")).is_ok());
+        for wrong in [
+            None,
+            Some(bearer("s3cre")),
+            Some(bearer("s3cret!")),
+            Some(bearer("")),
+        ] {
+            let refused = metrics_access(outside, wrong.as_ref(), Some("s3cret"))
+                .err()
+                .expect("refused");
+            assert_eq!(refused.status_code(), StatusCode::UNAUTHORIZED);
+        }
+        assert!(
+            metrics_access(None, None, Some("s3cret")).is_err(),
+            "no peer: not loopback"
+        );
+    }
 }
