@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError, MAX_ROW_ERRORS};
-use domain::trigger::Mode;
+use domain::trigger::{InvocationStatus, Mode};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -23,12 +23,15 @@ pub(crate) fn slots_held(conn: &mut AnyConnection, env: &str) -> Result<u64, Fai
         .filter(invocations::environment_id.eq(env))
         // The bare column, not `= ?`: it is the partial index's own condition.
         .filter(invocations::bulk)
-        .filter(invocations::status.eq_any(["pending", "running"]))
+        .filter(invocations::status.eq_any([
+            InvocationStatus::Pending.as_str(),
+            InvocationStatus::Running.as_str(),
+        ]))
         .count()
         .get_result(conn)?;
     let tasks: i64 = bulk_tasks::table
         .filter(bulk_tasks::environment_id.eq(env))
-        .filter(bulk_tasks::status.eq("processing"))
+        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
         .filter(bulk_tasks::queued.eq(false))
         .count()
         .get_result(conn)?;
@@ -84,11 +87,7 @@ struct RowRow {
 
 fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
     Ok(BulkTask {
-        mode: match row.mode.as_str() {
-            "live" => Mode::Live,
-            "test" => Mode::Test,
-            other => return Err(corrupt("bulk task mode", other)),
-        },
+        mode: Mode::parse(&row.mode).ok_or_else(|| corrupt("bulk task mode", &row.mode))?,
         status: BulkStatus::parse(&row.status)
             .ok_or_else(|| corrupt("bulk task status", &row.status))?,
         header: row
@@ -180,10 +179,10 @@ impl BulkRepository for DieselBulkRepository {
                     bulk_tasks::table
                         .filter(bulk_tasks::environment_id.eq(env))
                         .filter(bulk_tasks::id.eq(id))
-                        .filter(bulk_tasks::status.eq("pending")),
+                        .filter(bulk_tasks::status.eq(BulkStatus::Pending.as_str())),
                 )
                 .set((
-                    bulk_tasks::status.eq("uploading"),
+                    bulk_tasks::status.eq(BulkStatus::Uploading.as_str()),
                     bulk_tasks::updated.eq(now),
                 ))
                 .execute(conn)?)
@@ -238,7 +237,7 @@ impl BulkRepository for DieselBulkRepository {
                         .filter(bulk_tasks::id.eq(id)),
                 )
                 .set((
-                    bulk_tasks::status.eq("processing"),
+                    bulk_tasks::status.eq(BulkStatus::Processing.as_str()),
                     bulk_tasks::queued.eq(true),
                     bulk_tasks::header.eq(Some(header)),
                     bulk_tasks::rows_total.eq(rows),
@@ -267,7 +266,7 @@ impl BulkRepository for DieselBulkRepository {
                     .filter(bulk_tasks::environment_id.eq(env))
                     .filter(bulk_tasks::id.eq(id));
                 let set = (
-                    bulk_tasks::status.eq("failed"),
+                    bulk_tasks::status.eq(BulkStatus::Failed.as_str()),
                     bulk_tasks::errors.eq(errors),
                     bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
                     bulk_tasks::updated.eq(now),
@@ -276,7 +275,7 @@ impl BulkRepository for DieselBulkRepository {
                 // is checked again under the row's lock).
                 if let Some(lease) = held {
                     let held = task
-                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                         .filter(bulk_tasks::lease_until.eq(lease.naive_utc()));
                     if diesel::update(held).set(set).execute(conn)? == 0 {
                         return Ok(false);
@@ -302,7 +301,7 @@ impl BulkRepository for DieselBulkRepository {
             .claim_transaction(move |conn| {
                 let due = || {
                     bulk_tasks::table
-                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                         .filter(
                             bulk_tasks::lease_until
                                 .is_null()
@@ -340,7 +339,7 @@ impl BulkRepository for DieselBulkRepository {
                     let taken = diesel::update(
                         bulk_tasks::table
                             .filter(bulk_tasks::id.eq(id))
-                            .filter(bulk_tasks::status.eq("processing"))
+                            .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                             .filter(
                                 bulk_tasks::lease_until
                                     .is_null()
@@ -413,7 +412,7 @@ impl BulkRepository for DieselBulkRepository {
                 let at = bulk_tasks::table
                     .filter(bulk_tasks::environment_id.eq(&t.environment_id))
                     .filter(bulk_tasks::id.eq(t.id))
-                    .filter(bulk_tasks::status.eq("processing"))
+                    .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                     .filter(bulk_tasks::cursor.eq(from_cursor));
                 let set = (
                     bulk_tasks::status.eq(t.status.as_str()),

@@ -237,7 +237,7 @@ impl CancelRepository for DieselCancelRepository {
             .db
             .claim_transaction(move |conn| {
                 let due = cancel_tasks::table
-                    .filter(cancel_tasks::status.eq("processing"))
+                    .filter(cancel_tasks::status.eq(CancelStatus::Processing.as_str()))
                     .filter(
                         cancel_tasks::lease_until
                             .is_null()

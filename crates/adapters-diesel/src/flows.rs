@@ -102,19 +102,12 @@ impl FlowRow {
     }
 }
 
-fn status_text(status: VersionStatus) -> &'static str {
-    match status {
-        VersionStatus::Draft => "DRAFT",
-        VersionStatus::Published => "PUBLISHED",
-    }
-}
-
 impl VersionRow {
     fn from_version(v: &FlowVersion) -> Result<Self, StorageError> {
         Ok(VersionRow {
             flow_id: v.flow_id.clone(),
             version: write_number("flow version number", v.version)?,
-            status: status_text(v.status).to_owned(),
+            status: v.status.as_str().to_owned(),
             config: v.config.to_string(),
             created_by: v.created_by.clone(),
             approved_by: v.approved_by.clone(),
@@ -126,11 +119,8 @@ impl VersionRow {
     }
 
     fn into_version(self) -> Result<FlowVersion, StorageError> {
-        let status = match self.status.as_str() {
-            "DRAFT" => VersionStatus::Draft,
-            "PUBLISHED" => VersionStatus::Published,
-            other => return Err(corrupt("version status", other)),
-        };
+        let status = VersionStatus::parse(&self.status)
+            .ok_or_else(|| corrupt("version status", &self.status))?;
         Ok(FlowVersion {
             flow_id: self.flow_id,
             version: read_number("flow version number", self.version)?,

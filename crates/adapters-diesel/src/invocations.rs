@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::trigger::{BatchResult, Invocation, InvocationRepository};
+use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::cancel::apply_cancels;
@@ -164,7 +164,7 @@ impl InvocationRepository for DieselInvocationRepository {
                         };
                         diesel::update(claimed())
                             .set((
-                                invocations::status.eq("running"),
+                                invocations::status.eq(InvocationStatus::Running.as_str()),
                                 invocations::lease_until.eq(Some(lease)),
                                 invocations::attempts.eq(invocations::attempts + 1),
                             ))
@@ -244,8 +244,8 @@ pub(crate) fn save_progress(
                     .filter(invocations::cursor.is_null())
                     .filter(
                         invocations::status
-                            .eq("pending")
-                            .or(invocations::status.eq("running")),
+                            .eq(InvocationStatus::Pending.as_str())
+                            .or(invocations::status.eq(InvocationStatus::Running.as_str())),
                     ),
             )
             .set(progress(batch)?)
@@ -343,8 +343,8 @@ pub(crate) fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<
         )
         .filter(
             invocations::status
-                .eq("pending")
-                .or(invocations::status.eq("running")),
+                .eq(InvocationStatus::Pending.as_str())
+                .or(invocations::status.eq(InvocationStatus::Running.as_str())),
         );
     // Applies only from the cursor this batch started at.
     let updated = match &batch.from_cursor {

@@ -126,11 +126,7 @@ impl InvocationRow {
 
     pub(crate) fn into_invocation(self) -> Result<Invocation, StorageError> {
         Ok(Invocation {
-            mode: match self.mode.as_str() {
-                "live" => Mode::Live,
-                "test" => Mode::Test,
-                other => return Err(corrupt("invocation mode", other)),
-            },
+            mode: Mode::parse(&self.mode).ok_or_else(|| corrupt("invocation mode", &self.mode))?,
             status: InvocationStatus::parse(&self.status)
                 .ok_or_else(|| corrupt("invocation status", &self.status))?,
             target: JsonText::stored(json_text(self.target, "invocation target")?),
