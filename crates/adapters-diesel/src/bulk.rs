@@ -4,11 +4,11 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError, MAX_ROW_ERRORS};
-use domain::trigger::Mode;
+use domain::trigger::{InvocationStatus, Mode};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::corrupt;
+use crate::error::{corrupt, read_number, write_number};
 use crate::schema::{bulk_rows, bulk_tasks};
 
 const INSERT_CHUNK: usize = 1_000;
@@ -23,16 +23,22 @@ pub(crate) fn slots_held(conn: &mut AnyConnection, env: &str) -> Result<u64, Fai
         .filter(invocations::environment_id.eq(env))
         // The bare column, not `= ?`: it is the partial index's own condition.
         .filter(invocations::bulk)
-        .filter(invocations::status.eq_any(["pending", "running"]))
+        .filter(invocations::status.eq_any([
+            InvocationStatus::Pending.as_str(),
+            InvocationStatus::Running.as_str(),
+        ]))
         .count()
         .get_result(conn)?;
     let tasks: i64 = bulk_tasks::table
         .filter(bulk_tasks::environment_id.eq(env))
-        .filter(bulk_tasks::status.eq("processing"))
+        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
         .filter(bulk_tasks::queued.eq(false))
         .count()
         .get_result(conn)?;
-    Ok(n(invocations) + n(tasks))
+    let count = |what: &str, n: i64| -> Result<u64, Failure> {
+        read_number(what, n).map_err(Failure::Domain)
+    };
+    Ok(count("count of bulk invocations", invocations)? + count("count of bulk tasks", tasks)?)
 }
 
 #[derive(Queryable, Selectable)]
@@ -79,21 +85,9 @@ struct RowRow {
     cells: String,
 }
 
-fn n(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-fn i(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
     Ok(BulkTask {
-        mode: match row.mode.as_str() {
-            "live" => Mode::Live,
-            "test" => Mode::Test,
-            other => return Err(corrupt("bulk task mode", other)),
-        },
+        mode: Mode::parse(&row.mode).ok_or_else(|| corrupt("bulk task mode", &row.mode))?,
         status: BulkStatus::parse(&row.status)
             .ok_or_else(|| corrupt("bulk task status", &row.status))?,
         header: row
@@ -106,10 +100,10 @@ fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
         id: row.id,
         environment_id: row.environment_id,
         flow_id: row.flow_id,
-        rows_total: n(row.rows_total),
-        rows_processed: n(row.rows_processed),
-        rows_failed: n(row.rows_failed),
-        cursor: n(row.cursor),
+        rows_total: read_number("bulk task rows total", row.rows_total)?,
+        rows_processed: read_number("bulk task rows processed", row.rows_processed)?,
+        rows_failed: read_number("bulk task rows failed", row.rows_failed)?,
+        cursor: read_number("bulk task cursor", row.cursor)?,
         queued: row.queued,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
@@ -185,10 +179,10 @@ impl BulkRepository for DieselBulkRepository {
                     bulk_tasks::table
                         .filter(bulk_tasks::environment_id.eq(env))
                         .filter(bulk_tasks::id.eq(id))
-                        .filter(bulk_tasks::status.eq("pending")),
+                        .filter(bulk_tasks::status.eq(BulkStatus::Pending.as_str())),
                 )
                 .set((
-                    bulk_tasks::status.eq("uploading"),
+                    bulk_tasks::status.eq(BulkStatus::Uploading.as_str()),
                     bulk_tasks::updated.eq(now),
                 ))
                 .execute(conn)?)
@@ -205,12 +199,14 @@ impl BulkRepository for DieselBulkRepository {
     ) -> Result<(), StorageError> {
         let rows: Vec<RowRow> = rows
             .into_iter()
-            .map(|(number, cells)| RowRow {
-                task_id: id,
-                row_number: i(number),
-                cells: serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()),
+            .map(|(number, cells)| {
+                Ok(RowRow {
+                    task_id: id,
+                    row_number: write_number("bulk row number", number)?,
+                    cells: serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()),
+                })
             })
-            .collect();
+            .collect::<Result<_, StorageError>>()?;
         self.db
             .transaction(move |conn| {
                 for chunk in rows.chunks(INSERT_CHUNK) {
@@ -231,6 +227,7 @@ impl BulkRepository for DieselBulkRepository {
     ) -> Result<(), StorageError> {
         let env = environment_id.to_owned();
         let header = serde_json::to_string(&header).map_err(|e| corrupt("header", e))?;
+        let rows: i64 = write_number("bulk task rows total", rows)?;
         let now = now.naive_utc();
         self.db
             .transaction(move |conn| {
@@ -240,10 +237,10 @@ impl BulkRepository for DieselBulkRepository {
                         .filter(bulk_tasks::id.eq(id)),
                 )
                 .set((
-                    bulk_tasks::status.eq("processing"),
+                    bulk_tasks::status.eq(BulkStatus::Processing.as_str()),
                     bulk_tasks::queued.eq(true),
                     bulk_tasks::header.eq(Some(header)),
-                    bulk_tasks::rows_total.eq(i(rows)),
+                    bulk_tasks::rows_total.eq(rows),
                     bulk_tasks::updated.eq(now),
                 ))
                 .execute(conn)?;
@@ -269,7 +266,7 @@ impl BulkRepository for DieselBulkRepository {
                     .filter(bulk_tasks::environment_id.eq(env))
                     .filter(bulk_tasks::id.eq(id));
                 let set = (
-                    bulk_tasks::status.eq("failed"),
+                    bulk_tasks::status.eq(BulkStatus::Failed.as_str()),
                     bulk_tasks::errors.eq(errors),
                     bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
                     bulk_tasks::updated.eq(now),
@@ -278,7 +275,7 @@ impl BulkRepository for DieselBulkRepository {
                 // is checked again under the row's lock).
                 if let Some(lease) = held {
                     let held = task
-                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                         .filter(bulk_tasks::lease_until.eq(lease.naive_utc()));
                     if diesel::update(held).set(set).execute(conn)? == 0 {
                         return Ok(false);
@@ -304,7 +301,7 @@ impl BulkRepository for DieselBulkRepository {
             .claim_transaction(move |conn| {
                 let due = || {
                     bulk_tasks::table
-                        .filter(bulk_tasks::status.eq("processing"))
+                        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                         .filter(
                             bulk_tasks::lease_until
                                 .is_null()
@@ -342,7 +339,7 @@ impl BulkRepository for DieselBulkRepository {
                     let taken = diesel::update(
                         bulk_tasks::table
                             .filter(bulk_tasks::id.eq(id))
-                            .filter(bulk_tasks::status.eq("processing"))
+                            .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
                             .filter(
                                 bulk_tasks::lease_until
                                     .is_null()
@@ -371,12 +368,13 @@ impl BulkRepository for DieselBulkRepository {
         after: u64,
         limit: u32,
     ) -> Result<Vec<(u64, Vec<String>)>, StorageError> {
+        let after: i64 = write_number("bulk row number", after)?;
         let rows: Vec<(i64, String)> = self
             .db
             .run(move |conn| {
                 Ok(bulk_rows::table
                     .filter(bulk_rows::task_id.eq(id))
-                    .filter(bulk_rows::row_number.gt(i(after)))
+                    .filter(bulk_rows::row_number.gt(after))
                     .order(bulk_rows::row_number)
                     .limit(i64::from(limit))
                     .select((bulk_rows::row_number, bulk_rows::cells))
@@ -386,7 +384,7 @@ impl BulkRepository for DieselBulkRepository {
         rows.into_iter()
             .map(|(number, cells)| {
                 Ok((
-                    n(number),
+                    read_number("bulk row number", number)?,
                     serde_json::from_str(&cells).map_err(|e| corrupt("bulk row", e))?,
                 ))
             })
@@ -401,6 +399,10 @@ impl BulkRepository for DieselBulkRepository {
         failed: u64,
         errors: Vec<RowError>,
     ) -> Result<bool, StorageError> {
+        let from_cursor: i64 = write_number("bulk task cursor", from_cursor)?;
+        let cursor: i64 = write_number("bulk task cursor", t.cursor)?;
+        let handled: i64 = write_number("bulk rows handled", handled)?;
+        let failed: i64 = write_number("bulk rows failed", failed)?;
         let t = t.clone();
         self.db
             .transaction(move |conn| {
@@ -410,13 +412,13 @@ impl BulkRepository for DieselBulkRepository {
                 let at = bulk_tasks::table
                     .filter(bulk_tasks::environment_id.eq(&t.environment_id))
                     .filter(bulk_tasks::id.eq(t.id))
-                    .filter(bulk_tasks::status.eq("processing"))
-                    .filter(bulk_tasks::cursor.eq(i(from_cursor)));
+                    .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
+                    .filter(bulk_tasks::cursor.eq(from_cursor));
                 let set = (
                     bulk_tasks::status.eq(t.status.as_str()),
-                    bulk_tasks::cursor.eq(i(t.cursor)),
-                    bulk_tasks::rows_processed.eq(bulk_tasks::rows_processed + i(handled)),
-                    bulk_tasks::rows_failed.eq(bulk_tasks::rows_failed + i(failed)),
+                    bulk_tasks::cursor.eq(cursor),
+                    bulk_tasks::rows_processed.eq(bulk_tasks::rows_processed + handled),
+                    bulk_tasks::rows_failed.eq(bulk_tasks::rows_failed + failed),
                     // The step is done: the next may be claimed at once.
                     bulk_tasks::lease_until.eq(None::<NaiveDateTime>),
                     bulk_tasks::updated.eq(t.updated.naive_utc()),
@@ -455,7 +457,7 @@ impl BulkRepository for DieselBulkRepository {
                 diesel::delete(
                     bulk_rows::table
                         .filter(bulk_rows::task_id.eq(t.id))
-                        .filter(bulk_rows::row_number.le(i(t.cursor))),
+                        .filter(bulk_rows::row_number.le(cursor)),
                 )
                 .execute(conn)?;
                 Ok(true)

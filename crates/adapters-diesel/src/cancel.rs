@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use domain::trigger::BatchResult;
 
-use crate::error::corrupt;
+use crate::error::{corrupt, read_number, write_number};
 use crate::rows::{CardRow, SharedParse};
 use crate::schema::{action_flows, cancel_tasks, card_instances, invocations};
 use crate::writes::insert_events;
@@ -41,10 +41,6 @@ struct TaskRow {
     updated: NaiveDateTime,
 }
 
-fn count(n: Option<i64>) -> Option<u64> {
-    n.map(|n| u64::try_from(n).unwrap_or(0))
-}
-
 fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
     Ok(CancelTask {
         status: CancelStatus::parse(&row.status)
@@ -56,13 +52,22 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
         filter: CancelFilter {
             end_user_id: row.end_user_id,
             invocation_id: row.invocation_id,
-            flow_version: row.flow_version.and_then(|v| u32::try_from(v).ok()),
+            flow_version: row
+                .flow_version
+                .map(|v| read_number("cancel flow version", v))
+                .transpose()?,
             cancel_cards: row.cancel_cards,
         },
-        expected: count(row.expected),
-        actual: count(Some(row.actual)).unwrap_or(0),
-        cards_expected: count(row.cards_expected),
-        cards_actual: count(Some(row.cards_actual)).unwrap_or(0),
+        expected: row
+            .expected
+            .map(|n| read_number("cancel expected count", n))
+            .transpose()?,
+        actual: read_number("cancel count", row.actual)?,
+        cards_expected: row
+            .cards_expected
+            .map(|n| read_number("cancel expected card count", n))
+            .transpose()?,
+        cards_actual: read_number("cancel card count", row.cards_actual)?,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
         lease_until: row.lease_until.map(|t| t.and_utc()),
@@ -137,10 +142,17 @@ impl DieselCancelRepository {
 /// The cards of the task's matching instances: its flow, the instance still active, created up
 /// to the task, narrowed by its filter. A flow instance is stored on its cards
 /// (`instance_status`, the same on each; migration 14), all made at one time, so these are the
-/// matching instances' cards, found through `card_instances_cancel`.
+/// matching instances' cards, found through `card_instances_cancel`. Used where `?` gives a
+/// [`Failure`]: a version out of its column's range is an error.
 macro_rules! matching_cards {
     ($t:expr) => {{
         let t: &CancelTask = $t;
+        let version: Option<i32> = t
+            .filter
+            .flow_version
+            .map(|v| write_number("cancel flow version", v))
+            .transpose()
+            .map_err(Failure::Domain)?;
         let mut q = card_instances::table
             .filter(card_instances::environment_id.eq(t.environment_id.clone()))
             .filter(card_instances::flow_id.eq(t.flow_id.clone()))
@@ -153,8 +165,8 @@ macro_rules! matching_cards {
         if let Some(inv) = &t.filter.invocation_id {
             q = q.filter(card_instances::invocation_id.eq(inv.clone()));
         }
-        if let Some(v) = t.filter.flow_version {
-            q = q.filter(card_instances::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)));
+        if let Some(v) = version {
+            q = q.filter(card_instances::flow_version.eq(v));
         }
         q
     }};
@@ -163,13 +175,20 @@ macro_rules! matching_cards {
 #[async_trait]
 impl CancelRepository for DieselCancelRepository {
     async fn create(&self, t: &CancelTask) -> Result<(), StorageError> {
+        // A version out of the column's range is refused, not stored as no version (which
+        // would cancel the instances of every version).
+        let flow_version = t
+            .filter
+            .flow_version
+            .map(|v| write_number("cancel flow version", v))
+            .transpose()?;
         let row = TaskRow {
             id: t.id.clone(),
             environment_id: t.environment_id.clone(),
             flow_id: t.flow_id.clone(),
             end_user_id: t.filter.end_user_id.clone(),
             invocation_id: t.filter.invocation_id.clone(),
-            flow_version: t.filter.flow_version.and_then(|v| i32::try_from(v).ok()),
+            flow_version,
             cancel_cards: t.filter.cancel_cards,
             status: t.status.as_str().into(),
             expected: None,
@@ -218,7 +237,7 @@ impl CancelRepository for DieselCancelRepository {
             .db
             .claim_transaction(move |conn| {
                 let due = cancel_tasks::table
-                    .filter(cancel_tasks::status.eq("processing"))
+                    .filter(cancel_tasks::status.eq(CancelStatus::Processing.as_str()))
                     .filter(
                         cancel_tasks::lease_until
                             .is_null()
@@ -257,8 +276,8 @@ impl CancelRepository for DieselCancelRepository {
             })
             .await?;
         Ok((
-            count(Some(instances)).unwrap_or(0),
-            count(Some(cards)).unwrap_or(0),
+            read_number("count of matching instances", instances)?,
+            read_number("count of matching cards", cards)?,
         ))
     }
 
@@ -369,6 +388,14 @@ impl CancelRepository for DieselCancelRepository {
     }
 
     async fn save(&self, t: &CancelTask) -> Result<bool, StorageError> {
+        let expected: Option<i64> = t
+            .expected
+            .map(|n| write_number("cancel expected count", n))
+            .transpose()?;
+        let cards_expected: Option<i64> = t
+            .cards_expected
+            .map(|n| write_number("cancel expected card count", n))
+            .transpose()?;
         let t = t.clone();
         self.db
             .transaction(move |conn| {
@@ -378,11 +405,8 @@ impl CancelRepository for DieselCancelRepository {
                 diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
                     .set((
                         cancel_tasks::status.eq(t.status.as_str()),
-                        cancel_tasks::expected
-                            .eq(t.expected.map(|n| i64::try_from(n).unwrap_or(i64::MAX))),
-                        cancel_tasks::cards_expected.eq(t
-                            .cards_expected
-                            .map(|n| i64::try_from(n).unwrap_or(i64::MAX))),
+                        cancel_tasks::expected.eq(expected),
+                        cancel_tasks::cards_expected.eq(cards_expected),
                         cancel_tasks::errors
                             .eq(serde_json::to_string(&t.errors).unwrap_or_else(|_| "[]".into())),
                         cancel_tasks::updated.eq(t.updated.naive_utc()),
@@ -395,7 +419,7 @@ impl CancelRepository for DieselCancelRepository {
 }
 
 /// (environment, invocation id) → the invocation's (flow, version, created).
-pub(crate) type Known = HashMap<(String, String), (String, i32, NaiveDateTime)>;
+pub(crate) type Known = HashMap<(String, String), (String, u32, NaiveDateTime)>;
 
 /// Applies the cancels accepted meanwhile to the batches (contract §6: they take precedence).
 /// One read of the batches' invocations and one of each flow's markers, for the whole save.
@@ -424,11 +448,11 @@ pub(crate) fn apply_cancels(
                 invocations::created,
             ))
             .load(conn)?;
-        known.extend(
-            rows.into_iter().map(|(id, flow, version, created)| {
-                ((env.to_owned(), id), (flow, version, created))
-            }),
-        );
+        for (id, flow, version, created) in rows {
+            let version =
+                read_number("invocation flow version", version).map_err(Failure::Domain)?;
+            known.insert((env.to_owned(), id), (flow, version, created));
+        }
     }
     apply_markers(conn, batches, &known)
 }
@@ -479,11 +503,7 @@ pub(crate) fn apply_markers(
         let key = (batch.environment_id.clone(), batch.invocation_id.clone());
         if let Some((flow, version, created)) = known.get(&key) {
             if let Some(found) = markers.get(&(batch.environment_id.clone(), flow.clone())) {
-                batch.apply_cancels(
-                    found,
-                    u32::try_from(*version).unwrap_or(0),
-                    created.and_utc(),
-                );
+                batch.apply_cancels(found, *version, created.and_utc());
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use domain::card::{AnalyticsEvent, CardInstance, CardRepository, Transition};
+use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Transition};
 use domain::{StorageError, Timestamp};
 
 use crate::db::Database;
@@ -38,7 +38,7 @@ impl CardRepository for DieselCardRepository {
                             .eq(env)
                             .and(card_instances::user_id.eq(user)),
                     )
-                    .filter(card_instances::status.eq("active"))
+                    .filter(card_instances::status.eq(CardStatus::Active.as_str()))
                     .order((
                         card_instances::priority.desc(),
                         card_instances::created.desc(),
@@ -107,7 +107,7 @@ impl CardRepository for DieselCardRepository {
                 let mut rows: Vec<CardRow> = card_instances::table
                     .filter(
                         card_instances::status
-                            .eq("embargoed")
+                            .eq(CardStatus::Embargoed.as_str())
                             .and(card_instances::embargo_until.le(now)),
                     )
                     .limit(limit)
@@ -117,19 +117,23 @@ impl CardRepository for DieselCardRepository {
                     card_instances::table
                         .filter(
                             card_instances::status
-                                .eq("snoozed")
+                                .eq(CardStatus::Snoozed.as_str())
                                 .and(card_instances::snoozed_until.le(now)),
                         )
                         .limit(limit)
                         .select(CardRow::as_select())
                         .load(conn)?,
                 );
-                for status in ["embargoed", "active", "snoozed"] {
+                for status in [
+                    CardStatus::Embargoed,
+                    CardStatus::Active,
+                    CardStatus::Snoozed,
+                ] {
                     rows.extend(
                         card_instances::table
                             .filter(
                                 card_instances::status
-                                    .eq(status)
+                                    .eq(status.as_str())
                                     .and(card_instances::expires_at.le(now)),
                             )
                             .limit(limit)

@@ -79,6 +79,55 @@ pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> StorageError {
     StorageError::Internal(format!("stored {what} cannot be read: {e}"))
 }
 
+/// A number read from the database as the domain's type: `u32` from an `INTEGER` column,
+/// `u64` from a `BIGINT`, `u8` from a priority stored as an `INTEGER`...
+///
+/// The columns are wider or signed where the domain's numbers are not (both backends share
+/// one schema, and PostgreSQL has no unsigned types), so a stored value may be out of the
+/// domain's range: a row written by hand, a migration gone wrong, a bug. Such a value is
+/// [`corrupt`], never read as some default: a version past `i32` read back as 0, or a priority
+/// of 300 as 5, would be a wrong answer given as a right one.
+///
+/// `what` names the value in the error ("card priority"). Nothing is formatted unless the value
+/// is out of range: this runs for every row read.
+pub(crate) fn read_number<S, T>(what: &str, value: S) -> Result<T, StorageError>
+where
+    S: Copy + std::fmt::Display,
+    T: TryFrom<S>,
+{
+    T::try_from(value).map_err(|_| out_of_range_read(what, &value))
+}
+
+/// A domain number as its column's type, to be written or compared with: `i32` for a `u32`,
+/// `i64` for a `u64`.
+///
+/// The domain's unsigned numbers reach past the signed columns that hold them (a `u32` version
+/// past `i32::MAX`, a `u64` count past `i64::MAX`). Such a value is refused with
+/// [`StorageError::Internal`] naming `what` and the value: clamped, it would be stored (or
+/// matched) as another number than the one the domain meant.
+///
+/// Nothing is formatted unless the value is out of range: this runs for every card of a
+/// fan-out.
+pub(crate) fn write_number<S, T>(what: &str, value: S) -> Result<T, StorageError>
+where
+    S: Copy + std::fmt::Display,
+    T: TryFrom<S>,
+{
+    T::try_from(value).map_err(|_| out_of_range_write(what, &value))
+}
+
+#[cold]
+fn out_of_range_read(what: &str, value: &dyn std::fmt::Display) -> StorageError {
+    corrupt(what, format_args!("{value} is out of range"))
+}
+
+#[cold]
+fn out_of_range_write(what: &str, value: &dyn std::fmt::Display) -> StorageError {
+    StorageError::Internal(format!(
+        "{what} {value} cannot be stored: out of its column's range"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +182,42 @@ mod tests {
         assert!(matches!(
             map(error("syntax error at or near \"x\"")),
             StorageError::Internal(_)
+        ));
+    }
+
+    #[test]
+    fn stored_numbers_out_of_the_domains_range_are_corrupt() {
+        assert_eq!(read_number::<i32, u8>("card priority", 7), Ok(7));
+        assert_eq!(read_number::<i64, u64>("count", 0), Ok(0));
+        for (read, value) in [
+            (read_number::<i32, u8>("card priority", 300), "300"),
+            (read_number::<i32, u8>("card priority", -1), "-1"),
+        ] {
+            assert_eq!(
+                read,
+                Err(StorageError::Internal(format!(
+                    "stored card priority cannot be read: {value} is out of range"
+                )))
+            );
+        }
+        assert!(matches!(
+            read_number::<i64, u64>("invocation users targeted", -5),
+            Err(StorageError::Internal(m)) if m.contains("users targeted") && m.contains("-5")
+        ));
+    }
+
+    #[test]
+    fn domain_numbers_past_their_columns_are_refused_not_clamped() {
+        assert_eq!(write_number::<u32, i32>("flow version", 7), Ok(7));
+        assert_eq!(
+            write_number::<u32, i32>("flow version", u32::MAX),
+            Err(StorageError::Internal(
+                "flow version 4294967295 cannot be stored: out of its column's range".into()
+            ))
+        );
+        assert!(matches!(
+            write_number::<u64, i64>("bulk task cursor", u64::MAX),
+            Err(StorageError::Internal(m)) if m.contains(&u64::MAX.to_string())
         ));
     }
 

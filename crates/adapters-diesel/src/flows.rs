@@ -9,7 +9,7 @@ use domain::{Flow, FlowRepository, FlowVersion, PageRequest, StorageError, Times
 use serde_json::{Map, Value};
 
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::corrupt;
+use crate::error::{corrupt, read_number, write_number};
 use crate::schema::{action_flow_versions, action_flows, environment_settings};
 
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
@@ -47,17 +47,9 @@ struct VersionRow {
     updated: NaiveDateTime,
 }
 
-fn number(n: u32) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-fn unsigned(n: i32) -> u32 {
-    u32::try_from(n).unwrap_or(0)
-}
-
 impl FlowRow {
-    fn from_flow(f: &Flow) -> Self {
-        FlowRow {
+    fn from_flow(f: &Flow) -> Result<Self, StorageError> {
+        Ok(FlowRow {
             id: f.id.clone(),
             environment_id: f.environment_id.clone(),
             organisation_id: f.organisation_id.clone(),
@@ -66,14 +58,20 @@ impl FlowRow {
             description: f.description.clone(),
             folder_id: f.folder_id.clone(),
             archived: f.archived,
-            latest_version: number(f.latest_version),
-            published_version: f.published_version.map(number),
-            draft_version: f.draft_version.map(number),
+            latest_version: write_number("flow latest version", f.latest_version)?,
+            published_version: f
+                .published_version
+                .map(|n| write_number("flow published version", n))
+                .transpose()?,
+            draft_version: f
+                .draft_version
+                .map(|n| write_number("flow draft version", n))
+                .transpose()?,
             variables: Value::Object(f.variables.clone()).to_string(),
             revision: f.revision,
             created: f.created.naive_utc(),
             updated: f.updated.naive_utc(),
-        }
+        })
     }
 
     fn into_flow(self) -> Result<Flow, StorageError> {
@@ -87,9 +85,15 @@ impl FlowRow {
             description: self.description,
             folder_id: self.folder_id,
             archived: self.archived,
-            latest_version: unsigned(self.latest_version),
-            published_version: self.published_version.map(unsigned),
-            draft_version: self.draft_version.map(unsigned),
+            latest_version: read_number("flow latest version", self.latest_version)?,
+            published_version: self
+                .published_version
+                .map(|n| read_number("flow published version", n))
+                .transpose()?,
+            draft_version: self
+                .draft_version
+                .map(|n| read_number("flow draft version", n))
+                .transpose()?,
             variables,
             revision: self.revision,
             created: self.created.and_utc(),
@@ -98,19 +102,12 @@ impl FlowRow {
     }
 }
 
-fn status_text(status: VersionStatus) -> &'static str {
-    match status {
-        VersionStatus::Draft => "DRAFT",
-        VersionStatus::Published => "PUBLISHED",
-    }
-}
-
 impl VersionRow {
-    fn from_version(v: &FlowVersion) -> Self {
-        VersionRow {
+    fn from_version(v: &FlowVersion) -> Result<Self, StorageError> {
+        Ok(VersionRow {
             flow_id: v.flow_id.clone(),
-            version: number(v.version),
-            status: status_text(v.status).to_owned(),
+            version: write_number("flow version number", v.version)?,
+            status: v.status.as_str().to_owned(),
             config: v.config.to_string(),
             created_by: v.created_by.clone(),
             approved_by: v.approved_by.clone(),
@@ -118,18 +115,15 @@ impl VersionRow {
             published: v.published.map(|t| t.naive_utc()),
             created: v.created.naive_utc(),
             updated: v.updated.naive_utc(),
-        }
+        })
     }
 
     fn into_version(self) -> Result<FlowVersion, StorageError> {
-        let status = match self.status.as_str() {
-            "DRAFT" => VersionStatus::Draft,
-            "PUBLISHED" => VersionStatus::Published,
-            other => return Err(corrupt("version status", other)),
-        };
+        let status = VersionStatus::parse(&self.status)
+            .ok_or_else(|| corrupt("version status", &self.status))?;
         Ok(FlowVersion {
             flow_id: self.flow_id,
-            version: unsigned(self.version),
+            version: read_number("flow version number", self.version)?,
             status,
             config: serde_json::from_str(&self.config).map_err(|e| corrupt("configuration", e))?,
             created_by: self.created_by,
@@ -168,7 +162,7 @@ impl DieselFlowRepository {
 
 fn insert_version(conn: &mut AnyConnection, version: &FlowVersion) -> Result<(), Failure> {
     diesel::insert_into(action_flow_versions::table)
-        .values(VersionRow::from_version(version))
+        .values(VersionRow::from_version(version).map_err(Failure::Domain)?)
         .execute(conn)?;
     Ok(())
 }
@@ -176,7 +170,7 @@ fn insert_version(conn: &mut AnyConnection, version: &FlowVersion) -> Result<(),
 #[async_trait]
 impl FlowRepository for DieselFlowRepository {
     async fn insert(&self, flow: &Flow, first: Option<FlowVersion>) -> Result<(), StorageError> {
-        let row = FlowRow::from_flow(flow);
+        let row = FlowRow::from_flow(flow)?;
         self.db
             .transaction(move |conn| {
                 diesel::insert_into(action_flows::table)
@@ -268,6 +262,14 @@ impl FlowRepository for DieselFlowRepository {
         version: VersionRef,
     ) -> Result<Option<FlowVersion>, StorageError> {
         let id = flow_id.to_owned();
+        let version = match version {
+            VersionRef::Latest => None,
+            // No version past the column's range is stored: none is found.
+            VersionRef::Number(n) => match i32::try_from(n) {
+                Ok(n) => Some(n),
+                Err(_) => return Ok(None),
+            },
+        };
         let row = self
             .db
             .run(move |conn| {
@@ -276,10 +278,8 @@ impl FlowRepository for DieselFlowRepository {
                     .select(VersionRow::as_select())
                     .into_boxed();
                 let query = match version {
-                    VersionRef::Latest => query.order(action_flow_versions::version.desc()),
-                    VersionRef::Number(n) => {
-                        query.filter(action_flow_versions::version.eq(number(n)))
-                    }
+                    None => query.order(action_flow_versions::version.desc()),
+                    Some(n) => query.filter(action_flow_versions::version.eq(n)),
                 };
                 Ok(query.first(conn).optional()?)
             })
@@ -293,7 +293,7 @@ impl FlowRepository for DieselFlowRepository {
         expected_revision: i64,
         change: VersionChange,
     ) -> Result<(), StorageError> {
-        let row = FlowRow::from_flow(flow);
+        let row = FlowRow::from_flow(flow)?;
         self.db
             .transaction(move |conn| {
                 let target = action_flows::table.filter(
@@ -309,7 +309,8 @@ impl FlowRepository for DieselFlowRepository {
                     VersionChange::None => {}
                     VersionChange::Insert(version) => insert_version(conn, version)?,
                     VersionChange::Update(version) => {
-                        let version_row = VersionRow::from_version(version);
+                        let version_row =
+                            VersionRow::from_version(version).map_err(Failure::Domain)?;
                         let key = action_flow_versions::table.filter(
                             action_flow_versions::flow_id
                                 .eq(&version_row.flow_id)
@@ -318,11 +319,13 @@ impl FlowRepository for DieselFlowRepository {
                         diesel::update(key).set(&version_row).execute(conn)?;
                     }
                     VersionChange::Delete(number_to_delete) => {
+                        let version: i32 = write_number("flow version number", *number_to_delete)
+                            .map_err(Failure::Domain)?;
                         diesel::delete(
                             action_flow_versions::table.filter(
-                                action_flow_versions::flow_id.eq(&row.id).and(
-                                    action_flow_versions::version.eq(number(*number_to_delete)),
-                                ),
+                                action_flow_versions::flow_id
+                                    .eq(&row.id)
+                                    .and(action_flow_versions::version.eq(version)),
                             ),
                         )
                         .execute(conn)?;

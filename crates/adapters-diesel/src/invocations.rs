@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::trigger::{BatchResult, Invocation, InvocationRepository};
+use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::cancel::apply_cancels;
 use crate::db::{AnyConnection, Database, Failure};
+use crate::error::write_number;
 use crate::recorder::*;
 use crate::rows::*;
 use crate::schema::invocations;
@@ -163,7 +164,7 @@ impl InvocationRepository for DieselInvocationRepository {
                         };
                         diesel::update(claimed())
                             .set((
-                                invocations::status.eq("running"),
+                                invocations::status.eq(InvocationStatus::Running.as_str()),
                                 invocations::lease_until.eq(Some(lease)),
                                 invocations::attempts.eq(invocations::attempts + 1),
                             ))
@@ -197,7 +198,9 @@ impl InvocationRepository for DieselInvocationRepository {
                     .zip(kept)
                     .filter_map(|(batch, kept)| kept.then_some(batch))
                     .collect();
-                RunWrites::of(&saved, conn.backend()).write(conn, &saved)?;
+                RunWrites::of(&saved, conn.backend())
+                    .map_err(Failure::Domain)?
+                    .write(conn, &saved)?;
                 Ok((batches.len() - saved.len()) as u64)
             })
             .await
@@ -241,11 +244,11 @@ pub(crate) fn save_progress(
                     .filter(invocations::cursor.is_null())
                     .filter(
                         invocations::status
-                            .eq("pending")
-                            .or(invocations::status.eq("running")),
+                            .eq(InvocationStatus::Pending.as_str())
+                            .or(invocations::status.eq(InvocationStatus::Running.as_str())),
                     ),
             )
-            .set(progress(batch))
+            .set(progress(batch)?)
             .returning(invocations::id)
             .get_results(conn)?;
             let saved: std::collections::HashSet<String> = saved.into_iter().collect();
@@ -285,35 +288,44 @@ impl ProgressKey {
     }
 }
 
-/// The changes a batch makes to its invocation.
+/// The changes a batch makes to its invocation; an error when its counts are out of their
+/// columns' range.
 #[allow(clippy::type_complexity)]
 pub(crate) fn progress(
     batch: &BatchResult,
-) -> (
-    diesel::dsl::Eq<invocations::status, &'static str>,
-    diesel::dsl::Eq<invocations::cursor, Option<String>>,
-    diesel::dsl::Eq<
-        invocations::users_targeted,
-        diesel::dsl::Add<invocations::users_targeted, i64>,
-    >,
-    diesel::dsl::Eq<invocations::cards_created, diesel::dsl::Add<invocations::cards_created, i64>>,
-    diesel::dsl::Eq<invocations::errors, String>,
-    diesel::dsl::Eq<invocations::lease_until, Option<NaiveDateTime>>,
-    diesel::dsl::Eq<invocations::updated, NaiveDateTime>,
-) {
+) -> Result<
     (
+        diesel::dsl::Eq<invocations::status, &'static str>,
+        diesel::dsl::Eq<invocations::cursor, Option<String>>,
+        diesel::dsl::Eq<
+            invocations::users_targeted,
+            diesel::dsl::Add<invocations::users_targeted, i64>,
+        >,
+        diesel::dsl::Eq<
+            invocations::cards_created,
+            diesel::dsl::Add<invocations::cards_created, i64>,
+        >,
+        diesel::dsl::Eq<invocations::errors, String>,
+        diesel::dsl::Eq<invocations::lease_until, Option<NaiveDateTime>>,
+        diesel::dsl::Eq<invocations::updated, NaiveDateTime>,
+    ),
+    Failure,
+> {
+    let users_targeted: i64 =
+        write_number("batch users targeted", batch.users_targeted).map_err(Failure::Domain)?;
+    let cards_created: i64 =
+        write_number("batch cards created", batch.cards_created).map_err(Failure::Domain)?;
+    Ok((
         invocations::status.eq(batch.status.as_str()),
         invocations::cursor.eq(batch.cursor.clone()),
-        invocations::users_targeted
-            .eq(invocations::users_targeted + i64::try_from(batch.users_targeted).unwrap_or(0)),
-        invocations::cards_created
-            .eq(invocations::cards_created + i64::try_from(batch.cards_created).unwrap_or(0)),
+        invocations::users_targeted.eq(invocations::users_targeted + users_targeted),
+        invocations::cards_created.eq(invocations::cards_created + cards_created),
         invocations::errors.eq(errors_text(batch)),
         // The claim ends with the batch (the next one may be claimed at once), unless the
         // worker goes on with the next one itself.
         invocations::lease_until.eq(batch.lease_until.map(|t| t.naive_utc())),
         invocations::updated.eq(batch.updated.naive_utc()),
-    )
+    ))
 }
 
 /// Saves one batch's progress, only from the cursor it started at; false when its invocation
@@ -331,16 +343,16 @@ pub(crate) fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<
         )
         .filter(
             invocations::status
-                .eq("pending")
-                .or(invocations::status.eq("running")),
+                .eq(InvocationStatus::Pending.as_str())
+                .or(invocations::status.eq(InvocationStatus::Running.as_str())),
         );
     // Applies only from the cursor this batch started at.
     let updated = match &batch.from_cursor {
         Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
-            .set(progress(batch))
+            .set(progress(batch)?)
             .execute(conn)?,
         None => diesel::update(key.filter(invocations::cursor.is_null()))
-            .set(progress(batch))
+            .set(progress(batch)?)
             .execute(conn)?,
     };
     Ok(updated == 1)

@@ -34,8 +34,10 @@ use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
 use diesel::sqlite::{Sqlite, SqliteConnection};
 use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
+use domain::StorageError;
 use serde_json::Value;
 
+use crate::error::write_number;
 use crate::rows::InvocationRow;
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
@@ -154,10 +156,6 @@ fn pack<S: AsRef<str>, const N: usize>(rows: impl Iterator<Item = [S; N]>) -> St
 
 fn naive(t: Option<domain::Timestamp>) -> Option<NaiveDateTime> {
     t.map(|t| t.naive_utc())
-}
-
-fn version(v: u32) -> i32 {
-    i32::try_from(v).unwrap_or(i32::MAX)
 }
 
 /// diesel's own text for a time on SQLite, so that packed and bound times are the same text
@@ -295,12 +293,13 @@ const FRAME_COLUMNS: &str = "environment_id, flow_id, flow_version, step_id, tem
      template_name, status, priority, stream_ids, platforms, embargo_until, expires_at, \
      snoozed_until, published_at, created, updated";
 
-/// The binds of `c`'s frame, in [`FRAME_COLUMNS`]' order.
-fn frame(c: &CardInstance) -> [Bind; 16] {
-    [
+/// The binds of `c`'s frame, in [`FRAME_COLUMNS`]' order; an error when its version is out of
+/// its column's range.
+fn frame(c: &CardInstance) -> Result<[Bind; 16], StorageError> {
+    Ok([
         Bind::Text(c.environment_id.clone()),
         Bind::Text(c.flow_id.clone()),
-        Bind::Int(version(c.flow_version)),
+        Bind::Int(write_number("card flow version", c.flow_version)?),
         Bind::Text(c.step_id.clone()),
         Bind::Text(c.template_id.clone()),
         Bind::Text(c.template_name.clone()),
@@ -314,7 +313,7 @@ fn frame(c: &CardInstance) -> [Bind; 16] {
         Bind::OptTime(naive(c.published_at)),
         Bind::Time(c.created.naive_utc()),
         Bind::Time(c.updated.naive_utc()),
-    ]
+    ])
 }
 
 /// The columns a card's packed row may hold, in its order; the frame follows.
@@ -352,12 +351,15 @@ static CARDS_BY_ID: LazyLock<String> = LazyLock::new(|| card_insert(4));
 /// Cards each with its own content: their ids, contents and contexts packed.
 static CARDS_WITH_CONTENT: LazyLock<String> = LazyLock::new(|| card_insert(6));
 
-/// The inserts of the runs of `rows` worth packing; the other rows.
+/// The inserts of the runs of `rows` worth packing; the other rows. An error when a card's
+/// number is out of its column's range.
 ///
 /// Cards of one content (a fan-out batch, one-user invocations of one payload) pack their ids
 /// only. Cards of one frame but each its own content (the one-user invocations of a CSV task,
 /// each row with its own variables) pack their content and context with their ids.
-pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<CardInstance>>) {
+pub(crate) fn cards(
+    rows: &[Arc<CardInstance>],
+) -> Result<(Vec<Statement>, Vec<&Arc<CardInstance>>), StorageError> {
     let mut statements = Vec::new();
     let (long, rest) = split(rows, |a, b| same_card(a, b));
     for run in long {
@@ -374,7 +376,7 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
             Bind::Text(c.content.text().to_owned()),
             Bind::Text(c.context.text().to_owned()),
         ];
-        binds.extend(frame(c));
+        binds.extend(frame(c)?);
         binds.push(Bind::Text(ids));
         statements.push(Statement::new(&CARDS_BY_ID, binds));
     }
@@ -391,11 +393,11 @@ pub(crate) fn cards(rows: &[Arc<CardInstance>]) -> (Vec<Statement>, Vec<&Arc<Car
                 Cow::Borrowed(c.context.text()),
             ]
         }));
-        let mut binds = Vec::from(frame(c));
+        let mut binds = Vec::from(frame(c)?);
         binds.push(Bind::Text(rows));
         statements.push(Statement::new(&CARDS_WITH_CONTENT, binds));
     }
-    (statements, rest.into_iter().copied().collect())
+    Ok((statements, rest.into_iter().copied().collect()))
 }
 
 /// Events sharing all but their id and card: the change (name, status, previous status,

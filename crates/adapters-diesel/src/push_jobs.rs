@@ -14,6 +14,7 @@ use domain::{StorageError, Timestamp};
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
+use crate::error::{read_number, write_number};
 use crate::push::{device, open, DeviceRow, Row as PlatformRow};
 use crate::rows::CardRow;
 use crate::schema::{card_instances, devices, push_jobs, push_platforms};
@@ -143,10 +144,13 @@ impl DieselPushJobRepository {
     }
 }
 
-fn status(row: JobRow) -> PushStatus {
-    PushStatus {
-        attempts: u32::try_from(row.attempts).unwrap_or(0),
-        status_code: row.status_code.and_then(|c| u16::try_from(c).ok()),
+fn status(row: JobRow) -> Result<PushStatus, StorageError> {
+    Ok(PushStatus {
+        attempts: read_number("push attempts", row.attempts)?,
+        status_code: row
+            .status_code
+            .map(|c| read_number("push status code", c))
+            .transpose()?,
         next_attempt_at: (row.status == "pending").then(|| row.next_attempt_at.and_utc()),
         id: row.id,
         card_instance_id: row.card_instance_id,
@@ -157,7 +161,7 @@ fn status(row: JobRow) -> PushStatus {
         error: row.error,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
-    }
+    })
 }
 
 #[async_trait]
@@ -232,8 +236,7 @@ impl PushJobRepository for DieselPushJobRepository {
             .into_iter()
             .map(|row| open(&self.secrets, row))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(jobs
-            .into_iter()
+        jobs.into_iter()
             .map(|j| {
                 let device = device_by_token
                     .get(&(j.environment_id.clone(), j.token.clone()))
@@ -242,12 +245,12 @@ impl PushJobRepository for DieselPushJobRepository {
                     .as_ref()
                     .and_then(|d| domain::push::platform_for(&platforms, d))
                     .cloned();
-                PushJob {
+                Ok(PushJob {
                     card: card_by_id
                         .get(&j.card_instance_id)
                         .filter(|c| c.environment_id == j.environment_id)
                         .cloned(),
-                    attempt: u32::try_from(j.attempts).unwrap_or(0) + 1,
+                    attempt: read_number::<_, u32>("push attempts", j.attempts)? + 1,
                     id: j.id,
                     environment_id: j.environment_id,
                     user_id: j.user_id,
@@ -255,9 +258,9 @@ impl PushJobRepository for DieselPushJobRepository {
                     device,
                     platform,
                     lease_until,
-                }
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn record(&self, records: Vec<PushRecord>) -> Result<u64, StorageError> {
@@ -274,7 +277,10 @@ impl PushJobRepository for DieselPushJobRepository {
                         _ => at,
                     };
                     // Contract §19: only the claim that holds the push saves its outcome.
-                    let before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                    let before: i32 = write_number("push attempts", r.attempt.saturating_sub(1))
+                        .map_err(Failure::Domain)?;
+                    let attempt: i32 =
+                        write_number("push attempts", r.attempt).map_err(Failure::Domain)?;
                     let changed = diesel::update(
                         push_jobs::table
                             .filter(push_jobs::id.eq(&r.job_id))
@@ -284,7 +290,7 @@ impl PushJobRepository for DieselPushJobRepository {
                     )
                     .set((
                         push_jobs::status.eq(r.next.status()),
-                        push_jobs::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                        push_jobs::attempts.eq(attempt),
                         push_jobs::status_code.eq(r.status_code.map(i32::from)),
                         push_jobs::error.eq(&r.error),
                         push_jobs::next_attempt_at.eq(next),
@@ -346,6 +352,7 @@ impl PushJobRepository for DieselPushJobRepository {
                 ))
             })
             .await?;
-        Ok(rows.map(|rows| rows.into_iter().map(status).collect()))
+        rows.map(|rows| rows.into_iter().map(status).collect())
+            .transpose()
     }
 }

@@ -9,6 +9,7 @@ use domain::StorageError;
 
 use crate::cancel::{apply_markers, markers_for, Known};
 use crate::db::{AnyConnection, Backend, Database, Failure};
+use crate::error::write_number;
 use crate::rows::*;
 use crate::schema::invocations;
 use crate::writes::*;
@@ -84,7 +85,11 @@ pub(crate) fn start_recorder(
                     .iter()
                     .flat_map(|c| c.asked.iter().map(|(i, run)| (i, run.as_ref())))
                     .collect();
-                let writes = distinct(&all).then(|| NewWrites::of(&all, backend));
+                // Not built when a number is out of its column's range: built again in the
+                // transaction, which fails with that error.
+                let writes = distinct(&all)
+                    .then(|| NewWrites::of(&all, backend).ok())
+                    .flatten();
                 drop(all);
                 if packed.send(Group { calls, writes }).is_err() {
                     break;
@@ -262,28 +267,38 @@ pub(crate) struct NewWrites {
 }
 
 impl NewWrites {
-    /// For `new` with its runs as they are (no cancel applied).
-    fn of(new: &[(&Invocation, Option<&BatchResult>)], backend: Backend) -> Self {
+    /// For `new` with its runs as they are (no cancel applied); an error when a number is out
+    /// of its column's range.
+    fn of(
+        new: &[(&Invocation, Option<&BatchResult>)],
+        backend: Backend,
+    ) -> Result<Self, StorageError> {
         let rows = new
             .iter()
             .map(|(i, run)| {
-                let mut row = InvocationRow::from_invocation(i);
+                let mut row = InvocationRow::from_invocation(i)?;
                 if let Some(run) = run {
                     row.status = run.status.as_str().to_owned();
-                    row.users_targeted += i64::try_from(run.users_targeted).unwrap_or(0);
-                    row.cards_created += i64::try_from(run.cards_created).unwrap_or(0);
+                    row.users_targeted = write_number(
+                        "invocation users targeted",
+                        i.users_targeted.saturating_add(run.users_targeted),
+                    )?;
+                    row.cards_created = write_number(
+                        "invocation cards created",
+                        i.cards_created.saturating_add(run.cards_created),
+                    )?;
                     row.errors = errors_text(run);
                     row.cursor = run.cursor.clone();
                     row.updated = run.updated.naive_utc();
                 }
-                row
+                Ok(row)
             })
-            .collect();
+            .collect::<Result<_, StorageError>>()?;
         let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
-        NewWrites {
+        Ok(NewWrites {
             invocations: InvocationWrites::of(rows, backend),
-            runs: RunWrites::of(&runs, backend),
-        }
+            runs: RunWrites::of(&runs, backend)?,
+        })
     }
 }
 
@@ -300,11 +315,7 @@ pub(crate) fn insert_new(
         if run.is_some() {
             known.insert(
                 (i.environment_id.clone(), i.id.clone()),
-                (
-                    i.flow_id.clone(),
-                    i32::try_from(i.flow_version).unwrap_or(i32::MAX),
-                    i.created.naive_utc(),
-                ),
+                (i.flow_id.clone(), i.flow_version, i.created.naive_utc()),
             );
         }
     }
@@ -315,7 +326,7 @@ pub(crate) fn insert_new(
         let writes = match built {
             Some(writes) => writes,
             None => {
-                fresh = NewWrites::of(new, conn.backend());
+                fresh = NewWrites::of(new, conn.backend()).map_err(Failure::Domain)?;
                 &fresh
             }
         };
@@ -328,7 +339,7 @@ pub(crate) fn insert_new(
         .iter()
         .map(|(i, run)| (*i, run.and_then(|_| applied.next())))
         .collect();
-    let writes = NewWrites::of(&new, conn.backend());
+    let writes = NewWrites::of(&new, conn.backend()).map_err(Failure::Domain)?;
     write_new(conn, &writes, &new)
 }
 

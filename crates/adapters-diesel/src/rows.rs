@@ -16,7 +16,7 @@ use domain::StorageError;
 use serde_json::Value;
 
 use crate::db::{AnyConnection, Failure};
-use crate::error::corrupt;
+use crate::error::{corrupt, read_number, write_number};
 use crate::schema::{analytics_events, card_instances, invocations};
 
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
@@ -99,37 +99,34 @@ pub(crate) fn mode_text(mode: Mode) -> &'static str {
 }
 
 impl InvocationRow {
-    pub(crate) fn from_invocation(i: &Invocation) -> Self {
-        InvocationRow {
+    /// The row of `i`; an error when one of its numbers is out of its column's range.
+    pub(crate) fn from_invocation(i: &Invocation) -> Result<Self, StorageError> {
+        Ok(InvocationRow {
             environment_id: i.environment_id.clone(),
             id: i.id.clone(),
             flow_id: i.flow_id.clone(),
             mode: mode_text(i.mode).to_owned(),
-            flow_version: i32::try_from(i.flow_version).unwrap_or(i32::MAX),
+            flow_version: write_number("invocation flow version", i.flow_version)?,
             fingerprint: i.fingerprint.clone(),
             target: i.target.text().to_owned(),
             payload: i.payload.text().to_owned(),
             strict_variables: i.strict_variables,
             bulk: i.bulk,
             status: i.status.as_str().to_owned(),
-            users_targeted: i64::try_from(i.users_targeted).unwrap_or(i64::MAX),
-            cards_created: i64::try_from(i.cards_created).unwrap_or(i64::MAX),
+            users_targeted: write_number("invocation users targeted", i.users_targeted)?,
+            cards_created: write_number("invocation cards created", i.cards_created)?,
             errors: serde_json::to_string(&i.errors).unwrap_or_else(|_| "[]".into()),
             cursor: i.cursor.clone(),
             lease_until: None,
             attempts: 0,
             created: i.created.naive_utc(),
             updated: i.updated.naive_utc(),
-        }
+        })
     }
 
     pub(crate) fn into_invocation(self) -> Result<Invocation, StorageError> {
         Ok(Invocation {
-            mode: match self.mode.as_str() {
-                "live" => Mode::Live,
-                "test" => Mode::Test,
-                other => return Err(corrupt("invocation mode", other)),
-            },
+            mode: Mode::parse(&self.mode).ok_or_else(|| corrupt("invocation mode", &self.mode))?,
             status: InvocationStatus::parse(&self.status)
                 .ok_or_else(|| corrupt("invocation status", &self.status))?,
             target: JsonText::stored(json_text(self.target, "invocation target")?),
@@ -139,12 +136,12 @@ impl InvocationRow {
             environment_id: self.environment_id,
             id: self.id,
             flow_id: self.flow_id,
-            flow_version: u32::try_from(self.flow_version).unwrap_or(0),
+            flow_version: read_number("invocation flow version", self.flow_version)?,
             fingerprint: self.fingerprint,
             strict_variables: self.strict_variables,
             bulk: self.bulk,
-            users_targeted: u64::try_from(self.users_targeted).unwrap_or(0),
-            cards_created: u64::try_from(self.cards_created).unwrap_or(0),
+            users_targeted: read_number("invocation users targeted", self.users_targeted)?,
+            cards_created: read_number("invocation cards created", self.cards_created)?,
             cursor: self.cursor,
             created: self.created.and_utc(),
             updated: self.updated.and_utc(),
@@ -152,16 +149,17 @@ impl InvocationRow {
     }
 }
 
-/// A card's row: its content and context as they are held, text.
-pub(crate) fn card_row(c: &CardInstance) -> CardRow {
-    CardRow {
+/// A card's row: its content and context as they are held, text. An error when its version is
+/// out of its column's range.
+pub(crate) fn card_row(c: &CardInstance) -> Result<CardRow, StorageError> {
+    Ok(CardRow {
         id: c.id.clone(),
         environment_id: c.environment_id.clone(),
         user_id: c.user_id.clone(),
         flow_instance_id: c.flow_instance_id.clone(),
         invocation_id: c.invocation_id.clone(),
         flow_id: c.flow_id.clone(),
-        flow_version: i32::try_from(c.flow_version).unwrap_or(i32::MAX),
+        flow_version: write_number("card flow version", c.flow_version)?,
         step_id: c.step_id.clone(),
         template_id: c.template_id.clone(),
         template_name: c.template_name.clone(),
@@ -177,7 +175,7 @@ pub(crate) fn card_row(c: &CardInstance) -> CardRow {
         published_at: c.published_at.map(|t| t.naive_utc()),
         created: c.created.naive_utc(),
         updated: c.updated.naive_utc(),
-    }
+    })
 }
 
 pub(crate) fn card(row: CardRow) -> Result<CardInstance, StorageError> {
@@ -242,11 +240,11 @@ impl SharedParse {
             flow_instance_id: row.flow_instance_id,
             invocation_id: row.invocation_id,
             flow_id: row.flow_id,
-            flow_version: u32::try_from(row.flow_version).unwrap_or(0),
+            flow_version: read_number("card flow version", row.flow_version)?,
             step_id: row.step_id,
             template_id: row.template_id,
             template_name: row.template_name,
-            priority: u8::try_from(row.priority).unwrap_or(5),
+            priority: read_number("card priority", row.priority)?,
             embargo_until: row.embargo_until.map(|t| t.and_utc()),
             expires_at: row.expires_at.map(|t| t.and_utc()),
             snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
@@ -393,7 +391,9 @@ mod tests {
             ..one.clone()
         };
         let other = card_of("crd_3", json!({"Web": {"b": 2}}), json!({"test": true}));
-        let rows: Vec<CardRow> = [&one, &two, &other].map(card_row).into();
+        let rows: Vec<CardRow> = [&one, &two, &other]
+            .map(|c| card_row(c).expect("row"))
+            .into();
         let mut parse = SharedParse::default();
         let back: Vec<CardInstance> = rows
             .into_iter()
@@ -420,7 +420,7 @@ mod tests {
             json!({"Web": view, "iOS": {"defaultView": {}}}),
             json!({}),
         );
-        let rows: Vec<CardRow> = [&shared, &apart].map(card_row).into();
+        let rows: Vec<CardRow> = [&shared, &apart].map(|c| card_row(c).expect("row")).into();
         assert_eq!(rows[0].content, format!("{{\"*\":{view}}}"));
         let mut parse = SharedParse::default();
         let back: Vec<CardInstance> = rows
@@ -436,7 +436,7 @@ mod tests {
             json!({"Web": view, "iOS": {"defaultView": {}}})
         );
         for text in ["[1]", "{\"*\":", "not json"] {
-            let mut corrupt = card_row(&shared);
+            let mut corrupt = card_row(&shared).expect("row");
             corrupt.content = text.into();
             assert!(SharedParse::default().card(corrupt).is_err(), "{text}");
         }
@@ -480,7 +480,7 @@ mod tests {
                 at + chrono::Duration::seconds(1),
             ),
         ];
-        let row = card_row(&completed);
+        let row = card_row(&completed).expect("row");
         crate::per_backend!(&mut conn, c => {
             // Its flow instance, cancelled with `cancelCards: false` (migration 14 keeps the
             // instance's status on its cards).

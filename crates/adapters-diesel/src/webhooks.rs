@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::corrupt;
+use crate::error::{corrupt, read_number, write_number};
 use crate::rows::EventRow;
 use crate::schema::{
     analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
@@ -240,21 +240,24 @@ impl DieselWebhookRepository {
     }
 }
 
-fn attempt(row: AttemptRow) -> Attempt {
-    Attempt {
+fn attempt(row: AttemptRow) -> Result<Attempt, StorageError> {
+    Ok(Attempt {
         id: row.id,
         subscription_id: row.subscription_id,
         event_id: row.event_id,
         event_name: row.event_name,
-        attempt: u32::try_from(row.attempt).unwrap_or(0),
+        attempt: read_number("webhook attempt number", row.attempt)?,
         trigger: row.trigger_kind,
-        status_code: row.status_code.and_then(|s| u16::try_from(s).ok()),
+        status_code: row
+            .status_code
+            .map(|s| read_number("webhook attempt status code", s))
+            .transpose()?,
         error: row.error,
-        duration_ms: u64::try_from(row.duration_ms).unwrap_or(0),
+        duration_ms: read_number("webhook attempt duration", row.duration_ms)?,
         response_body: row.response_body,
         next_attempt_at: row.next_attempt_at.map(|t| t.and_utc()),
         created: row.created.and_utc(),
-    }
+    })
 }
 
 fn load_subscription(
@@ -402,7 +405,7 @@ impl WebhookRepository for DieselWebhookRepository {
             })
             .await?;
         Ok(Page::from_overfetch(
-            rows.into_iter().map(attempt).collect(),
+            rows.into_iter().map(attempt).collect::<Result<_, _>>()?,
             limit,
             |a: &Attempt| a.id.clone(),
         ))
@@ -602,7 +605,7 @@ impl WebhookRepository for DieselWebhookRepository {
                 event_id,
                 event_name,
                 data,
-                attempt: u32::try_from(attempts).unwrap_or(0) + 1,
+                attempt: read_number::<_, u32>("webhook delivery attempts", attempts)? + 1,
                 trigger,
                 lease_until,
             });
@@ -650,7 +653,11 @@ impl WebhookRepository for DieselWebhookRepository {
                 let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
                 if let Some(at) = batch_time {
                     for ((attempt, lease), ids) in &delivered {
-                        let before = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                        let before: i32 =
+                            write_number("webhook attempt number", attempt.saturating_sub(1))
+                                .map_err(Failure::Domain)?;
+                        let attempt: i32 = write_number("webhook attempt number", *attempt)
+                            .map_err(Failure::Domain)?;
                         for chunk in ids.chunks(INSERT_CHUNK) {
                             let targets = webhook_deliveries::table
                                 .filter(webhook_deliveries::id.eq_any(chunk))
@@ -658,7 +665,7 @@ impl WebhookRepository for DieselWebhookRepository {
                                 .filter(webhook_deliveries::attempts.eq(before));
                             let values = (
                                 webhook_deliveries::status.eq("delivered"),
-                                webhook_deliveries::attempts.eq(i32::try_from(*attempt).unwrap_or(i32::MAX)),
+                                webhook_deliveries::attempts.eq(attempt),
                                 webhook_deliveries::trigger_kind.eq("scheduled"),
                                 webhook_deliveries::next_attempt_at.eq(at),
                                 webhook_deliveries::updated.eq(at),
@@ -685,14 +692,18 @@ impl WebhookRepository for DieselWebhookRepository {
                             NextStep::RetryAt(t) => ("pending", t.naive_utc()),
                             NextStep::Failed => ("failed", at),
                         };
-                        let before = i32::try_from(r.attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+                        let before: i32 =
+                            write_number("webhook attempt number", r.attempt.saturating_sub(1))
+                                .map_err(Failure::Domain)?;
+                        let attempt: i32 = write_number("webhook attempt number", r.attempt)
+                            .map_err(Failure::Domain)?;
                         let targets = webhook_deliveries::table
                             .filter(webhook_deliveries::id.eq(delivery))
                             .filter(webhook_deliveries::status.eq("pending"))
                             .filter(webhook_deliveries::attempts.eq(before));
                         let values = (
                             webhook_deliveries::status.eq(status),
-                            webhook_deliveries::attempts.eq(i32::try_from(r.attempt).unwrap_or(i32::MAX)),
+                            webhook_deliveries::attempts.eq(attempt),
                             webhook_deliveries::trigger_kind.eq("scheduled"),
                             webhook_deliveries::next_attempt_at.eq(next),
                             webhook_deliveries::updated.eq(at),
@@ -716,24 +727,25 @@ impl WebhookRepository for DieselWebhookRepository {
                     .iter()
                     .map(|r| {
                         let a = r.to_attempt(new_id(IdKind::Attempt));
-                        AttemptRow {
+                        Ok(AttemptRow {
                             id: a.id,
                             environment_id: r.environment_id.clone(),
                             subscription_id: a.subscription_id,
                             delivery_id: r.delivery_id.clone(),
                             event_id: a.event_id,
                             event_name: a.event_name,
-                            attempt: i32::try_from(a.attempt).unwrap_or(i32::MAX),
+                            attempt: write_number("webhook attempt number", a.attempt)?,
                             trigger_kind: a.trigger,
                             status_code: a.status_code.map(i32::from),
                             error: a.error,
-                            duration_ms: i64::try_from(a.duration_ms).unwrap_or(i64::MAX),
+                            duration_ms: write_number("webhook attempt duration", a.duration_ms)?,
                             response_body: a.response_body,
                             next_attempt_at: a.next_attempt_at.map(|t| t.naive_utc()),
                             created: a.created.naive_utc(),
-                        }
+                        })
                     })
-                    .collect();
+                    .collect::<Result<_, StorageError>>()
+                    .map_err(Failure::Domain)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_attempts::table).values(chunk).execute(c))?;
                 }

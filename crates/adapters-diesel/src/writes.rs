@@ -58,13 +58,17 @@ pub(crate) struct CardWrites {
 }
 
 impl CardWrites {
-    pub(crate) fn of(cards: &[Arc<CardInstance>], backend: Backend) -> Self {
+    /// An error when a card's number is out of its column's range.
+    pub(crate) fn of(cards: &[Arc<CardInstance>], backend: Backend) -> Result<Self, StorageError> {
         let (packed, rest) = match backend {
-            Backend::Sqlite => crate::packed::cards(cards),
+            Backend::Sqlite => crate::packed::cards(cards)?,
             Backend::Postgres => (Vec::new(), cards.iter().collect()),
         };
-        let rows = rest.into_iter().map(|c| card_row(c)).collect();
-        CardWrites { packed, rows }
+        let rows = rest
+            .into_iter()
+            .map(|c| card_row(c))
+            .collect::<Result<_, _>>()?;
+        Ok(CardWrites { packed, rows })
     }
 
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
@@ -150,15 +154,16 @@ pub(crate) struct RunWrites {
 }
 
 impl RunWrites {
-    pub(crate) fn of(batches: &[&BatchResult], backend: Backend) -> Self {
+    /// An error when a card's number is out of its column's range.
+    pub(crate) fn of(batches: &[&BatchResult], backend: Backend) -> Result<Self, StorageError> {
         let cards: Vec<Arc<CardInstance>> = batches
             .iter()
             .flat_map(|b| b.cards.iter().cloned())
             .collect();
-        RunWrites {
-            cards: CardWrites::of(&cards, backend),
+        Ok(RunWrites {
+            cards: CardWrites::of(&cards, backend)?,
             events: EventWrites::of(&events_of(batches), backend),
-        }
+        })
     }
 
     /// Writes them, with the outbox rows of the events of `batches`, the batches they were

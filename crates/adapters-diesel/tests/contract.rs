@@ -3054,3 +3054,222 @@ mod bulk_cancel_push {
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );
 }
+
+/// Numbers cross the storage boundary checked both ways: a stored number out of the domain's
+/// range (written by hand, by a migration gone wrong) reads back as corrupt, never as some
+/// default; a domain number out of its column's range is refused, never clamped.
+mod stored_numbers {
+    use super::Record;
+
+    use adapters_diesel::testing::raw_texts;
+    use adapters_diesel::{
+        both_backends, DieselBulkRepository, DieselCancelRepository, DieselCardRepository,
+        DieselFlowRepository, DieselInvocationRepository,
+    };
+    use domain::bulk::{BulkRepository, BulkStatus, BulkTask};
+    use domain::cancel::{CancelFilter, CancelRepository, CancelTask};
+    use domain::card::CardRepository;
+    use domain::flow::VersionRef;
+    use domain::trigger::{InvocationRepository, Mode};
+    use domain::{FlowRepository, StorageError};
+
+    use super::engine::{batch, card, invocation, with_flow};
+    use super::t;
+
+    /// Runs `sql`, an UPDATE of one row, on the database itself, as a hand or a faulty
+    /// migration would.
+    fn update(url: &str, sql: &str) {
+        let changed = raw_texts(url, &format!("{sql} RETURNING CAST('x' AS TEXT) AS v"));
+        assert_eq!(changed.len(), 1, "{sql}");
+    }
+
+    /// `read` failed as a stored `what` that cannot be read: not a value, and not another
+    /// error.
+    #[track_caller]
+    fn assert_corrupt<T: std::fmt::Debug>(read: Result<T, StorageError>, what: &str) {
+        match read {
+            Err(StorageError::Internal(m)) if m.contains(&format!("stored {what} cannot")) => {}
+            other => panic!("expected the stored {what} to be corrupt, got {other:?}"),
+        }
+    }
+
+    /// `write` was refused for `what` out of its column's range, naming the value.
+    #[track_caller]
+    fn assert_refused<T: std::fmt::Debug>(write: Result<T, StorageError>, what: &str, value: u64) {
+        match write {
+            Err(StorageError::Internal(m))
+                if m.contains(&format!("{what} {value} cannot be stored")) => {}
+            other => panic!("expected {what} {value} to be refused, got {other:?}"),
+        }
+    }
+
+    /// inv_1 with one card, crd_1 of u1, priority 7.
+    async fn with_card(url: &str) -> adapters_diesel::Database {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        repo.save_batches(vec![batch(
+            None,
+            None,
+            vec![card("crd_1", "fin_1", "u1", 7, 1)],
+        )])
+        .await
+        .expect("batch");
+        db
+    }
+
+    async fn a_priority_out_of_range_reads_as_corrupt_not_as_the_default(url: &str) {
+        let cards = DieselCardRepository::new(with_card(url).await);
+        let read = cards.get("env_a", "u1", "crd_1").await.expect("get");
+        assert_eq!(read.expect("card").priority, 7);
+        // A card's priority is a u8; the column an INTEGER. Read as the default priority (5),
+        // such a card would be shown as another card than the one stored.
+        for stored in [300, -1] {
+            update(
+                url,
+                &format!("UPDATE card_instances SET priority = {stored} WHERE id = 'crd_1'"),
+            );
+            assert_corrupt(cards.get("env_a", "u1", "crd_1").await, "card priority");
+            assert_corrupt(cards.feed("env_a", "u1", None).await, "card priority");
+        }
+    }
+
+    async fn a_version_out_of_range_reads_as_corrupt_not_as_zero(url: &str) {
+        let db = with_card(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db.clone());
+        let flows = DieselFlowRepository::new(db);
+        // Negative on both backends; past i32 where the column holds it (SQLite's INTEGER has
+        // 64 bits; PostgreSQL's has 32 and refuses it).
+        let mut stored = vec!["-1"];
+        if url.starts_with("sqlite://") {
+            stored.push("3000000000");
+        }
+        for v in stored {
+            update(
+                url,
+                &format!("UPDATE invocations SET flow_version = {v} WHERE id = 'inv_1'"),
+            );
+            assert_corrupt(
+                invocations.get("env_a", "inv_1").await,
+                "invocation flow version",
+            );
+            update(
+                url,
+                &format!("UPDATE card_instances SET flow_version = {v} WHERE id = 'crd_1'"),
+            );
+            assert_corrupt(cards.get("env_a", "u1", "crd_1").await, "card flow version");
+            update(
+                url,
+                &format!("UPDATE action_flows SET latest_version = {v} WHERE id = 'flw_1'"),
+            );
+            assert_corrupt(flows.get("env_a", "flw_1").await, "flow latest version");
+        }
+    }
+
+    async fn a_negative_count_reads_as_corrupt_not_as_zero(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        update(
+            url,
+            "UPDATE invocations SET users_targeted = -5 WHERE id = 'inv_1'",
+        );
+        assert_corrupt(
+            invocations.get("env_a", "inv_1").await,
+            "invocation users targeted",
+        );
+
+        let bulk = DieselBulkRepository::new(db.clone());
+        let task = BulkTask {
+            id: 0,
+            environment_id: "env_a".into(),
+            flow_id: "flw_1".into(),
+            mode: Mode::Live,
+            status: BulkStatus::Pending,
+            header: None,
+            rows_total: 0,
+            rows_processed: 0,
+            rows_failed: 0,
+            errors: Vec::new(),
+            cursor: 0,
+            queued: false,
+            created: t(1),
+            updated: t(1),
+            lease_until: None,
+        };
+        let id = bulk.create(&task).await.expect("bulk task");
+        update(
+            url,
+            &format!("UPDATE bulk_tasks SET rows_total = -1 WHERE id = {id}"),
+        );
+        assert_corrupt(bulk.get("env_a", id).await, "bulk task rows total");
+
+        let cancels = DieselCancelRepository::new(db);
+        let id = "00000000-0000-4000-8000-000000000001";
+        let task = CancelTask::new(id.into(), "env_a", "flw_1", CancelFilter::default(), t(2));
+        cancels.create(&task).await.expect("cancel task");
+        update(
+            url,
+            &format!("UPDATE cancel_tasks SET actual = -1 WHERE id = '{id}'"),
+        );
+        assert_corrupt(cancels.get("env_a", id).await, "cancel count");
+    }
+
+    async fn numbers_past_their_columns_are_refused_not_clamped(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        // Clamped, it was stored as version i32::MAX: another version than the one run.
+        let mut far = invocation("inv_far", Mode::Live, "fp", false);
+        far.flow_version = u32::MAX;
+        assert_refused(
+            invocations.record(vec![far]).await,
+            "invocation flow version",
+            u64::from(u32::MAX),
+        );
+        assert_eq!(
+            invocations.get("env_a", "inv_far").await.expect("get"),
+            None,
+            "nothing stored"
+        );
+
+        // Stored without its version, a cancel of version 3,000,000,000 cancelled every
+        // version's instances.
+        let cancels = DieselCancelRepository::new(db.clone());
+        let id = "00000000-0000-4000-8000-000000000002";
+        let filter = CancelFilter {
+            flow_version: Some(3_000_000_000),
+            ..CancelFilter::default()
+        };
+        let task = CancelTask::new(id.into(), "env_a", "flw_1", filter, t(2));
+        assert_refused(
+            cancels.create(&task).await,
+            "cancel flow version",
+            3_000_000_000,
+        );
+        assert_eq!(cancels.get("env_a", id).await.expect("get"), None);
+
+        // Looking a version up writes nothing: no version past the column is stored, so none
+        // is found.
+        let flows = DieselFlowRepository::new(db);
+        assert_eq!(
+            flows
+                .get_version("flw_1", VersionRef::Number(u32::MAX))
+                .await
+                .expect("look up"),
+            None
+        );
+    }
+
+    both_backends!(
+        a_priority_out_of_range_reads_as_corrupt_not_as_the_default,
+        a_version_out_of_range_reads_as_corrupt_not_as_zero,
+        a_negative_count_reads_as_corrupt_not_as_zero,
+        numbers_past_their_columns_are_refused_not_clamped,
+    );
+}

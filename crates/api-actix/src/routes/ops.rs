@@ -145,7 +145,7 @@ mod tests {
             assert!(metrics_access(peer(ip), None, None).is_ok(), "{ip}");
         }
         let outside = peer("10.1.2.3");
-        let refused = metrics_access(outside, None, None).err().expect("refused");
+        let refused = metrics_access(outside, None, None).expect_err("refused");
         assert_eq!(refused.status_code(), StatusCode::FORBIDDEN);
         assert!(metrics_access(outside, Some(&bearer("s3cret")), Some("s3cret")).is_ok());
         for wrong in [
@@ -154,9 +154,8 @@ mod tests {
             Some(bearer("s3cret!")),
             Some(bearer("")),
         ] {
-            let refused = metrics_access(outside, wrong.as_ref(), Some("s3cret"))
-                .err()
-                .expect("refused");
+            let refused =
+                metrics_access(outside, wrong.as_ref(), Some("s3cret")).expect_err("refused");
             assert_eq!(refused.status_code(), StatusCode::UNAUTHORIZED);
         }
         assert!(

@@ -41,6 +41,14 @@ impl Mode {
             Mode::Test => "test",
         }
     }
+
+    /// The mode [`as_str`](Self::as_str) spells as `s`; None for anything else (letter case
+    /// counts).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Live, Self::Test]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
 }
 
 /// The fingerprint of what an invocation asked for: SHA-256 of the canonical JSON of its
