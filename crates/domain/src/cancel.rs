@@ -13,6 +13,7 @@ use chrono::Duration;
 use rand::RngCore;
 use serde_json::Value;
 
+use crate::flow::MAX_FLOW_VERSION;
 use crate::{
     Clock, DomainError, FieldError, FlowRepository, Permission, Principal, Resource, StorageError,
     Timestamp,
@@ -70,7 +71,7 @@ impl CancelFilter {
     /// No body (or `null` fields) matches every instance and cancels their cards. Every
     /// problem comes back at once as [`DomainError::Validation`]: `endUserId` and
     /// `flowInvocationId` must be strings of 1 to 255 characters, `flowConfigVersion` a whole
-    /// number from 1, `cancelCards` a boolean; a body that is not an object is a problem of
+    /// number from 1 to [`MAX_FLOW_VERSION`], `cancelCards` a boolean; a body that is not an object is a problem of
     /// the body as a whole (field `""`).
     ///
     /// ```
@@ -112,11 +113,11 @@ impl CancelFilter {
         filter.flow_version = match obj.get("flowConfigVersion") {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
-                Some(n) if n >= 1 => Some(n),
+                Some(n) if (1..=MAX_FLOW_VERSION).contains(&n) => Some(n),
                 _ => {
                     errors.push(FieldError::new(
                         "flowConfigVersion",
-                        "must be a whole number from 1",
+                        format!("must be a whole number from 1 to {MAX_FLOW_VERSION}"),
                     ));
                     None
                 }
@@ -590,6 +591,11 @@ mod tests {
             ]
         );
         assert!(CancelFilter::parse(Some(&json!([]))).is_err());
+        // Past what a version column holds: refused here, not failed in storage (a 500).
+        assert!(CancelFilter::parse(Some(&json!({"flowConfigVersion": 2_147_483_647}))).is_ok());
+        assert!(
+            CancelFilter::parse(Some(&json!({"flowConfigVersion": 2_147_483_648u64}))).is_err()
+        );
     }
 
     #[test]

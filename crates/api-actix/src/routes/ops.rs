@@ -64,8 +64,10 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     }
 }
 
-/// Prometheus metrics in the text exposition format, for loopback clients, or for any client
-/// presenting `WORKBENCH_METRICS_TOKEN` as a bearer token when that is set.
+/// Prometheus metrics in the text exposition format.
+///
+/// For loopback clients, or for any client presenting `WORKBENCH_METRICS_TOKEN` as a bearer
+/// token when that is set.
 #[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "metrics",
     responses(
         (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain; version=0.0.4"),

@@ -92,7 +92,7 @@ pub struct CancelRequest {
     end_user_id: Option<String>,
     #[schema(rename = "flowInvocationId")]
     flow_invocation_id: Option<String>,
-    #[schema(rename = "flowConfigVersion")]
+    #[schema(rename = "flowConfigVersion", minimum = 1, maximum = 2147483647)]
     flow_config_version: Option<u32>,
     /// Default true; false stops the instances and leaves their cards.
     #[schema(rename = "cancelCards")]

@@ -26,6 +26,10 @@ use crate::{StorageError, Timestamp};
 
 pub use recent::{RecentFlows, FLOW_TTL_MS};
 
+/// The highest version number a flow can have: what both databases store in a version column
+/// (`i32::MAX`). A version asked for beyond it names no version.
+pub const MAX_FLOW_VERSION: u32 = 2_147_483_647;
+
 /// The longest flow name, in characters (Unicode scalar values).
 pub const FLOW_NAME_MAX_CHARS: usize = 255;
 /// The longest flow description, in characters (Unicode scalar values).
