@@ -695,6 +695,27 @@ async fn credentials_roles_and_scopes_on_flows(s: Server) {
     )
     .await
     .problem(403, "forbidden");
+    // The keys whose drafts approvals check cannot switch them off (contract §16).
+    let settings = format!("/v1/{}/settings", s.env);
+    let off = Some(json!({"approvalsEnabled": false}));
+    let drafter = s.key(&[
+        "--scope",
+        "action_flows:write",
+        "--scope",
+        "action_flows:read",
+    ]);
+    for key in [&events, &drafter] {
+        call(&s, "PUT", &settings, Some(key), off.clone())
+            .await
+            .problem(403, "forbidden");
+    }
+    for allowed in [
+        s.key(&["--scope", "environment_settings:write"]),
+        s.key(&["--role", "auth"]),
+    ] {
+        let answer = call(&s, "PUT", &settings, Some(&allowed), off.clone()).await;
+        assert_eq!(answer.status, 200, "{}", answer.text);
+    }
     let bad = call(
         &s,
         "PUT",

@@ -187,6 +187,63 @@ async fn keys_round_trip_with_roles_scopes_and_grants(url: &str) {
     assert_eq!(repo.find_key("key_nope").await.expect("find"), None);
 }
 
+/// Migration 18 gives `environment_settings:write` to the keys that held every scope before it
+/// existed, and to no other. Its statement is run again here on keys stored as they were.
+async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
+    let (_db, repo) = seeded(url).await;
+    let before: Vec<Scope> = Scope::ALL
+        .into_iter()
+        .filter(|s| *s != Scope::EnvironmentSettingsWrite)
+        .collect();
+    let all = key(
+        "key_all",
+        "wbs_all",
+        KeyAccess::Scopes(before.clone()),
+        EnvironmentGrant::All,
+    );
+    let some = key(
+        "key_some",
+        "wbs_some",
+        KeyAccess::Scopes(before[1..].to_vec()),
+        EnvironmentGrant::All,
+    );
+    repo.insert_key(&all).await.expect("all");
+    repo.insert_key(&some).await.expect("some");
+    let statement: String =
+        include_str!("../../../migrations/sqlite/20261125000018_settings_scope/up.sql")
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n");
+    let changed = adapters_diesel::testing::raw_texts(
+        url,
+        &format!(
+            "{} RETURNING id AS v",
+            statement.trim().trim_end_matches(';')
+        ),
+    );
+    assert_eq!(changed, ["key_all"]);
+    let access = |id| async move { repo_key(url, id).await };
+    assert_eq!(
+        access("key_all").await,
+        KeyAccess::Scopes(Scope::ALL.to_vec()),
+        "every scope, the new one last"
+    );
+    assert_eq!(
+        access("key_some").await,
+        KeyAccess::Scopes(before[1..].to_vec())
+    );
+}
+
+async fn repo_key(url: &str, id: &str) -> KeyAccess {
+    let repo = DieselTenancyRepository::new(connect(url));
+    repo.find_key(id)
+        .await
+        .expect("find")
+        .expect("stored")
+        .access
+}
+
 async fn a_key_granted_an_unknown_environment_is_refused_whole(url: &str) {
     let (_db, repo) = seeded(url).await;
     let bad = key(
@@ -341,6 +398,7 @@ both_backends!(
     a_checkpoint_leaves_the_wal_copied_and_the_data_readable,
     organisations_and_environments_round_trip,
     keys_round_trip_with_roles_scopes_and_grants,
+    the_settings_scope_goes_to_keys_that_held_every_scope,
     a_key_granted_an_unknown_environment_is_refused_whole,
     revoking_a_key_kills_its_tokens,
     expired_tokens_are_swept_when_new_ones_are_issued,

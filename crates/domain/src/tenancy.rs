@@ -123,11 +123,13 @@ pub enum Scope {
     CardsWrite,
     /// `credentials:write`: grants [`Permission::CredentialsWrite`].
     CredentialsWrite,
+    /// `environment_settings:write`: grants [`Permission::EnvironmentSettingsWrite`].
+    EnvironmentSettingsWrite,
 }
 
 impl Scope {
     /// Every scope: what the bootstrap key and a [`Principal::trusted`] caller hold.
-    pub const ALL: [Scope; 15] = [
+    pub const ALL: [Scope; 16] = [
         Scope::WorkbenchFoldersRead,
         Scope::WorkbenchFoldersCreate,
         Scope::WorkbenchFoldersUpdate,
@@ -143,6 +145,7 @@ impl Scope {
         Scope::UsersWrite,
         Scope::CardsWrite,
         Scope::CredentialsWrite,
+        Scope::EnvironmentSettingsWrite,
     ];
 
     /// The scope's name (`workbench_folders:read`, ...), as the API, the admin commands and
@@ -164,6 +167,7 @@ impl Scope {
             Scope::UsersWrite => "users:write",
             Scope::CardsWrite => "cards:write",
             Scope::CredentialsWrite => "credentials:write",
+            Scope::EnvironmentSettingsWrite => "environment_settings:write",
         }
     }
 }
@@ -203,7 +207,7 @@ pub enum Permission {
     /// Start Action Flows (live and test), create CSV tasks and cancel.
     ActionFlowsTrigger,
     /// Create Action Flows and change them: metadata, drafts, approvals, publishing,
-    /// archiving, settings.
+    /// archiving.
     ActionFlowsWrite,
     /// List and read webhook subscriptions and their attempt logs.
     WebhooksRead,
@@ -221,6 +225,9 @@ pub enum Permission {
     CardsWrite,
     /// Create and revoke keys through the Credentials API.
     CredentialsWrite,
+    /// Change the environment's settings (approvals on or off): not a permission of the keys
+    /// whose drafts the approvals are meant to check (docs/api.md, Credentials).
+    EnvironmentSettingsWrite,
 }
 
 impl Permission {
@@ -242,6 +249,7 @@ impl Permission {
             Permission::UsersWrite => Scope::UsersWrite,
             Permission::CardsWrite => Scope::CardsWrite,
             Permission::CredentialsWrite => Scope::CredentialsWrite,
+            Permission::EnvironmentSettingsWrite => Scope::EnvironmentSettingsWrite,
         }
     }
 
@@ -263,7 +271,7 @@ impl Permission {
             | Permission::NotificationPlatformsRead
             | Permission::NotificationPlatformsWrite => &[Role::Workbench],
             Permission::UsersRead | Permission::UsersWrite => &[Role::Events, Role::Workbench],
-            Permission::CredentialsWrite => &[Role::Auth],
+            Permission::CredentialsWrite | Permission::EnvironmentSettingsWrite => &[Role::Auth],
         }
     }
 

@@ -681,7 +681,7 @@ pub async fn get_settings(
         (status = 200, description = "The settings", body = SettingsResponse),
         (status = 400, description = "`approvalsEnabled` missing or not a boolean", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `auth` or `environment_settings:write`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -693,7 +693,9 @@ pub async fn put_settings(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    caller
+        .0
+        .authorize(&env, Permission::EnvironmentSettingsWrite)?;
     let object = json_object(&req, &body)?;
     let mut fields = Fields::new(&object);
     let approvals = fields.boolean("approvalsEnabled");

@@ -487,15 +487,17 @@ impl FlowService {
     }
 
     /// Replaces the environment's settings and answers them. Needs
-    /// [`Permission::ActionFlowsWrite`]. Turning approvals on refuses direct publishing from
-    /// then on; a draft approved before still counts as approved.
+    /// [`Permission::EnvironmentSettingsWrite`] (role `auth` or scope
+    /// `environment_settings:write`), not the permission that drafts and publishes: a key whose
+    /// drafts approvals check cannot switch them off. Turning approvals on refuses direct
+    /// publishing from then on; a draft approved before still counts as approved.
     pub async fn put_settings(
         &self,
         who: &Principal,
         env: &str,
         settings: EnvironmentSettings,
     ) -> Result<EnvironmentSettings, DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
+        who.authorize(env, Permission::EnvironmentSettingsWrite)?;
         self.settings.put(env, settings, self.clock.now()).await?;
         Ok(settings)
     }

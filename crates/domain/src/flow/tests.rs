@@ -652,3 +652,32 @@ async fn list_overfetches_by_one_to_know_whether_more_follow() {
     assert_eq!(page.items.len(), 2);
     assert_eq!(page.next_after.as_deref(), Some("flw_2"));
 }
+
+#[tokio::test]
+async fn the_key_that_drafts_cannot_switch_approvals_off() {
+    let store = Arc::new(crate::memory::MemoryStore::new());
+    let flows = FlowService::new(store.clone(), store.clone(), store, crate::testing::clock());
+    let off = EnvironmentSettings {
+        approvals_enabled: false,
+    };
+    let key = |access| crate::testing::caller(ENV, access);
+    for refused in [
+        KeyAccess::Scopes(vec![Scope::ActionFlowsRead, Scope::ActionFlowsWrite]),
+        KeyAccess::Roles(vec![Role::Events, Role::Workbench]),
+    ] {
+        let answer = flows.put_settings(&key(refused.clone()), ENV, off).await;
+        assert!(
+            matches!(answer, Err(DomainError::Forbidden(_))),
+            "{refused:?}: {answer:?}"
+        );
+    }
+    for allowed in [
+        KeyAccess::Scopes(vec![Scope::EnvironmentSettingsWrite]),
+        KeyAccess::Roles(vec![Role::Auth]),
+    ] {
+        flows
+            .put_settings(&key(allowed), ENV, off)
+            .await
+            .expect("allowed");
+    }
+}
