@@ -393,7 +393,45 @@ async fn admin_commands_create_environments_and_keys(server: Server) {
     }
 }
 
+/// Contract §16: a key of environment A alone cannot revoke a key of every environment (it
+/// used to, which locked that key out of environments A's key had no say in).
+async fn a_key_revokes_only_keys_within_its_own_environments(server: Server) {
+    let revoke = |id: &str| format!("/v1/{}/credentials/{id}", server.env);
+    let client_id = |args: &[&str]| -> String {
+        let mut all = vec!["key", "create"];
+        all.extend(args);
+        let key = server.admin(&all).expect("key create");
+        key["clientId"].as_str().expect("client id").to_owned()
+    };
+    let env = server.env.clone();
+    let everywhere = client_id(&["--all-envs", "--role", "events"]);
+    let here = client_id(&["--env", &env, "--role", "events"]);
+    let local_admin = server.key(&["--scope", "credentials:write"]);
+    call(
+        &server,
+        "DELETE",
+        &revoke(&everywhere),
+        Some(&local_admin),
+        None,
+    )
+    .await
+    .problem(403, "forbidden");
+    let gone = call(&server, "DELETE", &revoke(&here), Some(&local_admin), None).await;
+    assert_eq!(gone.status, 204, "{}", gone.text);
+    let global_admin = server.key(&["--all-envs", "--scope", "credentials:write"]);
+    let gone = call(
+        &server,
+        "DELETE",
+        &revoke(&everywhere),
+        Some(&global_admin),
+        None,
+    )
+    .await;
+    assert_eq!(gone.status, 204, "{}", gone.text);
+}
+
 blackbox!(
+    a_key_revokes_only_keys_within_its_own_environments,
     client_credentials_exchange_issues_a_usable_one_hour_token,
     token_exchange_errors_follow_oauth_and_problem_shapes,
     revoking_a_key_revokes_its_tokens,

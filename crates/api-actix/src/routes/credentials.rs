@@ -83,7 +83,7 @@ pub async fn create(
     responses(
         (status = 204, description = "Revoked"),
         (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:write`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs the `auth` role or `credentials:write`; or the key is granted environments beyond the caller's", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such key for this environment", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

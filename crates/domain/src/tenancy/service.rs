@@ -259,7 +259,9 @@ impl AuthService {
 
     /// Credentials API: revokes a key of the caller's organisation that may use this
     /// environment, and its access tokens. The caller needs [`Permission::CredentialsWrite`]
-    /// there; any other key, or none, is [`DomainError::NotFound`]. Callers this service
+    /// there; any other key, or none, is [`DomainError::NotFound`]. A key granted
+    /// environments beyond the caller's (all of them, when the caller has a list) is
+    /// [`DomainError::Forbidden`]. Callers this service
     /// remembers are forgotten, so the key stops working in this process at once.
     pub async fn revoke_credential(
         &self,
@@ -269,15 +271,30 @@ impl AuthService {
     ) -> Result<(), DomainError> {
         principal.authorize(environment_id, Permission::CredentialsWrite)?;
         let key = self.repo.find_key(client_id).await?;
-        let visible = key.is_some_and(|k| {
+        let visible = key.as_ref().is_some_and(|k| {
             k.organisation_id == principal.organisation_id
                 && match &k.environments {
                     EnvironmentGrant::All => true,
                     EnvironmentGrant::Only(ids) => ids.iter().any(|e| e == environment_id),
                 }
         });
-        if !visible {
+        let Some(target) = key.filter(|_| visible) else {
             return Err(DomainError::NotFound(Resource::Credential));
+        };
+        // A key may revoke only keys whose environments all lie within its own (contract
+        // §16): one granted environment A cannot revoke a key of every environment.
+        let caller = self.repo.find_key(&principal.key_id).await?;
+        let within = match (&target.environments, caller.map(|k| k.environments)) {
+            (_, Some(EnvironmentGrant::All)) => true,
+            (EnvironmentGrant::All, _) => false,
+            (EnvironmentGrant::Only(ids), _) => {
+                ids.iter().all(|e| principal.environment_ids.contains(e))
+            }
+        };
+        if !within {
+            return Err(DomainError::Forbidden(
+                "a key may revoke only keys whose environments all lie within its own".into(),
+            ));
         }
         self.repo.revoke_key(client_id, self.clock.now()).await?;
         // The key and its tokens stop working now, not when their remembered callers expire.

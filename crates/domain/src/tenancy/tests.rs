@@ -281,6 +281,13 @@ async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
                 )
             }))
         });
+    repo.expect_find_key().with(eq("key_admin")).returning(|_| {
+        Ok(Some(key(
+            "s",
+            KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+            EnvironmentGrant::Only(vec!["env_a".into(), "env_b".into()]),
+        )))
+    });
     repo.expect_revoke_key()
         .with(eq("key_mine"), eq(t0()))
         .times(1)
@@ -300,6 +307,51 @@ async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
             svc.revoke_credential(&auth, "env_a", other).await,
             Err(DomainError::NotFound(Resource::Credential))
         ));
+    }
+}
+
+#[tokio::test]
+async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers() {
+    let grant = |id: &str| match id {
+        "key_all" | "key_admin_all" => EnvironmentGrant::All,
+        "key_ab" => EnvironmentGrant::Only(vec!["env_a".into(), "env_b".into()]),
+        _ => EnvironmentGrant::Only(vec!["env_a".into()]),
+    };
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key().returning(move |id| {
+        Ok(Some(ApiKey {
+            id: id.to_owned(),
+            ..key(
+                "s",
+                KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+                grant(id),
+            )
+        }))
+    });
+    repo.expect_revoke_key().returning(|_, _| Ok(true));
+    let svc = AuthService::new(Arc::new(repo), clock());
+    let caller = |id: &str, envs: &[&str]| Principal {
+        key_id: id.into(),
+        organisation_id: "org_1".into(),
+        access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
+        environment_ids: envs.iter().map(|e| (*e).to_owned()).collect(),
+    };
+    let only_a = caller("key_admin_a", &["env_a"]);
+    for beyond in ["key_all", "key_ab"] {
+        let refused = svc.revoke_credential(&only_a, "env_a", beyond).await;
+        assert!(
+            matches!(refused, Err(DomainError::Forbidden(_))),
+            "{beyond}: {refused:?}"
+        );
+    }
+    svc.revoke_credential(&only_a, "env_a", "key_a")
+        .await
+        .expect("within its own");
+    let everywhere = caller("key_admin_all", &["env_a", "env_b"]);
+    for any in ["key_all", "key_ab", "key_a"] {
+        svc.revoke_credential(&everywhere, "env_a", any)
+            .await
+            .expect("a key of every environment reaches all");
     }
 }
 
