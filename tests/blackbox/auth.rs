@@ -430,7 +430,27 @@ async fn a_key_revokes_only_keys_within_its_own_environments(server: Server) {
     assert_eq!(gone.status, 204, "{}", gone.text);
 }
 
+/// Contract §16: credentials go in one place. Both the Basic header and the form is 400
+/// `invalid_request`, even when both are right.
+async fn credentials_in_the_header_and_the_form_together_are_refused(server: Server) {
+    let (id, secret) = (server.admin_client_id.clone(), server.admin_secret.clone());
+    let form = format!("grant_type=client_credentials&client_id={id}&client_secret={secret}");
+    let both = token(&server, Some((&id, &secret)), &form).await;
+    both.problem(400, "invalid_request");
+    assert_eq!(both.body["error"], "invalid_request");
+    let basic = token(
+        &server,
+        Some((&id, &secret)),
+        "grant_type=client_credentials",
+    )
+    .await;
+    assert_eq!(basic.status, 200, "{}", basic.text);
+    let posted = token(&server, None, &form).await;
+    assert_eq!(posted.status, 200, "{}", posted.text);
+}
+
 blackbox!(
+    credentials_in_the_header_and_the_form_together_are_refused,
     a_key_revokes_only_keys_within_its_own_environments,
     client_credentials_exchange_issues_a_usable_one_hour_token,
     token_exchange_errors_follow_oauth_and_problem_shapes,

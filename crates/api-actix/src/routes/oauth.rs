@@ -66,7 +66,7 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
     request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "A bearer token valid for one hour", body = TokenResponse),
-        (status = 400, description = "`grant_type` missing (`invalid_request`) or not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`grant_type` missing, or credentials both in the Authorization header and in the form (`invalid_request`); or `grant_type` not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
     ),
@@ -122,6 +122,17 @@ pub async fn token(
         }
     }
     let (client_id, client_secret) = match basic_credentials(&req)? {
+        // One place for credentials (RFC 6749 §2.3: a client must not use more than one
+        // method; contract §16).
+        Some(_) if form.contains_key("client_id") || form.contains_key("client_secret") => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "Invalid request",
+                "credentials were sent both in the Authorization header and in the form; send them in one",
+            )
+            .with_oauth_error("invalid_request"))
+        }
         Some(pair) => pair,
         None => match (form.get("client_id"), form.get("client_secret")) {
             (Some(id), Some(secret)) => (id.clone(), secret.clone()),

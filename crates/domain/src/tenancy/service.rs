@@ -15,6 +15,10 @@ use super::*;
 /// How long an authenticated caller is reused without reading its key again (in this process;
 /// a revocation through this process clears them at once).
 const PRINCIPAL_TTL_MS: i64 = 1_000;
+/// What an unknown client's secret is compared with: the hash of a text no key secret has (a
+/// key secret starts with `wbs_`).
+static UNKNOWN_CLIENT: std::sync::LazyLock<SecretHash> =
+    std::sync::LazyLock::new(|| SecretHash::of("no key has this secret"));
 /// Callers remembered at most; past it the memory starts afresh.
 const PRINCIPAL_CACHE_MAX: usize = 10_000;
 
@@ -199,8 +203,17 @@ impl AuthService {
         client_secret: &str,
     ) -> Result<IssuedToken, DomainError> {
         let key = self.repo.find_key(client_id).await?;
-        let Some(key) = key.filter(|k| k.revoked.is_none() && k.secret_hash.verify(client_secret))
-        else {
+        // The secret is hashed and compared whether or not the client exists, so that an
+        // unknown client id answers as slowly as a wrong secret (contract §16).
+        let verified = match &key {
+            Some(k) => k.secret_hash.verify(client_secret),
+            None => {
+                // The same work against a hash no secret has; its answer is never used.
+                std::hint::black_box(UNKNOWN_CLIENT.verify(client_secret));
+                false
+            }
+        };
+        let Some(key) = key.filter(|k| k.revoked.is_none() && verified) else {
             return Err(DomainError::Unauthenticated);
         };
         let now = self.clock.now();
