@@ -54,7 +54,7 @@ impl AddressPolicy {
             .parse::<IpAddr>()
         {
             return match self.refuse(ip) {
-                Some(why) => Err(format!("{ip} is {why}")),
+                Some(why) => Err(refusal(&ip.to_string(), "is", why)),
                 None => Ok(vec![SocketAddr::new(ip, port)]),
             };
         }
@@ -67,11 +67,22 @@ impl AddressPolicy {
         }
         for addr in &addrs {
             if let Some(why) = self.refuse(addr.ip()) {
-                return Err(format!("{host} resolves to {}, which is {why}", addr.ip()));
+                // The address itself is not named: a refusal must not map the inside of the
+                // network for whoever chose the name (contract §16).
+                return Err(refusal(host, "resolves to", why));
             }
         }
         Ok(addrs)
     }
+}
+
+/// Why a webhook may not call `subject`: the rule it broke, and the setting that would admit
+/// it.
+pub fn refusal(subject: &str, verb: &str, why: &str) -> String {
+    format!(
+        "{subject} {verb} {why}; webhooks call such addresses only when \
+         WORKBENCH_WEBHOOK_ALLOW_CIDRS admits them"
+    )
 }
 
 fn forbidden(ip: IpAddr) -> Option<&'static str> {
@@ -235,6 +246,9 @@ mod tests {
         let policy = AddressPolicy::default();
         let err = policy.resolve("localhost", 80).await.expect_err("refused");
         assert!(err.contains("loopback"), "{err}");
+        // The rule and the setting that admits it are named; the address resolved is not.
+        assert!(err.contains("WORKBENCH_WEBHOOK_ALLOW_CIDRS"), "{err}");
+        assert!(!err.contains("127.0.0.1") && !err.contains("::1"), "{err}");
         let err = policy.resolve("[::1]", 80).await.expect_err("refused");
         assert!(err.contains("loopback"), "{err}");
         let allowed = AddressPolicy::parse("127.0.0.0/8,::1/128").expect("cidrs");

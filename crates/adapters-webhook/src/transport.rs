@@ -9,7 +9,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use reqwest::Url;
 
 use crate::signing::signature_header;
-use crate::ssrf::{AddressPolicy, GuardedResolver};
+use crate::ssrf::{refusal, AddressPolicy, GuardedResolver};
 
 /// The attempt log keeps this much of each answer.
 pub const MAX_LOGGED_BODY_BYTES: usize = 20 * 1024;
@@ -66,12 +66,12 @@ impl HttpTransport {
             None => return Err("must name a host".into()),
             Some(url::Host::Ipv4(ip)) => {
                 if let Some(why) = self.policy.refuse(ip.into()) {
-                    return Err(format!("{ip} is {why}"));
+                    return Err(refusal(&ip.to_string(), "is", why));
                 }
             }
             Some(url::Host::Ipv6(ip)) => {
                 if let Some(why) = self.policy.refuse(ip.into()) {
-                    return Err(format!("{ip} is {why}"));
+                    return Err(refusal(&ip.to_string(), "is", why));
                 }
             }
             Some(url::Host::Domain(_)) => {}
