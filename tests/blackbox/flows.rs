@@ -775,7 +775,47 @@ async fn racing_publishes_never_share_a_version_number(s: Server) {
     );
 }
 
+/// Contract §16: a name that could mislead a reader is refused wherever a name is given: bidi
+/// controls (which reorder what is shown) and names made only of invisible characters.
+async fn misleading_names_are_refused_everywhere(s: Server) {
+    let admin = Some(s.admin_secret.as_str());
+    let filter =
+        json!({"match": "all", "conditions": [{"field": "id", "op": "eq", "value": "u1"}]});
+    for name in [
+        "invoice\u{202e}fdp.exe",
+        "\u{200b}\u{200b}",
+        "x\u{2066}y",
+        "\u{3164}",
+    ] {
+        for (path, body) in [
+            (flows(&s), json!({"name": name})),
+            (
+                format!("/v1/{}/segments", s.env),
+                json!({"name": name, "filter": filter}),
+            ),
+            (format!("/v1/{}/streams", s.env), json!({"name": name})),
+        ] {
+            let reply = call(&s, "POST", &path, admin, Some(body)).await;
+            assert_eq!(
+                reply.problem(400, "validation_failed"),
+                ["name"],
+                "{path} {name:?}"
+            );
+        }
+    }
+    let fine = call(
+        &s,
+        "POST",
+        &flows(&s),
+        admin,
+        Some(json!({"name": "Café 🎉"})),
+    )
+    .await;
+    assert_eq!(fine.status, 201, "{}", fine.text);
+}
+
 blackbox!(
+    misleading_names_are_refused_everywhere,
     the_whole_story_of_a_flow,
     list_filters_apply_together_and_pages_chain,
     publish_reports_every_config_problem_with_its_path,

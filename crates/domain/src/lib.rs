@@ -115,6 +115,7 @@ pub mod id;
 pub mod json;
 #[cfg(feature = "memory")]
 pub mod memory;
+pub mod name;
 pub mod page;
 pub mod push;
 pub mod retry;

@@ -78,7 +78,7 @@ pub struct Segment {
     pub id: String,
     /// The environment the segment belongs to.
     pub environment_id: String,
-    /// 1 to [`NAME_MAX_CHARS`] characters, not blank, no control characters. Not unique.
+    /// 1 to [`NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name). Not unique.
     pub name: String,
     /// The validated filter, which keeps the document as sent in [`Filter::source`].
     pub filter: Filter,
@@ -96,7 +96,7 @@ pub struct Stream {
     pub id: String,
     /// The environment the stream belongs to.
     pub environment_id: String,
-    /// 1 to [`NAME_MAX_CHARS`] characters, not blank, no control characters; unique within
+    /// 1 to [`NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name); unique within
     /// the environment.
     pub name: String,
     /// `All cards`: exists in every environment, cannot be deleted.
@@ -318,19 +318,7 @@ pub fn validate_user(
 }
 
 fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
-    if name.trim().is_empty() {
-        errors.push(FieldError::new(field, "must not be empty"));
-    } else if name.chars().count() > NAME_MAX_CHARS {
-        errors.push(FieldError::new(
-            field,
-            format!("must be at most {NAME_MAX_CHARS} characters"),
-        ));
-    } else if name.chars().any(char::is_control) {
-        errors.push(FieldError::new(
-            field,
-            "must not contain control characters",
-        ));
-    }
+    errors.extend(crate::name::check(field, name, NAME_MAX_CHARS));
 }
 
 /// The Audience API: end users, segments and streams of an environment.

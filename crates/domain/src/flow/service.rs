@@ -105,19 +105,7 @@ fn invalid_config(errors: Vec<FieldError>) -> DomainError {
 }
 
 fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
-    if name.trim().is_empty() {
-        errors.push(FieldError::new(field, "must not be empty"));
-    } else if name.chars().count() > FLOW_NAME_MAX_CHARS {
-        errors.push(FieldError::new(
-            field,
-            format!("must be at most {FLOW_NAME_MAX_CHARS} characters"),
-        ));
-    } else if name.chars().any(char::is_control) {
-        errors.push(FieldError::new(
-            field,
-            "must not contain control characters",
-        ));
-    }
+    errors.extend(crate::name::check(field, name, FLOW_NAME_MAX_CHARS));
 }
 
 fn validate_description(errors: &mut Vec<FieldError>, field: &str, description: &str) {

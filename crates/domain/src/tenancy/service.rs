@@ -524,20 +524,8 @@ fn dedup_grant(grant: EnvironmentGrant) -> EnvironmentGrant {
 }
 
 fn validate_name(field: &str, name: &str) -> Result<(), DomainError> {
-    let chars = name.chars().count();
-    if name.trim().is_empty() {
-        Err(DomainError::invalid(field, "must not be empty"))
-    } else if chars > NAME_MAX_CHARS {
-        Err(DomainError::invalid(
-            field,
-            format!("must be at most {NAME_MAX_CHARS} characters"),
-        ))
-    } else if name.chars().any(char::is_control) {
-        Err(DomainError::invalid(
-            field,
-            "must not contain control characters",
-        ))
-    } else {
-        Ok(())
+    match crate::name::problem(name, NAME_MAX_CHARS) {
+        Some(message) => Err(DomainError::invalid(field, message)),
+        None => Ok(()),
     }
 }
