@@ -1,6 +1,7 @@
 //! Black-box tests: the real `workbench` binary, started per test on a free port against a
 //! fresh SQLite file or PostgreSQL schema, driven over HTTP and through its admin commands.
 
+mod access;
 mod audience;
 mod auth;
 mod bulk;

@@ -158,6 +158,10 @@ pub async fn create(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     let platform = state.push.create(&caller.0, &env, &body).await?;
     Ok(HttpResponse::Created().json(arn_of(platform)))
@@ -185,6 +189,10 @@ pub async fn update(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     let platform = state.push.update(&caller.0, &env, &body).await?;
     Ok(HttpResponse::Ok().json(arn_of(platform)))
@@ -213,6 +221,10 @@ pub async fn delete(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     state.push.delete(&caller.0, &env, &body).await?;
     Ok(HttpResponse::NoContent().finish())
@@ -240,6 +252,10 @@ pub async fn set_enabled(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     let platform = state.push.set_enabled(&caller.0, &env, &body).await?;
     Ok(HttpResponse::Ok().json(PlatformResponse {
@@ -437,6 +453,8 @@ pub async fn register_device(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, token) = path.into_inner();
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller.0.authorize(&env, domain::Permission::UsersWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     let d = state
         .devices

@@ -123,6 +123,10 @@ pub async fn cancel(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow) = path.into_inner();
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::ActionFlowsTrigger)?;
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {

@@ -208,6 +208,10 @@ pub async fn subscribe(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::WebhooksWrite)?;
     let object = json_object(&req, &body)?;
     let s = state
         .webhooks
@@ -476,6 +480,10 @@ pub async fn recover(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::WebhooksWrite)?;
     let object = json_object(&req, &body)?;
     let mut errors: Vec<FieldError> = Vec::new();
     let since: Option<Timestamp> = match object.get("since") {
