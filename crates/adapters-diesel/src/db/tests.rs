@@ -1,0 +1,196 @@
+use super::*;
+
+#[test]
+fn urls_choose_the_backend_by_scheme() {
+    let sqlite = DatabaseUrl::parse("sqlite://./data/workbench.db").expect("sqlite");
+    assert_eq!(sqlite.backend(), Backend::Sqlite);
+    assert_eq!(
+        sqlite.sqlite_file(),
+        Some(PathBuf::from("./data/workbench.db"))
+    );
+    for pg in ["postgres://u:p@localhost/db", "postgresql://localhost/db"] {
+        let url = DatabaseUrl::parse(pg).expect("postgres");
+        assert_eq!(url.backend(), Backend::Postgres);
+        assert_eq!(url.sqlite_file(), None);
+    }
+    for bad in ["mysql://x", "sqlite://", "workbench.db", ""] {
+        assert!(
+            matches!(DatabaseUrl::parse(bad), Err(DatabaseError::UnsupportedUrl)),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn a_new_sqlite_database_gets_the_page_size_and_wal() {
+    let db = crate::testing::TestDatabase::sqlite();
+    Database::connect(db.url(), 1).expect("connect");
+    let pragma = |name: &str| {
+        crate::testing::raw_texts(
+            db.url(),
+            &format!("SELECT CAST({name} AS TEXT) AS v FROM pragma_{name}"),
+        )
+    };
+    assert_eq!(pragma("page_size"), [SQLITE_PAGE_SIZE.to_string()]);
+    assert_eq!(pragma("journal_mode"), ["wal"]);
+}
+
+#[test]
+fn a_new_sqlite_database_and_its_wal_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let test = crate::testing::TestDatabase::sqlite();
+    let db = Database::connect(test.url(), 1).expect("connect");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(db.run(|conn| {
+        conn.batch_execute("CREATE TABLE IF NOT EXISTS touched (x INTEGER)")?;
+        Ok(())
+    }))
+    .expect("write");
+    let file = DatabaseUrl::parse(test.url())
+        .expect("url")
+        .sqlite_file()
+        .expect("file");
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = file.clone().into_os_string();
+        path.push(suffix);
+        let mode = std::fs::metadata(&path)
+            .expect("exists")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{}", std::path::Path::new(&path).display());
+    }
+}
+
+#[test]
+fn every_pooled_sqlite_connection_is_synchronous_full_unless_normal_is_asked_for() {
+    let synchronous = |db: &Database| -> Vec<i32> {
+        #[derive(diesel::QueryableByName)]
+        struct Value {
+            #[diesel(sql_type = diesel::sql_types::Integer)]
+            synchronous: i32,
+        }
+        // Every connection of the pool at once: each was set up on its own.
+        let mut held = Vec::new();
+        let mut values = Vec::new();
+        for _ in 0..3 {
+            let mut pooled = db.pool.get().expect("connection");
+            let v: Value = diesel::sql_query("PRAGMA synchronous")
+                .get_result(&mut pooled.conn)
+                .expect("pragma");
+            values.push(v.synchronous);
+            held.push(pooled);
+        }
+        values
+    };
+    let test = crate::testing::TestDatabase::sqlite();
+    let url = DatabaseUrl::parse(test.url()).expect("url");
+    // SQLite: FULL is 2, NORMAL is 1.
+    let full = Database::open(url.clone(), 3).expect("connect");
+    assert_eq!(synchronous(&full), [2, 2, 2]);
+    // A claim's commit is relaxed for itself only: its connection is FULL again after it,
+    // whether it committed or failed.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for fails in [false, true] {
+        let during = rt
+            .block_on(full.claim_transaction(move |conn| {
+                #[derive(diesel::QueryableByName)]
+                struct Value {
+                    #[diesel(sql_type = diesel::sql_types::Integer)]
+                    synchronous: i32,
+                }
+                let v: Value = diesel::sql_query("PRAGMA synchronous").get_result(conn)?;
+                if fails {
+                    return Err(Failure::Domain(StorageError::Internal("refused".into())));
+                }
+                Ok(v.synchronous)
+            }))
+            .ok();
+        assert_eq!(during, (!fails).then_some(1));
+        assert_eq!(synchronous(&full), [2, 2, 2]);
+    }
+    let normal = Database::open(url.with_synchronous(Synchronous::Normal), 3).expect("connect");
+    assert_eq!(synchronous(&normal), [1, 1, 1]);
+    assert_eq!(Synchronous::parse(" NORMAL "), Some(Synchronous::Normal));
+    assert_eq!(Synchronous::parse("off"), None);
+}
+
+#[tokio::test]
+async fn a_write_past_the_databases_room_is_full_and_nothing_of_it_is_stored() {
+    let test = crate::testing::TestDatabase::sqlite();
+    let db = Database::connect(test.url(), 1).expect("connect");
+    let count = |db: &Database| {
+        let db = db.clone();
+        async move {
+            db.run(|conn| {
+                #[derive(diesel::QueryableByName)]
+                struct N {
+                    #[diesel(sql_type = diesel::sql_types::BigInt)]
+                    n: i64,
+                }
+                let n: N =
+                    diesel::sql_query("SELECT count(*) AS n FROM filler").get_result(conn)?;
+                Ok(n.n)
+            })
+            .await
+            .expect("count")
+        }
+    };
+    db.transaction(|conn| {
+        conn.batch_execute("CREATE TABLE filler (b BLOB NOT NULL)")?;
+        Ok(())
+    })
+    .await
+    .expect("table");
+    // The database may not grow past its pages now (as a full disk would refuse them).
+    db.run(|conn| {
+        #[derive(diesel::QueryableByName)]
+        struct P {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            page_count: i64,
+        }
+        let p: P = diesel::sql_query("PRAGMA page_count").get_result(conn)?;
+        conn.batch_execute(&format!("PRAGMA max_page_count = {}", p.page_count + 2))?;
+        Ok(())
+    })
+    .await
+    .expect("limit");
+    let storage = db.storage();
+    let refused = db
+        .transaction(|conn| {
+            // One row fits; the second transaction's rows do not, all or nothing.
+            for _ in 0..50 {
+                conn.batch_execute("INSERT INTO filler VALUES (zeroblob(4000))")?;
+            }
+            Ok(())
+        })
+        .await;
+    assert!(matches!(refused, Err(StorageError::Full(_))), "{refused:?}");
+    assert!(storage.full(), "reported");
+    assert_eq!(storage.full_errors(), 1);
+    assert_eq!(count(&db).await, 0, "nothing half-written");
+    db.transaction(|conn| {
+        conn.batch_execute("DELETE FROM filler")?;
+        Ok(())
+    })
+    .await
+    .expect("a write that fits");
+    assert!(!storage.full(), "a write that succeeds clears it");
+}
+
+#[test]
+fn a_bad_postgres_url_reports_the_real_error() {
+    let err = Database::connect("postgres://nobody@127.0.0.1:1/none", 1)
+        .err()
+        .expect("fails");
+    let DatabaseError::Connect(message) = err else {
+        panic!("{err:?}")
+    };
+    assert!(message.to_lowercase().contains("connect"), "{message}");
+}
