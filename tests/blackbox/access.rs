@@ -27,6 +27,26 @@ fn operations_with_bodies(doc: &Value) -> Vec<(String, String)> {
     found
 }
 
+/// Every (method, path template) of the document with a query parameter, under
+/// `/v1/{environmentId}`.
+fn operations_with_queries(doc: &Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        if !path.starts_with("/v1/{environmentId}") {
+            continue;
+        }
+        for (method, operation) in item.as_object().into_iter().flatten() {
+            let queried = operation["parameters"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+            if queried {
+                found.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    found
+}
+
 /// The path with the environment given and every other parameter a made-up id.
 fn concrete(template: &str, env: &str) -> String {
     let mut out = String::new();
@@ -77,4 +97,43 @@ async fn keys_are_checked_before_the_body_is_read(server: Server) {
     );
 }
 
-blackbox!(keys_are_checked_before_the_body_is_read);
+/// The same for the query string: a key of another environment gets 401 and a key without
+/// the permission 403 whatever the query says.
+async fn keys_are_checked_before_the_query_is_read(server: Server) {
+    let doc = call(&server, "GET", "/openapi.json", None, None).await.body;
+    let operations = operations_with_queries(&doc);
+    assert!(operations.len() >= 5, "{operations:?}");
+    let other = server.other_env("elsewhere");
+    let elsewhere = server.key(&["--env", &other, "--role", "workbench", "--role", "events"]);
+    // A key of this environment that none of these operations accepts.
+    let settings_only = server.key(&["--scope", "environment_settings:write"]);
+    let bad = "limit=oops&after=%%%&permanent=maybe&testUser=maybe&uncategorized=maybe&status=none";
+    let mut wrong = Vec::new();
+    for (method, template) in &operations {
+        let path = format!("{}?{bad}", concrete(template, &server.env));
+        for (key, want) in [(&elsewhere, 401), (&settings_only, 403)] {
+            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+            let reply = server
+                .client
+                .request(method.clone(), server.url(&path))
+                .bearer_auth(key)
+                .send()
+                .await
+                .expect("sent");
+            let status = reply.status().as_u16();
+            if status != want {
+                wrong.push(format!("{method} {template}: {status}, want {want}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "checked after the query:\n{}",
+        wrong.join("\n")
+    );
+}
+
+blackbox!(
+    keys_are_checked_before_the_body_is_read,
+    keys_are_checked_before_the_query_is_read,
+);

@@ -272,8 +272,8 @@ async fn bootstrap_file_is_private_and_written_once(server: Server) {
         serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
     assert_eq!(
         boot["scopes"].as_array().map(Vec::len),
-        Some(15),
-        "every scope"
+        Some(16),
+        "every scope, environment_settings:write among them"
     );
     // The log names the file, never the secret.
     let logs = server.logs();

@@ -293,7 +293,12 @@ impl FlowRepository for DieselFlowRepository {
         expected_revision: i64,
         change: VersionChange,
     ) -> Result<(), StorageError> {
-        let row = FlowRow::from_flow(flow)?;
+        // The port writes the next revision whatever the flow given says.
+        let next = Flow {
+            revision: expected_revision.saturating_add(1),
+            ..flow.clone()
+        };
+        let row = FlowRow::from_flow(&next)?;
         self.db
             .transaction(move |conn| {
                 let target = action_flows::table.filter(

@@ -58,19 +58,16 @@ impl AddressPolicy {
                 None => Ok(vec![SocketAddr::new(ip, port)]),
             };
         }
+        // One answer for a name that does not resolve and one that resolves to an address
+        // refused, naming neither the address nor its kind: a refusal must not map the inside
+        // of the network for whoever chose the name (contract §16).
+        let hidden = || refusal(host, "does not resolve to", "a public address");
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
             .await
-            .map_err(|e| format!("{host} does not resolve: {e}"))?
+            .map_err(|_| hidden())?
             .collect();
-        if addrs.is_empty() {
-            return Err(format!("{host} does not resolve"));
-        }
-        for addr in &addrs {
-            if let Some(why) = self.refuse(addr.ip()) {
-                // The address itself is not named: a refusal must not map the inside of the
-                // network for whoever chose the name (contract §16).
-                return Err(refusal(host, "resolves to", why));
-            }
+        if addrs.is_empty() || addrs.iter().any(|a| self.refuse(a.ip()).is_some()) {
+            return Err(hidden());
         }
         Ok(addrs)
     }
@@ -245,12 +242,25 @@ mod tests {
     async fn names_resolving_to_forbidden_addresses_are_refused() {
         let policy = AddressPolicy::default();
         let err = policy.resolve("localhost", 80).await.expect_err("refused");
-        assert!(err.contains("loopback"), "{err}");
+        assert!(err.contains("public address"), "{err}");
         // The rule and the setting that admits it are named; the address resolved is not.
         assert!(err.contains("WORKBENCH_WEBHOOK_ALLOW_CIDRS"), "{err}");
         assert!(!err.contains("127.0.0.1") && !err.contains("::1"), "{err}");
         let err = policy.resolve("[::1]", 80).await.expect_err("refused");
-        assert!(err.contains("loopback"), "{err}");
+        assert!(
+            err.contains("loopback"),
+            "the address given is named: {err}"
+        );
+        let unknown = policy.resolve("no-such-host.invalid", 80).await;
+        assert_eq!(
+            unknown.expect_err("refused"),
+            policy
+                .resolve("localhost", 80)
+                .await
+                .expect_err("refused")
+                .replace("localhost", "no-such-host.invalid"),
+            "a name that does not resolve answers as one refused"
+        );
         let allowed = AddressPolicy::parse("127.0.0.0/8,::1/128").expect("cidrs");
         assert!(!allowed
             .resolve("localhost", 80)

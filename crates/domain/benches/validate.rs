@@ -1,5 +1,5 @@
 //! Config validation throughput: a 50-step, 20-template configuration validated repeatedly
-//! on one thread. Run: `cargo bench -p domain --bench validate` (goal ≥ 10,000/s).
+//! on one thread. Run: `cargo bench -p workbench-domain --bench validate` (goal ≥ 10,000/s).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

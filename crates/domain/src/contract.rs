@@ -83,6 +83,10 @@ pub const CASES: &[(&str, Case)] = &[
     ("save_is_a_compare_and_swap_with_its_version_change", |s| {
         compare_and_swap(s).boxed()
     }),
+    (
+        "a_save_writes_the_next_revision_whatever_the_flow_says",
+        |s| next_revision(s).boxed(),
+    ),
     ("racing_saves_on_one_revision_let_exactly_one_win", |s| {
         racing_saves(s).boxed()
     }),
@@ -390,6 +394,41 @@ async fn compare_and_swap(s: Stores) {
     assert_eq!(latest.map(|v| v.version), Some(1));
 }
 
+async fn next_revision(s: Stores) {
+    let repo = s.flows;
+    repo.insert(&flow("flw_1", "env_a", "Rev"), None)
+        .await
+        .expect("insert");
+    // Saved with the revision it was read at: the store writes the next one.
+    let renamed = Flow {
+        name: "Renamed".into(),
+        ..flow("flw_1", "env_a", "")
+    };
+    repo.save(&renamed, 0, VersionChange::None)
+        .await
+        .expect("save");
+    let stored = repo
+        .get("env_a", "flw_1")
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!((stored.revision, stored.name.as_str()), (1, "Renamed"));
+    assert_eq!(
+        repo.save(&renamed, 0, VersionChange::None).await,
+        Err(StorageError::StaleRevision),
+        "the same read cannot be saved twice"
+    );
+    // An update of a version that is not stored changes nothing.
+    let missing = VersionChange::Update(version("flw_1", 7, VersionStatus::Draft));
+    repo.save(&stored, 1, missing).await.expect("save");
+    assert_eq!(
+        repo.get_version("flw_1", VersionRef::Number(7))
+            .await
+            .expect("v7"),
+        None
+    );
+}
+
 async fn racing_saves(s: Stores) {
     let repo = s.flows;
     repo.insert(&flow("flw_1", "env_a", "Race"), None)
@@ -558,6 +597,26 @@ async fn filed_in_environment(s: Stores) {
         s.flows.insert(&foreign, None).await,
         Err(StorageError::ForeignKeyViolation(_))
     ));
+    // Nor filed there by a save, which then changes nothing.
+    s.flows
+        .insert(&flow("flw_2", "env_a", "Y"), None)
+        .await
+        .expect("flow");
+    let moved = Flow {
+        folder_id: Some("fld_b".into()),
+        ..flow("flw_2", "env_a", "Y")
+    };
+    assert!(matches!(
+        s.flows.save(&moved, 0, VersionChange::None).await,
+        Err(StorageError::ForeignKeyViolation(_))
+    ));
+    let stored = s
+        .flows
+        .get("env_a", "flw_2")
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!((stored.folder_id, stored.revision), (None, 0));
 }
 
 async fn settings(s: Stores) {

@@ -310,22 +310,24 @@ impl FolderService {
         }
     }
 
-    /// The level of a folder (1 for a root), or `None` when it is not in the environment.
+    /// The level of a folder (1 for a root), or `None` when it is not in the environment:
+    /// its ancestors read one by one (at most one more than the deepest level), then counted
+    /// by [`rules::level_in`].
     async fn depth_of(&self, env: &str, folder_id: &str) -> Result<Option<usize>, DomainError> {
-        let mut depth = 0;
+        let mut chain = Vec::new();
         let mut next = Some(folder_id.to_owned());
         while let Some(id) = next {
-            let Some(folder) = self.repo.get(env, &id).await? else {
-                // A dangling ancestor cannot exist (foreign keys); the first lookup can miss.
-                return Ok((depth > 0).then_some(depth));
-            };
-            depth += 1;
-            if depth > FOLDER_MAX_DEPTH {
+            if chain.len() > FOLDER_MAX_DEPTH {
                 break;
             }
-            next = folder.parent_id;
+            // A dangling ancestor cannot exist (foreign keys); the first lookup can miss.
+            let Some(folder) = self.repo.get(env, &id).await? else {
+                break;
+            };
+            next = folder.parent_id.clone();
+            chain.push(folder);
         }
-        Ok(Some(depth))
+        Ok(rules::level_in(&chain, folder_id))
     }
 }
 

@@ -97,7 +97,7 @@
 //! - `contract`: the ports' contract as executable cases (`contract`), for a store of one's
 //!   own to pass, as `MemoryStore` and the SQLite and PostgreSQL adapters do.
 //!
-//! The crates in public signatures are re-exported: [`chrono`], [`serde_json`],
+//! The crates in public signatures are re-exported: [`chrono`], [`serde`], [`serde_json`],
 //! [`async_trait`], and with `mock`, `mockall`. [`prelude`] brings the services, their ports
 //! and the common types in with one glob.
 
@@ -143,11 +143,13 @@ pub use time::{Clock, SystemClock, Timestamp};
 
 // The crates that appear in this crate's public signatures, so that a service using it needs
 // no version of its own to match (a `Timestamp` is a `chrono` type, configurations are
-// `serde_json` values, ports are `async_trait` traits, mocks are `mockall`'s).
+// `serde_json` values, some types derive `serde`'s traits, ports are `async_trait` traits, mocks
+// are `mockall`'s).
 pub use async_trait;
 pub use chrono;
 #[cfg(feature = "mock")]
 pub use mockall;
+pub use serde;
 pub use serde_json;
 
 /// Generated mocks of every port trait, at one path (feature `mock`).

@@ -1,5 +1,6 @@
 //! In-memory stores of folders, flows and settings (feature `memory`), for tests and for
-//! services that keep these in memory. [`MemoryStore`] implements [`FolderRepository`],
+//! services that keep these in memory. It keeps no environments of its own: any environment
+//! id names one (the database adapters refuse an id with no environment row). [`MemoryStore`] implements [`FolderRepository`],
 //! [`FlowRepository`] and [`SettingsRepository`] over one lock, so that deleting a folder
 //! un-files its flows atomically, as the ports require. It passes the same port contract
 //! ([`contract`](crate::contract), feature `contract`) as the SQLite and PostgreSQL adapters.
@@ -336,14 +337,17 @@ impl FlowRepository for MemoryStore {
                 versions.insert(version.version, version);
             }
             VersionChange::Update(version) => {
-                versions.insert(version.version, version);
+                // As in the databases: an update of a version not stored changes nothing.
+                if let Some(stored) = versions.get_mut(&version.version) {
+                    *stored = version;
+                }
             }
             VersionChange::Delete(number) => {
                 versions.remove(&number);
             }
         }
         let saved = Flow {
-            revision: expected_revision + 1,
+            revision: expected_revision.saturating_add(1),
             ..flow.clone()
         };
         state

@@ -15,14 +15,18 @@
 
 use crate::FieldError;
 
-/// Characters that change the order text is shown in: U+202A–U+202E and U+2066–U+2069.
+/// Characters that change the order text is shown in: the embeddings, overrides and isolates
+/// (U+202A–U+202E, U+2066–U+2069) and the directional marks (U+061C, U+200E, U+200F).
 pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}' | '\u{200e}' | '\u{200f}'
+    )
 }
 
-/// Characters that show nothing: white space, and the zero-width and filler characters
-/// (U+00AD, U+034F, U+115F, U+1160, U+180E, U+200B–U+200F, U+2060–U+2064, U+3164, U+FEFF,
-/// U+FFA0).
+/// Characters that show nothing: white space, and the zero-width, blank and filler characters
+/// (U+00AD, U+034F, U+115F, U+1160, U+180E, U+200B–U+200F, U+2060–U+2064, U+2800, U+3164,
+/// U+FEFF, U+FFA0, and the tag characters U+E0000–U+E007F).
 pub fn is_invisible(c: char) -> bool {
     c.is_whitespace()
         || matches!(
@@ -34,9 +38,11 @@ pub fn is_invisible(c: char) -> bool {
                 | '\u{180e}'
                 | '\u{200b}'..='\u{200f}'
                 | '\u{2060}'..='\u{2064}'
+                | '\u{2800}'
                 | '\u{3164}'
                 | '\u{feff}'
                 | '\u{ffa0}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -54,7 +60,7 @@ pub fn problem(name: &str, max_chars: usize) -> Option<String> {
         Some("must not contain control characters".into())
     } else if name.chars().any(is_bidi_control) {
         Some(
-            "must not contain bidirectional control characters (U+202A to U+202E, U+2066 to U+2069)"
+            "must not contain bidirectional control characters (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)"
                 .into(),
         )
     } else {
@@ -94,6 +100,9 @@ mod tests {
             "invoice\u{202e}fdp.exe",
             "x\u{2066}y",
             "x\u{2069}",
+            "ab\u{200f}c",
+            "\u{2800}\u{2800}",
+            "\u{e0041}\u{e0042}",
         ] {
             assert!(problem(bad, 255).is_some(), "{bad:?}");
         }

@@ -76,6 +76,9 @@ pub struct Settings {
     /// `WORKBENCH_METRICS_TOKEN`: a bearer token that lets clients other than loopback read
     /// `/metrics`; unset, only loopback clients may.
     pub metrics_token: Option<SecretString>,
+    /// `WORKBENCH_*` variables that are not settings (typos, most likely), to be logged as a
+    /// warning once logging is set up; the ones orchestrators set are left out.
+    pub unknown_variables: Vec<String>,
     /// `WORKBENCH_REQUEST_BODY_TIMEOUT` (default 30 s): how long a request's body may take to
     /// arrive before the answer is 408 and the connection closes (contract §16).
     pub request_body_timeout: std::time::Duration,
@@ -168,14 +171,26 @@ fn variable(key: &str) -> String {
     }
 }
 
-/// The key of a `WORKBENCH_*` variable ([`variable`] reversed), or `None` for other variables.
+/// The key of a `WORKBENCH_*` variable ([`variable`] reversed), or `None` for other variables
+/// (and for the two keys spelled otherwise, which have no variable of their own name).
 fn key_of(variable: &str) -> Option<String> {
     let rest = variable.strip_prefix("WORKBENCH_")?;
-    Some(match rest {
-        "LOG" => "log_filter".into(),
-        "SECRET_KEY_PREVIOUS" => "previous_secret_keys".into(),
-        rest => rest.to_ascii_lowercase(),
-    })
+    match rest {
+        "LOG" => Some("log_filter".into()),
+        "SECRET_KEY_PREVIOUS" => Some("previous_secret_keys".into()),
+        "LOG_FILTER" | "PREVIOUS_SECRET_KEYS" => None,
+        rest => Some(rest.to_ascii_lowercase()),
+    }
+}
+
+/// The variables Kubernetes sets in every pod for a Service named `workbench` (and Docker
+/// links for a container of that name): not settings, and not worth a warning.
+fn set_by_orchestrator(variable: &str) -> bool {
+    variable.starts_with("WORKBENCH_SERVICE_")
+        || variable == "WORKBENCH_PORT"
+        || variable.starts_with("WORKBENCH_PORT_")
+        || variable == "WORKBENCH_NAME"
+        || variable.starts_with("WORKBENCH_ENV_")
 }
 
 /// The `WORKBENCH_*` variables, as a layer over the file: each value the text it was set to
@@ -216,8 +231,12 @@ impl Layered {
 
 impl Settings {
     /// Reads the file (when given) and then the `WORKBENCH_*` variables among `vars` (e.g.
-    /// `std::env::vars()`); an empty variable counts as unset. Unknown keys in the file and
-    /// unknown `WORKBENCH_*` variables are refused: they are typos.
+    /// `std::env::vars()`); an empty variable counts as unset. Unknown keys in the file are
+    /// refused (typos). Unknown `WORKBENCH_*` variables are set aside in
+    /// [`Settings::unknown_variables`], to be logged: the process cannot refuse them, because
+    /// an orchestrator sets some (Kubernetes gives every pod `WORKBENCH_SERVICE_HOST`,
+    /// `WORKBENCH_PORT` and the like when a Service is named `workbench`); those are not
+    /// listed at all.
     pub fn load(
         file: Option<&Path>,
         vars: impl IntoIterator<Item = (String, String)>,
@@ -235,26 +254,43 @@ impl Settings {
         }
         let mut set = Dict::new();
         let mut from_environment = BTreeSet::new();
+        let mut unknown_variables = Vec::new();
         for (name, value) in vars {
-            let Some(key) = key_of(&name) else { continue };
+            if set_by_orchestrator(&name) {
+                continue;
+            }
+            let Some(key) = key_of(&name) else {
+                if name.starts_with("WORKBENCH_") {
+                    unknown_variables.push(name);
+                }
+                continue;
+            };
             if value.is_empty() {
+                continue;
+            }
+            // A key Raw does not know is not a setting: every value here is text, which each
+            // field takes, so extracting it alone fails only for an unknown key.
+            let alone: Dict = [(key.clone(), Value::from(value.clone()))]
+                .into_iter()
+                .collect();
+            if Figment::from(Environment(alone)).extract::<Raw>().is_err() {
+                unknown_variables.push(name);
                 continue;
             }
             set.insert(key.clone(), Value::from(value));
             from_environment.insert(key);
         }
+        unknown_variables.sort();
         let environment = Environment(set);
-        if let Err(e) = Figment::from(&environment).extract::<Raw>() {
-            bail!("unknown WORKBENCH_* variable: {e} (docs/configuration.md lists them)");
-        }
         let raw = layers
             .merge(environment)
             .extract::<Raw>()
             .context("invalid configuration")?;
-        let settings = Settings::try_from(Layered {
+        let mut settings = Settings::try_from(Layered {
             raw,
             from_environment,
         })?;
+        settings.unknown_variables = unknown_variables;
         settings.validate()?;
         Ok(settings)
     }
@@ -295,6 +331,11 @@ impl Settings {
             .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
         domain::webhook::RetryPolicy::parse(&self.webhook_retry_schedule)
             .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
+        if let Some(token) = &self.metrics_token {
+            if token.expose_secret().chars().count() < 16 {
+                bail!("WORKBENCH_METRICS_TOKEN must be at least 16 characters");
+            }
+        }
         Ok(())
     }
 
@@ -419,6 +460,7 @@ impl TryFrom<Layered> for Settings {
                 tcp: DATABASE_TCP_TIMEOUT.read(names, raw.database_tcp_timeout)?,
             },
             request_body_timeout: REQUEST_BODY_TIMEOUT.read(names, raw.request_body_timeout)?,
+            unknown_variables: Vec::new(),
         })
     }
 }

@@ -133,6 +133,12 @@ async fn main() -> std::process::ExitCode {
         }
     };
     telemetry::init(settings.log_format, &settings.log_filter);
+    for variable in &settings.unknown_variables {
+        tracing::warn!(
+            %variable,
+            "not a setting, ignored (docs/configuration.md lists the WORKBENCH_* variables)"
+        );
+    }
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(settings).await,
         Command::Env {

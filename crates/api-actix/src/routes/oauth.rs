@@ -124,12 +124,15 @@ pub async fn token(
     let (client_id, client_secret) = match basic_credentials(&req)? {
         // One place for credentials (RFC 6749 §2.3: a client must not use more than one
         // method; contract §16).
-        Some(_) if form.contains_key("client_id") || form.contains_key("client_secret") => {
+        Some((id, _))
+            if form.contains_key("client_secret")
+                || form.get("client_id").is_some_and(|form_id| *form_id != id) =>
+        {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
                 "Invalid request",
-                "credentials were sent both in the Authorization header and in the form; send them in one",
+                "credentials were sent both in the Authorization header and in the form (a secret, or another client id); send them in one",
             )
             .with_oauth_error("invalid_request"))
         }

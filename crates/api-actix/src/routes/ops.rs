@@ -101,7 +101,7 @@ pub fn metrics_access(
     authorization: Option<&HeaderValue>,
     token: Option<&str>,
 ) -> Result<(), ApiError> {
-    if peer.is_some_and(|p| p.ip().is_loopback()) {
+    if peer.is_some_and(|p| p.ip().to_canonical().is_loopback()) {
         return Ok(());
     }
     let Some(token) = token else {
@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn metrics_answer_loopback_or_the_token_only() {
         let bearer = |t: &str| HeaderValue::from_str(&format!("Bearer {t}")).expect("header");
-        for ip in ["127.0.0.1", "::1"] {
+        for ip in ["127.0.0.1", "::1", "::ffff:127.0.0.1"] {
             assert!(metrics_access(peer(ip), None, None).is_ok(), "{ip}");
         }
         let outside = peer("10.1.2.3");

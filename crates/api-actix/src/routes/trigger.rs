@@ -311,6 +311,8 @@ pub async fn feed(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
+    // The key before the query (contract §16): 401 and 403 come before 400.
+    caller.0.authorize(&env, domain::Permission::CardsWrite)?;
     let stream = Query::parse(&req)?.get("streamId");
     let cards = state.cards.feed(&caller.0, &env, &user, stream).await?;
     Ok(HttpResponse::Ok().json(FeedResponse {

@@ -298,6 +298,10 @@ pub async fn disable(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
+    // The key before the query (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::WebhooksWrite)?;
     let permanent = match Query::parse(&req)?.get("permanent").as_deref() {
         None | Some("false") => false,
         Some("true") => true,
@@ -415,6 +419,8 @@ pub async fn deliveries(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
+    // The key before the query (contract §16): 401 and 403 come before 400.
+    caller.0.authorize(&env, domain::Permission::WebhooksRead)?;
     let mut errors = Vec::new();
     let page = Query::parse(&req)?.page(&mut errors);
     if !errors.is_empty() {

@@ -45,7 +45,7 @@ pub struct Flow {
     pub environment_id: String,
     /// The organisation of that environment.
     pub organisation_id: String,
-    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, not blank, without control characters.
+    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name).
     pub name: String,
     /// At most [`FLOW_DESCRIPTION_MAX_CHARS`] characters; empty when none was given.
     pub description: String,
@@ -351,7 +351,7 @@ pub trait SettingsRepository: Send + Sync {
 /// A create request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateFlow {
-    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, not blank, without control characters.
+    /// 1 to [`FLOW_NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name).
     pub name: String,
     /// At most [`FLOW_DESCRIPTION_MAX_CHARS`] characters; `None` is an empty description.
     pub description: Option<String>,

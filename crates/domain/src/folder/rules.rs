@@ -1,9 +1,12 @@
 //! The folder rules as pure functions over the folders given: names, depth, uniqueness among
 //! siblings, what a rename may change and what a delete needs (docs/api.md, Folders).
 //!
-//! [`FolderService`](super::FolderService) applies them with its store (which enforces
-//! sibling uniqueness itself, atomically); another service can apply them to a snapshot of
-//! its own folders.
+//! [`FolderService`](super::FolderService) decides with [`validate_name`], [`level_in`] (over
+//! the ancestors it reads), [`parent_problem`], [`rename_problems`] and the refusals
+//! [`name_taken`] and [`has_sub_folders`]; sibling uniqueness and sub-folders it leaves to its
+//! store, which decides them atomically with the write. [`check_create`], [`name_is_free`]
+//! and [`check_delete`] apply the same rules to a snapshot of folders: another service's own,
+//! or the in-memory store's.
 //!
 //! ```
 //! use workbench_domain::chrono::Utc;
@@ -86,12 +89,15 @@ pub fn validate_name(field: &str, name: &str) -> Vec<FieldError> {
 }
 
 /// The level of `folder_id` among `folders` (1 for a root), or `None` when it is not one of
-/// them. Counting stops past [`FOLDER_MAX_DEPTH`], so a cycle in bad data cannot loop.
+/// them. An ancestor missing from `folders` ends the count (as a root would). Counting stops
+/// past [`FOLDER_MAX_DEPTH`], so a cycle in bad data cannot loop.
 pub fn level_in(folders: &[Folder], folder_id: &str) -> Option<usize> {
     let mut level = 0;
     let mut next = Some(folder_id);
     while let Some(id) = next {
-        let folder = folders.iter().find(|f| f.id == id)?;
+        let Some(folder) = folders.iter().find(|f| f.id == id) else {
+            return (level > 0).then_some(level);
+        };
         level += 1;
         if level > FOLDER_MAX_DEPTH {
             break;

@@ -204,7 +204,7 @@ impl AuthService {
     ) -> Result<IssuedToken, DomainError> {
         let key = self.repo.find_key(client_id).await?;
         // The secret is hashed and compared whether or not the client exists, so that an
-        // unknown client id answers as slowly as a wrong secret (contract §16).
+        // unknown client id answers as slowly as a wrong secret (docs/api.md, Credentials).
         let verified = match &key {
             Some(k) => k.secret_hash.verify(client_secret),
             None => {
@@ -294,8 +294,8 @@ impl AuthService {
         let Some(target) = key.filter(|_| visible) else {
             return Err(DomainError::NotFound(Resource::Credential));
         };
-        // A key may revoke only keys whose environments all lie within its own (contract
-        // §16): one granted environment A cannot revoke a key of every environment.
+        // A key may revoke only keys whose environments all lie within its own (docs/api.md,
+        // Credentials): one granted environment A cannot revoke a key of every environment.
         let caller = self.repo.find_key(&principal.key_id).await?;
         let within = match (&target.environments, caller.map(|k| k.environments)) {
             (_, Some(EnvironmentGrant::All)) => true,

@@ -94,6 +94,7 @@ fn bad_values_are_refused_with_their_name() {
         ("WORKBENCH_PUSH_RETRY_SCHEDULE", "soon"),
         ("WORKBENCH_FCM_URL", "fcm.example.com"),
         ("WORKBENCH_APNS_SANDBOX_URL", "h2://apns"),
+        ("WORKBENCH_METRICS_TOKEN", "short"),
     ] {
         let err = Settings::load(None, env(&[(name, value)]))
             .err()
@@ -114,11 +115,25 @@ fn bad_values_are_refused_with_their_name() {
 }
 
 #[test]
-fn unknown_variables_are_refused_and_others_ignored() {
-    let err = Settings::load(None, env(&[("WORKBENCH_WORKER", "4")]))
-        .err()
-        .expect("a typo");
-    assert!(format!("{err:#}").contains("worker"), "{err:#}");
+fn unknown_variables_are_set_aside_to_be_logged_and_others_ignored() {
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_WORKER", "4"),
+            ("WORKBENCH_LOG_FILTER", "debug"),
+            // Kubernetes, for a Service named `workbench`:
+            ("WORKBENCH_SERVICE_HOST", "10.0.0.7"),
+            ("WORKBENCH_PORT", "tcp://10.0.0.7:8080"),
+            ("WORKBENCH_PORT_8080_TCP_ADDR", "10.0.0.7"),
+        ]),
+    )
+    .expect("a stray variable does not stop the start");
+    assert_eq!(
+        s.unknown_variables,
+        ["WORKBENCH_LOG_FILTER", "WORKBENCH_WORKER"]
+    );
+    assert_eq!(s.workers, 2, "the typo set nothing");
+    assert_eq!(s.log_filter, "info");
     Settings::load(None, env(&[("PATH", "/bin"), ("WORKBENCH_LOG", "")]))
         .expect("other variables, and empty ones, are not settings");
     let s = Settings::load(None, env(&[("WORKBENCH_LOG", "debug")])).expect("load");
