@@ -62,34 +62,46 @@ fn concrete(template: &str, env: &str) -> String {
     out
 }
 
-async fn keys_are_checked_before_the_body_is_read(server: Server) {
-    let doc = call(&server, "GET", "/openapi.json", None, None).await.body;
-    let operations = operations_with_bodies(&doc);
-    assert!(operations.len() > 20, "{operations:?}");
+/// What a broken request answers to a key of another environment (401 wanted) and to
+/// `unfit`, a key of this environment without the permission (403 wanted): each operation
+/// that answered otherwise. `broken` makes the request from (method, concrete path).
+async fn refusals(
+    server: &Server,
+    operations: &[(String, String)],
+    unfit: &str,
+    broken: impl Fn(reqwest::Method, &str) -> reqwest::RequestBuilder,
+) -> Vec<String> {
     let other = server.other_env("elsewhere");
     let elsewhere = server.key(&["--env", &other, "--role", "workbench", "--role", "events"]);
-    // A key of this environment that may do none of these writes.
-    let reader = server.key(&["--scope", "workbench_folders:read"]);
     let mut wrong = Vec::new();
-    for (method, template) in &operations {
+    for (method, template) in operations {
         let path = concrete(template, &server.env);
-        for (key, want) in [(&elsewhere, 401), (&reader, 403)] {
-            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-            let reply = server
-                .client
-                .request(method.clone(), server.url(&path))
-                .bearer_auth(key)
-                .header(CONTENT_TYPE, "application/json")
-                .body("{\"not json")
-                .send()
-                .await
-                .expect("sent");
-            let status = reply.status().as_u16();
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        for (key, want) in [(elsewhere.as_str(), 401), (unfit, 403)] {
+            let reply = broken(method.clone(), &path).bearer_auth(key).send().await;
+            let status = reply.expect("sent").status().as_u16();
             if status != want {
                 wrong.push(format!("{method} {template}: {status}, want {want}"));
             }
         }
     }
+    wrong
+}
+
+async fn keys_are_checked_before_the_body_is_read(server: Server) {
+    let doc = call(&server, "GET", "/openapi.json", None, None).await.body;
+    let operations = operations_with_bodies(&doc);
+    assert!(operations.len() > 20, "{operations:?}");
+    // A key of this environment that may do none of these writes.
+    let reader = server.key(&["--scope", "workbench_folders:read"]);
+    let wrong = refusals(&server, &operations, &reader, |method, path| {
+        server
+            .client
+            .request(method, server.url(path))
+            .header(CONTENT_TYPE, "application/json")
+            .body("{\"not json")
+    })
+    .await;
     assert!(
         wrong.is_empty(),
         "checked after the body:\n{}",
@@ -103,29 +115,15 @@ async fn keys_are_checked_before_the_query_is_read(server: Server) {
     let doc = call(&server, "GET", "/openapi.json", None, None).await.body;
     let operations = operations_with_queries(&doc);
     assert!(operations.len() >= 5, "{operations:?}");
-    let other = server.other_env("elsewhere");
-    let elsewhere = server.key(&["--env", &other, "--role", "workbench", "--role", "events"]);
     // A key of this environment that none of these operations accepts.
     let settings_only = server.key(&["--scope", "environment_settings:write"]);
     let bad = "limit=oops&after=%%%&permanent=maybe&testUser=maybe&uncategorized=maybe&status=none";
-    let mut wrong = Vec::new();
-    for (method, template) in &operations {
-        let path = format!("{}?{bad}", concrete(template, &server.env));
-        for (key, want) in [(&elsewhere, 401), (&settings_only, 403)] {
-            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-            let reply = server
-                .client
-                .request(method.clone(), server.url(&path))
-                .bearer_auth(key)
-                .send()
-                .await
-                .expect("sent");
-            let status = reply.status().as_u16();
-            if status != want {
-                wrong.push(format!("{method} {template}: {status}, want {want}"));
-            }
-        }
-    }
+    let wrong = refusals(&server, &operations, &settings_only, |method, path| {
+        server
+            .client
+            .request(method, server.url(&format!("{path}?{bad}")))
+    })
+    .await;
     assert!(
         wrong.is_empty(),
         "checked after the query:\n{}",

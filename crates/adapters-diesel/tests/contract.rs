@@ -1993,23 +1993,7 @@ mod bulk_cancel_push {
     use super::t;
 
     fn bulk_task() -> BulkTask {
-        BulkTask {
-            id: 0,
-            environment_id: "env_a".into(),
-            flow_id: "flw_1".into(),
-            mode: Mode::Live,
-            status: BulkStatus::Pending,
-            header: None,
-            rows_total: 0,
-            rows_processed: 0,
-            rows_failed: 0,
-            errors: Vec::new(),
-            cursor: 0,
-            queued: false,
-            created: t(1),
-            updated: t(1),
-            lease_until: None,
-        }
+        BulkTask::new("env_a", "flw_1", Mode::Live, t(1))
     }
 
     async fn bulk_tasks_upload_once_and_progress_by_cursor(url: &str) {
@@ -3244,23 +3228,7 @@ mod stored_numbers {
         );
 
         let bulk = DieselBulkRepository::new(db.clone());
-        let task = BulkTask {
-            id: 0,
-            environment_id: "env_a".into(),
-            flow_id: "flw_1".into(),
-            mode: Mode::Live,
-            status: BulkStatus::Pending,
-            header: None,
-            rows_total: 0,
-            rows_processed: 0,
-            rows_failed: 0,
-            errors: Vec::new(),
-            cursor: 0,
-            queued: false,
-            created: t(1),
-            updated: t(1),
-            lease_until: None,
-        };
+        let task = BulkTask::new("env_a", "flw_1", Mode::Live, t(1));
         let id = bulk.create(&task).await.expect("bulk task");
         update(
             url,

@@ -139,6 +139,30 @@ pub struct BulkTask {
     pub lease_until: Option<Timestamp>,
 }
 
+impl BulkTask {
+    /// A task just created: pending its upload, with no rows, at `at`. Its `id` is 0 until
+    /// [`BulkRepository::create`] gives it one.
+    pub fn new(environment_id: &str, flow_id: &str, mode: Mode, at: Timestamp) -> BulkTask {
+        BulkTask {
+            id: 0,
+            environment_id: environment_id.to_owned(),
+            flow_id: flow_id.to_owned(),
+            mode,
+            status: BulkStatus::Pending,
+            header: None,
+            rows_total: 0,
+            rows_processed: 0,
+            rows_failed: 0,
+            errors: Vec::new(),
+            cursor: 0,
+            queued: false,
+            created: at,
+            updated: at,
+            lease_until: None,
+        }
+    }
+}
+
 /// Storage of bulk (CSV) tasks and their rows (a port).
 ///
 /// Calls that name an environment reach only its task: a task of another environment is never

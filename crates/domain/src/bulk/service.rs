@@ -189,23 +189,7 @@ impl BulkService {
         // A task waiting for its upload holds no slot (docs/api.md, Bulk start from CSV): an
         // upload accepted while every slot is taken waits, queued, and is never refused.
         let now = self.clock.now();
-        let mut task = BulkTask {
-            id: 0,
-            environment_id: env.to_owned(),
-            flow_id: flow.id,
-            mode,
-            status: BulkStatus::Pending,
-            header: None,
-            rows_total: 0,
-            rows_processed: 0,
-            rows_failed: 0,
-            errors: Vec::new(),
-            cursor: 0,
-            queued: false,
-            created: now,
-            updated: now,
-            lease_until: None,
-        };
+        let mut task = BulkTask::new(env, &flow.id, mode, now);
         task.id = self.tasks.create(&task).await?;
         let token = UploadGrant {
             environment_id: env.to_owned(),

@@ -225,20 +225,9 @@ mod steps {
     fn task() -> BulkTask {
         BulkTask {
             id: 7,
-            environment_id: "env".into(),
-            flow_id: "flw".into(),
-            mode: Mode::Live,
             status: BulkStatus::Processing,
             header: Some(strings(&["target.attributes.id", "payload.variables.name"])),
-            rows_total: 0,
-            rows_processed: 0,
-            rows_failed: 0,
-            errors: Vec::new(),
-            cursor: 0,
-            queued: false,
-            created: now(),
-            updated: now(),
-            lease_until: None,
+            ..BulkTask::new("env", "flw", Mode::Live, now())
         }
     }
 

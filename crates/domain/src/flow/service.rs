@@ -362,9 +362,7 @@ impl FlowService {
         id: &str,
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
-        let transition = self.command(who, env, id, Command::Publish(config)).await?;
-        with_version(transition)
+        with_version(self.command(who, env, id, Command::Publish(config)).await?)
     }
 
     /// Saves the draft: replaces the current draft's configuration (which clears its
@@ -382,11 +380,10 @@ impl FlowService {
         id: &str,
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
-        let transition = self
-            .command(who, env, id, Command::SaveDraft(config))
-            .await?;
-        with_version(transition)
+        with_version(
+            self.command(who, env, id, Command::SaveDraft(config))
+                .await?,
+        )
     }
 
     /// Discards the draft. Its version number is not given again.
@@ -400,7 +397,6 @@ impl FlowService {
         env: &str,
         id: &str,
     ) -> Result<(), DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
         self.command(who, env, id, Command::DiscardDraft).await?;
         Ok(())
     }
@@ -418,9 +414,7 @@ impl FlowService {
         env: &str,
         id: &str,
     ) -> Result<(Flow, FlowVersion), DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
-        let transition = self.command(who, env, id, Command::ApproveDraft).await?;
-        with_version(transition)
+        with_version(self.command(who, env, id, Command::ApproveDraft).await?)
     }
 
     /// Publishes the draft. With approvals enabled, the draft must have been approved. The
@@ -438,9 +432,7 @@ impl FlowService {
         env: &str,
         id: &str,
     ) -> Result<(Flow, FlowVersion), DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
-        let transition = self.command(who, env, id, Command::PublishDraft).await?;
-        with_version(transition)
+        with_version(self.command(who, env, id, Command::PublishDraft).await?)
     }
 
     /// Archives (`true`) or unarchives (`false`) the flow, and answers it. A flow already so
@@ -456,7 +448,6 @@ impl FlowService {
         id: &str,
         archived: bool,
     ) -> Result<Flow, DomainError> {
-        who.authorize(env, Permission::ActionFlowsWrite)?;
         let transition = self
             .command(who, env, id, Command::SetArchived(archived))
             .await?;
@@ -499,6 +490,8 @@ impl FlowService {
         id: &str,
         command: Command,
     ) -> Result<machine::Transition, DomainError> {
+        // Every command of the state machine changes the flow.
+        who.authorize(env, Permission::ActionFlowsWrite)?;
         let approvals_enabled =
             command.needs_approval_setting() && self.settings.get(env).await?.approvals_enabled;
         if approvals_enabled && matches!(command, Command::Publish(_)) {
