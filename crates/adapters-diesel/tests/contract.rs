@@ -3108,7 +3108,7 @@ mod stored_numbers {
         both_backends, DieselBulkRepository, DieselCancelRepository, DieselCardRepository,
         DieselFlowRepository, DieselInvocationRepository,
     };
-    use domain::bulk::{BulkRepository, BulkStatus, BulkTask};
+    use domain::bulk::{BulkRepository, BulkTask};
     use domain::cancel::{CancelFilter, CancelRepository, CancelTask};
     use domain::card::CardRepository;
     use domain::flow::VersionRef;
