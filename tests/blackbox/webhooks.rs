@@ -511,7 +511,43 @@ async fn a_kill_mid_delivery_loses_no_event(mut s: Server) {
     assert_eq!(unique, 10_000);
 }
 
+/// Contract §16: a key that may only read webhooks sees the signing secret (enough to forge a
+/// delivery) and custom header values masked; one that may change them sees them whole.
+async fn read_only_keys_see_webhook_secrets_masked(s: Server) {
+    let (id, secret) = subscribed(
+        &s,
+        json!({"types": ["card-completed"], "url": "http://127.0.0.1:9/hook",
+               "headers": {"Authorization": "Bearer receiver-token-1234"}}),
+    )
+    .await;
+    let path = format!("/v1/{}/webhook/{id}", s.env);
+    let reader = s.key(&["--scope", "webhooks:read"]);
+    let shown = call(&s, "GET", &path, Some(&reader), None).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let last4: String = secret.chars().skip(secret.chars().count() - 4).collect();
+    assert_eq!(shown.body["data"]["secret"], format!("whsec_…{last4}"));
+    assert_eq!(shown.body["data"]["headers"]["Authorization"], "…1234");
+    let list = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/webhook", s.env),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(list.body["data"][0]["headers"]["Authorization"], "…1234");
+    assert!(!list.text.contains("receiver-token"), "{}", list.text);
+    let writer = s.key(&["--scope", "webhooks:read", "--scope", "webhooks:write"]);
+    let whole = call(&s, "GET", &path, Some(&writer), None).await;
+    assert_eq!(whole.body["data"]["secret"], secret.as_str());
+    assert_eq!(
+        whole.body["data"]["headers"]["Authorization"],
+        "Bearer receiver-token-1234"
+    );
+}
+
 blackbox!(
+    read_only_keys_see_webhook_secrets_masked,
     a_submitted_card_arrives_as_a_signed_card_completed_webhook,
     failures_are_retried_with_the_same_id_and_410_disables,
     filters_test_calls_rotation_disable_and_delete,

@@ -251,6 +251,9 @@ pub async fn list(
 }
 
 /// A subscription's details, with its secret.
+///
+/// For a key that may only read webhooks, the secret and the custom header values are masked
+/// (their last 4 characters).
 #[utoipa::path(
     get, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "getWebhook",
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),

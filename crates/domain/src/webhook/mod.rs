@@ -122,6 +122,24 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// The subscription as a caller that may only read webhooks sees it (docs/api.md,
+    /// Webhooks): the signing secret, which is enough to forge deliveries, shown by its prefix
+    /// and last 4 characters, the previous one dropped, and custom header values (a receiver's
+    /// `Authorization`, say) shown by their last 4 characters.
+    pub fn masked(self) -> Subscription {
+        let prefix = self.secret.find('_').map_or("", |at| &self.secret[..=at]);
+        Subscription {
+            secret: format!("{prefix}{}", mask(&self.secret)),
+            previous_secret: None,
+            headers: self
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), mask(value)))
+                .collect(),
+            ..self
+        }
+    }
+
     /// Whether this subscription wants `event`: an event of its environment that passes
     /// [`wants`] (types, then the template and flow filters; docs/api.md, Webhooks). Disabled
     /// subscriptions want nothing.
@@ -475,11 +493,13 @@ impl WebhookService {
     /// callers leaves them out (docs/api.md, Webhooks).
     pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<Subscription>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
-        Ok(self.repo.list(env).await?)
+        let list = self.repo.list(env).await?;
+        Ok(list.into_iter().map(|s| shown_to(who, s)).collect())
     }
 
-    /// The subscription `id` of `env`, secret included. Fails with [`DomainError::NotFound`]
-    /// when there is none.
+    /// The subscription `id` of `env`, secret included for a caller that may change webhooks
+    /// ([`Permission::WebhooksWrite`]); for one that may only read them, masked
+    /// ([`Subscription::masked`]). Fails with [`DomainError::NotFound`] when there is none.
     pub async fn get(
         &self,
         who: &Principal,
@@ -487,7 +507,7 @@ impl WebhookService {
         id: &str,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
-        self.find(env, id).await
+        Ok(shown_to(who, self.find(env, id).await?))
     }
 
     async fn find(&self, env: &str, id: &str) -> Result<Subscription, DomainError> {
@@ -721,4 +741,24 @@ fn test_event_data(event_id: &str, now: &Timestamp) -> Value {
         "streamContext": {},
         "platformContext": {},
     })
+}
+
+/// A secret or a header value as a read-only caller sees it: `…` and its last 4 characters;
+/// a value of 12 characters or fewer shows nothing.
+fn mask(value: &str) -> String {
+    let chars: Vec<char> = value.chars().collect();
+    match chars.len().checked_sub(4) {
+        Some(from) if chars.len() > 12 => format!("…{}", chars[from..].iter().collect::<String>()),
+        _ => "…".to_owned(),
+    }
+}
+
+/// `subscription` as `who` may see it: whole for a caller that may change webhooks, else
+/// masked.
+fn shown_to(who: &Principal, subscription: Subscription) -> Subscription {
+    if who.access.allows(Permission::WebhooksWrite) {
+        subscription
+    } else {
+        subscription.masked()
+    }
 }

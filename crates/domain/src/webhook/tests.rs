@@ -8,6 +8,7 @@ use super::*;
 use crate::card::{CardInstance, CardStatus};
 use crate::tenancy::{KeyAccess, Role};
 use crate::testing::{caller, clock, t0};
+use crate::Scope;
 
 const ENV: &str = "env_1";
 
@@ -610,4 +611,47 @@ async fn an_attempt_carries_its_claims_lease_so_a_stale_holder_cannot_record_it(
     assert_eq!(late.lease, Some(t0() + Duration::seconds(30)));
     assert_eq!(svc.record(vec![late]).await.expect("record"), 1, "refused");
     assert_eq!(svc.record(vec![holder]).await.expect("record"), 0);
+}
+
+#[tokio::test]
+async fn a_key_that_only_reads_webhooks_sees_their_secrets_masked() {
+    let stored = Subscription {
+        headers: [(
+            "Authorization".to_owned(),
+            "Bearer receiver-token-1234".to_owned(),
+        )]
+        .into_iter()
+        .collect(),
+        previous_secret: Some(new_secret()),
+        ..sub()
+    };
+    let (secret, kept) = (stored.secret.clone(), stored.clone());
+    let mut repo = MockWebhookRepository::new();
+    repo.expect_get()
+        .returning(move |_, _| Ok(Some(kept.clone())));
+    let listed = stored.clone();
+    repo.expect_list()
+        .returning(move |_| Ok(vec![listed.clone()]));
+    let svc = service(repo, MockWebhookTransport::new());
+    let reader = caller(ENV, KeyAccess::Scopes(vec![Scope::WebhooksRead]));
+    let shown = svc.get(&reader, ENV, "whk_1").await.expect("get");
+    let last4: String = secret.chars().skip(secret.chars().count() - 4).collect();
+    assert_eq!(shown.secret, format!("whsec_…{last4}"));
+    assert_eq!(shown.previous_secret, None);
+    assert_eq!(shown.headers["Authorization"], "…1234");
+    let listed = svc.list(&reader, ENV).await.expect("list");
+    assert_eq!(listed[0].headers["Authorization"], "…1234");
+    for writer in [
+        caller(
+            ENV,
+            KeyAccess::Scopes(vec![Scope::WebhooksRead, Scope::WebhooksWrite]),
+        ),
+        who(Role::Workbench),
+    ] {
+        let whole = svc.get(&writer, ENV, "whk_1").await.expect("get");
+        assert_eq!(
+            whole, stored,
+            "a key that may change webhooks sees them whole"
+        );
+    }
 }
