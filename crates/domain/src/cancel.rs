@@ -709,7 +709,7 @@ mod tests {
             claimed.lease_until = Some(until);
             Ok(Some(claimed))
         });
-        let held = t(20) + Duration::seconds(30);
+        let held = t(20) + Duration::seconds(i64::from(crate::unit::LEASE_SECONDS));
         let mut batches = vec![None, Some(u64::from(CANCEL_BATCH))];
         repo.expect_cancel_batch()
             .withf(move |t, _, _| t.lease_until == Some(held))

@@ -211,13 +211,17 @@ impl Provider for Environment {
 /// The two layers read, and which keys the environment set.
 struct Layered {
     raw: Raw,
-    from_environment: BTreeSet<String>,
+    from_environment: Sources,
 }
 
-impl Layered {
+/// The keys the environment set (the others came from the file, or are defaults): how a bad
+/// value is named.
+struct Sources(BTreeSet<String>);
+
+impl Sources {
     /// How a bad value is named: its variable, and its key when it came from the file.
     fn name(&self, key: &str) -> String {
-        if self.from_environment.contains(key) {
+        if self.0.contains(key) {
             variable(key)
         } else {
             format!("{} (`{key}` in the configuration file)", variable(key))
@@ -225,7 +229,7 @@ impl Layered {
     }
 
     fn set_by_environment(&self, key: &str) -> bool {
-        self.from_environment.contains(key)
+        self.0.contains(key)
     }
 }
 
@@ -288,7 +292,7 @@ impl Settings {
             .context("invalid configuration")?;
         let mut settings = Settings::try_from(Layered {
             raw,
-            from_environment,
+            from_environment: Sources(from_environment),
         })?;
         settings.unknown_variables = unknown_variables;
         settings.validate()?;
@@ -367,11 +371,7 @@ impl TryFrom<Layered> for Settings {
             raw,
             from_environment,
         } = layered;
-        let names = Layered {
-            raw: Raw::default(),
-            from_environment,
-        };
-        let names = &names;
+        let names = &from_environment;
         let log_format = match raw.log_format.as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -531,7 +531,7 @@ const REQUEST_BODY_TIMEOUT: Wait = Wait {
 
 impl Wait {
     /// The value read, else the default; within the range.
-    fn read(&self, names: &Layered, value: Option<String>) -> anyhow::Result<std::time::Duration> {
+    fn read(&self, names: &Sources, value: Option<String>) -> anyhow::Result<std::time::Duration> {
         let Some(text) = value else {
             return Ok(self.default);
         };
@@ -569,7 +569,7 @@ impl Integer {
     /// default: range-checked in the type it was read as, and only then converted to `T`,
     /// never with `as`, so 4294967304 is refused rather than wrapped to 8. A file's value must
     /// be a TOML integer, not text.
-    fn read<T: TryFrom<u64>>(&self, names: &Layered, value: Option<Whole>) -> anyhow::Result<T> {
+    fn read<T: TryFrom<u64>>(&self, names: &Sources, value: Option<Whole>) -> anyhow::Result<T> {
         let (lo, hi) = (self.range.start(), self.range.end());
         let name = names.name(self.key);
         let value = match value {

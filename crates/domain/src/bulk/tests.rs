@@ -322,7 +322,8 @@ mod steps {
                     && errors.len() == 1
                     && errors[0].message.contains("errorId err_")
                     && !errors[0].message.contains("injected")
-                    && *held == Some(now() + Duration::seconds(30))
+                    && *held
+                        == Some(now() + Duration::seconds(i64::from(crate::unit::LEASE_SECONDS)))
             })
             // The lease has passed to another holder meanwhile: the failure is not kept.
             .returning(|_, _, _, _, _| Ok(false));
