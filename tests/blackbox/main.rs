@@ -11,6 +11,7 @@ mod flows;
 mod folders;
 mod hang;
 mod hostile;
+mod limits;
 mod ops;
 mod push;
 mod receiver;

@@ -340,7 +340,11 @@ fn command(url: &str, dir: &Path, extra: &ExtraEnv) -> Command {
         .env("WORKBENCH_WEBHOOK_LEASE_SECONDS", "5")
         // Many test servers share two cores and one PostgreSQL: a 10,000-user batch may take
         // longer than the 5 s default there. The tests of a hung database set their own.
-        .env("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "30s");
+        .env("WORKBENCH_DATABASE_REQUEST_TIMEOUT", "30s")
+        // One key drives each test, faster than a key's default limit allows; the tests of
+        // the limits set their own (tests/blackbox/limits.rs).
+        .env("WORKBENCH_RATE_LIMIT_KEY", "off")
+        .env("WORKBENCH_RATE_LIMIT_TOKEN", "off");
     if url.starts_with("postgres") {
         // PostgreSQL needs an explicit key; SQLite runs generate a key file beside the database.
         cmd.env(

@@ -1,18 +1,20 @@
-//! `Authorization: Bearer <secret or token>` → the domain's [`Principal`].
+//! `Authorization: Bearer <secret or token>` → the domain's [`Principal`], within the key's
+//! rate limit.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use domain::Principal;
 
 use crate::problem::ApiError;
 use crate::AppState;
 
 /// The authenticated caller. Extracting it answers 401 (with `WWW-Authenticate: Bearer`)
-/// for a missing, malformed, unknown, revoked or expired credential.
+/// for a missing, malformed, unknown, revoked or expired credential, and 429 for a key past
+/// its rate limit.
 pub struct Caller(pub Principal);
 
 /// The credential of an `Authorization: Bearer ...` header, if well formed.
@@ -45,12 +47,21 @@ impl FromRequest for Caller {
         // The environment the request is for, so that a caller remembered without it (one
         // created since) is read again rather than refused.
         let environment = req.match_info().get("environmentId").map(str::to_owned);
+        let req = req.clone();
         Box::pin(async move {
             let state = state.ok_or_else(ApiError::internal)?;
             let principal = state
                 .auth
                 .authenticate_for(&credential?, environment.as_deref())
                 .await?;
+            // Contract §16: a bucket per key, checked before anything else of the request is
+            // read. The edge writes where the caller stands into the answer.
+            if let Some(allowance) = state.limits.key(&principal.key_id) {
+                req.extensions_mut().insert(allowance);
+                if let Some(refusal) = allowance.refusal("this API key") {
+                    return Err(refusal);
+                }
+            }
             Ok(Caller(principal))
         })
     }

@@ -8,7 +8,7 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{web, ResponseError};
+use actix_web::{web, HttpMessage, ResponseError};
 use futures_util::FutureExt;
 use tracing::Instrument;
 
@@ -191,6 +191,15 @@ pub async fn edge(
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
+    }
+    // Contract §16: every answer to a rate-limited caller says where it stands.
+    let allowance = response
+        .request()
+        .extensions()
+        .get::<crate::limits::Allowance>()
+        .copied();
+    if let Some(allowance) = allowance {
+        allowance.write(response.headers_mut());
     }
     // Contract §16: no answer is sniffed into another type, and no answer of the API (which
     // may carry a secret or a token: a new key, a webhook's signing secret) is stored by a

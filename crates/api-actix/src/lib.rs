@@ -4,6 +4,7 @@
 mod auth;
 mod body;
 mod edge;
+mod limits;
 mod metrics;
 pub mod openapi;
 mod problem;
@@ -24,6 +25,7 @@ use domain::card::CardService;
 use domain::trigger::TriggerService;
 use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
+pub use limits::{Rate, RateLimitOptions, RateLimits};
 pub use metrics::Metrics;
 pub use problem::{ApiError, Problem};
 
@@ -50,6 +52,8 @@ pub struct AppState {
     /// The database's storage: the low-disk guard and writes refused for lack of space.
     pub storage: Arc<domain::health::Storage>,
     pub metrics: Metrics,
+    /// The rate limits of this process (contract §16).
+    pub limits: RateLimits,
     /// `WORKBENCH_METRICS_TOKEN`: lets clients other than loopback read `/metrics`.
     pub metrics_token: Option<String>,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).

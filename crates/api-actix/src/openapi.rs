@@ -119,6 +119,38 @@ impl Modify for Extras {
                     .build(),
             )
             .build();
+        // Contract §16: every call with an API key counts against the key's rate limit.
+        let integer = |description: &str| {
+            utoipa::openapi::HeaderBuilder::new()
+                .schema(
+                    utoipa::openapi::ObjectBuilder::new()
+                        .schema_type(utoipa::openapi::schema::Type::Integer),
+                )
+                .description(Some(description))
+                .build()
+        };
+        let rate_limited = ResponseBuilder::new()
+            .description(
+                "Too many requests (`rate_limited`): the API key sent more than \
+                 `WORKBENCH_RATE_LIMIT_KEY` allows; `Retry-After` says when to try again. Every \
+                 answer to a key whose calls are limited carries the `RateLimit-*` headers",
+            )
+            .header("Retry-After", integer("Seconds until a request may go"))
+            .header("RateLimit-Limit", integer("Requests the key may send at once"))
+            .header("RateLimit-Remaining", integer("Requests left now: 0"))
+            .header("RateLimit-Reset", integer("Seconds until a request may go"))
+            .content(
+                "application/problem+json",
+                ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .responses
+            .insert("RateLimited".to_owned(), rate_limited.into());
+        let rate_limited = utoipa::openapi::Ref::new("#/components/responses/RateLimited");
         for item in doc.paths.paths.values_mut() {
             for operation in [&mut item.post, &mut item.put, &mut item.patch]
                 .into_iter()
@@ -129,6 +161,27 @@ impl Modify for Extras {
                     .responses
                     .entry("503".to_owned())
                     .or_insert_with(|| storage_full.clone().into());
+            }
+            for operation in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let with_key = operation.security.iter().flatten().any(|requirement| {
+                    serde_json::to_value(requirement).is_ok_and(|v| v.get("bearer").is_some())
+                });
+                if with_key {
+                    operation
+                        .responses
+                        .responses
+                        .entry("429".to_owned())
+                        .or_insert_with(|| rate_limited.clone().into());
+                }
             }
         }
     }

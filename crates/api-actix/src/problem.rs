@@ -159,8 +159,6 @@ impl ApiError {
         self
     }
 
-    /// The disk has no room for the write, or the low-disk guard refuses new work
-    /// (contract §18): 503 `storage_full`, to be tried again later.
     /// 408: the request's body did not arrive within `limit` (contract §16); the connection is
     /// closed after the answer.
     pub fn body_timeout(limit: std::time::Duration) -> Self {
@@ -177,6 +175,23 @@ impl ApiError {
         err
     }
 
+    /// 429 `rate_limited` (contract §16): `who` sent more than its limit; the next request
+    /// may go in `retry_after` seconds.
+    pub fn rate_limited(retry_after: u64, who: &str) -> Self {
+        let mut err = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "Too many requests",
+            format!(
+                "{who} sent more requests than its rate limit allows; try again in {retry_after} s"
+            ),
+        );
+        err.0.retry_after = Some(retry_after);
+        err
+    }
+
+    /// The disk has no room for the write, or the low-disk guard refuses new work
+    /// (contract §18): 503 `storage_full`, to be tried again later.
     pub fn storage_full() -> Self {
         let mut err = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,

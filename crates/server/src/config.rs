@@ -82,6 +82,10 @@ pub struct Settings {
     /// `WORKBENCH_REQUEST_BODY_TIMEOUT` (default 30 s): how long a request's body may take to
     /// arrive before the answer is 408 and the connection closes (contract §16).
     pub request_body_timeout: std::time::Duration,
+    /// `WORKBENCH_RATE_LIMIT_KEY` (default `200/s`) and `WORKBENCH_RATE_LIMIT_TOKEN` (default
+    /// `10/min`): the per-process rate limits of contract §16, each with a burst of twice its
+    /// rate, or `off`.
+    pub rate_limits: api_actix::RateLimitOptions,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -131,6 +135,8 @@ struct Raw {
     database_request_timeout: Option<String>,
     database_tcp_timeout: Option<String>,
     request_body_timeout: Option<String>,
+    rate_limit_key: Option<String>,
+    rate_limit_token: Option<String>,
     secret_key: Option<SecretString>,
     previous_secret_keys: Option<Keys>,
     metrics_token: Option<SecretString>,
@@ -460,6 +466,18 @@ impl TryFrom<Layered> for Settings {
                 tcp: DATABASE_TCP_TIMEOUT.read(names, raw.database_tcp_timeout)?,
             },
             request_body_timeout: REQUEST_BODY_TIMEOUT.read(names, raw.request_body_timeout)?,
+            rate_limits: {
+                let defaults = api_actix::RateLimitOptions::default();
+                api_actix::RateLimitOptions {
+                    key: rate(names, "rate_limit_key", raw.rate_limit_key, defaults.key)?,
+                    token: rate(
+                        names,
+                        "rate_limit_token",
+                        raw.rate_limit_token,
+                        defaults.token,
+                    )?,
+                }
+            },
             unknown_variables: Vec::new(),
         })
     }
@@ -552,6 +570,21 @@ impl Wait {
                     humane(*hi)
                 )
             })
+    }
+}
+
+/// A rate limit (`200/s`, `10/min`, `off`), else its default.
+fn rate(
+    names: &Sources,
+    key: &str,
+    value: Option<String>,
+    default: Option<api_actix::Rate>,
+) -> anyhow::Result<Option<api_actix::Rate>> {
+    match value {
+        None => Ok(default),
+        Some(text) => {
+            api_actix::Rate::parse(&text).map_err(|why| anyhow!("{} {why}", names.name(key)))
+        }
     }
 }
 

@@ -486,6 +486,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         loops: loops.clone(),
         storage,
         metrics: metrics.clone(),
+        limits: api_actix::RateLimits::new(settings.rate_limits),
         metrics_token: settings
             .metrics_token
             .as_ref()

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use domain::DomainError;
@@ -69,6 +69,7 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
         (status = 400, description = "`grant_type` missing, or credentials both in the Authorization header and in the form (`invalid_request`); or `grant_type` not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many exchanges from this client address or for this client id (`rate_limited`); `Retry-After` says when to try again", body = Problem, content_type = "application/problem+json"),
     ),
     security(("basic" = []))
 )]
@@ -77,6 +78,15 @@ pub async fn token(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // Contract §16: per client address first (before a credential is looked at), then per
+    // client id; the answer says where the caller stands on the one that binds first.
+    let by_address = state.limits.token_address(req.peer_addr().map(|a| a.ip()));
+    if let Some(allowance) = by_address {
+        req.extensions_mut().insert(allowance);
+        if let Some(refusal) = allowance.refusal("this client address") {
+            return Err(refusal);
+        }
+    }
     let is_form = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -146,6 +156,12 @@ pub async fn token(
             }
         },
     };
+    if let Some(allowance) = state.limits.token_client(&client_id, by_address) {
+        req.extensions_mut().insert(allowance);
+        if let Some(refusal) = allowance.refusal("this client") {
+            return Err(refusal);
+        }
+    }
     let issued = match state
         .auth
         .exchange_client_credentials(&client_id, &client_secret)

@@ -366,3 +366,49 @@ fn sizes_are_bytes_with_binary_units() {
     assert_eq!(parse_size("99999999999999999999"), None);
     assert_eq!(parse_size("17179869184GiB"), None, "overflows u64");
 }
+
+#[test]
+fn rate_limits_default_to_the_contract_and_read_rates_or_off() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.rate_limits, api_actix::RateLimitOptions::default());
+    assert_eq!(
+        s.rate_limits.key.map(|r| r.to_string()).as_deref(),
+        Some("200/s")
+    );
+    assert_eq!(
+        s.rate_limits.token.map(|r| r.to_string()).as_deref(),
+        Some("10/min")
+    );
+
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_RATE_LIMIT_KEY", "off"),
+            ("WORKBENCH_RATE_LIMIT_TOKEN", "30/h"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.rate_limits.key, None);
+    assert_eq!(
+        s.rate_limits.token.map(|r| r.to_string()).as_deref(),
+        Some("30/h")
+    );
+
+    let s = from_file("rate_limit_key = \"50/s\"\n").expect("file");
+    assert_eq!(s.rate_limits.key, api_actix::Rate::per_second(50));
+
+    for (name, value) in [
+        ("WORKBENCH_RATE_LIMIT_KEY", "0/s"),
+        ("WORKBENCH_RATE_LIMIT_KEY", "200"),
+        ("WORKBENCH_RATE_LIMIT_TOKEN", "10/day"),
+        ("WORKBENCH_RATE_LIMIT_TOKEN", "4294967296/s"),
+    ] {
+        let err = refusal(Settings::load(None, env(&[(name, value)])));
+        assert!(err.contains(name) && err.contains("`200/s`"), "{err}");
+    }
+    let err = refusal(from_file("rate_limit_token = \"fast\"\n"));
+    assert!(
+        err.contains("`rate_limit_token` in the configuration file"),
+        "{err}"
+    );
+}
