@@ -135,3 +135,19 @@ pub fn raw_texts(url: &str, sql: &str) -> Vec<String> {
     };
     rows.into_iter().map(|r| r.v).collect()
 }
+
+/// Runs one statement on a connection of its own (what an older version, or an operator,
+/// wrote behind the repositories' back).
+pub fn raw_execute(url: &str, sql: &str) {
+    use diesel::RunQueryDsl;
+
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let mut c = diesel::SqliteConnection::establish(path).expect("sqlite");
+        diesel::connection::SimpleConnection::batch_execute(&mut c, "PRAGMA busy_timeout = 5000")
+            .expect("busy timeout");
+        diesel::sql_query(sql).execute(&mut c).expect("statement");
+    } else {
+        let mut c = PgConnection::establish(url).expect("postgres");
+        diesel::sql_query(sql).execute(&mut c).expect("statement");
+    }
+}

@@ -113,13 +113,50 @@ fn secret_context(id: &str, field: &str) -> String {
     format!("webhook_subscriptions.{field}:{id}")
 }
 
+/// Custom header values (a receiver's `Authorization`, say) are secrets too (contract §16):
+/// the JSON object of them is sealed whole. No headers are stored as `{}`, which holds
+/// nothing to seal.
+fn seal_headers(
+    secrets: &SecretBox,
+    id: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<String, StorageError> {
+    let json = serde_json::to_string(headers).map_err(|e| corrupt("headers", e))?;
+    if headers.is_empty() {
+        return Ok(json);
+    }
+    secrets.seal(&json, &secret_context(id, "headers"))
+}
+
+/// What [`seal_headers`] stored; a plain JSON object is `{}`, or a row written before header
+/// values were sealed (sealed at start by [`DieselWebhookRepository::seal_plain_headers`]).
+fn open_headers(
+    secrets: &SecretBox,
+    id: &str,
+    stored: &str,
+) -> Result<BTreeMap<String, String>, StorageError> {
+    let opened;
+    let json = if is_sealed(stored) {
+        opened = secrets.open(stored, &secret_context(id, "headers"))?;
+        opened.as_str()
+    } else {
+        stored
+    };
+    serde_json::from_str(json).map_err(|e| corrupt("webhook headers", e))
+}
+
+/// Whether a stored value is sealed ([`SecretBox::seal`]'s format), not plain JSON.
+fn is_sealed(stored: &str) -> bool {
+    stored.starts_with("v1.")
+}
+
 fn seal(secrets: &SecretBox, s: &Subscription) -> Result<SubscriptionRow, StorageError> {
     Ok(SubscriptionRow {
         id: s.id.clone(),
         environment_id: s.environment_id.clone(),
         url: s.url.clone(),
         method: s.method.as_str().to_owned(),
-        headers: serde_json::to_string(&s.headers).map_err(|e| corrupt("headers", e))?,
+        headers: seal_headers(secrets, &s.id, &s.headers)?,
         types: serde_json::to_string(&s.types).map_err(|e| corrupt("types", e))?,
         card_template_id: s.card_template_id.clone(),
         flow_id: s.flow_id.clone(),
@@ -139,8 +176,7 @@ fn seal(secrets: &SecretBox, s: &Subscription) -> Result<SubscriptionRow, Storag
 }
 
 fn open(secrets: &SecretBox, row: SubscriptionRow) -> Result<Subscription, StorageError> {
-    let headers: BTreeMap<String, String> =
-        serde_json::from_str(&row.headers).map_err(|e| corrupt("webhook headers", e))?;
+    let headers = open_headers(secrets, &row.id, &row.headers)?;
     let types: Vec<String> =
         serde_json::from_str(&row.types).map_err(|e| corrupt("webhook types", e))?;
     Ok(Subscription {
@@ -237,6 +273,43 @@ impl DieselWebhookRepository {
             secrets,
             rotation: Default::default(),
         }
+    }
+
+    /// Seals the custom header values of subscriptions written before they were sealed
+    /// (contract §16); run at start. Each row is changed only if it still holds what was read,
+    /// so a process writing the same row meanwhile wins. Returns how many were sealed.
+    pub async fn seal_plain_headers(&self) -> Result<usize, StorageError> {
+        let plain: Vec<(String, String)> = self
+            .db
+            .run(|conn| {
+                Ok(webhook_subscriptions::table
+                    .filter(webhook_subscriptions::headers.not_like("v1.%"))
+                    .filter(webhook_subscriptions::headers.ne("{}"))
+                    .select((webhook_subscriptions::id, webhook_subscriptions::headers))
+                    .load(conn)?)
+            })
+            .await?;
+        let mut sealed = Vec::with_capacity(plain.len());
+        for (id, stored) in plain {
+            let headers = open_headers(&self.secrets, &id, &stored)?;
+            let new = seal_headers(&self.secrets, &id, &headers)?;
+            sealed.push((id, stored, new));
+        }
+        self.db
+            .transaction(move |conn| {
+                let mut changed = 0;
+                for (id, old, new) in &sealed {
+                    changed += diesel::update(
+                        webhook_subscriptions::table
+                            .filter(webhook_subscriptions::id.eq(id))
+                            .filter(webhook_subscriptions::headers.eq(old)),
+                    )
+                    .set(webhook_subscriptions::headers.eq(new))
+                    .execute(conn)?;
+                }
+                Ok(changed)
+            })
+            .await
     }
 }
 

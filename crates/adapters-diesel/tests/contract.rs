@@ -1738,6 +1738,52 @@ mod webhooks {
         assert!(stored[0].starts_with("v1."));
     }
 
+    /// Contract §16: custom header values (a receiver's credentials) are sealed at rest like
+    /// the signing secret; rows written in plain text before are sealed by
+    /// `seal_plain_headers`, and open the same either way.
+    async fn custom_header_values_are_sealed_at_rest(url: &str) {
+        let (_db, repo) = setup(url).await;
+        let mut s = subscription("whk_h", &["card-published"], None);
+        s.headers = [(
+            "Authorization".to_owned(),
+            "Bearer receiver-credential".to_owned(),
+        )]
+        .into();
+        assert!(repo.create(&s, 10).await.expect("create"));
+        let mut none = subscription("whk_none", &["card-published"], None);
+        none.headers.clear();
+        assert!(repo.create(&none, 10).await.expect("create"));
+        let stored = raw_texts(
+            url,
+            "SELECT headers AS v FROM webhook_subscriptions ORDER BY id",
+        );
+        assert!(stored[0].starts_with("v1."), "sealed: {}", stored[0]);
+        assert!(!stored[0].contains("receiver-credential"));
+        assert_eq!(stored[1], "{}", "no headers: nothing to seal");
+        assert_eq!(
+            repo.get("env_a", "whk_h").await.expect("get"),
+            Some(s.clone())
+        );
+
+        // A row of an older version, in plain text.
+        adapters_diesel::testing::raw_execute(
+            url,
+            r#"UPDATE webhook_subscriptions SET headers = '{"Authorization":"Bearer receiver-credential"}' WHERE id = 'whk_h'"#,
+        );
+        assert_eq!(
+            repo.get("env_a", "whk_h").await.expect("get"),
+            Some(s.clone())
+        );
+        assert_eq!(repo.seal_plain_headers().await.expect("seal"), 1);
+        assert_eq!(repo.seal_plain_headers().await.expect("again"), 0);
+        let stored = raw_texts(
+            url,
+            "SELECT headers AS v FROM webhook_subscriptions WHERE id = 'whk_h'",
+        );
+        assert!(stored[0].starts_with("v1."), "sealed: {}", stored[0]);
+        assert_eq!(repo.get("env_a", "whk_h").await.expect("get"), Some(s));
+    }
+
     async fn events_enqueue_matching_deliveries_in_their_transaction(url: &str) {
         let (db, repo) = setup(url).await;
         repo.create(&subscription("whk_all", &["card-published"], None), 100)
@@ -1962,6 +2008,7 @@ mod webhooks {
 
     both_backends!(
         subscriptions_round_trip_with_secrets_sealed_and_a_limit,
+        custom_header_values_are_sealed_at_rest,
         events_enqueue_matching_deliveries_in_their_transaction,
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,

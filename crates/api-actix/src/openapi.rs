@@ -136,7 +136,10 @@ impl Modify for Extras {
                  answer to a key whose calls are limited carries the `RateLimit-*` headers",
             )
             .header("Retry-After", integer("Seconds until a request may go"))
-            .header("RateLimit-Limit", integer("Requests the key may send at once"))
+            .header(
+                "RateLimit-Limit",
+                integer("Requests the key may send at once"),
+            )
             .header("RateLimit-Remaining", integer("Requests left now: 0"))
             .header("RateLimit-Reset", integer("Seconds until a request may go"))
             .content(

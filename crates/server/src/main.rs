@@ -393,6 +393,17 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         db.clone(),
         secrets.clone(),
     ));
+    // Custom header values stored in plain text by an older version are sealed now.
+    let sealed = webhook_repo
+        .seal_plain_headers()
+        .await
+        .context("cannot seal the custom header values of webhook subscriptions")?;
+    if sealed > 0 {
+        tracing::info!(
+            subscriptions = sealed,
+            "sealed the custom header values that were stored in plain text"
+        );
+    }
     let pushes = Arc::new(domain::push::PushService::new(
         Arc::new(adapters_diesel::DieselPushJobRepository::new(
             db.clone(),
