@@ -4,6 +4,7 @@
 
 pub mod csv;
 pub mod grant;
+mod matching;
 pub mod service;
 
 pub use csv::{CsvHeader, CsvRow};

@@ -1,11 +1,13 @@
 //! [`BulkService`]: creating tasks, receiving their files, and the worker steps that record
 //! their rows through the trigger service.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Duration;
 use futures_util::StreamExt;
 
+use super::matching::{Matched, Matcher, Wanted};
 use super::*;
 use crate::audience::{EndUserRepository, UserQuery};
 use crate::trigger::invocation::MAX_RUNNING_BULK;
@@ -391,10 +393,11 @@ impl BulkService {
         // In chunks, each prepared while the ones before are recorded: the recorder works on
         // threads of its own (building a chunk's rows, then writing them), so a chunk is
         // handed to it as soon as it is prepared, up to RECORDING chunks at once.
+        let matched = self.match_by_attributes(&task, &header, &rows).await?;
         let mut errors: Vec<RowError> = Vec::new();
         let mut recording = futures_util::stream::FuturesOrdered::new();
         for rows in rows.chunks(CHUNK_ROWS) {
-            let prepare = std::pin::pin!(self.prepare_chunk(&task, &header, rows));
+            let prepare = std::pin::pin!(self.prepare_chunk(&task, &header, rows, &matched));
             let prepared = recorded_while(&mut recording, prepare, &mut errors).await?;
             recording.push_back(self.record_chunk(prepared));
             while recording.len() > RECORDING {
@@ -422,12 +425,62 @@ impl BulkService {
         Ok(true)
     }
 
+    /// The users each of the step's rows without an `id` matches by its attributes, in one
+    /// read of the environment's users (see [`super::matching`]).
+    async fn match_by_attributes(
+        &self,
+        task: &BulkTask,
+        header: &CsvHeader,
+        rows: &[(u64, Vec<String>)],
+    ) -> Result<HashMap<u64, Matched>, DomainError> {
+        let wanted = rows
+            .iter()
+            .filter_map(|(number, cells)| {
+                let row = header.row(cells).ok()?;
+                if row.attributes.contains_key("id") {
+                    return None;
+                }
+                let filter = row.filter().ok()?;
+                Some(Wanted {
+                    number: *number,
+                    attributes: row.attributes.into_iter().collect(),
+                    filter,
+                })
+            })
+            .collect();
+        let mut matcher = Matcher::new(wanted);
+        if matcher.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut after = None;
+        loop {
+            let page = PageRequest {
+                limit: 1_000,
+                after: after.clone(),
+            };
+            let users = self
+                .users
+                .list(&task.environment_id, &UserQuery::default(), &page)
+                .await?;
+            let more = users.len() > 1_000;
+            for user in users.iter().take(1_000) {
+                matcher.offer(user);
+            }
+            if !more {
+                break;
+            }
+            after = users.get(999).map(|u| u.id.clone());
+        }
+        Ok(matcher.finish())
+    }
+
     /// The rows' elements validated and built, not yet recorded.
     async fn prepare_chunk(
         &self,
         task: &BulkTask,
         header: &CsvHeader,
         rows: &[(u64, Vec<String>)],
+        matched: &HashMap<u64, Matched>,
     ) -> Result<Chunk, DomainError> {
         let mut chunk = Chunk {
             errors: Vec::new(),
@@ -436,7 +489,7 @@ impl BulkService {
         };
         let mut elements: Vec<FlowElement> = Vec::new();
         for (number, cells) in rows {
-            match self.element(task, header, *number, cells).await? {
+            match self.element(task, header, *number, cells, matched).await? {
                 Ok(element) => {
                     elements.push(element);
                     chunk.rows.push(*number);
@@ -491,12 +544,13 @@ impl BulkService {
         header: &CsvHeader,
         number: u64,
         cells: &[String],
+        matched: &HashMap<u64, Matched>,
     ) -> Result<Result<FlowElement, String>, DomainError> {
         let row = match header.row(cells) {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
-        let users = match self.users_of(task, &row).await? {
+        let users = match self.users_of(task, &row, matched.get(&number)).await? {
             Ok(u) => u,
             Err(e) => return Ok(Err(e)),
         };
@@ -512,11 +566,13 @@ impl BulkService {
     }
 
     /// The users a row targets: its `id` (checked against its other attributes), or the users
-    /// its attributes match, at most [`MAX_USERS_PER_ROW`].
+    /// its attributes matched, at most [`MAX_USERS_PER_ROW`] (`matched`: from
+    /// [`BulkService::match_by_attributes`]).
     async fn users_of(
         &self,
         task: &BulkTask,
         row: &CsvRow,
+        matched: Option<&Matched>,
     ) -> Result<Result<Vec<String>, String>, DomainError> {
         if let (Some(id), 1) = (row.attributes.get("id"), row.attributes.len()) {
             // Only the id: a user target, exactly as /start takes it (no filter to build: an
@@ -538,35 +594,10 @@ impl BulkService {
                 None => Err(format!("no end user {id:?}")),
             });
         }
-        // No id: the users whose attributes match, read in pages.
-        let mut found = Vec::new();
-        let mut after = None;
-        loop {
-            let page = PageRequest {
-                limit: 1_000,
-                after: after.clone(),
-            };
-            let users = self.users.list(env, &UserQuery::default(), &page).await?;
-            let more = users.len() > 1_000;
-            for user in users.iter().take(1_000) {
-                if filter.matches(user) {
-                    found.push(user.id.clone());
-                    if found.len() > MAX_USERS_PER_ROW {
-                        return Ok(Err(format!(
-                            "matches more than {MAX_USERS_PER_ROW} end users"
-                        )));
-                    }
-                }
-            }
-            if !more {
-                break;
-            }
-            after = users.get(999).map(|u| u.id.clone());
-        }
-        if found.is_empty() {
-            return Ok(Err("matches no end user".into()));
-        }
-        Ok(Ok(found))
+        // No id: the users its attributes matched, found for the whole step at once.
+        Ok(matched
+            .cloned()
+            .unwrap_or_else(|| Err("matches no end user".into())))
     }
 }
 
