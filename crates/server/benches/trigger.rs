@@ -5,7 +5,8 @@
 //! 1. closed-loop load with 32 concurrent clients for 10 s: `POST .../start` with one user per
 //!    request, beside `GET /healthz` of the same server (actix with the same middleware: the
 //!    HTTP stack's ceiling on this machine);
-//! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles;
+//! 2. open-loop load at a fixed 2,000 requests/s for 10 s, reporting latency percentiles; then
+//!    closed-loop feed reads (`GET /users/{id}/cards` of users the loads gave a card);
 //! 3. a tag target of BENCH_USERS users (default 100,000) to all cards active, beside a raw
 //!    `INSERT ... SELECT` of as many rows into a scratch table, and the schema's floor: as many
 //!    cards (with their flow instances) and events written by `INSERT ... SELECT` alone.
@@ -122,6 +123,19 @@ async fn loads(
     println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
     // Let the engine drain what the load queued before the fan-out is timed.
     drain(server, env, flow).await;
+    // The feed of users the loads gave a card, one user per request.
+    let (client, secret, base) = (
+        server.client.clone(),
+        server.admin_secret.clone(),
+        server.url(&format!("/v1/{env}/users")),
+    );
+    let feed: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
+        client
+            .get(format!("{base}/user{}/cards", n % 1_000))
+            .bearer_auth(&secret)
+    });
+    let (rps, p50, p99) = closed_loop(feed).await;
+    println!("  GET /users/{{id}}/cards, {CLIENTS} clients:       {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
 }
 
 async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
