@@ -277,6 +277,20 @@ pub fn sqlite_url_in(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("workbench.db").display())
 }
 
+/// Runs `workbench ARGS` to its end on the database at `url` (with `dir` as the data folder),
+/// with the test defaults and `extra`: its exit status, stdout and stderr.
+pub fn workbench(
+    url: &str,
+    dir: &Path,
+    args: &[&str],
+    extra: &[(&str, Option<&str>)],
+) -> std::process::Output {
+    command(url, dir, &extra_env(extra))
+        .args(args)
+        .output()
+        .expect("run workbench")
+}
+
 /// How a `workbench serve` that was expected to stop by itself ended.
 pub struct Exited {
     /// `None` when it still ran after the time allowed (it was then killed).
@@ -288,9 +302,21 @@ pub struct Exited {
 /// Runs `workbench serve` on the SQLite database `workbench.db` in `dir` (also the data folder),
 /// with the test defaults and `extra`, and waits up to `limit` for it to exit by itself.
 pub fn serve_until_exit(dir: &Path, extra: &[(&str, Option<&str>)], limit: Duration) -> Exited {
+    run_until_exit(&sqlite_url_in(dir), dir, &["serve"], extra, limit)
+}
+
+/// Runs `workbench ARGS` on the database at `url` (with `dir` as the data folder) and waits up
+/// to `limit` for it to exit by itself.
+pub fn run_until_exit(
+    url: &str,
+    dir: &Path,
+    args: &[&str],
+    extra: &[(&str, Option<&str>)],
+    limit: Duration,
+) -> Exited {
     let started = std::time::Instant::now();
-    let mut child = command(&sqlite_url_in(dir), dir, &extra_env(extra))
-        .arg("serve")
+    let mut child = command(url, dir, &extra_env(extra))
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

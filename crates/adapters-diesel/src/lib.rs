@@ -43,7 +43,10 @@ pub use crypto::{KeyError, SecretBox};
 pub mod clock;
 pub use cards::DieselCardRepository;
 pub use clock::DatabaseClock;
-pub use db::{Backend, Database, DatabaseError, DatabaseUrl, Synchronous, Waits, WAL_LIMIT_BYTES};
+pub use db::{
+    apply_migrations, schema_status, Backend, Database, DatabaseError, DatabaseUrl, SchemaStatus,
+    Synchronous, Waits, WAL_LIMIT_BYTES,
+};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;

@@ -86,6 +86,9 @@ pub struct Settings {
     /// `10/min`): the per-process rate limits of contract §16, each with a burst of twice its
     /// rate, or `off`.
     pub rate_limits: api_actix::RateLimitOptions,
+    /// `WORKBENCH_MIGRATE` (default true): whether `serve` applies pending migrations; false
+    /// refuses to start while any are pending (`serve --no-migrate` sets it too).
+    pub migrate: bool,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -136,6 +139,7 @@ struct Raw {
     database_tcp_timeout: Option<String>,
     request_body_timeout: Option<String>,
     rate_limit_key: Option<String>,
+    migrate: Option<Switch>,
     rate_limit_token: Option<String>,
     secret_key: Option<SecretString>,
     previous_secret_keys: Option<Keys>,
@@ -156,6 +160,14 @@ struct Raw {
 #[serde(untagged)]
 enum Whole {
     Number(i64),
+    Text(String),
+}
+
+/// A switch as written: a TOML boolean, or text (`true`, `false`, `1`, `0`, `yes`, `no`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Switch {
+    Bool(bool),
     Text(String),
 }
 
@@ -477,6 +489,18 @@ impl TryFrom<Layered> for Settings {
                         defaults.token,
                     )?,
                 }
+            },
+            migrate: match raw.migrate {
+                None => true,
+                Some(Switch::Bool(on)) => on,
+                Some(Switch::Text(text)) => match text.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" => false,
+                    _ => bail!(
+                        "{} must be `true` or `false`, got `{text}`",
+                        names.name("migrate")
+                    ),
+                },
             },
             unknown_variables: Vec::new(),
         })

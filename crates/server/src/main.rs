@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use adapters_diesel::db::DatabaseUrl;
 use adapters_diesel::{
-    Database, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
+    Database, DatabaseError, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
     DieselFolderRepository, DieselHealthProbe, DieselInvocationRepository, DieselSegmentRepository,
     DieselSettingsRepository, DieselStreamRepository, DieselTenancyRepository,
 };
@@ -54,7 +54,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service (the default).
-    Serve,
+    Serve(ServeArgs),
+    /// Apply pending database migrations and print `{"applied": [...], "current": "..."}`.
+    Migrate {
+        #[command(subcommand)]
+        command: Option<MigrateCommand>,
+    },
     /// Manage environments.
     Env {
         #[command(subcommand)]
@@ -65,6 +70,20 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+}
+
+#[derive(Args, Default)]
+struct ServeArgs {
+    /// Never apply migrations: with pending ones, exit 2 naming them (as
+    /// WORKBENCH_MIGRATE=false does). Run `workbench migrate` first.
+    #[arg(long)]
+    no_migrate: bool,
+}
+
+#[derive(Subcommand)]
+enum MigrateCommand {
+    /// Print the applied and pending migrations, changing nothing.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -139,8 +158,18 @@ async fn main() -> std::process::ExitCode {
             "not a setting, ignored (docs/configuration.md lists the WORKBENCH_* variables)"
         );
     }
-    let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(settings).await,
+    let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
+        Command::Serve(args) => {
+            let mut settings = settings;
+            if args.no_migrate {
+                settings.migrate = false;
+            }
+            serve(settings).await
+        }
+        Command::Migrate { command: None } => migrate(settings).await,
+        Command::Migrate {
+            command: Some(MigrateCommand::Status),
+        } => migrate_status(settings).await,
         Command::Env {
             command: EnvCommand::Create { name },
         } => create_env(settings, &name).await,
@@ -191,11 +220,16 @@ async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
         .with_synchronous(settings.sqlite_synchronous)
         .with_waits(settings.database_waits);
     let size = settings.database_pool_size;
-    let opened = tokio::task::spawn_blocking(move || Database::open(url, size))
+    let may_migrate = settings.migrate;
+    let opened = tokio::task::spawn_blocking(move || Database::open_with(url, size, may_migrate))
         .await
         .context("database start-up task failed")?;
     match opened {
         Ok(db) => Ok(db),
+        // Contract §17: a schema the binary cannot use is the operator's to resolve (exit 2).
+        Err(e @ (DatabaseError::NewerSchema { .. } | DatabaseError::PendingMigrations(_))) => {
+            Err(StartRefused(e.to_string()).into())
+        }
         Err(e) => {
             if let Some(dir) = sqlite_dir(settings)? {
                 let full = storage::free_bytes(&dir).is_ok_and(|free| free < 1 << 20);
@@ -213,6 +247,48 @@ async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
             Err(anyhow::Error::new(e).context("cannot open the database"))
         }
     }
+}
+
+/// `workbench migrate`: applies pending migrations (under PostgreSQL's migration lock, so a
+/// serving process starting meanwhile waits), refusing a newer schema (exit 2).
+async fn migrate(settings: Settings) -> anyhow::Result<()> {
+    let url = DatabaseUrl::parse(settings.database_url.expose_secret())?
+        .with_synchronous(settings.sqlite_synchronous)
+        .with_waits(settings.database_waits);
+    let outcome = tokio::task::spawn_blocking(move || adapters_diesel::apply_migrations(&url))
+        .await
+        .context("migration task failed")?;
+    let (applied, status) = match outcome {
+        Ok(done) => done,
+        Err(e @ DatabaseError::NewerSchema { .. }) => {
+            return Err(StartRefused(e.to_string()).into())
+        }
+        Err(e) => return Err(anyhow::Error::new(e)),
+    };
+    println!(
+        "{}",
+        json!({"applied": applied, "current": status.current()})
+    );
+    Ok(())
+}
+
+/// `workbench migrate status`: the applied and pending migrations; changes nothing.
+async fn migrate_status(settings: Settings) -> anyhow::Result<()> {
+    let url = DatabaseUrl::parse(settings.database_url.expose_secret())?;
+    let status = tokio::task::spawn_blocking(move || adapters_diesel::schema_status(&url))
+        .await
+        .context("migration status task failed")??;
+    println!(
+        "{}",
+        json!({
+            "applied": status.applied,
+            "pending": status.pending,
+            "newer": status.newer,
+            "current": status.current(),
+            "latest": status.latest,
+        })
+    );
+    Ok(())
 }
 
 fn auth_service(db: &Database, clock: Arc<dyn domain::Clock>) -> Arc<AuthService> {

@@ -13,9 +13,11 @@ use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use domain::StorageError;
 
 mod calls;
+mod migrations;
 mod url;
 
 use calls::*;
+pub use migrations::SchemaStatus;
 use url::Manager;
 pub use url::{DatabaseUrl, Synchronous, Waits};
 
@@ -68,6 +70,12 @@ pub enum DatabaseError {
     Connect(String),
     #[error("cannot apply migrations: {0}")]
     Migrate(String),
+    /// The database was migrated by a newer version of the service (contract §17).
+    #[error("the database's schema ({database}) is newer than this binary knows ({binary}): run the newer version, or restore a backup taken before it migrated")]
+    NewerSchema { database: String, binary: String },
+    /// Migrations were not to be applied (`--no-migrate`), and some are pending.
+    #[error("the database lacks migrations {}: run `workbench migrate` first", .0.join(", "))]
+    PendingMigrations(Vec<String>),
 }
 
 /// The longest a readiness check waits for the database.
@@ -163,11 +171,25 @@ impl Database {
 
     /// [`Database::connect`] with a parsed URL and its settings.
     pub fn open(url: DatabaseUrl, pool_size: u32) -> Result<Self, DatabaseError> {
+        Self::open_with(url, pool_size, true)
+    }
+
+    /// [`Database::open`]; with `may_migrate` false, a database lacking migrations is refused
+    /// ([`DatabaseError::PendingMigrations`]) instead of migrated. A database migrated by a
+    /// newer version is always refused ([`DatabaseError::NewerSchema`]).
+    pub fn open_with(
+        url: DatabaseUrl,
+        pool_size: u32,
+        may_migrate: bool,
+    ) -> Result<Self, DatabaseError> {
         let (backend, synchronous, waits) = (url.backend(), url.synchronous, url.waits);
         let mut first = url
             .establish()
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;
-        migrate(&mut first)?;
+        let applied = migrations::prepare(&mut first, may_migrate)?;
+        if !applied.is_empty() {
+            tracing::info!(applied = %applied.join(","), "migrations applied");
+        }
         drop(first);
         let canceller = match backend {
             Backend::Postgres => Some(
@@ -567,32 +589,36 @@ where
     }
 }
 
-pub(crate) fn migrate(conn: &mut AnyConnection) -> Result<(), DatabaseError> {
-    let failed = |e: &dyn std::fmt::Display| DatabaseError::Migrate(e.to_string());
-    match conn {
-        AnyConnection::Postgresql(c) => {
-            diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
-                .execute(c)
-                .map_err(|e| failed(&e))?;
-            let result = c.run_pending_migrations(POSTGRES_MIGRATIONS).map(|_| ());
-            let unlocked =
-                diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
-                    .execute(c);
-            result.map_err(|e| failed(&e))?;
-            unlocked.map_err(|e| failed(&e))?;
-        }
-        AnyConnection::Sqlite(c) => {
-            // The page size first: it only takes effect before the file's first page is
-            // written, and WAL mode writes it.
-            c.batch_execute(&format!(
-                "PRAGMA page_size = {SQLITE_PAGE_SIZE}; PRAGMA journal_mode = WAL;"
-            ))
-            .map_err(|e| failed(&e))?;
-            c.run_pending_migrations(SQLITE_MIGRATIONS)
-                .map_err(|e| failed(&e))?;
+/// Applies pending migrations (refusing a newer schema); the versions applied.
+pub(crate) fn migrate(conn: &mut AnyConnection) -> Result<Vec<String>, DatabaseError> {
+    migrations::prepare(conn, true)
+}
+
+/// The schema of the database at `url` against this binary's migrations, changing nothing.
+/// A SQLite file that does not exist yet is not created: everything is pending.
+pub fn schema_status(url: &DatabaseUrl) -> Result<SchemaStatus, DatabaseError> {
+    if let Some(file) = url.sqlite_file() {
+        if !file.exists() {
+            let mut empty = SqliteConnection::establish(":memory:")
+                .map(AnyConnection::Sqlite)
+                .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+            return migrations::status(&mut empty);
         }
     }
-    Ok(())
+    let mut conn = url
+        .establish()
+        .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+    migrations::status(&mut conn)
+}
+
+/// Applies the pending migrations of the database at `url` (`workbench migrate`); the
+/// versions applied, and the schema after.
+pub fn apply_migrations(url: &DatabaseUrl) -> Result<(Vec<String>, SchemaStatus), DatabaseError> {
+    let mut conn = url
+        .establish()
+        .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+    let applied = migrate(&mut conn)?;
+    Ok((applied, migrations::status(&mut conn)?))
 }
 
 #[cfg(test)]

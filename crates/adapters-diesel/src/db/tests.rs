@@ -194,3 +194,71 @@ fn a_bad_postgres_url_reports_the_real_error() {
     };
     assert!(message.to_lowercase().contains("connect"), "{message}");
 }
+
+/// Contract §17: `migrate status` changes nothing, `migrate` applies what is pending once,
+/// `--no-migrate` refuses a database lacking migrations, and a database migrated by a newer
+/// version is refused by every path.
+fn the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused(url: &str) {
+    let parsed = || DatabaseUrl::parse(url).expect("url");
+    let fresh = schema_status(&parsed()).expect("status");
+    assert!(
+        fresh.applied.is_empty() && fresh.newer.is_empty(),
+        "{fresh:?}"
+    );
+    assert_eq!(fresh.pending.last(), Some(&fresh.latest));
+    assert_eq!(fresh.current(), None);
+    if let Some(file) = parsed().sqlite_file() {
+        assert!(!file.exists(), "a status read does not create the database");
+    }
+
+    match Database::open_with(parsed(), 1, false) {
+        Err(DatabaseError::PendingMigrations(pending)) => assert_eq!(pending, fresh.pending),
+        other => panic!("--no-migrate on an empty database: {:?}", other.map(|_| ())),
+    }
+    let (applied, after) = apply_migrations(&parsed()).expect("migrate");
+    assert_eq!(applied, fresh.pending);
+    assert!(after.pending.is_empty());
+    assert_eq!(after.current(), Some(after.latest.as_str()));
+    let (again, _) = apply_migrations(&parsed()).expect("migrate again");
+    assert!(again.is_empty(), "applied once: {again:?}");
+    Database::open_with(parsed(), 1, false).expect("nothing pending: --no-migrate starts");
+
+    // A version this binary does not carry, newer than all it does.
+    crate::testing::raw_execute(
+        url,
+        "INSERT INTO __diesel_schema_migrations (version) VALUES ('99991231000000')",
+    );
+    let newer = schema_status(&parsed()).expect("status");
+    assert_eq!(newer.newer, ["99991231000000"]);
+    assert_eq!(newer.current(), Some("99991231000000"));
+    for refused in [
+        Database::open_with(parsed(), 1, true).map(|_| ()),
+        Database::open_with(parsed(), 1, false).map(|_| ()),
+        apply_migrations(&parsed()).map(|_| ()),
+    ] {
+        match refused {
+            Err(e @ DatabaseError::NewerSchema { .. }) => {
+                let said = e.to_string();
+                assert!(
+                    said.contains("99991231000000") && said.contains(&newer.latest),
+                    "{said}"
+                );
+            }
+            other => panic!("a newer schema: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn sqlite_the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused() {
+    let db = crate::testing::TestDatabase::sqlite();
+    the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused(db.url());
+}
+
+#[test]
+fn postgres_the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused() {
+    let Some(db) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused(db.url());
+}

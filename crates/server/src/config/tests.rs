@@ -412,3 +412,24 @@ fn rate_limits_default_to_the_contract_and_read_rates_or_off() {
         "{err}"
     );
 }
+
+#[test]
+fn migrating_at_start_is_on_unless_switched_off() {
+    assert!(Settings::load(None, env(&[])).expect("defaults").migrate);
+    for (value, on) in [
+        ("false", false),
+        ("0", false),
+        ("no", false),
+        ("TRUE", true),
+        ("1", true),
+    ] {
+        let s = Settings::load(None, env(&[("WORKBENCH_MIGRATE", value)])).expect(value);
+        assert_eq!(s.migrate, on, "{value}");
+    }
+    assert!(!from_file("migrate = false\n").expect("file").migrate);
+    let err = refusal(Settings::load(
+        None,
+        env(&[("WORKBENCH_MIGRATE", "sometimes")]),
+    ));
+    assert!(err.contains("WORKBENCH_MIGRATE"), "{err}");
+}

@@ -1,0 +1,117 @@
+//! Migrations under the operator's control (contract §17): `migrate`, `migrate status`,
+//! `serve --no-migrate`, and a database migrated by a newer version refused.
+
+use std::time::Duration;
+
+use adapters_diesel::testing::TestDatabase;
+use serde_json::Value;
+
+use crate::support::{call, run_until_exit, workbench, Server};
+
+fn json_of(output: &std::process::Output) -> Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|v| v.as_str().expect("text").to_owned())
+        .collect()
+}
+
+async fn migrations_run_only_when_asked_and_a_newer_schema_is_refused(db: TestDatabase) {
+    let dir = tempfile::tempdir().expect("dir");
+    let (url, dir) = (db.url(), dir.path());
+    let limit = Duration::from_secs(30);
+
+    let status = json_of(&workbench(url, dir, &["migrate", "status"], &[]));
+    let pending = strings(&status["pending"]);
+    assert!(
+        !pending.is_empty() && strings(&status["applied"]).is_empty(),
+        "{status}"
+    );
+    assert_eq!(status["current"], Value::Null);
+    assert_eq!(
+        status["latest"].as_str(),
+        pending.last().map(String::as_str)
+    );
+
+    // Not allowed to migrate: exit 2, naming what is pending, by the flag or the setting.
+    for (args, extra) in [
+        (vec!["serve", "--no-migrate"], vec![]),
+        (vec!["serve"], vec![("WORKBENCH_MIGRATE", Some("false"))]),
+    ] {
+        let exited = run_until_exit(url, dir, &args, &extra, limit);
+        assert_eq!(
+            exited.status.and_then(|s| s.code()),
+            Some(2),
+            "{}",
+            exited.stderr
+        );
+        assert!(exited.stderr.contains(&pending[0]), "{}", exited.stderr);
+        assert!(
+            exited.stderr.contains("workbench migrate"),
+            "{}",
+            exited.stderr
+        );
+    }
+
+    let migrated = json_of(&workbench(url, dir, &["migrate"], &[]));
+    assert_eq!(strings(&migrated["applied"]), pending);
+    assert_eq!(migrated["current"], status["latest"]);
+    let again = json_of(&workbench(url, dir, &["migrate"], &[]));
+    assert!(strings(&again["applied"]).is_empty(), "{again}");
+    let status = json_of(&workbench(url, dir, &["migrate", "status"], &[]));
+    assert!(strings(&status["pending"]).is_empty(), "{status}");
+
+    {
+        let server = Server::start_at(url, &[("WORKBENCH_MIGRATE", Some("false"))]).await;
+        assert_eq!(
+            call(&server, "GET", "/readyz", None, None).await.status,
+            200
+        );
+    }
+
+    // A newer version migrated the database: neither serve nor migrate touches it.
+    adapters_diesel::testing::raw_execute(
+        url,
+        "INSERT INTO __diesel_schema_migrations (version) VALUES ('99991231000000')",
+    );
+    let exited = run_until_exit(url, dir, &["serve"], &[], limit);
+    assert_eq!(
+        exited.status.and_then(|s| s.code()),
+        Some(2),
+        "{}",
+        exited.stderr
+    );
+    let latest = status["latest"].as_str().expect("latest");
+    assert!(
+        exited.stderr.contains("99991231000000") && exited.stderr.contains(latest),
+        "{}",
+        exited.stderr
+    );
+    let refused = workbench(url, dir, &["migrate"], &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    let status = json_of(&workbench(url, dir, &["migrate", "status"], &[]));
+    assert_eq!(strings(&status["newer"]), ["99991231000000"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_migrations_run_only_when_asked_and_a_newer_schema_is_refused() {
+    migrations_run_only_when_asked_and_a_newer_schema_is_refused(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrations_run_only_when_asked_and_a_newer_schema_is_refused() {
+    let Some(db) = TestDatabase::postgres() else {
+        return;
+    };
+    migrations_run_only_when_asked_and_a_newer_schema_is_refused(db).await;
+}
