@@ -370,7 +370,9 @@ fn command(url: &str, dir: &Path, extra: &ExtraEnv) -> Command {
         // One key drives each test, faster than a key's default limit allows; the tests of
         // the limits set their own (tests/blackbox/limits.rs).
         .env("WORKBENCH_RATE_LIMIT_KEY", "off")
-        .env("WORKBENCH_RATE_LIMIT_TOKEN", "off");
+        .env("WORKBENCH_RATE_LIMIT_TOKEN", "off")
+        // Stopped at once by SIGTERM; the tests of the drain set their own.
+        .env("WORKBENCH_SHUTDOWN_DRAIN_SECONDS", "0");
     if url.starts_with("postgres") {
         // PostgreSQL needs an explicit key; SQLite runs generate a key file beside the database.
         cmd.env(

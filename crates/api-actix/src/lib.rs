@@ -51,6 +51,9 @@ pub struct AppState {
     pub loops: Arc<domain::health::Loops>,
     /// The database's storage: the low-disk guard and writes refused for lack of space.
     pub storage: Arc<domain::health::Storage>,
+    /// Set when the process starts to stop (contract §17): `/readyz` answers 503 from then on,
+    /// so that load balancers stop sending requests before the listener closes.
+    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
     pub metrics: Metrics,
     /// The rate limits of this process (contract §16).
     pub limits: RateLimits,
@@ -104,8 +107,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(75);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyTimeout(pub(crate) Duration);
 
-/// Builds the HTTP server on an already bound listener. It stops gracefully on SIGTERM and
-/// SIGINT: the listener closes at once, in-flight requests finish.
+/// Builds the HTTP server on an already bound listener. It does not watch signals: the
+/// caller stops it through its handle (`stop(true)`: the listener closes, in-flight requests
+/// finish within [`ServerOptions::shutdown_timeout`], idle keep-alive connections close).
 ///
 /// It is actix-web's `HttpServer` with the same settings (keep-alive 75 s, request headers within
 /// 5 s, backlog 1,024), assembled from its parts so that each connection is wrapped in
@@ -122,7 +126,8 @@ pub fn build_server(
     let builder = actix_server::Server::build()
         .workers(options.workers.max(1))
         .backlog(1024)
-        .shutdown_timeout(options.shutdown_timeout.as_secs());
+        .shutdown_timeout(options.shutdown_timeout.as_secs())
+        .disable_signals();
     let shutdown = builder.graceful_shutdown_signal();
     let server = builder
         .listen("workbench", listener, move || {

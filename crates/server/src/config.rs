@@ -37,6 +37,9 @@ pub struct Settings {
     pub log_filter: String,
     pub workers: usize,
     pub shutdown_timeout_seconds: u64,
+    /// `WORKBENCH_SHUTDOWN_DRAIN_SECONDS` (default 5): after SIGTERM, how long `/readyz`
+    /// answers 503 before the listener closes, so that load balancers stop sending first.
+    pub shutdown_drain_seconds: u64,
     /// Where `bootstrap-credentials.json` is written: beside the SQLite file, else the
     /// working directory, unless set.
     pub data_dir: Option<PathBuf>,
@@ -129,6 +132,7 @@ struct Raw {
     log_filter: Option<String>,
     workers: Option<Whole>,
     shutdown_timeout_seconds: Option<Whole>,
+    shutdown_drain_seconds: Option<Whole>,
     data_dir: Option<PathBuf>,
     public_url: Option<String>,
     sqlite_synchronous: Option<String>,
@@ -422,6 +426,8 @@ impl TryFrom<Layered> for Settings {
             workers: WORKERS.read(names, raw.workers)?,
             shutdown_timeout_seconds: SHUTDOWN_TIMEOUT_SECONDS
                 .read(names, raw.shutdown_timeout_seconds)?,
+            shutdown_drain_seconds: SHUTDOWN_DRAIN_SECONDS
+                .read(names, raw.shutdown_drain_seconds)?,
             data_dir: raw.data_dir,
             public_url: raw.public_url.map(trimmed),
             engine_lease_seconds: ENGINE_LEASE_SECONDS.read(names, raw.engine_lease_seconds)?,
@@ -530,6 +536,11 @@ const SHUTDOWN_TIMEOUT_SECONDS: Integer = Integer {
     key: "shutdown_timeout_seconds",
     default: 30,
     range: 0..=3600,
+};
+const SHUTDOWN_DRAIN_SECONDS: Integer = Integer {
+    key: "shutdown_drain_seconds",
+    default: 5,
+    range: 0..=300,
 };
 const ENGINE_LEASE_SECONDS: Integer = Integer {
     key: "engine_lease_seconds",

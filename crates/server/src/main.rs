@@ -539,6 +539,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     );
     let loops = Arc::new(domain::health::Loops::default());
     let supervisor = workers::Supervisor::new(loops.clone(), metrics.clone());
+    let shutting_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -572,6 +573,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         health: Arc::new(DieselHealthProbe::new(db.clone())),
         loops: loops.clone(),
         storage,
+        shutting_down: shutting_down.clone(),
         metrics: metrics.clone(),
         limits: api_actix::RateLimits::new(settings.rate_limits),
         metrics_token: settings
@@ -601,9 +603,48 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         body_timeout: settings.request_body_timeout,
     };
     let server = api_actix::build_server(listener, state, &options)?;
+    let handle = server.handle();
+    let serving = actix_web::rt::spawn(server);
     tracing::info!(%address, "listening on http://{address}");
-    server.await?;
+    stop_signal().await?;
+    // Contract §17: not ready at once, so that load balancers stop sending; then, after the
+    // drain, the listener closes and in-flight requests finish; then the loops finish what
+    // they hold and release it, so another process takes the work over at once.
+    shutting_down.store(true, std::sync::atomic::Ordering::Relaxed);
+    let drain = Duration::from_secs(settings.shutdown_drain_seconds);
+    tracing::info!(
+        drain_seconds = drain.as_secs(),
+        "stopping: /readyz answers 503; the listener closes after the drain"
+    );
+    tokio::select! {
+        () = tokio::time::sleep(drain) => {}
+        // A second signal cuts the drain short.
+        _ = stop_signal() => {}
+    }
+    handle.stop(true).await;
+    tracing::info!("listener closed and requests finished; stopping the background loops");
+    if !supervisor.stop(options.shutdown_timeout).await {
+        tracing::warn!(
+            timeout_seconds = options.shutdown_timeout.as_secs(),
+            "background loops still busy after the shutdown timeout; what they hold is taken over when its lease runs out"
+        );
+    }
+    match serving.await {
+        Ok(result) => result?,
+        Err(e) => tracing::warn!(error = %e, "the HTTP server task ended abnormally"),
+    }
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT.
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        interrupted = tokio::signal::ctrl_c() => interrupted.context("cannot watch SIGINT")?,
+    }
     Ok(())
 }
 

@@ -22,6 +22,8 @@ use domain::trigger::Engine;
 use domain::unit::Unexpected;
 use domain::webhook::{AttemptRecord, DeliveryService};
 use domain::StorageError;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Pause when there is nothing to do.
 const IDLE: Duration = Duration::from_millis(50);
@@ -35,21 +37,67 @@ const RESTART_FIRST: Duration = Duration::from_secs(1);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(60);
 
-/// Starts loops, starts them again when they die, and reports their steps.
+/// Starts loops, starts them again when they die, and reports their steps. On shutdown
+/// ([`Supervisor::stop`]) the loops stop taking work, finish what they hold, and end.
 #[derive(Clone)]
 pub struct Supervisor {
     loops: Arc<Loops>,
     metrics: Metrics,
+    stopping: CancellationToken,
+    tracker: TaskTracker,
 }
 
 impl Supervisor {
     pub fn new(loops: Arc<Loops>, metrics: Metrics) -> Self {
-        Self { loops, metrics }
+        Self {
+            loops,
+            metrics,
+            stopping: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        }
     }
 
-    /// Runs the loop `make` builds, under `name`; when it ends (it panicked: a loop never
-    /// returns), it is counted, logged and built again after a back-off.
+    /// Cancelled when the loops are to stop: a loop checks it between steps, and its pauses
+    /// end early.
+    pub fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
+    }
+
+    /// Stops the loops (contract §17): each finishes the step it is in (an engine step saves
+    /// its batch and releases its claim; webhook and push calls in flight finish and their
+    /// outcomes are saved), takes no more work, and ends. Waits up to `within`; true when
+    /// every loop ended in time.
+    pub async fn stop(&self, within: Duration) -> bool {
+        self.stopping.cancel();
+        self.tracker.close();
+        tokio::time::timeout(within, self.tracker.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Runs the loop `make` builds, under `name`; when it ends before the supervisor stops
+    /// (it panicked: a loop never returns by itself), it is counted, logged and built again
+    /// after a back-off. [`Supervisor::stop`] waits for it.
     pub fn supervise<F, Fut>(&self, name: &'static str, make: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let task = self.restarting(name, make);
+        self.tracker.spawn(task);
+    }
+
+    /// [`Supervisor::supervise`] for a loop that serves others to their end (an outcome
+    /// saver): [`Supervisor::stop`] does not wait for it, it ends with the process.
+    pub fn supervise_serving<F, Fut>(&self, name: &'static str, make: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        tokio::spawn(self.restarting(name, make));
+    }
+
+    fn restarting<F, Fut>(&self, name: &'static str, make: F) -> impl Future<Output = ()> + Send
     where
         F: Fn() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
@@ -57,11 +105,14 @@ impl Supervisor {
         self.loops.register(name);
         self.metrics.worker_restarted(name, 0);
         let this = self.clone();
-        tokio::spawn(async move {
+        async move {
             let mut pause = RESTART_FIRST;
             loop {
                 let began = Instant::now();
                 let cause = match tokio::spawn(make()).await {
+                    Ok(()) if this.stopping.is_cancelled() => {
+                        return;
+                    }
                     Ok(()) => "the loop returned".to_owned(),
                     // The runtime is shutting down.
                     Err(e) if e.is_cancelled() => return,
@@ -73,13 +124,17 @@ impl Supervisor {
                 if began.elapsed() >= RESTART_RESET {
                     pause = RESTART_FIRST;
                 }
+                if this.stopping.is_cancelled() {
+                    tracing::error!(worker = name, %cause, "a background loop died while stopping");
+                    return;
+                }
                 this.loops.restarted(name, Instant::now());
                 this.metrics.worker_restarted(name, 1);
                 tracing::error!(worker = name, %cause, restart_in = ?pause, "a background loop died; starting it again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(RESTART_MAX);
             }
-        });
+        }
     }
 
     /// Runs `step` forever under `name`: again at once after work, after [`IDLE`] when there
@@ -91,24 +146,32 @@ impl Supervisor {
         E: std::fmt::Display + IsFull + Send,
     {
         let step = Arc::new(step);
-        let loops = self.loops.clone();
+        let (loops, stopping) = (self.loops.clone(), self.stopping.clone());
         self.supervise(name, move || {
-            let (step, loops) = (step.clone(), loops.clone());
+            let (step, loops, stopping) = (step.clone(), loops.clone(), stopping.clone());
             async move {
                 let mut pacing = Pacing::new(name);
-                loop {
+                while !stopping.is_cancelled() {
                     let outcome = reported(&loops, name, step()).await;
                     if outcome.is_ok() {
                         pacing.ok();
                     }
                     match outcome {
                         Ok(true) => {}
-                        Ok(false) => tokio::time::sleep(IDLE).await,
-                        Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
+                        Ok(false) => pause(&stopping, IDLE).await,
+                        Err(e) => pause(&stopping, pacing.failed(&e)).await,
                     }
                 }
             }
         });
+    }
+}
+
+/// Sleeps for `length`, or until the loops are to stop.
+async fn pause(stopping: &CancellationToken, length: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(length) => {}
+        () = stopping.cancelled() => {}
     }
 }
 
@@ -226,20 +289,20 @@ pub fn spawn(
             }
         });
     }
-    let loops = supervisor.loops.clone();
+    let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     supervisor.supervise("scheduler", move || {
-        let (cards, loops) = (cards.clone(), loops.clone());
+        let (cards, loops, stopping) = (cards.clone(), loops.clone(), stopping.clone());
         async move {
             let mut pacing = Pacing::new("scheduler");
-            loop {
+            while !stopping.is_cancelled() {
                 let outcome = reported(&loops, "scheduler", cards.tick(SCHEDULER_BATCH)).await;
                 if outcome.is_ok() {
                     pacing.ok();
                 }
                 match outcome {
                     Ok(moved) if moved >= SCHEDULER_BATCH as usize => continue,
-                    Ok(_) => tokio::time::sleep(SCHEDULER_PERIOD).await,
-                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
+                    Ok(_) => pause(&stopping, SCHEDULER_PERIOD).await,
+                    Err(e) => pause(&stopping, pacing.failed(&e)).await,
                 }
             }
         }
@@ -255,20 +318,24 @@ pub fn spawn_checkpointer(supervisor: &Supervisor, db: adapters_diesel::Database
     if db.backend() != adapters_diesel::Backend::Sqlite {
         return;
     }
+    let stopping = supervisor.stopping();
     supervisor.supervise("checkpointer", move || {
-        let db = db.clone();
+        let (db, stopping) = (db.clone(), stopping.clone());
         async move {
             let mut pacing = Pacing::new("checkpointer");
-            loop {
+            // A last checkpoint once the loops are to stop.
+            let mut last = false;
+            while !last {
+                last = stopping.is_cancelled();
                 match db.checkpoint().await {
                     Ok(_) => {
                         pacing.ok();
-                        tokio::time::sleep(CHECKPOINT_PERIOD).await;
+                        pause(&stopping, CHECKPOINT_PERIOD).await;
                     }
-                    Err(e) if e.is_full() => tokio::time::sleep(pacing.failed(&e)).await,
+                    Err(e) if e.is_full() => pause(&stopping, pacing.failed(&e)).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "WAL checkpoint failed");
-                        tokio::time::sleep(BACKOFF).await;
+                        pause(&stopping, BACKOFF).await;
                     }
                 }
             }
@@ -349,17 +416,26 @@ pub fn spawn_deliveries(
         },
     );
     let per_claim = (per_endpoint / 2).max(1);
-    let loops = supervisor.loops.clone();
+    let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     supervisor.supervise("webhook", move || {
-        let (service, done, in_flight, loops) = (
+        let (service, done, in_flight, loops, stopping) = (
             service.clone(),
             done.clone(),
             in_flight.clone(),
             loops.clone(),
+            stopping.clone(),
         );
         async move {
             let mut pacing = Pacing::new("webhook");
             loop {
+                if stopping.is_cancelled() {
+                    // Claims no more; the calls in flight finish and their outcomes are saved
+                    // before this loop ends, so no delivery is left leased.
+                    while !lock(&in_flight).is_empty() {
+                        tokio::time::sleep(DELIVERY_IDLE).await;
+                    }
+                    return;
+                }
                 let (exclude, total) = {
                     let counts = lock(&in_flight);
                     let exclude: Vec<String> = counts
@@ -385,7 +461,7 @@ pub fn spawn_deliveries(
                     pacing.ok();
                 }
                 match claimed {
-                    Ok(jobs) if jobs.is_empty() => tokio::time::sleep(DELIVERY_IDLE).await,
+                    Ok(jobs) if jobs.is_empty() => pause(&stopping, DELIVERY_IDLE).await,
                     Ok(jobs) => {
                         let mut counts = lock(&in_flight);
                         for job in jobs {
@@ -399,7 +475,7 @@ pub fn spawn_deliveries(
                             });
                         }
                     }
-                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
+                    Err(e) => pause(&stopping, pacing.failed(&e)).await,
                 }
             }
         }
@@ -429,7 +505,8 @@ where
     let outcomes = Arc::new(tokio::sync::Mutex::new(outcomes));
     let (save, saved) = (Arc::new(save), Arc::new(saved));
     let loops = supervisor.loops.clone();
-    supervisor.supervise(name, move || {
+    // It serves the claim loops to their end: they wait for their outcomes to be saved.
+    supervisor.supervise_serving(name, move || {
         let (outcomes, save, saved, loops) =
             (outcomes.clone(), save.clone(), saved.clone(), loops.clone());
         async move {
@@ -517,17 +594,25 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
             counter.fetch_sub(batch.len(), Ordering::Relaxed);
         },
     );
-    let loops = supervisor.loops.clone();
+    let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     supervisor.supervise("push", move || {
-        let (service, done, in_flight, loops) = (
+        let (service, done, in_flight, loops, stopping) = (
             service.clone(),
             done.clone(),
             in_flight.clone(),
             loops.clone(),
+            stopping.clone(),
         );
         async move {
             let mut pacing = Pacing::new("push");
             loop {
+                if stopping.is_cancelled() {
+                    // The pushes in flight finish and their outcomes are saved first.
+                    while in_flight.load(Ordering::Relaxed) > 0 {
+                        tokio::time::sleep(DELIVERY_IDLE).await;
+                    }
+                    return;
+                }
                 let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
                 if room == 0 {
                     tokio::time::sleep(DELIVERY_IDLE).await;
@@ -543,7 +628,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
                     pacing.ok();
                 }
                 match claimed {
-                    Ok(jobs) if jobs.is_empty() => tokio::time::sleep(IDLE).await,
+                    Ok(jobs) if jobs.is_empty() => pause(&stopping, IDLE).await,
                     Ok(jobs) => {
                         in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
                         for job in jobs {
@@ -553,7 +638,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
                             });
                         }
                     }
-                    Err(e) => tokio::time::sleep(pacing.failed(&e)).await,
+                    Err(e) => pause(&stopping, pacing.failed(&e)).await,
                 }
             }
         }

@@ -30,9 +30,21 @@ pub async fn healthz() -> HttpResponse {
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Status),
-        (status = 503, description = "Database unreachable, migrations pending, a background loop stalled (named in `detail`), or storage full (`code` and `reason` `storage_full`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unreachable, migrations pending, a background loop stalled (named in `detail`), or storage full (`code` and `reason` `storage_full`), or the process is shutting down (`reason` `shutting_down`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if state
+        .shutting_down
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "Not ready",
+            "the process is shutting down",
+        )
+        .with_reason("shutting_down"));
+    }
     if state.storage.full() {
         tracing::warn!("not ready: storage full");
         return Err(ApiError::storage_full().with_reason("storage_full"));

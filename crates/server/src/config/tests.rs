@@ -157,7 +157,13 @@ fn keys_being_rotated_out_are_read_from_a_list_or_a_variable() {
 }
 
 /// Every integer setting, its TOML key and its documented range.
-const INTEGERS: [(&str, &str, u64, u64); 6] = [
+const INTEGERS: [(&str, &str, u64, u64); 7] = [
+    (
+        "WORKBENCH_SHUTDOWN_DRAIN_SECONDS",
+        "shutdown_drain_seconds",
+        0,
+        300,
+    ),
     ("WORKBENCH_DATABASE_POOL_SIZE", "database_pool_size", 1, 256),
     ("WORKBENCH_WORKERS", "workers", 1, 256),
     (
@@ -192,6 +198,7 @@ fn integer(s: &Settings, name: &str) -> u64 {
         "WORKBENCH_DATABASE_POOL_SIZE" => u64::from(s.database_pool_size),
         "WORKBENCH_WORKERS" => u64::try_from(s.workers).expect("fits"),
         "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS" => s.shutdown_timeout_seconds,
+        "WORKBENCH_SHUTDOWN_DRAIN_SECONDS" => s.shutdown_drain_seconds,
         "WORKBENCH_ENGINE_LEASE_SECONDS" => s.engine_lease_seconds,
         "WORKBENCH_WEBHOOK_CONCURRENCY" => u64::from(s.webhook_concurrency),
         "WORKBENCH_WEBHOOK_LEASE_SECONDS" => s.webhook_lease_seconds,
@@ -216,6 +223,7 @@ fn integer_defaults() {
     assert_eq!(s.database_pool_size, 8);
     assert_eq!(s.workers, 2);
     assert_eq!(s.shutdown_timeout_seconds, 30);
+    assert_eq!(s.shutdown_drain_seconds, 5);
     assert_eq!(s.engine_lease_seconds, 30);
     assert_eq!(s.webhook_concurrency, 64);
     assert_eq!(s.webhook_lease_seconds, 60);
