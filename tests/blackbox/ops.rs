@@ -752,3 +752,76 @@ blackbox!(
     openapi_lists_every_endpoint_with_its_errors,
     sigterm_stops_the_server_cleanly,
 );
+
+/// Contract §17: behind a trusted proxy the request log names the client it forwarded for;
+/// a client that is not a trusted proxy cannot name another; probes are logged at DEBUG only.
+async fn request_logs_name_the_client_and_leave_probes_to_debug(
+    db: adapters_diesel::testing::TestDatabase,
+) {
+    let server =
+        Server::start_with(db, &[("WORKBENCH_TRUSTED_PROXIES", Some("127.0.0.0/8"))]).await;
+    let folders = format!("/v1/{}/workbench-folder", server.env);
+    let forwarded = server
+        .client
+        .get(server.url(&folders))
+        .bearer_auth(&server.admin_secret)
+        .header("x-forwarded-for", "203.0.113.9")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(forwarded.status(), 200);
+    for _ in 0..3 {
+        call(&server, "GET", "/healthz", None, None).await;
+        call(&server, "GET", "/readyz", None, None).await;
+    }
+    let logged = |needle: &str| -> Vec<Value> {
+        server
+            .logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["message"] == "request completed" && l.to_string().contains(needle))
+            .collect()
+    };
+    let lines = logged("/workbench-folder");
+    assert_eq!(lines.len(), 1, "{}", server.logs());
+    assert_eq!(lines[0]["span"]["client"], "203.0.113.9", "{}", lines[0]);
+    assert!(
+        logged("/healthz").is_empty() && logged("/readyz").is_empty(),
+        "{}",
+        server.logs()
+    );
+
+    // Without trust, the connecting address is the client, whatever it claims.
+    let untrusted = Server::start_with(adapters_diesel::testing::TestDatabase::sqlite(), &[]).await;
+    untrusted
+        .client
+        .get(untrusted.url(&format!("/v1/{}/workbench-folder", untrusted.env)))
+        .bearer_auth(&untrusted.admin_secret)
+        .header("x-forwarded-for", "203.0.113.9")
+        .send()
+        .await
+        .expect("sent");
+    let line = untrusted
+        .logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["message"] == "request completed")
+        .expect("a request line");
+    assert_eq!(line["span"]["client"], "127.0.0.1", "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_request_logs_name_the_client_and_leave_probes_to_debug() {
+    request_logs_name_the_client_and_leave_probes_to_debug(
+        adapters_diesel::testing::TestDatabase::sqlite(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_request_logs_name_the_client_and_leave_probes_to_debug() {
+    let Some(db) = adapters_diesel::testing::TestDatabase::postgres() else {
+        return;
+    };
+    request_logs_name_the_client_and_leave_probes_to_debug(db).await;
+}

@@ -111,7 +111,16 @@ pub async fn edge(
             return Err(ApiError::storage_full().with_request_id(id).into());
         }
     }
-    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
+    // Contract §17: who called, as the proxies trusted say; for the log and the rate limits.
+    let client = state
+        .as_ref()
+        .and_then(|state| crate::client::of(&req, &state.trusted_proxies));
+    if let Some(address) = client {
+        req.extensions_mut()
+            .insert(crate::client::ClientAddress(address));
+    }
+    let client = client.map(|a| a.to_string()).unwrap_or_default();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route, client = %client);
 
     // The request cannot be kept aside (actix needs sole ownership of it while routing), so
     // a failure that leaves no response is answered by returning the problem as an error that
@@ -223,10 +232,18 @@ pub async fn edge(
     // A 503 (database unreachable, storage full) was logged where it was decided, once.
     if status.is_server_error() && status != actix_web::http::StatusCode::SERVICE_UNAVAILABLE {
         tracing::error!(parent: &span, status = status.as_u16(), latency_ms, "request failed");
+    } else if is_probe(&route) {
+        // Probes and scrapes come every few seconds from every balancer and scraper.
+        tracing::debug!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     } else {
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     }
     Ok(response)
+}
+
+/// Health, readiness and metrics: logged at DEBUG (contract §17).
+fn is_probe(route: &str) -> bool {
+    matches!(route, "/healthz" | "/readyz" | "/metrics")
 }
 
 /// Whether the request announces a body: a non-zero length, or a chunked one.

@@ -3,6 +3,7 @@
 
 mod auth;
 mod body;
+pub mod client;
 mod edge;
 mod limits;
 mod metrics;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// The rate limits of this process (contract §16).
     pub limits: RateLimits,
+    /// `WORKBENCH_TRUSTED_PROXIES`: whose `Forwarded` / `X-Forwarded-For` names the client.
+    pub trusted_proxies: client::TrustedProxies,
     /// `WORKBENCH_METRICS_TOKEN`: lets clients other than loopback read `/metrics`.
     pub metrics_token: Option<String>,
     /// The service's public base URL, without a trailing slash (`invocationUrl` and the like).

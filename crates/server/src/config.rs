@@ -92,6 +92,9 @@ pub struct Settings {
     /// `WORKBENCH_MIGRATE` (default true): whether `serve` applies pending migrations; false
     /// refuses to start while any are pending (`serve --no-migrate` sets it too).
     pub migrate: bool,
+    /// `WORKBENCH_TRUSTED_PROXIES`: CIDRs of the proxies whose `Forwarded` and
+    /// `X-Forwarded-For` headers name the client (contract §17); none by default.
+    pub trusted_proxies: api_actix::client::TrustedProxies,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -144,6 +147,7 @@ struct Raw {
     request_body_timeout: Option<String>,
     rate_limit_key: Option<String>,
     migrate: Option<Switch>,
+    trusted_proxies: Option<String>,
     rate_limit_token: Option<String>,
     secret_key: Option<SecretString>,
     previous_secret_keys: Option<Keys>,
@@ -203,6 +207,36 @@ fn key_of(variable: &str) -> Option<String> {
         "LOG_FILTER" | "PREVIOUS_SECRET_KEYS" => None,
         rest => Some(rest.to_ascii_lowercase()),
     }
+}
+
+/// Every setting's variable, as [`Raw`] knows them (serde names a struct's fields in the error
+/// for an unknown one).
+fn known_variables() -> Vec<String> {
+    let probe: Dict = [("-".to_owned(), Value::from("-"))].into_iter().collect();
+    let Err(error) = Figment::from(Environment(probe)).extract::<Raw>() else {
+        return Vec::new();
+    };
+    error
+        .into_iter()
+        .find_map(|e| match e.kind {
+            figment::error::Kind::UnknownField(_, expected) => Some(expected),
+            _ => None,
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|key| variable(key))
+        .collect()
+}
+
+/// The setting `variable` was most likely meant to be: the known variable fewest edits away,
+/// if it is close (at most a third of its length).
+pub fn closest_setting(variable: &str) -> Option<String> {
+    known_variables()
+        .into_iter()
+        .map(|known| (strsim::levenshtein(variable, &known), known))
+        .filter(|(edits, _)| *edits > 0 && *edits <= (variable.len() / 3).max(1))
+        .min()
+        .map(|(_, known)| known)
 }
 
 /// The variables Kubernetes sets in every pod for a Service named `workbench` (and Docker
@@ -422,7 +456,16 @@ impl TryFrom<Layered> for Settings {
                 .unwrap_or_else(|| SecretString::from("sqlite://./workbench.db")),
             database_pool_size: DATABASE_POOL_SIZE.read(names, raw.database_pool_size)?,
             log_format,
-            log_filter: raw.log_filter.unwrap_or_else(|| "info".into()),
+            log_filter: {
+                let filter = raw.log_filter.unwrap_or_else(|| "info".into());
+                if let Err(e) = tracing_subscriber::EnvFilter::try_new(&filter) {
+                    bail!(
+                        "{} is not a log filter (`info`, `warn,workbench=debug`): {e}",
+                        names.name("log_filter")
+                    );
+                }
+                filter
+            },
             workers: WORKERS.read(names, raw.workers)?,
             shutdown_timeout_seconds: SHUTDOWN_TIMEOUT_SECONDS
                 .read(names, raw.shutdown_timeout_seconds)?,
@@ -508,6 +551,10 @@ impl TryFrom<Layered> for Settings {
                     ),
                 },
             },
+            trusted_proxies: api_actix::client::TrustedProxies::parse(
+                raw.trusted_proxies.as_deref().unwrap_or_default(),
+            )
+            .map_err(|why| anyhow!("{}: {why}", names.name("trusted_proxies")))?,
             unknown_variables: Vec::new(),
         })
     }

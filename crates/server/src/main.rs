@@ -153,10 +153,17 @@ async fn main() -> std::process::ExitCode {
     };
     telemetry::init(settings.log_format, &settings.log_filter);
     for variable in &settings.unknown_variables {
-        tracing::warn!(
-            %variable,
-            "not a setting, ignored (docs/configuration.md lists the WORKBENCH_* variables)"
-        );
+        match config::closest_setting(variable) {
+            Some(meant) => tracing::warn!(
+                %variable,
+                did_you_mean = %meant,
+                "not a setting, ignored: did you mean {meant}? (docs/configuration.md lists the WORKBENCH_* variables)"
+            ),
+            None => tracing::warn!(
+                %variable,
+                "not a setting, ignored (docs/configuration.md lists the WORKBENCH_* variables)"
+            ),
+        }
     }
     let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
         Command::Serve(args) => {
@@ -576,6 +583,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         shutting_down: shutting_down.clone(),
         metrics: metrics.clone(),
         limits: api_actix::RateLimits::new(settings.rate_limits),
+        trusted_proxies: settings.trusted_proxies.clone(),
         metrics_token: settings
             .metrics_token
             .as_ref()

@@ -80,7 +80,11 @@ pub async fn token(
 ) -> Result<HttpResponse, ApiError> {
     // Contract §16: per client address first (before a credential is looked at), then per
     // client id; the answer says where the caller stands on the one that binds first.
-    let by_address = state.limits.token_address(req.peer_addr().map(|a| a.ip()));
+    let client = req
+        .extensions()
+        .get::<crate::client::ClientAddress>()
+        .map(|c| c.0);
+    let by_address = state.limits.token_address(client);
     if let Some(allowance) = by_address {
         req.extensions_mut().insert(allowance);
         if let Some(refusal) = allowance.refusal("this client address") {

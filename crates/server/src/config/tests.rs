@@ -441,3 +441,51 @@ fn migrating_at_start_is_on_unless_switched_off() {
     ));
     assert!(err.contains("WORKBENCH_MIGRATE"), "{err}");
 }
+
+#[test]
+fn a_misspelt_variable_is_matched_to_the_setting_it_was_meant_to_be() {
+    assert_eq!(
+        closest_setting("WORKBENCH_LISTN").as_deref(),
+        Some("WORKBENCH_LISTEN")
+    );
+    assert_eq!(
+        closest_setting("WORKBENCH_DATABSE_URL").as_deref(),
+        Some("WORKBENCH_DATABASE_URL")
+    );
+    assert_eq!(
+        closest_setting("WORKBENCH_RATE_LIMIT_KEYS").as_deref(),
+        Some("WORKBENCH_RATE_LIMIT_KEY")
+    );
+    assert_eq!(closest_setting("WORKBENCH_SOMETHING_ELSE_ENTIRELY"), None);
+    assert!(known_variables().contains(&"WORKBENCH_LOG".to_owned()));
+    assert!(known_variables().len() > 20, "{:?}", known_variables());
+}
+
+#[test]
+fn a_bad_log_filter_stops_the_start_instead_of_becoming_info() {
+    let err = refusal(Settings::load(None, env(&[("WORKBENCH_LOG", "info,[bad")])));
+    assert!(err.contains("WORKBENCH_LOG"), "{err}");
+    assert!(Settings::load(None, env(&[("WORKBENCH_LOG", "warn,workbench=debug")])).is_ok());
+}
+
+#[test]
+fn trusted_proxies_are_cidrs_and_a_name_is_refused() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(
+        s.trusted_proxies,
+        api_actix::client::TrustedProxies::default()
+    );
+    assert!(Settings::load(
+        None,
+        env(&[("WORKBENCH_TRUSTED_PROXIES", "10.0.0.0/8, ::1")])
+    )
+    .is_ok());
+    let err = refusal(Settings::load(
+        None,
+        env(&[("WORKBENCH_TRUSTED_PROXIES", "proxy.internal")]),
+    ));
+    assert!(
+        err.contains("WORKBENCH_TRUSTED_PROXIES") && err.contains("proxy.internal"),
+        "{err}"
+    );
+}
