@@ -115,3 +115,96 @@ async fn postgres_migrations_run_only_when_asked_and_a_newer_schema_is_refused()
     };
     migrations_run_only_when_asked_and_a_newer_schema_is_refused(db).await;
 }
+
+/// Contract §17: while migrations wait (another process holds PostgreSQL's migration lock),
+/// `/healthz` answers 200 and `/readyz` 503, so a liveness probe does not kill the process;
+/// once the lock is free it migrates and becomes ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_healthz_answers_while_migrations_wait_for_the_lock() {
+    use diesel::{Connection, RunQueryDsl};
+    let Some(db) = TestDatabase::postgres() else {
+        return;
+    };
+    let mut holder = diesel::PgConnection::establish(db.url()).expect("connect");
+    diesel::sql_query("SELECT pg_advisory_lock(8608480567731124835)")
+        .execute(&mut holder)
+        .expect("lock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("dir");
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = crate::support::spawn_serve(
+        db.url(),
+        dir.path(),
+        &[("WORKBENCH_LISTEN", Some(listen.as_str()))],
+    );
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("http://{listen}{path}")).send();
+    let limit = std::time::Instant::now() + Duration::from_secs(20);
+    let health = loop {
+        if let Ok(reply) = get("/healthz").await {
+            break reply;
+        }
+        assert!(std::time::Instant::now() < limit, "/healthz never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(health.status(), 200);
+    let ready = get("/readyz").await.expect("readyz");
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.expect("json");
+    assert_eq!(body["reason"], "starting", "{body}");
+    assert!(
+        !dir.path().join("bootstrap-credentials.json").exists(),
+        "not migrated nor bootstrapped while the lock is held"
+    );
+
+    drop(holder);
+    loop {
+        if let Ok(reply) = get("/readyz").await {
+            if reply.status() == 200 {
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < limit,
+            "never ready after the lock was freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Contract §17: what needs no database is checked before it is touched; a data folder that
+/// does not exist stops the start (exit 2) before a key is stored whose secret would have no
+/// file to go to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_data_folder_stops_the_start_before_the_database_is_touched() {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = crate::support::sqlite_url_in(dir.path());
+    let missing = dir.path().join("missing");
+    let exited = run_until_exit(
+        &url,
+        dir.path(),
+        &["serve"],
+        &[("WORKBENCH_DATA_DIR", missing.to_str())],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        exited.status.and_then(|s| s.code()),
+        Some(2),
+        "{}",
+        exited.stderr
+    );
+    assert!(
+        exited.stderr.contains("WORKBENCH_DATA_DIR"),
+        "{}",
+        exited.stderr
+    );
+    assert!(
+        !dir.path().join("workbench.db").exists(),
+        "the database was not created"
+    );
+}

@@ -291,6 +291,17 @@ pub fn workbench(
         .expect("run workbench")
 }
 
+/// Starts `workbench serve` on the database at `url` (with `dir` as the data folder), with the
+/// test defaults and `extra`, without waiting for anything; its stderr is discarded.
+pub fn spawn_serve(url: &str, dir: &Path, extra: &[(&str, Option<&str>)]) -> Child {
+    command(url, dir, &extra_env(extra))
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start workbench")
+}
+
 /// How a `workbench serve` that was expected to stop by itself ended.
 pub struct Exited {
     /// `None` when it still ran after the time allowed (it was then killed).

@@ -110,6 +110,33 @@ const KEEP_ALIVE: Duration = Duration::from_secs(75);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BodyTimeout(pub(crate) Duration);
 
+/// What answers while the process starts (contract §17): `/healthz` 200 from the first moment,
+/// `/readyz` 503 (`reason` `starting`), anything else 503 with `Retry-After`, so that a
+/// liveness probe does not kill a process waiting for its migrations. Stop it
+/// (`handle().stop(true)`) before [`build_server`] takes the listener over; connections made
+/// meanwhile wait in the listener's backlog.
+pub fn build_starting_server(listener: TcpListener) -> std::io::Result<Server> {
+    async fn starting() -> HttpResponse {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "Not ready",
+            "the service is starting (migrating the database)",
+        )
+        .with_reason("starting")
+        .error_response()
+    }
+    Ok(actix_web::HttpServer::new(|| {
+        App::new()
+            .route("/healthz", web::get().to(routes::ops::healthz))
+            .default_service(web::to(starting))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run())
+}
+
 /// Builds the HTTP server on an already bound listener. It does not watch signals: the
 /// caller stops it through its handle (`stop(true)`: the listener closes, in-flight requests
 /// finish within [`ServerOptions::shutdown_timeout`], idle keep-alive connections close).

@@ -45,6 +45,33 @@ pub fn write_private(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result
 }
 
 /// The key in `path`, created (32 random bytes, base64) if the file does not exist.
+/// Whether files can be created in `dir`: it exists, is a directory, and a file written there
+/// (and removed) succeeds. Checked at start, before the database is touched, so that the
+/// bootstrap credentials are never stored without their file.
+pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(dir).with_context(|| {
+        format!(
+            "the data directory {} does not exist (WORKBENCH_DATA_DIR)",
+            dir.display()
+        )
+    })?;
+    if !meta.is_dir() {
+        anyhow::bail!(
+            "the data directory {} is not a directory (WORKBENCH_DATA_DIR)",
+            dir.display()
+        );
+    }
+    let probe = dir.join(format!(".workbench-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").with_context(|| {
+        format!(
+            "cannot write in the data directory {} (WORKBENCH_DATA_DIR)",
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 pub fn load_or_create_key(path: &Path) -> anyhow::Result<String> {
     if !path.exists() {
         let key = adapters_diesel::SecretBox::generate_key();

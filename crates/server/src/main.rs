@@ -397,7 +397,23 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             return Err(StartRefused(problem).into());
         }
     }
-    let db = open_database(&settings).await?;
+    // Contract §17: what needs no database is checked before it is touched: the data folder
+    // (the bootstrap credentials are written there once the key is stored) and the key that
+    // seals secrets at rest.
+    let data_dir = data_dir(&settings)?;
+    files::check_writable(&data_dir).map_err(|e| StartRefused(format!("{e:#}")))?;
+    let secrets = Arc::new(secret_box(&settings)?);
+    let listener = TcpListener::bind(&settings.listen)
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let address = listener.local_addr()?;
+    // `/healthz` answers from the first moment, `/readyz` 503, while migrations run.
+    let starting = api_actix::build_starting_server(listener.try_clone()?)?;
+    let starting_handle = starting.handle();
+    let starting_task = actix_web::rt::spawn(starting);
+    let db = open_database(&settings).await;
+    starting_handle.stop(true).await;
+    let _ = starting_task.await;
+    let db = db?;
     tracing::info!(backend = ?db.backend(), "database ready");
     let storage = db.storage();
     if let Some(dir) = sqlite_dir {
@@ -421,7 +437,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     .await;
     let auth = auth_service(&db, clock.clone());
     if let Some(boot) = auth.bootstrap().await.map_err(admin_error)? {
-        let path = bootstrap::write(&data_dir(&settings)?, &boot)?;
+        let path = bootstrap::write(&data_dir, &boot)?;
         tracing::info!(
             path = %path.display(),
             environment_id = %boot.environment.id,
@@ -430,9 +446,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
              key with every scope; its secret is in the file"
         );
     }
-    let listener = TcpListener::bind(&settings.listen)
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let address = listener.local_addr()?;
     let folders = Arc::new(DieselFolderRepository::new(db.clone()));
     // Flows read in the last second are answered again (every write of this process forgets
     // them): the trigger's hot path reads its flow on every call.
@@ -459,7 +472,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )
         .with_lease(lease(settings.engine_lease_seconds)),
     );
-    let secrets = Arc::new(secret_box(&settings)?);
     let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
     tracing::info!(
         key_id = secrets.key_id(),
