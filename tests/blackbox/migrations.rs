@@ -208,3 +208,35 @@ async fn a_missing_data_folder_stops_the_start_before_the_database_is_touched() 
         "the database was not created"
     );
 }
+
+/// Contract §17: `config check` prints the configuration as it would be used, secrets masked,
+/// and refuses a bad one with exit 2, touching no database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_prints_the_configuration_with_secrets_masked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = "postgres://app:s3cret-password@127.0.0.1:1/none";
+    let shown = json_of(&workbench(url, dir.path(), &["config", "check"], &[]));
+    assert_eq!(
+        shown["database_url"],
+        "postgres://app:****@127.0.0.1:1/none"
+    );
+    assert!(
+        shown["secret_key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("(set")),
+        "{shown}"
+    );
+    assert!(!shown.to_string().contains("s3cret-password"), "{shown}");
+    assert_eq!(
+        shown["rate_limit_key"], "off",
+        "the harness's setting: {shown}"
+    );
+    let refused = workbench(
+        url,
+        dir.path(),
+        &["config", "check"],
+        &[("WORKBENCH_WORKERS", Some("0"))],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("WORKBENCH_WORKERS"));
+}

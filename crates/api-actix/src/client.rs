@@ -12,6 +12,14 @@ use ipnet::IpNet;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies(Vec<IpNet>);
 
+impl std::fmt::Display for TrustedProxies {
+    /// The CIDRs, comma-separated, as they are read.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cidrs: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&cidrs.join(","))
+    }
+}
+
 impl TrustedProxies {
     /// Reads comma-separated CIDRs (`10.0.0.0/8, 192.168.1.7/32`; a bare address is one
     /// host); empty trusts none.

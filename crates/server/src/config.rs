@@ -239,6 +239,38 @@ pub fn closest_setting(variable: &str) -> Option<String> {
         .map(|(_, known)| known)
 }
 
+/// The settings table of docs/configuration.md, compiled in: `serve --help` shows it.
+const CONFIGURATION_DOC: &str = include_str!("../../../docs/configuration.md");
+
+/// Every setting as `serve --help` lists it: variable, default and meaning, one block each,
+/// from the table of docs/configuration.md.
+pub fn settings_help() -> String {
+    let mut help = String::from(
+        "Settings (environment variables; a TOML file given with --config sets the same keys; \
+         docs/configuration.md has them all):\n",
+    );
+    for line in CONFIGURATION_DOC.lines() {
+        let cells: Vec<&str> = line
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
+        let [variable, _key, default, meaning] = cells.as_slice() else {
+            continue;
+        };
+        if !variable.starts_with("`WORKBENCH_") {
+            continue;
+        }
+        let plain = |text: &str| text.replace('`', "");
+        help.push_str(&format!(
+            "\n  {}  [default: {}]\n      {}\n",
+            plain(variable),
+            plain(default),
+            plain(meaning)
+        ));
+    }
+    help
+}
+
 /// The variables Kubernetes sets in every pod for a Service named `workbench` (and Docker
 /// links for a container of that name): not settings, and not worth a warning.
 fn set_by_orchestrator(variable: &str) -> bool {
@@ -708,5 +740,17 @@ impl Integer {
     }
 }
 
+mod effective;
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_support {
+    pub fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+}

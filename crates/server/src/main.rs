@@ -60,6 +60,11 @@ enum Command {
         #[command(subcommand)]
         command: Option<MigrateCommand>,
     },
+    /// Check the configuration and print it as the process would use it, secrets masked.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Manage environments.
     Env {
         #[command(subcommand)]
@@ -78,6 +83,12 @@ struct ServeArgs {
     /// WORKBENCH_MIGRATE=false does). Run `workbench migrate` first.
     #[arg(long)]
     no_migrate: bool,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the settings (exit 2 naming a bad one) and print them by TOML key.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -143,7 +154,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = cli();
     let settings = match Settings::load(cli.config.as_deref(), config::variables()) {
         Ok(settings) => settings,
         Err(e) => {
@@ -173,6 +184,12 @@ async fn main() -> std::process::ExitCode {
             }
             serve(settings).await
         }
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
+            println!("{}", settings.effective());
+            Ok(())
+        }
         Command::Migrate { command: None } => migrate(settings).await,
         Command::Migrate {
             command: Some(MigrateCommand::Status),
@@ -195,6 +212,17 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
+}
+
+/// The command line, with every setting listed under `serve --help` (contract §17): its
+/// variable, default and meaning, read from docs/configuration.md, so the two cannot differ.
+fn cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Cli::command().mut_subcommand("serve", |serve| {
+        serve.after_long_help(config::settings_help())
+    });
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// A start-up the operator must act on before trying again (a full disk): exit code 2.

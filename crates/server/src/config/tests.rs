@@ -489,3 +489,18 @@ fn trusted_proxies_are_cidrs_and_a_name_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn serve_help_lists_every_setting_from_the_documentation() {
+    let help = settings_help();
+    for variable in known_variables() {
+        assert!(
+            help.contains(&format!("  {variable}  [default: ")),
+            "{variable} is not in docs/configuration.md's table:\n{help}"
+        );
+    }
+    assert!(
+        help.contains("WORKBENCH_LISTEN  [default: 127.0.0.1:8080]"),
+        "{help}"
+    );
+}
