@@ -240,3 +240,44 @@ async fn config_check_prints_the_configuration_with_secrets_masked() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("WORKBENCH_WORKERS"));
 }
+
+/// Contract §17: an unreachable database is tried again for `WORKBENCH_DATABASE_WAIT`, then
+/// given up; without it, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_tried_again_for_the_configured_wait() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://nobody:pw@127.0.0.1:{port}/none");
+    let dir = tempfile::tempdir().expect("dir");
+    let at_once = run_until_exit(&url, dir.path(), &["serve"], &[], Duration::from_secs(30));
+    assert!(
+        at_once.status.is_some_and(|s| !s.success()),
+        "{}",
+        at_once.stderr
+    );
+    assert!(
+        at_once.elapsed < Duration::from_secs(3),
+        "{:?}",
+        at_once.elapsed
+    );
+    let waited = run_until_exit(
+        &url,
+        dir.path(),
+        &["serve"],
+        &[("WORKBENCH_DATABASE_WAIT", Some("3s"))],
+        Duration::from_secs(30),
+    );
+    assert!(
+        waited.status.is_some_and(|s| !s.success()),
+        "{}",
+        waited.stderr
+    );
+    assert!(
+        waited.elapsed >= Duration::from_secs(3),
+        "{:?}",
+        waited.elapsed
+    );
+    assert!(waited.stderr.contains("trying again"), "{}", waited.stderr);
+}

@@ -19,6 +19,8 @@ use crate::{Database, DatabaseUrl, Waits};
 const WAITS: Waits = Waits {
     request: Duration::from_secs(1),
     tcp: Duration::from_secs(2),
+    pool: Duration::from_secs(1),
+    statement: Duration::from_secs(30),
 };
 const POOL: u32 = 4;
 

@@ -76,6 +76,9 @@ pub struct Settings {
     /// `WORKBENCH_DATABASE_REQUEST_TIMEOUT` (default 5 s) and `WORKBENCH_DATABASE_TCP_TIMEOUT`
     /// (default 10 s): the bounds of every wait on the database (contract §20).
     pub database_waits: adapters_diesel::Waits,
+    /// `WORKBENCH_DATABASE_WAIT` (default 0 s): how long start-up retries a database it cannot
+    /// reach before giving up (contract §17).
+    pub database_wait: std::time::Duration,
     /// `WORKBENCH_METRICS_TOKEN`: a bearer token that lets clients other than loopback read
     /// `/metrics`; unset, only loopback clients may.
     pub metrics_token: Option<SecretString>,
@@ -144,6 +147,9 @@ struct Raw {
     engine_lease_seconds: Option<Whole>,
     database_request_timeout: Option<String>,
     database_tcp_timeout: Option<String>,
+    database_pool_timeout: Option<String>,
+    database_statement_timeout: Option<String>,
+    database_wait: Option<String>,
     request_body_timeout: Option<String>,
     rate_limit_key: Option<String>,
     migrate: Option<Switch>,
@@ -557,7 +563,11 @@ impl TryFrom<Layered> for Settings {
             database_waits: adapters_diesel::Waits {
                 request: DATABASE_REQUEST_TIMEOUT.read(names, raw.database_request_timeout)?,
                 tcp: DATABASE_TCP_TIMEOUT.read(names, raw.database_tcp_timeout)?,
+                pool: DATABASE_POOL_TIMEOUT.read(names, raw.database_pool_timeout)?,
+                statement: DATABASE_STATEMENT_TIMEOUT
+                    .read(names, raw.database_statement_timeout)?,
             },
+            database_wait: DATABASE_WAIT.read(names, raw.database_wait)?,
             request_body_timeout: REQUEST_BODY_TIMEOUT.read(names, raw.request_body_timeout)?,
             rate_limits: {
                 let defaults = api_actix::RateLimitOptions::default();
@@ -653,6 +663,22 @@ const DATABASE_TCP_TIMEOUT: Wait = Wait {
     key: "database_tcp_timeout",
     default: std::time::Duration::from_secs(10),
     range: std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(600),
+};
+
+const DATABASE_POOL_TIMEOUT: Wait = Wait {
+    key: "database_pool_timeout",
+    default: std::time::Duration::from_secs(5),
+    range: std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(300),
+};
+const DATABASE_STATEMENT_TIMEOUT: Wait = Wait {
+    key: "database_statement_timeout",
+    default: std::time::Duration::from_secs(30),
+    range: std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(86_400),
+};
+const DATABASE_WAIT: Wait = Wait {
+    key: "database_wait",
+    default: std::time::Duration::ZERO,
+    range: std::time::Duration::ZERO..=std::time::Duration::from_secs(3600),
 };
 
 const REQUEST_BODY_TIMEOUT: Wait = Wait {

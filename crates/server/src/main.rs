@@ -256,9 +256,29 @@ async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
         .with_waits(settings.database_waits);
     let size = settings.database_pool_size;
     let may_migrate = settings.migrate;
-    let opened = tokio::task::spawn_blocking(move || Database::open_with(url, size, may_migrate))
-        .await
-        .context("database start-up task failed")?;
+    // Contract §17: an unreachable database is tried again for WORKBENCH_DATABASE_WAIT (a
+    // database starting beside the service), every second at most.
+    let give_up = std::time::Instant::now() + settings.database_wait;
+    let opened = loop {
+        let url = url.clone();
+        let opened =
+            tokio::task::spawn_blocking(move || Database::open_with(url, size, may_migrate))
+                .await
+                .context("database start-up task failed")?;
+        match opened {
+            Err(DatabaseError::Connect(why)) if std::time::Instant::now() < give_up => {
+                tracing::warn!(
+                    error = %why,
+                    waiting_seconds = give_up
+                        .saturating_duration_since(std::time::Instant::now())
+                        .as_secs(),
+                    "the database is unreachable; trying again (WORKBENCH_DATABASE_WAIT)"
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            opened => break opened,
+        }
+    };
     match opened {
         Ok(db) => Ok(db),
         // Contract §17: a schema the binary cannot use is the operator's to resolve (exit 2).

@@ -144,6 +144,10 @@ pub(crate) fn prepare(
 ) -> Result<Vec<String>, DatabaseError> {
     match conn {
         AnyConnection::Postgresql(c) => {
+            // A migration may rewrite a large table: no statement timeout for it (the lock
+            // wait included: another process may be migrating).
+            c.batch_execute("SET statement_timeout = 0")
+                .map_err(|e| failed(&e))?;
             diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
                 .execute(c)
                 .map_err(|e| failed(&e))?;

@@ -199,7 +199,7 @@ impl Database {
         };
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
-            .connection_timeout(waits.request)
+            .connection_timeout(waits.pool)
             // Ping on checkout: after a database restart, dead connections are replaced
             // instead of failing requests.
             .test_on_check_out(true)
@@ -312,7 +312,7 @@ impl Database {
         else {
             return Err(self.timed_out());
         };
-        let pool = self.pool.clone();
+        let (pool, pool_wait) = (self.pool.clone(), self.waits.pool);
         let span = tracing::Span::current();
         // Where the call stands, decided under one lock by the thread and by the waiter, so
         // that a cancel only ever reaches a statement of this call, and a connection goes back
@@ -328,7 +328,7 @@ impl Database {
                 return Err(gave_up());
             }
             let mut pooled = pool
-                .get_timeout(left)
+                .get_timeout(left.min(pool_wait))
                 .map_err(|e| StorageError::Unavailable(e.to_string()))?;
             {
                 let mut state = lock(&shared);
@@ -446,7 +446,7 @@ impl Database {
         let started = std::time::Instant::now();
         let mut pooled = self
             .pool
-            .get_timeout(self.waits.request)
+            .get_timeout(self.waits.pool)
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
         let outcome = match write_transaction(&mut pooled.conn, work) {
             Ok(value) => Ok(Some(value)),

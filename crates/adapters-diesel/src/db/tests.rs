@@ -262,3 +262,53 @@ fn postgres_the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused() 
     };
     the_schema_is_migrated_only_when_asked_and_a_newer_one_is_refused(db.url());
 }
+
+/// Contract §17: every PostgreSQL connection carries the statement timeout and the name
+/// `workbench`; a statement past the timeout is stopped on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_carry_the_statement_timeout_and_their_name() {
+    #[derive(diesel::QueryableByName)]
+    struct Shown {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        timeout: String,
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        name: String,
+    }
+    let Some(db) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    let url = DatabaseUrl::parse(db.url())
+        .expect("url")
+        .with_waits(Waits {
+            statement: Duration::from_secs(1),
+            ..Waits::default()
+        });
+    let database = tokio::task::spawn_blocking(move || Database::open(url, 1))
+        .await
+        .expect("join")
+        .expect("open");
+    let shown = database
+        .run(|conn| {
+            Ok(diesel::sql_query(
+                "SELECT current_setting('statement_timeout') AS timeout, \
+                 current_setting('application_name') AS name",
+            )
+            .get_result::<Shown>(conn)?)
+        })
+        .await
+        .expect("settings");
+    assert_eq!(
+        (shown.timeout.as_str(), shown.name.as_str()),
+        ("1s", "workbench")
+    );
+    let started = std::time::Instant::now();
+    let slow = database
+        .run(|conn| Ok(diesel::sql_query("SELECT pg_sleep(4)").execute(conn)?))
+        .await;
+    assert!(slow.is_err(), "stopped by the statement timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -43,6 +43,12 @@ pub struct Waits {
     /// (`WORKBENCH_DATABASE_TCP_TIMEOUT`): `connect_timeout`, TCP keepalives and
     /// `tcp_user_timeout`, on both ends of the connection.
     pub tcp: Duration,
+    /// The longest wait for a free connection (`WORKBENCH_DATABASE_POOL_TIMEOUT`), within the
+    /// request's deadline.
+    pub pool: Duration,
+    /// PostgreSQL: the longest one statement may run on the server
+    /// (`WORKBENCH_DATABASE_STATEMENT_TIMEOUT`; migrations are not bound by it).
+    pub statement: Duration,
 }
 
 impl Default for Waits {
@@ -50,6 +56,8 @@ impl Default for Waits {
         Self {
             request: Duration::from_secs(5),
             tcp: Duration::from_secs(10),
+            pool: Duration::from_secs(5),
+            statement: Duration::from_secs(30),
         }
     }
 }
@@ -66,6 +74,8 @@ impl Waits {
             ("keepalives_interval", interval.to_string()),
             ("keepalives_count", "3".into()),
             ("tcp_user_timeout", (tcp * 1000).to_string()),
+            // The connections' name in `pg_stat_activity` (contract §17).
+            ("application_name", "workbench".into()),
         ]
     }
 
@@ -81,9 +91,12 @@ impl Waits {
     /// most an hour, the TCP bound from 2 s to an hour.
     fn bounded(self) -> Self {
         const HOUR: Duration = Duration::from_secs(3600);
+        let request = self.request.clamp(Duration::from_millis(1), HOUR);
         Self {
-            request: self.request.clamp(Duration::from_millis(1), HOUR),
+            request,
             tcp: self.tcp.clamp(Duration::from_secs(2), HOUR),
+            pool: self.pool.clamp(Duration::from_millis(1), request),
+            statement: self.statement.clamp(Duration::from_secs(1), 24 * HOUR),
         }
     }
 
@@ -95,8 +108,10 @@ impl Waits {
         format!(
             "SET tcp_keepalives_idle = {idle}; SET tcp_keepalives_interval = {interval}; \
              SET tcp_keepalives_count = 3; SET tcp_user_timeout = {}; \
-             SET idle_in_transaction_session_timeout = {abandoned}",
+             SET idle_in_transaction_session_timeout = {abandoned}; \
+             SET statement_timeout = {}",
             tcp * 1000,
+            self.statement.as_millis(),
         )
     }
 }
@@ -141,6 +156,8 @@ mod params_tests {
             .with_waits(Waits {
                 request: Duration::MAX,
                 tcp: Duration::ZERO,
+                pool: Duration::MAX,
+                statement: Duration::MAX,
             });
         assert_eq!(url.waits.request, Duration::from_secs(3600));
         assert_eq!(url.waits.tcp, Duration::from_secs(2));
@@ -148,11 +165,21 @@ mod params_tests {
             .waits
             .server_settings()
             .contains("tcp_user_timeout = 2000"));
+        assert_eq!(
+            url.waits.pool, url.waits.request,
+            "within the request's deadline"
+        );
+        assert!(url
+            .waits
+            .server_settings()
+            .contains("statement_timeout = 86400000"));
         let huge = Waits {
             request: Duration::from_secs(1),
             tcp: Duration::MAX,
+            ..Waits::default()
         }
         .bounded();
+        assert_eq!(huge.pool, Duration::from_secs(1));
         assert!(huge
             .libpq()
             .contains(&("tcp_user_timeout", "3600000".to_owned())));

@@ -504,3 +504,38 @@ fn serve_help_lists_every_setting_from_the_documentation() {
         "{help}"
     );
 }
+
+#[test]
+fn database_knobs_default_to_the_contract_and_are_range_checked() {
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.database_waits.pool, std::time::Duration::from_secs(5));
+    assert_eq!(
+        s.database_waits.statement,
+        std::time::Duration::from_secs(30)
+    );
+    assert_eq!(s.database_wait, std::time::Duration::ZERO);
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_DATABASE_POOL_TIMEOUT", "800ms"),
+            ("WORKBENCH_DATABASE_STATEMENT_TIMEOUT", "2m"),
+            ("WORKBENCH_DATABASE_WAIT", "30s"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.database_waits.pool, std::time::Duration::from_millis(800));
+    assert_eq!(
+        s.database_waits.statement,
+        std::time::Duration::from_secs(120)
+    );
+    assert_eq!(s.database_wait, std::time::Duration::from_secs(30));
+    for (name, value) in [
+        ("WORKBENCH_DATABASE_POOL_TIMEOUT", "10ms"),
+        ("WORKBENCH_DATABASE_STATEMENT_TIMEOUT", "2d"),
+        ("WORKBENCH_DATABASE_WAIT", "2h"),
+        ("WORKBENCH_DATABASE_WAIT", "soon"),
+    ] {
+        let err = refusal(Settings::load(None, env(&[(name, value)])));
+        assert!(err.contains(name), "{err}");
+    }
+}
