@@ -272,8 +272,8 @@ async fn bootstrap_file_is_private_and_written_once(server: Server) {
         serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
     assert_eq!(
         boot["scopes"].as_array().map(Vec::len),
-        Some(16),
-        "every scope, environment_settings:write among them"
+        Some(domain::Scope::ALL.len()),
+        "every scope, environment_settings:write and credentials:read among them"
     );
     // The log names the file, never the secret.
     let logs = server.logs();
@@ -449,7 +449,155 @@ async fn credentials_in_the_header_and_the_form_together_are_refused(server: Ser
     assert_eq!(posted.status, 200, "{}", posted.text);
 }
 
+/// Contract §11: the keys that may use an environment are listed (never a secret or a hash),
+/// with their last use, by a key that may read credentials; the admin commands list
+/// environments and keys and revoke a key by its client id.
+async fn keys_are_listed_and_revoked_by_the_api_and_the_admin_commands(server: Server) {
+    let env = server.env.clone();
+    let other = server.other_env("elsewhere");
+    let reader = server.key(&["--scope", "credentials:read"]);
+    let created = server
+        .admin(&[
+            "key", "create", "--env", &env, "--role", "events", "--name", "app",
+        ])
+        .expect("key");
+    let app = created["clientId"].as_str().expect("id").to_owned();
+    let app_secret = created["clientSecret"].as_str().expect("secret").to_owned();
+    let _elsewhere = server.key(&["--env", &other, "--role", "events"]);
+    // The app key authenticates once: its use is recorded.
+    let used = call(
+        &server,
+        "GET",
+        &format!("/v1/{env}/action-flow"),
+        Some(&app_secret),
+        None,
+    )
+    .await;
+    assert_eq!(used.status, 200, "{}", used.text);
+
+    let listed = call(
+        &server,
+        "GET",
+        &format!("/v1/{env}/credentials"),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let keys = listed.body["data"].as_array().expect("data").clone();
+    let ids: Vec<&str> = keys
+        .iter()
+        .map(|k| k["clientId"].as_str().expect("id"))
+        .collect();
+    // The bootstrap key (every environment), the reader and the app key; not the other
+    // environment's key.
+    assert_eq!(ids.len(), 3, "{}", listed.text);
+    assert!(ids.contains(&app.as_str()) && ids.contains(&server.admin_client_id.as_str()));
+    assert!(!listed.text.contains("wbs_") && !listed.text.contains(&app_secret));
+    let app_row = keys
+        .iter()
+        .find(|k| k["clientId"] == app.as_str())
+        .expect("app");
+    assert_eq!(app_row["name"], "app");
+    assert_eq!(app_row["roles"], json!(["events"]));
+    assert_eq!(app_row["environmentIds"], json!([env]));
+    assert_eq!(app_row["allEnvironments"], false);
+    assert!(app_row["lastUsed"].is_string(), "{app_row}");
+    assert!(app_row["revoked"].is_null());
+    // Paging.
+    let first = call(
+        &server,
+        "GET",
+        &format!("/v1/{env}/credentials?limit=2"),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(first.body["data"].as_array().map(Vec::len), Some(2));
+    let next = first.body["next"].as_str().expect("next");
+    let rest = call(
+        &server,
+        "GET",
+        &format!("/v1/{env}/credentials?limit=2&cursor={next}"),
+        Some(&reader),
+        None,
+    )
+    .await;
+    assert_eq!(
+        rest.body["data"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        rest.text
+    );
+    // A key that may not read credentials.
+    assert_eq!(
+        call(
+            &server,
+            "GET",
+            &format!("/v1/{env}/credentials"),
+            Some(&app_secret),
+            None
+        )
+        .await
+        .problem(403, "forbidden"),
+        Vec::<String>::new()
+    );
+
+    let envs = server.admin(&["env", "list"]).expect("env list");
+    let names: Vec<&str> = envs["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|e| e["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["development", "elsewhere"]);
+    let in_env = server
+        .admin(&["key", "list", "--env", &env])
+        .expect("key list");
+    assert_eq!(in_env["data"].as_array().map(Vec::len), Some(3), "{in_env}");
+    let all = server.admin(&["key", "list"]).expect("key list");
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(4), "{all}");
+    assert!(!all.to_string().contains("wbs_"));
+
+    let revoked = server.admin(&["key", "revoke", &app]).expect("revoke");
+    assert_eq!(revoked["revoked"], true);
+    // The serving process reads a key again after a second (docs/operations.md).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let after = call(
+        &server,
+        "GET",
+        &format!("/v1/{env}/action-flow"),
+        Some(&app_secret),
+        None,
+    )
+    .await;
+    assert_eq!(
+        after.status, 401,
+        "a revoked key stops working: {}",
+        after.text
+    );
+    let listed = server
+        .admin(&["key", "list", "--env", &env])
+        .expect("key list");
+    let row = listed["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|k| k["clientId"] == app.as_str())
+        .cloned()
+        .expect("still listed");
+    assert!(row["revoked"].is_string(), "{row}");
+    let unknown = server
+        .admin(&["key", "revoke", "key_unknown"])
+        .expect_err("unknown");
+    assert!(
+        unknown.contains("not found") || unknown.contains("no "),
+        "{unknown}"
+    );
+}
+
 blackbox!(
+    keys_are_listed_and_revoked_by_the_api_and_the_admin_commands,
     credentials_in_the_header_and_the_form_together_are_refused,
     a_key_revokes_only_keys_within_its_own_environments,
     client_credentials_exchange_issues_a_usable_one_hour_token,

@@ -30,6 +30,7 @@ diesel::table! {
         all_environments -> Bool,
         created -> Timestamp,
         revoked -> Nullable<Timestamp>,
+        last_used -> Nullable<Timestamp>,
     }
 }
 

@@ -3,8 +3,8 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::secret::SecretHash;
 use domain::{
-    AccessTokenGrant, ApiKey, Environment, EnvironmentGrant, KeyAccess, Organisation, Role, Scope,
-    StorageError, TenancyRepository, Timestamp,
+    AccessTokenGrant, ApiKey, Environment, EnvironmentGrant, KeyAccess, KeySummary, Organisation,
+    PageRequest, Role, Scope, StorageError, TenancyRepository, Timestamp,
 };
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -279,6 +279,80 @@ impl TenancyRepository for DieselTenancyRepository {
                     .first(conn)
                     .optional()?;
                 load_key(conn, row)
+            })
+            .await
+    }
+
+    async fn list_keys(
+        &self,
+        organisation_id: Option<String>,
+        environment_id: Option<String>,
+        page: &PageRequest,
+    ) -> Result<Vec<KeySummary>, StorageError> {
+        let (org, env) = (organisation_id, environment_id);
+        let page = page.clone();
+        self.db
+            .run(move |conn| {
+                let mut query = api_keys::table
+                    .select((ApiKeyRow::as_select(), api_keys::last_used))
+                    .order(api_keys::id)
+                    .limit(i64::from(page.limit) + 1)
+                    .into_boxed();
+                if let Some(org) = &org {
+                    query = query.filter(api_keys::organisation_id.eq(org.clone()));
+                }
+                if let Some(env) = &env {
+                    let granted = api_key_environments::table
+                        .filter(api_key_environments::environment_id.eq(env.clone()))
+                        .select(api_key_environments::key_id);
+                    query = query.filter(
+                        api_keys::all_environments
+                            .eq(true)
+                            .or(api_keys::id.eq_any(granted)),
+                    );
+                }
+                if let Some(after) = &page.after {
+                    query = query.filter(api_keys::id.gt(after.clone()));
+                }
+                let rows: Vec<(ApiKeyRow, Option<NaiveDateTime>)> = query.load(conn)?;
+                let ids: Vec<String> = rows.iter().map(|(r, _)| r.id.clone()).collect();
+                let mut grants: std::collections::HashMap<String, Vec<String>> =
+                    std::collections::HashMap::new();
+                for (key, env) in api_key_environments::table
+                    .filter(api_key_environments::key_id.eq_any(&ids))
+                    .select((
+                        api_key_environments::key_id,
+                        api_key_environments::environment_id,
+                    ))
+                    .order((
+                        api_key_environments::key_id,
+                        api_key_environments::environment_id,
+                    ))
+                    .load::<(String, String)>(conn)?
+                {
+                    grants.entry(key).or_default().push(env);
+                }
+                rows.into_iter()
+                    .map(|(row, last_used)| {
+                        let granted = grants.remove(&row.id).unwrap_or_default();
+                        Ok(KeySummary {
+                            key: row.into_key(granted).map_err(Failure::Domain)?,
+                            last_used: last_used.map(|t| t.and_utc()),
+                        })
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    async fn mark_key_used(&self, key_id: &str, at: Timestamp) -> Result<(), StorageError> {
+        let id = key_id.to_owned();
+        self.db
+            .run(move |conn| {
+                diesel::update(api_keys::table.filter(api_keys::id.eq(id)))
+                    .set(api_keys::last_used.eq(Some(at.naive_utc())))
+                    .execute(conn)?;
+                Ok(())
             })
             .await
     }

@@ -189,6 +189,45 @@ async fn keys_round_trip_with_roles_scopes_and_grants(url: &str) {
 
 /// Migration 18 gives `environment_settings:write` to the keys that held every scope before it
 /// existed, and to no other. Its statement is run again here on keys stored as they were.
+/// Migration 19: a key that may create and revoke keys may list them too; no other key gains
+/// anything.
+async fn the_credentials_read_scope_goes_to_keys_that_may_write_credentials(url: &str) {
+    let (_db, repo) = seeded(url).await;
+    let writer = key(
+        "key_writer",
+        "wbs_writer",
+        KeyAccess::Scopes(vec![Scope::UsersRead, Scope::CredentialsWrite]),
+        EnvironmentGrant::All,
+    );
+    let other = key(
+        "key_other",
+        "wbs_other",
+        KeyAccess::Scopes(vec![Scope::UsersRead]),
+        EnvironmentGrant::All,
+    );
+    repo.insert_key(&writer).await.expect("writer");
+    repo.insert_key(&other).await.expect("other");
+    let sql = include_str!("../../../migrations/sqlite/20261125000019_key_lists/up.sql");
+    let update = &sql[sql.find("UPDATE").expect("the update")..];
+    let changed = adapters_diesel::testing::raw_texts(
+        url,
+        &format!("{} RETURNING id AS v", update.trim().trim_end_matches(';')),
+    );
+    assert_eq!(changed, ["key_writer"]);
+    assert_eq!(
+        repo_key(url, "key_writer").await,
+        KeyAccess::Scopes(vec![
+            Scope::UsersRead,
+            Scope::CredentialsWrite,
+            Scope::CredentialsRead
+        ])
+    );
+    assert_eq!(
+        repo_key(url, "key_other").await,
+        KeyAccess::Scopes(vec![Scope::UsersRead])
+    );
+}
+
 async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
     let (_db, repo) = seeded(url).await;
     let before: Vec<Scope> = Scope::ALL
@@ -393,7 +432,83 @@ async fn bootstrap_happens_once_even_when_racing(url: &str) {
     );
 }
 
+/// Contract §11: keys are listed by client id, filtered by organisation and by the
+/// environment they may use (granted it, or every one), revoked ones included, with when they
+/// were last used; paging goes strictly after the cursor.
+async fn keys_are_listed_by_environment_with_their_last_use(url: &str) {
+    let (_db, repo) = seeded(url).await;
+    let roles = || KeyAccess::Roles(vec![Role::Events]);
+    let only = |ids: &[&str]| EnvironmentGrant::Only(ids.iter().map(|s| (*s).into()).collect());
+    repo.insert_key(&key("key_1", "wbs_1", roles(), only(&["env_a"])))
+        .await
+        .expect("1");
+    repo.insert_key(&key("key_2", "wbs_2", roles(), EnvironmentGrant::All))
+        .await
+        .expect("2");
+    repo.insert_key(&key("key_3", "wbs_3", roles(), only(&["env_b"])))
+        .await
+        .expect("3");
+    repo.insert_key(&key("key_4", "wbs_4", roles(), only(&["env_a", "env_b"])))
+        .await
+        .expect("4");
+    repo.insert_organisation(&org("org_2", "other"))
+        .await
+        .expect("org 2");
+    let mut elsewhere = key("key_5", "wbs_5", roles(), EnvironmentGrant::All);
+    elsewhere.organisation_id = "org_2".into();
+    repo.insert_key(&elsewhere).await.expect("5");
+    repo.revoke_key("key_4", t(50)).await.expect("revoke");
+    repo.mark_key_used("key_1", t(60)).await.expect("used");
+    repo.mark_key_used("key_unknown", t(60))
+        .await
+        .expect("an unknown key is no error");
+
+    let page = |limit: u32, after: Option<&str>| domain::PageRequest {
+        limit,
+        after: after.map(str::to_owned),
+    };
+    let ids = |keys: &[domain::KeySummary]| -> Vec<String> {
+        keys.iter().map(|k| k.key.id.clone()).collect()
+    };
+    let in_a = repo
+        .list_keys(Some("org_1".into()), Some("env_a".into()), &page(50, None))
+        .await
+        .expect("env a");
+    assert_eq!(ids(&in_a), ["key_1", "key_2", "key_4"]);
+    assert_eq!(in_a[0].last_used, Some(t(60)));
+    assert_eq!(in_a[0].key.environments, only(&["env_a"]));
+    assert_eq!(in_a[1].last_used, None);
+    assert_eq!(in_a[2].key.revoked, Some(t(50)));
+    assert_eq!(in_a[2].key.environments, only(&["env_a", "env_b"]));
+    let first = repo
+        .list_keys(Some("org_1".into()), Some("env_a".into()), &page(1, None))
+        .await
+        .expect("first");
+    assert_eq!(ids(&first), ["key_1", "key_2"], "limit + 1");
+    let next = repo
+        .list_keys(
+            Some("org_1".into()),
+            Some("env_a".into()),
+            &page(1, Some("key_1")),
+        )
+        .await
+        .expect("next");
+    assert_eq!(ids(&next), ["key_2", "key_4"]);
+    let org_1 = repo
+        .list_keys(Some("org_1".into()), None, &page(50, None))
+        .await
+        .expect("org 1");
+    assert_eq!(ids(&org_1), ["key_1", "key_2", "key_3", "key_4"]);
+    let every = repo
+        .list_keys(None, None, &page(50, None))
+        .await
+        .expect("all");
+    assert_eq!(ids(&every), ["key_1", "key_2", "key_3", "key_4", "key_5"]);
+}
+
 both_backends!(
+    keys_are_listed_by_environment_with_their_last_use,
+    the_credentials_read_scope_goes_to_keys_that_may_write_credentials,
     migrations_apply_once_and_readiness_reports_them,
     a_checkpoint_leaves_the_wal_copied_and_the_data_readable,
     organisations_and_environments_round_trip,

@@ -137,7 +137,7 @@ pub use health::HealthProbe;
 pub use page::{Page, PageRequest};
 pub use tenancy::{
     AccessTokenGrant, ApiKey, AuthService, Environment, EnvironmentGrant, IssuedKey, KeyAccess,
-    Organisation, Permission, Principal, Role, Scope, TenancyRepository,
+    KeySummary, Organisation, Permission, Principal, Role, Scope, TenancyRepository,
 };
 pub use time::{Clock, SystemClock, Timestamp};
 

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use async_trait::async_trait;
 
 use crate::secret::SecretHash;
-use crate::{DomainError, StorageError, Timestamp};
+use crate::{DomainError, PageRequest, StorageError, Timestamp};
 
 /// Lifetime of an access token issued by the client-credentials exchange.
 pub const ACCESS_TOKEN_TTL_SECONDS: i64 = 3600;
@@ -123,13 +123,15 @@ pub enum Scope {
     CardsWrite,
     /// `credentials:write`: grants [`Permission::CredentialsWrite`].
     CredentialsWrite,
+    /// `credentials:read`: grants [`Permission::CredentialsRead`].
+    CredentialsRead,
     /// `environment_settings:write`: grants [`Permission::EnvironmentSettingsWrite`].
     EnvironmentSettingsWrite,
 }
 
 impl Scope {
     /// Every scope: what the bootstrap key and a [`Principal::trusted`] caller hold.
-    pub const ALL: [Scope; 16] = [
+    pub const ALL: [Scope; 17] = [
         Scope::WorkbenchFoldersRead,
         Scope::WorkbenchFoldersCreate,
         Scope::WorkbenchFoldersUpdate,
@@ -145,6 +147,7 @@ impl Scope {
         Scope::UsersWrite,
         Scope::CardsWrite,
         Scope::CredentialsWrite,
+        Scope::CredentialsRead,
         Scope::EnvironmentSettingsWrite,
     ];
 
@@ -167,6 +170,7 @@ impl Scope {
             Scope::UsersWrite => "users:write",
             Scope::CardsWrite => "cards:write",
             Scope::CredentialsWrite => "credentials:write",
+            Scope::CredentialsRead => "credentials:read",
             Scope::EnvironmentSettingsWrite => "environment_settings:write",
         }
     }
@@ -225,6 +229,8 @@ pub enum Permission {
     CardsWrite,
     /// Create and revoke keys through the Credentials API.
     CredentialsWrite,
+    /// List the keys that may use an environment (never a secret).
+    CredentialsRead,
     /// Change the environment's settings (approvals on or off): not a permission of the keys
     /// whose drafts the approvals are meant to check (docs/api.md, Credentials).
     EnvironmentSettingsWrite,
@@ -249,6 +255,7 @@ impl Permission {
             Permission::UsersWrite => Scope::UsersWrite,
             Permission::CardsWrite => Scope::CardsWrite,
             Permission::CredentialsWrite => Scope::CredentialsWrite,
+            Permission::CredentialsRead => Scope::CredentialsRead,
             Permission::EnvironmentSettingsWrite => Scope::EnvironmentSettingsWrite,
         }
     }
@@ -271,7 +278,9 @@ impl Permission {
             | Permission::NotificationPlatformsRead
             | Permission::NotificationPlatformsWrite => &[Role::Workbench],
             Permission::UsersRead | Permission::UsersWrite => &[Role::Events, Role::Workbench],
-            Permission::CredentialsWrite | Permission::EnvironmentSettingsWrite => &[Role::Auth],
+            Permission::CredentialsWrite
+            | Permission::CredentialsRead
+            | Permission::EnvironmentSettingsWrite => &[Role::Auth],
         }
     }
 
@@ -367,6 +376,15 @@ pub struct ApiKey {
     /// When it was revoked, if it was: from then on neither its secret nor its access tokens
     /// authenticate.
     pub revoked: Option<Timestamp>,
+}
+
+/// A key as a list shows it: the key, and when it last authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySummary {
+    /// The key (its secret's hash is never shown).
+    pub key: ApiKey,
+    /// When it last authenticated, to the minute; `None` if never.
+    pub last_used: Option<Timestamp>,
 }
 
 /// An access token as stored: its hash, the key it stands for, and its expiry.
@@ -522,6 +540,18 @@ pub trait TenancyRepository: Send + Sync {
         &self,
         hash: &SecretHash,
     ) -> Result<Option<ApiKey>, StorageError>;
+    /// Keys by id (ascending, strictly after `page.after`), at most `page.limit + 1`, revoked
+    /// ones included: of `organisation_id` (every organisation when `None`), and that may use
+    /// `environment_id` when given (granted it, or every environment). Each with its
+    /// environment grants and when it was last used.
+    async fn list_keys(
+        &self,
+        organisation_id: Option<String>,
+        environment_id: Option<String>,
+        page: &PageRequest,
+    ) -> Result<Vec<KeySummary>, StorageError>;
+    /// Records that the key authenticated at `at` (no error for an unknown key).
+    async fn mark_key_used(&self, key_id: &str, at: Timestamp) -> Result<(), StorageError>;
     /// Marks the key revoked at `at` and deletes its access tokens, in one transaction. A key
     /// already revoked keeps its first revocation time. Returns false when there is no such key.
     async fn revoke_key(&self, key_id: &str, at: Timestamp) -> Result<bool, StorageError>;

@@ -104,12 +104,25 @@ enum EnvCommand {
         #[arg(long)]
         name: String,
     },
+    /// List the environments of the `default` organisation, oldest first.
+    List,
 }
 
 #[derive(Subcommand)]
 enum KeyCommand {
     /// Create an API key and print its secret (shown once).
     Create(KeyArgs),
+    /// List the keys (never a secret), revoked ones included, by client id.
+    List {
+        /// Only the keys that may use this environment.
+        #[arg(long = "env", value_name = "ENV_ID")]
+        env: Option<String>,
+    },
+    /// Revoke a key and its access tokens.
+    Revoke {
+        /// The key's client id (`key_...`).
+        client_id: String,
+    },
 }
 
 #[derive(Args)]
@@ -197,9 +210,18 @@ async fn main() -> std::process::ExitCode {
         Command::Env {
             command: EnvCommand::Create { name },
         } => create_env(settings, &name).await,
+        Command::Env {
+            command: EnvCommand::List,
+        } => list_envs(settings).await,
         Command::Key {
             command: KeyCommand::Create(args),
         } => create_key(settings, args).await,
+        Command::Key {
+            command: KeyCommand::List { env },
+        } => list_keys(settings, env).await,
+        Command::Key {
+            command: KeyCommand::Revoke { client_id },
+        } => revoke_key(settings, &client_id).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -402,6 +424,71 @@ async fn create_key(settings: Settings, args: KeyArgs) -> anyhow::Result<()> {
             "scopes": issued.key.access.scope_names(),
         })
     );
+    Ok(())
+}
+
+async fn list_envs(settings: Settings) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    let auth = auth_service(&db, Arc::new(SystemClock));
+    let org = auth.default_organisation().await.map_err(admin_error)?;
+    let envs = auth
+        .list_environments_of(&org.id)
+        .await
+        .map_err(admin_error)?;
+    let envs: Vec<_> = envs
+        .into_iter()
+        .map(|e| json!({"organisationId": e.organisation_id, "environmentId": e.id, "name": e.name, "created": e.created}))
+        .collect();
+    println!("{}", json!({ "data": envs }));
+    Ok(())
+}
+
+/// `key list`: every key, page after page (a few thousand at most in practice).
+async fn list_keys(settings: Settings, env: Option<String>) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    let auth = auth_service(&db, Arc::new(SystemClock));
+    let mut keys = Vec::new();
+    let mut after = None;
+    loop {
+        let page = domain::PageRequest::new(Some(500), after).map_err(admin_error)?;
+        let page = auth
+            .list_keys(env.as_deref(), page)
+            .await
+            .map_err(admin_error)?;
+        for s in page.items {
+            let (all, ids) = match s.key.environments {
+                EnvironmentGrant::All => (true, Vec::new()),
+                EnvironmentGrant::Only(ids) => (false, ids),
+            };
+            keys.push(json!({
+                "clientId": s.key.id,
+                "organisationId": s.key.organisation_id,
+                "name": s.key.name,
+                "roles": s.key.access.role_names(),
+                "scopes": s.key.access.scope_names(),
+                "allEnvironments": all,
+                "environmentIds": ids,
+                "created": s.key.created,
+                "lastUsed": s.last_used,
+                "revoked": s.key.revoked,
+            }));
+        }
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    println!("{}", json!({ "data": keys }));
+    Ok(())
+}
+
+async fn revoke_key(settings: Settings, client_id: &str) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    auth_service(&db, Arc::new(SystemClock))
+        .revoke_key(client_id)
+        .await
+        .map_err(admin_error)?;
+    println!("{}", json!({"clientId": client_id, "revoked": true}));
     Ok(())
 }
 

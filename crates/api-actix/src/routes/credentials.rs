@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::body::{json_object, Fields};
 use crate::problem::{ApiError, Problem};
+use crate::routes::query::{cursor, Query};
 use crate::AppState;
 
 #[derive(ToSchema)]
@@ -76,6 +77,94 @@ pub async fn create(
     }))
 }
 
+/// A key as the list shows it: never its secret nor its hash.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyDto {
+    /// The key id, also the OAuth client id.
+    pub client_id: String,
+    /// The label an administrator gave it; null for keys of this API.
+    pub name: Option<String>,
+    /// Its legacy roles (`events`, `workbench`, `auth`); empty for a fine-grained key.
+    pub roles: Vec<&'static str>,
+    /// Its scopes; empty for a legacy key.
+    pub scopes: Vec<&'static str>,
+    /// True for a key of every environment of the organisation, present and future.
+    pub all_environments: bool,
+    /// The environments it was granted; empty when `allEnvironments`.
+    pub environment_ids: Vec<String>,
+    pub created: chrono::DateTime<chrono::Utc>,
+    /// When it last authenticated, to the minute; null if never.
+    pub last_used: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it was revoked; null while it works.
+    pub revoked: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl From<domain::KeySummary> for KeyDto {
+    fn from(s: domain::KeySummary) -> Self {
+        let (all_environments, environment_ids) = match s.key.environments {
+            domain::EnvironmentGrant::All => (true, Vec::new()),
+            domain::EnvironmentGrant::Only(ids) => (false, ids),
+        };
+        KeyDto {
+            client_id: s.key.id,
+            name: s.key.name,
+            roles: s.key.access.role_names(),
+            scopes: s.key.access.scope_names(),
+            all_environments,
+            environment_ids,
+            created: s.key.created,
+            last_used: s.last_used,
+            revoked: s.key.revoked,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct KeyListResponse {
+    pub data: Vec<KeyDto>,
+    /// The cursor of the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// The keys that may use this environment (granted it, or every environment), revoked ones
+/// included, by client id.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/credentials", tag = "credentials", operation_id = "listCredentials",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of keys (never a secret)", body = KeyListResponse),
+        (status = 400, description = "`limit` or `cursor` invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs the `auth` role or `credentials:read`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    env: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    caller.0.authorize(&env, Permission::CredentialsRead)?;
+    let query = Query::parse(&req)?;
+    let mut errors = Vec::new();
+    let page = query.page(&mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let page = state.auth.list_credentials(&caller.0, &env, page).await?;
+    Ok(HttpResponse::Ok().json(KeyListResponse {
+        data: page.items.into_iter().map(Into::into).collect(),
+        next: cursor(page.next_after),
+    }))
+}
+
 /// Revoke a key (its access tokens die with it).
 #[utoipa::path(
     delete, path = "/v1/{environmentId}/credentials/{clientId}", tag = "credentials", operation_id = "revokeCredential",
@@ -102,9 +191,12 @@ pub async fn revoke(
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/v1/{environmentId}/credentials").route(web::post().to(create)))
-        .service(
-            web::resource("/v1/{environmentId}/credentials/{clientId}")
-                .route(web::delete().to(revoke)),
-        );
+    cfg.service(
+        web::resource("/v1/{environmentId}/credentials")
+            .route(web::post().to(create))
+            .route(web::get().to(list)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/credentials/{clientId}").route(web::delete().to(revoke)),
+    );
 }

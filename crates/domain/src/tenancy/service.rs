@@ -8,7 +8,10 @@ use chrono::Duration;
 
 use crate::id::{new_id, IdKind};
 use crate::secret::{self, SecretHash, ACCESS_TOKEN_PREFIX, KEY_SECRET_PREFIX};
-use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+use crate::{
+    Clock, ConflictKind, DomainError, FieldError, Page, PageRequest, Resource, StorageError,
+    Timestamp,
+};
 
 use super::*;
 
@@ -41,6 +44,7 @@ const PRINCIPAL_CACHE_MAX: usize = 10_000;
 /// // A repository that keeps the one key it is given.
 /// let stored = Arc::new(Mutex::new(None::<ApiKey>));
 /// let mut repo = MockTenancyRepository::new();
+/// repo.expect_mark_key_used().returning(|_, _| Ok(()));
 /// let keep = Arc::clone(&stored);
 /// repo.expect_insert_key().returning(move |key| {
 ///     *keep.lock().unwrap() = Some(key.clone());
@@ -83,7 +87,12 @@ pub struct AuthService {
     /// Recently authenticated callers by the hash of their bearer, each with the time it may
     /// be reused until: a request then costs no read of its key and environments.
     principals: Mutex<HashMap<SecretHash, (Principal, Timestamp)>>,
+    /// When this process last recorded each key's use: recorded again after a minute.
+    used: Mutex<HashMap<String, Timestamp>>,
 }
+
+/// How often a key's last use is recorded, at most (`lastUsed` is to the minute).
+const USE_RECORDED_EVERY_SECONDS: i64 = 60;
 
 impl AuthService {
     /// A service storing in `repo` and reading the time from `clock`.
@@ -92,6 +101,7 @@ impl AuthService {
             repo,
             clock,
             principals: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -173,6 +183,7 @@ impl AuthService {
             return Err(DomainError::Unauthenticated);
         };
         let environment_ids = self.resolve_grant(&key).await?;
+        self.record_use(&key.id, now).await;
         let principal = Principal {
             key_id: key.id,
             organisation_id: key.organisation_id,
@@ -180,6 +191,29 @@ impl AuthService {
             environment_ids,
         };
         Ok((principal, expires))
+    }
+
+    /// Records the key's use, once a minute at most per key in this process. Best effort:
+    /// `lastUsed` is advice, and a failure to record it does not refuse the caller.
+    async fn record_use(&self, key_id: &str, now: Timestamp) {
+        let due = match self.used.lock() {
+            Ok(mut used) => {
+                let stale = used.get(key_id).is_none_or(|at| {
+                    now.signed_duration_since(*at) >= Duration::seconds(USE_RECORDED_EVERY_SECONDS)
+                });
+                if stale {
+                    if used.len() >= PRINCIPAL_CACHE_MAX {
+                        used.clear();
+                    }
+                    used.insert(key_id.to_owned(), now);
+                }
+                stale
+            }
+            Err(_) => false,
+        };
+        if due {
+            let _ = self.repo.mark_key_used(key_id, now).await;
+        }
     }
 
     async fn resolve_grant(&self, key: &ApiKey) -> Result<Vec<String>, DomainError> {
@@ -311,6 +345,59 @@ impl AuthService {
         }
         self.repo.revoke_key(client_id, self.clock.now()).await?;
         // The key and its tokens stop working now, not when their remembered callers expire.
+        self.forget_all();
+        Ok(())
+    }
+
+    /// Credentials API: the keys of the caller's organisation that may use this environment
+    /// (granted it, or every environment), revoked ones included, by client id. The caller
+    /// needs [`Permission::CredentialsRead`] there. Never a secret or its hash.
+    pub async fn list_credentials(
+        &self,
+        principal: &Principal,
+        environment_id: &str,
+        page: PageRequest,
+    ) -> Result<Page<KeySummary>, DomainError> {
+        principal.authorize(environment_id, Permission::CredentialsRead)?;
+        let keys = self
+            .repo
+            .list_keys(
+                Some(principal.organisation_id.clone()),
+                Some(environment_id.to_owned()),
+                &page,
+            )
+            .await?;
+        Ok(Page::from_overfetch(keys, page.limit, |k| k.key.id.clone()))
+    }
+
+    /// Admin: the environments of the organisation, oldest first.
+    pub async fn list_environments_of(
+        &self,
+        organisation_id: &str,
+    ) -> Result<Vec<Environment>, DomainError> {
+        Ok(self.repo.list_environments(organisation_id).await?)
+    }
+
+    /// Admin: every key (of every organisation), or those that may use `environment_id`,
+    /// revoked ones included, by client id.
+    pub async fn list_keys(
+        &self,
+        environment_id: Option<&str>,
+        page: PageRequest,
+    ) -> Result<Page<KeySummary>, DomainError> {
+        let keys = self
+            .repo
+            .list_keys(None, environment_id.map(str::to_owned), &page)
+            .await?;
+        Ok(Page::from_overfetch(keys, page.limit, |k| k.key.id.clone()))
+    }
+
+    /// Admin: revokes the key and its access tokens; [`DomainError::NotFound`] for an unknown
+    /// client id. Callers this service remembers are forgotten.
+    pub async fn revoke_key(&self, client_id: &str) -> Result<(), DomainError> {
+        if !self.repo.revoke_key(client_id, self.clock.now()).await? {
+            return Err(DomainError::NotFound(Resource::Credential));
+        }
         self.forget_all();
         Ok(())
     }

@@ -91,6 +91,7 @@ fn authorize_says_401_for_foreign_environments_and_403_for_missing_permissions()
 async fn authenticate_resolves_a_key_secret_and_its_environments() {
     let secret = "wbs_secret";
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key_by_secret_hash()
         .with(eq(SecretHash::of(secret)))
         .returning(move |_| {
@@ -112,6 +113,7 @@ async fn authenticate_resolves_a_key_secret_and_its_environments() {
 #[tokio::test]
 async fn authenticate_refuses_unknown_revoked_and_malformed_bearers() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key_by_secret_hash()
         .with(eq(SecretHash::of("wbs_unknown")))
         .returning(|_| Ok(None));
@@ -142,6 +144,7 @@ async fn authenticate_refuses_unknown_revoked_and_malformed_bearers() {
 #[tokio::test]
 async fn authenticate_accepts_live_tokens_and_refuses_expired_ones() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_access_token()
         .with(eq(SecretHash::of("wbt_live")))
         .returning(|_| {
@@ -186,6 +189,7 @@ async fn authenticate_accepts_live_tokens_and_refuses_expired_ones() {
 #[tokio::test]
 async fn client_credentials_exchange_issues_a_one_hour_token_stored_hashed() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key().with(eq("key_1")).returning(|_| {
         Ok(Some(key(
             "wbs_right",
@@ -213,6 +217,7 @@ async fn client_credentials_exchange_issues_a_one_hour_token_stored_hashed() {
 #[tokio::test]
 async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_insert_key()
         .withf(|k| {
             k.access == KeyAccess::Roles(vec![Role::Workbench])
@@ -250,6 +255,7 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
 #[tokio::test]
 async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key().with(eq("key_mine")).returning(|_| {
         Ok(Some(ApiKey {
             id: "key_mine".into(),
@@ -318,6 +324,7 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
         _ => EnvironmentGrant::Only(vec!["env_a".into()]),
     };
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key().returning(move |id| {
         Ok(Some(ApiKey {
             id: id.to_owned(),
@@ -358,6 +365,7 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
 #[tokio::test]
 async fn admin_key_creation_validates_roles_scopes_and_environments_together() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_organisation_by_name().returning(|_| {
         Ok(Some(Organisation {
             id: "org_1".into(),
@@ -387,6 +395,7 @@ async fn admin_key_creation_validates_roles_scopes_and_environments_together() {
 #[tokio::test]
 async fn bootstrap_creates_a_full_scope_key_only_on_an_empty_database() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_bootstrap_if_empty()
         .withf(|org, env, key| {
             org.name == "default"
@@ -402,6 +411,8 @@ async fn bootstrap_creates_a_full_scope_key_only_on_an_empty_database() {
     assert!(boot.key.key.secret_hash.verify(&boot.key.client_secret));
 
     let mut repo = MockTenancyRepository::new();
+
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_bootstrap_if_empty()
         .returning(|_, _, _| Ok(false));
     assert!(AuthService::new(Arc::new(repo), clock())
@@ -423,6 +434,7 @@ fn moving_clock(at: Arc<std::sync::Mutex<Timestamp>>) -> Arc<MockClock> {
 #[tokio::test]
 async fn a_caller_is_reused_for_a_second_then_read_again() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     // Two reads in all: the first call and the one after the second has passed.
     repo.expect_find_key_by_secret_hash()
         .times(2)
@@ -453,6 +465,7 @@ async fn a_caller_is_reused_for_a_second_then_read_again() {
 #[tokio::test]
 async fn a_caller_without_the_requested_environment_is_read_again_and_gains_it() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key_by_secret_hash().returning(|_| {
         Ok(Some(key(
             "wbs_secret",
@@ -491,6 +504,7 @@ async fn a_caller_without_the_requested_environment_is_read_again_and_gains_it()
 async fn a_revocation_through_this_process_takes_effect_at_once() {
     let revoked = Arc::new(std::sync::Mutex::new(None));
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     let state = revoked.clone();
     repo.expect_find_key_by_secret_hash().returning(move |_| {
         Ok(Some(ApiKey {
@@ -528,6 +542,7 @@ async fn a_revocation_through_this_process_takes_effect_at_once() {
 #[tokio::test]
 async fn a_token_is_not_remembered_past_its_expiry() {
     let mut repo = MockTenancyRepository::new();
+    repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_access_token().returning(|_| {
         Ok(Some(AccessTokenGrant {
             token_hash: SecretHash::of("wbt_short"),
@@ -549,6 +564,94 @@ async fn a_token_is_not_remembered_past_its_expiry() {
     *now.lock().expect("clock") = t0() + Duration::milliseconds(300);
     assert!(matches!(
         svc.authenticate("wbt_short").await,
+        Err(DomainError::Unauthenticated)
+    ));
+}
+
+#[tokio::test]
+async fn a_keys_use_is_recorded_once_a_minute_and_a_failure_to_record_refuses_no_one() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_find_key_by_secret_hash().returning(|_| {
+        Ok(Some(key(
+            "wbs_secret",
+            KeyAccess::Roles(vec![Role::Events]),
+            EnvironmentGrant::Only(vec!["env_a".into()]),
+        )))
+    });
+    // Recorded at 0 s and at 61 s; the reads at 2 s and 30 s record nothing. The store fails
+    // the second time: the caller is let in all the same.
+    let mut calls = 0;
+    repo.expect_mark_key_used()
+        .with(eq("key_1"), mockall::predicate::always())
+        .times(2)
+        .returning(move |_, _| {
+            calls += 1;
+            if calls == 2 {
+                Err(StorageError::Unavailable("down".into()))
+            } else {
+                Ok(())
+            }
+        });
+    let at = Arc::new(std::sync::Mutex::new(t0()));
+    let auth = AuthService::new(Arc::new(repo), moving_clock(at.clone()));
+    for seconds in [0, 2, 30, 61] {
+        *at.lock().expect("clock") = t0() + Duration::seconds(seconds);
+        auth.authenticate("wbs_secret")
+            .await
+            .expect("authenticated");
+    }
+}
+
+#[tokio::test]
+async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
+    let mut repo = MockTenancyRepository::new();
+    repo.expect_list_keys()
+        .withf(|org, env, page| {
+            org.as_deref() == Some("org_1") && env.as_deref() == Some("env_a") && page.limit == 1
+        })
+        .returning(|_, _, _| {
+            let summary = |id: &str| KeySummary {
+                key: ApiKey {
+                    id: id.into(),
+                    ..key(
+                        "wbs_x",
+                        KeyAccess::Roles(vec![Role::Events]),
+                        EnvironmentGrant::All,
+                    )
+                },
+                last_used: None,
+            };
+            Ok(vec![summary("key_a"), summary("key_b")])
+        });
+    let auth = AuthService::new(Arc::new(repo), clock());
+    let reader = Principal {
+        key_id: "key_r".into(),
+        organisation_id: "org_1".into(),
+        access: KeyAccess::Scopes(vec![Scope::CredentialsRead]),
+        environment_ids: vec!["env_a".into()],
+    };
+    let page = auth
+        .list_credentials(
+            &reader,
+            "env_a",
+            PageRequest::new(Some(1), None).expect("page"),
+        )
+        .await
+        .expect("listed");
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.next_after.as_deref(), Some("key_a"));
+    let events = Principal {
+        access: KeyAccess::Roles(vec![Role::Events]),
+        ..reader.clone()
+    };
+    assert!(matches!(
+        auth.list_credentials(&events, "env_a", PageRequest::default())
+            .await,
+        Err(DomainError::Forbidden(_))
+    ));
+    assert!(matches!(
+        auth.list_credentials(&reader, "env_b", PageRequest::default())
+            .await,
         Err(DomainError::Unauthenticated)
     ));
 }
