@@ -546,7 +546,90 @@ async fn read_only_keys_see_webhook_secrets_masked(s: Server) {
     );
 }
 
+/// Contract §11: a subscription is changed in place: what the body names changes, the rest
+/// and the secret stay; the result is validated as a new subscription is, and a new URL passes
+/// the SSRF check again.
+async fn a_subscription_is_changed_in_place_keeping_its_secret(s: Server) {
+    let (id, secret) = subscribed(
+        &s,
+        json!({"types": ["card-published"], "url": "http://127.0.0.1:9/a",
+               "headers": {"X-Team": "growth"}}),
+    )
+    .await;
+    let changed = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(
+            json!({"url": "http://127.0.0.1:9/b", "types": ["card-completed", "card-published"],
+                    "actionFlowConfigId": "flw_1", "method": "put", "unknown": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    let data = &changed.body["data"];
+    assert_eq!(data["url"], "http://127.0.0.1:9/b");
+    assert_eq!(data["types"], json!(["card-completed", "card-published"]));
+    assert_eq!(data["actionFlowConfigId"], "flw_1");
+    assert_eq!(data["method"], "PUT");
+    assert_eq!(data["headers"], json!({"X-Team": "growth"}), "kept");
+    assert_eq!(data["secret"], secret.as_str(), "the secret is unchanged");
+    assert_eq!(data["status"], "active");
+
+    // Every problem at once, nothing changed.
+    let refused = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(json!({"types": [], "method": "GET"})),
+    )
+    .await;
+    let mut fields = refused.problem(400, "validation_failed");
+    fields.sort();
+    assert_eq!(fields, ["method", "types"]);
+    // A new URL is checked again; the refusal names the allow-list setting.
+    let private = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(json!({"url": "http://10.1.2.3/h"})),
+    )
+    .await;
+    assert_eq!(private.problem(400, "validation_failed"), ["url"]);
+    assert!(
+        private.text.contains("WORKBENCH_WEBHOOK_ALLOW_CIDRS"),
+        "{}",
+        private.text
+    );
+    // `null` clears a filter.
+    let cleared = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(json!({"actionFlowConfigId": null})),
+    )
+    .await;
+    assert_eq!(cleared.status, 200, "{}", cleared.text);
+    let shown = webhook(&s, "GET", &id, "", None).await;
+    assert_eq!(shown.body["data"]["actionFlowConfigId"], Value::Null);
+    assert_eq!(shown.body["data"]["url"], "http://127.0.0.1:9/b");
+    webhook(
+        &s,
+        "PATCH",
+        "whk_unknown",
+        "",
+        Some(json!({"types": ["card-published"]})),
+    )
+    .await
+    .problem(404, "not_found");
+}
+
 blackbox!(
+    a_subscription_is_changed_in_place_keeping_its_secret,
     read_only_keys_see_webhook_secrets_masked,
     a_submitted_card_arrives_as_a_signed_card_completed_webhook,
     failures_are_retried_with_the_same_id_and_410_disables,

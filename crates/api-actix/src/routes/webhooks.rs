@@ -274,6 +274,44 @@ pub async fn get(
     Ok(one(state.webhooks.get(&caller.0, &env, &id).await?, true))
 }
 
+/// Change a subscription's `url`, `types`, `method`, `headers` or filters (`cardTemplateId`,
+/// `actionFlowConfigId`; `null` clears one). Fields left out keep their values; the secret and
+/// the state are unchanged. The result is validated as a subscription is, and a new `url`
+/// passes the SSRF check again.
+#[utoipa::path(
+    patch, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "updateWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    request_body(content = SubscribeRequest, description = "Any of the subscribe fields; those left out are kept"),
+    responses(
+        (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
+        (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    // The key before the body (contract §16): 401 and 403 come before 400.
+    caller
+        .0
+        .authorize(&env, domain::Permission::WebhooksWrite)?;
+    let object = json_object(&req, &body)?;
+    let s = state
+        .webhooks
+        .update(&caller.0, &env, &id, &Value::Object(object))
+        .await?;
+    Ok(one(s, true))
+}
+
 /// Disable (stops deliveries, cancels queued ones), or with `permanent=true` delete a disabled
 /// subscription with its delivery log.
 #[utoipa::path(
@@ -529,6 +567,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/v1/{environmentId}/webhook/{webhookId}")
             .route(web::get().to(get))
+            .route(web::patch().to(update))
             .route(web::delete().to(disable)),
     )
     .service(

@@ -578,6 +578,57 @@ impl WebhookService {
         Ok(())
     }
 
+    /// `PATCH /webhook/{id}` (contract §11): changes what the body names of `url`, `types`,
+    /// `method`, `headers`, `cardTemplateId` and `actionFlowConfigId` (`null` clears a filter),
+    /// keeping the rest, the secret and the state. The result is validated as a subscribe
+    /// request would be ([`SubscriptionRequest::parse`]: the same rules, every problem at
+    /// once), and a changed URL passes the SSRF check again. Fails with
+    /// [`DomainError::NotFound`] when there is no such subscription.
+    pub async fn update(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        patch: &Value,
+    ) -> Result<Subscription, DomainError> {
+        who.authorize(env, Permission::WebhooksWrite)?;
+        let Some(changes) = patch.as_object() else {
+            return Err(DomainError::invalid("", "the body must be a JSON object"));
+        };
+        let mut sub = self.find(env, id).await?;
+        let mut merged = serde_json::json!({
+            "types": sub.types,
+            "url": sub.url,
+            "method": sub.method.as_str(),
+            "headers": sub.headers,
+            "cardTemplateId": sub.card_template_id,
+            "actionFlowConfigId": sub.flow_id,
+        });
+        if let Some(fields) = merged.as_object_mut() {
+            for (name, value) in changes {
+                // Unknown fields are ignored, as everywhere in the API.
+                if fields.contains_key(name) {
+                    fields.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        let request = SubscriptionRequest::parse(&merged)?;
+        if request.url != sub.url {
+            if let Err(reason) = self.transport.check_url(&request.url).await {
+                return Err(DomainError::invalid("url", reason));
+            }
+        }
+        sub.url = request.url;
+        sub.types = request.types;
+        sub.method = request.method;
+        sub.headers = request.headers;
+        sub.card_template_id = request.card_template_id;
+        sub.flow_id = request.flow_id;
+        sub.updated = self.clock.now();
+        self.repo.update(&sub).await?;
+        Ok(shown_to(who, sub))
+    }
+
     /// A new secret; the old one keeps signing beside it for 24 hours
     /// ([`SECRET_ROTATION_GRACE_HOURS`]). A secret rotated out earlier stops signing at once.
     /// Answers the subscription with both. Fails with [`DomainError::NotFound`] when there is

@@ -655,3 +655,65 @@ async fn a_key_that_only_reads_webhooks_sees_their_secrets_masked() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
+    // The URL is unchanged: the transport is not asked.
+    let before = sub();
+    let mut repo = MockWebhookRepository::new();
+    let stored = before.clone();
+    repo.expect_get()
+        .returning(move |_, _| Ok(Some(stored.clone())));
+    let secret = before.secret.clone();
+    repo.expect_update()
+        .withf(move |s| {
+            s.types == ["card-published"]
+                && s.url == "https://example.com/hook"
+                && s.secret == secret
+        })
+        .times(1)
+        .returning(|_| Ok(()));
+    let edited = service(repo, MockWebhookTransport::new())
+        .update(
+            &who(Role::Workbench),
+            ENV,
+            "whk_1",
+            &json!({"types": ["card-published"]}),
+        )
+        .await
+        .expect("edited");
+    assert_eq!(edited.types, ["card-published"]);
+    assert_eq!(
+        (edited.url.as_str(), edited.method),
+        (before.url.as_str(), before.method)
+    );
+
+    // A new URL the policy refuses: nothing is stored.
+    let mut repo = MockWebhookRepository::new();
+    repo.expect_get().returning(|_, _| Ok(Some(sub())));
+    repo.expect_update().times(0);
+    let mut transport = MockWebhookTransport::new();
+    transport
+        .expect_check_url()
+        .returning(|_| Err("a private address".into()));
+    let err = service(repo, transport)
+        .update(
+            &who(Role::Workbench),
+            ENV,
+            "whk_1",
+            &json!({"url": "https://10.0.0.1/h"}),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, DomainError::Validation(ref e) if e[0].field == "url"),
+        "{err:?}"
+    );
+
+    // A key that may only read webhooks may not edit them.
+    let err = service(MockWebhookRepository::new(), MockWebhookTransport::new())
+        .update(&who(Role::Events), ENV, "whk_1", &json!({}))
+        .await
+        .expect_err("forbidden");
+    assert!(matches!(err, DomainError::Forbidden(_)), "{err:?}");
+}
