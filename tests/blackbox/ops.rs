@@ -81,10 +81,11 @@ async fn every_response_carries_a_request_id_and_echoes_the_clients(server: Serv
     let minted = call(&server, "GET", "/healthz", None, None).await;
     let id = minted.header("x-request-id").expect("minted id");
     assert_eq!(id.len(), 26);
+    // Not a probe: probes are logged at DEBUG only (contract §17).
     let echoed = Reply::from(
         server
             .client
-            .get(server.url("/healthz"))
+            .get(server.url("/openapi.json"))
             .header("x-request-id", "trace-abc.123")
             .send()
             .await
@@ -105,7 +106,12 @@ async fn every_response_carries_a_request_id_and_echoes_the_clients(server: Serv
     assert_ne!(refused.header("x-request-id"), Some("has space"));
     let error = call(&server, "GET", "/nowhere", None, None).await;
     assert!(error.header("x-request-id").is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    for _ in 0..100 {
+        if server.logs().contains("trace-abc.123") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(
         server.logs().contains("trace-abc.123"),
         "logs carry the request id"
@@ -782,7 +788,14 @@ async fn request_logs_name_the_client_and_leave_probes_to_debug(
             .filter(|l| l["message"] == "request completed" && l.to_string().contains(needle))
             .collect()
     };
-    let lines = logged("/workbench-folder");
+    let mut lines = logged("/workbench-folder");
+    for _ in 0..100 {
+        if !lines.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        lines = logged("/workbench-folder");
+    }
     assert_eq!(lines.len(), 1, "{}", server.logs());
     assert_eq!(lines[0]["span"]["client"], "203.0.113.9", "{}", lines[0]);
     assert!(
@@ -801,12 +814,20 @@ async fn request_logs_name_the_client_and_leave_probes_to_debug(
         .send()
         .await
         .expect("sent");
-    let line = untrusted
-        .logs()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|l| l["message"] == "request completed")
-        .expect("a request line");
+    // The line is written as the answer leaves: wait for it to reach the log.
+    let mut line = None;
+    for _ in 0..100 {
+        line = untrusted
+            .logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["message"] == "request completed");
+        if line.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let line = line.expect("a request line");
     assert_eq!(line["span"]["client"], "127.0.0.1", "{line}");
 }
 

@@ -345,16 +345,24 @@ impl TenancyRepository for DieselTenancyRepository {
             .await
     }
 
+    /// Written in the background: a request never waits for it (a database that hangs must
+    /// not make each authentication wait twice), and a write that fails is left out.
     async fn mark_key_used(&self, key_id: &str, at: Timestamp) -> Result<(), StorageError> {
-        let id = key_id.to_owned();
-        self.db
-            .run(move |conn| {
-                diesel::update(api_keys::table.filter(api_keys::id.eq(id)))
-                    .set(api_keys::last_used.eq(Some(at.naive_utc())))
-                    .execute(conn)?;
-                Ok(())
-            })
-            .await
+        let (id, db) = (key_id.to_owned(), self.db.clone());
+        tokio::spawn(async move {
+            let written = db
+                .run(move |conn| {
+                    diesel::update(api_keys::table.filter(api_keys::id.eq(id)))
+                        .set(api_keys::last_used.eq(Some(at.naive_utc())))
+                        .execute(conn)?;
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = written {
+                tracing::debug!(error = %e, "a key's last use was not recorded");
+            }
+        });
+        Ok(())
     }
 
     async fn revoke_key(&self, key_id: &str, at: Timestamp) -> Result<bool, StorageError> {

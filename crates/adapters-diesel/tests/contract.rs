@@ -462,6 +462,17 @@ async fn keys_are_listed_by_environment_with_their_last_use(url: &str) {
     repo.mark_key_used("key_unknown", t(60))
         .await
         .expect("an unknown key is no error");
+    // Written in the background: wait for it.
+    for _ in 0..100 {
+        let listed = repo
+            .list_keys(None, None, &domain::PageRequest::default())
+            .await
+            .expect("list");
+        if listed.iter().any(|k| k.last_used.is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 
     let page = |limit: u32, after: Option<&str>| domain::PageRequest {
         limit,

@@ -550,7 +550,9 @@ pub trait TenancyRepository: Send + Sync {
         environment_id: Option<String>,
         page: &PageRequest,
     ) -> Result<Vec<KeySummary>, StorageError>;
-    /// Records that the key authenticated at `at` (no error for an unknown key).
+    /// Records that the key authenticated at `at` (no error for an unknown key). Best effort:
+    /// an implementation may store it after answering, so that authentication never waits on
+    /// it.
     async fn mark_key_used(&self, key_id: &str, at: Timestamp) -> Result<(), StorageError>;
     /// Marks the key revoked at `at` and deletes its access tokens, in one transaction. A key
     /// already revoked keeps its first revocation time. Returns false when there is no such key.
