@@ -579,16 +579,15 @@ fn nothing_runs_as_root_or_writes_outside_its_data_directory() {
             "{}: runs as the image's user",
             process.origin
         );
-        if process.serves() {
-            let mounted = service["volumes"].as_vec().into_iter().flatten().any(|v| {
-                artifacts::scalar(v).is_some_and(|v| v.split(':').nth(1) == Some(data.as_str()))
-            });
-            assert!(
-                mounted,
-                "{}: no volume at {data}, where the bootstrap file is written",
-                process.origin
-            );
-        }
+        let mounted = service["volumes"].as_vec().into_iter().flatten().any(|v| {
+            artifacts::scalar(v).is_some_and(|v| v.split(':').nth(1) == Some(data.as_str()))
+        });
+        assert!(
+            mounted,
+            "{}: the root file system is read-only and no volume is at {data}, its data \
+             directory",
+            process.origin
+        );
     }
 
     let manifests = manifests();
@@ -626,19 +625,17 @@ fn nothing_runs_as_root_or_writes_outside_its_data_directory() {
                     "{}: drop every capability",
                     process.origin
                 );
-                if process.serves() {
-                    let mounted = container["volumeMounts"]
-                        .as_vec()
-                        .into_iter()
-                        .flatten()
-                        .any(|m| m["mountPath"].as_str() == Some(data.as_str()));
-                    assert!(
-                        mounted,
-                        "{}: the root file system is read-only and nothing is mounted at {data}, \
-                         where the bootstrap file is written",
-                        process.origin
-                    );
-                }
+                let mounted = container["volumeMounts"]
+                    .as_vec()
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m["mountPath"].as_str() == Some(data.as_str()));
+                assert!(
+                    mounted,
+                    "{}: the root file system is read-only and nothing is mounted at {data}, its \
+                     data directory",
+                    process.origin
+                );
             }
         }
     }
