@@ -61,7 +61,7 @@ mkdir "$work/tree"
 tree=$work/tree
 
 # Nothing but the binary, its libraries, CA certificates, passwd, group and nsswitch.conf.
-unexpected=$(cd "$tree" && find . ! -type d | sed 's|^\./||' | grep -v -E \
+unexpected=$(find "$tree" ! -type d -printf '%P\n' | grep -v -E \
   -e '^usr/local/bin/workbench$' \
   -e '^(usr/)?lib(64|32|x32)?/.+\.so(\.[0-9]+)*$' \
   -e '^etc/(passwd|group|nsswitch\.conf|ssl/certs/ca-certificates\.crt)$' || true)
