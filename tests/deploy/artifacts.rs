@@ -57,14 +57,6 @@ impl Process {
         }
     }
 
-    /// The port of `WORKBENCH_LISTEN` (the binary's default, 8080, when unset).
-    pub fn listen(&self) -> std::net::SocketAddr {
-        let listen = self.literal("WORKBENCH_LISTEN").unwrap_or("127.0.0.1:8080");
-        listen
-            .parse()
-            .unwrap_or_else(|e| panic!("{}: WORKBENCH_LISTEN `{listen}`: {e}", self.origin))
-    }
-
     /// Whether it serves: `serve`, or no subcommand (serve is the default).
     pub fn serves(&self) -> bool {
         self.args.first().is_none_or(|a| a == "serve")

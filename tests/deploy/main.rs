@@ -3,15 +3,18 @@
 //! `deploy/workbench.env`) and `deploy/kubernetes/`.
 //!
 //! Their ports are checked against the address the binary listens on, their probes against
-//! the routes that answer them, and their commands and `WORKBENCH_*` variables against the
-//! binary itself: each process an artifact starts is run, with exactly the variables the
-//! artifact gives it (on a temporary SQLite file and a free port), and must log no "not a
-//! setting" warning, reach `/readyz` 200 and stop within the time the artifact allows.
+//! the routes that answer them, their grace periods against its drain delay and shutdown
+//! timeout, and their commands and `WORKBENCH_*` variables against the binary itself: the
+//! settings each process is given are read by `workbench config check` (no unknown variable,
+//! no refused value), and each process is run with exactly those variables (on a temporary
+//! SQLite file and a free port): it must log no "not a setting" warning, reach `/readyz` 200,
+//! pass its health check and exit 0 on SIGTERM within the time the artifact allows.
 
 mod artifacts;
 mod run;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use artifacts::{Image, Process, Value};
@@ -22,10 +25,6 @@ const COMPOSE: &str = "deploy/compose.yaml";
 const UNIT: &str = "deploy/workbench.service";
 const UNIT_ENV: &str = "deploy/workbench.env";
 const KUBERNETES: &str = "deploy/kubernetes";
-
-/// The binary's defaults (docs/configuration.md) for the settings a stop waits for.
-const DEFAULT_DRAIN_SECONDS: u64 = 5;
-const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS: u64 = 30;
 
 // ---- reading the artifacts ----
 
@@ -235,19 +234,70 @@ fn unit_setting<'a>(lines: &'a [(String, String)], key: &str) -> Option<&'a str>
         .map(|(_, v)| v.as_str())
 }
 
-/// Drain delay and shutdown timeout of a process, in seconds.
+/// The address a process listens on, as the binary reads its settings.
+fn listen_address(process: &Process) -> SocketAddr {
+    let effective = run::effective(process);
+    let listen = effective["listen"].as_str().unwrap_or_default();
+    listen
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: listen `{listen}`: {e}", process.origin))
+}
+
+/// Drain delay and shutdown timeout of a process together, in seconds, as the binary reads
+/// its settings.
 fn stop_budget(process: &Process) -> u64 {
-    let number = |name: &str, default: u64| {
-        process.literal(name).map_or(default, |v| {
-            v.parse()
-                .unwrap_or_else(|e| panic!("{}: {name}={v}: {e}", process.origin))
+    let effective = run::effective(process);
+    ["shutdown_drain_seconds", "shutdown_timeout_seconds"]
+        .iter()
+        .map(|key| {
+            effective[*key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{}: `config check` printed no {key}", process.origin))
         })
-    };
-    number("WORKBENCH_SHUTDOWN_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS)
-        + number(
-            "WORKBENCH_SHUTDOWN_TIMEOUT_SECONDS",
-            DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
-        )
+        .sum()
+}
+
+/// Every process the artifacts start: the image's default, Compose's services and health
+/// checks, the Kubernetes workloads' containers, the systemd unit's commands.
+fn processes(image: &Image) -> Vec<Process> {
+    let mut all = vec![image.process("Containerfile".into(), None, Vec::new())];
+    let compose = compose();
+    for (name, process) in compose_services(image, &compose) {
+        let test = &compose["services"][name.as_str()]["healthcheck"]["test"];
+        if !test.is_badvalue() {
+            all.push(health_check(image, &process, test));
+        }
+        all.push(process);
+    }
+    let manifests = manifests();
+    for kind in ["Deployment", "Job"] {
+        for (file, workload) in of_kind(&manifests, kind) {
+            all.extend(
+                containers(image, file, workload)
+                    .into_iter()
+                    .map(|(_, p)| p),
+            );
+        }
+    }
+    all.extend(unit().1);
+    all
+}
+
+/// A Compose health check (`["CMD", binary, args...]`) as a process of its service.
+fn health_check(image: &Image, service: &Process, test: &Yaml) -> Process {
+    let test = artifacts::strings(test, &service.origin);
+    assert!(
+        test.len() >= 2 && test[0] == "CMD" && test[1] == image.binary(),
+        "{}: the health check runs the binary in exec form ([\"CMD\", \"{}\", ...]): the \
+         image has no shell",
+        service.origin,
+        image.binary()
+    );
+    Process {
+        origin: format!("{}.healthcheck", service.origin),
+        args: test[2..].to_vec(),
+        env: service.env.clone(),
+    }
 }
 
 fn is_migrate(process: &Process) -> bool {
@@ -274,11 +324,9 @@ fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
 
 // ---- running them ----
 
-/// Runs a migration as the artifact does; false when the binary has no `migrate` yet.
-fn check_migrate(sandbox: &run::Sandbox, process: &Process) -> bool {
-    if !run::accepts(process, &process.args) {
-        return false;
-    }
+/// Runs a migration as the artifact does.
+fn check_migrate(sandbox: &run::Sandbox, process: &Process) {
+    run::assert_known(process, &process.args);
     let done = sandbox.run(process, &process.args, "127.0.0.1:0");
     assert!(
         done.status.success(),
@@ -288,7 +336,7 @@ fn check_migrate(sandbox: &run::Sandbox, process: &Process) -> bool {
         done.status,
         done.stderr
     );
-    let warned = run::not_settings(&process.origin, &done.stderr);
+    let warned = run::not_settings(&done.stderr);
     assert!(
         warned.is_empty(),
         "{}: sets variables the binary does not know:\n{}",
@@ -301,7 +349,6 @@ fn check_migrate(sandbox: &run::Sandbox, process: &Process) -> bool {
             process.origin, done.stdout
         )
     });
-    true
 }
 
 /// Serves as the artifact does until `/readyz` answers 200, asks each of its probe paths and
@@ -319,14 +366,10 @@ fn check_serve(
         process.origin,
         process.args.join(" ")
     );
-    let mut args = process.args.clone();
-    if !run::accepts(process, &args) {
-        args.retain(|a| !run::PENDING.contains(&a.as_str()));
-        assert!(run::accepts(process, &args));
-    }
-    let mut server = sandbox.serve(process, &args);
+    run::assert_known(process, &process.args);
+    let mut server = sandbox.serve(process, &process.args);
     server.wait_ready(&process.origin);
-    let warned = run::not_settings(&process.origin, &server.logs());
+    let warned = run::not_settings(&server.logs());
     assert!(
         warned.is_empty(),
         "{}: sets variables the binary does not know:\n{}",
@@ -342,7 +385,7 @@ fn check_serve(
         );
     }
     for check in health_checks {
-        assert!(run::accepts(check, &check.args));
+        run::assert_known(check, &check.args);
         let done = sandbox.run(check, &check.args, &server.address().to_string());
         assert!(
             done.status.success(),
@@ -366,10 +409,26 @@ fn check_serve(
 // ---- the checks ----
 
 #[test]
+fn every_setting_an_artifact_gives_is_one_the_binary_knows_and_accepts() {
+    // `config check` reads exactly the variables an artifact sets, as written, and refuses a
+    // bad value; a misspelt name is only a warning at start, so it is looked for here.
+    let image = Image::read();
+    for process in processes(&image) {
+        let effective = run::effective(&process);
+        assert_eq!(
+            effective["unknown_variables"],
+            serde_json::json!([]),
+            "{}: sets variables that are not settings",
+            process.origin
+        );
+    }
+}
+
+#[test]
 fn a_container_listens_where_its_port_is_published() {
     let image = Image::read();
     let default = image.process("Containerfile".into(), None, Vec::new());
-    let listen = default.listen();
+    let listen = listen_address(&default);
     assert!(
         listen.ip().is_unspecified(),
         "Containerfile: WORKBENCH_LISTEN {listen} is unreachable from outside the container; \
@@ -383,7 +442,7 @@ fn a_container_listens_where_its_port_is_published() {
 
     let compose = compose();
     for (name, process) in compose_services(&image, &compose) {
-        let listen = process.listen();
+        let listen = listen_address(&process);
         assert!(
             listen.ip().is_unspecified(),
             "{}: listens on {listen}, unreachable from outside its container",
@@ -409,7 +468,7 @@ fn a_container_listens_where_its_port_is_published() {
     let (file, deployment) = only(&manifests, "Deployment");
     let mut named = BTreeMap::new();
     for (container, process) in containers(&image, file, deployment) {
-        let listen = process.listen();
+        let listen = listen_address(&process);
         assert!(
             listen.ip().is_unspecified(),
             "{}: listens on {listen}, unreachable from outside the pod",
@@ -451,7 +510,7 @@ fn a_container_listens_where_its_port_is_published() {
             other => other.as_i64(),
         };
         assert!(
-            number == Some(i64::from(default.listen().port())),
+            number == Some(i64::from(listen_address(&default).port())),
             "{file}: targetPort {target:?} is not a port the pods serve on"
         );
     }
@@ -823,13 +882,7 @@ fn selectors_pick_the_servers_and_nothing_else() {
 fn no_artifact_holds_a_usable_secret() {
     let image = Image::read();
     let manifests = manifests();
-    let mut processes = vec![image.process("Containerfile".into(), None, Vec::new())];
-    processes.extend(
-        compose_services(&image, &compose())
-            .into_iter()
-            .map(|(_, p)| p),
-    );
-    processes.extend(unit().1);
+    let processes = processes(&image);
     let mut refs = Vec::new();
     for kind in ["Deployment", "Job"] {
         for (file, workload) in of_kind(&manifests, kind) {
@@ -845,7 +898,6 @@ fn no_artifact_holds_a_usable_secret() {
                         ));
                     }
                 }
-                processes.push(process);
             }
         }
     }
@@ -911,12 +963,7 @@ fn compose_runs_only_commands_and_settings_the_binary_knows() {
     }
     for (name, process) in services.iter().filter(|(_, p)| p.serves()) {
         let service = &compose["services"][name.as_str()];
-        let test = artifacts::strings(&service["healthcheck"]["test"], &process.origin);
-        let check = Process {
-            origin: format!("{}.healthcheck", process.origin),
-            args: test[2..].to_vec(),
-            env: process.env.clone(),
-        };
+        let check = health_check(&image, process, &service["healthcheck"]["test"]);
         let grace =
             artifacts::scalar(&service["stop_grace_period"]).map_or(10, |g| artifacts::seconds(&g));
         check_serve(&sandbox, process, &[], &[check], Duration::from_secs(grace));

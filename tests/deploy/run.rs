@@ -1,6 +1,6 @@
 //! Runs the built binary as an artifact would: its arguments and exactly its `WORKBENCH_*`
 //! variables, but on a temporary SQLite file, a free loopback port and a temporary data
-//! directory.
+//! directory; and reads the settings a process is given with `workbench config check`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -12,46 +12,73 @@ use crate::artifacts::{Process, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_workbench");
 
-/// What contract §17 adds to the binary through another change: the artifacts use them
-/// already. While this binary does not know one, the checks that need it are skipped, saying
-/// so on stderr; once it does, they run.
-pub const PENDING: &[&str] = &[
-    "migrate",
-    "--no-migrate",
-    "WORKBENCH_SHUTDOWN_DRAIN_SECONDS",
-];
-
 /// A stand-in secret key for settings a Secret or the operator provides.
 const TEST_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// How long a start, a migration or a stop may take here.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Whether the binary accepts `args` (asked with `--help`, which needs no configuration).
-/// False, with a note, when what it refuses is [`PENDING`]; a panic for anything else.
-pub fn accepts(process: &Process, args: &[String]) -> bool {
+/// Fails unless the binary accepts `args` (asked with `--help`, which needs no settings).
+pub fn assert_known(process: &Process, args: &[String]) {
     let output = Command::new(BIN)
         .args(args)
         .arg("--help")
         .env_clear()
         .output()
         .expect("run workbench --help");
-    if output.status.success() {
-        return true;
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if let Some(pending) = PENDING.iter().find(|p| stderr.contains(&format!("'{p}'"))) {
-        eprintln!(
-            "{}: `{pending}` is not in this binary yet (contract §17): left unchecked",
-            process.origin
-        );
-        return false;
-    }
-    panic!(
-        "{}: the binary refuses `workbench {}`:\n{stderr}",
+    assert!(
+        output.status.success(),
+        "{}: the binary refuses `workbench {}`:\n{}",
         process.origin,
-        args.join(" ")
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The process's variables as text: a provided one gets a stand-in.
+fn variables(process: &Process) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (name, value) in &process.env {
+        let value = match value {
+            Value::Literal(text) => text.clone(),
+            Value::Provided(from) => match name.as_str() {
+                "WORKBENCH_SECRET_KEY" => TEST_KEY.to_owned(),
+                "WORKBENCH_DATABASE_URL" => "postgres://workbench@db.invalid/workbench".to_owned(),
+                _ => panic!(
+                    "{}: {name} is {from}, and this test has no stand-in for it",
+                    process.origin
+                ),
+            },
+        };
+        env.retain(|(k, _)| k != name);
+        env.push((name.clone(), value));
+    }
+    env
+}
+
+/// The settings the process would run with, as `workbench config check` prints them from
+/// exactly its variables (defaults filled in); it fails on a value the binary refuses.
+pub fn effective(process: &Process) -> serde_json::Value {
+    let output = Command::new(BIN)
+        .args(["config", "check"])
+        .env_clear()
+        .envs(variables(process))
+        .output()
+        .expect("run workbench config check");
+    assert!(
+        output.status.success(),
+        "{}: the binary refuses its settings ({}):\n{}",
+        process.origin,
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: `workbench config check` printed no JSON ({e}): {}",
+            process.origin,
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }
 
 /// A temporary database and data directory.
@@ -69,22 +96,7 @@ impl Sandbox {
     /// The process's variables, the provided ones given stand-ins, then the database, the
     /// address and the data directory replaced by the sandbox's.
     pub fn environment(&self, process: &Process, listen: &str) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = Vec::new();
-        for (name, value) in &process.env {
-            let value = match value {
-                Value::Literal(text) => text.clone(),
-                Value::Provided(from) => match name.as_str() {
-                    "WORKBENCH_SECRET_KEY" => TEST_KEY.to_owned(),
-                    "WORKBENCH_DATABASE_URL" => String::new(),
-                    _ => panic!(
-                        "{}: {name} is {from}, and this test has no stand-in for it",
-                        process.origin
-                    ),
-                },
-            };
-            env.retain(|(k, _)| k != name);
-            env.push((name.clone(), value));
-        }
+        let mut env = variables(process);
         let dir = self.dir.path();
         let fixed = [
             (
@@ -257,26 +269,10 @@ pub fn get(address: SocketAddr, path: &str) -> Option<u16> {
     answer.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The start-up warnings about variables that are not settings, less those naming a
-/// [`PENDING`] variable (noted on stderr).
-pub fn not_settings(origin: &str, logs: &str) -> Vec<String> {
+/// The start-up warnings about variables that are not settings.
+pub fn not_settings(logs: &str) -> Vec<String> {
     logs.lines()
         .filter(|line| line.contains("not a setting"))
-        .filter(|line| {
-            match PENDING
-                .iter()
-                .find(|p| p.starts_with("WORKBENCH_") && line.contains(*p))
-            {
-                Some(pending) => {
-                    eprintln!(
-                        "{origin}: {pending} is not in this binary yet (contract §17): its \
-                         warning is let pass"
-                    );
-                    false
-                }
-                None => true,
-            }
-        })
         .map(str::to_owned)
         .collect()
 }
