@@ -7,8 +7,9 @@
 #   then started from that tree as a container would start it: the image's entrypoint, command,
 #   variables, working directory and user, the root file system read-only but for a copy of the
 #   image's data directory (a volume), with /proc and a minimal /dev. It must answer /readyz
-#   with 200, pass its own health check (`workbench probe`), write its files into the volume,
-#   and exit 0 on SIGTERM. Containers cannot run here; chroot is as close as it gets.
+#   with 200, pass its own health check (`workbench probe`), answer /readyz with 503 once sent
+#   SIGTERM, exit 0, and leave its files in the volume. Containers cannot run here; chroot is
+#   as close as it gets.
 # - deploy/workbench.service passes `systemd-analyze verify`, and `systemd-analyze security`
 #   rates it 1.5 or better.
 #
@@ -148,8 +149,17 @@ in_image "WORKBENCH_LISTEN=$address" -- "${entrypoint[@]}" probe /readyz
 "${in_image[@]}" >"$work/probe.out" 2>&1 ||
   { cat "$work/probe.out" >&2; fail "workbench probe /readyz failed on a ready server"; }
 
-echo "== image: SIGTERM"
+echo "== image: SIGTERM: /readyz answers 503 while it drains, then it exits 0"
 kill -TERM "$server"
+draining=
+for _ in $(seq 1 20); do
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$address/readyz")" = 503 ]; then
+    draining=yes
+    break
+  fi
+  sleep 0.05
+done
+[ -n "$draining" ] || { cat "$work/serve.log" >&2; fail "/readyz did not answer 503 after SIGTERM"; }
 status=0
 for _ in $(seq 1 600); do
   kill -0 "$server" 2>/dev/null || break
