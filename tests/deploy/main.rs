@@ -580,7 +580,20 @@ fn a_stop_lets_the_drain_and_in_flight_requests_finish_before_the_kill() {
     let grace = pod(deployment)["spec"]["terminationGracePeriodSeconds"]
         .as_i64()
         .unwrap_or(30);
-    for (_, process) in containers(&image, file, deployment) {
+    for (container, process) in containers(&image, file, deployment) {
+        let readiness = &container["readinessProbe"];
+        // Kubernetes's defaults: every 10 s, 3 failures.
+        let noticed = readiness["periodSeconds"].as_i64().unwrap_or(10)
+            * readiness["failureThreshold"].as_i64().unwrap_or(3);
+        let drain = run::effective(&process)["shutdown_drain_seconds"]
+            .as_i64()
+            .unwrap_or_default();
+        assert!(
+            noticed <= drain,
+            "{}: the readiness probe needs {noticed} s to see a stopping pod fail, longer than \
+             the drain delay ({drain} s) before its listener closes",
+            process.origin
+        );
         assert!(
             u64::try_from(grace).unwrap_or(0) > stop_budget(&process),
             "{}: terminationGracePeriodSeconds {grace} is not longer than the drain delay and \
