@@ -259,11 +259,8 @@ pub fn get(address: SocketAddr, path: &str) -> Option<u16> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     answer.split_whitespace().nth(1)?.parse().ok()

@@ -38,10 +38,8 @@ pub fn status(address: SocketAddr, path: &str) -> anyhow::Result<u16> {
         .with_context(|| format!("cannot connect to {address}"))?;
     stream.set_read_timeout(Some(TIMEOUT))?;
     stream.set_write_timeout(Some(TIMEOUT))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
     // The status line is all that is read: "HTTP/1.1 200 OK".
     let mut head = [0u8; 64];
     let mut read = 0;
@@ -86,9 +84,13 @@ mod tests {
         let address = listener.local_addr().expect("address");
         let server = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().expect("accept");
-            let mut request = [0u8; 256];
-            let n = stream.read(&mut request).expect("request");
-            let request = String::from_utf8_lossy(&request[..n]).into_owned();
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).expect("request");
+                request.push(byte[0]);
+            }
+            let request = String::from_utf8_lossy(&request).into_owned();
             stream
                 .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n")
                 .expect("answer");
