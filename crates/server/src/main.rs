@@ -4,6 +4,7 @@ mod bootstrap;
 mod clock;
 mod config;
 mod files;
+mod probe;
 mod storage;
 mod telemetry;
 mod workers;
@@ -74,6 +75,16 @@ enum Command {
     Key {
         #[command(subcommand)]
         command: KeyCommand,
+    },
+    /// Ask the running service for a probe path; exit 0 on 200 (a container health check).
+    ///
+    /// The address is WORKBENCH_LISTEN's, on loopback when it is 0.0.0.0 or [::]. Prints
+    /// {"url", "status"}; exits 1 on any other answer, or none within 3 s. The image has no
+    /// shell or curl, so a container runtime's health check runs this.
+    Probe {
+        /// The path to ask for: /readyz (ready for traffic) or /healthz (the process runs).
+        #[arg(default_value = "/readyz")]
+        path: String,
     },
 }
 
@@ -222,6 +233,7 @@ async fn main() -> std::process::ExitCode {
         Command::Key {
             command: KeyCommand::Revoke { client_id },
         } => revoke_key(settings, &client_id).await,
+        Command::Probe { path } => return run_probe(&settings, &path),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -245,6 +257,29 @@ fn cli() -> Cli {
     });
     let matches = command.get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// `workbench probe`: prints `{"url", "status"}` and exits 0 on 200, 1 on any other answer
+/// or none.
+fn run_probe(settings: &Settings, path: &str) -> std::process::ExitCode {
+    let answer = probe::target(&settings.listen).and_then(|address| {
+        let status = probe::status(address, path)?;
+        Ok((format!("http://{address}{path}"), status))
+    });
+    match answer {
+        Ok((url, status)) => {
+            println!("{}", json!({"url": url, "status": status}));
+            if status == 200 {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("workbench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// A start-up the operator must act on before trying again (a full disk): exit code 2.
