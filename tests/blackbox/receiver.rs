@@ -94,6 +94,16 @@ impl Receiver {
         *self.script.lock().expect("script") = Box::new(script);
     }
 
+    /// How many requests arrived, and how many distinct `webhook-id`s they carried: equal
+    /// when no event was delivered twice.
+    #[allow(dead_code)] // not every test target that includes this file checks duplicates
+    pub fn deliveries_and_distinct_ids(&self) -> (usize, usize) {
+        let got = self.received();
+        let ids: std::collections::HashSet<&str> =
+            got.iter().map(|r| r.header("webhook-id")).collect();
+        (got.len(), ids.len())
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().expect("received").clone()
     }

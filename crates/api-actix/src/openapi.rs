@@ -107,18 +107,20 @@ impl Modify for Extras {
 
         // Contract §18: any write may find the disk full, and the low-disk guard refuses new
         // work; both answer 503 `storage_full` with `Retry-After`.
-        let storage_full = ResponseBuilder::new()
-            .description(
-                "Storage full (`storage_full`, with `Retry-After`): the disk has no room for the \
-                 write, or free space is below `WORKBENCH_MIN_FREE_DISK`",
-            )
-            .content(
+        // A problem document answer.
+        let problem = |description: &str| {
+            ResponseBuilder::new().description(description).content(
                 "application/problem+json",
                 ContentBuilder::new()
                     .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
                     .build(),
             )
-            .build();
+        };
+        let storage_full = problem(
+            "Storage full (`storage_full`, with `Retry-After`): the disk has no room for the \
+             write, or free space is below `WORKBENCH_MIN_FREE_DISK`",
+        )
+        .build();
         // Contract §16: every call with an API key counts against the key's rate limit.
         let integer = |description: &str| {
             utoipa::openapi::HeaderBuilder::new()
@@ -129,26 +131,19 @@ impl Modify for Extras {
                 .description(Some(description))
                 .build()
         };
-        let rate_limited = ResponseBuilder::new()
-            .description(
-                "Too many requests (`rate_limited`): the API key sent more than \
-                 `WORKBENCH_RATE_LIMIT_KEY` allows; `Retry-After` says when to try again. Every \
-                 answer to a key whose calls are limited carries the `RateLimit-*` headers",
-            )
-            .header("Retry-After", integer("Seconds until a request may go"))
-            .header(
-                "RateLimit-Limit",
-                integer("Requests the key may send at once"),
-            )
-            .header("RateLimit-Remaining", integer("Requests left now: 0"))
-            .header("RateLimit-Reset", integer("Seconds until a request may go"))
-            .content(
-                "application/problem+json",
-                ContentBuilder::new()
-                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build();
+        let rate_limited = problem(
+            "Too many requests (`rate_limited`): the API key sent more than \
+             `WORKBENCH_RATE_LIMIT_KEY` allows; `Retry-After` says when to try again. Every \
+             answer to a key whose calls are limited carries the `RateLimit-*` headers",
+        )
+        .header("Retry-After", integer("Seconds until a request may go"))
+        .header(
+            "RateLimit-Limit",
+            integer("Requests the key may send at once"),
+        )
+        .header("RateLimit-Remaining", integer("Requests left now: 0"))
+        .header("RateLimit-Reset", integer("Seconds until a request may go"))
+        .build();
         doc.components
             .get_or_insert_with(Default::default)
             .responses

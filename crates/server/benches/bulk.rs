@@ -48,13 +48,8 @@ async fn get(server: &support::Server, url: &str) -> Value {
         .expect("json")
 }
 
-async fn csv(server: &support::Server, flow: &str, mib: usize) {
-    let mut body = String::from("target.attributes.id,payload.variables.firstName\n");
-    let mut rows = 0u64;
-    while body.len() < mib * 1024 * 1024 - 64 {
-        rows += 1;
-        body.push_str(&format!("b{rows},Name{rows}\n"));
-    }
+/// A new CSV task of `flow`: the answer, its upload URL and its status URL.
+async fn csv_task(server: &support::Server, flow: &str) -> (Value, String, String) {
     let created: Value = server
         .client
         .post(server.url(&format!("/v1/{}/action-flow/{flow}/csv-task", server.env)))
@@ -65,14 +60,19 @@ async fn csv(server: &support::Server, flow: &str, mib: usize) {
         .json()
         .await
         .expect("json");
-    let upload_url = created["data"]["uploadUrl"]
-        .as_str()
-        .expect("upload")
-        .to_owned();
-    let status_url = created["data"]["statusUrl"]
-        .as_str()
-        .expect("status")
-        .to_owned();
+    let url = |name: &str| created["data"][name].as_str().expect(name).to_owned();
+    let (upload, status) = (url("uploadUrl"), url("statusUrl"));
+    (created, upload, status)
+}
+
+async fn csv(server: &support::Server, flow: &str, mib: usize) {
+    let mut body = String::from("target.attributes.id,payload.variables.firstName\n");
+    let mut rows = 0u64;
+    while body.len() < mib * 1024 * 1024 - 64 {
+        rows += 1;
+        body.push_str(&format!("b{rows},Name{rows}\n"));
+    }
+    let (created, upload_url, status_url) = csv_task(server, flow).await;
     let pid = server.pid();
     let before = rss_kib(pid);
     let (peak, stop) = (
@@ -162,24 +162,11 @@ async fn by_attribute(server: &support::Server, flow: &str, rows: u64, users: u6
     for n in 1..=rows {
         body.push_str(&format!("m{n},Name{n}\n"));
     }
-    let created: Value = server
-        .client
-        .post(server.url(&format!("/v1/{}/action-flow/{flow}/csv-task", server.env)))
-        .bearer_auth(&server.admin_secret)
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
-    let (upload_url, status_url) = (
-        created["data"]["uploadUrl"].as_str().expect("upload"),
-        created["data"]["statusUrl"].as_str().expect("status"),
-    );
+    let (_, upload_url, status_url) = csv_task(server, flow).await;
     let started = Instant::now();
     let reply = server
         .client
-        .put(upload_url)
+        .put(&upload_url)
         .header("content-type", "text/csv")
         .body(body)
         .send()
@@ -187,7 +174,7 @@ async fn by_attribute(server: &support::Server, flow: &str, rows: u64, users: u6
         .expect("upload");
     assert!(reply.status().is_success(), "{}", reply.status());
     loop {
-        let status = get(server, status_url).await;
+        let status = get(server, &status_url).await;
         let task = &status["data"]["task"];
         if task["status"] == "completed" {
             // The ledger: every row handed to the engine, none refused.
