@@ -1709,6 +1709,7 @@ mod webhooks {
                 duration_ms: 4,
                 response_body: "ok".into(),
                 retry_after_seconds: None,
+                failure: None,
             },
             next,
             subscription: None,
