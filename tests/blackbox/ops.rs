@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
+use crate::receiver::Receiver;
 use crate::support::{blackbox, call, Reply, Server};
+use crate::trigger::{fire, published_flow, users};
 
 async fn framework_errors_are_problem_documents(server: Server) {
     let folders = server.url(&format!("/v1/{}/workbench-folder", server.env));
@@ -749,7 +751,144 @@ async fn slow_bodies_are_cut_at_the_body_timeout() {
     }
 }
 
+/// The value of `series` (its name and labels, as rendered) in a Prometheus exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.parse().expect("a number"))
+}
+
+/// `/metrics` until `done` holds of it (checked every 200 ms, for up to 30 s).
+async fn metrics_until(server: &Server, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let metrics = call(server, "GET", "/metrics", None, None).await;
+        assert_eq!(metrics.status, 200, "{}", metrics.text);
+        if done(&metrics.text) {
+            return metrics.text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} not seen:\n{}",
+            metrics.text
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Contract §17: background work an operator cannot see otherwise shows in `/metrics`. Three
+/// deliveries to a receiver that answers 503 are pending while they are retried, and leave the
+/// backlog once out of retries (four attempts each with the tests' schedule); every attempt is
+/// counted as an HTTP error and timed. The build, the connection pool and the process are there
+/// from the first scrape.
+async fn metrics_show_a_failing_webhook_backlog_its_attempts_the_build_and_the_process(
+    server: Server,
+) {
+    let first = call(&server, "GET", "/metrics", None, None).await.text;
+    let build = first
+        .lines()
+        .find(|l| l.starts_with("workbench_build_info{"))
+        .unwrap_or_else(|| panic!("no build info:\n{first}"));
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(
+        build.contains(&version) && build.ends_with("} 1"),
+        "{build}"
+    );
+    let commit = build
+        .split("commit=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a commit label");
+    assert!(
+        !commit.is_empty() && commit.chars().all(|c| c.is_ascii_alphanumeric()),
+        "{build}"
+    );
+    for series in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            sample(&first, series).is_some_and(|v| v > 0.0),
+            "{series}\n{first}"
+        );
+    }
+    assert!(sample(&first, "workbench_db_pool_connections{state=\"idle\"}").is_some());
+    assert!(sample(&first, "workbench_db_pool_wait_seconds_count").is_some_and(|n| n > 0.0));
+    for queue in ["invocations", "webhook_deliveries", "push_jobs"] {
+        assert_eq!(
+            sample(&first, &format!("workbench_{queue}_pending")),
+            Some(0.0),
+            "{queue}\n{first}"
+        );
+        assert_eq!(
+            sample(&first, &format!("workbench_{queue}_oldest_age_seconds")),
+            Some(0.0),
+            "{queue}\n{first}"
+        );
+    }
+    assert_eq!(
+        sample(&first, "workbench_metrics_read_errors_total"),
+        Some(0.0)
+    );
+    let failed = "workbench_webhook_attempts_total{outcome=\"http_error\"}";
+    assert_eq!(sample(&first, failed), Some(0.0), "listed from the start");
+
+    let receiver = Receiver::start().await;
+    receiver.answer(|_| 503);
+    let subscribed = call(
+        &server,
+        "POST",
+        &format!("/v1/{}/webhook", server.env),
+        Some(&server.admin_secret),
+        Some(json!({"types": ["card-published"], "url": receiver.url})),
+    )
+    .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.text);
+    users(&server, json!([{"id": "u1"}, {"id": "u2"}, {"id": "u3"}])).await;
+    let flow = published_flow(&server, false).await;
+    let fired = fire(
+        &server,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1", "u2", "u3"]}}]}),
+    )
+    .await;
+    assert!(fired.status < 300, "{}", fired.text);
+    // Retried: pending, and each failure counted.
+    let retried = metrics_until(&server, "three pending deliveries, failing", |text| {
+        sample(text, "workbench_webhook_deliveries_pending") == Some(3.0)
+            && sample(text, failed).is_some_and(|n| n >= 3.0)
+    })
+    .await;
+    assert!(
+        sample(&retried, "workbench_webhook_deliveries_oldest_age_seconds").is_some(),
+        "{retried}"
+    );
+    // Out of retries: failed for good, out of the backlog; four attempts each.
+    let done = metrics_until(&server, "the deliveries failed for good", |text| {
+        sample(text, "workbench_webhook_deliveries_pending") == Some(0.0)
+            && sample(text, failed) == Some(12.0)
+    })
+    .await;
+    assert_eq!(receiver.len(), 12);
+    assert_eq!(
+        sample(
+            &done,
+            "workbench_webhook_attempts_total{outcome=\"success\"}"
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&done, "workbench_webhook_delivery_duration_seconds_count"),
+        Some(12.0),
+        "{done}"
+    );
+    assert_eq!(sample(&done, "workbench_invocations_pending"), Some(0.0));
+}
+
 blackbox!(
+    metrics_show_a_failing_webhook_backlog_its_attempts_the_build_and_the_process,
     framework_errors_are_problem_documents,
     answers_are_not_sniffed_or_cached_and_metrics_stay_bounded,
     malformed_requests_are_problem_documents_logged_at_warn,

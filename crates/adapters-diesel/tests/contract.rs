@@ -1650,7 +1650,7 @@ mod webhooks {
     use super::engine::{batch, card, invocation, with_flow};
     use super::t;
 
-    fn subscription(id: &str, types: &[&str], flow: Option<&str>) -> Subscription {
+    pub(super) fn subscription(id: &str, types: &[&str], flow: Option<&str>) -> Subscription {
         Subscription {
             id: id.into(),
             environment_id: "env_a".into(),
@@ -1671,7 +1671,7 @@ mod webhooks {
         }
     }
 
-    async fn setup(url: &str) -> (adapters_diesel::Database, DieselWebhookRepository) {
+    pub(super) async fn setup(url: &str) -> (adapters_diesel::Database, DieselWebhookRepository) {
         let db = with_flow(url).await;
         let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
         let repo = DieselWebhookRepository::new(db.clone(), secrets);
@@ -1679,7 +1679,7 @@ mod webhooks {
     }
 
     /// Three published cards for u1..u3, through the engine's batch write.
-    async fn publish_three(db: &adapters_diesel::Database) {
+    pub(super) async fn publish_three(db: &adapters_diesel::Database) {
         let cards = vec![
             card("crd_1", "fin_1", "u1", 5, 10),
             card("crd_2", "fin_2", "u2", 5, 10),
@@ -1694,7 +1694,11 @@ mod webhooks {
             .expect("batch");
     }
 
-    fn record(job: &domain::webhook::DeliveryJob, status: u16, next: NextStep) -> AttemptRecord {
+    pub(super) fn record(
+        job: &domain::webhook::DeliveryJob,
+        status: u16,
+        next: NextStep,
+    ) -> AttemptRecord {
         AttemptRecord {
             delivery_id: Some(job.delivery_id.clone()),
             subscription_id: job.subscription.id.clone(),
@@ -1709,6 +1713,7 @@ mod webhooks {
                 duration_ms: 4,
                 response_body: "ok".into(),
                 retry_after_seconds: None,
+                failure: None,
             },
             next,
             subscription: None,
@@ -2517,7 +2522,7 @@ mod bulk_cancel_push {
         );
     }
 
-    fn platform(id: &str, enabled: bool) -> PushPlatform {
+    pub(super) fn platform(id: &str, enabled: bool) -> PushPlatform {
         PushPlatform {
             id: id.into(),
             environment_id: "env_a".into(),
@@ -2603,7 +2608,7 @@ mod bulk_cancel_push {
     }
 
     /// A card that notifies on iOS and Android, for user `user`.
-    fn notifying(id: &str, user: &str) -> domain::card::CardInstance {
+    pub(super) fn notifying(id: &str, user: &str) -> domain::card::CardInstance {
         let note = serde_json::json!({"notification": {"attributes": {"body": "Hi"}}});
         domain::card::CardInstance {
             platforms: vec!["iOS".into(), "Android".into()],
@@ -3470,5 +3475,185 @@ mod stored_numbers {
         a_version_out_of_range_reads_as_corrupt_not_as_zero,
         a_negative_count_reads_as_corrupt_not_as_zero,
         numbers_past_their_columns_are_refused_not_clamped,
+    );
+}
+
+/// The backlog `/metrics` reads at each scrape (contract §17): what is counted pending, and how
+/// its age is taken, by a clock stopped at a known time (never the host's).
+mod backlog {
+    use super::Record;
+    use std::sync::Arc;
+
+    use adapters_diesel::{
+        both_backends, Database, DieselDeviceRepository, DieselHealthProbe,
+        DieselInvocationRepository, DieselPushJobRepository, DieselPushPlatformRepository,
+        SecretBox,
+    };
+    use domain::health::{Backlog, Queue};
+    use domain::push::PushPlatformRepository;
+    use domain::push::{Device, DeviceRepository, PushJobRepository, PushNext, PushRecord};
+    use domain::trigger::{Invocation, InvocationRepository, Mode};
+    use domain::webhook::{NextStep, WebhookRepository};
+    use domain::{HealthProbe, Timestamp};
+    use std::time::Duration;
+
+    use super::bulk_cancel_push::{notifying, platform};
+    use super::engine::{batch, card, invocation, with_flow};
+    use super::t;
+    use super::webhooks::{publish_three, record, setup, subscription};
+
+    struct Stopped(Timestamp);
+
+    impl domain::Clock for Stopped {
+        fn now(&self) -> Timestamp {
+            self.0
+        }
+    }
+
+    /// The backlog as a probe whose clock reads `t(at)`.
+    async fn backlog_at(db: &Database, at: i64) -> Backlog {
+        DieselHealthProbe::new(db.clone())
+            .with_clock(Arc::new(Stopped(t(at))))
+            .backlog()
+            .await
+            .expect("backlog")
+    }
+
+    fn queue(pending: u64, age_seconds: u64) -> Queue {
+        Queue {
+            pending,
+            oldest_age: Duration::from_secs(age_seconds),
+        }
+    }
+
+    async fn unfinished_invocations_are_counted_and_aged_from_the_oldest_recorded(url: &str) {
+        let db = with_flow(url).await;
+        assert_eq!(backlog_at(&db, 60).await, Backlog::default(), "nothing yet");
+        let repo = DieselInvocationRepository::new(db.clone());
+        let recorded = |id: &str, at: i64| Invocation {
+            created: t(at),
+            updated: t(at),
+            ..invocation(id, Mode::Live, &format!("fp-{id}"), false)
+        };
+        repo.record(vec![
+            recorded("inv_1", 2),
+            recorded("inv_2", 5),
+            recorded("inv_3", 7),
+        ])
+        .await
+        .expect("record");
+        assert_eq!(backlog_at(&db, 60).await.invocations, queue(3, 58));
+        // Claimed, it runs: still waiting for its end, still the oldest.
+        let claimed = repo.claim(t(10), t(40), 1).await.expect("claim");
+        assert_eq!(claimed[0].id, "inv_1");
+        assert_eq!(backlog_at(&db, 60).await.invocations, queue(3, 58));
+        // Run to the end: no longer counted, and the next oldest sets the age.
+        repo.save_batches(vec![batch(
+            None,
+            None,
+            vec![card("crd_1", "fin_1", "u1", 5, 3)],
+        )])
+        .await
+        .expect("completed");
+        assert_eq!(backlog_at(&db, 60).await.invocations, queue(2, 55));
+        // A clock before the oldest (a replica whose time is behind) ages nothing.
+        assert_eq!(backlog_at(&db, 1).await.invocations, queue(2, 0));
+    }
+
+    async fn deliveries_waiting_for_a_retry_are_counted_but_age_only_once_due(url: &str) {
+        let (db, repo) = setup(url).await;
+        repo.create(&subscription("whk_1", &["card-published"], None), 100)
+            .await
+            .expect("subscribe");
+        // Three card-published events at t(3), each queued for the subscription.
+        publish_three(&db).await;
+        let backlog = backlog_at(&db, 60).await;
+        assert_eq!(backlog.webhook_deliveries, queue(3, 57));
+        assert_eq!(backlog.invocations, queue(0, 0), "run to the end");
+        // In hand (leased until t(90)): still pending, no longer waiting.
+        let jobs = repo
+            .claim(t(30), t(90), 10, vec![], 10)
+            .await
+            .expect("claim");
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(backlog_at(&db, 60).await.webhook_deliveries, queue(3, 0));
+        // One delivered, one failed for good, one to be tried again at t(120).
+        repo.record(vec![
+            record(&jobs[0], 200, NextStep::Done),
+            record(&jobs[1], 500, NextStep::Failed),
+            record(&jobs[2], 503, NextStep::RetryAt(t(120))),
+        ])
+        .await
+        .expect("outcomes");
+        assert_eq!(backlog_at(&db, 60).await.webhook_deliveries, queue(1, 0));
+        // Once its time has come, it waits, and the age says for how long.
+        assert_eq!(backlog_at(&db, 150).await.webhook_deliveries, queue(1, 30));
+    }
+
+    async fn pushes_whose_lease_ran_out_are_aged_as_due_again(url: &str) {
+        let db = with_flow(url).await;
+        let secrets = Arc::new(SecretBox::new(&SecretBox::generate_key(), &[]).expect("key"));
+        DieselPushPlatformRepository::new(db.clone(), secrets.clone())
+            .insert(&platform("npl_1", true))
+            .await
+            .expect("FCM app");
+        let devices = DieselDeviceRepository::new(db.clone());
+        for (user, token) in [("u1", "android-1"), ("u2", "android-2")] {
+            devices
+                .upsert(&Device {
+                    environment_id: "env_a".into(),
+                    user_id: user.into(),
+                    token: token.into(),
+                    app_id: "app".into(),
+                    platform: "FCM".into(),
+                    created: t(1),
+                    updated: t(1),
+                })
+                .await
+                .expect("device");
+        }
+        let invocations = DieselInvocationRepository::new(db.clone());
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        // Two notifying cards published at t(3): a push each.
+        invocations
+            .save_batches(vec![batch(
+                None,
+                None,
+                vec![notifying("crd_1", "u1"), notifying("crd_2", "u2")],
+            )])
+            .await
+            .expect("batch");
+        assert_eq!(backlog_at(&db, 60).await.push_jobs, queue(2, 57));
+        let jobs = DieselPushJobRepository::new(db.clone(), secrets);
+        let claimed = jobs.claim(t(10), t(40), 10).await.expect("claim");
+        assert_eq!(claimed.len(), 2);
+        assert_eq!(backlog_at(&db, 30).await.push_jobs, queue(2, 0), "in hand");
+        // The holder died: at t(60) both are due again since their lease ended at t(40).
+        assert_eq!(backlog_at(&db, 60).await.push_jobs, queue(2, 20));
+        let sent = &claimed[0];
+        jobs.record(vec![PushRecord {
+            job_id: sent.id.clone(),
+            environment_id: sent.environment_id.clone(),
+            user_id: sent.user_id.clone(),
+            token: sent.token.clone(),
+            attempt: sent.attempt,
+            next: PushNext::Sent,
+            status_code: Some(200),
+            error: None,
+            at: t(20),
+            lease: sent.lease_until,
+        }])
+        .await
+        .expect("sent");
+        assert_eq!(backlog_at(&db, 60).await.push_jobs, queue(1, 20));
+    }
+
+    both_backends!(
+        unfinished_invocations_are_counted_and_aged_from_the_oldest_recorded,
+        deliveries_waiting_for_a_retry_are_counted_but_age_only_once_due,
+        pushes_whose_lease_ran_out_are_aged_as_due_again,
     );
 }

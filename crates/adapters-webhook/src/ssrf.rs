@@ -160,6 +160,13 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
+/// A name the resolver would not hand to a connection: it resolves to no admitted address
+/// (or not at all; the two are not told apart). Its own type, so that a failed call can be
+/// told refused rather than unable to connect.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Refused(pub(crate) String);
+
 /// reqwest's resolver: only addresses the policy admits, so the connection goes to a checked
 /// address.
 pub(crate) struct GuardedResolver(pub(crate) AddressPolicy);
@@ -169,10 +176,9 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let policy = self.0.clone();
         Box::pin(async move {
             // reqwest sets the port itself; 0 is a placeholder.
-            let addrs = policy
-                .resolve(name.as_str(), 0)
-                .await
-                .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e.into() })?;
+            let addrs = policy.resolve(name.as_str(), 0).await.map_err(
+                |e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(Refused(e)) },
+            )?;
             let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })

@@ -3,13 +3,13 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use domain::webhook::{OutgoingCall, TransportResponse, WebhookTransport};
+use domain::webhook::{CallFailure, OutgoingCall, TransportResponse, WebhookTransport};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use reqwest::Url;
 
 use crate::signing::signature_header;
-use crate::ssrf::{refusal, AddressPolicy, GuardedResolver};
+use crate::ssrf::{refusal, AddressPolicy, GuardedResolver, Refused};
 
 /// The attempt log keeps this much of each answer.
 pub const MAX_LOGGED_BODY_BYTES: usize = 20 * 1024;
@@ -117,21 +117,24 @@ fn retry_after(headers: &HeaderMap) -> Option<u64> {
     )
 }
 
-fn describe(e: &reqwest::Error) -> String {
+/// What went wrong with a call, in words and as one of the domain's [`CallFailure`]s.
+fn describe(e: &reqwest::Error) -> (String, CallFailure) {
     use std::error::Error;
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else {
-        "request failed"
-    };
     // The innermost cause says what really happened (refused address, TLS, reset, ...).
     let mut cause: &dyn Error = e;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    format!("{kind}: {cause}")
+    let (kind, failure) = if e.is_timeout() {
+        ("timed out", CallFailure::Timeout)
+    } else if cause.is::<Refused>() {
+        ("could not connect", CallFailure::Refused)
+    } else if e.is_connect() {
+        ("could not connect", CallFailure::Connect)
+    } else {
+        ("request failed", CallFailure::Other)
+    };
+    (format!("{kind}: {cause}"), failure)
 }
 
 #[async_trait]
@@ -147,20 +150,22 @@ impl WebhookTransport for HttpTransport {
 
     async fn send(&self, call: OutgoingCall) -> TransportResponse {
         let started = Instant::now();
-        let failed = |error: String, started: Instant| TransportResponse {
-            status: None,
-            retry_after_seconds: None,
-            body: String::new(),
-            error: Some(error),
-            duration_ms: started.elapsed().as_millis() as u64,
-        };
+        let failed =
+            |(error, failure): (String, CallFailure), started: Instant| TransportResponse {
+                status: None,
+                retry_after_seconds: None,
+                body: String::new(),
+                error: Some(error),
+                failure: Some(failure),
+                duration_ms: started.elapsed().as_millis() as u64,
+            };
         let url = match self.precheck(&call.url) {
             Ok(url) => url,
-            Err(e) => return failed(format!("refused: {e}"), started),
+            Err(e) => return failed((format!("refused: {e}"), CallFailure::Refused), started),
         };
         let headers = match Self::headers(&call, call.timestamp) {
             Ok(h) => h,
-            Err(e) => return failed(e, started),
+            Err(e) => return failed((e, CallFailure::Other), started),
         };
         let method = match call.method {
             domain::webhook::HttpMethod::Post => reqwest::Method::POST,
@@ -181,30 +186,123 @@ impl WebhookTransport for HttpTransport {
         let retry_after_seconds = retry_after(response.headers());
         // Keep the start of the body; stop reading once there is enough.
         let mut body = Vec::new();
-        let mut error = None;
+        let mut broke = None;
         let mut stream = response.bytes_stream();
         while body.len() < MAX_LOGGED_BODY_BYTES {
             match stream.next().await {
                 Some(Ok(chunk)) => body.extend_from_slice(&chunk),
                 Some(Err(e)) => {
-                    error = Some(describe(&e));
+                    broke = Some(describe(&e));
                     break;
                 }
                 None => break,
             }
         }
         body.truncate(MAX_LOGGED_BODY_BYTES);
+        // A 2xx whose body broke off is still delivered: the receiver answered.
+        let (error, failure) = match broke {
+            Some((error, failure)) if !(200..300).contains(&status) => (Some(error), Some(failure)),
+            _ => (None, None),
+        };
         TransportResponse {
             status: Some(status),
             retry_after_seconds,
             body: String::from_utf8_lossy(&body).into_owned(),
-            // A 2xx whose body broke off is still delivered: the receiver answered.
-            error: if (200..300).contains(&status) {
-                None
-            } else {
-                error
-            },
+            error,
+            failure,
             duration_ms: started.elapsed().as_millis() as u64,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn transport(allow: &str, timeout: Duration) -> HttpTransport {
+        HttpTransport::new(TransportConfig {
+            policy: AddressPolicy::parse(allow).expect("cidrs"),
+            timeout,
+            connect_timeout: timeout,
+        })
+        .expect("client")
+    }
+
+    fn call(url: String) -> OutgoingCall {
+        OutgoingCall {
+            url,
+            method: domain::webhook::HttpMethod::Post,
+            headers: Default::default(),
+            message_id: "evt_1".into(),
+            body: "{}".into(),
+            secrets: vec![domain::webhook::new_secret()],
+            timestamp: 1_700_000_000,
+        }
+    }
+
+    /// A listener on loopback that does `serve` with each connection.
+    async fn listener<F, Fut>(serve: F) -> String
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream));
+            }
+        });
+        format!("http://{address}/hook")
+    }
+
+    #[tokio::test]
+    async fn failed_calls_are_told_apart_so_that_attempts_are_counted_by_cause() {
+        let quick = Duration::from_millis(300);
+        // Refused by the address policy, as a literal and as a name: no call is made.
+        let strict = transport("", quick);
+        for url in ["http://127.0.0.1:9/hook", "http://localhost:9/hook"] {
+            let got = strict.send(call(url.into())).await;
+            assert_eq!(got.failure, Some(CallFailure::Refused), "{url}: {got:?}");
+            assert_eq!(got.status, None);
+        }
+        let loopback = transport("127.0.0.0/8", quick);
+        // Nothing listens: the connection is refused.
+        let closed = {
+            let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            socket.local_addr().expect("address")
+        };
+        let got = loopback.send(call(format!("http://{closed}/hook"))).await;
+        assert_eq!(got.failure, Some(CallFailure::Connect), "{got:?}");
+        // A receiver that reads the request and never answers: the call times out.
+        let silent = listener(|mut stream| async move {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+        let got = loopback.send(call(silent)).await;
+        assert_eq!(got.failure, Some(CallFailure::Timeout), "{got:?}");
+        assert!(got
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("timed out")));
+        // An answer, whatever its status, is no failure of the call.
+        let unavailable = listener(|mut stream| async move {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown")
+                .await;
+        })
+        .await;
+        let got = loopback.send(call(unavailable)).await;
+        assert_eq!((got.status, got.failure), (Some(503), None), "{got:?}");
     }
 }

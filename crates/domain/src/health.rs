@@ -2,16 +2,26 @@
 
 use async_trait::async_trait;
 
-use crate::StorageError;
+use crate::{StorageError, Timestamp};
 
-/// Whether the database answers and is migrated, for `GET /readyz` (docs/operations.md,
-/// Endpoints for operators).
+/// Whether the database answers and is migrated, for `GET /readyz`, and what it holds and
+/// how its connections are used, for `GET /metrics` (docs/operations.md, Endpoints for
+/// operators, Metrics).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait HealthProbe: Send + Sync {
     /// Ok when the database is reachable and every migration is applied; otherwise an error
     /// (`Unavailable` for pending migrations), and `/readyz` answers 503 `not_ready`.
     async fn ready(&self) -> Result<(), StorageError>;
+
+    /// The work waiting in each of the database's queues, read now, by the database's clock:
+    /// one cheap query per queue, within a call's deadline. Read when `/metrics` is scraped,
+    /// so nothing reads it while nobody looks.
+    async fn backlog(&self) -> Result<Backlog, StorageError>;
+
+    /// The connection pool as it is now, and the waits for its connections so far. Reads
+    /// nothing from the database.
+    fn pool(&self) -> Pool;
 }
 
 /// A loop that has had work but no progress for this long is stalled (docs/operations.md,
@@ -316,5 +326,186 @@ impl Stale {
     /// The stale writes counted since the last take.
     pub fn take(&self) -> u64 {
         self.0.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Work waiting in one of the database's queues (docs/operations.md, Metrics).
+///
+/// ```
+/// use std::time::Duration;
+/// use workbench_domain::chrono::{TimeZone, Utc};
+/// use workbench_domain::health::Queue;
+///
+/// let now = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+/// let late = Queue::at(3, Some(now - Duration::from_millis(2_500)), now);
+/// assert_eq!(late.oldest_age, Duration::from_millis(2_500));
+/// // Every item is due later (waiting for a retry, or in hand): none has waited.
+/// let waiting = Queue::at(3, Some(now + Duration::from_secs(5)), now);
+/// assert_eq!(waiting, Queue { pending: 3, oldest_age: Duration::ZERO });
+/// assert_eq!(Queue::at(0, None, now), Queue::default());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Queue {
+    /// Items not yet done: due, waiting for a retry, or in a worker's hands.
+    pub pending: u64,
+    /// How long the item that has waited longest has been due; zero when none is due.
+    pub oldest_age: std::time::Duration,
+}
+
+impl Queue {
+    /// `pending` items, of which the one due earliest was due at `oldest` (None when there
+    /// are none), at `now`. An item due after `now` has not waited.
+    pub fn at(pending: u64, oldest: Option<Timestamp>, now: Timestamp) -> Self {
+        let oldest_age = oldest
+            .and_then(|due| (now - due).to_std().ok())
+            .unwrap_or_default();
+        Self {
+            pending,
+            oldest_age,
+        }
+    }
+}
+
+/// The work waiting in the database ([`HealthProbe::backlog`]): a queue that grows, or whose
+/// oldest item keeps ageing, is work the service is not keeping up with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Invocations recorded and not yet run to the end (`pending` or `running`); their age
+    /// counts from when they were recorded.
+    pub invocations: Queue,
+    /// Webhook deliveries not yet delivered, failed or cancelled; their age counts from when
+    /// each became due (queued, or its retry's time came).
+    pub webhook_deliveries: Queue,
+    /// Pushes not yet sent or failed; their age counts as a delivery's.
+    pub push_jobs: Queue,
+}
+
+/// The storage's connection pool as it is now ([`HealthProbe::pool`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pool {
+    /// Connections open and not in use.
+    pub idle: u32,
+    /// Connections in use.
+    pub active: u32,
+    /// How long calls waited for a connection, since the process started.
+    pub waits: Histogram,
+}
+
+/// Durations counted into buckets, as a Prometheus histogram holds them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Histogram {
+    /// Each bucket's upper bound in seconds, ascending, with the observations at or under it
+    /// (cumulative counts).
+    pub buckets: Vec<(f64, u64)>,
+    /// Observations in all.
+    pub count: u64,
+    /// Their sum, in seconds.
+    pub sum: f64,
+}
+
+/// A histogram of durations in atomic counters: observed by whoever measures (the storage
+/// adapter, each wait for a connection), taken as a [`Histogram`] by whoever reports it, with
+/// no lock between them.
+///
+/// ```
+/// use std::time::Duration;
+/// use workbench_domain::health::Durations;
+///
+/// let waits = Durations::new(&[0.001, 0.1, 1.0]);
+/// waits.observe(Duration::from_micros(200));
+/// waits.observe(Duration::from_millis(50));
+/// waits.observe(Duration::from_secs(3));
+/// let taken = waits.snapshot();
+/// assert_eq!(taken.buckets, vec![(0.001, 1), (0.1, 2), (1.0, 2)]);
+/// assert_eq!(taken.count, 3);
+/// assert!((taken.sum - 3.0502).abs() < 1e-9);
+/// ```
+#[derive(Debug)]
+pub struct Durations {
+    bounds: &'static [f64],
+    /// Observations per bucket, not cumulative; the last counts those above every bound.
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    /// The sum of the observations, in nanoseconds.
+    sum_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl Durations {
+    const ORDER: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
+
+    /// Buckets with these upper bounds, in seconds, ascending.
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: (0..=bounds.len())
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            sum_nanos: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// One more observation.
+    pub fn observe(&self, duration: std::time::Duration) {
+        let seconds = duration.as_secs_f64();
+        let bucket = self
+            .bounds
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(self.bounds.len());
+        self.counts[bucket].fetch_add(1, Self::ORDER);
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Self::ORDER);
+    }
+
+    /// The observations so far. Taken while others observe, the counts may be a moment
+    /// apart from each other and from the sum, as any scrape of a live histogram is.
+    pub fn snapshot(&self) -> Histogram {
+        let mut cumulative = 0;
+        let buckets = self
+            .bounds
+            .iter()
+            .zip(&self.counts)
+            .map(|(bound, count)| {
+                cumulative += count.load(Self::ORDER);
+                (*bound, cumulative)
+            })
+            .collect();
+        let above = self.counts[self.bounds.len()].load(Self::ORDER);
+        Histogram {
+            buckets,
+            count: cumulative + above,
+            sum: self.sum_nanos.load(Self::ORDER) as f64 / 1e9,
+        }
+    }
+}
+
+#[cfg(test)]
+mod metrics_tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use std::time::Duration;
+
+    #[test]
+    fn an_empty_queue_and_one_due_later_have_waited_nothing() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("time");
+        assert_eq!(Queue::at(0, None, now), Queue::default());
+        let later = Queue::at(7, Some(now + chrono::Duration::hours(2)), now);
+        assert_eq!((later.pending, later.oldest_age), (7, Duration::ZERO));
+        let due = Queue::at(1, Some(now - chrono::Duration::milliseconds(1_250)), now);
+        assert_eq!(due.oldest_age, Duration::from_millis(1_250));
+    }
+
+    #[test]
+    fn durations_past_every_bound_count_in_all_but_no_bucket() {
+        let waits = Durations::new(&[0.01, 1.0]);
+        waits.observe(Duration::from_secs(30));
+        waits.observe(Duration::ZERO);
+        waits.observe(Duration::from_millis(10));
+        let taken = waits.snapshot();
+        assert_eq!(taken.buckets, vec![(0.01, 2), (1.0, 2)]);
+        assert_eq!(taken.count, 3);
+        assert!((taken.sum - 30.01).abs() < 1e-9, "{}", taken.sum);
     }
 }

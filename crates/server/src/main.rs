@@ -599,6 +599,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // Every shared decision on the database's time (contract §19): measured before anything
     // is decided, then every minute.
     let metrics = Metrics::new().context("cannot register metrics")?;
+    metrics.build_info(env!("CARGO_PKG_VERSION"), env!("WORKBENCH_COMMIT"));
     let clock = Arc::new(adapters_diesel::DatabaseClock::default());
     clock::track(db.clone(), clock.clone(), {
         let metrics = metrics.clone();
@@ -759,7 +760,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             clock.clone(),
         )),
         pushes: pushes.clone(),
-        health: Arc::new(DieselHealthProbe::new(db.clone())),
+        health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock.clone())),
         loops: loops.clone(),
         storage,
         shutting_down: shutting_down.clone(),

@@ -417,13 +417,15 @@ pub fn spawn_deliveries(
     );
     let per_claim = (per_endpoint / 2).max(1);
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
+    let attempts = supervisor.metrics.clone();
     supervisor.supervise("webhook", move || {
-        let (service, done, in_flight, loops, stopping) = (
+        let (service, done, in_flight, loops, stopping, attempts) = (
             service.clone(),
             done.clone(),
             in_flight.clone(),
             loops.clone(),
             stopping.clone(),
+            attempts.clone(),
         );
         async move {
             let mut pacing = Pacing::new("webhook");
@@ -466,11 +468,14 @@ pub fn spawn_deliveries(
                         let mut counts = lock(&in_flight);
                         for job in jobs {
                             *counts.entry(job.subscription.id.clone()).or_default() += 1;
-                            let (service, done) = (service.clone(), done.clone());
+                            let (service, done, attempts) =
+                                (service.clone(), done.clone(), attempts.clone());
                             // `attempt` never fails and catches a panic of its own
                             // (contract §10), so every claimed job sends an outcome.
                             tokio::spawn(async move {
+                                let started = Instant::now();
                                 let record = service.attempt(job).await;
+                                attempts.webhook_attempt(record.outcome.kind(), started.elapsed());
                                 let _ = done.send(record);
                             });
                         }

@@ -160,7 +160,16 @@ pub struct Database {
     gate: Arc<tokio::sync::Semaphore>,
     /// PostgreSQL: cancels on the server what calls given up were running.
     canceller: Option<Canceller>,
+    /// How long calls waited for a connection: for a turn at the gate and for the pool
+    /// (`workbench_db_pool_wait_seconds`).
+    checkouts: Arc<domain::health::Durations>,
 }
+
+/// The buckets of the waits for a connection, in seconds: from a free connection at once to
+/// the longest pool timeout worth waiting.
+const CHECKOUT_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
 impl Database {
     /// Connects, applies pending migrations, and builds the pool. Blocking: call it before the
@@ -216,6 +225,7 @@ impl Database {
             waits,
             gate: Arc::new(tokio::sync::Semaphore::new(pool_size.max(1) as usize)),
             canceller,
+            checkouts: Arc::new(domain::health::Durations::new(CHECKOUT_BUCKETS)),
         })
     }
 
@@ -241,6 +251,18 @@ impl Database {
     /// The storage state this database reports to (refused and successful writes).
     pub fn storage(&self) -> Arc<domain::health::Storage> {
         self.storage.clone()
+    }
+
+    /// The pool as it is now: connections idle and in use, and how long calls have waited
+    /// for one (each call's wait for its turn and its connection, the waits that ran out
+    /// included).
+    pub fn pool_state(&self) -> domain::health::Pool {
+        let state = self.pool.state();
+        domain::health::Pool {
+            idle: state.idle_connections,
+            active: state.connections.saturating_sub(state.idle_connections),
+            waits: self.checkouts.snapshot(),
+        }
     }
 
     /// `outcome` of a call, reported to [`Database::storage`]: a write refused for lack of
@@ -307,12 +329,15 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
+        let asked = std::time::Instant::now();
         let Ok(Ok(turn)) =
             tokio::time::timeout_at(deadline, self.gate.clone().acquire_owned()).await
         else {
+            self.checkouts.observe(asked.elapsed());
             return Err(self.timed_out());
         };
-        let (pool, pool_wait) = (self.pool.clone(), self.waits.pool);
+        let (pool, pool_wait, checkouts) =
+            (self.pool.clone(), self.waits.pool, self.checkouts.clone());
         let span = tracing::Span::current();
         // Where the call stands, decided under one lock by the thread and by the waiter, so
         // that a cancel only ever reaches a statement of this call, and a connection goes back
@@ -327,9 +352,9 @@ impl Database {
             if left.is_zero() || lock(&shared).is_abandoned() {
                 return Err(gave_up());
             }
-            let mut pooled = pool
-                .get_timeout(left.min(pool_wait))
-                .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+            let pooled = pool.get_timeout(left.min(pool_wait));
+            checkouts.observe(asked.elapsed());
+            let mut pooled = pooled.map_err(|e| StorageError::Unavailable(e.to_string()))?;
             {
                 let mut state = lock(&shared);
                 if state.is_abandoned() {
@@ -444,10 +469,9 @@ impl Database {
     {
         let _turn = self.writers.as_ref().map(|writers| writers.blocking_lock());
         let started = std::time::Instant::now();
-        let mut pooled = self
-            .pool
-            .get_timeout(self.waits.pool)
-            .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+        let pooled = self.pool.get_timeout(self.waits.pool);
+        self.checkouts.observe(started.elapsed());
+        let mut pooled = pooled.map_err(|e| StorageError::Unavailable(e.to_string()))?;
         let outcome = match write_transaction(&mut pooled.conn, work) {
             Ok(value) => Ok(Some(value)),
             Err(Failure::Retry) => Ok(None),

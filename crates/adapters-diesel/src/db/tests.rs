@@ -312,3 +312,58 @@ async fn postgres_connections_carry_the_statement_timeout_and_their_name() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_call_kept_waiting_for_a_connection_shows_in_the_pools_waits() {
+    let test = crate::testing::TestDatabase::sqlite();
+    let db = Database::connect(test.url(), 1).expect("connect");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let before = db.pool_state();
+        assert_eq!((before.idle, before.active), (1, 0), "{before:?}");
+        // One call holds the only connection for 300 ms...
+        let holder = db.clone();
+        let held = tokio::spawn(async move {
+            holder
+                .run(|_| {
+                    std::thread::sleep(Duration::from_millis(300));
+                    Ok(())
+                })
+                .await
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while db.pool_state().active == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let busy = db.pool_state();
+        assert_eq!((busy.idle, busy.active), (0, 1), "{busy:?}");
+        // ... while another waits for it.
+        db.run(|_| Ok(())).await.expect("the second call");
+        held.await.expect("join").expect("the first call");
+    });
+    let after = db.pool_state();
+    assert_eq!((after.idle, after.active), (1, 0), "{after:?}");
+    let waits = after.waits;
+    assert_eq!(waits.count, 2, "{waits:?}");
+    let under = |bound: f64| {
+        waits
+            .buckets
+            .iter()
+            .find(|(b, _)| *b == bound)
+            .map(|(_, n)| *n)
+            .expect("bucket")
+    };
+    assert_eq!(
+        under(0.1),
+        1,
+        "the first call found its connection free: {waits:?}"
+    );
+    assert!(
+        waits.sum >= 0.2,
+        "the second waited for the first: {waits:?}"
+    );
+}

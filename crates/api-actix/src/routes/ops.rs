@@ -10,6 +10,7 @@ use serde::Serialize;
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
+use crate::metrics::Scraped;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
@@ -96,7 +97,11 @@ pub async fn metrics(
         state.metrics_token.as_deref(),
     )?;
     state.metrics.storage(&state.storage);
-    let text = state.metrics.render().map_err(|e| {
+    let scraped = Scraped {
+        backlog: state.metrics.backlog(state.health.as_ref()).await,
+        pool: Some(state.health.pool()),
+    };
+    let text = state.metrics.render_with(&scraped).map_err(|e| {
         tracing::error!(error = %e, "cannot render metrics");
         ApiError::internal()
     })?;

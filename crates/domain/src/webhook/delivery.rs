@@ -10,8 +10,8 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::{
-    payload, Attempt, OutgoingCall, Subscription, TransportResponse, WebhookRepository,
-    WebhookTransport,
+    payload, Attempt, CallFailure, OutgoingCall, Subscription, TransportResponse,
+    WebhookRepository, WebhookTransport,
 };
 use crate::unit;
 use crate::{Clock, StorageError, Timestamp};
@@ -67,12 +67,94 @@ pub struct AttemptOutcome {
     pub response_body: String,
     /// The answer's `Retry-After`, in seconds, when it had one.
     pub retry_after_seconds: Option<u64>,
+    /// What kind of failure `error` is, when the call failed before or while its answer
+    /// arrived ([`TransportResponse::failure`]).
+    pub failure: Option<CallFailure>,
 }
 
 impl AttemptOutcome {
     /// 2xx, and only 2xx, is delivered (redirects are not followed).
     pub fn delivered(&self) -> bool {
         matches!(self.status_code, Some(200..=299))
+    }
+
+    /// How the attempt ended, among a bounded set ([`AttemptKind`]): a 2xx is a success
+    /// even when its body broke off; any other answer is an HTTP error; no answer is told by
+    /// the transport's [`CallFailure`].
+    ///
+    /// ```
+    /// use workbench_domain::webhook::{AttemptKind, AttemptOutcome, CallFailure, TransportResponse};
+    ///
+    /// let got = |status: Option<u16>, failure: Option<CallFailure>| {
+    ///     AttemptOutcome::from(TransportResponse {
+    ///         status,
+    ///         retry_after_seconds: None,
+    ///         body: String::new(),
+    ///         error: failure.map(|f| format!("{f:?}")),
+    ///         failure,
+    ///         duration_ms: 1,
+    ///     })
+    ///     .kind()
+    /// };
+    /// assert_eq!(got(Some(204), None), AttemptKind::Success);
+    /// assert_eq!(got(Some(503), None), AttemptKind::HttpError);
+    /// assert_eq!(got(None, Some(CallFailure::Timeout)), AttemptKind::Timeout);
+    /// assert_eq!(got(None, Some(CallFailure::Refused)), AttemptKind::Refused);
+    /// assert_eq!(AttemptKind::ConnectError.as_str(), "connect_error");
+    /// ```
+    pub fn kind(&self) -> AttemptKind {
+        match (self.status_code, self.failure) {
+            (Some(200..=299), _) => AttemptKind::Success,
+            (Some(_), _) => AttemptKind::HttpError,
+            (None, Some(CallFailure::Timeout)) => AttemptKind::Timeout,
+            (None, Some(CallFailure::Connect)) => AttemptKind::ConnectError,
+            (None, Some(CallFailure::Refused)) => AttemptKind::Refused,
+            (None, Some(CallFailure::Other) | None) => AttemptKind::Error,
+        }
+    }
+}
+
+/// How one attempt ended, among a bounded set: what
+/// `workbench_webhook_attempts_total{outcome}` counts (docs/operations.md, Metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptKind {
+    /// A 2xx answer: delivered.
+    Success,
+    /// Any other answer (3xx, 4xx, 5xx; 410 among them).
+    HttpError,
+    /// No answer in time.
+    Timeout,
+    /// No connection: refused, reset, unreachable, TLS.
+    ConnectError,
+    /// Not called: the address policy refused the URL or what its name resolves to.
+    Refused,
+    /// Anything else: a call that could not be built, an answer that broke off, an attempt
+    /// that panicked.
+    Error,
+}
+
+impl AttemptKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [AttemptKind; 6] = [
+        AttemptKind::Success,
+        AttemptKind::HttpError,
+        AttemptKind::Timeout,
+        AttemptKind::ConnectError,
+        AttemptKind::Refused,
+        AttemptKind::Error,
+    ];
+
+    /// Its name in `snake_case`: `success`, `http_error`, `timeout`, `connect_error`,
+    /// `refused`, `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Success => "success",
+            AttemptKind::HttpError => "http_error",
+            AttemptKind::Timeout => "timeout",
+            AttemptKind::ConnectError => "connect_error",
+            AttemptKind::Refused => "refused",
+            AttemptKind::Error => "error",
+        }
     }
 }
 
@@ -89,6 +171,7 @@ impl From<TransportResponse> for AttemptOutcome {
             duration_ms: r.duration_ms,
             response_body: r.body,
             retry_after_seconds: r.retry_after_seconds,
+            failure: r.failure,
         }
     }
 }
@@ -205,6 +288,7 @@ impl AttemptRecord {
 ///         retry_after_seconds: None,
 ///         body: String::new(),
 ///         error: None,
+///         failure: None,
 ///         duration_ms: 12,
 ///     });
 /// let mut repo = MockWebhookRepository::new();
@@ -341,6 +425,7 @@ impl DeliveryService {
                 duration_ms: 0,
                 response_body: String::new(),
                 retry_after_seconds: None,
+                failure: Some(CallFailure::Other),
             },
             next: NextStep::Failed,
             subscription: None,

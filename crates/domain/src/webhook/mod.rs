@@ -29,8 +29,8 @@ use crate::{
 };
 
 pub use delivery::{
-    AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, NextStep, RetryPolicy,
-    SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
+    AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, NextStep,
+    RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
 };
 pub use request::{SubscriptionRequest, MAX_HEADERS, MAX_URL_CHARS};
 
@@ -211,8 +211,26 @@ pub struct TransportResponse {
     pub body: String,
     /// Why no answer arrived, or what was wrong with it.
     pub error: Option<String>,
+    /// What kind of failure `error` is, when the call failed before or while its answer
+    /// arrived; None for an answer read whole, whatever its status.
+    pub failure: Option<CallFailure>,
     /// How long the call took, in milliseconds.
     pub duration_ms: u64,
+}
+
+/// Why a call got no answer, or lost it: a bounded set, so that attempts can be counted by
+/// it (docs/operations.md, Metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The call ran out of time: no connection, or no whole answer, in time.
+    Timeout,
+    /// No connection could be made or kept: refused, reset, unreachable, TLS.
+    Connect,
+    /// The address policy refused the URL, or its name resolves to no admitted address
+    /// (docs/operations.md, Webhook SSRF policy): no call was made.
+    Refused,
+    /// Anything else: the call could not be built, or its answer broke off.
+    Other,
 }
 
 /// One call to make.

@@ -273,6 +273,7 @@ fn outcome(status: Option<u16>) -> AttemptOutcome {
         retry_after_seconds: None,
         body: String::new(),
         error: status.is_none().then(|| "connection refused".to_owned()),
+        failure: status.is_none().then_some(CallFailure::Connect),
         duration_ms: 3,
     })
 }
@@ -493,6 +494,7 @@ async fn test_call_is_sent_signed_logged_and_not_retried() {
             retry_after_seconds: None,
             body: "oops".into(),
             error: None,
+            failure: None,
             duration_ms: 7,
         });
     let attempt = service(repo, transport)
@@ -521,6 +523,7 @@ async fn delivery_attempt_wraps_the_event_and_schedules_a_retry() {
             retry_after_seconds: None,
             body: String::new(),
             error: Some("timed out after 15 s".into()),
+            failure: Some(CallFailure::Timeout),
             duration_ms: 15_000,
         });
     let svc = DeliveryService::new(
@@ -537,10 +540,47 @@ async fn delivery_attempt_wraps_the_event_and_schedules_a_retry() {
         record.outcome.error.as_deref(),
         Some("timed out after 15 s")
     );
+    assert_eq!(record.outcome.kind(), AttemptKind::Timeout);
     assert_eq!(
         record.subscription,
         Some(SubscriptionChange::Failing { since: t0() })
     );
+}
+
+#[test]
+fn every_attempt_falls_in_one_of_six_named_kinds() {
+    // A 2xx whose body broke off was delivered; any other answer is an HTTP error, whatever
+    // the transport says of its body; no answer is told by the transport's failure.
+    let got = |status: Option<u16>, failure: Option<CallFailure>| {
+        AttemptOutcome::from(TransportResponse {
+            status,
+            retry_after_seconds: None,
+            body: String::new(),
+            error: failure.map(|f| format!("{f:?}")),
+            failure,
+            duration_ms: 1,
+        })
+        .kind()
+    };
+    assert_eq!(
+        got(Some(200), Some(CallFailure::Other)),
+        AttemptKind::Success
+    );
+    assert_eq!(got(Some(410), None), AttemptKind::HttpError);
+    assert_eq!(got(Some(302), None), AttemptKind::HttpError);
+    assert_eq!(
+        got(Some(500), Some(CallFailure::Timeout)),
+        AttemptKind::HttpError
+    );
+    assert_eq!(
+        got(None, Some(CallFailure::Connect)),
+        AttemptKind::ConnectError
+    );
+    assert_eq!(got(None, Some(CallFailure::Other)), AttemptKind::Error);
+    assert_eq!(got(None, None), AttemptKind::Error);
+    let names: std::collections::HashSet<&str> =
+        AttemptKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(names.len(), AttemptKind::ALL.len(), "{names:?}");
 }
 
 #[tokio::test]
@@ -559,6 +599,7 @@ async fn a_delivery_whose_call_panics_is_tried_three_times_then_fails_alone_with
     let record = svc.attempt(job(1, None)).await;
     assert_eq!(record.next, NextStep::Failed);
     assert_eq!(record.delivery_id.as_deref(), Some("whd_1"));
+    assert_eq!(record.outcome.kind(), AttemptKind::Error, "counted apart");
     let error = record.outcome.error.expect("error");
     assert!(error.contains("errorId err_"), "{error}");
     assert!(!error.contains("injected"), "{error}");
@@ -584,6 +625,7 @@ async fn an_attempt_carries_its_claims_lease_so_a_stale_holder_cannot_record_it(
         retry_after_seconds: None,
         body: String::new(),
         error: None,
+        failure: None,
         duration_ms: 2,
     });
     let mut repo = MockWebhookRepository::new();
