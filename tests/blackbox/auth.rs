@@ -475,14 +475,20 @@ async fn keys_are_listed_and_revoked_by_the_api_and_the_admin_commands(server: S
     .await;
     assert_eq!(used.status, 200, "{}", used.text);
 
-    let listed = call(
-        &server,
-        "GET",
-        &format!("/v1/{env}/credentials"),
-        Some(&reader),
-        None,
-    )
-    .await;
+    // The use is written in the background: list until it shows (or the wait runs out).
+    let credentials = format!("/v1/{env}/credentials");
+    let mut listed = call(&server, "GET", &credentials, Some(&reader), None).await;
+    for _ in 0..100 {
+        let used = listed.body["data"].as_array().is_some_and(|keys| {
+            keys.iter()
+                .any(|k| k["clientId"] == app.as_str() && k["lastUsed"].is_string())
+        });
+        if used {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        listed = call(&server, "GET", &credentials, Some(&reader), None).await;
+    }
     assert_eq!(listed.status, 200, "{}", listed.text);
     let keys = listed.body["data"].as_array().expect("data").clone();
     let ids: Vec<&str> = keys
