@@ -795,9 +795,20 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     let server = api_actix::build_server(listener, state, &options)?;
     let handle = server.handle();
-    let serving = actix_web::rt::spawn(server);
+    let mut serving = actix_web::rt::spawn(server);
     tracing::info!(%address, "listening on http://{address}");
-    stop_signal().await?;
+    // Until a stop signal; should the server end by itself first, its outcome is the
+    // process's, and the loops stop with it.
+    tokio::select! {
+        signalled = stop_signal() => signalled?,
+        ended = &mut serving => {
+            supervisor.stop(options.shutdown_timeout).await;
+            return match ended {
+                Ok(result) => result.context("the HTTP server stopped"),
+                Err(e) => Err(anyhow!("the HTTP server task ended abnormally: {e}")),
+            };
+        }
+    }
     // Contract §17: not ready at once, so that load balancers stop sending; then, after the
     // drain, the listener closes and in-flight requests finish; then the loops finish what
     // they hold and release it, so another process takes the work over at once.
