@@ -108,7 +108,13 @@ impl ApiKeyRow {
 
     fn into_key(self, granted: Vec<String>) -> Result<ApiKey, StorageError> {
         let roles: Vec<Role> = split(&self.roles)?;
-        let scopes: Vec<Scope> = split(&self.scopes)?;
+        // A scope a newer version added (and granted by a migration) is none of this
+        // version's permissions: skipped, so that a key keeps working during a rolling upgrade.
+        let scopes: Vec<Scope> = self
+            .scopes
+            .split(',')
+            .filter_map(|s| s.parse().ok())
+            .collect();
         let access = if roles.is_empty() {
             KeyAccess::Scopes(scopes)
         } else {

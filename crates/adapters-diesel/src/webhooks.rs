@@ -429,6 +429,30 @@ impl WebhookRepository for DieselWebhookRepository {
             .await
     }
 
+    async fn edit(&self, subscription: &Subscription) -> Result<(), StorageError> {
+        let row = seal(&self.secrets, subscription)?;
+        self.db
+            .run(move |conn| {
+                diesel::update(
+                    webhook_subscriptions::table
+                        .filter(webhook_subscriptions::environment_id.eq(&row.environment_id))
+                        .filter(webhook_subscriptions::id.eq(&row.id)),
+                )
+                .set((
+                    webhook_subscriptions::url.eq(&row.url),
+                    webhook_subscriptions::method.eq(&row.method),
+                    webhook_subscriptions::headers.eq(&row.headers),
+                    webhook_subscriptions::types.eq(&row.types),
+                    webhook_subscriptions::card_template_id.eq(&row.card_template_id),
+                    webhook_subscriptions::flow_id.eq(&row.flow_id),
+                    webhook_subscriptions::updated.eq(row.updated),
+                ))
+                .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn delete(&self, environment_id: &str, id: &str) -> Result<bool, StorageError> {
         let (env, id) = (environment_id.to_owned(), id.to_owned());
         self.db

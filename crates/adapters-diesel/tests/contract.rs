@@ -1869,6 +1869,36 @@ mod webhooks {
         assert!(stored[0].starts_with("v1."));
     }
 
+    /// An edit saves only what an edit may change: a secret rotated and a state changed
+    /// between its read and its write are kept.
+    async fn an_edit_keeps_a_secret_and_a_state_changed_meanwhile(url: &str) {
+        let (_db, repo) = setup(url).await;
+        let read = subscription("whk_e", &["card-published"], None);
+        assert!(repo.create(&read, 10).await.expect("create"));
+        // Meanwhile: rotated and disabled.
+        let mut changed = read.clone();
+        changed.secret = "whsec_rotated".into();
+        changed.enabled = false;
+        changed.disabled_reason = Some("api".into());
+        repo.update(&changed).await.expect("update");
+        // The edit, made from what was read before.
+        let mut edited = read.clone();
+        edited.url = "https://example.com/other".into();
+        edited.types = vec!["card-completed".into()];
+        edited.updated = t(9);
+        repo.edit(&edited).await.expect("edit");
+        let stored = repo
+            .get("env_a", "whk_e")
+            .await
+            .expect("get")
+            .expect("found");
+        assert_eq!(stored.url, "https://example.com/other");
+        assert_eq!(stored.types, ["card-completed"]);
+        assert_eq!(stored.secret, "whsec_rotated");
+        assert!(!stored.enabled);
+        assert_eq!(stored.disabled_reason.as_deref(), Some("api"));
+    }
+
     /// Contract §16: custom header values (a receiver's credentials) are sealed at rest like
     /// the signing secret; rows written in plain text before are sealed by
     /// `seal_plain_headers`, and open the same either way.
@@ -2140,6 +2170,7 @@ mod webhooks {
     both_backends!(
         subscriptions_round_trip_with_secrets_sealed_and_a_limit,
         custom_header_values_are_sealed_at_rest,
+        an_edit_keeps_a_secret_and_a_state_changed_meanwhile,
         events_enqueue_matching_deliveries_in_their_transaction,
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,

@@ -44,13 +44,17 @@ impl TrustedProxies {
     /// then, walking the forwarded addresses from the nearest hop back, the first one that
     /// is not a trusted proxy (an address a client wrote itself further left is not believed).
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        // An IPv4 client of a dual-stack listener arrives as `::ffff:a.b.c.d`.
+        let peer = peer.to_canonical();
         if !self.trusts(peer) {
             return peer;
         }
         let mut client = peer;
         for hop in forwarded_for(headers).into_iter().rev() {
             // What lies beyond an unreadable hop cannot be placed.
-            let Some(hop) = hop else { break };
+            let Some(hop) = hop.map(|h| h.to_canonical()) else {
+                break;
+            };
             client = hop;
             if !self.trusts(hop) {
                 break;
@@ -60,14 +64,16 @@ impl TrustedProxies {
     }
 }
 
-/// The addresses a request was forwarded for, nearest hop last: from `Forwarded` (RFC 7239)
-/// when present, else from `X-Forwarded-For`; `None` for an entry that cannot be read.
+/// The addresses a request was forwarded for, nearest hop last: from `X-Forwarded-For`, which
+/// the common proxies append to (a client's own `Forwarded` header they pass through untouched,
+/// so it is read only when there is no `X-Forwarded-For`: behind a proxy that writes
+/// `Forwarded` alone); `None` for an entry that cannot be read.
 fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
     let forwarded: Vec<&str> = headers
         .get_all("forwarded")
         .filter_map(|v| v.to_str().ok())
         .collect();
-    if !forwarded.is_empty() {
+    if !forwarded.is_empty() && !headers.contains_key("x-forwarded-for") {
         return forwarded
             .iter()
             .flat_map(|v| v.split(','))
@@ -170,12 +176,18 @@ mod tests {
             trusted.client(ip("10.0.0.6"), &forwarded),
             ip("2001:db8::7")
         );
-        // `Forwarded` wins over `X-Forwarded-For`.
+        // `X-Forwarded-For`, which the proxy appends to, wins over a `Forwarded` a client
+        // may have sent itself.
         let both = headers(&[
             ("forwarded", "for=192.0.2.60"),
             ("x-forwarded-for", "198.51.100.1"),
         ]);
-        assert_eq!(trusted.client(ip("10.0.0.6"), &both), ip("192.0.2.60"));
+        assert_eq!(trusted.client(ip("10.0.0.6"), &both), ip("198.51.100.1"));
+        // A dual-stack listener's IPv4 peer is trusted by its IPv4 CIDR.
+        assert_eq!(
+            trusted.client(ip("::ffff:10.0.0.6"), &both),
+            ip("198.51.100.1")
+        );
         // An unreadable hop ends what can be placed: the proxy is the client.
         let garbled = headers(&[("x-forwarded-for", "203.0.113.9, not-an-ip")]);
         assert_eq!(trusted.client(ip("10.0.0.6"), &garbled), ip("10.0.0.6"));

@@ -367,9 +367,21 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
     let url = DatabaseUrl::parse(settings.database_url.expose_secret())?
         .with_synchronous(settings.sqlite_synchronous)
         .with_waits(settings.database_waits);
-    let outcome = tokio::task::spawn_blocking(move || adapters_diesel::apply_migrations(&url))
-        .await
-        .context("migration task failed")?;
+    // As `serve`: an unreachable database is tried again for WORKBENCH_DATABASE_WAIT.
+    let give_up = std::time::Instant::now() + settings.database_wait;
+    let outcome = loop {
+        let url = url.clone();
+        let outcome = tokio::task::spawn_blocking(move || adapters_diesel::apply_migrations(&url))
+            .await
+            .context("migration task failed")?;
+        match outcome {
+            Err(DatabaseError::Connect(why)) if std::time::Instant::now() < give_up => {
+                tracing::warn!(error = %why, "the database is unreachable; trying again (WORKBENCH_DATABASE_WAIT)");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            outcome => break outcome,
+        }
+    };
     let (applied, status) = match outcome {
         Ok(done) => done,
         Err(e @ DatabaseError::NewerSchema { .. }) => {
@@ -580,10 +592,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let starting = api_actix::build_starting_server(listener.try_clone()?)?;
     let starting_handle = starting.handle();
     let starting_task = actix_web::rt::spawn(starting);
-    let db = open_database(&settings).await;
-    starting_handle.stop(true).await;
-    let _ = starting_task.await;
-    let db = db?;
+    let db = match open_database(&settings).await {
+        Ok(db) => db,
+        Err(e) => {
+            starting_handle.stop(true).await;
+            let _ = starting_task.await;
+            return Err(e);
+        }
+    };
     tracing::info!(backend = ?db.backend(), "database ready");
     let storage = db.storage();
     if let Some(dir) = sqlite_dir {
@@ -793,6 +809,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
         body_timeout: settings.request_body_timeout,
     };
+    // The starting server hands the listener over only now: `/healthz` answered all along.
+    starting_handle.stop(true).await;
+    let _ = starting_task.await;
     let server = api_actix::build_server(listener, state, &options)?;
     let handle = server.handle();
     let mut serving = actix_web::rt::spawn(server);
@@ -823,9 +842,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         // A second signal cuts the drain short.
         _ = stop_signal() => {}
     }
-    handle.stop(true).await;
-    tracing::info!("listener closed and requests finished; stopping the background loops");
-    if !supervisor.stop(options.shutdown_timeout).await {
+    // The listener closes and the loops stop taking work together, each within the shutdown
+    // timeout: the whole stop takes at most the drain plus that timeout.
+    tracing::info!("closing the listener and stopping the background loops");
+    let ((), stopped) = tokio::join!(handle.stop(true), supervisor.stop(options.shutdown_timeout));
+    if !stopped {
         tracing::warn!(
             timeout_seconds = options.shutdown_timeout.as_secs(),
             "background loops still busy after the shutdown timeout; what they hold is taken over when its lease runs out"

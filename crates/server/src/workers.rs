@@ -131,7 +131,10 @@ impl Supervisor {
                 this.loops.restarted(name, Instant::now());
                 this.metrics.worker_restarted(name, 1);
                 tracing::error!(worker = name, %cause, restart_in = ?pause, "a background loop died; starting it again");
-                tokio::time::sleep(pause).await;
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = this.stopping.cancelled() => return,
+                }
                 pause = (pause * 2).min(RESTART_MAX);
             }
         }

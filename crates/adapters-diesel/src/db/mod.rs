@@ -330,8 +330,10 @@ impl Database {
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
     {
         let asked = std::time::Instant::now();
+        // A full pool queues callers here: WORKBENCH_DATABASE_POOL_TIMEOUT bounds that wait too.
+        let turn_by = deadline.min(tokio::time::Instant::now() + self.waits.pool);
         let Ok(Ok(turn)) =
-            tokio::time::timeout_at(deadline, self.gate.clone().acquire_owned()).await
+            tokio::time::timeout_at(turn_by, self.gate.clone().acquire_owned()).await
         else {
             self.checkouts.observe(asked.elapsed());
             return Err(self.timed_out());

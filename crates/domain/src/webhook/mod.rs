@@ -324,6 +324,10 @@ pub trait WebhookRepository: Send + Sync {
     /// Replaces every stored field by the given subscription's, in one transaction with the
     /// cancelling; a subscription deleted meanwhile is not an error (nothing is saved).
     async fn update(&self, subscription: &Subscription) -> Result<(), StorageError>;
+    /// Saves what an edit may change (`PATCH /webhook/{id}`): the URL, method, headers, event
+    /// types, both filters and `updated`, nothing else, so that a secret rotated or a state
+    /// changed meanwhile is kept. A subscription deleted meanwhile is not an error.
+    async fn edit(&self, subscription: &Subscription) -> Result<(), StorageError>;
     /// Deletes the subscription with its deliveries and attempt log, in one transaction; false
     /// when absent.
     async fn delete(&self, environment_id: &str, id: &str) -> Result<bool, StorageError>;
@@ -643,7 +647,7 @@ impl WebhookService {
         sub.card_template_id = request.card_template_id;
         sub.flow_id = request.flow_id;
         sub.updated = self.clock.now();
-        self.repo.update(&sub).await?;
+        self.repo.edit(&sub).await?;
         Ok(shown_to(who, sub))
     }
 

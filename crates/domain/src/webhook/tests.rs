@@ -707,7 +707,7 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
     repo.expect_get()
         .returning(move |_, _| Ok(Some(stored.clone())));
     let secret = before.secret.clone();
-    repo.expect_update()
+    repo.expect_edit()
         .withf(move |s| {
             s.types == ["card-published"]
                 && s.url == "https://example.com/hook"
@@ -733,7 +733,7 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
     // A new URL the policy refuses: nothing is stored.
     let mut repo = MockWebhookRepository::new();
     repo.expect_get().returning(|_, _| Ok(Some(sub())));
-    repo.expect_update().times(0);
+    repo.expect_edit().times(0);
     let mut transport = MockWebhookTransport::new();
     transport
         .expect_check_url()
