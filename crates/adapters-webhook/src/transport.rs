@@ -157,7 +157,7 @@ impl WebhookTransport for HttpTransport {
                 body: String::new(),
                 error: Some(error),
                 failure: Some(failure),
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             };
         let url = match self.precheck(&call.url) {
             Ok(url) => url,
@@ -210,7 +210,7 @@ impl WebhookTransport for HttpTransport {
             body: String::from_utf8_lossy(&body).into_owned(),
             error,
             failure,
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
     }
 }

@@ -355,6 +355,25 @@ pub enum EnvironmentGrant {
     Only(Vec<String>),
 }
 
+impl EnvironmentGrant {
+    /// As a list shows it: whether it is every environment, and the environments granted one
+    /// by one (none when it is every environment).
+    ///
+    /// ```
+    /// use workbench_domain::EnvironmentGrant;
+    ///
+    /// assert_eq!(EnvironmentGrant::All.listed(), (true, Vec::<String>::new()));
+    /// let only = EnvironmentGrant::Only(vec!["env_1".into()]);
+    /// assert_eq!(only.listed(), (false, vec!["env_1".to_owned()]));
+    /// ```
+    pub fn listed(self) -> (bool, Vec<String>) {
+        match self {
+            EnvironmentGrant::All => (true, Vec::new()),
+            EnvironmentGrant::Only(ids) => (false, ids),
+        }
+    }
+}
+
 /// An API key as stored: an OAuth client whose secret is kept only as its hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {

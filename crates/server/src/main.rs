@@ -503,10 +503,7 @@ async fn list_keys(settings: Settings, env: Option<String>) -> anyhow::Result<()
             .await
             .map_err(admin_error)?;
         for s in page.items {
-            let (all, ids) = match s.key.environments {
-                EnvironmentGrant::All => (true, Vec::new()),
-                EnvironmentGrant::Only(ids) => (false, ids),
-            };
+            let (all, ids) = s.key.environments.listed();
             keys.push(json!({
                 "clientId": s.key.id,
                 "organisationId": s.key.organisation_id,

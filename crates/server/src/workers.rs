@@ -708,3 +708,50 @@ mod tests {
         assert!(loops.stalled(Instant::now()).is_empty());
     }
 }
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+
+    /// Contract §17: on stop a loop finishes the step it is in, takes no more, and ends; a loop
+    /// waiting out its restart back-off ends too; `stop` reports that all ended in time.
+    #[tokio::test]
+    async fn stopping_lets_the_step_in_hand_finish_and_takes_no_more() {
+        let supervisor = Supervisor::new(Arc::new(Loops::default()), Metrics::new().expect("m"));
+        let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, f) = (started.clone(), finished.clone());
+        supervisor.run_loop("slow", move || {
+            let (s, f) = (s.clone(), f.clone());
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                f.fetch_add(1, Ordering::SeqCst);
+                Ok::<bool, StorageError>(true)
+            }
+        });
+        // A loop that dies at once, so that it waits out its back-off (1 s) when stopped.
+        supervisor.supervise("dying", || async { panic!("injected: the loop dies") });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let began = Instant::now();
+        assert!(
+            supervisor.stop(Duration::from_secs(5)).await,
+            "all ended in time"
+        );
+        assert!(
+            began.elapsed() < Duration::from_millis(900),
+            "{:?}",
+            began.elapsed()
+        );
+        let (s, f) = (
+            started.load(Ordering::SeqCst),
+            finished.load(Ordering::SeqCst),
+        );
+        assert_eq!(s, f, "the step in hand finished");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            s,
+            "no step began after the stop"
+        );
+    }
+}

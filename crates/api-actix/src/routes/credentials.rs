@@ -102,10 +102,7 @@ pub struct KeyDto {
 
 impl From<domain::KeySummary> for KeyDto {
     fn from(s: domain::KeySummary) -> Self {
-        let (all_environments, environment_ids) = match s.key.environments {
-            domain::EnvironmentGrant::All => (true, Vec::new()),
-            domain::EnvironmentGrant::Only(ids) => (false, ids),
-        };
+        let (all_environments, environment_ids) = s.key.environments.listed();
         KeyDto {
             client_id: s.key.id,
             name: s.key.name,
