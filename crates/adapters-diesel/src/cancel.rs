@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
-use domain::card::{cancel_card, CardStatus};
+use domain::card::{cancel_card, CardStatus, InstanceStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -156,7 +156,7 @@ macro_rules! matching_cards {
         let mut q = card_instances::table
             .filter(card_instances::environment_id.eq(t.environment_id.clone()))
             .filter(card_instances::flow_id.eq(t.flow_id.clone()))
-            .filter(card_instances::instance_status.eq("active"))
+            .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
             .filter(card_instances::created.le(t.created.naive_utc()))
             .into_boxed();
         if let Some(user) = &t.filter.end_user_id {
@@ -362,7 +362,7 @@ impl CancelRepository for DieselCancelRepository {
                 for chunk in open_ids.chunks(CHUNK) {
                     diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
                         .set((
-                            card_instances::instance_status.eq("cancelled"),
+                            card_instances::instance_status.eq(InstanceStatus::Cancelled.as_str()),
                             card_instances::status.eq(CardStatus::Cancelled.as_str()),
                             card_instances::updated.eq(at),
                         ))
@@ -370,7 +370,7 @@ impl CancelRepository for DieselCancelRepository {
                 }
                 for chunk in others.chunks(CHUNK) {
                     diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
-                        .set(card_instances::instance_status.eq("cancelled"))
+                        .set(card_instances::instance_status.eq(InstanceStatus::Cancelled.as_str()))
                         .execute(conn)?;
                 }
                 let cancelled_cards = events.len() as i64;

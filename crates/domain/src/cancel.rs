@@ -34,23 +34,11 @@ pub enum CancelStatus {
     Failed,
 }
 
-impl CancelStatus {
-    /// The status as the API and the database spell it: `processing`, `completed`, `failed`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CancelStatus::Processing => "processing",
-            CancelStatus::Completed => "completed",
-            CancelStatus::Failed => "failed",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Processing, Self::Completed, Self::Failed]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(CancelStatus {
+    Processing => "processing",
+    Completed => "completed",
+    Failed => "failed",
+});
 
 /// What a cancel matches: each given field narrows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

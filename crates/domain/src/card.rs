@@ -33,37 +33,32 @@ pub enum CardStatus {
     Expired,
 }
 
+crate::spelling::spelled!(CardStatus {
+    Embargoed => "embargoed",
+    Active => "active",
+    Snoozed => "snoozed",
+    Completed => "completed",
+    Dismissed => "dismissed",
+    Cancelled => "cancelled",
+    Expired => "expired",
+});
+
+/// Where a flow instance (one run of a flow for one end user, whose cards share it) stands:
+/// a cancel moves an active one to `Cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceStatus {
+    /// Running: its cards may be open.
+    Active,
+    /// Cancelled by a cancel task: none of its cards is open.
+    Cancelled,
+}
+
+crate::spelling::spelled!(InstanceStatus {
+    Active => "active",
+    Cancelled => "cancelled",
+});
+
 impl CardStatus {
-    /// The status as the API and the database spell it: `embargoed`, `active`, ...
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CardStatus::Embargoed => "embargoed",
-            CardStatus::Active => "active",
-            CardStatus::Snoozed => "snoozed",
-            CardStatus::Completed => "completed",
-            CardStatus::Dismissed => "dismissed",
-            CardStatus::Cancelled => "cancelled",
-            CardStatus::Expired => "expired",
-        }
-    }
-
-    /// Every status, in life-cycle order.
-    pub const ALL: [CardStatus; 7] = [
-        CardStatus::Embargoed,
-        CardStatus::Active,
-        CardStatus::Snoozed,
-        CardStatus::Completed,
-        CardStatus::Dismissed,
-        CardStatus::Cancelled,
-        CardStatus::Expired,
-    ];
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else (letter
-    /// case counts).
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
     /// The statuses a cancel moves to `cancelled` (the open ones).
     pub fn cancellable() -> Vec<&'static str> {
         Self::ALL

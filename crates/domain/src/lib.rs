@@ -120,6 +120,7 @@ pub mod page;
 pub mod push;
 pub mod retry;
 pub mod secret;
+mod spelling;
 pub mod tenancy;
 #[cfg(feature = "mock")]
 pub mod testing;

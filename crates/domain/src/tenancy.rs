@@ -59,20 +59,11 @@ pub enum Role {
     Auth,
 }
 
-impl Role {
-    /// Every role.
-    pub const ALL: [Role; 3] = [Role::Events, Role::Workbench, Role::Auth];
-
-    /// The role's name (`events`, `workbench`, `auth`), as the API, the admin commands and
-    /// storage spell it; [`FromStr`] reads it back.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::Events => "events",
-            Role::Workbench => "workbench",
-            Role::Auth => "auth",
-        }
-    }
-}
+crate::spelling::spelled!(Role {
+    Events => "events",
+    Workbench => "workbench",
+    Auth => "auth",
+});
 
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -129,52 +120,25 @@ pub enum Scope {
     EnvironmentSettingsWrite,
 }
 
-impl Scope {
-    /// Every scope: what the bootstrap key and a [`Principal::trusted`] caller hold.
-    pub const ALL: [Scope; 17] = [
-        Scope::WorkbenchFoldersRead,
-        Scope::WorkbenchFoldersCreate,
-        Scope::WorkbenchFoldersUpdate,
-        Scope::WorkbenchFoldersDelete,
-        Scope::ActionFlowsRead,
-        Scope::ActionFlowsTrigger,
-        Scope::ActionFlowsWrite,
-        Scope::WebhooksRead,
-        Scope::WebhooksWrite,
-        Scope::NotificationPlatformsRead,
-        Scope::NotificationPlatformsWrite,
-        Scope::UsersRead,
-        Scope::UsersWrite,
-        Scope::CardsWrite,
-        Scope::CredentialsWrite,
-        Scope::CredentialsRead,
-        Scope::EnvironmentSettingsWrite,
-    ];
-
-    /// The scope's name (`workbench_folders:read`, ...), as the API, the admin commands and
-    /// storage spell it; [`FromStr`] reads it back.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Scope::WorkbenchFoldersRead => "workbench_folders:read",
-            Scope::WorkbenchFoldersCreate => "workbench_folders:create",
-            Scope::WorkbenchFoldersUpdate => "workbench_folders:update",
-            Scope::WorkbenchFoldersDelete => "workbench_folders:delete",
-            Scope::ActionFlowsRead => "action_flows:read",
-            Scope::ActionFlowsTrigger => "action_flows:trigger",
-            Scope::ActionFlowsWrite => "action_flows:write",
-            Scope::WebhooksRead => "webhooks:read",
-            Scope::WebhooksWrite => "webhooks:write",
-            Scope::NotificationPlatformsRead => "notification_platforms:read",
-            Scope::NotificationPlatformsWrite => "notification_platforms:write",
-            Scope::UsersRead => "users:read",
-            Scope::UsersWrite => "users:write",
-            Scope::CardsWrite => "cards:write",
-            Scope::CredentialsWrite => "credentials:write",
-            Scope::CredentialsRead => "credentials:read",
-            Scope::EnvironmentSettingsWrite => "environment_settings:write",
-        }
-    }
-}
+crate::spelling::spelled!(Scope {
+    WorkbenchFoldersRead => "workbench_folders:read",
+    WorkbenchFoldersCreate => "workbench_folders:create",
+    WorkbenchFoldersUpdate => "workbench_folders:update",
+    WorkbenchFoldersDelete => "workbench_folders:delete",
+    ActionFlowsRead => "action_flows:read",
+    ActionFlowsTrigger => "action_flows:trigger",
+    ActionFlowsWrite => "action_flows:write",
+    WebhooksRead => "webhooks:read",
+    WebhooksWrite => "webhooks:write",
+    NotificationPlatformsRead => "notification_platforms:read",
+    NotificationPlatformsWrite => "notification_platforms:write",
+    UsersRead => "users:read",
+    UsersWrite => "users:write",
+    CardsWrite => "cards:write",
+    CredentialsWrite => "credentials:write",
+    CredentialsRead => "credentials:read",
+    EnvironmentSettingsWrite => "environment_settings:write",
+});
 
 impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -156,23 +156,10 @@ pub enum VersionStatus {
     Published,
 }
 
-impl VersionStatus {
-    /// The status as the database spells it: `DRAFT`, `PUBLISHED`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            VersionStatus::Draft => "DRAFT",
-            VersionStatus::Published => "PUBLISHED",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else (letter
-    /// case counts).
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Draft, Self::Published]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(VersionStatus {
+    Draft => "DRAFT",
+    Published => "PUBLISHED",
+});
 
 /// One numbered configuration of a flow (docs/api.md, Action Flows: Versions).
 #[derive(Debug, Clone, PartialEq)]

@@ -20,8 +20,9 @@ use crate::{
 };
 pub use send::{
     card_platform, platform_for, reaches, serves, targeted_platforms, wants, PushJob,
-    PushJobRepository, PushMessage, PushNext, PushRecord, PushSender, PushService, PushStatus,
-    SendOutcome, SendReport, DEFAULT_PUSH_RETRY_SCHEDULE, MAX_PUSH_PAYLOAD_BYTES, PAYLOAD_KEY,
+    PushJobRepository, PushJobStatus, PushMessage, PushNext, PushRecord, PushSender, PushService,
+    PushStatus, SendOutcome, SendReport, DEFAULT_PUSH_RETRY_SCHEDULE, MAX_PUSH_PAYLOAD_BYTES,
+    PAYLOAD_KEY,
 };
 #[cfg(feature = "mock")]
 pub use send::{MockPushJobRepository, MockPushSender};

@@ -246,6 +246,30 @@ pub struct PushJob {
     pub lease_until: Timestamp,
 }
 
+/// Where a push job stands. `Pending` is due (now or at its next attempt); the others are
+/// final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushJobStatus {
+    /// Not sent yet: due at its next attempt.
+    Pending,
+    /// The provider accepted it.
+    Sent,
+    /// Given up.
+    Failed,
+    /// The provider reported the device's token dead.
+    DeadToken,
+    /// Nothing to send any more.
+    Skipped,
+}
+
+crate::spelling::spelled!(PushJobStatus {
+    Pending => "pending",
+    Sent => "sent",
+    Failed => "failed",
+    DeadToken => "dead_token",
+    Skipped => "skipped",
+});
+
 /// What becomes of a push after an attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushNext {
@@ -264,13 +288,13 @@ pub enum PushNext {
 
 impl PushNext {
     /// The job's stored status.
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> PushJobStatus {
         match self {
-            PushNext::Sent => "sent",
-            PushNext::RetryAt(_) => "pending",
-            PushNext::Failed => "failed",
-            PushNext::DeadToken => "dead_token",
-            PushNext::Skipped => "skipped",
+            PushNext::Sent => PushJobStatus::Sent,
+            PushNext::RetryAt(_) => PushJobStatus::Pending,
+            PushNext::Failed => PushJobStatus::Failed,
+            PushNext::DeadToken => PushJobStatus::DeadToken,
+            PushNext::Skipped => PushJobStatus::Skipped,
         }
     }
 }

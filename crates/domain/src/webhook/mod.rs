@@ -29,8 +29,8 @@ use crate::{
 };
 
 pub use delivery::{
-    AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, NextStep,
-    RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
+    AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, DeliveryStatus,
+    NextStep, RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
 };
 pub use request::{SubscriptionRequest, MAX_HEADERS, MAX_URL_CHARS};
 
@@ -63,24 +63,10 @@ pub enum HttpMethod {
     Put,
 }
 
-impl HttpMethod {
-    /// `POST` or `PUT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HttpMethod::Post => "POST",
-            HttpMethod::Put => "PUT",
-        }
-    }
-
-    /// The method named exactly `POST` or `PUT` (upper case); None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "POST" => Some(HttpMethod::Post),
-            "PUT" => Some(HttpMethod::Put),
-            _ => None,
-        }
-    }
-}
+crate::spelling::spelled!(HttpMethod {
+    Post => "POST",
+    Put => "PUT",
+});
 
 /// A webhook subscription: which events of an environment are sent where, and how
 /// (docs/api.md, Webhooks).
