@@ -46,7 +46,7 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
         status: CancelStatus::parse(&row.status)
             .ok_or_else(|| corrupt("cancel status", &row.status))?,
         errors: serde_json::from_str(&row.errors).map_err(|e| corrupt("cancel errors", e))?,
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         flow_id: row.flow_id,
         filter: CancelFilter {
@@ -79,7 +79,7 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
 fn holds(conn: &mut AnyConnection, t: &CancelTask) -> Result<bool, Failure> {
     let key = cancel_tasks::table
         .filter(cancel_tasks::environment_id.eq(&t.environment_id))
-        .filter(cancel_tasks::id.eq(&t.id));
+        .filter(cancel_tasks::id.eq(t.id.as_str()));
     let lease: Option<Option<NaiveDateTime>> = match &mut *conn {
         AnyConnection::Postgresql(c) => key
             .select(cancel_tasks::lease_until)
@@ -183,7 +183,7 @@ impl CancelRepository for DieselCancelRepository {
             .map(|v| write_number("cancel flow version", v))
             .transpose()?;
         let row = TaskRow {
-            id: t.id.clone(),
+            id: t.id.clone().into(),
             environment_id: t.environment_id.clone(),
             flow_id: t.flow_id.clone(),
             end_user_id: t.filter.end_user_id.clone(),
@@ -375,7 +375,7 @@ impl CancelRepository for DieselCancelRepository {
                 }
                 let cancelled_cards = events.len() as i64;
                 insert_events(conn, &events)?;
-                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(t.id.as_str())))
                     .set((
                         cancel_tasks::actual.eq(cancel_tasks::actual + n),
                         cancel_tasks::cards_actual.eq(cancel_tasks::cards_actual + cancelled_cards),
@@ -402,7 +402,7 @@ impl CancelRepository for DieselCancelRepository {
                 if !holds(conn, &t)? {
                     return Ok(false);
                 }
-                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(t.id.as_str())))
                     .set((
                         cancel_tasks::status.eq(t.status.as_str()),
                         cancel_tasks::expected.eq(expected),

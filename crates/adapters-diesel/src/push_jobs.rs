@@ -250,7 +250,7 @@ impl PushJobRepository for DieselPushJobRepository {
                     .cloned();
                 Ok(PushJob {
                     card: card_by_id
-                        .get(&j.card_instance_id)
+                        .get(j.card_instance_id.as_str())
                         .filter(|c| c.environment_id == j.environment_id)
                         .cloned(),
                     attempt: read_number::<_, u32>("push attempts", j.attempts)? + 1,

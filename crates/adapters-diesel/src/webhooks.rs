@@ -153,7 +153,7 @@ fn is_sealed(stored: &str) -> bool {
 
 fn seal(secrets: &SecretBox, s: &Subscription) -> Result<SubscriptionRow, StorageError> {
     Ok(SubscriptionRow {
-        id: s.id.clone(),
+        id: s.id.clone().into(),
         environment_id: s.environment_id.clone(),
         url: s.url.clone(),
         method: s.method.as_str().to_owned(),
@@ -189,7 +189,7 @@ fn open(secrets: &SecretBox, row: SubscriptionRow) -> Result<Subscription, Stora
             .transpose()?,
         method: HttpMethod::parse(&row.method)
             .ok_or_else(|| corrupt("webhook method", &row.method))?,
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         url: row.url,
         headers,
@@ -243,7 +243,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
                 id: new_id(IdKind::Delivery),
                 environment_id: env.clone(),
                 subscription_id: id.clone(),
-                event_id: event.id.clone(),
+                event_id: event.id.clone().into(),
                 event_name: event.name.clone(),
                 status: DeliveryStatus::Pending.as_str().into(),
                 attempts: 0,
@@ -683,7 +683,7 @@ impl WebhookRepository for DieselWebhookRepository {
                     .load(conn)?;
                 let events: HashMap<String, Value> = crate::rows::with_cards(conn, rows)?
                     .into_iter()
-                    .map(|e| (e.id.clone(), e.data()))
+                    .map(|e| (e.id.as_str().to_owned(), e.data()))
                     .collect();
                 Ok((claimed, subs, events))
             })
@@ -691,7 +691,7 @@ impl WebhookRepository for DieselWebhookRepository {
         let mut by_id = HashMap::new();
         for row in subs {
             let s = open(&self.secrets, row)?;
-            by_id.insert(s.id.clone(), s);
+            by_id.insert(s.id.as_str().to_owned(), s);
         }
         let mut jobs = Vec::with_capacity(claimed.len());
         for (delivery_id, sub_id, event_id, event_name, attempts, trigger) in claimed {

@@ -2,6 +2,7 @@
 //! every transition writes: `embargoed` → `active`; `active` → `snoozed` → `active`; `active` →
 //! `completed` | `dismissed` | `cancelled` | `expired`. Closed states are final.
 
+use crate::id::{CardId, EndUserId, EnvironmentId, EventId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -117,7 +118,7 @@ impl CardStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CardInstance {
     /// `crd_…`.
-    pub id: String,
+    pub id: CardId,
     /// The environment of the card and its user.
     pub environment_id: String,
     /// The end user whose feed the card is in.
@@ -175,7 +176,7 @@ pub struct CardInstance {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalyticsEvent {
     /// `evt_…`; also the `webhook-id` of its deliveries.
-    pub id: String,
+    pub id: EventId,
     /// The event's name: `card-published`, `card-embargoed`, `card-snoozed`,
     /// `card-unsnoozed`, `card-completed`, `card-dismissed`, `card-cancelled` or
     /// `card-expired` (see [`CardStatus::event_name`]).
@@ -267,7 +268,7 @@ pub fn card_event(
     at: Timestamp,
 ) -> AnalyticsEvent {
     AnalyticsEvent {
-        id: crate::id::new_id(crate::id::IdKind::Event),
+        id: crate::id::new_id(crate::id::IdKind::Event).into(),
         name: card.status.event_name(previous).to_owned(),
         card,
         previous,
@@ -415,11 +416,11 @@ pub enum CardAction {
 /// let service = CardService::new(Arc::new(cards), Arc::new(clock));
 /// let sdk = Principal::trusted("sdk", "org_1", &["env_1"]);
 ///
-/// let dismissed = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Dismiss).await?;
+/// let dismissed = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Dismiss).await?;
 /// assert_eq!(dismissed.status, CardStatus::Dismissed);
 ///
 /// // A snooze must end in the future.
-/// let snooze = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Snooze(now)).await;
+/// let snooze = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Snooze(now)).await;
 /// let Err(DomainError::Validation(problems)) = snooze else { panic!("{snooze:?}") };
 /// assert_eq!(problems[0].field, "snoozeUntil");
 /// # Ok::<(), DomainError>(())
@@ -446,8 +447,8 @@ impl CardService {
     pub async fn feed(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
         stream_id: Option<String>,
     ) -> Result<Vec<CardInstance>, crate::DomainError> {
         who.authorize(env, crate::Permission::CardsWrite)?;
@@ -469,9 +470,9 @@ impl CardService {
     pub async fn act(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
         action: CardAction,
     ) -> Result<CardInstance, crate::DomainError> {
         use crate::{ConflictKind, DomainError, Resource};
@@ -540,9 +541,9 @@ impl CardService {
     pub async fn events(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
     ) -> Result<Vec<AnalyticsEvent>, crate::DomainError> {
         who.authorize(env, crate::Permission::UsersRead)?;
         if self.cards.get(env, user_id, card_id).await?.is_none() {

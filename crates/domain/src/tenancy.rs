@@ -3,6 +3,7 @@
 //! is either a key secret or an access token exchanged for one (docs/api.md, Credentials;
 //! docs/operations.md, Admin commands).
 
+use crate::id::{EnvironmentId, KeyId, OrganisationId};
 use std::fmt;
 use std::str::FromStr;
 
@@ -25,7 +26,7 @@ pub const NAME_MAX_CHARS: usize = 255;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Organisation {
     /// `org_...`.
-    pub id: String,
+    pub id: OrganisationId,
     /// Unique among organisations.
     pub name: String,
     /// When it was created.
@@ -37,7 +38,7 @@ pub struct Organisation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
     /// `env_...`.
-    pub id: String,
+    pub id: EnvironmentId,
     /// The organisation it belongs to.
     pub organisation_id: String,
     /// Unique within the organisation: not blank, at most [`NAME_MAX_CHARS`] characters, no
@@ -342,7 +343,7 @@ impl EnvironmentGrant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     /// The OAuth client id (`key_...`).
-    pub id: String,
+    pub id: KeyId,
     /// The organisation that owns it; only its environments can be granted.
     pub organisation_id: String,
     /// A label an administrator gave it (`--name`); `None` without one, as for keys of the

@@ -7,6 +7,7 @@
 //! [`RetryPolicy`], a failure, or the removal of a token the provider reports dead. Claims are
 //! leases and fences (docs/architecture.md, Time, leases and fencing).
 
+use crate::id::{CardId, EndUserId, EnvironmentId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -631,9 +632,9 @@ impl PushService {
     pub async fn of_card(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
     ) -> Result<Vec<PushStatus>, crate::DomainError> {
         who.authorize(env, crate::Permission::UsersRead)?;
         self.repo

@@ -2,6 +2,7 @@
 //! `flowInvocationId`), then executed in batches by the [`Engine`](super::engine::Engine); and
 //! the port that stores them.
 
+use crate::id::InvocationId;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -70,7 +71,7 @@ pub struct Invocation {
     pub environment_id: String,
     /// `flowInvocationId`: the caller's, else a new `inv_…` (a CSV row's default is
     /// `csv-{task}-{row}`).
-    pub id: String,
+    pub id: InvocationId,
     /// The Action Flow triggered.
     pub flow_id: String,
     /// Live (`/start`) or test (`/test`).

@@ -418,7 +418,7 @@ impl DeliveryService {
         let failure = unit::Failure::new("webhook delivery", &job.delivery_id, cause);
         AttemptRecord {
             delivery_id: Some(job.delivery_id),
-            subscription_id: job.subscription.id,
+            subscription_id: job.subscription.id.into(),
             environment_id: job.subscription.environment_id,
             event_id: job.event_id,
             event_name: job.event_name,
@@ -456,7 +456,7 @@ impl DeliveryService {
         let (next, subscription) = decide(&self.policy, job, &outcome, at, jitter);
         AttemptRecord {
             delivery_id: Some(job.delivery_id.clone()),
-            subscription_id: job.subscription.id.clone(),
+            subscription_id: job.subscription.id.clone().into(),
             environment_id: job.subscription.environment_id.clone(),
             event_id: job.event_id.clone(),
             event_name: job.event_name.clone(),

@@ -12,6 +12,7 @@ mod request;
 #[cfg(test)]
 mod tests;
 
+use crate::id::{EnvironmentId, EventId, WebhookId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -73,7 +74,7 @@ crate::spelling::spelled!(HttpMethod {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     /// `whk_…`.
-    pub id: String,
+    pub id: WebhookId,
     /// The environment whose events it receives.
     pub environment_id: String,
     /// The http(s) URL called, allowed by the SSRF policy when subscribed.
@@ -409,12 +410,12 @@ pub trait WebhookRepository: Send + Sync {
 /// let body = json!({"types": ["card-completed"], "url": "https://example.com/hooks"});
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
-/// let subscription = webhooks.subscribe(&who, "env_1", &body).await.unwrap();
+/// let subscription = webhooks.subscribe(&who, &"env_1".into(), &body).await.unwrap();
 /// assert!(subscription.enabled && subscription.id.starts_with("whk_"));
 /// assert_eq!(subscription.method, HttpMethod::Post);
 /// assert!(subscription.secret.starts_with("whsec_"));
 ///
-/// let full = webhooks.subscribe(&who, "env_1", &body).await;
+/// let full = webhooks.subscribe(&who, &"env_1".into(), &body).await;
 /// assert!(matches!(
 ///     full,
 ///     Err(DomainError::Conflict { kind: ConflictKind::SubscriptionLimit, .. })
@@ -454,7 +455,7 @@ impl WebhookService {
     pub async fn subscribe(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -464,8 +465,8 @@ impl WebhookService {
         }
         let now = self.clock.now();
         let subscription = Subscription {
-            id: new_id(IdKind::Webhook),
-            environment_id: env.to_owned(),
+            id: new_id(IdKind::Webhook).into(),
+            environment_id: env.as_str().to_owned(),
             url: request.url,
             method: request.method,
             headers: request.headers,
@@ -499,7 +500,11 @@ impl WebhookService {
 
     /// Every subscription of `env`, by id. The records carry their secrets: a list shown to
     /// callers leaves them out (docs/api.md, Webhooks).
-    pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<Subscription>, DomainError> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+    ) -> Result<Vec<Subscription>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
         let list = self.repo.list(env).await?;
         Ok(list.into_iter().map(|s| shown_to(who, s)).collect())
@@ -511,8 +516,8 @@ impl WebhookService {
     pub async fn get(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
         Ok(shown_to(who, self.find(env, id).await?))
@@ -531,8 +536,8 @@ impl WebhookService {
     pub async fn disable(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -552,8 +557,8 @@ impl WebhookService {
     pub async fn enable(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -571,7 +576,12 @@ impl WebhookService {
     /// Its deliveries and attempt log go with it. Fails with [`DomainError::NotFound`] when
     /// there is no such subscription, and a [`DomainError::Conflict`] of kind
     /// [`ConflictKind::SubscriptionEnabled`] while it is enabled.
-    pub async fn delete(&self, who: &Principal, env: &str, id: &str) -> Result<(), DomainError> {
+    pub async fn delete(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &WebhookId,
+    ) -> Result<(), DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
         if sub.enabled {
@@ -595,8 +605,8 @@ impl WebhookService {
     pub async fn update(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         patch: &Value,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -644,8 +654,8 @@ impl WebhookService {
     pub async fn rotate_secret(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -663,8 +673,8 @@ impl WebhookService {
     pub async fn attempts(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         page: PageRequest,
     ) -> Result<Page<Attempt>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
@@ -680,9 +690,9 @@ impl WebhookService {
     pub async fn resend(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
-        event_id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
+        event_id: &EventId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
@@ -706,8 +716,8 @@ impl WebhookService {
     pub async fn recover(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         since: Timestamp,
     ) -> Result<u64, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -724,7 +734,12 @@ impl WebhookService {
     /// Sent even to a disabled subscription, never retried, and it changes nothing of the
     /// subscription's health. Fails with [`DomainError::NotFound`] when there is no such
     /// subscription; what the receiver answered (or that it did not) is in the attempt.
-    pub async fn test(&self, who: &Principal, env: &str, id: &str) -> Result<Attempt, DomainError> {
+    pub async fn test(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &WebhookId,
+    ) -> Result<Attempt, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
         let now = self.clock.now();
@@ -746,8 +761,8 @@ impl WebhookService {
             .await;
         let record = AttemptRecord {
             delivery_id: None,
-            subscription_id: sub.id.clone(),
-            environment_id: env.to_owned(),
+            subscription_id: sub.id.clone().into(),
+            environment_id: env.as_str().to_owned(),
             event_id,
             event_name: TEST_EVENT.to_owned(),
             attempt: 1,
