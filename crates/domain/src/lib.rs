@@ -120,6 +120,7 @@ pub mod page;
 pub mod push;
 pub mod retry;
 pub mod secret;
+pub mod tasks;
 pub mod tenancy;
 #[cfg(feature = "mock")]
 pub mod testing;
@@ -204,6 +205,7 @@ pub mod prelude {
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
         PushPlatformRepository, PushPlatformService, PushSender, PushService,
     };
+    pub use crate::tasks::TaskService;
     pub use crate::trigger::{Engine, Invocation, InvocationRepository, TriggerService};
     pub use crate::webhook::{
         DeliveryService, WebhookRepository, WebhookService, WebhookTransport,
