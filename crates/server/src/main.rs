@@ -714,13 +714,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
             .map_err(anyhow::Error::msg)?,
     ));
+    let cancel_tasks = Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone()));
     let cancels = Arc::new(
-        domain::cancel::CancelService::new(
-            Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone())),
-            flows.clone(),
-            clock.clone(),
-        )
-        .with_lease(lease(settings.engine_lease_seconds)),
+        domain::cancel::CancelService::new(cancel_tasks.clone(), flows.clone(), clock.clone())
+            .with_lease(lease(settings.engine_lease_seconds)),
     );
     let triggers = Arc::new(TriggerService::new(
         flows.clone(),
@@ -729,9 +726,15 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         streams.clone(),
         clock.clone(),
     ));
+    let bulk_tasks = Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone()));
+    let tasks = Arc::new(domain::tasks::TaskService::new(
+        bulk_tasks.clone(),
+        cancel_tasks,
+        flows.clone(),
+    ));
     let bulk = Arc::new(
         domain::bulk::BulkService::new(
-            Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone())),
+            bulk_tasks,
             flows.clone(),
             users.clone(),
             triggers.clone(),
@@ -767,6 +770,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         )),
         cancels: cancels.clone(),
         bulk: bulk.clone(),
+        tasks,
         push,
         devices: Arc::new(domain::push::DeviceService::new(
             Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),

@@ -58,11 +58,7 @@ impl From<BulkTask> for BulkTaskDto {
     fn from(t: BulkTask) -> Self {
         BulkTaskDto {
             id: t.id,
-            status: if t.queued {
-                "pending".into()
-            } else {
-                t.status.public().into()
-            },
+            status: t.public_status().as_str().into(),
             queued: t.queued,
             rows_total: t.rows_total,
             rows_processed: t.rows_processed,
@@ -96,11 +92,22 @@ pub struct BulkCreatedResponse {
     pub data: BulkCreated,
 }
 
+/// A bulk start task as its status shows it (`data` of `GET .../csv-task/{taskId}/status`).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BulkStatus {
     pub task: BulkTaskDto,
     pub status_url: String,
+}
+
+impl BulkStatus {
+    /// The status of `task`, a task of the flow `flow` of `env`.
+    pub fn new(state: &AppState, env: &str, flow: &str, task: BulkTask) -> Self {
+        BulkStatus {
+            status_url: status_url(state, env, flow, task.id),
+            task: task.into(),
+        }
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -211,12 +218,8 @@ pub async fn status(
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, id) = path.into_inner();
     let task = state.bulk.status(&caller.0, &env, &flow, &id).await?;
-    let status_url = status_url(&state, &env, &flow, task.id);
     Ok(HttpResponse::Ok().json(BulkStatusResponse {
-        data: BulkStatus {
-            task: task.into(),
-            status_url,
-        },
+        data: BulkStatus::new(&state, &env, &flow, task),
     }))
 }
 
