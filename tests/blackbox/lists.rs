@@ -1,6 +1,7 @@
 //! Contract §11 over HTTP: a flow's invocations and tasks listed newest first, a page at a time
 //! (`limit`, `cursor`), filtered, each item in the shape its own endpoint answers; the key
-//! checked before the query; nothing of another environment.
+//! checked before the query; nothing of another environment. And every route that creates a
+//! resource answers 201 (202 for a cancel, as the spec says) with its `Location`.
 
 use std::time::Duration;
 
@@ -469,7 +470,104 @@ async fn a_flows_csv_and_cancel_tasks_list_together_newest_first(s: Server) {
     only_readers_may_list(&s, &format!("{base}kind=csv")).await;
 }
 
+/// Contract §11: created resources answer 201 with a `Location` header; a cancel answers 202
+/// (spec 2.7) and names its status URL there too.
+async fn created_resources_answer_with_their_location(s: Server) {
+    let admin = Some(s.admin_secret.as_str());
+    let created = |path: String, body: Option<Value>| {
+        let s = &s;
+        async move {
+            let reply = call(s, "POST", &path, admin, body).await;
+            assert_eq!(reply.status, 201, "{path}: {}", reply.text);
+            let location = reply.header("location").expect("Location").to_owned();
+            (reply.body, location)
+        }
+    };
+    let env = &s.env;
+    let (folder, at) = created(
+        format!("/v1/{env}/workbench-folder"),
+        Some(json!({"name": "Q4"})),
+    )
+    .await;
+    assert_eq!(
+        at,
+        format!(
+            "/v1/{env}/workbench-folder/{}",
+            folder["data"]["id"].as_str().expect("id")
+        )
+    );
+    let (flow, at) = created(
+        format!("/v1/{env}/action-flow"),
+        Some(json!({"name": "Welcome"})),
+    )
+    .await;
+    assert_eq!(
+        at,
+        format!(
+            "/v1/{env}/action-flow/{}",
+            flow["data"]["id"].as_str().expect("id")
+        )
+    );
+    let (segment, at) = created(
+        format!("/v1/{env}/segments"),
+        Some(json!({"name": "VIPs", "filter": {"match": "all", "conditions": [{"field": "attributes.country", "op": "eq", "value": "NZ"}]}})),
+    )
+    .await;
+    assert_eq!(
+        at,
+        format!(
+            "/v1/{env}/segments/{}",
+            segment["data"]["id"].as_str().expect("id")
+        )
+    );
+    let (stream, at) = created(
+        format!("/v1/{env}/streams"),
+        Some(json!({"name": "Promotions"})),
+    )
+    .await;
+    assert_eq!(
+        at,
+        format!(
+            "/v1/{env}/streams/{}",
+            stream["data"]["id"].as_str().expect("id")
+        )
+    );
+    let (key, at) = created(
+        format!("/v1/{env}/credentials"),
+        Some(json!({"role": "events"})),
+    )
+    .await;
+    let client_id = key["data"]["clientId"].as_str().expect("client id");
+    assert_eq!(at, format!("/v1/{env}/credentials/{client_id}"));
+    let revoked = call(&s, "DELETE", &at, admin, None).await;
+    assert_eq!(revoked.status, 204, "the key is at its Location");
+    let sa = adapters_push::testing::service_account("demo-project");
+    let (_, at) = created(
+        format!("/v1/{env}/notification-platforms"),
+        Some(json!({"appId": "com.example.android", "platform": "FCM", "platformCredential": sa})),
+    )
+    .await;
+    assert_eq!(at, format!("/v1/{env}/notification-platforms"));
+    let flow = published_flow(&s, false).await;
+    let (task, at) = created(format!("/v1/{env}/action-flow/{flow}/csv-task"), None).await;
+    assert_eq!(Some(at.as_str()), task["data"]["statusUrl"].as_str());
+    let cancel = call(
+        &s,
+        "POST",
+        &format!("/v1/{env}/action-flow/{flow}/task/cancel"),
+        admin,
+        None,
+    )
+    .await;
+    assert_eq!(cancel.status, 202, "{}", cancel.text);
+    assert_eq!(
+        cancel.header("location"),
+        cancel.body["data"]["links"][0]["href"].as_str()
+    );
+}
+
 blackbox!(
     a_flows_invocations_list_newest_first_page_by_page,
     a_flows_csv_and_cancel_tasks_list_together_newest_first,
+    created_resources_answer_with_their_location,
 );

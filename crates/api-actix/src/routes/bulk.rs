@@ -157,7 +157,8 @@ async fn create(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task", tag = "triggers", operation_id = "createCsvTask",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such Action Flow, or no published configuration", body = Problem, content_type = "application/problem+json"),
@@ -178,7 +179,8 @@ pub async fn create_live(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test", tag = "triggers", operation_id = "createCsvTestTask",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such Action Flow, or no configuration", body = Problem, content_type = "application/problem+json"),

@@ -1,6 +1,7 @@
 //! Cancel tasks (spec 2.7, 4.2; contract §6), and the list of a flow's tasks of both kinds,
 //! CSV and cancel (contract §11). Role `events`.
 
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::bulk::PublicStatus;
 use domain::cancel::{CancelStatus, CancelTask};
@@ -184,7 +185,8 @@ pub struct CancelRequest {
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     request_body(content = CancelRequest, description = "Optional"),
     responses(
-        (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse),
+        (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 400, description = "Request validation failed", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
@@ -215,17 +217,19 @@ pub async fn cancel(
         .start(&caller.0, &env, &flow, body.as_ref())
         .await?;
     let href = status_url(&state, &env, &flow, &task.id);
-    Ok(HttpResponse::Accepted().json(CancelCreatedResponse {
-        data: CancelCreated {
-            links: vec![Link {
-                href,
-                rel: "cancel-status".into(),
-                title: "Status of the cancel task".into(),
-                method: "GET".into(),
-            }],
-            task_id: task.id,
-        },
-    }))
+    Ok(HttpResponse::Accepted()
+        .insert_header((header::LOCATION, href.clone()))
+        .json(CancelCreatedResponse {
+            data: CancelCreated {
+                links: vec![Link {
+                    href,
+                    rel: "cancel-status".into(),
+                    title: "Status of the cancel task".into(),
+                    method: "GET".into(),
+                }],
+                task_id: task.id,
+            },
+        }))
 }
 
 /// The progress of a cancel task.
