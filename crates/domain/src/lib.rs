@@ -121,6 +121,7 @@ pub mod push;
 pub mod retry;
 pub mod secret;
 mod spelling;
+pub mod tasks;
 pub mod tenancy;
 #[cfg(feature = "mock")]
 pub mod testing;
@@ -210,6 +211,7 @@ pub mod prelude {
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
         PushPlatformRepository, PushPlatformService, PushSender, PushService,
     };
+    pub use crate::tasks::TaskService;
     pub use crate::trigger::{Engine, Invocation, InvocationRepository, TriggerService};
     pub use crate::webhook::{
         DeliveryService, WebhookRepository, WebhookService, WebhookTransport,

@@ -159,13 +159,10 @@ impl App {
             domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
                 .map_err(anyhow::Error::msg)?,
         ));
+        let cancel_tasks = Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone()));
         let cancels = Arc::new(
-            CancelService::new(
-                Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone())),
-                flows.clone(),
-                clock.clone(),
-            )
-            .with_lease(engine_lease),
+            CancelService::new(cancel_tasks.clone(), flows.clone(), clock.clone())
+                .with_lease(engine_lease),
         );
         let triggers = Arc::new(TriggerService::new(
             flows.clone(),
@@ -174,9 +171,15 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
+        let bulk_tasks = Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone()));
+        let tasks = Arc::new(domain::tasks::TaskService::new(
+            bulk_tasks.clone(),
+            cancel_tasks,
+            flows.clone(),
+        ));
         let bulk = Arc::new(
             BulkService::new(
-                Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone())),
+                bulk_tasks,
                 flows.clone(),
                 users.clone(),
                 triggers.clone(),
@@ -209,6 +212,7 @@ impl App {
             )),
             cancels: cancels.clone(),
             bulk: bulk.clone(),
+            tasks,
             push,
             devices: Arc::new(domain::push::DeviceService::new(
                 Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),

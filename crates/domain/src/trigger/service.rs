@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::batch::{batch_for, default_stream_of, Audience};
 use super::idempotency::decide;
 use super::invocation::{
-    BatchResult, Invocation, InvocationRepository, InvocationStatus, INLINE_USERS, MAX_RUNNING_BULK,
+    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus,
+    INLINE_USERS, MAX_RUNNING_BULK,
 };
 use super::plan::FlowPlan;
 use super::request::{Payload, Target, TriggerRequest};
@@ -22,6 +23,7 @@ use crate::audience::{SegmentRepository, Stream, StreamRepository};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::IdKind;
 use crate::json::JsonText;
+use crate::page::{bad_cursor, newest_first_key, parse_newest_first_key, After, Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
 
@@ -647,6 +649,46 @@ impl TriggerService {
             .await?
             .filter(|i| i.flow_id == flow_id)
             .ok_or(DomainError::NotFound(Resource::Invocation))
+    }
+
+    /// One page of the flow's invocations that match `filter`, newest first (by `created`,
+    /// then by id, both descending); the page's `next_after` is the key to list after for the
+    /// next page ([`newest_first_key`] of the last invocation's time and id).
+    ///
+    /// Needs [`Permission::ActionFlowsRead`]. A `page.after` that is not such a key is a
+    /// [`DomainError::Validation`] on `cursor`; a flow the environment does not have is
+    /// [`DomainError::NotFound`]. `page.limit` is not checked here: the API keeps it within
+    /// 1–500.
+    pub async fn invocations(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        filter: InvocationFilter,
+        page: PageRequest,
+    ) -> Result<Page<Invocation>, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let after = match page.after.as_deref() {
+            None => None,
+            Some(key) => {
+                let (created, id) = parse_newest_first_key(key).ok_or_else(bad_cursor)?;
+                Some(After::Item {
+                    created,
+                    id: id.to_owned(),
+                })
+            }
+        };
+        self.flows
+            .get(env, flow_id)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::Flow))?;
+        let invocations = self
+            .invocations
+            .list(env, flow_id, filter, after, page.limit.saturating_add(1))
+            .await?;
+        Ok(Page::from_overfetch(invocations, page.limit, |i| {
+            newest_first_key(&i.created, &i.id)
+        }))
     }
 }
 
