@@ -119,6 +119,7 @@ pub mod name;
 pub mod page;
 pub mod push;
 pub mod retry;
+pub mod sdk;
 pub mod secret;
 mod spelling;
 pub mod tasks;
