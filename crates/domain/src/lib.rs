@@ -180,6 +180,7 @@ pub mod mocks {
         MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
         MockPushPlatformRepository, MockPushSender,
     };
+    pub use crate::sdk::MockTokenVerifier;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
     pub use crate::trigger::invocation::MockInvocationRepository;

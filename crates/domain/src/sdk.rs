@@ -198,5 +198,87 @@ pub fn check_claims(
     Ok(())
 }
 
+/// An SDK key's public key as uploaded: a PEM public key, or a JWKS (`{"keys": [...]}`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PublicKeyInput {
+    /// `publicKey`: a PEM `PUBLIC KEY` (SubjectPublicKeyInfo), or an RSA `RSA PUBLIC KEY`.
+    Pem(String),
+    /// `jwks`: a JSON Web Key Set.
+    Jwks(serde_json::Value),
+}
+
+/// The most keys a JWKS may hold.
+pub const MAX_JWKS_KEYS: usize = 5;
+
+/// One public key ready to verify tokens: its type and its SubjectPublicKeyInfo in PEM, the
+/// one form stored whatever form was uploaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyingKey {
+    /// RSA (2048 bits or more) or EC P-256.
+    pub kind: SdkKeyKind,
+    /// The key as a PEM `PUBLIC KEY`.
+    pub pem: String,
+}
+
+/// Reads SDK keys and checks token signatures: an adapter over a JWT and crypto library (no
+/// signature code is written here). Its answers are decided by [`check_header`] and
+/// [`check_claims`]; it only reads and verifies.
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait TokenVerifier: Send + Sync {
+    /// The keys of an upload, each RSA of 2048 bits or more or EC P-256 (at most
+    /// [`MAX_JWKS_KEYS`] in a JWKS); anything else is `Err` with a sentence naming the
+    /// problem, for a 400.
+    fn read_keys(&self, input: &PublicKeyInput) -> Result<Vec<VerifyingKey>, String>;
+
+    /// The token's header, read without verifying anything;
+    /// [`TokenRefusal::Malformed`] when it is not a JWT.
+    fn header(&self, token: &str) -> Result<TokenHeader, TokenRefusal>;
+
+    /// The token's claims if its signature verifies with `key` under `key.kind`'s one
+    /// algorithm ([`SdkKeyKind::algorithm`]); [`TokenRefusal::Signature`] when it does not,
+    /// [`TokenRefusal::Malformed`] when the claims are not a JSON object.
+    fn verify(&self, token: &str, key: &VerifyingKey) -> Result<TokenClaims, TokenRefusal>;
+}
+
+/// Verifies `token` for the end user `path_user` at `now` (seconds since the epoch):
+/// reads its header, finds the keys of the SDK key its `kid` names through `keys` (none:
+/// [`TokenRefusal::UnknownKey`]), checks the algorithm against each key's type before using
+/// it, verifies the signature with the first key that accepts it, and checks the claims
+/// under `policy_of` the key's type. Answers the verified claims.
+pub fn verify_token(
+    verifier: &dyn TokenVerifier,
+    token: &str,
+    keys: impl FnOnce(&str) -> Option<(Vec<VerifyingKey>, TokenPolicy)>,
+    path_user: &str,
+    now: i64,
+) -> Result<TokenClaims, TokenRefusal> {
+    let header = verifier.header(token)?;
+    let kid = header
+        .kid
+        .as_deref()
+        .filter(|k| !k.is_empty())
+        .ok_or(TokenRefusal::Malformed)?;
+    let (keys, policy) = keys(kid).ok_or(TokenRefusal::UnknownKey)?;
+    let mut refusal = TokenRefusal::Algorithm;
+    for key in keys.iter() {
+        if let Err(why) = check_header(&header, key.kind) {
+            refusal = why;
+            continue;
+        }
+        match verifier.verify(token, key) {
+            Ok(claims) => {
+                let policy = TokenPolicy {
+                    kind: key.kind,
+                    ..policy
+                };
+                check_claims(&claims, &policy, path_user, now)?;
+                return Ok(claims);
+            }
+            Err(why) => refusal = why,
+        }
+    }
+    Err(refusal)
+}
+
 #[cfg(test)]
 mod tests;

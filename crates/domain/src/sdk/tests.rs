@@ -215,3 +215,125 @@ fn every_refusal_has_its_problem_code() {
         assert_eq!(refusal.code(), code);
     }
 }
+
+mod verify {
+    use super::*;
+
+    fn rsa_key() -> VerifyingKey {
+        VerifyingKey {
+            kind: SdkKeyKind::Rsa,
+            pem: "rsa".into(),
+        }
+    }
+
+    fn ec_key() -> VerifyingKey {
+        VerifyingKey {
+            kind: SdkKeyKind::EcP256,
+            pem: "ec".into(),
+        }
+    }
+
+    fn reading(header: TokenHeader) -> MockTokenVerifier {
+        let mut v = MockTokenVerifier::new();
+        v.expect_header().returning(move |_| Ok(header.clone()));
+        v
+    }
+
+    fn keys(
+        of: Vec<VerifyingKey>,
+    ) -> impl FnOnce(&str) -> Option<(Vec<VerifyingKey>, TokenPolicy)> {
+        move |kid| (kid == "app").then(|| (of, policy()))
+    }
+
+    #[test]
+    fn a_token_signed_by_its_key_for_its_user_is_verified() {
+        let mut v = reading(TokenHeader::new("app", "RS256"));
+        v.expect_verify()
+            .withf(|token, key| token == "t" && key.pem == "rsa")
+            .times(1)
+            .returning(|_, _| Ok(claims()));
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![rsa_key()]), "u1", NOW),
+            Ok(claims())
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_missing_key_name_is_refused_before_any_signature_check() {
+        let mut v = reading(TokenHeader::new("other", "RS256"));
+        v.expect_verify().never();
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![rsa_key()]), "u1", NOW),
+            Err(TokenRefusal::UnknownKey)
+        );
+        let mut v = reading(TokenHeader {
+            kid: None,
+            alg: "RS256".into(),
+        });
+        v.expect_verify().never();
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![rsa_key()]), "u1", NOW),
+            Err(TokenRefusal::Malformed)
+        );
+    }
+
+    #[test]
+    fn algorithm_confusion_never_reaches_the_key() {
+        // `none`, HS256 (an HMAC keyed with the public key's text) and an RSA key presented
+        // as EC: the key is never used, whatever the token says.
+        for (alg, key) in [
+            ("none", rsa_key()),
+            ("HS256", rsa_key()),
+            ("HS256", ec_key()),
+            ("ES256", rsa_key()),
+            ("RS256", ec_key()),
+        ] {
+            let mut v = reading(TokenHeader::new("app", alg));
+            v.expect_verify().never();
+            assert_eq!(
+                verify_token(&v, "t", keys(vec![key.clone()]), "u1", NOW),
+                Err(TokenRefusal::Algorithm),
+                "{alg} with {:?}",
+                key.kind
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_signature_or_bad_claims_are_refused() {
+        let mut v = reading(TokenHeader::new("app", "ES256"));
+        v.expect_verify()
+            .returning(|_, _| Err(TokenRefusal::Signature));
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![ec_key()]), "u1", NOW),
+            Err(TokenRefusal::Signature)
+        );
+        let mut v = reading(TokenHeader::new("app", "ES256"));
+        v.expect_verify().returning(|_, _| Ok(claims()));
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![ec_key()]), "u2", NOW),
+            Err(TokenRefusal::OtherUser)
+        );
+    }
+
+    #[test]
+    fn a_key_set_tries_each_key_of_the_token_s_algorithm() {
+        let mut v = reading(TokenHeader::new("app", "ES256"));
+        let second = VerifyingKey {
+            pem: "ec2".into(),
+            ..ec_key()
+        };
+        v.expect_verify()
+            .withf(|_, key| key.pem == "ec")
+            .times(1)
+            .returning(|_, _| Err(TokenRefusal::Signature));
+        v.expect_verify()
+            .withf(|_, key| key.pem == "ec2")
+            .times(1)
+            .returning(|_, _| Ok(claims()));
+        assert_eq!(
+            verify_token(&v, "t", keys(vec![rsa_key(), ec_key(), second]), "u1", NOW),
+            Ok(claims())
+        );
+    }
+}
