@@ -288,7 +288,7 @@ mod tests {
 
     /// The whole application, built in the process on a fresh database of each backend: it
     /// serves, its loops run, and a flow triggered through the API puts a card in the feed.
-    async fn builds_serves_and_runs_its_loops(db: TestDatabase) {
+    async fn builds_serves_and_runs_its_loops(db: TestDatabase, sqlite: bool) {
         let settings = Settings::load(
             None,
             [
@@ -325,6 +325,7 @@ mod tests {
         let bearer = boot.key.client_secret.clone();
         let supervisor = app.supervisor();
         let state = app.start_loops(&supervisor);
+        let state_loops = state.loops.clone();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let address = listener.local_addr().expect("address");
         let options = api_actix::ServerOptions {
@@ -371,20 +372,41 @@ mod tests {
         .await
         .expect("sent");
         assert_eq!(published.status(), 200, "{:?}", published.text().await);
+        // Every loop of `serve` is started and registered for readiness.
+        let mut expected = vec![
+            "bulk",
+            "cancel",
+            "engine",
+            "push",
+            "push-saver",
+            "scheduler",
+            "webhook",
+            "webhook-saver",
+        ];
+        if sqlite {
+            // SQLite's WAL is copied into the database by a loop of its own.
+            expected.push("checkpointer");
+        }
+        expected.sort_unstable();
+        let mut names = state_loops.names();
+        names.sort_unstable();
+        assert_eq!(names, expected);
+        // More users than a request runs inline: the engine's loop, started by
+        // `start_loops`, turns the trigger into cards.
+        let users: Vec<String> = (1..=12).map(|i| format!("u{i}")).collect();
         let started = call(
             reqwest::Method::POST,
             &format!("/action-flow/{id}/start"),
-            serde_json::json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]}}]}),
+            serde_json::json!({"flows": [{"target": {"type": "user", "targetUserIds": users}}]}),
         )
         .await
         .expect("sent");
         assert!(started.status().is_success(), "{:?}", started.text().await);
-        // The engine's loop, started by `start_loops`, turns the trigger into a card.
         let mut cards = 0;
-        for _ in 0..100 {
+        for _ in 0..200 {
             let feed: serde_json::Value = call(
                 reqwest::Method::GET,
-                "/users/u1/cards",
+                "/users/u12/cards",
                 serde_json::Value::Null,
             )
             .await
@@ -407,13 +429,13 @@ mod tests {
 
     #[actix_web::test]
     async fn builds_serves_and_runs_its_loops_on_sqlite() {
-        builds_serves_and_runs_its_loops(TestDatabase::sqlite()).await;
+        builds_serves_and_runs_its_loops(TestDatabase::sqlite(), true).await;
     }
 
     #[actix_web::test]
     async fn builds_serves_and_runs_its_loops_on_postgres() {
         if let Some(db) = TestDatabase::postgres() {
-            builds_serves_and_runs_its_loops(db).await;
+            builds_serves_and_runs_its_loops(db, false).await;
         }
     }
 }
