@@ -2,6 +2,8 @@
 //! flow, records its invocation (running it at once when its audience is a few known users)
 //! and reads invocations back.
 
+mod reads;
+
 use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::trigger::FlowElement;
 use std::collections::{BTreeSet, HashMap};
@@ -12,8 +14,7 @@ use serde_json::Value;
 use super::batch::{batch_for, default_stream_of, Audience};
 use super::idempotency::decide;
 use super::invocation::{
-    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus,
-    INLINE_USERS, MAX_RUNNING_BULK,
+    BatchResult, Invocation, InvocationRepository, InvocationStatus, INLINE_USERS, MAX_RUNNING_BULK,
 };
 use super::plan::FlowPlan;
 use super::request::{Payload, Target, TriggerRequest};
@@ -23,7 +24,6 @@ use crate::audience::{SegmentRepository, Stream, StreamRepository};
 use crate::flow::{FlowRepository, VersionRef};
 use crate::id::IdKind;
 use crate::json::JsonText;
-use crate::page::{bad_cursor, newest_first_key, parse_newest_first_key, After, Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
 
@@ -630,65 +630,6 @@ impl TriggerService {
             }
         }
         Ok((errors, resolved))
-    }
-
-    /// The invocation `id` of the flow, for `GET .../invocations/{flowInvocationId}`.
-    ///
-    /// Needs `action_flows:read`. Fails with [`DomainError::NotFound`] of
-    /// [`Resource::Invocation`] when the environment has no such invocation of this flow.
-    pub async fn invocation(
-        &self,
-        who: &Principal,
-        env: &EnvironmentId,
-        flow_id: &FlowId,
-        id: &InvocationId,
-    ) -> Result<Invocation, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        self.invocations
-            .get(env, id)
-            .await?
-            .filter(|i| i.flow_id == flow_id)
-            .ok_or(DomainError::NotFound(Resource::Invocation))
-    }
-
-    /// One page of the flow's invocations that match `filter`, newest first (by `created`,
-    /// then by id, both descending); the page's `next_after` is the key to list after for the
-    /// next page ([`newest_first_key`] of the last invocation's time and id).
-    ///
-    /// Needs [`Permission::ActionFlowsRead`]. A `page.after` that is not such a key is a
-    /// [`DomainError::Validation`] on `cursor`; a flow the environment does not have is
-    /// [`DomainError::NotFound`]. `page.limit` is not checked here: the API keeps it within
-    /// 1–500.
-    pub async fn invocations(
-        &self,
-        who: &Principal,
-        env: &EnvironmentId,
-        flow_id: &FlowId,
-        filter: InvocationFilter,
-        page: PageRequest,
-    ) -> Result<Page<Invocation>, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        let after = match page.after.as_deref() {
-            None => None,
-            Some(key) => {
-                let (created, id) = parse_newest_first_key(key).ok_or_else(bad_cursor)?;
-                Some(After::Item {
-                    created,
-                    id: id.to_owned(),
-                })
-            }
-        };
-        self.flows
-            .get(env, flow_id)
-            .await?
-            .ok_or(DomainError::NotFound(Resource::Flow))?;
-        let invocations = self
-            .invocations
-            .list(env, flow_id, filter, after, page.limit.saturating_add(1))
-            .await?;
-        Ok(Page::from_overfetch(invocations, page.limit, |i| {
-            newest_first_key(&i.created, &i.id)
-        }))
     }
 }
 
