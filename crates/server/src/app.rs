@@ -108,7 +108,7 @@ impl App {
         );
         let transport = Arc::new(
             adapters_webhook::HttpTransport::new(adapters_webhook::TransportConfig {
-                policy: adapters_webhook::AddressPolicy::parse(&settings.webhook_allow_cidrs)?,
+                policy: settings.webhook_allow_cidrs.value.clone(),
                 ..Default::default()
             })
             .context("cannot build the webhook HTTP client")?,
@@ -141,8 +141,7 @@ impl App {
                 .context("cannot build the push HTTP clients")?,
             ),
             clock.clone(),
-            domain::retry::RetryPolicy::parse(&settings.push_retry_schedule)
-                .map_err(anyhow::Error::msg)?,
+            settings.push_retry_schedule.value.clone(),
         ));
         let push = Arc::new(domain::push::PushPlatformService::new(
             Arc::new(adapters_diesel::DieselPushPlatformRepository::new(
@@ -156,8 +155,7 @@ impl App {
             webhook_repo.clone(),
             transport.clone(),
             clock.clone(),
-            domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
-                .map_err(anyhow::Error::msg)?,
+            settings.webhook_retry_schedule.value.clone(),
         ));
         let cancel_tasks = Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone()));
         let cancels = Arc::new(

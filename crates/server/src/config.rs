@@ -53,16 +53,16 @@ pub struct Settings {
     /// `WORKBENCH_SECRET_KEY_PREVIOUS`: keys being rotated out (open only).
     pub previous_secret_keys: Vec<SecretString>,
     /// CIDRs webhooks may call although private or loopback (`WORKBENCH_WEBHOOK_ALLOW_CIDRS`).
-    pub webhook_allow_cidrs: String,
+    pub webhook_allow_cidrs: Parsed<adapters_webhook::AddressPolicy>,
     /// `WORKBENCH_WEBHOOK_RETRY_SCHEDULE`, e.g. `5s,5m,30m,2h,5h,10h,10h`.
-    pub webhook_retry_schedule: String,
+    pub webhook_retry_schedule: Parsed<domain::retry::RetryPolicy>,
     /// Calls in flight to one subscription from this process (`WORKBENCH_WEBHOOK_CONCURRENCY`).
     pub webhook_concurrency: u32,
     /// Seconds a claimed delivery stays leased (`WORKBENCH_WEBHOOK_LEASE_SECONDS`, default 60):
     /// keep it above the 15 s call timeout.
     pub webhook_lease_seconds: u64,
     /// `WORKBENCH_PUSH_RETRY_SCHEDULE`, e.g. `5s,30s,2m,10m,1h,4h`.
-    pub push_retry_schedule: String,
+    pub push_retry_schedule: Parsed<domain::retry::RetryPolicy>,
     /// Provider base URLs (`WORKBENCH_FCM_URL`, `WORKBENCH_GOOGLE_TOKEN_URL`,
     /// `WORKBENCH_APNS_URL`, `WORKBENCH_APNS_SANDBOX_URL`): production unless set, so tests and
     /// staging can point them at fakes.
@@ -327,6 +327,28 @@ impl Sources {
     }
 }
 
+/// A setting read from text into its type once, as the configuration is read, and kept with
+/// the text it was read from (which `config check` prints).
+#[derive(Debug, Clone)]
+pub struct Parsed<T> {
+    /// The text as configured.
+    pub text: String,
+    /// What it means.
+    pub value: T,
+}
+
+impl<T> Parsed<T> {
+    /// `text` read by `parse`; an error names `variable`.
+    fn read<E: std::fmt::Display>(
+        variable: &str,
+        text: String,
+        parse: impl FnOnce(&str) -> Result<T, E>,
+    ) -> anyhow::Result<Self> {
+        let value = parse(&text).map_err(|e| anyhow!("{variable}: {e}"))?;
+        Ok(Parsed { text, value })
+    }
+}
+
 impl Settings {
     /// Reads the file (when given) and then the `WORKBENCH_*` variables among `vars` (e.g.
     /// `std::env::vars()`); an empty variable counts as unset. Unknown keys in the file are
@@ -419,16 +441,10 @@ impl Settings {
                 bail!("{name} must be an absolute http(s) URL, got `{url}`");
             }
         }
-        domain::retry::RetryPolicy::parse(&self.push_retry_schedule)
-            .map_err(|e| anyhow!("WORKBENCH_PUSH_RETRY_SCHEDULE: {e}"))?;
         if let Some(key) = &self.secret_key {
             adapters_diesel::SecretBox::new(key.expose_secret(), &self.previous_keys())
                 .map_err(|e| anyhow!("WORKBENCH_SECRET_KEY (or _PREVIOUS): {e}"))?;
         }
-        adapters_webhook::AddressPolicy::parse(&self.webhook_allow_cidrs)
-            .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_ALLOW_CIDRS: {e}"))?;
-        domain::webhook::RetryPolicy::parse(&self.webhook_retry_schedule)
-            .map_err(|e| anyhow!("WORKBENCH_WEBHOOK_RETRY_SCHEDULE: {e}"))?;
         if let Some(token) = &self.metrics_token {
             if token.expose_secret().chars().count() < 16 {
                 bail!("WORKBENCH_METRICS_TOKEN must be at least 16 characters");
@@ -515,15 +531,25 @@ impl TryFrom<Layered> for Settings {
             secret_key: raw.secret_key,
             metrics_token: raw.metrics_token,
             previous_secret_keys,
-            webhook_allow_cidrs: raw.webhook_allow_cidrs.unwrap_or_default(),
-            webhook_retry_schedule: raw
-                .webhook_retry_schedule
-                .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
+            webhook_allow_cidrs: Parsed::read(
+                "WORKBENCH_WEBHOOK_ALLOW_CIDRS",
+                raw.webhook_allow_cidrs.unwrap_or_default(),
+                adapters_webhook::AddressPolicy::parse,
+            )?,
+            webhook_retry_schedule: Parsed::read(
+                "WORKBENCH_WEBHOOK_RETRY_SCHEDULE",
+                raw.webhook_retry_schedule
+                    .unwrap_or_else(|| domain::webhook::DEFAULT_RETRY_SCHEDULE.into()),
+                domain::retry::RetryPolicy::parse,
+            )?,
             webhook_concurrency: WEBHOOK_CONCURRENCY.read(names, raw.webhook_concurrency)?,
             webhook_lease_seconds: WEBHOOK_LEASE_SECONDS.read(names, raw.webhook_lease_seconds)?,
-            push_retry_schedule: raw
-                .push_retry_schedule
-                .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
+            push_retry_schedule: Parsed::read(
+                "WORKBENCH_PUSH_RETRY_SCHEDULE",
+                raw.push_retry_schedule
+                    .unwrap_or_else(|| domain::push::DEFAULT_PUSH_RETRY_SCHEDULE.into()),
+                domain::retry::RetryPolicy::parse,
+            )?,
             push_urls: adapters_push::ProviderUrls {
                 fcm: raw.fcm_url.map(trimmed).unwrap_or(defaults.fcm),
                 google_token: raw
