@@ -15,7 +15,8 @@ pub mod content;
 pub use content::{trigger_context, CardContent, CardContext};
 
 /// Where a card is in its life cycle. `Embargoed`, `Active` and `Snoozed` are open; the others
-/// are closed, and final. Only active cards are in a user's feed.
+/// are closed, and final. Only active cards are in a user's feed. [`CardStatus::ALL`] lists
+/// them in life-cycle order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardStatus {
     /// Created with a future embargo: not in the feed until the embargo ends.

@@ -42,28 +42,30 @@ pub enum IdKind {
     Error,
 }
 
+crate::spelling::spelled!(IdKind {
+    Organisation => "org",
+    Environment => "env",
+    Folder => "fld",
+    Key => "key",
+    Flow => "flw",
+    Segment => "seg",
+    Stream => "str",
+    Invocation => "inv",
+    FlowInstance => "fin",
+    Card => "crd",
+    Event => "evt",
+    Webhook => "whk",
+    Delivery => "whd",
+    Attempt => "wha",
+    PushPlatform => "npl",
+    Push => "psh",
+    Error => "err",
+});
+
 impl IdKind {
     /// The three letters before the `_` of this kind's ids.
     pub const fn prefix(self) -> &'static str {
-        match self {
-            IdKind::Organisation => "org",
-            IdKind::Environment => "env",
-            IdKind::Folder => "fld",
-            IdKind::Key => "key",
-            IdKind::Flow => "flw",
-            IdKind::Segment => "seg",
-            IdKind::Stream => "str",
-            IdKind::Invocation => "inv",
-            IdKind::FlowInstance => "fin",
-            IdKind::Card => "crd",
-            IdKind::Event => "evt",
-            IdKind::Webhook => "whk",
-            IdKind::Delivery => "whd",
-            IdKind::Attempt => "wha",
-            IdKind::Error => "err",
-            IdKind::PushPlatform => "npl",
-            IdKind::Push => "psh",
-        }
+        self.as_str()
     }
 }
 
@@ -108,6 +110,9 @@ macro_rules! ids {
             }
 
             $(
+                #[doc = concat!("The kind of these ids: [`IdKind::", stringify!($kind), "`].")]
+                pub const KIND: IdKind = IdKind::$kind;
+
                 #[doc = concat!("A new id of kind [`IdKind::", stringify!($kind), "`].")]
                 pub fn mint() -> Self {
                     $name(new_id(IdKind::$kind))
@@ -193,7 +198,11 @@ macro_rules! ids {
                 *self == other.0
             }
         }
-    )+};
+    )+
+        /// The kinds that have an id type; a test checks that every [`IdKind`] is here.
+        #[cfg(test)]
+        const TYPED_KINDS: &[IdKind] = &[$($(IdKind::$kind,)?)+];
+    };
 }
 
 ids! {
@@ -223,8 +232,14 @@ ids! {
     WebhookId: Webhook;
     /// A webhook delivery's id (`whd_…`).
     DeliveryId: Delivery;
+    /// A webhook call's id (`wha_…`).
+    AttemptId: Attempt;
     /// A push notification platform's id (`npl_…`).
     PushPlatformId: PushPlatform;
+    /// One card pushed to one device (`psh_…`).
+    PushId: Push;
+    /// An unexpected failure of one unit of background work, as logged (`err_…`).
+    ErrorId: Error;
     /// An end user's id, chosen by the customer (any text of the allowed length).
     EndUserId;
     /// A CSV task's or a cancel task's id.
@@ -246,6 +261,15 @@ mod tests {
         let read: EnvironmentId = serde_json::from_str("\"env_1\"").expect("read");
         assert_eq!(read, env);
         assert_eq!(String::from(read), "env_1");
+    }
+
+    #[test]
+    fn every_kind_of_id_has_its_type() {
+        for kind in IdKind::ALL {
+            assert!(TYPED_KINDS.contains(&kind), "{kind:?} has no id type");
+        }
+        assert_eq!(FlowId::KIND, IdKind::Flow);
+        assert_eq!(IdKind::parse("psh"), Some(IdKind::Push));
     }
 
     #[test]

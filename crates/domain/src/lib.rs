@@ -205,9 +205,9 @@ pub mod prelude {
     pub use crate::cancel::{CancelRepository, CancelService};
     pub use crate::card::{CardRepository, CardService};
     pub use crate::id::{
-        CardId, DeliveryId, EndUserId, EnvironmentId, EventId, FlowId, FlowInstanceId, FolderId,
-        InvocationId, KeyId, OrganisationId, PushPlatformId, SegmentId, StreamId, TaskId,
-        WebhookId,
+        AttemptId, CardId, DeliveryId, EndUserId, EnvironmentId, ErrorId, EventId, FlowId,
+        FlowInstanceId, FolderId, InvocationId, KeyId, OrganisationId, PushId, PushPlatformId,
+        SegmentId, StreamId, TaskId, WebhookId,
     };
     pub use crate::push::{
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,

@@ -21,22 +21,10 @@ pub enum TaskKind {
     Cancel,
 }
 
-impl TaskKind {
-    /// The kind as the API spells it: `csv`, `cancel`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TaskKind::Csv => "csv",
-            TaskKind::Cancel => "cancel",
-        }
-    }
-
-    /// The kind [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Csv, Self::Cancel]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(TaskKind {
+    Csv => "csv",
+    Cancel => "cancel",
+});
 
 /// Which of a flow's tasks a list keeps (`GET .../tasks?kind=&status=`): each field given
 /// narrows it.

@@ -74,6 +74,8 @@ impl FromStr for Role {
 }
 
 /// Fine-grained scopes. Each grants exactly one [`Permission`] ([`Permission::scope`]).
+/// [`Scope::ALL`] is every scope: what the bootstrap key and a [`Principal::trusted`] caller
+/// hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     /// `workbench_folders:read`: grants [`Permission::FoldersRead`].

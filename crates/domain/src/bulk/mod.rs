@@ -85,29 +85,12 @@ pub enum PublicStatus {
     Failed,
 }
 
-impl PublicStatus {
-    /// The status as the API spells it: `pending`, `processing`, `completed`, `failed`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PublicStatus::Pending => "pending",
-            PublicStatus::Processing => "processing",
-            PublicStatus::Completed => "completed",
-            PublicStatus::Failed => "failed",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Processing,
-            Self::Completed,
-            Self::Failed,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(PublicStatus {
+    Pending => "pending",
+    Processing => "processing",
+    Completed => "completed",
+    Failed => "failed",
+});
 
 /// A row refused, or the reason a whole task failed: `{"row": n, "message"}` in the task's
 /// `errors`.
