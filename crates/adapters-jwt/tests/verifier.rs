@@ -12,11 +12,11 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-const RSA_PRIVATE: &str = include_str!("keys/rsa2048.key");
+const RSA_PRIVATE: &str = include_str!("keys/rsa2048-private.pem");
 const RSA_PUBLIC: &str = include_str!("keys/rsa2048.pub");
 const RSA_PKCS1_PUBLIC: &str = include_str!("keys/rsa2048.pkcs1.pub");
 const RSA_SMALL_PUBLIC: &str = include_str!("keys/rsa1024.pub");
-const EC_PRIVATE: &str = include_str!("keys/p256.key");
+const EC_PRIVATE: &str = include_str!("keys/p256-private.pem");
 const EC_PUBLIC: &str = include_str!("keys/p256.pub");
 const P384_PUBLIC: &str = include_str!("keys/p384.pub");
 
