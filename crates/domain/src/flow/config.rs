@@ -50,14 +50,19 @@ impl StepType {
     }
 }
 
+/// The priorities a card may have, in a template's `metadata.delivery.priority` and a
+/// trigger's `cardOptions.priority`.
+pub const PRIORITIES: std::ops::RangeInclusive<u8> = 1..=10;
+
 /// Variable types of definitions (docs/api.md, Configuration validation).
 pub const VARIABLE_TYPES: [&str; 4] = ["number", "string", "date", "boolean"];
 /// Variable sources: sent with the trigger (`event`), fixed (`static`), computed by the
 /// template's default script (`script`, which a trigger may not override).
 pub const VARIABLE_SOURCES: [&str; 3] = ["event", "static", "script"];
 
-/// Element types whose attributes this service checks, with the attribute each requires.
-const KNOWN_ELEMENTS: [(&str, &str); 4] = [
+/// Element types whose attributes this service checks, with the attribute each requires (a
+/// non-empty string).
+pub const KNOWN_ELEMENTS: [(&str, &str); 4] = [
     ("headline", "text"),
     ("text", "text"),
     ("image", "src"),
@@ -619,7 +624,11 @@ fn card_templates<'v>(
             let delivery_path = metadata_path.key("delivery");
             if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
                 if let Some(priority) = delivery.get("priority") {
-                    if !priority.as_i64().is_some_and(|n| (1..=10).contains(&n)) {
+                    let valid = priority
+                        .as_u64()
+                        .and_then(|n| u8::try_from(n).ok())
+                        .is_some_and(|n| PRIORITIES.contains(&n));
+                    if !valid {
                         p.add(
                             &delivery_path.key("priority"),
                             format!("must be a whole number from 1 to 10, not {priority}"),
