@@ -263,8 +263,6 @@ fn user_list_query(
     ))
 }
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-
 /// Create or replace an end user (the whole user: omitted fields take their defaults).
 #[utoipa::path(
     put, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "putEndUser",
@@ -273,11 +271,8 @@ const UNAUTHORIZED: &str = "No valid credential, or no access to the environment
     responses(
         (status = 200, description = "The user as stored", body = EndUserResponse),
         (status = 400, description = "Every invalid field", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn put_user(
     state: web::Data<AppState>,
@@ -304,11 +299,9 @@ pub async fn put_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 200, description = "The user", body = EndUserResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such user in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn get_user(
     state: web::Data<AppState>,
@@ -326,11 +319,9 @@ pub async fn get_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such user in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_user(
     state: web::Data<AppState>,
@@ -356,10 +347,8 @@ pub async fn delete_user(
     responses(
         (status = 200, description = "A page of users", body = EndUserListResponse),
         (status = 400, description = "A query parameter is invalid, or segmentId is not a segment", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_users(
     state: web::Data<AppState>,
@@ -387,11 +376,9 @@ pub async fn list_users(
     responses(
         (status = 200, description = "How many users were stored", body = BatchResponse),
         (status = 400, description = "Every invalid field, as `users[i].field`; nothing is stored", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 32 MiB", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn put_users(
     state: web::Data<AppState>,
@@ -459,10 +446,8 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
     responses(
         (status = 201, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn create_segment(
     state: web::Data<AppState>,
@@ -491,10 +476,8 @@ pub async fn create_segment(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every segment", body = SegmentListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_segments(
     state: web::Data<AppState>,
@@ -513,11 +496,9 @@ pub async fn list_segments(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn get_segment(
     state: web::Data<AppState>,
@@ -539,11 +520,9 @@ pub async fn get_segment(
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn update_segment(
     state: web::Data<AppState>,
@@ -570,11 +549,9 @@ pub async fn update_segment(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_segment(
     state: web::Data<AppState>,
@@ -592,10 +569,8 @@ pub async fn delete_segment(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every stream", body = StreamListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_streams(
     state: web::Data<AppState>,
@@ -616,11 +591,9 @@ pub async fn list_streams(
     responses(
         (status = 201, description = "The stream", body = StreamResponse),
         (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A stream has this name (`stream_name_taken`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn create_stream(
     state: web::Data<AppState>,
@@ -649,12 +622,10 @@ pub async fn create_stream(
     params(("environmentId" = String, Path, description = "Environment id"), ("streamId" = String, Path, description = "Stream id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such stream in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`All cards` cannot be deleted (`default_stream`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_stream(
     state: web::Data<AppState>,

@@ -42,11 +42,8 @@ pub struct CredentialResponse {
     responses(
         (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse),
         (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:write"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -137,10 +134,8 @@ pub struct KeyListResponse {
     responses(
         (status = 200, description = "A page of keys (never a secret)", body = KeyListResponse),
         (status = 400, description = "`limit` or `cursor` invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -168,11 +163,9 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("clientId" = String, Path, description = "Key id")),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:write`; or the key is granted environments beyond the caller's", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such key for this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:write"]))
 )]
 pub async fn revoke(
     state: web::Data<AppState>,

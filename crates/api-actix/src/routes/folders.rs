@@ -88,10 +88,8 @@ fn found(folder: Folder) -> HttpResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every folder, sorted by name", body = FolderListResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -113,13 +111,9 @@ pub async fn list(
         (status = 201, description = "The folder", body = FolderResponse,
             headers(("Location" = String, description = "Address of the new folder"))),
         (status = 400, description = "Invalid name or parentId (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:create`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:create"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -156,11 +150,9 @@ pub async fn create(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 200, description = "The folder", body = FolderResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:read"]))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -179,13 +171,10 @@ pub async fn get(
     responses(
         (status = 200, description = "The renamed folder", body = FolderResponse),
         (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:update`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:update"]))
 )]
 pub async fn rename(
     state: web::Data<AppState>,
@@ -216,12 +205,10 @@ pub async fn rename(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:delete`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The folder has sub-folders (`folder_has_children`): delete them first", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:delete"]))
 )]
 pub async fn delete(
     state: web::Data<AppState>,

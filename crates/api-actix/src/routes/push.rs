@@ -15,10 +15,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str =
-    "Needs role `workbench` (or the `notification_platforms:read` / `:write` scope)";
-
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlatformAttributes {
@@ -120,10 +116,8 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "The platforms, without credentials", body = PlatformListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -144,12 +138,9 @@ pub async fn list(
     responses(
         (status = 201, description = "Created: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid (`validation_failed`, naming the field and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The environment has a platform for this app and platform (`platform_exists`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -175,12 +166,9 @@ pub async fn create(
     responses(
         (status = 200, description = "Updated: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid, or a legacy FCM key", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No platform for this app and platform", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn update(
     state: web::Data<AppState>,
@@ -206,13 +194,10 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "appId or platform missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No platform for this app and platform", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The platform is enabled (`platform_enabled`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn delete(
     state: web::Data<AppState>,
@@ -238,12 +223,9 @@ pub async fn delete(
     responses(
         (status = 200, description = "The platform", body = PlatformResponse),
         (status = 400, description = "id or enabled missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such platform in this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn set_enabled(
     state: web::Data<AppState>,
@@ -336,10 +318,8 @@ pub struct DeviceListResponse {
     ),
     responses(
         (status = 200, description = "The user's devices (none for an unknown user)", body = DeviceListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_devices(
     state: web::Data<AppState>,
@@ -393,11 +373,9 @@ pub struct PushListResponse {
     ),
     responses(
         (status = 200, description = "The card's pushes", body = PushListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn card_pushes(
     state: web::Data<AppState>,
@@ -439,11 +417,8 @@ pub async fn card_pushes(
     responses(
         (status = 200, description = "The device", body = DeviceResponse),
         (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn register_device(
     state: web::Data<AppState>,
@@ -473,11 +448,9 @@ pub async fn register_device(
     ),
     responses(
         (status = 204, description = "Forgotten"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "The user has no such device", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn unregister_device(
     state: web::Data<AppState>,

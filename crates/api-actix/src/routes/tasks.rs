@@ -12,9 +12,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str = "Needs role `events` (or the `action_flows:trigger` scope)";
-
 #[derive(Serialize, ToSchema)]
 pub struct Link {
     /// The status URL.
@@ -108,12 +105,9 @@ pub struct CancelRequest {
     responses(
         (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse),
         (status = 400, description = "Request validation failed", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "A body that is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn cancel(
     state: web::Data<AppState>,
@@ -164,11 +158,9 @@ pub async fn cancel(
     responses(
         (status = 200, description = "The status (not wrapped in `data`)", body = CancelStatusResponse),
         (status = 400, description = "The task id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task of this flow", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn cancel_status(
     state: web::Data<AppState>,

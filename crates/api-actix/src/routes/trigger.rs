@@ -165,18 +165,6 @@ pub struct CardActionRequest {
     snooze_until: Option<String>,
 }
 
-/// The trigger body of spec 4.3 (documented by shape, validated in the domain).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; the body is parsed by domain::trigger::parse
-#[schema(example = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["user-1"]},
-    "payload": {"variables": {"firstName": "Ann"}, "cardOptions": {"priority": 8}}, "flowInvocationId": "welcome-user-1"}]}))]
-pub struct TriggerRequestBody {
-    #[schema(value_type = Vec<Object>)]
-    flows: Vec<Value>,
-    #[schema(value_type = Option<Object>)]
-    options: Option<Value>,
-}
-
 async fn trigger(
     state: web::Data<AppState>,
     caller: Caller,
@@ -208,18 +196,16 @@ const TRIGGER_400: &str = "Every invalid field of the request (`validation_faile
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/start", tag = "triggers", operation_id = "startActionFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body = TriggerRequestBody,
+    request_body = crate::schemas::TriggerRequestBody,
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no published version", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`invocation_conflict` (an id reused with another target or payload) or `flow_archived`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn start(
     state: web::Data<AppState>,
@@ -235,18 +221,16 @@ pub async fn start(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/test", tag = "triggers", operation_id = "testActionFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body = TriggerRequestBody,
+    request_body = crate::schemas::TriggerRequestBody,
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no version yet", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`invocation_conflict`: an id reused with another target or payload", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn test(
     state: web::Data<AppState>,
@@ -268,11 +252,9 @@ pub async fn test(
     ),
     responses(
         (status = 200, description = "Status, users targeted, cards created, errors", body = InvocationResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such invocation of this flow", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn invocation(
     state: web::Data<AppState>,
@@ -299,10 +281,8 @@ pub async fn invocation(
     ),
     responses(
         (status = 200, description = "The feed", body = FeedResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["cards:write"]))
 )]
 pub async fn feed(
     state: web::Data<AppState>,
@@ -332,12 +312,10 @@ pub async fn feed(
     responses(
         (status = 200, description = "The card after the action", body = CardResponse),
         (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["cards:write"]))
 )]
 pub async fn act(
     state: web::Data<AppState>,
@@ -403,11 +381,9 @@ pub async fn act(
     ),
     responses(
         (status = 200, description = "The card's events", body = EventListResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn events(
     state: web::Data<AppState>,

@@ -17,9 +17,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str = "Needs role `workbench` (or the `webhooks:read` / `webhooks:write` scope)";
-
 /// A webhook subscription (spec 2.8).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -194,12 +191,9 @@ fn one(s: Subscription, with_secret: bool) -> HttpResponse {
         (status = 201, description = "The subscription, with its secret", body = SubscriptionResponse,
             headers(("Location" = String, description = "Address of the subscription"))),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The environment has 100 subscriptions (`webhook_limit_reached`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn subscribe(
     state: web::Data<AppState>,
@@ -231,10 +225,8 @@ pub async fn subscribe(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every subscription, oldest first", body = SubscriptionListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -259,11 +251,9 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -285,12 +275,9 @@ pub async fn get(
     responses(
         (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn update(
     state: web::Data<AppState>,
@@ -325,12 +312,10 @@ pub async fn update(
         (status = 200, description = "Disabled: the subscription with `status: disabled`", body = SubscriptionResponse),
         (status = 204, description = "Deleted (permanent=true)"),
         (status = 400, description = "`permanent` is not true or false", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "Permanent delete of an enabled subscription (`webhook_enabled`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn disable(
     state: web::Data<AppState>,
@@ -369,11 +354,9 @@ pub async fn disable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, active", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn enable(
     state: web::Data<AppState>,
@@ -393,11 +376,9 @@ pub async fn enable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, with its new secret", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn rotate_secret(
     state: web::Data<AppState>,
@@ -417,11 +398,9 @@ pub async fn rotate_secret(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The attempt: status code (null when the call failed), duration, answer", body = AttemptResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn test(
     state: web::Data<AppState>,
@@ -447,11 +426,9 @@ pub async fn test(
     responses(
         (status = 200, description = "A page of attempts", body = AttemptListResponse),
         (status = 400, description = "Invalid limit or cursor", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn deliveries(
     state: web::Data<AppState>,
@@ -484,12 +461,10 @@ pub async fn deliveries(
     ),
     responses(
         (status = 202, description = "Queued", body = QueuedResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription or event in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn resend(
     state: web::Data<AppState>,
@@ -511,13 +486,10 @@ pub async fn resend(
     responses(
         (status = 202, description = "How many deliveries were queued", body = QueuedResponse),
         (status = 400, description = "`since` missing or not RFC 3339", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn recover(
     state: web::Data<AppState>,
