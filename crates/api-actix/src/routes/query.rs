@@ -35,7 +35,14 @@ impl Query {
 
     /// `limit` and `cursor`; problems are added to `errors`.
     pub fn page(&self, errors: &mut Vec<FieldError>) -> PageRequest {
-        let limit = match self.get("limit").map(|l| l.parse::<i64>()) {
+        // An empty `limit=` is not a number either: refused, not read as no limit.
+        let raw_limit = self
+            .pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "limit")
+            .map(|(_, v)| v.clone());
+        let limit = match raw_limit.map(|l| l.parse::<i64>()) {
             None => None,
             Some(Ok(n)) => Some(n),
             // Not a number: PageRequest reports it with the range it takes.
