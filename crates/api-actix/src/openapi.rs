@@ -110,6 +110,15 @@ impl Modify for Extras {
         doc.paths
             .add_path_operation("/docs/", vec![method], operation);
 
+        // The upload takes POST as well as PUT (browsers' forms and some HTTP clients send
+        // POST): the same operation under an id of its own.
+        if let Some(item) = doc.paths.paths.get_mut("/uploads/csv/{token}") {
+            if let Some(mut post) = item.put.clone() {
+                post.operation_id = Some("uploadCsvWithPost".to_owned());
+                item.post = Some(post);
+            }
+        }
+
         shared_responses(doc);
     }
 }
@@ -162,7 +171,8 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
             "BadRequest",
             problem(
                 "Invalid request (`validation_failed`, with every field problem in `errors`; \
-                 `malformed_json` for a body that is not JSON)",
+                 `malformed_json` for a body that is not JSON; `invalid_path` for a path with a \
+                 control character or a percent-escape that does not decode to UTF-8)",
             ),
         ),
         (
@@ -254,6 +264,7 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                     utoipa::openapi::path::ParameterIn::Query
                 )
             });
+            let path = path_parameters(operation);
             let mut add = |status: &str, response: Ref| {
                 operation
                     .responses
@@ -261,7 +272,7 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                     .entry(status.to_owned())
                     .or_insert_with(|| response.into());
             };
-            if json_body || query {
+            if json_body || query || path {
                 add("400", reference("BadRequest"));
             }
             if let Some(scopes) = bearer {
@@ -300,6 +311,50 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
             }
         }
     }
+}
+
+/// The pattern of every path parameter that states none: the edge refuses a path with a
+/// control character (`invalid_path`, `edge::path_problem`).
+pub const PATH_PARAMETER_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$";
+
+/// Gives each path parameter of `operation` a non-empty string schema without control
+/// characters (unless its annotation states a pattern), and adds `invalid_path` to the
+/// description of an answer 400 of the operation's own. Whether it has path parameters.
+fn path_parameters(operation: &mut utoipa::openapi::path::Operation) -> bool {
+    use utoipa::openapi::path::ParameterIn;
+    let mut any = false;
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if !matches!(parameter.parameter_in, ParameterIn::Path) {
+            continue;
+        }
+        any = true;
+        let Ok(mut value) = serde_json::to_value(&*parameter) else {
+            continue;
+        };
+        let Some(schema) = value.get_mut("schema").and_then(|s| s.as_object_mut()) else {
+            continue;
+        };
+        if schema.get("type").and_then(|t| t.as_str()) == Some("string")
+            && !schema.contains_key("pattern")
+        {
+            schema.insert("minLength".to_owned(), 1.into());
+            schema.insert("pattern".to_owned(), PATH_PARAMETER_PATTERN.into());
+        }
+        if let Ok(changed) = serde_json::from_value(value) {
+            *parameter = changed;
+        }
+    }
+    if any {
+        if let Some(RefOr::T(own)) = operation.responses.responses.get_mut("400") {
+            if !own.description.contains("invalid_path") {
+                own.description.push_str(
+                    "; `invalid_path` for a path with a control character or a percent-escape \
+                     that does not decode to UTF-8",
+                );
+            }
+        }
+    }
+    any
 }
 
 /// Serves `/openapi.json` and the UI under `/docs/`; `/docs` redirects there. Any other method

@@ -64,6 +64,242 @@ fn id_string(description: &str) -> Value {
            "description": description})
 }
 
+/// Characters no name may hold: control characters (`char::is_control`) and bidirectional
+/// controls (`domain::name::is_bidi_control`), as ranges of a regular expression class.
+const NOT_IN_NAMES: &str =
+    "\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069";
+
+/// Characters that show nothing (`domain::name::is_invisible`), as ranges of a class: white
+/// space, then the zero-width, blank and filler characters, then the tag characters (written
+/// as themselves: they lie beyond `\\uFFFF`).
+const INVISIBLE: &str = "\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u00ad\\u034f\\u115f\\u1160\\u180e\\u200b-\\u200f\\u2060-\\u2064\\u2800\\u3164\\ufeff\\uffa0\u{e0000}-\u{e007f}";
+
+/// A name by `domain::name`: 1 to `max` characters, no control or bidirectional control
+/// character, at least one visible one.
+pub fn name_schema(max: usize) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": max,
+           "pattern": format!("^[^{NOT_IN_NAMES}]*[^{NOT_IN_NAMES}{INVISIBLE}][^{NOT_IN_NAMES}]*$"),
+           "description": format!("1 to {max} characters with at least one visible one; no \
+               control or bidirectional control characters")})
+}
+
+/// A folder name by `domain::folder::rules::validate_name`.
+fn folder_name() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": domain::folder::FOLDER_NAME_MAX_CHARS,
+           "pattern": "^[\\w-]([\\w -]*[\\w-])?$",
+           "description": "Letters and digits of any script, hyphens, underscores and spaces; \
+               not starting or ending with a space; unique among the folders of its parent"})
+}
+
+/// One of the four push platforms (`domain::push::provider_of`).
+fn platform() -> Value {
+    json!({"type": "string", "enum": ["GCM", "FCM", "APNS", "APNS_SANDBOX"]})
+}
+
+/// An app id (`domain::push`): 1 to 256 ASCII letters, digits, dots, hyphens and underscores.
+fn app_id() -> Value {
+    json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,256}$"})
+}
+
+/// A string without control characters, of `min` to `max` characters.
+fn text(min: usize, max: usize) -> Value {
+    json!({"type": "string", "minLength": min, "maxLength": max,
+           "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"})
+}
+
+/// The request bodies read field by field (`crate::body`, the domain's parsers), by component
+/// name: what the parsers check, from their constants.
+fn bodies() -> Vec<(&'static str, Value)> {
+    use domain::audience::{
+        ATTRIBUTE_NAME_MAX_CHARS, MAX_ATTRIBUTES_PER_USER, MAX_BATCH_USERS, MAX_TAGS_PER_USER,
+        NAME_MAX_CHARS, TAG_MAX_CHARS, USER_ID_MAX_CHARS,
+    };
+    let user_id = text(1, USER_ID_MAX_CHARS);
+    let user_fields = json!({
+        "testUser": {"type": ["boolean", "null"]},
+        "tags": {"type": ["array", "null"], "maxItems": MAX_TAGS_PER_USER, "items": text(1, TAG_MAX_CHARS)},
+        "attributes": {"type": ["object", "null"], "maxProperties": MAX_ATTRIBUTES_PER_USER,
+            "propertyNames": {"type": "string", "minLength": 1, "maxLength": ATTRIBUTE_NAME_MAX_CHARS},
+            "additionalProperties": {"type": ["string", "number", "boolean"],
+                "maxLength": domain::audience::ATTRIBUTE_VALUE_MAX_CHARS},
+            "description": "String, number or boolean values"},
+    });
+    let mut batch_user = user_fields.clone();
+    batch_user["id"] = user_id;
+    let filter = json!({
+        "type": "object",
+        "description": "Users matching `all` (default) or `any` of the conditions. A condition's \
+            `value` depends on its `field` and `op`: `testUser` takes `eq`/`neq` and a boolean; \
+            `tags` takes `eq`, `neq`, `contains` (a tag), `in` (tags) or `exists`; `id` and \
+            `attributes.<name>` take `eq`/`neq` (a scalar), `in` (a non-empty array of \
+            scalars), `contains` (a string), `gt`/`lt` (a number or a string), `exists` (a \
+            boolean or nothing)",
+        "required": ["conditions"],
+        "properties": {
+            "match": {"type": ["string", "null"], "enum": ["all", "any", null]},
+            "conditions": {"type": "array", "minItems": 1,
+                "maxItems": domain::audience::filter::MAX_CONDITIONS,
+                "items": {"type": "object", "required": ["field", "op"], "properties": {
+                    "field": {"type": "string", "pattern": "^(id|testUser|tags|attributes\\.[\\s\\S]+)$"},
+                    "op": {"type": "string", "enum": ["eq", "neq", "in", "contains", "exists", "gt", "lt"]},
+                    "value": {"type": ["string", "number", "boolean", "array", "null"]}}}},
+        },
+    });
+    vec![
+        (
+            "PutUserRequest",
+            json!({
+                "type": "object", "description": "The whole user: omitted fields take their defaults",
+                "properties": user_fields,
+                "example": {"testUser": false, "tags": ["vip"], "attributes": {"country": "NZ"}},
+            }),
+        ),
+        (
+            "BatchRequest",
+            json!({
+                "type": "object", "required": ["users"],
+                "properties": {"users": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_USERS,
+                    "items": {"type": "object", "required": ["id"], "properties": batch_user}}},
+                "example": {"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2", "testUser": true}]},
+            }),
+        ),
+        ("SegmentFilter", filter),
+        (
+            "SegmentRequest",
+            json!({
+                "type": "object", "required": ["name", "filter"],
+                "properties": {"name": name_schema(NAME_MAX_CHARS), "filter": reference("SegmentFilter")},
+                "example": {"name": "NZ VIPs", "filter": {"match": "all", "conditions": [
+                    {"field": "attributes.country", "op": "eq", "value": "NZ"},
+                    {"field": "tags", "op": "contains", "value": "vip"}]}},
+            }),
+        ),
+        (
+            "StreamRequest",
+            json!({
+                "type": "object", "required": ["name"],
+                "properties": {"name": name_schema(NAME_MAX_CHARS)},
+                "example": {"name": "Promotions"},
+            }),
+        ),
+        (
+            "CreateFolderRequest",
+            json!({
+                "type": "object", "required": ["name"],
+                "properties": {"name": folder_name(),
+                    "parentId": {"type": ["string", "null"], "description": "The parent folder; omitted, null or \"\" for a root folder"}},
+                "example": {"name": "Q4 campaigns", "parentId": null},
+            }),
+        ),
+        (
+            "RenameFolderRequest",
+            json!({
+                "type": "object", "required": ["name"],
+                "properties": {"name": folder_name(),
+                    "parentId": {"type": ["string", "null"], "description": "The current parent, if sent: folders cannot be moved"}},
+                "example": {"name": "Q1 campaigns"},
+            }),
+        ),
+        (
+            "CreateCredentialRequest",
+            json!({
+                "type": "object", "required": ["role"],
+                "properties": {"role": {"type": "string", "enum": ["events", "workbench"]}},
+                "example": {"role": "events"},
+            }),
+        ),
+        (
+            "PlatformRequest",
+            json!({
+                "type": "object", "required": ["appId", "platform", "platformCredential"],
+                "description": "The credential is checked offline: a service account (GCM, FCM), a \
+                    certificate's private key, or a .p8 signing key (APNS, APNS_SANDBOX)",
+                "properties": {
+                    "appId": app_id(), "platform": platform(),
+                    "platformCredential": {"type": "string", "maxLength": 16384, "pattern": "\\S",
+                        "description": "Service-account JSON (GCM/FCM), the certificate's private key \
+                            (iOS certificate), or the .p8 signing key (iOS token)"},
+                    "platformPrincipal": {"type": ["string", "null"], "maxLength": 16384,
+                        "description": "Empty (GCM/FCM), the PEM certificate (iOS certificate), or \
+                            the key id (iOS token)"},
+                    "platformProperties": {"type": ["object", "null"],
+                        "propertyNames": {"type": "string", "enum": ["channelId", "restrictedPackageName", "teamId", "bundleId"]},
+                        "additionalProperties": {"type": "string"}},
+                },
+                // A .p8 key made for this example only: Apple never issued it, so pushes with it
+                // are refused by APNs, but it passes the offline checks.
+                "example": {"appId": "com.example.app", "platform": "APNS",
+                    "platformCredential": EXAMPLE_P8_KEY, "platformPrincipal": "ABC123DEFG",
+                    "platformProperties": {"teamId": "DEF123GHIJ", "bundleId": "com.example.app"}},
+            }),
+        ),
+        (
+            "PlatformKey",
+            json!({
+                "type": "object", "required": ["appId", "platform"],
+                "properties": {"appId": {"type": "string", "minLength": 1}, "platform": platform()},
+                "example": {"appId": "com.example.app", "platform": "FCM"},
+            }),
+        ),
+        (
+            "PlatformEnabledRequest",
+            json!({
+                "type": "object", "required": ["id", "enabled"],
+                "properties": {"id": {"type": "string", "minLength": 1, "description": "The platform's id"},
+                               "enabled": {"type": "boolean"}},
+            }),
+        ),
+        (
+            "DeviceRequest",
+            json!({
+                "type": "object", "required": ["appId", "platform"],
+                "properties": {"appId": app_id(), "platform": platform()},
+                "example": {"appId": "com.example.app", "platform": "FCM"},
+            }),
+        ),
+        (
+            "CancelRequest",
+            json!({
+                "type": "object",
+                "properties": {
+                    "endUserId": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
+                    "flowInvocationId": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
+                    "flowConfigVersion": {"type": ["integer", "null"], "minimum": 1,
+                                          "maximum": domain::flow::MAX_FLOW_VERSION},
+                    "cancelCards": {"type": ["boolean", "null"],
+                        "description": "Default true; false stops the instances and leaves their cards"},
+                },
+                "example": {"endUserId": "user-1", "cancelCards": true},
+            }),
+        ),
+        (
+            "CardActionRequest",
+            json!({
+                "type": "object", "required": ["action"],
+                "description": "`snoozeUntil` is required with `snooze` and must be in the future",
+                "properties": {
+                    "action": {"type": "string", "enum": ["submit", "dismiss", "snooze"]},
+                    "values": {"type": ["object", "null"], "description": "With `submit`: the user's input, passed to `card-completed`"},
+                    "snoozeUntil": {"type": ["string", "null"], "format": "date-time"},
+                },
+                "example": {"action": "submit", "values": {"answer": "yes"}},
+            }),
+        ),
+        (
+            "RecoverRequest",
+            json!({
+                "type": "object", "required": ["since"],
+                "properties": {"since": {"type": "string", "format": "date-time",
+                    "description": "Failed deliveries of events since then are queued again"}},
+                "example": {"since": "2026-11-21T00:00:00Z"},
+            }),
+        ),
+    ]
+}
+
+/// The signing key of the push platform example.
+const EXAMPLE_P8_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgUWvlIdjjdauOF75L\nH03I5BU0kPRpccE1fppfh9hxoEOhRANCAAS6lW6Xe7o9v7VcwiD1e52FRX14kkoX\ndJBDgAWtKqTH7pu1J4NUfo/5bmmgWrtns7YecvzGJi2eBl/TbnfQtkao\n-----END PRIVATE KEY-----";
+
 /// Every schema of this module, by component name.
 pub fn schemas() -> Vec<(&'static str, Value)> {
     let step_types: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
@@ -75,7 +311,14 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
         json!({"type": "integer", "minimum": PRIORITIES.start(), "maximum": PRIORITIES.end()});
     let examples: Vec<Value> = config_examples().into_iter().map(|(_, v)| v).collect();
     let trigger_examples: Vec<Value> = trigger_examples().into_iter().map(|(_, _, v)| v).collect();
-    vec![
+    let mut all = bodies();
+    all.push((
+        "VersionRef",
+        json!({"description": "A version number or `latest`",
+               "oneOf": [{"type": "integer", "minimum": 1, "maximum": u32::MAX},
+                         {"type": "string", "enum": ["latest"]}]}),
+    ));
+    all.extend([
         (
             "FlowConfig",
             json!({
@@ -283,7 +526,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 ],
             }),
         ),
-    ]
+    ]);
+    all
 }
 
 /// The schema named `name` of [`schemas`], as the document model holds it.
@@ -317,6 +561,21 @@ macro_rules! component {
 
 component!(FlowConfig);
 component!(TriggerRequestBody);
+component!(VersionRef);
+component!(PutUserRequest);
+component!(BatchRequest);
+component!(SegmentRequest);
+component!(StreamRequest);
+component!(CreateFolderRequest);
+component!(RenameFolderRequest);
+component!(CreateCredentialRequest);
+component!(PlatformRequest);
+component!(PlatformKey);
+component!(PlatformEnabledRequest);
+component!(DeviceRequest);
+component!(CancelRequest);
+component!(CardActionRequest);
+component!(RecoverRequest);
 
 #[cfg(test)]
 mod tests {

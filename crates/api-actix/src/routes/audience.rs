@@ -137,46 +137,6 @@ pub struct StreamListResponse {
     pub data: Vec<StreamDto>,
 }
 
-/// Body of a user PUT: the whole user (omitted fields take their defaults).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"testUser": false, "tags": ["vip"], "attributes": {"country": "NZ"}}))]
-pub struct PutUserRequest {
-    #[schema(rename = "testUser")]
-    test_user: Option<bool>,
-    tags: Option<Vec<String>>,
-    /// String, number or boolean values.
-    #[schema(value_type = Option<Object>)]
-    attributes: Option<Value>,
-}
-
-/// Body of `users:batch`: 1 to 10,000 users, each with its `id`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2", "testUser": true}]}))]
-pub struct BatchRequest {
-    #[schema(value_type = Vec<Object>)]
-    users: Vec<Value>,
-}
-
-/// Body of a segment create or update.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"name": "NZ VIPs", "filter": {"match": "all", "conditions": [
-    {"field": "attributes.country", "op": "eq", "value": "NZ"}, {"field": "tags", "op": "contains", "value": "vip"}]}}))]
-pub struct SegmentRequest {
-    name: String,
-    #[schema(value_type = Object)]
-    filter: Value,
-}
-
-/// Body of a stream create.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-pub struct StreamRequest {
-    name: String,
-}
-
 /// Reads a user's `testUser`, `tags`, `attributes` from `object`, reporting under `prefix`.
 fn user_input(
     object: &Map<String, Value>,
@@ -268,10 +228,9 @@ fn user_list_query(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "putEndUser",
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
-    request_body = PutUserRequest,
+    request_body = crate::schemas::PutUserRequest,
     responses(
         (status = 200, description = "The user as stored", body = EndUserResponse),
-        (status = 400, description = "Every invalid field", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -342,7 +301,7 @@ pub async fn delete_user(
         ("tag" = Option<String>, Query, description = "Only users with this tag"),
         ("segmentId" = Option<String>, Query, description = "Only users the segment's filter matches"),
         ("testUser" = Option<bool>, Query, description = "Only test (true) or live (false) users"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
@@ -373,7 +332,7 @@ pub async fn list_users(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/users:batch", tag = "audience", operation_id = "putEndUsers",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = BatchRequest,
+    request_body = crate::schemas::BatchRequest,
     responses(
         (status = 200, description = "How many users were stored", body = BatchResponse),
         (status = 400, description = "Every invalid field, as `users[i].field`; nothing is stored", body = Problem, content_type = "application/problem+json"),
@@ -443,7 +402,7 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
 #[utoipa::path(
     post, path = "/v1/{environmentId}/segments", tag = "audience", operation_id = "createSegment",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = SegmentRequest,
+    request_body = crate::schemas::SegmentRequest,
     responses(
         (status = 201, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
@@ -517,7 +476,7 @@ pub async fn get_segment(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience", operation_id = "updateSegment",
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
-    request_body = SegmentRequest,
+    request_body = crate::schemas::SegmentRequest,
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
@@ -588,7 +547,7 @@ pub async fn list_streams(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/streams", tag = "audience", operation_id = "createStream",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = StreamRequest,
+    request_body = crate::schemas::StreamRequest,
     responses(
         (status = 201, description = "The stream", body = StreamResponse),
         (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),

@@ -188,7 +188,7 @@ pub async fn create_test(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("taskId" = String, Path, description = "The task's integer id"),
+        ("taskId" = i64, Path, description = "The task's integer id", minimum = 1),
     ),
     responses(
         (status = 200, description = "The task", body = BulkStatusResponse),

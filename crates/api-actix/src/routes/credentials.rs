@@ -13,14 +13,6 @@ use crate::problem::{ApiError, Problem};
 use crate::routes::query::{cursor, Query};
 use crate::AppState;
 
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"role": "events"}))]
-pub struct CreateCredentialRequest {
-    /// `events` or `workbench`.
-    role: String,
-}
-
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialDto {
@@ -39,7 +31,7 @@ pub struct CredentialResponse {
 #[utoipa::path(
     post, path = "/v1/{environmentId}/credentials", tag = "credentials", operation_id = "createCredential",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = CreateCredentialRequest,
+    request_body = crate::schemas::CreateCredentialRequest,
     responses(
         (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse),
         (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
@@ -134,7 +126,6 @@ pub struct KeyListResponse {
     ),
     responses(
         (status = 200, description = "A page of keys (never a secret)", body = KeyListResponse),
-        (status = 400, description = "`limit` or `cursor` invalid", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["credentials:read"]))
 )]

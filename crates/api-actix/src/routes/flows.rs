@@ -167,7 +167,7 @@ pub struct CreateFlowRequest {
 /// Body of a metadata update.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "folderId": "fld_01jd3m5y6q8k9r2t4v6w8x0z1a"}}))]
+#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "description": "The first card, reworded"}}))]
 pub struct UpdateFlowRequest {
     /// Any of `name`, `description`, `folderId` (null un-files).
     #[schema(rename = "actionFlow", value_type = Object)]
@@ -292,12 +292,11 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
         ("status" = Option<String>, Query, description = "DRAFT (never published), PUBLISHED (published, not archived) or ARCHIVED"),
         ("folderId" = Option<String>, Query, description = "Only flows filed in this folder"),
         ("uncategorized" = Option<bool>, Query, description = "true: only flows in no folder"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of flow summaries", body = FlowListResponse),
-        (status = 400, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
@@ -439,7 +438,7 @@ pub async fn update(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Flow id"),
-        ("flowConfigVersion" = String, Path, description = "A version number or `latest`"),
+        ("flowConfigVersion" = crate::schemas::VersionRef, Path, description = "A version number (1 to 4294967295) or `latest`"),
     ),
     responses(
         (status = 200, description = "The configuration record", body = ConfigRecordResponse),

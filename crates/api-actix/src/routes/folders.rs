@@ -56,27 +56,6 @@ pub struct FolderListResponse {
     pub data: Vec<FolderDto>,
 }
 
-/// Body of a create request.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"name": "Q4 campaigns", "parentId": null}))]
-pub struct CreateFolderRequest {
-    /// 1–255 letters, digits, hyphens, underscores and spaces; not starting or ending with a
-    /// space; unique among the folders with the same parent.
-    name: String,
-    /// The parent folder; omitted, null or "" for a root folder.
-    #[schema(rename = "parentId")]
-    parent_id: Option<String>,
-}
-
-/// Body of a rename request: only the name can change.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"name": "Q1 campaigns"}))]
-pub struct RenameFolderRequest {
-    name: String,
-}
-
 fn found(folder: Folder) -> HttpResponse {
     HttpResponse::Ok().json(FolderResponse {
         data: folder.into(),
@@ -107,7 +86,7 @@ pub async fn list(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "createFolder",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = CreateFolderRequest,
+    request_body = crate::schemas::CreateFolderRequest,
     responses(
         (status = 201, description = "The folder", body = FolderResponse,
             headers(("Location" = String, description = "Address of the new folder"))),
@@ -168,7 +147,7 @@ pub async fn get(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "renameFolder",
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
-    request_body = RenameFolderRequest,
+    request_body = crate::schemas::RenameFolderRequest,
     responses(
         (status = 200, description = "The renamed folder", body = FolderResponse),
         (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),

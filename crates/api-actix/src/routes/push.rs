@@ -81,27 +81,6 @@ pub struct ArnResponse {
     pub data: ArnDto,
 }
 
-/// Body of a create or update.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"appId": "com.example.app", "platform": "APNS", "platformCredential": "-----BEGIN PRIVATE KEY-----...", "platformPrincipal": "ABC123DEFG", "platformProperties": {"teamId": "DEF123GHIJ", "bundleId": "com.example.app"}}))]
-pub struct PlatformRequest {
-    #[schema(rename = "appId")]
-    app_id: String,
-    /// `GCM`, `FCM`, `APNS` or `APNS_SANDBOX`.
-    platform: String,
-    /// Service-account JSON (GCM/FCM), the certificate's private key (iOS certificate), or the
-    /// .p8 signing key (iOS token).
-    #[schema(rename = "platformCredential")]
-    platform_credential: String,
-    /// Empty (GCM/FCM), the PEM certificate (iOS certificate), or the key id (iOS token).
-    #[schema(rename = "platformPrincipal")]
-    platform_principal: Option<String>,
-    /// `channelId`, `restrictedPackageName`; for iOS token authentication `teamId`, `bundleId`.
-    #[schema(rename = "platformProperties")]
-    platform_properties: Option<BTreeMap<String, String>>,
-}
-
 fn arn_of(p: PushPlatform) -> ArnResponse {
     ArnResponse {
         data: ArnDto {
@@ -135,7 +114,7 @@ pub async fn list(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "createPushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = PlatformRequest,
+    request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 201, description = "Created: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid (`validation_failed`, naming the field and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem, content_type = "application/problem+json"),
@@ -163,7 +142,7 @@ pub async fn create(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "updatePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = PlatformRequest,
+    request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 200, description = "Updated: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid, or a legacy FCM key", body = Problem, content_type = "application/problem+json"),
@@ -191,7 +170,7 @@ pub async fn update(
 #[utoipa::path(
     delete, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "deletePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body(content = Object, description = "`appId` and `platform`"),
+    request_body = crate::schemas::PlatformKey,
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "appId or platform missing or invalid", body = Problem, content_type = "application/problem+json"),
@@ -220,7 +199,7 @@ pub async fn delete(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/notification-platform-enabled", tag = "push", operation_id = "enablePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body(content = Object, description = "`id` and `enabled`"),
+    request_body = crate::schemas::PlatformEnabledRequest,
     responses(
         (status = 200, description = "The platform", body = PlatformResponse),
         (status = 400, description = "id or enabled missing or invalid", body = Problem, content_type = "application/problem+json"),
@@ -412,9 +391,9 @@ pub async fn card_pushes(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token"),
+        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
     ),
-    request_body(content = Object, description = "`appId` and `platform` (GCM, FCM, APNS or APNS_SANDBOX)"),
+    request_body = crate::schemas::DeviceRequest,
     responses(
         (status = 200, description = "The device", body = DeviceResponse),
         (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
@@ -445,7 +424,7 @@ pub async fn register_device(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token"),
+        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
     ),
     responses(
         (status = 204, description = "Forgotten"),

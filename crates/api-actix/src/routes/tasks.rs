@@ -81,31 +81,14 @@ impl From<CancelTask> for CancelStatusResponse {
     }
 }
 
-/// Body of a cancel request (optional: without one, every active instance of the flow).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"endUserId": "user-1", "cancelCards": true}))]
-pub struct CancelRequest {
-    #[schema(rename = "endUserId")]
-    end_user_id: Option<String>,
-    #[schema(rename = "flowInvocationId")]
-    flow_invocation_id: Option<String>,
-    #[schema(rename = "flowConfigVersion", minimum = 1, maximum = 2147483647)]
-    flow_config_version: Option<u32>,
-    /// Default true; false stops the instances and leaves their cards.
-    #[schema(rename = "cancelCards")]
-    cancel_cards: Option<bool>,
-}
-
 /// Cancel the flow's instances (all, or narrowed by the body) and by default their cards.
 /// Work queued before the cancel and not yet done will not create cards either.
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel", tag = "triggers", operation_id = "cancelFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
-    request_body(content = CancelRequest, description = "Optional"),
+    request_body(content = Option<crate::schemas::CancelRequest>, description = "Optional: without a body, every active instance of the flow"),
     responses(
         (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse),
-        (status = 400, description = "Request validation failed", body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::openapi::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
@@ -154,7 +137,7 @@ pub async fn cancel(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("taskId" = String, Path, description = "The cancel task's id (UUID)"),
+        ("taskId" = String, Path, description = "The cancel task's id (UUID)", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"),
     ),
     responses(
         (status = 200, description = "The status (not wrapped in `data`)", body = CancelStatusResponse),

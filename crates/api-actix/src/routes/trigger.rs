@@ -151,21 +151,6 @@ pub struct EventListResponse {
     pub data: Vec<Value>,
 }
 
-/// Body of a card action.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"action": "submit", "values": {"answer": "yes"}}))]
-pub struct CardActionRequest {
-    /// `submit`, `dismiss` or `snooze`.
-    action: String,
-    /// With `submit`: the user's input, passed to `card-completed`.
-    #[schema(value_type = Option<Object>)]
-    values: Option<Value>,
-    /// With `snooze`: when the card comes back (RFC 3339, in the future).
-    #[schema(rename = "snoozeUntil", format = DateTime)]
-    snooze_until: Option<String>,
-}
-
 async fn trigger(
     state: web::Data<AppState>,
     caller: Caller,
@@ -309,7 +294,7 @@ pub async fn feed(
         ("endUserId" = String, Path, description = "Your id for the user"),
         ("cardInstanceId" = String, Path, description = "Card id"),
     ),
-    request_body = CardActionRequest,
+    request_body = crate::schemas::CardActionRequest,
     responses(
         (status = 200, description = "The card after the action", body = CardResponse),
         (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),

@@ -151,7 +151,7 @@ pub struct QueuedResponse {
 /// Body of a subscribe request.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; the domain reads the body field by field
-#[schema(example = json!({"types": ["card-completed"], "url": "https://example.com/hooks", "headers": {"X-Token": "abc"}}))]
+#[schema(example = json!({"types": ["card-completed"], "url": "https://93.184.215.14/hooks", "headers": {"X-Token": "abc"}}))]
 pub struct SubscribeRequest {
     /// Event names: card-published, card-embargoed, card-snoozed, card-unsnoozed,
     /// card-completed, card-dismissed, card-expired, card-cancelled.
@@ -166,15 +166,6 @@ pub struct SubscribeRequest {
     action_flow_config_id: Option<String>,
     /// `POST` (default) or `PUT`.
     method: Option<String>,
-}
-
-/// Body of a recover request.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"since": "2026-11-21T00:00:00Z"}))]
-pub struct RecoverRequest {
-    /// RFC 3339: failed deliveries of events since then are queued again.
-    since: String,
 }
 
 fn one(s: Subscription, with_secret: bool) -> HttpResponse {
@@ -421,12 +412,11 @@ pub async fn test(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("webhookId" = String, Path, description = "Subscription id"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of attempts", body = AttemptListResponse),
-        (status = 400, description = "Invalid limit or cursor", body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::openapi::NotFound),
     ),
     security(("bearer" = ["webhooks:read"]))
@@ -483,7 +473,7 @@ pub async fn resend(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/webhook/{webhookId}/recover", tag = "webhooks", operation_id = "recoverWebhook",
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
-    request_body = RecoverRequest,
+    request_body = crate::schemas::RecoverRequest,
     responses(
         (status = 202, description = "How many deliveries were queued", body = QueuedResponse),
         (status = 400, description = "`since` missing or not RFC 3339", body = Problem, content_type = "application/problem+json"),
