@@ -70,28 +70,54 @@ def main():
     feed = call("GET", f"{v1}/users/{user}/cards")["data"]
     cards = feed["cards"] if isinstance(feed, dict) else feed
     card = cards[0]["id"]
-    params = {
-        "environmentId": env,
-        "flowConfigId": flow,
-        "endUserId": user,
-        "segmentId": segment,
-        "cardInstanceId": card,
+    # A fixed id for every operation but the one that deletes what it names: deleted by an
+    # early case, it would answer 404 to every later one, and to the stateful phase's check
+    # that what was just created exists.
+    fixed = {
+        "environmentId": (env, None),
+        "flowConfigId": (flow, None),
+        "endUserId": (user, "deleteEndUser"),
+        "segmentId": (segment, "deleteSegment"),
+        "cardInstanceId": (card, None),
     }
     print("[parameters]")
-    for name, value in params.items():
-        print(f'"path.{name}" = {json.dumps(value)}')
-    # docs/api.md, The OpenAPI document: what the document cannot express.
-    print(CONFIG_OPERATIONS)
-
-
-# A configuration is valid only when its ids name each other (steps, `next`, `initialSteps`,
-# `cardTemplateId`, `%{name}`): JSON Schema cannot relate one value to another, so generated
-# configurations the schema allows are refused.
-CONFIG_OPERATIONS = """
+    for name, (value, deleting) in fixed.items():
+        if deleting is None:
+            print(f'"path.{name}" = {json.dumps(value)}')
+    # A cursor is opaque: a value the service handed out (docs/api.md).
+    print(f'"query.cursor" = {json.dumps(CURSOR)}')
+    for name, (value, deleting) in fixed.items():
+        if deleting is not None:
+            print(f"""
 [[operations]]
-include-operation-id-regex = "^(createActionFlow|updateActionFlow|publishActionFlowConfig|saveActionFlowDraft)$"
-checks.positive_data_acceptance.enabled = false
-"""
+include-path-regex = "{{{name}}}"
+exclude-operation-id = "{deleting}"
+parameters = {{ "path.{name}" = {json.dumps(value)} }}""")
+    # docs/api.md, The OpenAPI document: what the document cannot express.
+    for operations, why in EXCEPTIONS:
+        print(f"""
+# {why}
+[[operations]]
+include-operation-id = {json.dumps(operations)}
+checks.positive_data_acceptance.enabled = false""")
+
+
+# The cursor of a page whose last item is `fuzz-user` (base64url, as routes/query.rs writes it).
+CURSOR = "ZnV6ei11c2Vy"
+
+# What JSON Schema cannot say, by the operations it concerns (docs/api.md lists the same).
+EXCEPTIONS = [
+    (["createActionFlow", "updateActionFlow", "publishActionFlowConfig", "saveActionFlowDraft"],
+     "A configuration's ids name each other (steps, next, initialSteps, cardTemplateId, %{name})."),
+    (["createSegment", "updateSegment", "startActionFlow", "testActionFlow"],
+     "A filter condition's value depends on its field and op; a trigger's variables on the flow."),
+    (["createPushPlatform", "updatePushPlatform"],
+     "A push credential is checked cryptographically against its platform."),
+    (["subscribeWebhook", "updateWebhook"],
+     "A webhook URL must resolve to a public address, which DNS decides."),
+    (["actOnCard"],
+     "A snooze must end in the future, which the clock decides."),
+]
 
 
 if __name__ == "__main__":
