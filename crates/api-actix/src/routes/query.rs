@@ -76,3 +76,29 @@ impl Query {
 pub fn cursor(after: Option<String>) -> Option<String> {
     after.map(|id| URL_SAFE_NO_PAD.encode(id))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(query: &str) -> (PageRequest, Vec<FieldError>) {
+        let pairs = serde_urlencoded::from_str(query).expect("a query string");
+        let mut errors = Vec::new();
+        let page = Query { pairs }.page(&mut errors);
+        (page, errors)
+    }
+
+    #[test]
+    fn an_empty_limit_is_refused_not_read_as_the_default() {
+        let (_, errors) = page("limit=");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["limit"]);
+    }
+
+    #[test]
+    fn no_limit_and_a_limit_in_range_are_read() {
+        assert!(page("").1.is_empty());
+        assert!(page("limit=500").1.is_empty());
+        assert_eq!(page("limit=0").1.len(), 1);
+    }
+}
