@@ -638,7 +638,24 @@ fn card_templates<'v>(
             }
         }
         let notification_path = template_path.key("notification");
-        if object(p, template.get("notification"), &notification_path, false).is_some() {
+        if let Some(notification) =
+            object(p, template.get("notification"), &notification_path, false)
+        {
+            // The push's title and body are text: anything else was stored and pushed as JSON.
+            let attributes_path = notification_path.key("attributes");
+            if let Some(attributes) =
+                object(p, notification.get("attributes"), &attributes_path, false)
+            {
+                for field in ["title", "body"] {
+                    match attributes.get(field) {
+                        None | Some(Value::String(_)) => {}
+                        Some(other) => p.add(
+                            &attributes_path.key(field),
+                            format!("must be a string, not {}", describe(other)),
+                        ),
+                    }
+                }
+            }
             if let Some(notification) = template.get("notification") {
                 check_references(p, notification, &notification_path, &known);
             }
@@ -658,7 +675,7 @@ fn check_view(
     for list in ["actions", "content"] {
         let list_path = path.key(list);
         let items = match view.get(list) {
-            None | Some(Value::Null) => continue,
+            None => continue,
             Some(Value::Array(items)) => items,
             Some(other) => {
                 p.add(
