@@ -5,7 +5,7 @@ use domain::{Permission, Scope};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToResponse};
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -117,6 +117,21 @@ impl Modify for Extras {
                 post.operation_id = Some("uploadCsvWithPost".to_owned());
                 item.post = Some(post);
             }
+        }
+
+        // The cancel body is optional: utoipa renders `Option<T>` as `oneOf [null, T]`, which
+        // calls a JSON `null` body valid; the server reads no body, not a `null` one.
+        if let Some(body) = doc
+            .paths
+            .paths
+            .get_mut("/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel")
+            .and_then(|item| item.post.as_mut())
+            .and_then(|operation| operation.request_body.as_mut())
+        {
+            for content in body.content.values_mut() {
+                content.schema = Some(Ref::from_schema_name("CancelRequest").into());
+            }
+            body.required = Some(Required::False);
         }
 
         shared_responses(doc);

@@ -168,6 +168,28 @@ pub struct SubscribeRequest {
     method: Option<String>,
 }
 
+/// The body of `PATCH /webhook/{id}`: the subscribe fields, every one optional; those left out
+/// are kept, and `null` clears a filter (`cardTemplateId`, `actionFlowConfigId`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; the domain reads the body field by field
+#[schema(example = json!({"headers": {"X-Token": "abc"}, "types": ["card-completed"]}))]
+pub struct UpdateWebhookRequest {
+    /// Event names, as on subscribe.
+    #[schema(nullable = false)]
+    types: Option<Vec<String>>,
+    /// http(s); must not resolve to a private, loopback, link-local or metadata address.
+    #[schema(nullable = false)]
+    url: Option<String>,
+    /// At most 20; `webhook-*`, `content-type` and the like are reserved.
+    headers: Option<BTreeMap<String, String>>,
+    #[schema(rename = "cardTemplateId")]
+    card_template_id: Option<String>,
+    #[schema(rename = "actionFlowConfigId")]
+    action_flow_config_id: Option<String>,
+    /// `POST` or `PUT`.
+    method: Option<String>,
+}
+
 fn one(s: Subscription, with_secret: bool) -> HttpResponse {
     HttpResponse::Ok().json(SubscriptionResponse {
         data: SubscriptionDto::new(s, with_secret),
@@ -263,7 +285,7 @@ pub async fn get(
 #[utoipa::path(
     patch, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "updateWebhook",
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
-    request_body(content = SubscribeRequest, description = "Any of the subscribe fields; those left out are kept"),
+    request_body(content = UpdateWebhookRequest, description = "Any of the subscribe fields; those left out are kept"),
     responses(
         (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
