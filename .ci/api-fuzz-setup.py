@@ -70,36 +70,56 @@ def main():
     feed = call("GET", f"{v1}/users/{user}/cards")["data"]
     cards = feed["cards"] if isinstance(feed, dict) else feed
     card = cards[0]["id"]
-    # A fixed id for every operation but the one that deletes what it names: deleted by an
-    # early case, it would answer 404 to every later one, and to the stateful phase's check
-    # that what was just created exists.
+    # A fixed id for every operation but those named with it:
+    # - the one that deletes what it names: deleted by an early case, it would answer 404 to
+    #   every later one, and to the stateful phase's check that what was just created exists;
+    # - those whose other path parameter is an integer (a version, a CSV task id), which get
+    #   neither the environment's nor the flow's: a negative case there mutates an id, the
+    #   fixed value replaces the mutation, and the valid request that results is reported as
+    #   invalid data accepted. They get real ids from the stateful phase's links, and unknown
+    #   ones (404) otherwise.
+    integer_beside = ["getActionFlowConfig", "csvTaskStatus"]
     fixed = {
-        "environmentId": (env, None),
-        "flowConfigId": (flow, None),
-        "endUserId": (user, "deleteEndUser"),
-        "segmentId": (segment, "deleteSegment"),
-        "cardInstanceId": (card, None),
+        "environmentId": (env, integer_beside),
+        "flowConfigId": (flow, integer_beside),
+        "endUserId": (user, ["deleteEndUser"]),
+        "segmentId": (segment, ["deleteSegment"]),
+        "cardInstanceId": (card, []),
     }
-    print("[parameters]")
-    for name, (value, deleting) in fixed.items():
-        if deleting is None:
-            print(f'"path.{name}" = {json.dumps(value)}')
+    print_config(sys.stdout, fixed)
+    # The stateful phase runs apart, without the segment's fixed id: a list's ids lead it to
+    # delete the fixed segment, and an id that overrides the links would then make a segment
+    # it just created "not found" (docs/api.md).
+    with open(os.environ["WB_STATEFUL_CONFIG"], "w") as out:
+        print_config(out, {name: v for name, v in fixed.items() if name != "segmentId"})
+
+
+def print_config(out, fixed):
+    """The schemathesis configuration: the fixed ids, the cursor, the exceptions."""
+    print("[parameters]", file=out)
+    for name, (value, excluded) in fixed.items():
+        if not excluded:
+            print(f'"path.{name}" = {json.dumps(value)}', file=out)
     # A cursor is opaque: a value the service handed out (docs/api.md).
-    print(f'"query.cursor" = {json.dumps(CURSOR)}')
-    for name, (value, deleting) in fixed.items():
-        if deleting is not None:
+    print(f'"query.cursor" = {json.dumps(CURSOR)}', file=out)
+    for name, (value, excluded) in fixed.items():
+        if excluded:
             print(f"""
 [[operations]]
 include-path-regex = "{{{name}}}"
-exclude-operation-id = "{deleting}"
-parameters = {{ "path.{name}" = {json.dumps(value)} }}""")
-    # docs/api.md, The OpenAPI document: what the document cannot express.
-    for operations, why in EXCEPTIONS:
+exclude-operation-id = {json.dumps(excluded)}
+parameters = {{ "path.{name}" = {json.dumps(value)} }}""", file=out)
+    print_exceptions(out)
+
+
+def print_exceptions(out):
+    """docs/api.md, The OpenAPI document: what the document cannot express."""
+    for operations, check, why in EXCEPTIONS:
         print(f"""
 # {why}
 [[operations]]
 include-operation-id = {json.dumps(operations)}
-checks.positive_data_acceptance.enabled = false""")
+checks.{check}.enabled = false""", file=out)
 
 
 # The cursor of a page whose last item is `fuzz-user` (base64url, as routes/query.rs writes it).
@@ -108,15 +128,38 @@ CURSOR = "ZnV6ei11c2Vy"
 # What JSON Schema cannot say, by the operations it concerns (docs/api.md lists the same).
 EXCEPTIONS = [
     (["createActionFlow", "updateActionFlow", "publishActionFlowConfig", "saveActionFlowDraft"],
+     "positive_data_acceptance",
      "A configuration's ids name each other (steps, next, initialSteps, cardTemplateId, %{name})."),
     (["createSegment", "updateSegment", "startActionFlow", "testActionFlow"],
+     "positive_data_acceptance",
      "A filter condition's value depends on its field and op; a trigger's variables on the flow."),
     (["createPushPlatform", "updatePushPlatform"],
+     "positive_data_acceptance",
      "A push credential is checked cryptographically against its platform."),
     (["subscribeWebhook", "updateWebhook"],
+     "positive_data_acceptance",
      "A webhook URL must resolve to a public address, which DNS decides."),
     (["actOnCard"],
+     "positive_data_acceptance",
      "A snooze must end in the future, which the clock decides."),
+    (["listActionFlows"],
+     "positive_data_acceptance",
+     "folderId and uncategorized=true exclude each other; parameters cannot relate to each other."),
+    (["listEndUsers"],
+     "positive_data_acceptance",
+     "segmentId must name a segment of the environment, which the data decides."),
+    (["putEndUsers"],
+     "positive_data_acceptance",
+     "The users' ids are unique within a batch; uniqueItems compares whole items, not one field."),
+    (["renameFolder"],
+     "positive_data_acceptance",
+     "A folder is not moved: parentId, when sent, must name its current parent."),
+    (["recoverWebhook"],
+     "positive_data_acceptance",
+     "since is from 1970 to 9999; the date-time format has no range."),
+    (["publishActionFlowDraft"],
+     "ensure_resource_availability",
+     "A flow created without a configuration has no draft to publish (404)."),
 ]
 
 
