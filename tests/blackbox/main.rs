@@ -13,6 +13,7 @@ mod folders;
 mod hang;
 mod hostile;
 mod limits;
+mod lists;
 mod migrations;
 mod ops;
 mod push;

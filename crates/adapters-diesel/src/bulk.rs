@@ -3,12 +3,14 @@
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::bulk::{BulkRepository, BulkStatus, BulkTask, RowError, MAX_ROW_ERRORS};
+use domain::bulk::{BulkRepository, BulkStatus, BulkTask, PublicStatus, RowError, MAX_ROW_ERRORS};
+use domain::page::After;
 use domain::trigger::{InvocationStatus, Mode};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::{corrupt, read_number, write_number};
+use crate::page::after;
 use crate::schema::{bulk_rows, bulk_tasks};
 
 const INSERT_CHUNK: usize = 1_000;
@@ -162,6 +164,53 @@ impl BulkRepository for DieselBulkRepository {
         let env = environment_id.to_owned();
         let row = self.db.run(move |conn| load(conn, &env, id)).await?;
         row.map(task).transpose()
+    }
+
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        status: Option<PublicStatus>,
+        after: Option<After<i64>>,
+        limit: u32,
+    ) -> Result<Vec<BulkTask>, StorageError> {
+        let (env, flow) = (environment_id.to_owned(), flow_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                // Read through `bulk_tasks_flow` (environment, flow, created, id), backwards.
+                let query = bulk_tasks::table
+                    .filter(bulk_tasks::environment_id.eq(env))
+                    .filter(bulk_tasks::flow_id.eq(flow))
+                    .select(TaskRow::as_select())
+                    .order((bulk_tasks::created.desc(), bulk_tasks::id.desc()))
+                    .limit(i64::from(limit))
+                    .into_boxed();
+                // As `BulkTask::public_status` shows them: queued is pending, whatever is stored.
+                let stored = |s: BulkStatus| bulk_tasks::status.eq(s.as_str());
+                let query = match status {
+                    None => query,
+                    Some(PublicStatus::Pending) => query.filter(
+                        bulk_tasks::queued
+                            .eq(true)
+                            .or(stored(BulkStatus::Pending))
+                            .or(stored(BulkStatus::Uploading)),
+                    ),
+                    Some(PublicStatus::Processing) => query
+                        .filter(bulk_tasks::queued.eq(false))
+                        .filter(stored(BulkStatus::Processing)),
+                    Some(PublicStatus::Completed) => query
+                        .filter(bulk_tasks::queued.eq(false))
+                        .filter(stored(BulkStatus::Completed)),
+                    Some(PublicStatus::Failed) => query
+                        .filter(bulk_tasks::queued.eq(false))
+                        .filter(stored(BulkStatus::Failed)),
+                };
+                let query = after!(query, bulk_tasks::created, bulk_tasks::id, after);
+                Ok(query.load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(task).collect()
     }
 
     async fn begin_upload(

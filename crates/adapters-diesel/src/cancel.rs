@@ -6,6 +6,7 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
 use domain::card::{cancel_card, CardStatus, InstanceStatus};
+use domain::page::After;
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use domain::trigger::BatchResult;
 
 use crate::error::{corrupt, read_number, write_number};
+use crate::page::after;
 use crate::rows::{CardRow, SharedParse};
 use crate::schema::{action_flows, cancel_tasks, card_instances, invocations};
 use crate::writes::insert_events;
@@ -225,6 +227,36 @@ impl CancelRepository for DieselCancelRepository {
         let (env, id) = (environment_id.to_owned(), id.to_owned());
         let row = self.db.run(move |conn| load(conn, &env, &id)).await?;
         row.map(task).transpose()
+    }
+
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        status: Option<CancelStatus>,
+        after: Option<After<String>>,
+        limit: u32,
+    ) -> Result<Vec<CancelTask>, StorageError> {
+        let (env, flow) = (environment_id.to_owned(), flow_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                // Read through `cancel_tasks_flow` (environment, flow, created, id), backwards.
+                let mut query = cancel_tasks::table
+                    .filter(cancel_tasks::environment_id.eq(env))
+                    .filter(cancel_tasks::flow_id.eq(flow))
+                    .select(TaskRow::as_select())
+                    .order((cancel_tasks::created.desc(), cancel_tasks::id.desc()))
+                    .limit(i64::from(limit))
+                    .into_boxed();
+                if let Some(status) = status {
+                    query = query.filter(cancel_tasks::status.eq(status.as_str()));
+                }
+                let query = after!(query, cancel_tasks::created, cancel_tasks::id, after);
+                Ok(query.load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(task).collect()
     }
 
     async fn claim(

@@ -5,12 +5,16 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
+use domain::page::After;
+use domain::trigger::{
+    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus,
+};
 use domain::{StorageError, Timestamp};
 
 use crate::cancel::apply_cancels;
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::write_number;
+use crate::page::after;
 use crate::recorder::*;
 use crate::rows::*;
 use crate::schema::invocations;
@@ -116,6 +120,41 @@ impl InvocationRepository for DieselInvocationRepository {
             .run(move |conn| load_invocation(conn, &env, &id))
             .await?;
         row.map(InvocationRow::into_invocation).transpose()
+    }
+
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        filter: InvocationFilter,
+        after: Option<After<String>>,
+        limit: u32,
+    ) -> Result<Vec<Invocation>, StorageError> {
+        let (env, flow) = (environment_id.to_owned(), flow_id.to_owned());
+        let rows = self
+            .db
+            .run(move |conn| {
+                // Read through `invocations_flow` (environment, flow, created, id), backwards.
+                let mut query = invocations::table
+                    .filter(invocations::environment_id.eq(env))
+                    .filter(invocations::flow_id.eq(flow))
+                    .select(InvocationRow::as_select())
+                    .order((invocations::created.desc(), invocations::id.desc()))
+                    .limit(i64::from(limit))
+                    .into_boxed();
+                if let Some(status) = filter.status {
+                    query = query.filter(invocations::status.eq(status.as_str()));
+                }
+                if let Some(mode) = filter.mode {
+                    query = query.filter(invocations::mode.eq(mode_text(mode)));
+                }
+                let query = after!(query, invocations::created, invocations::id, after);
+                Ok(query.load(conn)?)
+            })
+            .await?;
+        rows.into_iter()
+            .map(InvocationRow::into_invocation)
+            .collect()
     }
 
     async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError> {

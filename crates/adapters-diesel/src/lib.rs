@@ -23,6 +23,7 @@ mod folders;
 mod health;
 mod invocations;
 mod packed;
+mod page;
 mod push;
 mod push_jobs;
 mod recorder;

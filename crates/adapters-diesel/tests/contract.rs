@@ -3693,3 +3693,391 @@ mod backlog {
         pushes_whose_lease_ran_out_are_aged_as_due_again,
     );
 }
+
+/// Contract §11: a flow's invocations and tasks, newest first (by creation time, then by id),
+/// narrowed by status and mode, a page at a time after `domain::page::After`; nothing of
+/// another flow or environment.
+mod lists {
+    use super::Record;
+
+    use adapters_diesel::{
+        both_backends, DieselBulkRepository, DieselCancelRepository, DieselFlowRepository,
+        DieselInvocationRepository,
+    };
+    use domain::bulk::{BulkRepository, BulkStatus, BulkTask, PublicStatus, RowError};
+    use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
+    use domain::page::After;
+    use domain::trigger::{InvocationFilter, InvocationRepository, InvocationStatus, Mode};
+    use domain::{Flow, FlowRepository};
+
+    use super::engine::{invocation, with_flow};
+    use super::t;
+
+    /// `flw_1` of `env_a` (and `flw_2` beside it).
+    async fn two_flows(url: &str) -> adapters_diesel::Database {
+        let db = with_flow(url).await;
+        let flow = Flow::new("flw_2", "env_a", "org_1", "G", t(1));
+        DieselFlowRepository::new(db.clone())
+            .insert(&flow, None)
+            .await
+            .expect("flow");
+        db
+    }
+
+    /// Every page of `limit` of a list, each read after the last item of the one before.
+    async fn pages<T, Id, F, Fut>(limit: u32, key: impl Fn(&T) -> After<Id>, read: F) -> Vec<T>
+    where
+        F: Fn(Option<After<Id>>, u32) -> Fut,
+        Fut: std::future::Future<Output = Vec<T>>,
+    {
+        let mut all: Vec<T> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = read(after, limit).await;
+            assert!(page.len() <= limit as usize);
+            let Some(last) = page.last() else { break };
+            after = Some(key(last));
+            let full = page.len() == limit as usize;
+            all.extend(page);
+            assert!(all.len() < 100, "the pages never end");
+            if !full {
+                break;
+            }
+        }
+        all
+    }
+
+    async fn a_flows_invocations_list_newest_first_by_status_and_mode(url: &str) {
+        let db = two_flows(url).await;
+        let repo = DieselInvocationRepository::new(db);
+        let at = |id: &str, mode: Mode, seconds: i64| {
+            let mut i = invocation(id, mode, &format!("fp-{id}"), false);
+            (i.created, i.updated) = (t(seconds), t(seconds));
+            i
+        };
+        // Three at one instant (by id, descending), one older, one newer, each recorded alone.
+        let mut old = at("i_old", Mode::Live, 2);
+        old.status = InvocationStatus::Completed;
+        let mut elsewhere = at("i_x", Mode::Live, 7);
+        elsewhere.environment_id = "env_b".into();
+        let mut other_flow = at("i_y", Mode::Live, 8);
+        other_flow.flow_id = "flw_2".into();
+        for i in [
+            at("i_b", Mode::Test, 5),
+            old,
+            at("i_c", Mode::Live, 5),
+            at("i_new", Mode::Live, 9),
+            at("i_a", Mode::Live, 5),
+            elsewhere,
+            other_flow,
+        ] {
+            assert_eq!(repo.record(vec![i]).await.expect("record"), [None]);
+        }
+        let list = |filter: InvocationFilter, after: Option<After<String>>, limit: u32| {
+            let repo = &repo;
+            async move {
+                repo.list("env_a", "flw_1", filter, after, limit)
+                    .await
+                    .expect("list")
+                    .into_iter()
+                    .map(|i| i.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        let all = InvocationFilter::default();
+        assert_eq!(
+            list(all, None, 10).await,
+            ["i_new", "i_c", "i_b", "i_a", "i_old"]
+        );
+        assert_eq!(list(all, None, 2).await, ["i_new", "i_c"]);
+        // Page by page, after each page's last invocation: the same list, each once.
+        let paged = pages(
+            2,
+            |i: &domain::trigger::Invocation| After::Item {
+                created: i.created,
+                id: i.id.as_str().to_owned(),
+            },
+            |after, limit| {
+                let repo = &repo;
+                async move {
+                    repo.list("env_a", "flw_1", all, after, limit)
+                        .await
+                        .expect("page")
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            paged.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["i_new", "i_c", "i_b", "i_a", "i_old"]
+        );
+        assert_eq!(paged[0].mode, Mode::Live, "read back whole");
+        assert_eq!(paged[0].created, t(9));
+        let at5 = |id: &str| After::Item {
+            created: t(5),
+            id: id.to_owned(),
+        };
+        assert_eq!(list(all, Some(at5("i_b")), 10).await, ["i_a", "i_old"]);
+        assert_eq!(
+            list(all, Some(After::CreatedBefore(t(5))), 10).await,
+            ["i_old"]
+        );
+        assert_eq!(
+            list(all, Some(After::CreatedAtOrBefore(t(5))), 10).await,
+            ["i_c", "i_b", "i_a", "i_old"]
+        );
+        // Filters, alone and together.
+        let test = InvocationFilter {
+            mode: Some(Mode::Test),
+            ..all
+        };
+        assert_eq!(list(test, None, 10).await, ["i_b"]);
+        let completed = InvocationFilter {
+            status: Some(InvocationStatus::Completed),
+            ..all
+        };
+        assert_eq!(list(completed, None, 10).await, ["i_old"]);
+        let pending_live = InvocationFilter {
+            status: Some(InvocationStatus::Pending),
+            mode: Some(Mode::Live),
+        };
+        assert_eq!(
+            list(pending_live, Some(at5("i_c")), 10).await,
+            ["i_a"],
+            "filters keep to the page's start"
+        );
+        // Nothing of another environment or flow.
+        let env_b = repo
+            .list("env_b", "flw_1", all, None, 10)
+            .await
+            .expect("env_b");
+        assert_eq!(
+            env_b.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["i_x"]
+        );
+        let flw_2 = repo
+            .list("env_a", "flw_2", all, None, 10)
+            .await
+            .expect("flw_2");
+        assert_eq!(
+            flw_2.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["i_y"]
+        );
+        assert!(repo
+            .list("env_a", "flw_9", all, None, 10)
+            .await
+            .expect("none")
+            .is_empty());
+    }
+
+    async fn a_flows_csv_tasks_list_newest_first_by_the_status_clients_see(url: &str) {
+        let db = two_flows(url).await;
+        let repo = DieselBulkRepository::new(db);
+        let create = |flow: &str, env: &str, seconds: i64| {
+            let task = BulkTask::new(env, flow, Mode::Live, t(seconds));
+            let repo = &repo;
+            async move { repo.create(&task).await.expect("create") }
+        };
+        // Ids follow creation, times do not: `d` is made before `b` and `c`, but later.
+        let a = create("flw_1", "env_a", 1).await;
+        let d = create("flw_1", "env_a", 4).await;
+        let b = create("flw_1", "env_a", 3).await;
+        let c = create("flw_1", "env_a", 3).await;
+        let e = create("flw_1", "env_a", 5).await;
+        let elsewhere = create("flw_1", "env_b", 6).await;
+        let other_flow = create("flw_2", "env_a", 6).await;
+        let upload = |id: i64| {
+            let repo = &repo;
+            async move {
+                assert!(repo.begin_upload("env_a", id, t(6)).await.expect("begin"));
+                repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], 0, t(6))
+                    .await
+                    .expect("finish");
+            }
+        };
+        // `d` processing (claimed), `c` uploaded and queued, `b` uploading, `e` failed, `a`
+        // pending.
+        upload(d).await;
+        let claimed = repo.claim(t(7), t(60), 5).await.expect("claim").expect("d");
+        assert_eq!(claimed.id, d);
+        upload(c).await;
+        assert!(repo.begin_upload("env_a", b, t(6)).await.expect("begin"));
+        let broken = vec![RowError {
+            row: 0,
+            message: "broken".into(),
+        }];
+        assert!(repo
+            .fail("env_a", e, broken, t(6), None)
+            .await
+            .expect("fail"));
+        let list = |status: Option<PublicStatus>, after: Option<After<i64>>, limit: u32| {
+            let repo = &repo;
+            async move {
+                repo.list("env_a", "flw_1", status, after, limit)
+                    .await
+                    .expect("list")
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(list(None, None, 10).await, [e, d, c, b, a]);
+        let paged = pages(
+            2,
+            |t: &BulkTask| After::Item {
+                created: t.created,
+                id: t.id,
+            },
+            |after, limit| {
+                let repo = &repo;
+                async move {
+                    repo.list("env_a", "flw_1", None, after, limit)
+                        .await
+                        .expect("page")
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            paged.iter().map(|t| t.id).collect::<Vec<_>>(),
+            [e, d, c, b, a]
+        );
+        let queued = paged.iter().find(|t| t.id == c).expect("c");
+        assert_eq!(
+            (queued.status, queued.queued),
+            (BulkStatus::Processing, true)
+        );
+        // As clients see them: uploading and queued tasks are pending.
+        assert_eq!(list(Some(PublicStatus::Pending), None, 10).await, [c, b, a]);
+        assert_eq!(list(Some(PublicStatus::Processing), None, 10).await, [d]);
+        assert_eq!(list(Some(PublicStatus::Failed), None, 10).await, [e]);
+        assert!(list(Some(PublicStatus::Completed), None, 10)
+            .await
+            .is_empty());
+        assert_eq!(
+            list(
+                Some(PublicStatus::Pending),
+                Some(After::Item {
+                    created: t(3),
+                    id: c
+                }),
+                10
+            )
+            .await,
+            [b, a]
+        );
+        assert_eq!(list(None, Some(After::CreatedBefore(t(3))), 10).await, [a]);
+        assert_eq!(
+            list(None, Some(After::CreatedAtOrBefore(t(3))), 10).await,
+            [c, b, a]
+        );
+        // Nothing of another environment or flow.
+        let ids = |tasks: Vec<BulkTask>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(repo
+                .list("env_b", "flw_1", None, None, 10)
+                .await
+                .expect("b")),
+            [elsewhere]
+        );
+        assert_eq!(
+            ids(repo
+                .list("env_a", "flw_2", None, None, 10)
+                .await
+                .expect("2")),
+            [other_flow]
+        );
+    }
+
+    async fn a_flows_cancel_tasks_list_newest_first_by_status(url: &str) {
+        let db = two_flows(url).await;
+        let repo = DieselCancelRepository::new(db);
+        let uuid = |n: u8| format!("00000000-0000-4000-8000-0000000000{n:02}");
+        let create = |n: u8, env: &str, flow: &str, seconds: i64| {
+            let task = CancelTask::new(uuid(n), env, flow, CancelFilter::default(), t(seconds));
+            let repo = &repo;
+            async move { repo.create(&task).await.expect("create") }
+        };
+        create(1, "env_a", "flw_1", 2).await;
+        create(3, "env_a", "flw_1", 3).await;
+        create(2, "env_a", "flw_1", 3).await;
+        create(4, "env_b", "flw_1", 4).await;
+        create(5, "env_a", "flw_2", 4).await;
+        // The oldest is claimed and completed.
+        let mut done = repo.claim(t(5), t(60)).await.expect("claim").expect("1");
+        assert_eq!(done.id, uuid(1));
+        done.status = CancelStatus::Completed;
+        assert!(repo.save(&done).await.expect("save"));
+        let list = |status: Option<CancelStatus>, after: Option<After<String>>, limit: u32| {
+            let repo = &repo;
+            async move {
+                repo.list("env_a", "flw_1", status, after, limit)
+                    .await
+                    .expect("list")
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(list(None, None, 10).await, [uuid(3), uuid(2), uuid(1)]);
+        let paged = pages(
+            1,
+            |t: &CancelTask| After::Item {
+                created: t.created,
+                id: t.id.as_str().to_owned(),
+            },
+            |after, limit| {
+                let repo = &repo;
+                async move {
+                    repo.list("env_a", "flw_1", None, after, limit)
+                        .await
+                        .expect("page")
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            paged.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+            [uuid(3), uuid(2), uuid(1)]
+        );
+        assert_eq!(
+            list(Some(CancelStatus::Completed), None, 10).await,
+            [uuid(1)]
+        );
+        assert_eq!(
+            list(Some(CancelStatus::Processing), None, 10).await,
+            [uuid(3), uuid(2)]
+        );
+        assert!(list(Some(CancelStatus::Failed), None, 10).await.is_empty());
+        assert_eq!(
+            list(None, Some(After::CreatedBefore(t(3))), 10).await,
+            [uuid(1)]
+        );
+        assert_eq!(
+            list(None, Some(After::CreatedAtOrBefore(t(3))), 1).await,
+            [uuid(3)]
+        );
+        // Nothing of another environment or flow.
+        let ids = |tasks: Vec<CancelTask>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(repo
+                .list("env_b", "flw_1", None, None, 10)
+                .await
+                .expect("b")),
+            [uuid(4)]
+        );
+        assert_eq!(
+            ids(repo
+                .list("env_a", "flw_2", None, None, 10)
+                .await
+                .expect("2")),
+            [uuid(5)]
+        );
+    }
+
+    both_backends!(
+        a_flows_invocations_list_newest_first_by_status_and_mode,
+        a_flows_csv_tasks_list_newest_first_by_the_status_clients_see,
+        a_flows_cancel_tasks_list_newest_first_by_status,
+    );
+}

@@ -45,6 +45,8 @@ pub struct AppState {
     pub webhooks: Arc<domain::webhook::WebhookService>,
     pub cancels: Arc<domain::cancel::CancelService>,
     pub bulk: Arc<domain::bulk::BulkService>,
+    /// A flow's CSV and cancel tasks in one list.
+    pub tasks: Arc<domain::tasks::TaskService>,
     pub push: Arc<domain::push::PushPlatformService>,
     pub devices: Arc<domain::push::DeviceService>,
     pub pushes: Arc<domain::push::PushService>,

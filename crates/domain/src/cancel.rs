@@ -15,6 +15,7 @@ use rand::RngCore;
 use serde_json::Value;
 
 use crate::flow::MAX_FLOW_VERSION;
+use crate::page::After;
 use crate::{
     Clock, DomainError, FieldError, FlowRepository, Permission, Principal, Resource, StorageError,
     Timestamp,
@@ -257,7 +258,8 @@ pub fn new_uuid() -> String {
     )
 }
 
-fn is_uuid(s: &str) -> bool {
+/// Whether `s` is a UUID as [`new_uuid`] writes them (any letter case).
+pub(crate) fn is_uuid(s: &str) -> bool {
     s.len() == 36
         && s.char_indices().all(|(i, c)| match i {
             8 | 13 | 18 | 23 => c == '-',
@@ -286,6 +288,18 @@ pub trait CancelRepository: Send + Sync {
     /// None when there is none.
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<CancelTask>, StorageError>;
+    /// Up to `limit` cancel tasks of the flow `flow_id` in the environment, newest first: by
+    /// `created`, then by id, both descending. With `status`, only those where it is; with
+    /// `after`, only those after it in that order. Tasks of another flow or environment are
+    /// never answered; an empty answer when none is left.
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        status: Option<CancelStatus>,
+        after: Option<After<String>>,
+        limit: u32,
+    ) -> Result<Vec<CancelTask>, StorageError>;
     /// Takes a processing task whose lease ran out (or never had one) until `lease_until`; the
     /// task returned carries that lease.
     ///

@@ -83,6 +83,11 @@ impl Loops {
         })
     }
 
+    /// The names of the loops that exist, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.with(|l| l.keys().copied().collect())
+    }
+
     /// A loop named `name` exists (so that it is listed with no restarts).
     pub fn register(&self, name: &'static str) {
         self.with(|l| {

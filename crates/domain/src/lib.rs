@@ -119,8 +119,10 @@ pub mod name;
 pub mod page;
 pub mod push;
 pub mod retry;
+pub mod sdk;
 pub mod secret;
 mod spelling;
+pub mod tasks;
 pub mod tenancy;
 #[cfg(feature = "mock")]
 pub mod testing;
@@ -178,6 +180,7 @@ pub mod mocks {
         MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
         MockPushPlatformRepository, MockPushSender,
     };
+    pub use crate::sdk::MockTokenVerifier;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
     pub use crate::trigger::invocation::MockInvocationRepository;
@@ -210,6 +213,7 @@ pub mod prelude {
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
         PushPlatformRepository, PushPlatformService, PushSender, PushService,
     };
+    pub use crate::tasks::TaskService;
     pub use crate::trigger::{Engine, Invocation, InvocationRepository, TriggerService};
     pub use crate::webhook::{
         DeliveryService, WebhookRepository, WebhookService, WebhookTransport,

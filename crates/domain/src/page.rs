@@ -1,7 +1,14 @@
 //! Pagination of lists that can grow without bound: `limit` (default 50, at most 500) and an
 //! opaque `cursor`; the answer says where the next page starts (docs/api.md, Action Flows).
+//!
+//! Lists ordered by id take the previous page's last id as their key. Lists ordered newest
+//! first by creation time (invocations, tasks), whose ids do not follow time, take the last
+//! item's time and id ([`newest_first_key`]), and ask storage for what comes [`After`] it.
 
-use crate::{DomainError, FieldError};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::time::in_range;
+use crate::{DomainError, FieldError, Timestamp};
 
 /// The `limit` of a request that gives none.
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -64,5 +71,69 @@ impl<T> Page<T> {
         items.truncate(limit as usize);
         let next_after = if more { items.last().map(key) } else { None };
         Page { items, next_after }
+    }
+}
+
+/// Where a page of a list ordered newest first starts: a repository answers only the items
+/// after it in that order, which is by creation time, then by id, both descending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After<Id> {
+    /// After this item: items created before `created`, and those created at `created` whose
+    /// id is less than `id`.
+    Item {
+        /// The item's creation time.
+        created: Timestamp,
+        /// The item's id.
+        id: Id,
+    },
+    /// Items created before this instant.
+    CreatedBefore(Timestamp),
+    /// Items created at this instant or before.
+    CreatedAtOrBefore(Timestamp),
+}
+
+/// The key of an item of a list ordered newest first: its creation time, to the nanosecond,
+/// and `id`, which may hold anything. [`parse_newest_first_key`] reads it back.
+pub fn newest_first_key(created: &Timestamp, id: &str) -> String {
+    format!(
+        "{}|{id}",
+        created.to_rfc3339_opts(SecondsFormat::Nanos, true)
+    )
+}
+
+/// The creation time and id of a key [`newest_first_key`] wrote; None for any other text, and
+/// for a time outside the range every stored instant lies in (docs/api.md, Bounded values).
+pub fn parse_newest_first_key(key: &str) -> Option<(Timestamp, &str)> {
+    let (time, id) = key.split_once('|')?;
+    let created = DateTime::parse_from_rfc3339(time).ok()?.with_timezone(&Utc);
+    in_range(&created).then_some((created, id))
+}
+
+/// The answer to a `cursor` that no page of this list handed out: a
+/// [`DomainError::Validation`] on `cursor`.
+pub fn bad_cursor() -> DomainError {
+    DomainError::invalid("cursor", "is not a cursor this service returned")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newest_first_key_reads_back_exactly_and_nothing_else_reads() {
+        let at = crate::testing::t0() + chrono::Duration::nanoseconds(123_456_789);
+        for id in ["inv_1", "a|b", "", "ünïcode id"] {
+            let key = newest_first_key(&at, id);
+            assert_eq!(parse_newest_first_key(&key), Some((at, id)), "{key}");
+        }
+        for bad in [
+            "",
+            "inv_1",
+            "yesterday|inv_1",
+            "1969-12-31T23:59:59Z|inv_1",
+            "+10000-01-01T00:00:00Z|inv_1",
+        ] {
+            assert_eq!(parse_newest_first_key(bad), None, "{bad}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! One spelling per variant of the domain's field-less enums (statuses, modes, roles, ...),
-//! written once: `spelled!` gives an enum its `ALL`, `as_str` and `parse`
-//! from one list of `Variant => "spelling"` pairs. Storage writes and filters by `as_str`, so
-//! no status is spelled a second time in SQL.
+//! written once: `spelled!` gives an enum its `ALL`, `as_str`, `parse` and `Display` from one
+//! list of `Variant => "spelling"` pairs. Storage writes and filters by `as_str`, so no status
+//! is spelled a second time in SQL.
 
 /// Implements, for a field-less enum, `ALL` (every variant, in the order given), `as_str` (the
 /// spelling the API and storage use) and `parse` (its inverse; `None` for anything else) from
@@ -27,6 +27,12 @@ macro_rules! spelled {
                     $($text => Some($ty::$variant),)+
                     _ => None,
                 }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
             }
         }
     };

@@ -66,19 +66,10 @@ crate::spelling::spelled!(Role {
     Auth => "auth",
 });
 
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown role `{s}` (known: events, workbench, auth)"))
+        Role::parse(s).ok_or_else(|| format!("unknown role `{s}` (known: events, workbench, auth)"))
     }
 }
 
@@ -141,19 +132,10 @@ crate::spelling::spelled!(Scope {
     EnvironmentSettingsWrite => "environment_settings:write",
 });
 
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl FromStr for Scope {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Scope::ALL
-            .into_iter()
-            .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scope `{s}`"))
+        Scope::parse(s).ok_or_else(|| format!("unknown scope `{s}`"))
     }
 }
 

@@ -2451,3 +2451,41 @@ fn regression_delay_after_nan_jitter() {
         "{delay:?}"
     );
 }
+
+proptest! {
+    /// User-token claims: any values at all are checked without panicking, and a token that
+    /// passes is inside its window at `now` (with the leeway), no longer-lived than its key
+    /// allows, not issued in the future, and for the path's user.
+    #[test]
+    fn user_token_claims_pass_only_inside_their_window(
+        sub in proptest::option::of(prop_oneof![Just("u1".to_owned()), ".{0,8}"]),
+        exp in proptest::option::of(any::<i64>()),
+        iat in proptest::option::of(any::<i64>()),
+        nbf in proptest::option::of(any::<i64>()),
+        now in any::<i64>(),
+        days in any::<u32>(),
+        near in -1_000_000i64..1_000_000,
+    ) {
+        use workbench_domain::sdk::{check_claims, SdkKeyKind, TokenClaims, TokenPolicy,
+            LEEWAY_SECONDS, MAX_TOKEN_EXPIRY_DAYS};
+        let policy = TokenPolicy {
+            kind: SdkKeyKind::EcP256,
+            max_token_expiry_days: days,
+            allowed_issuers: vec![],
+        };
+        // Half the cases put the times near `now`, where the boundaries are.
+        let close = |t: Option<i64>| t.map(|t| if t % 2 == 0 { now.saturating_add(near) } else { t });
+        let claims = TokenClaims { sub, exp: close(exp), iat: close(iat), nbf: close(nbf), iss: None };
+        if check_claims(&claims, &policy, "u1", now).is_ok() {
+            let (exp, iat) = (claims.exp.unwrap_or_default(), claims.iat.unwrap_or_default());
+            prop_assert_eq!(claims.sub.as_deref(), Some("u1"));
+            prop_assert!(i128::from(now) <= i128::from(exp) + i128::from(LEEWAY_SECONDS));
+            prop_assert!(i128::from(iat) <= i128::from(now) + i128::from(LEEWAY_SECONDS));
+            let max = i128::from(days.min(MAX_TOKEN_EXPIRY_DAYS)) * 86_400;
+            prop_assert!(i128::from(exp) - i128::from(iat) <= max);
+            if let Some(nbf) = claims.nbf {
+                prop_assert!(i128::from(nbf) <= i128::from(now) + i128::from(LEEWAY_SECONDS));
+            }
+        }
+    }
+}

@@ -24,6 +24,7 @@ fn futures(
     device_service: Arc<workbench_domain::push::DeviceService>,
     push_service: Arc<workbench_domain::push::PushService>,
     auth_service: Arc<workbench_domain::tenancy::AuthService>,
+    task_service: Arc<workbench_domain::tasks::TaskService>,
     trigger_service: Arc<workbench_domain::trigger::TriggerService>,
     engine: Arc<workbench_domain::trigger::Engine>,
     delivery_service: Arc<workbench_domain::webhook::DeliveryService>,
@@ -101,6 +102,8 @@ fn futures(
     send(trigger_service.prepare_elements(any(), any(), any(), any()));
     send(trigger_service.record_prepared(any()));
     send(trigger_service.invocation(any(), any(), any(), any()));
+    send(trigger_service.invocations(any(), any(), any(), any(), any()));
+    send(task_service.list(any(), any(), any(), any(), any()));
     send(engine.step());
     send(delivery_service.claim(any(), any(), any(), any()));
     send(delivery_service.attempt(any()));

@@ -159,13 +159,10 @@ impl App {
             domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
                 .map_err(anyhow::Error::msg)?,
         ));
+        let cancel_tasks = Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone()));
         let cancels = Arc::new(
-            CancelService::new(
-                Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone())),
-                flows.clone(),
-                clock.clone(),
-            )
-            .with_lease(engine_lease),
+            CancelService::new(cancel_tasks.clone(), flows.clone(), clock.clone())
+                .with_lease(engine_lease),
         );
         let triggers = Arc::new(TriggerService::new(
             flows.clone(),
@@ -174,9 +171,15 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
+        let bulk_tasks = Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone()));
+        let tasks = Arc::new(domain::tasks::TaskService::new(
+            bulk_tasks.clone(),
+            cancel_tasks,
+            flows.clone(),
+        ));
         let bulk = Arc::new(
             BulkService::new(
-                Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone())),
+                bulk_tasks,
                 flows.clone(),
                 users.clone(),
                 triggers.clone(),
@@ -209,6 +212,7 @@ impl App {
             )),
             cancels: cancels.clone(),
             bulk: bulk.clone(),
+            tasks,
             push,
             devices: Arc::new(domain::push::DeviceService::new(
                 Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),
@@ -284,7 +288,7 @@ mod tests {
 
     /// The whole application, built in the process on a fresh database of each backend: it
     /// serves, its loops run, and a flow triggered through the API puts a card in the feed.
-    async fn builds_serves_and_runs_its_loops(db: TestDatabase) {
+    async fn builds_serves_and_runs_its_loops(db: TestDatabase, sqlite: bool) {
         let settings = Settings::load(
             None,
             [
@@ -321,6 +325,7 @@ mod tests {
         let bearer = boot.key.client_secret.clone();
         let supervisor = app.supervisor();
         let state = app.start_loops(&supervisor);
+        let state_loops = state.loops.clone();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let address = listener.local_addr().expect("address");
         let options = api_actix::ServerOptions {
@@ -367,20 +372,41 @@ mod tests {
         .await
         .expect("sent");
         assert_eq!(published.status(), 200, "{:?}", published.text().await);
+        // Every loop of `serve` is started and registered for readiness.
+        let mut expected = vec![
+            "bulk",
+            "cancel",
+            "engine",
+            "push",
+            "push-saver",
+            "scheduler",
+            "webhook",
+            "webhook-saver",
+        ];
+        if sqlite {
+            // SQLite's WAL is copied into the database by a loop of its own.
+            expected.push("checkpointer");
+        }
+        expected.sort_unstable();
+        let mut names = state_loops.names();
+        names.sort_unstable();
+        assert_eq!(names, expected);
+        // More users than a request runs inline: the engine's loop, started by
+        // `start_loops`, turns the trigger into cards.
+        let users: Vec<String> = (1..=12).map(|i| format!("u{i}")).collect();
         let started = call(
             reqwest::Method::POST,
             &format!("/action-flow/{id}/start"),
-            serde_json::json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]}}]}),
+            serde_json::json!({"flows": [{"target": {"type": "user", "targetUserIds": users}}]}),
         )
         .await
         .expect("sent");
         assert!(started.status().is_success(), "{:?}", started.text().await);
-        // The engine's loop, started by `start_loops`, turns the trigger into a card.
         let mut cards = 0;
-        for _ in 0..100 {
+        for _ in 0..200 {
             let feed: serde_json::Value = call(
                 reqwest::Method::GET,
-                "/users/u1/cards",
+                "/users/u12/cards",
                 serde_json::Value::Null,
             )
             .await
@@ -403,13 +429,13 @@ mod tests {
 
     #[actix_web::test]
     async fn builds_serves_and_runs_its_loops_on_sqlite() {
-        builds_serves_and_runs_its_loops(TestDatabase::sqlite()).await;
+        builds_serves_and_runs_its_loops(TestDatabase::sqlite(), true).await;
     }
 
     #[actix_web::test]
     async fn builds_serves_and_runs_its_loops_on_postgres() {
         if let Some(db) = TestDatabase::postgres() {
-            builds_serves_and_runs_its_loops(db).await;
+            builds_serves_and_runs_its_loops(db, false).await;
         }
     }
 }

@@ -404,7 +404,8 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::SegmentRequest,
     responses(
-        (status = 201, description = "The segment", body = SegmentResponse),
+        (status = 201, description = "The segment", body = SegmentResponse,
+            headers(("Location" = String, description = "Address of the segment"))),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
@@ -549,7 +550,8 @@ pub async fn list_streams(
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::StreamRequest,
     responses(
-        (status = 201, description = "The stream", body = StreamResponse),
+        (status = 201, description = "The stream", body = StreamResponse,
+            headers(("Location" = String, description = "Address of the stream"))),
         (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A stream has this name (`stream_name_taken`)", body = Problem, content_type = "application/problem+json"),
     ),
@@ -571,9 +573,12 @@ pub async fn create_stream(
         .audience
         .create_stream(&caller.0, &env, name.unwrap_or_default())
         .await?;
-    Ok(HttpResponse::Created().json(StreamResponse {
-        data: stream.into(),
-    }))
+    let location = format!("/v1/{}/streams/{}", stream.environment_id, stream.id);
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, location))
+        .json(StreamResponse {
+            data: stream.into(),
+        }))
 }
 
 /// Delete a stream (not `All cards`).

@@ -57,11 +57,7 @@ impl From<BulkTask> for BulkTaskDto {
     fn from(t: BulkTask) -> Self {
         BulkTaskDto {
             id: t.id,
-            status: if t.queued {
-                "pending".into()
-            } else {
-                t.status.public().into()
-            },
+            status: t.public_status().as_str().into(),
             queued: t.queued,
             rows_total: t.rows_total,
             rows_processed: t.rows_processed,
@@ -95,11 +91,22 @@ pub struct BulkCreatedResponse {
     pub data: BulkCreated,
 }
 
+/// A bulk start task as its status shows it (`data` of `GET .../csv-task/{taskId}/status`).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BulkStatus {
     pub task: BulkTaskDto,
     pub status_url: String,
+}
+
+impl BulkStatus {
+    /// The status of `task`, a task of the flow `flow` of `env`.
+    pub fn new(state: &AppState, env: &str, flow: &str, task: BulkTask) -> Self {
+        BulkStatus {
+            status_url: status_url(state, env, flow, task.id),
+            task: task.into(),
+        }
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -149,7 +156,8 @@ async fn create(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task", tag = "triggers", operation_id = "createCsvTask",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::openapi::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
@@ -168,7 +176,8 @@ pub async fn create_live(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test", tag = "triggers", operation_id = "createCsvTestTask",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse),
+        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::openapi::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
@@ -204,12 +213,8 @@ pub async fn status(
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, id) = path.into_inner();
     let task = state.bulk.status(&caller.0, &env, &flow, &id).await?;
-    let status_url = status_url(&state, &env, &flow, task.id);
     Ok(HttpResponse::Ok().json(BulkStatusResponse {
-        data: BulkStatus {
-            task: task.into(),
-            status_url,
-        },
+        data: BulkStatus::new(&state, &env, &flow, task),
     }))
 }
 

@@ -1,6 +1,7 @@
 //! The Credentials API (contract §2): legacy `events`/`workbench` keys for one environment,
 //! created and revoked by a key with the `auth` role or the `credentials:write` scope.
 
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::id::{EnvironmentId, KeyId};
 use domain::{Permission, Role};
@@ -33,7 +34,8 @@ pub struct CredentialResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::CreateCredentialRequest,
     responses(
-        (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse),
+        (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse,
+            headers(("Location" = String, description = "Address of the key (where it is revoked)"))),
         (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["credentials:write"]))
@@ -59,12 +61,15 @@ pub async fn create(
     fields.finish()?;
     let role = role.ok_or_else(ApiError::internal)?;
     let issued = state.auth.create_credential(&caller.0, &env, role).await?;
-    Ok(HttpResponse::Created().json(CredentialResponse {
-        data: CredentialDto {
-            client_id: issued.key.id.into(),
-            client_secret: issued.client_secret,
-        },
-    }))
+    let location = format!("/v1/{env}/credentials/{}", issued.key.id);
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, location))
+        .json(CredentialResponse {
+            data: CredentialDto {
+                client_id: issued.key.id.into(),
+                client_secret: issued.client_secret,
+            },
+        }))
 }
 
 /// A key as the list shows it: never its secret nor its hash.

@@ -4,6 +4,7 @@
 use domain::id::{CardId, EndUserId, EnvironmentId};
 use std::collections::BTreeMap;
 
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::push::PushPlatform;
 use serde::Serialize;
@@ -116,7 +117,8 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::PlatformRequest,
     responses(
-        (status = 201, description = "Created: its arn and id", body = ArnResponse),
+        (status = 201, description = "Created: its arn and id", body = ArnResponse,
+            headers(("Location" = String, description = "Where the platform is listed, replaced and deleted, by its `appId` and `platform`: platforms have no address of their own"))),
         (status = 400, description = "A field or credential is invalid (`validation_failed`, naming the field and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The environment has a platform for this app and platform (`platform_exists`)", body = Problem, content_type = "application/problem+json"),
     ),
@@ -135,7 +137,10 @@ pub async fn create(
         .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
     let body = Value::Object(json_object(&req, &body)?);
     let platform = state.push.create(&caller.0, &env, &body).await?;
-    Ok(HttpResponse::Created().json(arn_of(platform)))
+    let location = format!("/v1/{env}/notification-platforms");
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, location))
+        .json(arn_of(platform)))
 }
 
 /// Replace the credentials of the platform with this `appId` and `platform`.

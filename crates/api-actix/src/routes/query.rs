@@ -72,6 +72,15 @@ impl Query {
     }
 }
 
+/// A parameter's value as one of the names of `T`, an enum of unit variants that documents the
+/// parameter's values (its schema lists them), in any letter case; None for any other value.
+pub fn one_of<T: serde::de::DeserializeOwned>(value: &str) -> Option<T> {
+    use serde::de::IntoDeserializer;
+    let value = value.to_ascii_lowercase();
+    T::deserialize(IntoDeserializer::<serde::de::value::Error>::into_deserializer(value.as_str()))
+        .ok()
+}
+
 /// The `next` of a page: the cursor after its last item.
 pub fn cursor(after: Option<String>) -> Option<String> {
     after.map(|id| URL_SAFE_NO_PAD.encode(id))
@@ -79,7 +88,13 @@ pub fn cursor(after: Option<String>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use domain::bulk::PublicStatus;
+    use domain::tasks::TaskKind;
+    use domain::trigger::{InvocationStatus, Mode};
+
     use super::*;
+    use crate::routes::tasks::{TaskKindParam, TaskStatusParam};
+    use crate::routes::trigger::{InvocationStatusParam, ModeParam};
 
     fn page(query: &str) -> (PageRequest, Vec<FieldError>) {
         let pairs = serde_urlencoded::from_str(query).expect("a query string");
@@ -100,5 +115,44 @@ mod tests {
         assert!(page("").1.is_empty());
         assert!(page("limit=500").1.is_empty());
         assert_eq!(page("limit=0").1.len(), 1);
+    }
+
+    #[test]
+    fn a_value_is_one_of_the_names_in_any_letter_case_and_nothing_else() {
+        assert_eq!(
+            one_of::<ModeParam>("TeSt").map(Mode::from),
+            Some(Mode::Test)
+        );
+        for bad in ["", "tests", " live", "live ", "0", "li%65"] {
+            assert!(one_of::<ModeParam>(bad).is_none(), "{bad}");
+        }
+    }
+
+    /// The parameters name every value the domain has, as the API spells it.
+    #[test]
+    fn list_parameters_take_every_value_the_domain_spells() {
+        use InvocationStatus::*;
+        for s in [Pending, Running, Completed, Failed, Cancelled] {
+            let param = one_of::<InvocationStatusParam>(s.as_str()).map(InvocationStatus::from);
+            assert_eq!(param, Some(s));
+        }
+        for m in [Mode::Live, Mode::Test] {
+            assert_eq!(one_of::<ModeParam>(m.as_str()).map(Mode::from), Some(m));
+        }
+        for k in [TaskKind::Csv, TaskKind::Cancel] {
+            assert_eq!(
+                one_of::<TaskKindParam>(k.as_str()).map(TaskKind::from),
+                Some(k)
+            );
+        }
+        for s in [
+            PublicStatus::Pending,
+            PublicStatus::Processing,
+            PublicStatus::Completed,
+            PublicStatus::Failed,
+        ] {
+            let param = one_of::<TaskStatusParam>(s.as_str()).map(PublicStatus::from);
+            assert_eq!(param, Some(s));
+        }
     }
 }

@@ -1,12 +1,19 @@
-//! Cancel tasks (spec 2.7, 4.2; contract §6). Role `events`.
+//! Cancel tasks (spec 2.7, 4.2; contract §6), and the list of a flow's tasks of both kinds,
+//! CSV and cancel (contract §11). Role `events`.
 
+use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use domain::bulk::PublicStatus;
 use domain::cancel::{CancelStatus, CancelTask};
 use domain::id::{EnvironmentId, FlowId, TaskId};
-use serde::Serialize;
+use domain::tasks::{FlowTask, TaskFilter, TaskKind};
+use domain::{FieldError, PageRequest, Permission};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::bulk::BulkStatus;
+use super::query::{cursor, one_of, Query};
 use super::timestamp;
 use crate::auth::Caller;
 use crate::body::json_object;
@@ -81,6 +88,78 @@ impl From<CancelTask> for CancelStatusResponse {
     }
 }
 
+/// The status URL of the cancel task `id` of the flow `flow` of `env`.
+fn status_url(state: &AppState, env: &str, flow: &str, id: &str) -> String {
+    format!(
+        "{}/v1/{env}/action-flow/{flow}/task/{id}/status",
+        state.public_url
+    )
+}
+
+/// A cancel task in a flow's list: its status object, with its id and status URL.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelTaskDto {
+    /// The task's id (a UUID), as the cancel answered it.
+    pub task_id: String,
+    /// `GET` it for this status.
+    pub status_url: String,
+    #[serde(flatten)]
+    pub status: CancelStatusResponse,
+}
+
+/// One task of a flow, in the shape its status endpoint answers, plus `kind`.
+#[derive(Serialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TaskDto {
+    /// A bulk start from a CSV file: `task` and `statusUrl`, as `GET
+    /// .../csv-task/{taskId}/status` answers them in `data`.
+    Csv(BulkStatus),
+    /// A cancel: the status object of `GET .../task/{taskId}/status`, with `taskId` and
+    /// `statusUrl`.
+    Cancel(CancelTaskDto),
+}
+
+/// A page of a flow's tasks, newest first.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "data": [
+        {
+            "kind": "cancel",
+            "taskId": "3f2b8c1e-6d4a-4b9e-8f0a-2c5d7e9b1a34",
+            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-flow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/task/3f2b8c1e-6d4a-4b9e-8f0a-2c5d7e9b1a34/status",
+            "created": "2026-11-22T10:05:00.000Z",
+            "status": "completed",
+            "progress": 100,
+            "actual": 1,
+            "expected": 1,
+            "errors": [],
+            "cards": {"actual": 1, "expected": 1}
+        },
+        {
+            "kind": "csv",
+            "task": {
+                "id": 42,
+                "status": "completed",
+                "queued": false,
+                "rowsTotal": 2,
+                "rowsProcessed": 2,
+                "rowsFailed": 0,
+                "errors": [],
+                "created": "2026-11-22T10:00:00.000Z",
+                "updated": "2026-11-22T10:00:01.000Z"
+            },
+            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-flow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/csv-task/42/status"
+        }
+    ],
+    "next": null
+}))]
+pub struct TaskListResponse {
+    pub data: Vec<TaskDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
+}
+
 /// Cancel the flow's instances (all, or narrowed by the body) and by default their cards.
 /// Work queued before the cancel and not yet done will not create cards either.
 #[utoipa::path(
@@ -88,7 +167,8 @@ impl From<CancelTask> for CancelStatusResponse {
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
     request_body(content = Option<crate::schemas::CancelRequest>, description = "Optional: without a body, every active instance of the flow"),
     responses(
-        (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse),
+        (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse,
+            headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::openapi::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
@@ -114,21 +194,20 @@ pub async fn cancel(
         .cancels
         .start(&caller.0, &env, &flow, body.as_ref())
         .await?;
-    let href = format!(
-        "{}/v1/{env}/action-flow/{flow}/task/{}/status",
-        state.public_url, task.id
-    );
-    Ok(HttpResponse::Accepted().json(CancelCreatedResponse {
-        data: CancelCreated {
-            links: vec![Link {
-                href,
-                rel: "cancel-status".into(),
-                title: "Status of the cancel task".into(),
-                method: "GET".into(),
-            }],
-            task_id: task.id.into(),
-        },
-    }))
+    let href = status_url(&state, &env, &flow, &task.id);
+    Ok(HttpResponse::Accepted()
+        .insert_header((header::LOCATION, href.clone()))
+        .json(CancelCreatedResponse {
+            data: CancelCreated {
+                links: vec![Link {
+                    href,
+                    rel: "cancel-status".into(),
+                    title: "Status of the cancel task".into(),
+                    method: "GET".into(),
+                }],
+                task_id: task.id.into(),
+            },
+        }))
 }
 
 /// The progress of a cancel task.
@@ -156,6 +235,127 @@ pub async fn cancel_status(
     Ok(HttpResponse::Ok().json(CancelStatusResponse::from(task)))
 }
 
+/// `kind` of the task list.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskKindParam {
+    /// Bulk start tasks (`csv-task`).
+    Csv,
+    /// Cancel tasks (`task/cancel`).
+    Cancel,
+}
+
+impl From<TaskKindParam> for TaskKind {
+    fn from(k: TaskKindParam) -> Self {
+        match k {
+            TaskKindParam::Csv => TaskKind::Csv,
+            TaskKindParam::Cancel => TaskKind::Cancel,
+        }
+    }
+}
+
+/// `status` of the task list: `pending` is a CSV task's only.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatusParam {
+    Pending,
+    Processing,
+    Completed,
+    Failed,
+}
+
+impl From<TaskStatusParam> for PublicStatus {
+    fn from(s: TaskStatusParam) -> Self {
+        match s {
+            TaskStatusParam::Pending => PublicStatus::Pending,
+            TaskStatusParam::Processing => PublicStatus::Processing,
+            TaskStatusParam::Completed => PublicStatus::Completed,
+            TaskStatusParam::Failed => PublicStatus::Failed,
+        }
+    }
+}
+
+/// The list's query: every problem reported at once.
+fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> {
+    let query = Query::parse(req)?;
+    let mut errors = Vec::new();
+    let kind = query.get("kind").and_then(|k| {
+        let kind = one_of::<TaskKindParam>(&k).map(TaskKind::from);
+        if kind.is_none() {
+            errors.push(FieldError::new("kind", "must be csv or cancel"));
+        }
+        kind
+    });
+    let status = query.get("status").and_then(|s| {
+        let status = one_of::<TaskStatusParam>(&s).map(PublicStatus::from);
+        if status.is_none() {
+            errors.push(FieldError::new(
+                "status",
+                "must be pending, processing, completed or failed",
+            ));
+        }
+        status
+    });
+    let page = query.page(&mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok((TaskFilter { kind, status }, page))
+}
+
+/// A flow's CSV (bulk start) and cancel tasks, newest first (at one instant CSV tasks first),
+/// each in the shape of its status endpoint plus `kind`; both kinds page together with one
+/// cursor. Filters apply together.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/tasks", tag = "triggers", operation_id = "listTasks",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Action Flow id"),
+        ("kind" = inline(Option<TaskKindParam>), Query, description = "Only tasks of this kind (any letter case)"),
+        ("status" = inline(Option<TaskStatusParam>), Query, description = "Only tasks in this status (any letter case); `pending` is a CSV task's only, refused with `kind=cancel`"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of tasks, newest first", body = TaskListResponse),
+        (status = 400, description = "A query parameter is invalid (`kind`, `status`, `limit`, `cursor`), each reported; `status=pending` with `kind=cancel`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such Action Flow in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow) = path.into_inner();
+    // The key before the query (contract §16): 401 and 403 come before 400.
+    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+    let (filter, page) = task_query(&req)?;
+    let page = state
+        .tasks
+        .list(&caller.0, &env, &flow, filter, page)
+        .await?;
+    let data = page
+        .items
+        .into_iter()
+        .map(|task| match task {
+            FlowTask::Csv(task) => TaskDto::Csv(BulkStatus::new(&state, &env, &flow, task)),
+            FlowTask::Cancel(task) => TaskDto::Cancel(CancelTaskDto {
+                status_url: status_url(&state, &env, &flow, &task.id),
+                task_id: task.id.as_str().to_owned(),
+                status: task.into(),
+            }),
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(TaskListResponse {
+        data,
+        next: cursor(page.next_after),
+    }))
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel")
@@ -164,5 +364,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/task/{taskId}/status")
             .route(web::get().to(cancel_status)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/action-flow/{flowConfigId}/tasks")
+            .route(web::get().to(list)),
     );
 }

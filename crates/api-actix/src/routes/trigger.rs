@@ -4,14 +4,14 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
 use domain::id::{CardId, EndUserId, EnvironmentId, FlowId, InvocationId};
-use domain::trigger::Invocation;
 use domain::trigger::Mode;
-use domain::{FieldError, Permission};
-use serde::Serialize;
+use domain::trigger::{Invocation, InvocationFilter, InvocationStatus};
+use domain::{FieldError, PageRequest, Permission};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::query::Query;
+use super::query::{cursor, one_of, Query};
 use super::timestamp;
 use crate::auth::Caller;
 use crate::body::{json_object, Fields};
@@ -77,6 +77,30 @@ impl From<Invocation> for InvocationDto {
 #[derive(Serialize, ToSchema)]
 pub struct InvocationResponse {
     pub data: InvocationDto,
+}
+
+/// A page of a flow's invocations, newest first.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "data": [{
+        "flowInvocationId": "welcome-user-1",
+        "flowConfigId": "flw_01jd3m5y6q8k9r2t4v6w8x0z1a",
+        "flowConfigVersion": 1,
+        "mode": "live",
+        "status": "completed",
+        "usersTargeted": 1,
+        "cardsCreated": 1,
+        "errors": [],
+        "created": "2026-11-22T10:00:00.000Z",
+        "updated": "2026-11-22T10:00:00.000Z"
+    }],
+    "next": "MjAyNi0xMS0yMlQxMDowMDowMC4wMDAwMDAwMDBafHdlbGNvbWUtdXNlci0x"
+}))]
+pub struct InvocationListResponse {
+    /// Each in the shape of `GET .../invocations/{flowInvocationId}`.
+    pub data: Vec<InvocationDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -257,6 +281,114 @@ pub async fn invocation(
     }))
 }
 
+/// `status` of the invocation list: where the invocations listed are.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InvocationStatusParam {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl From<InvocationStatusParam> for InvocationStatus {
+    fn from(s: InvocationStatusParam) -> Self {
+        match s {
+            InvocationStatusParam::Pending => InvocationStatus::Pending,
+            InvocationStatusParam::Running => InvocationStatus::Running,
+            InvocationStatusParam::Completed => InvocationStatus::Completed,
+            InvocationStatusParam::Failed => InvocationStatus::Failed,
+            InvocationStatusParam::Cancelled => InvocationStatus::Cancelled,
+        }
+    }
+}
+
+/// `mode` of the invocation list: live (`/start`) or test (`/test`) invocations.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeParam {
+    Live,
+    Test,
+}
+
+impl From<ModeParam> for Mode {
+    fn from(m: ModeParam) -> Self {
+        match m {
+            ModeParam::Live => Mode::Live,
+            ModeParam::Test => Mode::Test,
+        }
+    }
+}
+
+/// The list's query: every problem reported at once.
+fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest), ApiError> {
+    let query = Query::parse(req)?;
+    let mut errors = Vec::new();
+    let status = query.get("status").and_then(|s| {
+        let status = one_of::<InvocationStatusParam>(&s).map(InvocationStatus::from);
+        if status.is_none() {
+            errors.push(FieldError::new(
+                "status",
+                "must be pending, running, completed, failed or cancelled",
+            ));
+        }
+        status
+    });
+    let mode = query.get("mode").and_then(|m| {
+        let mode = one_of::<ModeParam>(&m).map(Mode::from);
+        if mode.is_none() {
+            errors.push(FieldError::new("mode", "must be live or test"));
+        }
+        mode
+    });
+    let page = query.page(&mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok((InvocationFilter { status, mode }, page))
+}
+
+/// A flow's invocations, newest first, each as `GET .../invocations/{flowInvocationId}` answers
+/// it. Filters apply together.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations", tag = "triggers", operation_id = "listInvocations",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id"),
+        ("status" = inline(Option<InvocationStatusParam>), Query, description = "Only invocations in this status (any letter case)"),
+        ("mode" = inline(Option<ModeParam>), Query, description = "Only live (`/start`) or test (`/test`) invocations (any letter case)"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of invocations, newest first", body = InvocationListResponse),
+        (status = 400, description = "A query parameter is invalid (`status`, `mode`, `limit`, `cursor`), each reported", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn invocations(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, flow) = path.into_inner();
+    // The key before the query (contract §16): 401 and 403 come before 400.
+    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+    let (filter, page) = invocation_query(&req)?;
+    let page = state
+        .triggers
+        .invocations(&caller.0, &env, &flow, filter, page)
+        .await?;
+    Ok(HttpResponse::Ok().json(InvocationListResponse {
+        data: page.items.into_iter().map(Into::into).collect(),
+        next: cursor(page.next_after),
+    }))
+}
+
 /// A user's feed: active cards, priority 10 first, newest first within a priority.
 #[utoipa::path(
     get, path = "/v1/{environmentId}/users/{endUserId}/cards", tag = "cards", operation_id = "getFeed",
@@ -395,6 +527,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .app_data(web::PayloadConfig::new(MAX_TRIGGER_BODY_BYTES))
             .route(web::post().to(test)),
     )
+    .service(web::resource(format!("{FLOW}/invocations")).route(web::get().to(invocations)))
     .service(
         web::resource(format!("{FLOW}/invocations/{{flowInvocationId}}"))
             .route(web::get().to(invocation)),

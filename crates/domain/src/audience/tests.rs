@@ -84,7 +84,7 @@ async fn put_user_normalises_tags_and_reads_the_stored_user_back() {
     };
     let stored = m
         .service()
-        .put_user(&writer(), &EnvironmentId::from(ENV), input)
+        .put_user(&writer(), &ENV.into(), input)
         .await
         .expect("stored");
     assert_eq!(stored.id, "u1");
@@ -106,7 +106,7 @@ async fn user_validation_reports_every_problem() {
     };
     let err = m
         .service()
-        .put_user(&writer(), &EnvironmentId::from(ENV), input)
+        .put_user(&writer(), &ENV.into(), input)
         .await
         .expect_err("invalid");
     assert_eq!(
@@ -139,7 +139,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
         })
         .collect();
     assert_eq!(
-        svc.put_users(&writer(), &EnvironmentId::from(ENV), inputs)
+        svc.put_users(&writer(), &ENV.into(), inputs)
             .await
             .expect("batch"),
         3
@@ -157,7 +157,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
     ];
     assert_eq!(
         fields(
-            svc.put_users(&writer(), &EnvironmentId::from(ENV), dup)
+            svc.put_users(&writer(), &ENV.into(), dup)
                 .await
                 .expect_err("dup")
         ),
@@ -172,7 +172,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
     ];
     assert_eq!(
         fields(
-            svc.put_users(&writer(), &EnvironmentId::from(ENV), too_many)
+            svc.put_users(&writer(), &ENV.into(), too_many)
                 .await
                 .expect_err("size")
         ),
@@ -180,7 +180,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
     );
     assert_eq!(
         fields(
-            svc.put_users(&writer(), &EnvironmentId::from(ENV), Vec::new())
+            svc.put_users(&writer(), &ENV.into(), Vec::new())
                 .await
                 .expect_err("empty")
         ),
@@ -197,19 +197,16 @@ async fn permissions_follow_the_contract_table() {
         ..Default::default()
     };
     assert!(matches!(
-        svc.put_user(&reader, &EnvironmentId::from(ENV), input)
-            .await,
+        svc.put_user(&reader, &ENV.into(), input).await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.create_stream(&reader, &EnvironmentId::from(ENV), "s".into())
-            .await,
+        svc.create_stream(&reader, &ENV.into(), "s".into()).await,
         Err(DomainError::Forbidden(_))
     ));
     let folders_only = who(&[Scope::WorkbenchFoldersRead]);
     assert!(matches!(
-        svc.list_segments(&folders_only, &EnvironmentId::from(ENV))
-            .await,
+        svc.list_segments(&folders_only, &ENV.into()).await,
         Err(DomainError::Forbidden(_))
     ));
     // Both legacy roles reach users.
@@ -262,7 +259,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let page = svc
         .list_users(
             &writer(),
-            &EnvironmentId::from(ENV),
+            &ENV.into(),
             UserQuery::default(),
             Some("seg_1".into()),
             PageRequest {
@@ -278,7 +275,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let rest = svc
         .list_users(
             &writer(),
-            &EnvironmentId::from(ENV),
+            &ENV.into(),
             UserQuery::default(),
             Some("seg_1".into()),
             PageRequest {
@@ -292,7 +289,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let err = svc
         .list_users(
             &writer(),
-            &EnvironmentId::from(ENV),
+            &ENV.into(),
             UserQuery::default(),
             Some("seg_x".into()),
             PageRequest::default(),
@@ -310,7 +307,7 @@ async fn segments_validate_name_and_filter_together() {
         .service()
         .create_segment(
             &writer(),
-            &EnvironmentId::from(ENV),
+            &ENV.into(),
             " ".into(),
             json!({"conditions": [{"field": "x"}]}),
         )
@@ -351,11 +348,7 @@ async fn the_default_stream_cannot_be_deleted_and_names_are_unique() {
         .returning(|_| Err(StorageError::UniqueViolation("streams_name".into())));
     let svc = m.service();
     let err = svc
-        .delete_stream(
-            &writer(),
-            &EnvironmentId::from(ENV),
-            &StreamId::from("str_default"),
-        )
+        .delete_stream(&writer(), &ENV.into(), &"str_default".into())
         .await
         .expect_err("default");
     assert!(matches!(
@@ -366,7 +359,7 @@ async fn the_default_stream_cannot_be_deleted_and_names_are_unique() {
         }
     ));
     let err = svc
-        .create_stream(&writer(), &EnvironmentId::from(ENV), "All cards".into())
+        .create_stream(&writer(), &ENV.into(), "All cards".into())
         .await
         .expect_err("taken");
     assert!(matches!(

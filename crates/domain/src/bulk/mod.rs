@@ -13,6 +13,7 @@ pub use service::BulkService;
 
 use async_trait::async_trait;
 
+use crate::page::After;
 use crate::trigger::Mode;
 use crate::{DomainError, StorageError, Timestamp};
 
@@ -66,6 +67,45 @@ impl BulkStatus {
             BulkStatus::Uploading => "pending",
             other => other.as_str(),
         }
+    }
+}
+
+/// A task's status as clients see it (`status` of its JSON, [`BulkTask::public_status`]): an
+/// upload in progress, and an uploaded task queued for a slot, are still pending. A cancel
+/// task's statuses are three of these too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublicStatus {
+    /// Waiting for its upload, receiving it, or uploaded and queued for a slot.
+    Pending,
+    /// Its rows are being handed to the engine.
+    Processing,
+    /// Every row was handed to the engine or refused.
+    Completed,
+    /// The upload broke off or was refused, or a step kept failing.
+    Failed,
+}
+
+impl PublicStatus {
+    /// The status as the API spells it: `pending`, `processing`, `completed`, `failed`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PublicStatus::Pending => "pending",
+            PublicStatus::Processing => "processing",
+            PublicStatus::Completed => "completed",
+            PublicStatus::Failed => "failed",
+        }
+    }
+
+    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Processing,
+            Self::Completed,
+            Self::Failed,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
     }
 }
 
@@ -124,6 +164,18 @@ pub struct BulkTask {
 }
 
 impl BulkTask {
+    /// The status clients see: [`PublicStatus::Pending`] while it is queued for a slot, else
+    /// its status, an upload in progress being pending too.
+    pub fn public_status(&self) -> PublicStatus {
+        match self.status {
+            _ if self.queued => PublicStatus::Pending,
+            BulkStatus::Pending | BulkStatus::Uploading => PublicStatus::Pending,
+            BulkStatus::Processing => PublicStatus::Processing,
+            BulkStatus::Completed => PublicStatus::Completed,
+            BulkStatus::Failed => PublicStatus::Failed,
+        }
+    }
+
     /// A task just created: pending its upload, with no rows, at `at`. Its `id` is 0 until
     /// [`BulkRepository::create`] gives it one.
     pub fn new(environment_id: &str, flow_id: &str, mode: Mode, at: Timestamp) -> BulkTask {
@@ -163,6 +215,19 @@ pub trait BulkRepository: Send + Sync {
     async fn create(&self, task: &BulkTask) -> Result<i64, StorageError>;
     /// The task with this id in the environment; None when there is none.
     async fn get(&self, environment_id: &str, id: i64) -> Result<Option<BulkTask>, StorageError>;
+    /// Up to `limit` tasks of the flow `flow_id` in the environment, newest first: by
+    /// `created`, then by id, both descending. With `status`, only those whose
+    /// [`BulkTask::public_status`] it is (a queued task is pending, whatever it stores); with
+    /// `after`, only those after it in that order. Tasks of another flow or environment are
+    /// never answered; an empty answer when none is left.
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        status: Option<PublicStatus>,
+        after: Option<After<i64>>,
+        limit: u32,
+    ) -> Result<Vec<BulkTask>, StorageError>;
     /// pending → uploading, only from pending, with `updated` set to `now`. False, with
     /// nothing changed, when the environment has no such task or it is not pending (its
     /// upload began already, whatever became of it). The check and the change are one atomic

@@ -1,4 +1,3 @@
-use crate::id::{EnvironmentId, FlowId};
 use std::sync::{Arc, Mutex};
 
 use mockall::predicate::eq;
@@ -137,7 +136,7 @@ async fn create_with_a_config_stores_version_1_as_a_draft() {
     };
     let created = m
         .service()
-        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
+        .create(&who("key_a"), &ENV.into(), request)
         .await
         .expect("created");
     assert_eq!(created.status(), FlowStatus::Draft);
@@ -158,7 +157,7 @@ async fn create_without_a_config_has_no_version() {
     };
     let created = m
         .service()
-        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
+        .create(&who("key_a"), &ENV.into(), request)
         .await
         .expect("created");
     assert_eq!(
@@ -183,7 +182,7 @@ async fn create_reports_name_folder_and_config_problems_together_as_invalid_conf
     };
     match m
         .service()
-        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
+        .create(&who("key_a"), &ENV.into(), request)
         .await
     {
         Err(DomainError::InvalidConfig(errors)) => {
@@ -216,8 +215,7 @@ async fn legacy_events_keys_may_write_flows_but_workbench_keys_may_not() {
         ..Default::default()
     };
     assert!(matches!(
-        svc.create(&workbench, &EnvironmentId::from(ENV), request)
-            .await,
+        svc.create(&workbench, &ENV.into(), request).await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(KeyAccess::Roles(vec![Role::Events]).allows(Permission::ActionFlowsWrite));
@@ -243,12 +241,7 @@ async fn publish_creates_the_next_version_with_compare_and_swap() {
         .returning(|_, _, _| Ok(()));
     let (_, published) = m
         .service()
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect("published");
     assert_eq!(published.version, 3);
@@ -286,12 +279,7 @@ async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
         .returning(|_, _, _| Ok(()));
     let (_, v) = m
         .service()
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect("published");
     assert_eq!(v.version, 3);
@@ -302,12 +290,7 @@ async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
 async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_config() {
     let svc = Mocks::new().approvals(true).service();
     let err = svc
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect_err("approvals");
     assert!(
@@ -325,12 +308,7 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
         })
         .service();
     let err = svc
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect_err("archived");
     assert!(matches!(
@@ -350,12 +328,7 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
         })
         .service();
     let err = svc
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            json!({}),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), json!({}))
         .await
         .expect_err("draft");
     assert!(matches!(
@@ -370,8 +343,8 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
     let err = svc
         .publish(
             &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
+            &ENV.into(),
+            &"flw_1".into(),
             json!({"type": "card"}),
         )
         .await
@@ -386,12 +359,7 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
     missing.flows.expect_get().returning(|_, _| Ok(None));
     let err = missing
         .service()
-        .publish(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_x"),
-            config(),
-        )
+        .publish(&who("key_a"), &ENV.into(), &"flw_x".into(), config())
         .await
         .expect_err("404");
     assert!(matches!(err, DomainError::NotFound(Resource::Flow)));
@@ -415,12 +383,7 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .save_draft(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .save_draft(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect("new draft");
 
@@ -449,12 +412,7 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .save_draft(
-            &who("key_c"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            config(),
-        )
+        .save_draft(&who("key_c"), &ENV.into(), &"flw_1".into(), config())
         .await
         .expect("replaced");
 }
@@ -467,8 +425,8 @@ async fn an_invalid_draft_is_refused_before_anything_is_written() {
         .service()
         .save_draft(
             &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
+            &ENV.into(),
+            &"flw_1".into(),
             json!({"type": "card", "steps": {}}),
         )
         .await
@@ -490,20 +448,12 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
     m.flows.expect_save().never();
     let svc = m.service();
     let err = svc
-        .approve_draft(
-            &who("key_author"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .approve_draft(&who("key_author"), &ENV.into(), &"flw_1".into())
         .await
         .expect_err("self approval");
     assert!(matches!(err, DomainError::Forbidden(_)));
     let err = svc
-        .publish_draft(
-            &who("key_author"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .publish_draft(&who("key_author"), &ENV.into(), &"flw_1".into())
         .await
         .expect_err("unapproved");
     assert!(matches!(err, DomainError::ApprovalRequired(_)));
@@ -518,11 +468,7 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .approve_draft(
-            &who("key_reviewer"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .approve_draft(&who("key_reviewer"), &ENV.into(), &"flw_1".into())
         .await
         .expect("approved");
 
@@ -544,11 +490,7 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .returning(|_, _, _| Ok(()));
     let (flow, v) = m
         .service()
-        .publish_draft(
-            &who("key_author"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .publish_draft(&who("key_author"), &ENV.into(), &"flw_1".into())
         .await
         .expect("published");
     assert_eq!((flow.status(), v.version), (FlowStatus::Published, 1));
@@ -572,21 +514,13 @@ async fn discarding_a_draft_deletes_its_version_but_keeps_the_counter() {
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .discard_draft(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .discard_draft(&who("key_a"), &ENV.into(), &"flw_1".into())
         .await
         .expect("discarded");
 
     let svc = Mocks::new().stored(flow()).service();
     let err = svc
-        .discard_draft(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-        )
+        .discard_draft(&who("key_a"), &ENV.into(), &"flw_1".into())
         .await
         .expect_err("no draft");
     assert!(matches!(err, DomainError::NotFound(Resource::Draft)));
@@ -636,38 +570,23 @@ async fn metadata_update_files_unfiles_and_checks_the_folder() {
         folder_id: Some(Some("fld_new".into())),
         ..Default::default()
     };
-    svc.update(
-        &who("key_a"),
-        &EnvironmentId::from(ENV),
-        &FlowId::from("flw_1"),
-        filed,
-    )
-    .await
-    .expect("filed");
+    svc.update(&who("key_a"), &ENV.into(), &"flw_1".into(), filed)
+        .await
+        .expect("filed");
     let unfiled = UpdateFlow {
         folder_id: Some(None),
         ..Default::default()
     };
-    svc.update(
-        &who("key_a"),
-        &EnvironmentId::from(ENV),
-        &FlowId::from("flw_1"),
-        unfiled,
-    )
-    .await
-    .expect("unfiled");
+    svc.update(&who("key_a"), &ENV.into(), &"flw_1".into(), unfiled)
+        .await
+        .expect("unfiled");
     let foreign = UpdateFlow {
         folder_id: Some(Some("fld_elsewhere".into())),
         name: Some(String::new()),
         ..Default::default()
     };
     match svc
-        .update(
-            &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
-            foreign,
-        )
+        .update(&who("key_a"), &ENV.into(), &"flw_1".into(), foreign)
         .await
     {
         Err(DomainError::Validation(errors)) => {
@@ -698,8 +617,8 @@ async fn versions_of_an_archived_flow_show_archived_and_unknown_versions_are_404
     let (flow, v) = svc
         .get_config(
             &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
+            &ENV.into(),
+            &"flw_1".into(),
             VersionRef::Latest,
         )
         .await
@@ -708,8 +627,8 @@ async fn versions_of_an_archived_flow_show_archived_and_unknown_versions_are_404
     let err = svc
         .get_config(
             &who("key_a"),
-            &EnvironmentId::from(ENV),
-            &FlowId::from("flw_1"),
+            &ENV.into(),
+            &"flw_1".into(),
             VersionRef::Number(9),
         )
         .await
@@ -743,7 +662,7 @@ async fn list_overfetches_by_one_to_know_whether_more_follow() {
         .service()
         .list(
             &who("key_a"),
-            &EnvironmentId::from(ENV),
+            &ENV.into(),
             FlowFilter::default(),
             PageRequest {
                 limit: 2,
@@ -769,7 +688,7 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
         KeyAccess::Roles(vec![Role::Events, Role::Workbench]),
     ] {
         let answer = flows
-            .put_settings(&key(refused.clone()), &EnvironmentId::from(ENV), off)
+            .put_settings(&key(refused.clone()), &ENV.into(), off)
             .await;
         assert!(
             matches!(answer, Err(DomainError::Forbidden(_))),
@@ -781,7 +700,7 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
         KeyAccess::Roles(vec![Role::Auth]),
     ] {
         flows
-            .put_settings(&key(allowed), &EnvironmentId::from(ENV), off)
+            .put_settings(&key(allowed), &ENV.into(), off)
             .await
             .expect("allowed");
     }

@@ -38,7 +38,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
         .expect_validate()
         .returning(|_, _| Err(CredentialProblem::LegacyFcmKey));
     let err = service(MockPushPlatformRepository::new(), validator)
-        .create(&who(), &EnvironmentId::from("env_1"), &body())
+        .create(&who(), &"env_1".into(), &body())
         .await
         .expect_err("legacy");
     assert!(matches!(err, DomainError::LegacyFcmKey(ref m) if m.contains("HTTP v1")));
@@ -51,7 +51,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
     repo.expect_insert()
         .returning(|_| Err(StorageError::UniqueViolation("push_platforms".into())));
     let err = service(repo, validator)
-        .create(&who(), &EnvironmentId::from("env_1"), &body())
+        .create(&who(), &"env_1".into(), &body())
         .await
         .expect_err("duplicate");
     assert!(matches!(
@@ -71,7 +71,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
         .withf(|p| p.enabled && p.arn == "arn:workbench:push:env_1:app/FCM/app")
         .returning(|_| Ok(()));
     let p = service(repo, validator)
-        .create(&who(), &EnvironmentId::from("env_1"), &body())
+        .create(&who(), &"env_1".into(), &body())
         .await
         .expect("created");
     assert_eq!(p.attributes()["Enabled"], "true");
@@ -101,7 +101,7 @@ async fn only_disabled_platforms_are_deleted() {
     let err = service(repo, MockCredentialValidator::new())
         .delete(
             &who(),
-            &EnvironmentId::from("env_1"),
+            &"env_1".into(),
             &json!({"appId": "app", "platform": "FCM"}),
         )
         .await
@@ -124,7 +124,7 @@ async fn only_disabled_platforms_are_deleted() {
     service(repo, MockCredentialValidator::new())
         .delete(
             &who(),
-            &EnvironmentId::from("env_1"),
+            &"env_1".into(),
             &json!({"appId": "app", "platform": "FCM"}),
         )
         .await

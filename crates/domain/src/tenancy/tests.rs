@@ -234,12 +234,12 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
         environment_ids: vec!["env_a".into()],
     };
     let issued = svc
-        .create_credential(&auth, &EnvironmentId::from("env_a"), Role::Workbench)
+        .create_credential(&auth, &"env_a".into(), Role::Workbench)
         .await
         .expect("issued");
     assert!(issued.key.secret_hash.verify(&issued.client_secret));
     assert!(matches!(
-        svc.create_credential(&auth, &EnvironmentId::from("env_a"), Role::Auth)
+        svc.create_credential(&auth, &"env_a".into(), Role::Auth)
             .await,
         Err(DomainError::Validation(_))
     ));
@@ -248,7 +248,7 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
         ..auth
     };
     assert!(matches!(
-        svc.create_credential(&events, &EnvironmentId::from("env_a"), Role::Events)
+        svc.create_credential(&events, &"env_a".into(), Role::Events)
             .await,
         Err(DomainError::Forbidden(_))
     ));
@@ -307,16 +307,12 @@ async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
         access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
         environment_ids: vec!["env_a".into(), "env_b".into()],
     };
-    svc.revoke_credential(
-        &auth,
-        &EnvironmentId::from("env_a"),
-        &KeyId::from("key_mine"),
-    )
-    .await
-    .expect("revoked");
+    svc.revoke_credential(&auth, &"env_a".into(), &"key_mine".into())
+        .await
+        .expect("revoked");
     for other in ["key_other_env", "key_other_org"] {
         assert!(matches!(
-            svc.revoke_credential(&auth, &EnvironmentId::from("env_a"), &KeyId::from(other))
+            svc.revoke_credential(&auth, &"env_a".into(), &KeyId::from(other))
                 .await,
             Err(DomainError::NotFound(Resource::Credential))
         ));
@@ -353,29 +349,21 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
     let only_a = caller("key_admin_a", &["env_a"]);
     for beyond in ["key_all", "key_ab"] {
         let refused = svc
-            .revoke_credential(&only_a, &EnvironmentId::from("env_a"), &KeyId::from(beyond))
+            .revoke_credential(&only_a, &"env_a".into(), &KeyId::from(beyond))
             .await;
         assert!(
             matches!(refused, Err(DomainError::Forbidden(_))),
             "{beyond}: {refused:?}"
         );
     }
-    svc.revoke_credential(
-        &only_a,
-        &EnvironmentId::from("env_a"),
-        &KeyId::from("key_a"),
-    )
-    .await
-    .expect("within its own");
+    svc.revoke_credential(&only_a, &"env_a".into(), &"key_a".into())
+        .await
+        .expect("within its own");
     let everywhere = caller("key_admin_all", &["env_a", "env_b"]);
     for any in ["key_all", "key_ab", "key_a"] {
-        svc.revoke_credential(
-            &everywhere,
-            &EnvironmentId::from("env_a"),
-            &KeyId::from(any),
-        )
-        .await
-        .expect("a key of every environment reaches all");
+        svc.revoke_credential(&everywhere, &"env_a".into(), &KeyId::from(any))
+            .await
+            .expect("a key of every environment reaches all");
     }
 }
 
@@ -547,13 +535,9 @@ async fn a_revocation_through_this_process_takes_effect_at_once() {
     });
     let svc = AuthService::new(Arc::new(repo), clock());
     let caller = svc.authenticate("wbs_secret").await.expect("live");
-    svc.revoke_credential(
-        &caller,
-        &EnvironmentId::from("env_a"),
-        &KeyId::from("key_1"),
-    )
-    .await
-    .expect("revoked");
+    svc.revoke_credential(&caller, &"env_a".into(), &"key_1".into())
+        .await
+        .expect("revoked");
     assert!(matches!(
         svc.authenticate("wbs_secret").await,
         Err(DomainError::Unauthenticated)
@@ -654,7 +638,7 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
     let page = auth
         .list_credentials(
             &reader,
-            &EnvironmentId::from("env_a"),
+            &"env_a".into(),
             PageRequest::new(Some(1), None).expect("page"),
         )
         .await
@@ -666,21 +650,13 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
         ..reader.clone()
     };
     assert!(matches!(
-        auth.list_credentials(
-            &events,
-            &EnvironmentId::from("env_a"),
-            PageRequest::default()
-        )
-        .await,
+        auth.list_credentials(&events, &"env_a".into(), PageRequest::default())
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        auth.list_credentials(
-            &reader,
-            &EnvironmentId::from("env_b"),
-            PageRequest::default()
-        )
-        .await,
+        auth.list_credentials(&reader, &"env_b".into(), PageRequest::default())
+            .await,
         Err(DomainError::Unauthenticated)
     ));
 }

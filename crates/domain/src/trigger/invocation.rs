@@ -13,6 +13,7 @@ use super::Mode;
 use crate::cancel::CancelTask;
 use crate::card::{AnalyticsEvent, CardInstance};
 use crate::json::JsonText;
+use crate::page::After;
 use crate::{StorageError, Timestamp};
 
 /// The bulk-task slots of an environment (docs/api.md, Bulk start from CSV): at most this
@@ -63,6 +64,16 @@ crate::spelling::spelled!(InvocationStatus {
     Failed => "failed",
     Cancelled => "cancelled",
 });
+
+/// Which of a flow's invocations a list keeps (`GET .../invocations?status=&mode=`): each
+/// field given narrows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InvocationFilter {
+    /// Only invocations where this is.
+    pub status: Option<InvocationStatus>,
+    /// Only live, or only test, invocations.
+    pub mode: Option<Mode>,
+}
 
 /// One flow element of a trigger request, as recorded and executed (docs/api.md, Triggers).
 #[derive(Debug, Clone, PartialEq)]
@@ -240,6 +251,18 @@ pub trait InvocationRepository: Send + Sync {
     /// flow); None when there is none.
     async fn get(&self, environment_id: &str, id: &str)
         -> Result<Option<Invocation>, StorageError>;
+    /// Up to `limit` invocations of the flow `flow_id` in the environment that match every
+    /// field of `filter`, newest first: by `created`, then by id, both descending. With
+    /// `after`, only those after it in that order. Invocations of another flow or environment
+    /// are never answered; an empty answer when none is left.
+    async fn list(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        filter: InvocationFilter,
+        after: Option<After<String>>,
+        limit: u32,
+    ) -> Result<Vec<Invocation>, StorageError>;
     /// The environment's bulk-task slots held (docs/api.md, Bulk start from CSV): bulk-target
     /// invocations pending or running, and CSV tasks processing and not queued.
     async fn running_bulk(&self, environment_id: &str) -> Result<u64, StorageError>;

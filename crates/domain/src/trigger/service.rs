@@ -2,6 +2,8 @@
 //! flow, records its invocation (running it at once when its audience is a few known users)
 //! and reads invocations back.
 
+mod reads;
+
 use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::trigger::FlowElement;
 use std::collections::{BTreeSet, HashMap};
@@ -628,25 +630,6 @@ impl TriggerService {
             }
         }
         Ok((errors, resolved))
-    }
-
-    /// The invocation `id` of the flow, for `GET .../invocations/{flowInvocationId}`.
-    ///
-    /// Needs `action_flows:read`. Fails with [`DomainError::NotFound`] of
-    /// [`Resource::Invocation`] when the environment has no such invocation of this flow.
-    pub async fn invocation(
-        &self,
-        who: &Principal,
-        env: &EnvironmentId,
-        flow_id: &FlowId,
-        id: &InvocationId,
-    ) -> Result<Invocation, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        self.invocations
-            .get(env, id)
-            .await?
-            .filter(|i| i.flow_id == flow_id)
-            .ok_or(DomainError::NotFound(Resource::Invocation))
     }
 }
 

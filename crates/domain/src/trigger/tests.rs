@@ -1,4 +1,3 @@
-use crate::id::{EnvironmentId, FlowId};
 use chrono::Duration;
 use serde_json::{json, Value};
 
@@ -1067,7 +1066,7 @@ mod cancels_in_a_batch {
 mod runs_at_record_time {
     use std::sync::{Arc, Mutex};
 
-    use super::{default_stream, now, EnvironmentId, FlowId};
+    use super::{default_stream, now};
 
     use serde_json::json;
 
@@ -1134,13 +1133,7 @@ mod runs_at_record_time {
                                          "expires": "9999-12-31T23:59:59-01:00"}}},
         ]});
         let err = service
-            .trigger_body(
-                &who(),
-                &EnvironmentId::from("env"),
-                &FlowId::from("flw"),
-                Mode::Live,
-                &body,
-            )
+            .trigger_body(&who(), &"env".into(), &"flw".into(), Mode::Live, &body)
             .await
             .expect_err("invalid");
         let crate::DomainError::Validation(problems) = err else {
@@ -1167,13 +1160,7 @@ mod runs_at_record_time {
         let valid = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["a"]},
             "payload": {"cardOptions": {"expiresInterval": "P100Y"}}}]});
         service
-            .trigger_body(
-                &who(),
-                &EnvironmentId::from("env"),
-                &FlowId::from("flw"),
-                Mode::Live,
-                &valid,
-            )
+            .trigger_body(&who(), &"env".into(), &"flw".into(), Mode::Live, &valid)
             .await
             .expect("valid");
         assert_eq!(recorded.lock().expect("recorded").len(), 1);
@@ -1193,21 +1180,15 @@ mod runs_at_record_time {
         service
             .trigger(
                 &who(),
-                &EnvironmentId::from("env"),
-                &FlowId::from("flw"),
+                &"env".into(),
+                &"flw".into(),
                 Mode::Live,
                 request.clone(),
             )
             .await
             .expect("live");
         service
-            .trigger(
-                &who(),
-                &EnvironmentId::from("env"),
-                &FlowId::from("flw"),
-                Mode::Test,
-                request,
-            )
+            .trigger(&who(), &"env".into(), &"flw".into(), Mode::Test, request)
             .await
             .expect("test");
         let recorded = recorded.lock().expect("recorded");
@@ -1249,5 +1230,204 @@ mod runs_at_record_time {
                 "Hi Ann"
             );
         }
+    }
+}
+
+/// `TriggerService::invocations`: the permission first, then the cursor and the flow, then one
+/// page read from storage, one more than asked.
+mod lists {
+    use std::sync::Arc;
+
+    use chrono::Duration;
+
+    use crate::audience::{MockSegmentRepository, MockStreamRepository};
+    use crate::flow::MockFlowRepository;
+    use crate::page::{newest_first_key, After, PageRequest};
+    use crate::tenancy::{KeyAccess, Scope};
+    use crate::testing::{caller, clock, t0};
+    use crate::trigger::invocation::{
+        Invocation, InvocationFilter, InvocationStatus, MockInvocationRepository,
+    };
+    use crate::trigger::{Mode, TriggerService};
+    use crate::{DomainError, Resource};
+
+    fn service(flows: MockFlowRepository, invocations: MockInvocationRepository) -> TriggerService {
+        TriggerService::new(
+            Arc::new(flows),
+            Arc::new(invocations),
+            Arc::new(MockSegmentRepository::new()),
+            Arc::new(MockStreamRepository::new()),
+            clock(),
+        )
+    }
+
+    /// Flows over a mock: `flw` is a flow of `env`, nothing else is.
+    fn flows() -> MockFlowRepository {
+        let mut flows = MockFlowRepository::new();
+        flows.expect_get().returning(|env, id| {
+            Ok((env == "env" && id == "flw")
+                .then(|| crate::Flow::new("flw", "env", "org_1", "F", t0())))
+        });
+        flows
+    }
+
+    fn reader() -> crate::Principal {
+        caller("env", KeyAccess::Scopes(vec![Scope::ActionFlowsRead]))
+    }
+
+    fn invocation(id: &str, seconds: i64) -> Invocation {
+        let at = t0() + Duration::seconds(seconds);
+        Invocation {
+            environment_id: "env".into(),
+            id: id.into(),
+            flow_id: "flw".into(),
+            mode: Mode::Live,
+            flow_version: 1,
+            fingerprint: "fp".into(),
+            target: serde_json::json!({"type": "allTestUsers"}).into(),
+            payload: serde_json::Value::Null.into(),
+            strict_variables: false,
+            bulk: false,
+            status: InvocationStatus::Completed,
+            users_targeted: 1,
+            cards_created: 1,
+            errors: Vec::new(),
+            cursor: None,
+            created: at,
+            updated: at,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_key_is_checked_before_anything_is_read() {
+        // Mocks without expectations: any read fails the test.
+        let service = service(MockFlowRepository::new(), MockInvocationRepository::new());
+        let page = || PageRequest::new(None, Some("not a cursor".into())).expect("page");
+        let trigger_only = caller("env", KeyAccess::Scopes(vec![Scope::ActionFlowsTrigger]));
+        let denied = service
+            .invocations(
+                &trigger_only,
+                &"env".into(),
+                &"flw".into(),
+                InvocationFilter::default(),
+                page(),
+            )
+            .await;
+        assert!(
+            matches!(denied, Err(DomainError::Forbidden(_))),
+            "{denied:?}"
+        );
+        let elsewhere = service
+            .invocations(
+                &reader(),
+                &"env_2".into(),
+                &"flw".into(),
+                InvocationFilter::default(),
+                page(),
+            )
+            .await;
+        assert!(
+            matches!(elsewhere, Err(DomainError::Unauthenticated)),
+            "{elsewhere:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cursor_no_page_handed_out_is_refused_and_an_unknown_flow_not_found() {
+        let service = service(flows(), MockInvocationRepository::new());
+        for bad in ["inv_1", "yesterday|inv_1", "1969-01-01T00:00:00Z|inv_1"] {
+            let page = PageRequest::new(None, Some(bad.into())).expect("page");
+            let refused = service
+                .invocations(
+                    &reader(),
+                    &"env".into(),
+                    &"flw".into(),
+                    InvocationFilter::default(),
+                    page,
+                )
+                .await;
+            let Err(DomainError::Validation(problems)) = refused else {
+                panic!("{bad}: {refused:?}")
+            };
+            assert_eq!(problems[0].field, "cursor");
+        }
+        // A flow of another environment is not found, and its invocations are not read.
+        let missing = service
+            .invocations(
+                &reader(),
+                &"env".into(),
+                &"flw_other".into(),
+                InvocationFilter::default(),
+                PageRequest::default(),
+            )
+            .await;
+        assert!(
+            matches!(missing, Err(DomainError::NotFound(Resource::Flow))),
+            "{missing:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn pages_go_on_after_the_last_time_and_id_with_the_filter_kept() {
+        let filter = InvocationFilter {
+            status: Some(InvocationStatus::Completed),
+            mode: Some(Mode::Live),
+        };
+        let mut invocations = MockInvocationRepository::new();
+        // The first page: two asked, three read, so a next page exists.
+        invocations
+            .expect_list()
+            .withf(move |env, flow, f, after, limit| {
+                env == "env" && flow == "flw" && *f == filter && after.is_none() && *limit == 3
+            })
+            .times(1)
+            .returning(|_, _, _, _, _| {
+                Ok(vec![
+                    invocation("b", 3),
+                    invocation("a", 3),
+                    invocation("z", 2),
+                ])
+            });
+        // The next: after `a` at its instant; the last one read.
+        invocations
+            .expect_list()
+            .withf(move |_, _, f, after, limit| {
+                *f == filter
+                    && *limit == 3
+                    && *after
+                        == Some(After::Item {
+                            created: t0() + Duration::seconds(3),
+                            id: "a".into(),
+                        })
+            })
+            .times(1)
+            .returning(|_, _, _, _, _| Ok(vec![invocation("z", 2)]));
+        let service = service(flows(), invocations);
+        let first = service
+            .invocations(
+                &reader(),
+                &"env".into(),
+                &"flw".into(),
+                filter,
+                PageRequest::new(Some(2), None).expect("page"),
+            )
+            .await
+            .expect("first page");
+        let ids: Vec<&str> = first.items.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a"]);
+        let next = first.next_after.expect("more follow");
+        assert_eq!(next, newest_first_key(&(t0() + Duration::seconds(3)), "a"));
+        let last = service
+            .invocations(
+                &reader(),
+                &"env".into(),
+                &"flw".into(),
+                filter,
+                PageRequest::new(Some(2), Some(next)).expect("page"),
+            )
+            .await
+            .expect("last page");
+        assert_eq!(last.items.len(), 1);
+        assert_eq!(last.next_after, None);
     }
 }

@@ -1,0 +1,32 @@
+//! Lists ordered newest first (by creation time, then by id, both descending): the SQL of a
+//! page's start, `domain::page::After`.
+
+/// `$query` (a boxed query of the table of `$created` and `$id`) narrowed to the rows that
+/// come after `$after`, an `Option<domain::page::After<_>>`, in newest-first order.
+///
+/// After an item, the rows created up to its instant are kept, then those strictly older or
+/// at its instant with a smaller id: the first bound lets an index on (…, created, id) be read
+/// from that instant down, which the `OR` alone would not.
+macro_rules! after {
+    ($query:expr, $created:path, $id:path, $after:expr) => {
+        match $after {
+            None => $query,
+            Some(domain::page::After::Item { created, id }) => {
+                let created = created.naive_utc();
+                $query.filter($created.le(created)).filter(
+                    $created
+                        .lt(created)
+                        .or($created.eq(created).and($id.lt(id))),
+                )
+            }
+            Some(domain::page::After::CreatedBefore(t)) => {
+                $query.filter($created.lt(t.naive_utc()))
+            }
+            Some(domain::page::After::CreatedAtOrBefore(t)) => {
+                $query.filter($created.le(t.naive_utc()))
+            }
+        }
+    };
+}
+
+pub(crate) use after;
