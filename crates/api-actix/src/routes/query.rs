@@ -33,16 +33,20 @@ impl Query {
             .map(|(_, v)| v.clone())
     }
 
+    /// The parameter's last value, empty or not: for a parameter whose values are a list of
+    /// names, where an empty `status=` is no name of the list, not an absent filter.
+    pub fn get_sent(&self, key: &str) -> Option<String> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
     /// `limit` and `cursor`; problems are added to `errors`.
     pub fn page(&self, errors: &mut Vec<FieldError>) -> PageRequest {
         // An empty `limit=` is not a number either: refused, not read as no limit.
-        let raw_limit = self
-            .pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "limit")
-            .map(|(_, v)| v.clone());
-        let limit = match raw_limit.map(|l| l.parse::<i64>()) {
+        let limit = match self.get_sent("limit").map(|l| l.parse::<i64>()) {
             None => None,
             Some(Ok(n)) => Some(n),
             // Not a number: PageRequest reports it with the range it takes.
@@ -108,6 +112,16 @@ mod tests {
         let (_, errors) = page("limit=");
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["limit"]);
+    }
+
+    #[test]
+    fn an_empty_value_is_sent_but_not_got() {
+        let pairs = serde_urlencoded::from_str("status=&mode=live").expect("a query string");
+        let query = Query { pairs };
+        assert_eq!(query.get("status"), None);
+        assert_eq!(query.get_sent("status").as_deref(), Some(""));
+        assert_eq!(query.get_sent("kind"), None);
+        assert_eq!(query.get_sent("mode").as_deref(), Some("live"));
     }
 
     #[test]

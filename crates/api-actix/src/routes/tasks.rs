@@ -279,14 +279,14 @@ impl From<TaskStatusParam> for PublicStatus {
 fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> {
     let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let kind = query.get("kind").and_then(|k| {
+    let kind = query.get_sent("kind").and_then(|k| {
         let kind = one_of::<TaskKindParam>(&k).map(TaskKind::from);
         if kind.is_none() {
             errors.push(FieldError::new("kind", "must be csv or cancel"));
         }
         kind
     });
-    let status = query.get("status").and_then(|s| {
+    let status = query.get_sent("status").and_then(|s| {
         let status = one_of::<TaskStatusParam>(&s).map(PublicStatus::from);
         if status.is_none() {
             errors.push(FieldError::new(

@@ -325,7 +325,7 @@ impl From<ModeParam> for Mode {
 fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest), ApiError> {
     let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let status = query.get("status").and_then(|s| {
+    let status = query.get_sent("status").and_then(|s| {
         let status = one_of::<InvocationStatusParam>(&s).map(InvocationStatus::from);
         if status.is_none() {
             errors.push(FieldError::new(
@@ -335,7 +335,7 @@ fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest)
         }
         status
     });
-    let mode = query.get("mode").and_then(|m| {
+    let mode = query.get_sent("mode").and_then(|m| {
         let mode = one_of::<ModeParam>(&m).map(Mode::from);
         if mode.is_none() {
             errors.push(FieldError::new("mode", "must be live or test"));
