@@ -67,6 +67,17 @@ def main():
         "flows": [{"target": {"type": "user", "targetUserIds": [user]},
                    "payload": {"variables": {"firstName": "Ada"}}}],
     })
+    # Two invocations and two CSV tasks, so that their lists hand out a cursor.
+    call("POST", f"{v1}/action-flow/{flow}/start", {
+        "flows": [{"target": {"type": "user", "targetUserIds": [user]},
+                   "payload": {"variables": {"firstName": "Ada"}}}],
+    })
+    call("POST", f"{v1}/action-flow/{flow}/csv-task")
+    call("POST", f"{v1}/action-flow/{flow}/csv-task")
+    cursors = {
+        "listInvocations": call("GET", f"{v1}/action-flow/{flow}/invocations?limit=1")["next"],
+        "listTasks": call("GET", f"{v1}/action-flow/{flow}/tasks?limit=1")["next"],
+    }
     feed = call("GET", f"{v1}/users/{user}/cards")["data"]
     cards = feed["cards"] if isinstance(feed, dict) else feed
     card = cards[0]["id"]
@@ -86,29 +97,40 @@ def main():
         "segmentId": (segment, ["deleteSegment"]),
         "cardInstanceId": (card, []),
     }
-    print_config(sys.stdout, fixed)
+    with urllib.request.urlopen(os.environ["WB_BASE"] + "/openapi.json") as response:
+        document = json.load(response)
+    print_config(sys.stdout, document, fixed, cursors)
     # The stateful phase runs apart, without the segment's fixed id: a list's ids lead it to
     # delete the fixed segment, and an id that overrides the links would then make a segment
     # it just created "not found" (docs/api.md).
     with open(os.environ["WB_STATEFUL_CONFIG"], "w") as out:
-        print_config(out, {name: v for name, v in fixed.items() if name != "segmentId"})
+        without_segment = {name: v for name, v in fixed.items() if name != "segmentId"}
+        print_config(out, document, without_segment, cursors)
 
 
-def print_config(out, fixed):
-    """The schemathesis configuration: the fixed ids, the cursor, the exceptions."""
-    print("[parameters]", file=out)
-    for name, (value, excluded) in fixed.items():
-        if not excluded:
-            print(f'"path.{name}" = {json.dumps(value)}', file=out)
-    # A cursor is opaque: a value the service handed out (docs/api.md).
-    print(f'"query.cursor" = {json.dumps(CURSOR)}', file=out)
-    for name, (value, excluded) in fixed.items():
-        if excluded:
+def print_config(out, document, fixed, cursors):
+    """The schemathesis configuration: one block per operation with its fixed ids and cursor
+    (when several blocks match an operation, only one block's parameters apply), then the
+    exceptions."""
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if not isinstance(operation, dict) or "operationId" not in operation:
+                continue
+            op = operation["operationId"]
+            names = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "path"]
+            queries = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+            parameters = {f"path.{name}": fixed[name][0] for name in names
+                          if name in fixed and op not in fixed[name][1]}
+            if "cursor" in queries:
+                # A cursor is opaque: a value the service handed out (docs/api.md).
+                parameters["query.cursor"] = cursors.get(op, CURSOR)
+            if not parameters:
+                continue
+            inline = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in parameters.items())
             print(f"""
 [[operations]]
-include-path-regex = "{{{name}}}"
-exclude-operation-id = {json.dumps(excluded)}
-parameters = {{ "path.{name}" = {json.dumps(value)} }}""", file=out)
+include-operation-id = {json.dumps(op)}
+parameters = {{ {inline} }}""", file=out)
     print_exceptions(out)
 
 
@@ -145,6 +167,9 @@ EXCEPTIONS = [
     (["listActionFlows"],
      "positive_data_acceptance",
      "folderId and uncategorized=true exclude each other; parameters cannot relate to each other."),
+    (["listTasks"],
+     "positive_data_acceptance",
+     "status=pending and kind=cancel exclude each other; parameters cannot relate to each other."),
     (["listEndUsers"],
      "positive_data_acceptance",
      "segmentId must name a segment of the environment, which the data decides."),
