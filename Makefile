@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is the test command of the README and of CI.
-.PHONY: run test lint fmt ci postgres postgres-stop
+.PHONY: run test lint fmt ci postgres postgres-stop api-fuzz
 
 # Serve on 127.0.0.1:8080 with the embedded SQLite database ./workbench.db.
 run:
@@ -11,6 +11,11 @@ test:
 	@if [ -z "$$TEST_POSTGRES_URL" ]; then eval "$$(.ci/postgres.sh)"; fi; \
 	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test --workspace
 	CARGO_TARGET_DIR=$(CURDIR)/target/domain-reuse cargo test --manifest-path tests/domain-reuse/Cargo.toml
+
+# Schemathesis against /openapi.json of the release binary on a fresh SQLite database: every
+# check, every phase, at least 50 examples per operation; fails on any failure (.ci/api-fuzz.sh).
+api-fuzz:
+	bash .ci/api-fuzz.sh
 
 lint:
 	cargo fmt --all -- --check

@@ -7,6 +7,7 @@ mod auth;
 mod bulk;
 mod cancel;
 mod clock;
+mod document;
 mod flows;
 mod folders;
 mod hang;

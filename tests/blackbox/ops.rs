@@ -517,8 +517,15 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         let operation = &doc.body["paths"][path][method];
         assert!(operation.is_object(), "{method} {path} is missing");
         for status in *statuses {
-            let response = &operation["responses"][status];
+            let mut response = &operation["responses"][status];
             assert!(response.is_object(), "{method} {path} lacks {status}");
+            // A shared answer is declared once under components and referenced.
+            if let Some(name) = response["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/responses/"))
+            {
+                response = &doc.body["components"]["responses"][name];
+            }
             if status.starts_with('4') || status.starts_with('5') {
                 assert!(
                     response["content"]["application/problem+json"].is_object(),

@@ -10,6 +10,7 @@ mod metrics;
 pub mod openapi;
 mod problem;
 mod routes;
+mod schemas;
 pub mod wire;
 
 use std::net::TcpListener;

@@ -1,10 +1,12 @@
 //! The OpenAPI 3.1 document, generated from the handlers' annotations, and the interactive
 //! reference at `/docs` (Swagger UI, served from assets compiled into the binary).
 
+use domain::{Permission, Scope};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, ResponseBuilder};
-use utoipa::{Modify, OpenApi};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, Response, ResponseBuilder};
+use utoipa::{Modify, OpenApi, ToResponse};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
@@ -37,7 +39,10 @@ every response carries `X-Request-Id`.",
         environments::list, credentials::create, credentials::list, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
     ),
-    components(schemas(crate::problem::Problem, crate::problem::FieldProblem)),
+    components(
+        schemas(crate::problem::Problem, crate::problem::FieldProblem),
+        responses(NotFound),
+    ),
     modifiers(&Extras),
     tags(
         (name = "folders", description = "Folders that organise Action Flows"),
@@ -105,94 +110,285 @@ impl Modify for Extras {
         doc.paths
             .add_path_operation("/docs/", vec![method], operation);
 
+        // The upload takes POST as well as PUT (browsers' forms and some HTTP clients send
+        // POST): the same operation under an id of its own.
+        if let Some(item) = doc.paths.paths.get_mut("/uploads/csv/{token}") {
+            if let Some(mut post) = item.put.clone() {
+                post.operation_id = Some("uploadCsvWithPost".to_owned());
+                item.post = Some(post);
+            }
+        }
+
+        // The cancel body is optional: utoipa renders `Option<T>` as `oneOf [null, T]`, which
+        // calls a JSON `null` body valid; the server reads no body, not a `null` one.
+        if let Some(body) = doc
+            .paths
+            .paths
+            .get_mut("/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel")
+            .and_then(|item| item.post.as_mut())
+            .and_then(|operation| operation.request_body.as_mut())
+        {
+            for content in body.content.values_mut() {
+                content.schema = Some(Ref::from_schema_name("CancelRequest").into());
+            }
+            body.required = Some(Required::False);
+        }
+
+        shared_responses(doc);
+    }
+}
+
+/// A problem document answer.
+fn problem(description: &str) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        "application/problem+json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    )
+}
+
+/// `#/components/responses/NotFound`, which operations that read an id of their path declare.
+pub struct NotFound;
+
+impl<'r> ToResponse<'r> for NotFound {
+    fn response() -> (&'r str, RefOr<Response>) {
+        (
+            "NotFound",
+            problem(
+                "Not found (`not_found`): no resource with an id of the path in this \
+                 environment",
+            )
+            .build()
+            .into(),
+        )
+    }
+}
+
+fn reference(name: &str) -> Ref {
+    Ref::new(format!("#/components/responses/{name}"))
+}
+
+/// The answers many operations share, declared once under `components/responses` and
+/// referenced by rule: 401 and 429 for every operation with an API key, 403 naming the scope
+/// of its security requirement (and the legacy roles that grant it too), 400, 413 and 415
+/// for every JSON body, 400 for every query, 503 `storage_full` for every write. An
+/// operation's own annotation of a status wins.
+fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
+    let integer = |description: &str| {
+        utoipa::openapi::HeaderBuilder::new()
+            .schema(ObjectBuilder::new().schema_type(Type::Integer))
+            .description(Some(description))
+            .build()
+    };
+    let shared = [
+        (
+            "BadRequest",
+            problem(
+                "Invalid request (`validation_failed`, with every field problem in `errors`; \
+                 `malformed_json` for a body that is not JSON; `invalid_path` for a path with a \
+                 control character or a percent-escape that does not decode to UTF-8)",
+            ),
+        ),
+        (
+            "Unauthorized",
+            problem(
+                "No valid credential, or an environment the key may not use (`unauthorized`); \
+                 `WWW-Authenticate: Bearer`",
+            ),
+        ),
+        (
+            "Forbidden",
+            problem("The key lacks the permission (`forbidden`); `detail` names the scope"),
+        ),
+        (
+            "PayloadTooLarge",
+            problem("The body is over 1 MiB (`payload_too_large`)"),
+        ),
+        (
+            "UnsupportedMediaType",
+            problem(
+                "The body is not `application/json` or `application/*+json`, or has no \
+                 `Content-Type` (`unsupported_media_type`)",
+            ),
+        ),
         // Contract §18: any write may find the disk full, and the low-disk guard refuses new
         // work; both answer 503 `storage_full` with `Retry-After`.
-        // A problem document answer.
-        let problem = |description: &str| {
-            ResponseBuilder::new().description(description).content(
-                "application/problem+json",
-                ContentBuilder::new()
-                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-        };
-        let storage_full = problem(
-            "Storage full (`storage_full`, with `Retry-After`): the disk has no room for the \
-             write, or free space is below `WORKBENCH_MIN_FREE_DISK`",
-        )
-        .build();
+        (
+            "StorageFull",
+            problem(
+                "Storage full (`storage_full`, with `Retry-After`): the disk has no room for the \
+                 write, or free space is below `WORKBENCH_MIN_FREE_DISK`",
+            ),
+        ),
         // Contract §16: every call with an API key counts against the key's rate limit.
-        let integer = |description: &str| {
-            utoipa::openapi::HeaderBuilder::new()
-                .schema(
-                    utoipa::openapi::ObjectBuilder::new()
-                        .schema_type(utoipa::openapi::schema::Type::Integer),
-                )
-                .description(Some(description))
-                .build()
-        };
-        let rate_limited = problem(
-            "Too many requests (`rate_limited`): the API key sent more than \
-             `WORKBENCH_RATE_LIMIT_KEY` allows; `Retry-After` says when to try again. Every \
-             answer to a key whose calls are limited carries the `RateLimit-*` headers",
-        )
-        .header("Retry-After", integer("Seconds until a request may go"))
-        .header(
-            "RateLimit-Limit",
-            integer("Requests the key may send at once"),
-        )
-        .header("RateLimit-Remaining", integer("Requests left now: 0"))
-        .header("RateLimit-Reset", integer("Seconds until a request may go"))
-        .build();
-        doc.components
-            .get_or_insert_with(Default::default)
+        (
+            "RateLimited",
+            problem(
+                "Too many requests (`rate_limited`): the API key sent more than \
+                 `WORKBENCH_RATE_LIMIT_KEY` allows; `Retry-After` says when to try again. Every \
+                 answer to a key whose calls are limited carries the `RateLimit-*` headers",
+            )
+            .header("Retry-After", integer("Seconds until a request may go"))
+            .header(
+                "RateLimit-Limit",
+                integer("Requests the key may send at once"),
+            )
+            .header("RateLimit-Remaining", integer("Requests left now: 0"))
+            .header("RateLimit-Reset", integer("Seconds until a request may go")),
+        ),
+    ];
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, schema) in crate::schemas::schemas() {
+        if let Ok(schema) = serde_json::from_value(schema) {
+            components.schemas.insert(name.to_owned(), schema);
+        }
+    }
+    let (name, not_found) = NotFound::response();
+    components.responses.insert(name.to_owned(), not_found);
+    for (name, response) in shared {
+        components
             .responses
-            .insert("RateLimited".to_owned(), rate_limited.into());
-        let rate_limited = utoipa::openapi::Ref::new("#/components/responses/RateLimited");
-        for item in doc.paths.paths.values_mut() {
-            for operation in [&mut item.post, &mut item.put, &mut item.patch]
-                .into_iter()
-                .flatten()
-            {
+            .insert(name.to_owned(), response.build().into());
+    }
+
+    for item in doc.paths.paths.values_mut() {
+        let writes = [&item.post, &item.put, &item.patch].map(Option::is_some);
+        let operations = [
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.get,
+            &mut item.delete,
+        ];
+        for (i, operation) in operations.into_iter().enumerate() {
+            let Some(operation) = operation else { continue };
+            let write = i < 3 && writes[i];
+            let bearer = operation.security.iter().flatten().find_map(|requirement| {
+                let value = serde_json::to_value(requirement).ok()?;
+                let scopes = value.get("bearer")?.as_array()?.clone();
+                Some(scopes)
+            });
+            let json_body = operation
+                .request_body
+                .as_ref()
+                .is_some_and(|body| body.content.keys().any(|media| media == "application/json"));
+            let query = operation.parameters.iter().flatten().any(|parameter| {
+                matches!(
+                    parameter.parameter_in,
+                    utoipa::openapi::path::ParameterIn::Query
+                )
+            });
+            let path = path_parameters(operation);
+            let mut add = |status: &str, response: Ref| {
                 operation
                     .responses
                     .responses
-                    .entry("503".to_owned())
-                    .or_insert_with(|| storage_full.clone().into());
+                    .entry(status.to_owned())
+                    .or_insert_with(|| response.into());
+            };
+            if json_body || query || path {
+                add("400", reference("BadRequest"));
             }
-            for operation in [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.patch,
-                &mut item.delete,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                let with_key = operation.security.iter().flatten().any(|requirement| {
-                    serde_json::to_value(requirement).is_ok_and(|v| v.get("bearer").is_some())
-                });
-                if with_key {
-                    operation
-                        .responses
-                        .responses
-                        .entry("429".to_owned())
-                        .or_insert_with(|| rate_limited.clone().into());
+            if let Some(scopes) = bearer {
+                add("401", reference("Unauthorized"));
+                let scope = scopes
+                    .first()
+                    .and_then(|s| s.as_str())
+                    .and_then(|s| s.parse::<Scope>().ok());
+                if let Some(scope) = scope {
+                    let roles: Vec<String> = Permission::granted_by(scope)
+                        .legacy_roles()
+                        .iter()
+                        .map(|role| format!("`{role}`"))
+                        .collect();
+                    let needs = if roles.is_empty() {
+                        format!("The key lacks the scope `{scope}` (`forbidden`)")
+                    } else {
+                        format!(
+                            "The key lacks the scope `{scope}` and the legacy role {} \
+                             (`forbidden`)",
+                            roles.join(" or ")
+                        )
+                    };
+                    let mut forbidden = reference("Forbidden");
+                    forbidden.description = needs;
+                    add("403", forbidden);
                 }
+                add("429", reference("RateLimited"));
+            }
+            if json_body {
+                add("413", reference("PayloadTooLarge"));
+                add("415", reference("UnsupportedMediaType"));
+            }
+            if write {
+                add("503", reference("StorageFull"));
             }
         }
     }
 }
 
-/// Serves `/openapi.json` and the UI under `/docs/`; `/docs` redirects there.
+/// The pattern of every path parameter that states none: the edge refuses a path with a
+/// control character (`invalid_path`, `edge::path_problem`).
+pub const PATH_PARAMETER_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$";
+
+/// Gives each path parameter of `operation` a non-empty string schema without control
+/// characters (unless its annotation states a pattern), and adds `invalid_path` to the
+/// description of an answer 400 of the operation's own. Whether it has path parameters.
+fn path_parameters(operation: &mut utoipa::openapi::path::Operation) -> bool {
+    use utoipa::openapi::path::ParameterIn;
+    let mut any = false;
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if !matches!(parameter.parameter_in, ParameterIn::Path) {
+            continue;
+        }
+        any = true;
+        let Ok(mut value) = serde_json::to_value(&*parameter) else {
+            continue;
+        };
+        let Some(schema) = value.get_mut("schema").and_then(|s| s.as_object_mut()) else {
+            continue;
+        };
+        if schema.get("type").and_then(|t| t.as_str()) == Some("string")
+            && !schema.contains_key("pattern")
+        {
+            schema.insert("minLength".to_owned(), 1.into());
+            schema.insert("pattern".to_owned(), PATH_PARAMETER_PATTERN.into());
+        }
+        if let Ok(changed) = serde_json::from_value(value) {
+            *parameter = changed;
+        }
+    }
+    if any {
+        if let Some(RefOr::T(own)) = operation.responses.responses.get_mut("400") {
+            if !own.description.contains("invalid_path") {
+                own.description.push_str(
+                    "; `invalid_path` for a path with a control character or a percent-escape \
+                     that does not decode to UTF-8",
+                );
+            }
+        }
+    }
+    any
+}
+
+/// Serves `/openapi.json` and the UI under `/docs/`; `/docs` redirects there. Any other method
+/// on those paths is answered 405 with `Allow: GET` (the UI's own routes take GET only, and
+/// without this the request would fall through to the 404 of no route).
 pub fn configure(cfg: &mut actix_web::web::ServiceConfig) {
-    cfg.service(
-        actix_web::web::resource("/docs").route(actix_web::web::get().to(|| async {
-            actix_web::HttpResponse::PermanentRedirect()
-                .insert_header((actix_web::http::header::LOCATION, "/docs/"))
+    use actix_web::{http::header, web, HttpResponse};
+    cfg.service(web::resource("/docs").route(web::get().to(|| async {
+        HttpResponse::PermanentRedirect()
+            .insert_header((header::LOCATION, "/docs/"))
+            .finish()
+    })))
+    .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()))
+    .service(
+        web::resource(["/openapi.json", "/docs/{_:.*}"]).to(|| async {
+            // The edge turns this into a `method_not_allowed` problem, keeping `Allow`.
+            HttpResponse::MethodNotAllowed()
+                .insert_header((header::ALLOW, "GET"))
                 .finish()
-        })),
-    )
-    .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()));
+        }),
+    );
 }

@@ -74,6 +74,9 @@ impl CancelFilter {
     ///     .expect("valid");
     /// assert_eq!((one.end_user_id.as_deref(), one.cancel_cards), (Some("u1"), false));
     /// assert!(CancelFilter::parse(Some(&json!({"flowConfigVersion": 0}))).is_err());
+    /// assert!(CancelFilter::parse(Some(&json!({"flowConfigVersion": 1.5}))).is_err());
+    /// let three = CancelFilter::parse(Some(&json!({"flowConfigVersion": 3.0}))).expect("valid");
+    /// assert_eq!(three.flow_version, Some(3));
     /// ```
     pub fn parse(body: Option<&Value>) -> Result<Self, DomainError> {
         let mut filter = CancelFilter {
@@ -102,7 +105,9 @@ impl CancelFilter {
         filter.invocation_id = text("flowInvocationId", &mut errors);
         filter.flow_version = match obj.get("flowConfigVersion") {
             None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            // A whole number written with a fraction (`3.0`) is a whole number too, as JSON
+            // Schema's `integer` says.
+            Some(v) => match whole_number(v).and_then(|n| u32::try_from(n).ok()) {
                 Some(n) if (1..=MAX_FLOW_VERSION).contains(&n) => Some(n),
                 _ => {
                     errors.push(FieldError::new(
@@ -544,6 +549,15 @@ impl CancelService {
         self.saved(&task).await?;
         Ok(true)
     }
+}
+
+/// A non-negative whole number, whether written `3` or `3.0`.
+fn whole_number(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+            .map(|f| f as u64)
+    })
 }
 
 #[cfg(test)]

@@ -186,6 +186,30 @@ pub enum Permission {
 }
 
 impl Permission {
+    /// The permission `scope` grants: the inverse of [`Permission::scope`] (the OpenAPI
+    /// document names an operation's scope and derives its legacy roles from it).
+    pub const fn granted_by(scope: Scope) -> Permission {
+        match scope {
+            Scope::WorkbenchFoldersRead => Permission::FoldersRead,
+            Scope::WorkbenchFoldersCreate => Permission::FoldersCreate,
+            Scope::WorkbenchFoldersUpdate => Permission::FoldersUpdate,
+            Scope::WorkbenchFoldersDelete => Permission::FoldersDelete,
+            Scope::ActionFlowsRead => Permission::ActionFlowsRead,
+            Scope::ActionFlowsTrigger => Permission::ActionFlowsTrigger,
+            Scope::ActionFlowsWrite => Permission::ActionFlowsWrite,
+            Scope::WebhooksRead => Permission::WebhooksRead,
+            Scope::WebhooksWrite => Permission::WebhooksWrite,
+            Scope::NotificationPlatformsRead => Permission::NotificationPlatformsRead,
+            Scope::NotificationPlatformsWrite => Permission::NotificationPlatformsWrite,
+            Scope::UsersRead => Permission::UsersRead,
+            Scope::UsersWrite => Permission::UsersWrite,
+            Scope::CardsWrite => Permission::CardsWrite,
+            Scope::CredentialsWrite => Permission::CredentialsWrite,
+            Scope::CredentialsRead => Permission::CredentialsRead,
+            Scope::EnvironmentSettingsWrite => Permission::EnvironmentSettingsWrite,
+        }
+    }
+
     /// The one scope that grants this permission.
     pub const fn scope(self) -> Scope {
         match self {

@@ -137,46 +137,6 @@ pub struct StreamListResponse {
     pub data: Vec<StreamDto>,
 }
 
-/// Body of a user PUT: the whole user (omitted fields take their defaults).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"testUser": false, "tags": ["vip"], "attributes": {"country": "NZ"}}))]
-pub struct PutUserRequest {
-    #[schema(rename = "testUser")]
-    test_user: Option<bool>,
-    tags: Option<Vec<String>>,
-    /// String, number or boolean values.
-    #[schema(value_type = Option<Object>)]
-    attributes: Option<Value>,
-}
-
-/// Body of `users:batch`: 1 to 10,000 users, each with its `id`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2", "testUser": true}]}))]
-pub struct BatchRequest {
-    #[schema(value_type = Vec<Object>)]
-    users: Vec<Value>,
-}
-
-/// Body of a segment create or update.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"name": "NZ VIPs", "filter": {"match": "all", "conditions": [
-    {"field": "attributes.country", "op": "eq", "value": "NZ"}, {"field": "tags", "op": "contains", "value": "vip"}]}}))]
-pub struct SegmentRequest {
-    name: String,
-    #[schema(value_type = Object)]
-    filter: Value,
-}
-
-/// Body of a stream create.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-pub struct StreamRequest {
-    name: String,
-}
-
 /// Reads a user's `testUser`, `tags`, `attributes` from `object`, reporting under `prefix`.
 fn user_input(
     object: &Map<String, Value>,
@@ -264,21 +224,15 @@ fn user_list_query(
     ))
 }
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-
 /// Create or replace an end user (the whole user: omitted fields take their defaults).
 #[utoipa::path(
     put, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "putEndUser",
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
-    request_body = PutUserRequest,
+    request_body = crate::schemas::PutUserRequest,
     responses(
         (status = 200, description = "The user as stored", body = EndUserResponse),
-        (status = 400, description = "Every invalid field", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn put_user(
     state: web::Data<AppState>,
@@ -305,11 +259,9 @@ pub async fn put_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 200, description = "The user", body = EndUserResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such user in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn get_user(
     state: web::Data<AppState>,
@@ -327,11 +279,9 @@ pub async fn get_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such user in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_user(
     state: web::Data<AppState>,
@@ -351,16 +301,14 @@ pub async fn delete_user(
         ("tag" = Option<String>, Query, description = "Only users with this tag"),
         ("segmentId" = Option<String>, Query, description = "Only users the segment's filter matches"),
         ("testUser" = Option<bool>, Query, description = "Only test (true) or live (false) users"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of users", body = EndUserListResponse),
         (status = 400, description = "A query parameter is invalid, or segmentId is not a segment", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_users(
     state: web::Data<AppState>,
@@ -384,15 +332,13 @@ pub async fn list_users(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/users:batch", tag = "audience", operation_id = "putEndUsers",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = BatchRequest,
+    request_body = crate::schemas::BatchRequest,
     responses(
         (status = 200, description = "How many users were stored", body = BatchResponse),
         (status = 400, description = "Every invalid field, as `users[i].field`; nothing is stored", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 32 MiB", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn put_users(
     state: web::Data<AppState>,
@@ -456,15 +402,13 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
 #[utoipa::path(
     post, path = "/v1/{environmentId}/segments", tag = "audience", operation_id = "createSegment",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = SegmentRequest,
+    request_body = crate::schemas::SegmentRequest,
     responses(
         (status = 201, description = "The segment", body = SegmentResponse,
             headers(("Location" = String, description = "Address of the segment"))),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn create_segment(
     state: web::Data<AppState>,
@@ -493,10 +437,8 @@ pub async fn create_segment(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every segment", body = SegmentListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_segments(
     state: web::Data<AppState>,
@@ -515,11 +457,9 @@ pub async fn list_segments(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn get_segment(
     state: web::Data<AppState>,
@@ -537,15 +477,13 @@ pub async fn get_segment(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience", operation_id = "updateSegment",
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
-    request_body = SegmentRequest,
+    request_body = crate::schemas::SegmentRequest,
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn update_segment(
     state: web::Data<AppState>,
@@ -572,11 +510,9 @@ pub async fn update_segment(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such segment in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_segment(
     state: web::Data<AppState>,
@@ -594,10 +530,8 @@ pub async fn delete_segment(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every stream", body = StreamListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_streams(
     state: web::Data<AppState>,
@@ -614,16 +548,14 @@ pub async fn list_streams(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/streams", tag = "audience", operation_id = "createStream",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = StreamRequest,
+    request_body = crate::schemas::StreamRequest,
     responses(
         (status = 201, description = "The stream", body = StreamResponse,
             headers(("Location" = String, description = "Address of the stream"))),
         (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A stream has this name (`stream_name_taken`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn create_stream(
     state: web::Data<AppState>,
@@ -655,12 +587,10 @@ pub async fn create_stream(
     params(("environmentId" = String, Path, description = "Environment id"), ("streamId" = String, Path, description = "Stream id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such stream in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`All cards` cannot be deleted (`default_stream`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn delete_stream(
     state: web::Data<AppState>,

@@ -21,8 +21,6 @@ use crate::auth::Caller;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str = "Needs role `events` (or the `action_flows:trigger` scope)";
 /// Rows per stored batch while uploading.
 const UPLOAD_BATCH: usize = 2_000;
 
@@ -160,11 +158,9 @@ async fn create(
     responses(
         (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow, or no published configuration", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn create_live(
     state: web::Data<AppState>,
@@ -182,11 +178,9 @@ pub async fn create_live(
     responses(
         (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow, or no configuration", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn create_test(
     state: web::Data<AppState>,
@@ -203,16 +197,14 @@ pub async fn create_test(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("taskId" = String, Path, description = "The task's integer id"),
+        ("taskId" = i64, Path, description = "The task's integer id", minimum = 1),
     ),
     responses(
         (status = 200, description = "The task", body = BulkStatusResponse),
         (status = 400, description = "The task id is not a positive whole number", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task of this flow", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn status(
     state: web::Data<AppState>,

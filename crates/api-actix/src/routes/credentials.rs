@@ -14,14 +14,6 @@ use crate::problem::{ApiError, Problem};
 use crate::routes::query::{cursor, Query};
 use crate::AppState;
 
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"role": "events"}))]
-pub struct CreateCredentialRequest {
-    /// `events` or `workbench`.
-    role: String,
-}
-
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialDto {
@@ -40,16 +32,13 @@ pub struct CredentialResponse {
 #[utoipa::path(
     post, path = "/v1/{environmentId}/credentials", tag = "credentials", operation_id = "createCredential",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = CreateCredentialRequest,
+    request_body = crate::schemas::CreateCredentialRequest,
     responses(
         (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse,
             headers(("Location" = String, description = "Address of the key (where it is revoked)"))),
         (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:write"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -142,11 +131,8 @@ pub struct KeyListResponse {
     ),
     responses(
         (status = 200, description = "A page of keys (never a secret)", body = KeyListResponse),
-        (status = 400, description = "`limit` or `cursor` invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -174,11 +160,9 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("clientId" = String, Path, description = "Key id")),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs the `auth` role or `credentials:write`; or the key is granted environments beyond the caller's", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such key for this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["credentials:write"]))
 )]
 pub async fn revoke(
     state: web::Data<AppState>,

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::timestamp;
 use crate::auth::Caller;
-use crate::problem::{ApiError, Problem};
+use crate::problem::ApiError;
 use crate::AppState;
 
 #[derive(Serialize, ToSchema)]
@@ -41,7 +41,6 @@ impl From<Environment> for EnvironmentDto {
     get, path = "/v1/environments", tag = "credentials", operation_id = "listEnvironments",
     responses(
         (status = 200, description = "The environments, oldest first", body = EnvironmentListResponse),
-        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

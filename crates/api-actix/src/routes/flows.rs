@@ -159,15 +159,15 @@ pub struct CreateFlowRequest {
     /// A folder of this environment; null or omitted for Uncategorized.
     #[schema(rename = "folderId")]
     folder_id: Option<String>,
-    /// A configuration (2.3): when given, version 1 is a draft holding it.
-    #[schema(value_type = Option<Object>)]
+    /// A configuration (docs/flows.md): when given, version 1 is a draft holding it.
+    #[schema(value_type = Option<crate::schemas::FlowConfig>)]
     config: Option<Value>,
 }
 
 /// Body of a metadata update.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "folderId": "fld_01jd3m5y6q8k9r2t4v6w8x0z1a"}}))]
+#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "description": "The first card, reworded"}}))]
 pub struct UpdateFlowRequest {
     /// Any of `name`, `description`, `folderId` (null un-files).
     #[schema(rename = "actionFlow", value_type = Object)]
@@ -292,16 +292,13 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
         ("status" = Option<String>, Query, description = "DRAFT (never published), PUBLISHED (published, not archived) or ARCHIVED"),
         ("folderId" = Option<String>, Query, description = "Only flows filed in this folder"),
         ("uncategorized" = Option<bool>, Query, description = "true: only flows in no folder"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of flow summaries", body = FlowListResponse),
-        (status = 400, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -330,11 +327,8 @@ pub async fn list(
     responses(
         (status = 201, description = "The flow", body = FlowSummaryResponse, headers(("Location" = String, description = "Address of the flow"))),
         (status = 400, description = "`validation_failed` (name, description, folderId) or `invalid_config` (with every configuration problem)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -372,11 +366,9 @@ pub async fn create(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow summary", body = FlowSummaryResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -396,12 +388,9 @@ pub async fn get(
     responses(
         (status = 200, description = "The updated summary", body = FlowSummaryResponse),
         (status = 400, description = "Invalid name or description, or folderId not a folder of this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn update(
     state: web::Data<AppState>,
@@ -449,16 +438,14 @@ pub async fn update(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Flow id"),
-        ("flowConfigVersion" = String, Path, description = "A version number or `latest`"),
+        ("flowConfigVersion" = crate::schemas::VersionRef, Path, description = "A version number (1 to 4294967295) or `latest`"),
     ),
     responses(
         (status = 200, description = "The configuration record", body = ConfigRecordResponse),
         (status = 400, description = "The version is neither a number nor `latest`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or no such version", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn get_config(
     state: web::Data<AppState>,
@@ -479,17 +466,15 @@ pub async fn get_config(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish", tag = "action-flows", operation_id = "publishActionFlowConfig",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body(content = Object, description = "The configuration (spec 2.3 `config`)"),
+    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration"),
     responses(
         (status = 200, description = "The new PUBLISHED version", body = ConfigRecordResponse),
         (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn publish(
     state: web::Data<AppState>,
@@ -509,17 +494,14 @@ pub async fn publish(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "saveActionFlowDraft",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body(content = Object, description = "The configuration (spec 2.3 `config`)"),
+    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration"),
     responses(
         (status = 200, description = "The DRAFT version", body = ConfigRecordResponse),
         (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn save_draft(
     state: web::Data<AppState>,
@@ -541,11 +523,9 @@ pub async fn save_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 204, description = "Discarded"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn discard_draft(
     state: web::Data<AppState>,
@@ -563,11 +543,9 @@ pub async fn discard_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The approved DRAFT version", body = ConfigRecordResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs `action_flows:write`, or this credential saved the draft", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn approve_draft(
     state: web::Data<AppState>,
@@ -585,12 +563,11 @@ pub async fn approve_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The draft, now PUBLISHED", body = ConfigRecordResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no draft", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn publish_draft(
     state: web::Data<AppState>,
@@ -608,11 +585,9 @@ pub async fn publish_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The archived flow", body = FlowSummaryResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn archive(
     state: web::Data<AppState>,
@@ -630,11 +605,9 @@ pub async fn archive(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow", body = FlowSummaryResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:write"]))
 )]
 pub async fn unarchive(
     state: web::Data<AppState>,
@@ -655,10 +628,8 @@ pub async fn unarchive(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "The settings", body = SettingsResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn get_settings(
     state: web::Data<AppState>,
@@ -681,11 +652,8 @@ pub async fn get_settings(
     responses(
         (status = 200, description = "The settings", body = SettingsResponse),
         (status = 400, description = "`approvalsEnabled` missing or not a boolean", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `auth` or `environment_settings:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["environment_settings:write"]))
 )]
 pub async fn put_settings(
     state: web::Data<AppState>,

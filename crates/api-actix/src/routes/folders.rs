@@ -56,27 +56,6 @@ pub struct FolderListResponse {
     pub data: Vec<FolderDto>,
 }
 
-/// Body of a create request.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"name": "Q4 campaigns", "parentId": null}))]
-pub struct CreateFolderRequest {
-    /// 1–255 letters, digits, hyphens, underscores and spaces; not starting or ending with a
-    /// space; unique among the folders with the same parent.
-    name: String,
-    /// The parent folder; omitted, null or "" for a root folder.
-    #[schema(rename = "parentId")]
-    parent_id: Option<String>,
-}
-
-/// Body of a rename request: only the name can change.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"name": "Q1 campaigns"}))]
-pub struct RenameFolderRequest {
-    name: String,
-}
-
 fn found(folder: Folder) -> HttpResponse {
     HttpResponse::Ok().json(FolderResponse {
         data: folder.into(),
@@ -89,10 +68,8 @@ fn found(folder: Folder) -> HttpResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every folder, sorted by name", body = FolderListResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -109,18 +86,14 @@ pub async fn list(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "createFolder",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = CreateFolderRequest,
+    request_body = crate::schemas::CreateFolderRequest,
     responses(
         (status = 201, description = "The folder", body = FolderResponse,
             headers(("Location" = String, description = "Address of the new folder"))),
         (status = 400, description = "Invalid name or parentId (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:create`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:create"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -157,11 +130,9 @@ pub async fn create(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 200, description = "The folder", body = FolderResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:read"]))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -176,17 +147,14 @@ pub async fn get(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "renameFolder",
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
-    request_body = RenameFolderRequest,
+    request_body = crate::schemas::RenameFolderRequest,
     responses(
         (status = 200, description = "The renamed folder", body = FolderResponse),
         (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:update`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:update"]))
 )]
 pub async fn rename(
     state: web::Data<AppState>,
@@ -217,12 +185,10 @@ pub async fn rename(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:delete`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The folder has sub-folders (`folder_has_children`): delete them first", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["workbench_folders:delete"]))
 )]
 pub async fn delete(
     state: web::Data<AppState>,

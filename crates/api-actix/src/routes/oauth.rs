@@ -19,11 +19,15 @@ const BASIC_CHALLENGE: &str = "Basic realm=\"workbench\"";
 
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; the form is read by hand below
+#[schema(example = json!({"grant_type": "client_credentials"}))]
 pub struct TokenRequest {
-    /// Must be `client_credentials`.
+    /// `client_credentials`, the one grant this service issues tokens for.
+    #[schema(pattern = "^client_credentials$")]
     grant_type: String,
-    /// Alternative to HTTP Basic authentication (`client_secret_post`).
+    /// With `client_secret`, instead of HTTP Basic authentication (`client_secret_post`);
+    /// never together with an `Authorization` header that names another client.
     client_id: Option<String>,
+    /// With `client_id`, instead of HTTP Basic authentication; never together with it.
     client_secret: Option<String>,
 }
 
@@ -71,7 +75,9 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
         (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many exchanges from this client address or for this client id (`rate_limited`); `Retry-After` says when to try again", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("basic" = []))
+    // HTTP Basic (`client_secret_basic`), or no Authorization header and the credentials in
+    // the form (`client_secret_post`).
+    security(("basic" = []), ())
 )]
 pub async fn token(
     state: web::Data<AppState>,

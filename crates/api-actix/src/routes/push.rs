@@ -17,10 +17,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str =
-    "Needs role `workbench` (or the `notification_platforms:read` / `:write` scope)";
-
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlatformAttributes {
@@ -86,27 +82,6 @@ pub struct ArnResponse {
     pub data: ArnDto,
 }
 
-/// Body of a create or update.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"appId": "com.example.app", "platform": "APNS", "platformCredential": "-----BEGIN PRIVATE KEY-----...", "platformPrincipal": "ABC123DEFG", "platformProperties": {"teamId": "DEF123GHIJ", "bundleId": "com.example.app"}}))]
-pub struct PlatformRequest {
-    #[schema(rename = "appId")]
-    app_id: String,
-    /// `GCM`, `FCM`, `APNS` or `APNS_SANDBOX`.
-    platform: String,
-    /// Service-account JSON (GCM/FCM), the certificate's private key (iOS certificate), or the
-    /// .p8 signing key (iOS token).
-    #[schema(rename = "platformCredential")]
-    platform_credential: String,
-    /// Empty (GCM/FCM), the PEM certificate (iOS certificate), or the key id (iOS token).
-    #[schema(rename = "platformPrincipal")]
-    platform_principal: Option<String>,
-    /// `channelId`, `restrictedPackageName`; for iOS token authentication `teamId`, `bundleId`.
-    #[schema(rename = "platformProperties")]
-    platform_properties: Option<BTreeMap<String, String>>,
-}
-
 fn arn_of(p: PushPlatform) -> ArnResponse {
     ArnResponse {
         data: ArnDto {
@@ -122,10 +97,8 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "The platforms, without credentials", body = PlatformListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -142,17 +115,14 @@ pub async fn list(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "createPushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = PlatformRequest,
+    request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 201, description = "Created: its arn and id", body = ArnResponse,
             headers(("Location" = String, description = "Where the platform is listed, replaced and deleted, by its `appId` and `platform`: platforms have no address of their own"))),
         (status = 400, description = "A field or credential is invalid (`validation_failed`, naming the field and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The environment has a platform for this app and platform (`platform_exists`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn create(
     state: web::Data<AppState>,
@@ -177,16 +147,13 @@ pub async fn create(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "updatePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body = PlatformRequest,
+    request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 200, description = "Updated: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid, or a legacy FCM key", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No platform for this app and platform", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn update(
     state: web::Data<AppState>,
@@ -208,17 +175,14 @@ pub async fn update(
 #[utoipa::path(
     delete, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "deletePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body(content = Object, description = "`appId` and `platform`"),
+    request_body = crate::schemas::PlatformKey,
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "appId or platform missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No platform for this app and platform", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The platform is enabled (`platform_enabled`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn delete(
     state: web::Data<AppState>,
@@ -240,16 +204,13 @@ pub async fn delete(
 #[utoipa::path(
     put, path = "/v1/{environmentId}/notification-platform-enabled", tag = "push", operation_id = "enablePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
-    request_body(content = Object, description = "`id` and `enabled`"),
+    request_body = crate::schemas::PlatformEnabledRequest,
     responses(
         (status = 200, description = "The platform", body = PlatformResponse),
         (status = 400, description = "id or enabled missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such platform in this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["notification_platforms:write"]))
 )]
 pub async fn set_enabled(
     state: web::Data<AppState>,
@@ -342,10 +303,8 @@ pub struct DeviceListResponse {
     ),
     responses(
         (status = 200, description = "The user's devices (none for an unknown user)", body = DeviceListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn list_devices(
     state: web::Data<AppState>,
@@ -399,11 +358,9 @@ pub struct PushListResponse {
     ),
     responses(
         (status = 200, description = "The card's pushes", body = PushListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn card_pushes(
     state: web::Data<AppState>,
@@ -439,17 +396,14 @@ pub async fn card_pushes(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token"),
+        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
     ),
-    request_body(content = Object, description = "`appId` and `platform` (GCM, FCM, APNS or APNS_SANDBOX)"),
+    request_body = crate::schemas::DeviceRequest,
     responses(
         (status = 200, description = "The device", body = DeviceResponse),
         (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn register_device(
     state: web::Data<AppState>,
@@ -475,15 +429,13 @@ pub async fn register_device(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token"),
+        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
     ),
     responses(
         (status = 204, description = "Forgotten"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "The user has no such device", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:write"]))
 )]
 pub async fn unregister_device(
     state: web::Data<AppState>,

@@ -33,9 +33,20 @@ impl Query {
             .map(|(_, v)| v.clone())
     }
 
+    /// The parameter's last value, empty or not: for a parameter whose values are a list of
+    /// names, where an empty `status=` is no name of the list, not an absent filter.
+    pub fn get_sent(&self, key: &str) -> Option<String> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
     /// `limit` and `cursor`; problems are added to `errors`.
     pub fn page(&self, errors: &mut Vec<FieldError>) -> PageRequest {
-        let limit = match self.get("limit").map(|l| l.parse::<i64>()) {
+        // An empty `limit=` is not a number either: refused, not read as no limit.
+        let limit = match self.get_sent("limit").map(|l| l.parse::<i64>()) {
             None => None,
             Some(Ok(n)) => Some(n),
             // Not a number: PageRequest reports it with the range it takes.
@@ -85,9 +96,40 @@ mod tests {
     use domain::tasks::TaskKind;
     use domain::trigger::{InvocationStatus, Mode};
 
-    use super::one_of;
+    use super::*;
     use crate::routes::tasks::{TaskKindParam, TaskStatusParam};
     use crate::routes::trigger::{InvocationStatusParam, ModeParam};
+
+    fn page(query: &str) -> (PageRequest, Vec<FieldError>) {
+        let pairs = serde_urlencoded::from_str(query).expect("a query string");
+        let mut errors = Vec::new();
+        let page = Query { pairs }.page(&mut errors);
+        (page, errors)
+    }
+
+    #[test]
+    fn an_empty_limit_is_refused_not_read_as_the_default() {
+        let (_, errors) = page("limit=");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["limit"]);
+    }
+
+    #[test]
+    fn an_empty_value_is_sent_but_not_got() {
+        let pairs = serde_urlencoded::from_str("status=&mode=live").expect("a query string");
+        let query = Query { pairs };
+        assert_eq!(query.get("status"), None);
+        assert_eq!(query.get_sent("status").as_deref(), Some(""));
+        assert_eq!(query.get_sent("kind"), None);
+        assert_eq!(query.get_sent("mode").as_deref(), Some("live"));
+    }
+
+    #[test]
+    fn no_limit_and_a_limit_in_range_are_read() {
+        assert!(page("").1.is_empty());
+        assert!(page("limit=500").1.is_empty());
+        assert_eq!(page("limit=0").1.len(), 1);
+    }
 
     #[test]
     fn a_value_is_one_of_the_names_in_any_letter_case_and_nothing_else() {

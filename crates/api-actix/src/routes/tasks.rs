@@ -20,9 +20,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str = "Needs role `events` (or the `action_flows:trigger` scope)";
-
 #[derive(Serialize, ToSchema)]
 pub struct Link {
     /// The status URL.
@@ -163,38 +160,18 @@ pub struct TaskListResponse {
     pub next: Option<String>,
 }
 
-/// Body of a cancel request (optional: without one, every active instance of the flow).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"endUserId": "user-1", "cancelCards": true}))]
-pub struct CancelRequest {
-    #[schema(rename = "endUserId")]
-    end_user_id: Option<String>,
-    #[schema(rename = "flowInvocationId")]
-    flow_invocation_id: Option<String>,
-    #[schema(rename = "flowConfigVersion", minimum = 1, maximum = 2147483647)]
-    flow_config_version: Option<u32>,
-    /// Default true; false stops the instances and leaves their cards.
-    #[schema(rename = "cancelCards")]
-    cancel_cards: Option<bool>,
-}
-
 /// Cancel the flow's instances (all, or narrowed by the body) and by default their cards.
 /// Work queued before the cancel and not yet done will not create cards either.
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel", tag = "triggers", operation_id = "cancelFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
-    request_body(content = CancelRequest, description = "Optional"),
+    request_body(content = Option<crate::schemas::CancelRequest>, description = "Optional: without a body, every active instance of the flow"),
     responses(
         (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 400, description = "Request validation failed", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "A body that is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn cancel(
     state: web::Data<AppState>,
@@ -239,16 +216,14 @@ pub async fn cancel(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("taskId" = String, Path, description = "The cancel task's id (UUID)"),
+        ("taskId" = String, Path, description = "The cancel task's id (UUID)", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"),
     ),
     responses(
         (status = 200, description = "The status (not wrapped in `data`)", body = CancelStatusResponse),
         (status = 400, description = "The task id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task of this flow", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn cancel_status(
     state: web::Data<AppState>,
@@ -304,14 +279,14 @@ impl From<TaskStatusParam> for PublicStatus {
 fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> {
     let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let kind = query.get("kind").and_then(|k| {
+    let kind = query.get_sent("kind").and_then(|k| {
         let kind = one_of::<TaskKindParam>(&k).map(TaskKind::from);
         if kind.is_none() {
             errors.push(FieldError::new("kind", "must be csv or cancel"));
         }
         kind
     });
-    let status = query.get("status").and_then(|s| {
+    let status = query.get_sent("status").and_then(|s| {
         let status = one_of::<TaskStatusParam>(&s).map(PublicStatus::from);
         if status.is_none() {
             errors.push(FieldError::new(
@@ -344,7 +319,6 @@ fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> 
     responses(
         (status = 200, description = "A page of tasks, newest first", body = TaskListResponse),
         (status = 400, description = "A query parameter is invalid (`kind`, `status`, `limit`, `cursor`), each reported; `status=pending` with `kind=cancel`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such Action Flow in this environment", body = Problem, content_type = "application/problem+json"),
     ),

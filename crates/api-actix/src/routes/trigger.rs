@@ -175,33 +175,6 @@ pub struct EventListResponse {
     pub data: Vec<Value>,
 }
 
-/// Body of a card action.
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; bodies are read field by field
-#[schema(example = json!({"action": "submit", "values": {"answer": "yes"}}))]
-pub struct CardActionRequest {
-    /// `submit`, `dismiss` or `snooze`.
-    action: String,
-    /// With `submit`: the user's input, passed to `card-completed`.
-    #[schema(value_type = Option<Object>)]
-    values: Option<Value>,
-    /// With `snooze`: when the card comes back (RFC 3339, in the future).
-    #[schema(rename = "snoozeUntil", format = DateTime)]
-    snooze_until: Option<String>,
-}
-
-/// The trigger body of spec 4.3 (documented by shape, validated in the domain).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents the request; the body is parsed by domain::trigger::parse
-#[schema(example = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["user-1"]},
-    "payload": {"variables": {"firstName": "Ann"}, "cardOptions": {"priority": 8}}, "flowInvocationId": "welcome-user-1"}]}))]
-pub struct TriggerRequestBody {
-    #[schema(value_type = Vec<Object>)]
-    flows: Vec<Value>,
-    #[schema(value_type = Option<Object>)]
-    options: Option<Value>,
-}
-
 async fn trigger(
     state: web::Data<AppState>,
     caller: Caller,
@@ -233,18 +206,16 @@ const TRIGGER_400: &str = "Every invalid field of the request (`validation_faile
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/start", tag = "triggers", operation_id = "startActionFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body = TriggerRequestBody,
+    request_body = crate::schemas::TriggerRequestBody,
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no published version", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`invocation_conflict` (an id reused with another target or payload) or `flow_archived`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn start(
     state: web::Data<AppState>,
@@ -260,18 +231,16 @@ pub async fn start(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/test", tag = "triggers", operation_id = "testActionFlow",
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body = TriggerRequestBody,
+    request_body = crate::schemas::TriggerRequestBody,
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:trigger`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow, or it has no version yet", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`invocation_conflict`: an id reused with another target or payload", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:trigger"]))
 )]
 pub async fn test(
     state: web::Data<AppState>,
@@ -293,11 +262,9 @@ pub async fn test(
     ),
     responses(
         (status = 200, description = "Status, users targeted, cards created, errors", body = InvocationResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such invocation of this flow", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["action_flows:read"]))
 )]
 pub async fn invocation(
     state: web::Data<AppState>,
@@ -358,7 +325,7 @@ impl From<ModeParam> for Mode {
 fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest), ApiError> {
     let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let status = query.get("status").and_then(|s| {
+    let status = query.get_sent("status").and_then(|s| {
         let status = one_of::<InvocationStatusParam>(&s).map(InvocationStatus::from);
         if status.is_none() {
             errors.push(FieldError::new(
@@ -368,7 +335,7 @@ fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest)
         }
         status
     });
-    let mode = query.get("mode").and_then(|m| {
+    let mode = query.get_sent("mode").and_then(|m| {
         let mode = one_of::<ModeParam>(&m).map(Mode::from);
         if mode.is_none() {
             errors.push(FieldError::new("mode", "must be live or test"));
@@ -397,7 +364,6 @@ fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest)
     responses(
         (status = 200, description = "A page of invocations, newest first", body = InvocationListResponse),
         (status = 400, description = "A query parameter is invalid (`status`, `mode`, `limit`, `cursor`), each reported", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
     ),
@@ -433,10 +399,8 @@ pub async fn invocations(
     ),
     responses(
         (status = 200, description = "The feed", body = FeedResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["cards:write"]))
 )]
 pub async fn feed(
     state: web::Data<AppState>,
@@ -462,16 +426,14 @@ pub async fn feed(
         ("endUserId" = String, Path, description = "Your id for the user"),
         ("cardInstanceId" = String, Path, description = "Card id"),
     ),
-    request_body = CardActionRequest,
+    request_body = crate::schemas::CardActionRequest,
     responses(
         (status = 200, description = "The card after the action", body = CardResponse),
         (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `cards:write`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["cards:write"]))
 )]
 pub async fn act(
     state: web::Data<AppState>,
@@ -537,11 +499,9 @@ pub async fn act(
     ),
     responses(
         (status = 200, description = "The card's events", body = EventListResponse),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `workbench`, or `users:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such card for this user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["users:read"]))
 )]
 pub async fn events(
     state: web::Data<AppState>,

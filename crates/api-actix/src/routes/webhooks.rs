@@ -18,9 +18,6 @@ use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
-const UNAUTHORIZED: &str = "No valid credential, or no access to the environment";
-const FORBIDDEN: &str = "Needs role `workbench` (or the `webhooks:read` / `webhooks:write` scope)";
-
 /// A webhook subscription (spec 2.8).
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -154,7 +151,7 @@ pub struct QueuedResponse {
 /// Body of a subscribe request.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; the domain reads the body field by field
-#[schema(example = json!({"types": ["card-completed"], "url": "https://example.com/hooks", "headers": {"X-Token": "abc"}}))]
+#[schema(example = json!({"types": ["card-completed"], "url": "https://93.184.215.14/hooks", "headers": {"X-Token": "abc"}}))]
 pub struct SubscribeRequest {
     /// Event names: card-published, card-embargoed, card-snoozed, card-unsnoozed,
     /// card-completed, card-dismissed, card-expired, card-cancelled.
@@ -171,13 +168,26 @@ pub struct SubscribeRequest {
     method: Option<String>,
 }
 
-/// Body of a recover request.
+/// The body of `PATCH /webhook/{id}`: the subscribe fields, every one optional; those left out
+/// are kept, and `null` clears a filter (`cardTemplateId`, `actionFlowConfigId`).
 #[derive(ToSchema)]
-#[allow(dead_code)] // documents the request
-#[schema(example = json!({"since": "2026-11-21T00:00:00Z"}))]
-pub struct RecoverRequest {
-    /// RFC 3339: failed deliveries of events since then are queued again.
-    since: String,
+#[allow(dead_code)] // documents the request; the domain reads the body field by field
+#[schema(example = json!({"headers": {"X-Token": "abc"}, "types": ["card-completed"]}))]
+pub struct UpdateWebhookRequest {
+    /// Event names, as on subscribe.
+    #[schema(nullable = false)]
+    types: Option<Vec<String>>,
+    /// http(s); must not resolve to a private, loopback, link-local or metadata address.
+    #[schema(nullable = false)]
+    url: Option<String>,
+    /// At most 20; `webhook-*`, `content-type` and the like are reserved.
+    headers: Option<BTreeMap<String, String>>,
+    #[schema(rename = "cardTemplateId")]
+    card_template_id: Option<String>,
+    #[schema(rename = "actionFlowConfigId")]
+    action_flow_config_id: Option<String>,
+    /// `POST` or `PUT`.
+    method: Option<String>,
 }
 
 fn one(s: Subscription, with_secret: bool) -> HttpResponse {
@@ -195,12 +205,9 @@ fn one(s: Subscription, with_secret: bool) -> HttpResponse {
         (status = 201, description = "The subscription, with its secret", body = SubscriptionResponse,
             headers(("Location" = String, description = "Address of the subscription"))),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The environment has 100 subscriptions (`webhook_limit_reached`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn subscribe(
     state: web::Data<AppState>,
@@ -232,10 +239,8 @@ pub async fn subscribe(
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every subscription, oldest first", body = SubscriptionListResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn list(
     state: web::Data<AppState>,
@@ -260,11 +265,9 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn get(
     state: web::Data<AppState>,
@@ -282,16 +285,13 @@ pub async fn get(
 #[utoipa::path(
     patch, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "updateWebhook",
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
-    request_body(content = SubscribeRequest, description = "Any of the subscribe fields; those left out are kept"),
+    request_body(content = UpdateWebhookRequest, description = "Any of the subscribe fields; those left out are kept"),
     responses(
         (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn update(
     state: web::Data<AppState>,
@@ -326,12 +326,10 @@ pub async fn update(
         (status = 200, description = "Disabled: the subscription with `status: disabled`", body = SubscriptionResponse),
         (status = 204, description = "Deleted (permanent=true)"),
         (status = 400, description = "`permanent` is not true or false", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "Permanent delete of an enabled subscription (`webhook_enabled`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn disable(
     state: web::Data<AppState>,
@@ -370,11 +368,9 @@ pub async fn disable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, active", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn enable(
     state: web::Data<AppState>,
@@ -394,11 +390,9 @@ pub async fn enable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, with its new secret", body = SubscriptionResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn rotate_secret(
     state: web::Data<AppState>,
@@ -418,11 +412,9 @@ pub async fn rotate_secret(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The attempt: status code (null when the call failed), duration, answer", body = AttemptResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn test(
     state: web::Data<AppState>,
@@ -442,17 +434,14 @@ pub async fn test(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("webhookId" = String, Path, description = "Subscription id"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of attempts", body = AttemptListResponse),
-        (status = 400, description = "Invalid limit or cursor", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:read"]))
 )]
 pub async fn deliveries(
     state: web::Data<AppState>,
@@ -485,12 +474,10 @@ pub async fn deliveries(
     ),
     responses(
         (status = 202, description = "Queued", body = QueuedResponse),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription or event in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn resend(
     state: web::Data<AppState>,
@@ -508,17 +495,14 @@ pub async fn resend(
 #[utoipa::path(
     post, path = "/v1/{environmentId}/webhook/{webhookId}/recover", tag = "webhooks", operation_id = "recoverWebhook",
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
-    request_body = RecoverRequest,
+    request_body = crate::schemas::RecoverRequest,
     responses(
         (status = 202, description = "How many deliveries were queued", body = QueuedResponse),
         (status = 400, description = "`since` missing or not RFC 3339", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = UNAUTHORIZED, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = FORBIDDEN, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such subscription in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::openapi::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/json", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
+    security(("bearer" = ["webhooks:write"]))
 )]
 pub async fn recover(
     state: web::Data<AppState>,

@@ -130,9 +130,10 @@ impl Filter {
                 "must be an object with `match` and `conditions`",
             )]);
         };
-        let match_all = match object.get("match").and_then(Value::as_str) {
-            Some("all") | None => true,
-            Some("any") => false,
+        let match_all = match object.get("match") {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) if s == "all" => true,
+            Some(Value::String(s)) if s == "any" => false,
             Some(_) => {
                 errors.push(FieldError::new(
                     format!("{path}.match"),
@@ -380,6 +381,25 @@ mod tests {
 
     fn filter(v: Value) -> Filter {
         Filter::parse(&v, "filter").unwrap_or_else(|e| panic!("{v}: {e:?}"))
+    }
+
+    #[test]
+    fn a_match_that_is_not_a_string_is_refused_not_read_as_all() {
+        let conditions = json!([{"field": "tags", "op": "eq", "value": "vip"}]);
+        for bad in [json!(5), json!(true), json!(["any"]), json!("ALL")] {
+            let problems = Filter::parse(&json!({"match": bad, "conditions": conditions}), "f")
+                .expect_err("refused");
+            assert_eq!(problems[0].field, "f.match", "{bad}");
+        }
+        for (good, all) in [
+            (json!(null), true),
+            (json!("all"), true),
+            (json!("any"), false),
+        ] {
+            let filter = Filter::parse(&json!({"match": good, "conditions": conditions}), "f")
+                .expect("accepted");
+            assert_eq!(filter.match_all, all);
+        }
     }
 
     #[test]

@@ -36,14 +36,19 @@ crate::spelling::spelled!(StepType {
     CreateCard => "create-card",
 });
 
+/// The priorities a card may have, in a template's `metadata.delivery.priority` and a
+/// trigger's `cardOptions.priority`.
+pub const PRIORITIES: std::ops::RangeInclusive<u8> = 1..=10;
+
 /// Variable types of definitions (docs/api.md, Configuration validation).
 pub const VARIABLE_TYPES: [&str; 4] = ["number", "string", "date", "boolean"];
 /// Variable sources: sent with the trigger (`event`), fixed (`static`), computed by the
 /// template's default script (`script`, which a trigger may not override).
 pub const VARIABLE_SOURCES: [&str; 3] = ["event", "static", "script"];
 
-/// Element types whose attributes this service checks, with the attribute each requires.
-const KNOWN_ELEMENTS: [(&str, &str); 4] = [
+/// Element types whose attributes this service checks, with the attribute each requires (a
+/// non-empty string).
+pub const KNOWN_ELEMENTS: [(&str, &str); 4] = [
     ("headline", "text"),
     ("text", "text"),
     ("image", "src"),
@@ -605,7 +610,11 @@ fn card_templates<'v>(
             let delivery_path = metadata_path.key("delivery");
             if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
                 if let Some(priority) = delivery.get("priority") {
-                    if !priority.as_i64().is_some_and(|n| (1..=10).contains(&n)) {
+                    let valid = priority
+                        .as_u64()
+                        .and_then(|n| u8::try_from(n).ok())
+                        .is_some_and(|n| PRIORITIES.contains(&n));
+                    if !valid {
                         p.add(
                             &delivery_path.key("priority"),
                             format!("must be a whole number from 1 to 10, not {priority}"),
@@ -629,7 +638,24 @@ fn card_templates<'v>(
             }
         }
         let notification_path = template_path.key("notification");
-        if object(p, template.get("notification"), &notification_path, false).is_some() {
+        if let Some(notification) =
+            object(p, template.get("notification"), &notification_path, false)
+        {
+            // The push's title and body are text: anything else was stored and pushed as JSON.
+            let attributes_path = notification_path.key("attributes");
+            if let Some(attributes) =
+                object(p, notification.get("attributes"), &attributes_path, false)
+            {
+                for field in ["title", "body"] {
+                    match attributes.get(field) {
+                        None | Some(Value::String(_)) => {}
+                        Some(other) => p.add(
+                            &attributes_path.key(field),
+                            format!("must be a string, not {}", describe(other)),
+                        ),
+                    }
+                }
+            }
             if let Some(notification) = template.get("notification") {
                 check_references(p, notification, &notification_path, &known);
             }
@@ -649,7 +675,7 @@ fn check_view(
     for list in ["actions", "content"] {
         let list_path = path.key(list);
         let items = match view.get(list) {
-            None | Some(Value::Null) => continue,
+            None => continue,
             Some(Value::Array(items)) => items,
             Some(other) => {
                 p.add(

@@ -660,3 +660,10 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
         Err(DomainError::Unauthenticated)
     ));
 }
+
+#[test]
+fn every_scope_grants_the_permission_that_names_it() {
+    for scope in Scope::ALL {
+        assert_eq!(Permission::granted_by(scope).scope(), scope);
+    }
+}

@@ -593,8 +593,12 @@ fn card_options(
     let mut out = CardOptions::default();
     match options.get("priority") {
         None | Some(Value::Null) => {}
-        Some(p) => match p.as_u64().filter(|n| (1..=10).contains(n)) {
-            Some(n) => out.priority = u8::try_from(n).ok(),
+        Some(p) => match p
+            .as_u64()
+            .and_then(|n| u8::try_from(n).ok())
+            .filter(|n| crate::flow::config::PRIORITIES.contains(n))
+        {
+            Some(n) => out.priority = Some(n),
             None => err(
                 errors,
                 format!("{path}.priority"),

@@ -427,3 +427,40 @@ fn date_patterns() {
     assert!(check_value("date", &json!("2026-11-22T10:00:00.000Z"), None).is_ok());
     assert!(check_value("date", &json!("2026-11-22"), None).is_err());
 }
+
+#[test]
+fn a_view_list_that_is_null_is_refused_not_read_as_absent() {
+    // The document says `content` and `actions` are arrays; null was let through as absent.
+    let mut config = valid();
+    config["cardTemplates"]["welcome"]["subviews"]["more"]["content"] = Value::Null;
+    config["cardTemplates"]["welcome"]["defaultView"]["actions"] = Value::Null;
+    assert_eq!(
+        fields(&config),
+        vec![
+            "config.cardTemplates.welcome.defaultView.actions",
+            "config.cardTemplates.welcome.subviews.more.content",
+        ]
+    );
+}
+
+#[test]
+fn a_notification_title_or_body_that_is_not_text_is_refused() {
+    let mut config = valid();
+    config["cardTemplates"]["welcome"]["notification"]["attributes"]["title"] = json!({});
+    config["cardTemplates"]["welcome"]["notification"]["attributes"]["body"] = json!(3);
+    assert_eq!(
+        fields(&config),
+        vec![
+            "config.cardTemplates.welcome.notification.attributes.body",
+            "config.cardTemplates.welcome.notification.attributes.title",
+        ]
+    );
+    let attributes_not_an_object = with(
+        "/cardTemplates/welcome/notification/attributes",
+        json!("Hi"),
+    );
+    assert_eq!(
+        fields(&attributes_not_an_object),
+        vec!["config.cardTemplates.welcome.notification.attributes"]
+    );
+}
