@@ -118,6 +118,7 @@ pub mod memory;
 pub mod name;
 pub mod page;
 pub mod push;
+pub mod retention;
 pub mod retry;
 pub mod secret;
 pub mod tenancy;
