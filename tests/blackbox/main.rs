@@ -16,6 +16,7 @@ mod migrations;
 mod ops;
 mod push;
 mod receiver;
+mod retention;
 mod shutdown;
 mod storage;
 mod support;

@@ -28,9 +28,11 @@ mod push_jobs;
 mod recorder;
 mod rows;
 mod schema;
+mod stats;
 mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod totals;
 #[cfg(test)]
 mod waits_tests;
 mod webhooks;
@@ -53,5 +55,6 @@ pub use health::DieselHealthProbe;
 pub use invocations::DieselInvocationRepository;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use push_jobs::DieselPushJobRepository;
+pub use stats::DieselStatsRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

@@ -8,8 +8,8 @@ use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, tasks, trigger,
-    webhooks,
+    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, stats, tasks,
+    trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -36,6 +36,7 @@ every response carries `X-Request-Id`.",
         push::list, push::create, push::update, push::delete, push::set_enabled, push::register_device, push::unregister_device, push::list_devices, push::card_pushes,
         environments::list, credentials::create, credentials::list, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
+        stats::flow, stats::folder,
     ),
     components(schemas(crate::problem::Problem, crate::problem::FieldProblem)),
     modifiers(&Extras),

@@ -121,6 +121,7 @@ pub mod push;
 pub mod retention;
 pub mod retry;
 pub mod secret;
+pub mod stats;
 pub mod tenancy;
 #[cfg(feature = "mock")]
 pub mod testing;
@@ -178,6 +179,7 @@ pub mod mocks {
         MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
         MockPushPlatformRepository, MockPushSender,
     };
+    pub use crate::stats::MockStatsRepository;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
     pub use crate::trigger::invocation::MockInvocationRepository;

@@ -205,25 +205,36 @@ mod tests {
         ] {
             assert!(Retention::parse(bad).is_err(), "{bad:?} was accepted");
         }
-        assert!(Retention::parse("0m").unwrap_err().contains("1m to 100y"));
+        assert!(Retention::parse("0m")
+            .expect_err("refused")
+            .contains("1m to 100y"));
     }
 
     #[test]
     fn a_cutoff_is_the_retention_before_now() {
         let now = chrono::Utc
             .with_ymd_and_hms(2026, 11, 26, 12, 0, 0)
-            .unwrap();
+            .single()
+            .expect("a time");
         assert_eq!(Retention::Forever.cutoff(now), None);
         assert_eq!(
-            Retention::parse("12h").unwrap().cutoff(now),
-            Some(chrono::Utc.with_ymd_and_hms(2026, 11, 26, 0, 0, 0).unwrap())
+            Retention::parse("12h").expect("accepted").cutoff(now),
+            Some(
+                chrono::Utc
+                    .with_ymd_and_hms(2026, 11, 26, 0, 0, 0)
+                    .single()
+                    .expect("a time")
+            )
         );
         // 100 years before the earliest time is no cut-off rather than an overflow.
         let early = chrono::DateTime::<chrono::Utc>::MIN_UTC;
-        assert_eq!(Retention::parse("100y").unwrap().cutoff(early), None);
+        assert_eq!(
+            Retention::parse("100y").expect("accepted").cutoff(early),
+            None
+        );
         let policy = RetentionPolicy {
             events: Retention::Forever,
-            ..RetentionPolicy::all(Retention::parse("1m").unwrap())
+            ..RetentionPolicy::all(Retention::parse("1m").expect("accepted"))
         };
         let cutoffs = policy.cutoffs(now);
         assert_eq!(cutoffs.events, None);
@@ -234,7 +245,7 @@ mod tests {
     #[test]
     fn retentions_print_as_they_are_written() {
         for text in ["off", "365d", "12h", "90m"] {
-            assert_eq!(Retention::parse(text).unwrap().to_string(), text);
+            assert_eq!(Retention::parse(text).expect("accepted").to_string(), text);
         }
     }
 }

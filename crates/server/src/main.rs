@@ -743,6 +743,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let loops = Arc::new(domain::health::Loops::default());
     let supervisor = workers::Supervisor::new(loops.clone(), metrics.clone());
     let shutting_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stats_folders = folders.clone();
     let state = AppState {
         auth,
         folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -773,6 +774,12 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             clock.clone(),
         )),
         pushes: pushes.clone(),
+        stats: Arc::new(domain::stats::StatsService::new(
+            Arc::new(adapters_diesel::DieselStatsRepository::new(db.clone())),
+            flows.clone(),
+            stats_folders,
+            clock.clone(),
+        )),
         health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock.clone())),
         loops: loops.clone(),
         storage,
