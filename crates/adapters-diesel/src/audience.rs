@@ -76,7 +76,7 @@ fn with_tags(
             Ok(EndUser {
                 tags: tags.remove(&r.id).unwrap_or_default(),
                 environment_id: r.environment_id,
-                id: r.id,
+                id: r.id.into(),
                 test_user: r.test_user,
                 attributes,
                 created: r.created.and_utc(),
@@ -133,7 +133,7 @@ impl EndUserRepository for DieselEndUserRepository {
                 for user in &users {
                     let row = UserRow {
                         environment_id: user.environment_id.clone(),
-                        id: user.id.clone(),
+                        id: user.id.clone().into(),
                         test_user: user.test_user,
                         attributes: Value::Object(user.attributes.clone()).to_string(),
                         created: user.created.naive_utc(),
@@ -155,7 +155,7 @@ impl EndUserRepository for DieselEndUserRepository {
                         end_user_tags::table.filter(
                             end_user_tags::environment_id
                                 .eq(&user.environment_id)
-                                .and(end_user_tags::user_id.eq(&user.id)),
+                                .and(end_user_tags::user_id.eq(user.id.as_str())),
                         ),
                     )
                     .execute(conn)?;
@@ -164,7 +164,7 @@ impl EndUserRepository for DieselEndUserRepository {
                             .values((
                                 end_user_tags::environment_id.eq(&user.environment_id),
                                 end_user_tags::tag.eq(tag),
-                                end_user_tags::user_id.eq(&user.id),
+                                end_user_tags::user_id.eq(user.id.as_str()),
                             ))
                             .execute(conn)?;
                     }
@@ -287,7 +287,7 @@ impl DieselSegmentRepository {
 
 fn segment_row(s: &Segment) -> SegmentRow {
     SegmentRow {
-        id: s.id.clone(),
+        id: s.id.clone().into(),
         environment_id: s.environment_id.clone(),
         name: s.name.clone(),
         filter: s.filter.source.to_string(),
@@ -302,7 +302,7 @@ fn segment(row: SegmentRow) -> Result<Segment, StorageError> {
     let filter = Filter::parse(&source, "filter")
         .map_err(|e| corrupt("segment filter", format!("{e:?}")))?;
     Ok(Segment {
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         name: row.name,
         filter,
@@ -408,7 +408,7 @@ impl DieselStreamRepository {
 
 fn stream(row: StreamRow) -> Stream {
     Stream {
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         name: row.name,
         is_default: row.is_default,
@@ -433,7 +433,7 @@ impl StreamRepository for DieselStreamRepository {
                 );
                 if !diesel::select(diesel::dsl::exists(has_default)).get_result::<bool>(conn)? {
                     let row = StreamRow {
-                        id: default.id.clone(),
+                        id: default.id.clone().into(),
                         environment_id: env.clone(),
                         name: default.name.clone(),
                         is_default: true,
@@ -458,7 +458,7 @@ impl StreamRepository for DieselStreamRepository {
 
     async fn insert(&self, s: &Stream) -> Result<(), StorageError> {
         let row = StreamRow {
-            id: s.id.clone(),
+            id: s.id.clone().into(),
             environment_id: s.environment_id.clone(),
             name: s.name.clone(),
             is_default: s.is_default,

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
-use domain::card::{cancel_card, CardStatus};
+use domain::card::{cancel_card, CardStatus, InstanceStatus};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
@@ -46,7 +46,7 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
         status: CancelStatus::parse(&row.status)
             .ok_or_else(|| corrupt("cancel status", &row.status))?,
         errors: serde_json::from_str(&row.errors).map_err(|e| corrupt("cancel errors", e))?,
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         flow_id: row.flow_id,
         filter: CancelFilter {
@@ -79,7 +79,7 @@ fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
 fn holds(conn: &mut AnyConnection, t: &CancelTask) -> Result<bool, Failure> {
     let key = cancel_tasks::table
         .filter(cancel_tasks::environment_id.eq(&t.environment_id))
-        .filter(cancel_tasks::id.eq(&t.id));
+        .filter(cancel_tasks::id.eq(t.id.as_str()));
     let lease: Option<Option<NaiveDateTime>> = match &mut *conn {
         AnyConnection::Postgresql(c) => key
             .select(cancel_tasks::lease_until)
@@ -156,7 +156,7 @@ macro_rules! matching_cards {
         let mut q = card_instances::table
             .filter(card_instances::environment_id.eq(t.environment_id.clone()))
             .filter(card_instances::flow_id.eq(t.flow_id.clone()))
-            .filter(card_instances::instance_status.eq("active"))
+            .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
             .filter(card_instances::created.le(t.created.naive_utc()))
             .into_boxed();
         if let Some(user) = &t.filter.end_user_id {
@@ -183,7 +183,7 @@ impl CancelRepository for DieselCancelRepository {
             .map(|v| write_number("cancel flow version", v))
             .transpose()?;
         let row = TaskRow {
-            id: t.id.clone(),
+            id: t.id.clone().into(),
             environment_id: t.environment_id.clone(),
             flow_id: t.flow_id.clone(),
             end_user_id: t.filter.end_user_id.clone(),
@@ -362,7 +362,7 @@ impl CancelRepository for DieselCancelRepository {
                 for chunk in open_ids.chunks(CHUNK) {
                     diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
                         .set((
-                            card_instances::instance_status.eq("cancelled"),
+                            card_instances::instance_status.eq(InstanceStatus::Cancelled.as_str()),
                             card_instances::status.eq(CardStatus::Cancelled.as_str()),
                             card_instances::updated.eq(at),
                         ))
@@ -370,12 +370,12 @@ impl CancelRepository for DieselCancelRepository {
                 }
                 for chunk in others.chunks(CHUNK) {
                     diesel::update(card_instances::table.filter(card_instances::id.eq_any(chunk)))
-                        .set(card_instances::instance_status.eq("cancelled"))
+                        .set(card_instances::instance_status.eq(InstanceStatus::Cancelled.as_str()))
                         .execute(conn)?;
                 }
                 let cancelled_cards = events.len() as i64;
                 insert_events(conn, &events)?;
-                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(t.id.as_str())))
                     .set((
                         cancel_tasks::actual.eq(cancel_tasks::actual + n),
                         cancel_tasks::cards_actual.eq(cancel_tasks::cards_actual + cancelled_cards),
@@ -402,7 +402,7 @@ impl CancelRepository for DieselCancelRepository {
                 if !holds(conn, &t)? {
                     return Ok(false);
                 }
-                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(&t.id)))
+                diesel::update(cancel_tasks::table.filter(cancel_tasks::id.eq(t.id.as_str())))
                     .set((
                         cancel_tasks::status.eq(t.status.as_str()),
                         cancel_tasks::expected.eq(expected),

@@ -161,7 +161,7 @@ impl CardRepository for DieselCardRepository {
                     let changed = diesel::update(
                         card_instances::table.filter(
                             card_instances::id
-                                .eq(&c.id)
+                                .eq(c.id.as_str())
                                 .and(card_instances::status.eq(t.from.as_str())),
                         ),
                     )

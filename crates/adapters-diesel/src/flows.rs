@@ -50,7 +50,7 @@ struct VersionRow {
 impl FlowRow {
     fn from_flow(f: &Flow) -> Result<Self, StorageError> {
         Ok(FlowRow {
-            id: f.id.clone(),
+            id: f.id.clone().into(),
             environment_id: f.environment_id.clone(),
             organisation_id: f.organisation_id.clone(),
             name: f.name.clone(),
@@ -78,7 +78,7 @@ impl FlowRow {
         let variables: Map<String, Value> =
             serde_json::from_str(&self.variables).map_err(|e| corrupt("flow variables", e))?;
         Ok(Flow {
-            id: self.id,
+            id: self.id.into(),
             environment_id: self.environment_id,
             organisation_id: self.organisation_id,
             name: self.name,

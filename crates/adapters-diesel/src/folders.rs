@@ -21,7 +21,7 @@ struct FolderRow {
 impl From<FolderRow> for Folder {
     fn from(r: FolderRow) -> Self {
         Folder {
-            id: r.id,
+            id: r.id.into(),
             name: r.name,
             environment_id: r.environment_id,
             organisation_id: r.organisation_id,
@@ -35,7 +35,7 @@ impl From<FolderRow> for Folder {
 impl From<&Folder> for FolderRow {
     fn from(f: &Folder) -> Self {
         FolderRow {
-            id: f.id.clone(),
+            id: f.id.clone().into(),
             environment_id: f.environment_id.clone(),
             organisation_id: f.organisation_id.clone(),
             parent_id: f.parent_id.clone(),

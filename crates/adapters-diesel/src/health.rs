@@ -1,9 +1,12 @@
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use diesel::sql_types::{BigInt, Nullable, Timestamp};
 use diesel::RunQueryDsl;
 use domain::health::{Backlog, Pool, Queue};
+use domain::push::PushJobStatus;
+use domain::trigger::InvocationStatus;
+use domain::webhook::DeliveryStatus;
 use domain::{Clock, HealthProbe, StorageError};
 
 use crate::db::AnyConnection;
@@ -35,21 +38,40 @@ impl DieselHealthProbe {
 /// The invocations not yet run to the end, and the earliest recorded. One count per status,
 /// each through its partial index (`invocations_pending`, `invocations_running`), which holds
 /// `created` in order; written literally, since a bound status cannot choose a partial index.
-const INVOCATIONS: &str = "SELECT CAST(SUM(n) AS BIGINT) AS pending, MIN(oldest) AS oldest FROM (\
-     SELECT COUNT(*) AS n, MIN(created) AS oldest FROM invocations WHERE status = 'pending' \
-     UNION ALL \
-     SELECT COUNT(*) AS n, MIN(created) AS oldest FROM invocations WHERE status = 'running'\
-     ) AS queues";
+static INVOCATIONS: LazyLock<String> = LazyLock::new(|| {
+    let count = |status: InvocationStatus| {
+        format!(
+            "SELECT COUNT(*) AS n, MIN(created) AS oldest FROM invocations WHERE status = '{}'",
+            status.as_str()
+        )
+    };
+    format!(
+        "SELECT CAST(SUM(n) AS BIGINT) AS pending, MIN(oldest) AS oldest FROM ({} UNION ALL {}) \
+         AS queues",
+        count(InvocationStatus::Pending),
+        count(InvocationStatus::Running)
+    )
+});
 
 /// The deliveries not yet done, and when the first of them was due: a range of the
 /// `webhook_deliveries_due` index (status, next_attempt_at).
-const WEBHOOK_DELIVERIES: &str = "SELECT COUNT(*) AS pending, MIN(next_attempt_at) AS oldest \
-     FROM webhook_deliveries WHERE status = 'pending'";
+static WEBHOOK_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT COUNT(*) AS pending, MIN(next_attempt_at) AS oldest \
+         FROM webhook_deliveries WHERE status = '{}'",
+        DeliveryStatus::Pending.as_str()
+    )
+});
 
 /// The pushes not yet done, and when the first of them was due: the partial `push_jobs_due`
 /// index (next_attempt_at, pending rows only).
-const PUSH_JOBS: &str = "SELECT COUNT(*) AS pending, MIN(next_attempt_at) AS oldest \
-     FROM push_jobs WHERE status = 'pending'";
+static PUSH_JOBS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT COUNT(*) AS pending, MIN(next_attempt_at) AS oldest \
+         FROM push_jobs WHERE status = '{}'",
+        PushJobStatus::Pending.as_str()
+    )
+});
 
 /// A queue's pending items, and the earliest time one of them was due.
 #[derive(diesel::QueryableByName)]
@@ -79,9 +101,9 @@ impl HealthProbe for DieselHealthProbe {
             .db
             .run(|conn| {
                 Ok([
-                    waiting(conn, INVOCATIONS)?,
-                    waiting(conn, WEBHOOK_DELIVERIES)?,
-                    waiting(conn, PUSH_JOBS)?,
+                    waiting(conn, &INVOCATIONS)?,
+                    waiting(conn, &WEBHOOK_DELIVERIES)?,
+                    waiting(conn, &PUSH_JOBS)?,
                 ])
             })
             .await?;
@@ -129,16 +151,16 @@ mod tests {
         };
         for (query, table, indexes) in [
             (
-                INVOCATIONS,
+                INVOCATIONS.as_str(),
                 "invocations",
                 &["invocations_pending", "invocations_running"][..],
             ),
             (
-                WEBHOOK_DELIVERIES,
+                WEBHOOK_DELIVERIES.as_str(),
                 "webhook_deliveries",
                 &["webhook_deliveries_due"][..],
             ),
-            (PUSH_JOBS, "push_jobs", &["push_jobs_due"][..]),
+            (PUSH_JOBS.as_str(), "push_jobs", &["push_jobs_due"][..]),
         ] {
             let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {query}"))
                 .load(conn)

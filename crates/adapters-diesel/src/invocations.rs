@@ -55,7 +55,10 @@ impl DieselInvocationRepository {
 /// The conditions of the statuses an engine claims, each the condition of its partial index
 /// (`invocations_pending`, `invocations_running`): written literally, since a bound status
 /// cannot choose a partial index.
-const DUE_STATUSES: [&str; 2] = ["status = 'pending'", "status = 'running'"];
+static DUE_STATUSES: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+    [InvocationStatus::Pending, InvocationStatus::Running]
+        .map(|status| format!("status = '{}'", status.as_str()))
+});
 
 /// The oldest invocations of one of [`DUE_STATUSES`] whose lease (if any) ran out by `$now`:
 /// (created, environment, id), read in the order of the status's partial index.
@@ -138,8 +141,8 @@ impl InvocationRepository for DieselInvocationRepository {
                     // waiting invocation to find the first few (a CSV task queues hundreds of
                     // thousands).
                     let mut keys: Vec<(NaiveDateTime, String, String)> = Vec::new();
-                    for status in DUE_STATUSES {
-                        let due = invocations_due!(status, now, i64::from(limit));
+                    for status in DUE_STATUSES.iter() {
+                        let due = invocations_due!(status.as_str(), now, i64::from(limit));
                         // Several processes share PostgreSQL: skip rows another one is claiming.
                         keys.extend(match &mut *conn {
                             AnyConnection::Postgresql(c) => due
@@ -413,7 +416,7 @@ mod tests {
             .iter()
             .zip(["invocations_pending", "invocations_running"])
         {
-            let query = invocations_due!(*status, now, 10);
+            let query = invocations_due!(status.as_str(), now, 10);
             let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
             let sql = sql.split(" -- binds").next().unwrap_or_default();
             let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))

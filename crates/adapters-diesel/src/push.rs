@@ -55,7 +55,7 @@ impl DieselPushPlatformRepository {
 
 fn seal(secrets: &SecretBox, p: &PushPlatform) -> Result<Row, StorageError> {
     Ok(Row {
-        id: p.id.clone(),
+        id: p.id.clone().into(),
         environment_id: p.environment_id.clone(),
         app_id: p.app_id.clone(),
         platform: p.platform.clone(),
@@ -84,7 +84,7 @@ pub(crate) fn open(secrets: &SecretBox, r: Row) -> Result<PushPlatform, StorageE
             .transpose()?,
         properties: serde_json::from_str(&r.properties).map_err(|e| corrupt("properties", e))?,
         facts: serde_json::from_str(&r.facts).map_err(|e| corrupt("facts", e))?,
-        id: r.id,
+        id: r.id.into(),
         environment_id: r.environment_id,
         app_id: r.app_id,
         platform: r.platform,

@@ -9,7 +9,9 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::card::AnalyticsEvent;
 use domain::id::{new_id, IdKind};
-use domain::push::{Device, PushJob, PushJobRepository, PushNext, PushRecord, PushStatus};
+use domain::push::{
+    Device, PushJob, PushJobRepository, PushJobStatus, PushNext, PushRecord, PushStatus,
+};
 use domain::{StorageError, Timestamp};
 
 use crate::crypto::SecretBox;
@@ -114,7 +116,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
                 token: d.token.clone(),
                 app_id: d.app_id.clone(),
                 platform: d.platform.clone(),
-                status: "pending".into(),
+                status: PushJobStatus::Pending.as_str().into(),
                 attempts: 0,
                 status_code: None,
                 error: None,
@@ -151,7 +153,8 @@ fn status(row: JobRow) -> Result<PushStatus, StorageError> {
             .status_code
             .map(|c| read_number("push status code", c))
             .transpose()?,
-        next_attempt_at: (row.status == "pending").then(|| row.next_attempt_at.and_utc()),
+        next_attempt_at: (row.status == PushJobStatus::Pending.as_str())
+            .then(|| row.next_attempt_at.and_utc()),
         id: row.id,
         card_instance_id: row.card_instance_id,
         token: row.token,
@@ -177,7 +180,7 @@ impl PushJobRepository for DieselPushJobRepository {
             .db
             .claim_transaction(move |conn| {
                 let due = push_jobs::table
-                    .filter(push_jobs::status.eq("pending"))
+                    .filter(push_jobs::status.eq(PushJobStatus::Pending.as_str()))
                     .filter(push_jobs::next_attempt_at.le(now))
                     .order(push_jobs::next_attempt_at)
                     .limit(i64::from(limit));
@@ -247,7 +250,7 @@ impl PushJobRepository for DieselPushJobRepository {
                     .cloned();
                 Ok(PushJob {
                     card: card_by_id
-                        .get(&j.card_instance_id)
+                        .get(j.card_instance_id.as_str())
                         .filter(|c| c.environment_id == j.environment_id)
                         .cloned(),
                     attempt: read_number::<_, u32>("push attempts", j.attempts)? + 1,
@@ -284,12 +287,12 @@ impl PushJobRepository for DieselPushJobRepository {
                     let changed = diesel::update(
                         push_jobs::table
                             .filter(push_jobs::id.eq(&r.job_id))
-                            .filter(push_jobs::status.eq("pending"))
+                            .filter(push_jobs::status.eq(PushJobStatus::Pending.as_str()))
                             .filter(push_jobs::attempts.eq(before))
                             .filter(push_jobs::next_attempt_at.eq(r.lease.naive_utc())),
                     )
                     .set((
-                        push_jobs::status.eq(r.next.status()),
+                        push_jobs::status.eq(r.next.status().as_str()),
                         push_jobs::attempts.eq(attempt),
                         push_jobs::status_code.eq(r.status_code.map(i32::from)),
                         push_jobs::error.eq(&r.error),

@@ -227,14 +227,17 @@ pub(crate) fn record_calls(
                 .load(conn)?;
             for row in rows {
                 let stored = row.into_invocation().map_err(Failure::Domain)?;
-                found.insert((stored.environment_id.clone(), stored.id.clone()), stored);
+                found.insert(
+                    (stored.environment_id.clone(), stored.id.clone().into()),
+                    stored,
+                );
             }
         }
     }
     let mut new: Vec<(&Invocation, Option<&BatchResult>)> = Vec::new();
     let mut answers = Vec::with_capacity(calls.len());
     for asked in calls {
-        let key = |i: &Invocation| (i.environment_id.clone(), i.id.clone());
+        let key = |i: &Invocation| (i.environment_id.clone(), i.id.as_str().to_owned());
         let stored: Vec<Option<Invocation>> = asked
             .iter()
             .map(|(i, _)| found.get(&key(i)).cloned())
@@ -319,7 +322,7 @@ pub(crate) fn insert_new(
     for (i, run) in new {
         if run.is_some() {
             known.insert(
-                (i.environment_id.clone(), i.id.clone()),
+                (i.environment_id.clone(), i.id.clone().into()),
                 (i.flow_id.clone(), i.flow_version, i.created.naive_utc()),
             );
         }

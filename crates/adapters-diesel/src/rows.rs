@@ -103,7 +103,7 @@ impl InvocationRow {
     pub(crate) fn from_invocation(i: &Invocation) -> Result<Self, StorageError> {
         Ok(InvocationRow {
             environment_id: i.environment_id.clone(),
-            id: i.id.clone(),
+            id: i.id.clone().into(),
             flow_id: i.flow_id.clone(),
             mode: mode_text(i.mode).to_owned(),
             flow_version: write_number("invocation flow version", i.flow_version)?,
@@ -134,7 +134,7 @@ impl InvocationRow {
             errors: serde_json::from_str(&self.errors)
                 .map_err(|e| corrupt("invocation errors", e))?,
             environment_id: self.environment_id,
-            id: self.id,
+            id: self.id.into(),
             flow_id: self.flow_id,
             flow_version: read_number("invocation flow version", self.flow_version)?,
             fingerprint: self.fingerprint,
@@ -153,7 +153,7 @@ impl InvocationRow {
 /// out of its column's range.
 pub(crate) fn card_row(c: &CardInstance) -> Result<CardRow, StorageError> {
     Ok(CardRow {
-        id: c.id.clone(),
+        id: c.id.clone().into(),
         environment_id: c.environment_id.clone(),
         user_id: c.user_id.clone(),
         flow_instance_id: c.flow_instance_id.clone(),
@@ -234,7 +234,7 @@ impl SharedParse {
             platforms,
             content,
             context,
-            id: row.id,
+            id: row.id.into(),
             environment_id: row.environment_id,
             user_id: row.user_id,
             flow_instance_id: row.flow_instance_id,
@@ -257,9 +257,9 @@ impl SharedParse {
 
 pub(crate) fn event_row(e: &AnalyticsEvent) -> EventRow {
     EventRow {
-        id: e.id.clone(),
+        id: e.id.clone().into(),
         environment_id: e.card.environment_id.clone(),
-        card_instance_id: e.card.id.clone(),
+        card_instance_id: e.card.id.clone().into(),
         name: e.name.clone(),
         status: e.card.status.as_str().to_owned(),
         previous_status: e.previous.map(|p| p.as_str().to_owned()),
@@ -288,7 +288,7 @@ pub(crate) fn with_cards(
             .load(conn)?;
         for row in found {
             let card = shared.card(row).map_err(Failure::Domain)?;
-            cards.insert(card.id.clone(), card);
+            cards.insert(card.id.clone().into(), card);
         }
     }
     let parse_status = |s: &str| CardStatus::parse(s).ok_or_else(|| corrupt("event status", s));
@@ -320,7 +320,7 @@ pub(crate) fn with_cards(
                 .map(|v| json(v, "event values"))
                 .transpose()
                 .map_err(Failure::Domain)?,
-            id: row.id,
+            id: row.id.into(),
             name: row.name,
             card: Arc::new(snapshot),
             created: row.created.and_utc(),
@@ -504,7 +504,7 @@ mod tests {
                      card_instance_id, flow_id, invocation_id, data, created) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
-                .bind::<Text, _>(&e.id)
+                .bind::<Text, _>(e.id.as_str())
                 .bind::<Text, _>(e.environment_id())
                 .bind::<Text, _>(&e.name)
                 .bind::<Text, _>(e.user_id())

@@ -55,7 +55,7 @@ struct AccessTokenRow {
 impl From<OrganisationRow> for Organisation {
     fn from(r: OrganisationRow) -> Self {
         Organisation {
-            id: r.id,
+            id: r.id.into(),
             name: r.name,
             created: r.created.and_utc(),
         }
@@ -65,7 +65,7 @@ impl From<OrganisationRow> for Organisation {
 impl From<EnvironmentRow> for Environment {
     fn from(r: EnvironmentRow) -> Self {
         Environment {
-            id: r.id,
+            id: r.id.into(),
             organisation_id: r.organisation_id,
             name: r.name,
             created: r.created.and_utc(),
@@ -94,7 +94,7 @@ fn split<T: std::str::FromStr<Err = String>>(text: &str) -> Result<Vec<T>, Stora
 impl ApiKeyRow {
     fn from_key(k: &ApiKey) -> Self {
         ApiKeyRow {
-            id: k.id.clone(),
+            id: k.id.clone().into(),
             organisation_id: k.organisation_id.clone(),
             name: k.name.clone(),
             secret_hash: k.secret_hash.as_str().to_owned(),
@@ -121,7 +121,7 @@ impl ApiKeyRow {
             KeyAccess::Roles(roles)
         };
         Ok(ApiKey {
-            id: self.id,
+            id: self.id.into(),
             organisation_id: self.organisation_id,
             name: self.name,
             secret_hash: SecretHash::from_stored(self.secret_hash),
@@ -155,7 +155,7 @@ fn insert_key_rows(conn: &mut AnyConnection, key: &ApiKey) -> Result<(), Failure
         for env in ids {
             diesel::insert_into(api_key_environments::table)
                 .values((
-                    api_key_environments::key_id.eq(&key.id),
+                    api_key_environments::key_id.eq(key.id.as_str()),
                     api_key_environments::environment_id.eq(env),
                 ))
                 .execute(conn)?;
@@ -166,7 +166,7 @@ fn insert_key_rows(conn: &mut AnyConnection, key: &ApiKey) -> Result<(), Failure
 
 fn org_row(o: &Organisation) -> OrganisationRow {
     OrganisationRow {
-        id: o.id.clone(),
+        id: o.id.clone().into(),
         name: o.name.clone(),
         created: o.created.naive_utc(),
     }
@@ -174,7 +174,7 @@ fn org_row(o: &Organisation) -> OrganisationRow {
 
 fn env_row(e: &Environment) -> EnvironmentRow {
     EnvironmentRow {
-        id: e.id.clone(),
+        id: e.id.clone().into(),
         organisation_id: e.organisation_id.clone(),
         name: e.name.clone(),
         created: e.created.naive_utc(),

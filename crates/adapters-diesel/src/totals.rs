@@ -20,7 +20,7 @@ use domain::stats::{
     event_metric, CANCELLED, CARDS_CREATED, COMPLETED, FAILED, STARTED, WEBHOOKS_FAILED,
     WEBHOOKS_SUCCEEDED,
 };
-use domain::trigger::{Invocation, InvocationStatus};
+use domain::trigger::{Invocation, InvocationStatus, Mode};
 
 use crate::db::{AnyConnection, Failure};
 use crate::schema::{flow_folders, flow_totals};
@@ -61,11 +61,7 @@ fn card_mode(
     if let Some(mode) = modes.get(&key) {
         return mode;
     }
-    let mode = if context_is_test(text) {
-        "test"
-    } else {
-        "live"
-    };
+    let mode = mode_of(context_is_test(text));
     modes.insert(key, mode);
     mode
 }
@@ -105,7 +101,7 @@ impl Totals {
                 environment_id: ended.environment_id.clone(),
                 flow_id: ended.flow_id.clone(),
                 flow_version: ended.flow_version,
-                mode: if ended.mode == "test" { "test" } else { "live" },
+                mode: Mode::parse(&ended.mode).unwrap_or(Mode::Live).as_str(),
                 started: ended.created,
                 day: at.date(),
                 metric: metric.to_owned(),
@@ -155,11 +151,7 @@ impl Totals {
                 environment_id: card.environment_id.clone(),
                 flow_id: card.flow_id.clone(),
                 flow_version: card.flow_version,
-                mode: if context_is_test(&card.context) {
-                    "test"
-                } else {
-                    "live"
-                },
+                mode: mode_of(context_is_test(&card.context)),
                 started: card.created,
                 day: at.date(),
                 metric: metric.to_owned(),
@@ -276,6 +268,15 @@ pub(crate) fn folder_at(history: &[(NaiveDateTime, String)], at: NaiveDateTime) 
         .or_else(|| history.first())
         .map(|(_, folder)| folder.as_str())
         .unwrap_or("")
+}
+
+/// The spelling of test mode when `test`, else of live mode.
+fn mode_of(test: bool) -> &'static str {
+    if test {
+        Mode::Test.as_str()
+    } else {
+        Mode::Live.as_str()
+    }
 }
 
 /// Whether a card's context (JSON text) is of test mode.

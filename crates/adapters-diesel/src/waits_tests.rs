@@ -40,7 +40,7 @@ fn invocation(n: usize) -> Invocation {
         .expect("time");
     Invocation {
         environment_id: "env_a".into(),
-        id: format!("inv_{n}"),
+        id: format!("inv_{n}").into(),
         flow_id: "flw_1".into(),
         mode: Mode::Live,
         flow_version: 1,

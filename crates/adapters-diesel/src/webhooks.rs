@@ -12,8 +12,8 @@ use diesel::prelude::*;
 use domain::card::AnalyticsEvent;
 use domain::id::{new_id, IdKind};
 use domain::webhook::{
-    Attempt, AttemptRecord, DeliveryJob, HttpMethod, NextStep, Subscription, SubscriptionChange,
-    WebhookRepository,
+    Attempt, AttemptRecord, DeliveryJob, DeliveryStatus, HttpMethod, NextStep, Subscription,
+    SubscriptionChange, WebhookRepository,
 };
 use domain::{Page, PageRequest, StorageError, Timestamp};
 use serde_json::Value;
@@ -42,12 +42,13 @@ struct SubscriptionId {
 fn pending_subscriptions(conn: &mut AnyConnection) -> Result<Vec<String>, Failure> {
     let sql = format!(
         "WITH RECURSIVE subs(id) AS ( \
-           SELECT MIN(subscription_id) FROM webhook_deliveries WHERE status = 'pending' \
+           SELECT MIN(subscription_id) FROM webhook_deliveries WHERE status = '{pending}' \
            UNION ALL \
            SELECT (SELECT MIN(d.subscription_id) FROM webhook_deliveries d \
-                   WHERE d.status = 'pending' AND d.subscription_id > subs.id) \
+                   WHERE d.status = '{pending}' AND d.subscription_id > subs.id) \
            FROM subs WHERE subs.id IS NOT NULL \
-         ) SELECT id FROM subs WHERE id IS NOT NULL LIMIT {MAX_SCANNED_SUBSCRIPTIONS}"
+         ) SELECT id FROM subs WHERE id IS NOT NULL LIMIT {MAX_SCANNED_SUBSCRIPTIONS}",
+        pending = DeliveryStatus::Pending.as_str()
     );
     let rows: Vec<SubscriptionId> =
         crate::per_backend!(&mut *conn, c => diesel::sql_query(&sql).load(c))?;
@@ -153,7 +154,7 @@ fn is_sealed(stored: &str) -> bool {
 
 fn seal(secrets: &SecretBox, s: &Subscription) -> Result<SubscriptionRow, StorageError> {
     Ok(SubscriptionRow {
-        id: s.id.clone(),
+        id: s.id.clone().into(),
         environment_id: s.environment_id.clone(),
         url: s.url.clone(),
         method: s.method.as_str().to_owned(),
@@ -189,7 +190,7 @@ fn open(secrets: &SecretBox, row: SubscriptionRow) -> Result<Subscription, Stora
             .transpose()?,
         method: HttpMethod::parse(&row.method)
             .ok_or_else(|| corrupt("webhook method", &row.method))?,
-        id: row.id,
+        id: row.id.into(),
         environment_id: row.environment_id,
         url: row.url,
         headers,
@@ -243,9 +244,9 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
                 id: new_id(IdKind::Delivery),
                 environment_id: env.clone(),
                 subscription_id: id.clone(),
-                event_id: event.id.clone(),
+                event_id: event.id.clone().into(),
                 event_name: event.name.clone(),
-                status: "pending".into(),
+                status: DeliveryStatus::Pending.as_str().into(),
                 attempts: 0,
                 trigger_kind: "scheduled".into(),
                 next_attempt_at: at,
@@ -352,10 +353,10 @@ fn cancel_pending(conn: &mut AnyConnection, id: &str, now: NaiveDateTime) -> Res
     diesel::update(
         webhook_deliveries::table
             .filter(webhook_deliveries::subscription_id.eq(id))
-            .filter(webhook_deliveries::status.eq("pending")),
+            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str())),
     )
     .set((
-        webhook_deliveries::status.eq("cancelled"),
+        webhook_deliveries::status.eq(DeliveryStatus::Cancelled.as_str()),
         webhook_deliveries::updated.eq(now),
     ))
     .execute(conn)?;
@@ -539,7 +540,7 @@ impl WebhookRepository for DieselWebhookRepository {
                         .filter(webhook_deliveries::event_id.eq(&event)),
                 )
                 .set((
-                    webhook_deliveries::status.eq("pending"),
+                    webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()),
                     webhook_deliveries::trigger_kind.eq("manual"),
                     webhook_deliveries::next_attempt_at.eq(now),
                     webhook_deliveries::updated.eq(now),
@@ -553,7 +554,7 @@ impl WebhookRepository for DieselWebhookRepository {
                             subscription_id: sub.clone(),
                             event_id: event.clone(),
                             event_name: name,
-                            status: "pending".into(),
+                            status: DeliveryStatus::Pending.as_str().into(),
                             attempts: 0,
                             trigger_kind: "manual".into(),
                             next_attempt_at: now,
@@ -583,11 +584,14 @@ impl WebhookRepository for DieselWebhookRepository {
                     webhook_deliveries::table
                         .filter(webhook_deliveries::environment_id.eq(&env))
                         .filter(webhook_deliveries::subscription_id.eq(&sub))
-                        .filter(webhook_deliveries::status.eq_any(["failed", "cancelled"]))
+                        .filter(webhook_deliveries::status.eq_any([
+                            DeliveryStatus::Failed.as_str(),
+                            DeliveryStatus::Cancelled.as_str(),
+                        ]))
                         .filter(webhook_deliveries::created.ge(since)),
                 )
                 .set((
-                    webhook_deliveries::status.eq("pending"),
+                    webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()),
                     webhook_deliveries::trigger_kind.eq("manual"),
                     webhook_deliveries::next_attempt_at.eq(now),
                     webhook_deliveries::updated.eq(now),
@@ -641,7 +645,7 @@ impl WebhookRepository for DieselWebhookRepository {
                     }
                     let take = room.min(i64::from(per_subscription));
                     let due = webhook_deliveries::table
-                        .filter(webhook_deliveries::status.eq("pending"))
+                        .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
                         .filter(webhook_deliveries::subscription_id.eq(sub_id))
                         .filter(webhook_deliveries::next_attempt_at.le(now))
                         .order(webhook_deliveries::next_attempt_at)
@@ -680,7 +684,7 @@ impl WebhookRepository for DieselWebhookRepository {
                     .load(conn)?;
                 let events: HashMap<String, Value> = crate::rows::with_cards(conn, rows)?
                     .into_iter()
-                    .map(|e| (e.id.clone(), e.data()))
+                    .map(|e| (e.id.as_str().to_owned(), e.data()))
                     .collect();
                 Ok((claimed, subs, events))
             })
@@ -688,7 +692,7 @@ impl WebhookRepository for DieselWebhookRepository {
         let mut by_id = HashMap::new();
         for row in subs {
             let s = open(&self.secrets, row)?;
-            by_id.insert(s.id.clone(), s);
+            by_id.insert(s.id.as_str().to_owned(), s);
         }
         let mut jobs = Vec::with_capacity(claimed.len());
         for (delivery_id, sub_id, event_id, event_name, attempts, trigger) in claimed {
@@ -759,10 +763,10 @@ impl WebhookRepository for DieselWebhookRepository {
                         for chunk in ids.chunks(INSERT_CHUNK) {
                             let targets = webhook_deliveries::table
                                 .filter(webhook_deliveries::id.eq_any(chunk))
-                                .filter(webhook_deliveries::status.eq("pending"))
+                                .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
                                 .filter(webhook_deliveries::attempts.eq(before));
                             let values = (
-                                webhook_deliveries::status.eq("delivered"),
+                                webhook_deliveries::status.eq(DeliveryStatus::Delivered.as_str()),
                                 webhook_deliveries::attempts.eq(attempt),
                                 webhook_deliveries::trigger_kind.eq("scheduled"),
                                 webhook_deliveries::next_attempt_at.eq(at),
@@ -786,9 +790,9 @@ impl WebhookRepository for DieselWebhookRepository {
                     let at = r.at.naive_utc();
                     if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
                         let (status, next) = match r.next {
-                            NextStep::Done => ("delivered", at), // saved above
-                            NextStep::RetryAt(t) => ("pending", t.naive_utc()),
-                            NextStep::Failed => ("failed", at),
+                            NextStep::Done => (DeliveryStatus::Delivered, at), // saved above
+                            NextStep::RetryAt(t) => (DeliveryStatus::Pending, t.naive_utc()),
+                            NextStep::Failed => (DeliveryStatus::Failed, at),
                         };
                         let before: i32 =
                             write_number("webhook attempt number", r.attempt.saturating_sub(1))
@@ -797,10 +801,10 @@ impl WebhookRepository for DieselWebhookRepository {
                             .map_err(Failure::Domain)?;
                         let targets = webhook_deliveries::table
                             .filter(webhook_deliveries::id.eq(delivery))
-                            .filter(webhook_deliveries::status.eq("pending"))
+                            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
                             .filter(webhook_deliveries::attempts.eq(before));
                         let values = (
-                            webhook_deliveries::status.eq(status),
+                            webhook_deliveries::status.eq(status.as_str()),
                             webhook_deliveries::attempts.eq(attempt),
                             webhook_deliveries::trigger_kind.eq("scheduled"),
                             webhook_deliveries::next_attempt_at.eq(next),

@@ -397,11 +397,11 @@ async fn bootstrap_happens_once_even_when_racing(url: &str) {
         tasks.push(tokio::spawn(async move {
             let o = org(&format!("org_{i}"), "default");
             let e = Environment {
-                organisation_id: o.id.clone(),
+                organisation_id: o.id.clone().into(),
                 ..env(&format!("env_{i}"), "", "development")
             };
             let k = ApiKey {
-                organisation_id: o.id.clone(),
+                organisation_id: o.id.clone().into(),
                 ..key(
                     &format!("key_{i}"),
                     &format!("wbs_{i}"),
@@ -479,7 +479,7 @@ async fn keys_are_listed_by_environment_with_their_last_use(url: &str) {
         after: after.map(str::to_owned),
     };
     let ids = |keys: &[domain::KeySummary]| -> Vec<String> {
-        keys.iter().map(|k| k.key.id.clone()).collect()
+        keys.iter().map(|k| k.key.id.as_str().to_owned()).collect()
     };
     let in_a = repo
         .list_keys(Some("org_1".into()), Some("env_a".into()), &page(50, None))
@@ -1193,7 +1193,7 @@ mod engine {
         let keys = |claimed: &[Invocation]| -> Vec<(String, String)> {
             claimed
                 .iter()
-                .map(|i| (i.environment_id.clone(), i.id.clone()))
+                .map(|i| (i.environment_id.clone(), i.id.as_str().to_owned()))
                 .collect()
         };
         let pair = |env: &str, id: &str| (env.to_owned(), id.to_owned());
@@ -1378,7 +1378,7 @@ mod engine {
             ..first.clone()
         };
         let like_first = |id: &str| CardInstance {
-            id: format!("crd_{id}"),
+            id: format!("crd_{id}").into(),
             flow_instance_id: format!("fin_{id}"),
             user_id: format!("u{id}"),
             ..first.clone()
@@ -1701,7 +1701,7 @@ mod webhooks {
     ) -> AttemptRecord {
         AttemptRecord {
             delivery_id: Some(job.delivery_id.clone()),
-            subscription_id: job.subscription.id.clone(),
+            subscription_id: job.subscription.id.clone().into(),
             environment_id: "env_a".into(),
             event_id: job.event_id.clone(),
             event_name: job.event_name.clone(),
@@ -1978,7 +1978,7 @@ mod webhooks {
             .expect("claim");
         let mut per_sub: std::collections::BTreeMap<String, usize> = Default::default();
         for j in &jobs {
-            *per_sub.entry(j.subscription.id.clone()).or_default() += 1;
+            *per_sub.entry(j.subscription.id.clone().into()).or_default() += 1;
             assert_eq!(j.attempt, 1);
             assert_eq!(j.event_name, "card-published");
             assert_eq!(j.data["analyticsEvent"], "card-published");
@@ -2704,7 +2704,12 @@ mod bulk_cancel_push {
         let claimed = jobs.claim(t(10), t(40), 10).await.expect("claim");
         let mut pairs: Vec<(String, String)> = claimed
             .iter()
-            .map(|j| (j.token.clone(), j.card.as_ref().expect("card").id.clone()))
+            .map(|j| {
+                (
+                    j.token.clone(),
+                    j.card.as_ref().expect("card").id.as_str().to_owned(),
+                )
+            })
             .collect();
         pairs.sort();
         assert_eq!(

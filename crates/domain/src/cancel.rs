@@ -6,6 +6,7 @@
 //! same transaction as its cards, so nothing queued before the cancel was accepted becomes
 //! active after it.
 
+use crate::id::{EnvironmentId, FlowId, TaskId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -34,23 +35,11 @@ pub enum CancelStatus {
     Failed,
 }
 
-impl CancelStatus {
-    /// The status as the API and the database spell it: `processing`, `completed`, `failed`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CancelStatus::Processing => "processing",
-            CancelStatus::Completed => "completed",
-            CancelStatus::Failed => "failed",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Processing, Self::Completed, Self::Failed]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(CancelStatus {
+    Processing => "processing",
+    Completed => "completed",
+    Failed => "failed",
+});
 
 /// What a cancel matches: each given field narrows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -141,7 +130,7 @@ impl CancelFilter {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CancelTask {
     /// A UUID, lowercase (the `taskId` of docs/api.md, Cancel).
-    pub id: String,
+    pub id: TaskId,
     /// The environment of the flow.
     pub environment_id: String,
     /// The Action Flow whose instances are cancelled.
@@ -180,7 +169,7 @@ impl CancelTask {
         at: Timestamp,
     ) -> Self {
         CancelTask {
-            id,
+            id: id.into(),
             environment_id: environment_id.to_owned(),
             flow_id: flow_id.to_owned(),
             filter,
@@ -367,12 +356,12 @@ pub trait CancelRepository: Send + Sync {
 /// let service = CancelService::new(Arc::new(tasks), Arc::new(flows), Arc::new(clock));
 /// let who = Principal::trusted("support-desk", "org_1", &["env_1"]);
 ///
-/// let task = service.start(&who, "env_1", "flw_1", Some(&json!({"endUserId": "u1"}))).await?;
+/// let task = service.start(&who, &"env_1".into(), &"flw_1".into(), Some(&json!({"endUserId": "u1"}))).await?;
 /// assert_eq!(task.status, CancelStatus::Processing);
 /// assert_eq!((task.id.len(), task.progress()), (36, 0)); // a UUID; nothing counted yet
 ///
 /// // A task id must be a UUID.
-/// let status = service.status(&who, "env_1", "flw_1", "42").await;
+/// let status = service.status(&who, &"env_1".into(), &"flw_1".into(), &"42".into()).await;
 /// let Err(DomainError::Validation(problems)) = status else { panic!("{status:?}") };
 /// assert_eq!(problems[0].field, "taskId");
 /// # Ok::<(), DomainError>(())
@@ -426,8 +415,8 @@ impl CancelService {
     pub async fn start(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
         body: Option<&Value>,
     ) -> Result<CancelTask, DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
@@ -448,9 +437,9 @@ impl CancelService {
     pub async fn status(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
-        task_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        task_id: &TaskId,
     ) -> Result<CancelTask, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         if !is_uuid(task_id) {

@@ -2,6 +2,7 @@
 //! every transition writes: `embargoed` → `active`; `active` → `snoozed` → `active`; `active` →
 //! `completed` | `dismissed` | `cancelled` | `expired`. Closed states are final.
 
+use crate::id::{CardId, EndUserId, EnvironmentId, EventId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -33,37 +34,32 @@ pub enum CardStatus {
     Expired,
 }
 
+crate::spelling::spelled!(CardStatus {
+    Embargoed => "embargoed",
+    Active => "active",
+    Snoozed => "snoozed",
+    Completed => "completed",
+    Dismissed => "dismissed",
+    Cancelled => "cancelled",
+    Expired => "expired",
+});
+
+/// Where a flow instance (one run of a flow for one end user, whose cards share it) stands:
+/// a cancel moves an active one to `Cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceStatus {
+    /// Running: its cards may be open.
+    Active,
+    /// Cancelled by a cancel task: none of its cards is open.
+    Cancelled,
+}
+
+crate::spelling::spelled!(InstanceStatus {
+    Active => "active",
+    Cancelled => "cancelled",
+});
+
 impl CardStatus {
-    /// The status as the API and the database spell it: `embargoed`, `active`, ...
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CardStatus::Embargoed => "embargoed",
-            CardStatus::Active => "active",
-            CardStatus::Snoozed => "snoozed",
-            CardStatus::Completed => "completed",
-            CardStatus::Dismissed => "dismissed",
-            CardStatus::Cancelled => "cancelled",
-            CardStatus::Expired => "expired",
-        }
-    }
-
-    /// Every status, in life-cycle order.
-    pub const ALL: [CardStatus; 7] = [
-        CardStatus::Embargoed,
-        CardStatus::Active,
-        CardStatus::Snoozed,
-        CardStatus::Completed,
-        CardStatus::Dismissed,
-        CardStatus::Cancelled,
-        CardStatus::Expired,
-    ];
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else (letter
-    /// case counts).
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
     /// The statuses a cancel moves to `cancelled` (the open ones).
     pub fn cancellable() -> Vec<&'static str> {
         Self::ALL
@@ -122,7 +118,7 @@ impl CardStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CardInstance {
     /// `crd_…`.
-    pub id: String,
+    pub id: CardId,
     /// The environment of the card and its user.
     pub environment_id: String,
     /// The end user whose feed the card is in.
@@ -180,7 +176,7 @@ pub struct CardInstance {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalyticsEvent {
     /// `evt_…`; also the `webhook-id` of its deliveries.
-    pub id: String,
+    pub id: EventId,
     /// The event's name: `card-published`, `card-embargoed`, `card-snoozed`,
     /// `card-unsnoozed`, `card-completed`, `card-dismissed`, `card-cancelled` or
     /// `card-expired` (see [`CardStatus::event_name`]).
@@ -272,7 +268,7 @@ pub fn card_event(
     at: Timestamp,
 ) -> AnalyticsEvent {
     AnalyticsEvent {
-        id: crate::id::new_id(crate::id::IdKind::Event),
+        id: crate::id::new_id(crate::id::IdKind::Event).into(),
         name: card.status.event_name(previous).to_owned(),
         card,
         previous,
@@ -420,11 +416,11 @@ pub enum CardAction {
 /// let service = CardService::new(Arc::new(cards), Arc::new(clock));
 /// let sdk = Principal::trusted("sdk", "org_1", &["env_1"]);
 ///
-/// let dismissed = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Dismiss).await?;
+/// let dismissed = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Dismiss).await?;
 /// assert_eq!(dismissed.status, CardStatus::Dismissed);
 ///
 /// // A snooze must end in the future.
-/// let snooze = service.act(&sdk, "env_1", "u1", "crd_1", CardAction::Snooze(now)).await;
+/// let snooze = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Snooze(now)).await;
 /// let Err(DomainError::Validation(problems)) = snooze else { panic!("{snooze:?}") };
 /// assert_eq!(problems[0].field, "snoozeUntil");
 /// # Ok::<(), DomainError>(())
@@ -451,8 +447,8 @@ impl CardService {
     pub async fn feed(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
         stream_id: Option<String>,
     ) -> Result<Vec<CardInstance>, crate::DomainError> {
         who.authorize(env, crate::Permission::CardsWrite)?;
@@ -474,9 +470,9 @@ impl CardService {
     pub async fn act(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
         action: CardAction,
     ) -> Result<CardInstance, crate::DomainError> {
         use crate::{ConflictKind, DomainError, Resource};
@@ -545,9 +541,9 @@ impl CardService {
     pub async fn events(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
     ) -> Result<Vec<AnalyticsEvent>, crate::DomainError> {
         who.authorize(env, crate::Permission::UsersRead)?;
         if self.cards.get(env, user_id, card_id).await?.is_none() {

@@ -9,6 +9,7 @@
 //! - folders are renamed, never moved;
 //! - a folder with sub-folders cannot be deleted; deleting a folder un-files the flows in it.
 
+use crate::id::{EnvironmentId, FolderId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -30,7 +31,7 @@ pub const FOLDER_MAX_DEPTH: usize = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Folder {
     /// `fld_…`, given at creation.
-    pub id: String,
+    pub id: FolderId,
     /// Unique among its siblings by exact match; see [`validate_name`] for its shape.
     pub name: String,
     /// The environment it belongs to; every read and change is scoped to it.
@@ -139,31 +140,31 @@ pub struct RenameFolder {
 ///     parent_id: parent.map(Into::into),
 /// };
 ///
-/// let top = folders.create(&who, "env_1", create("Onboarding", None)).await.unwrap();
-/// let mid = folders.create(&who, "env_1", create("Emails", Some(&top.id))).await.unwrap();
-/// let low = folders.create(&who, "env_1", create("Week 1", Some(&mid.id))).await.unwrap();
+/// let top = folders.create(&who, &"env_1".into(), create("Onboarding", None)).await.unwrap();
+/// let mid = folders.create(&who, &"env_1".into(), create("Emails", Some(&top.id))).await.unwrap();
+/// let low = folders.create(&who, &"env_1".into(), create("Week 1", Some(&mid.id))).await.unwrap();
 /// // The tree is three levels deep at most: a fourth is refused on `parentId`.
-/// let fourth = folders.create(&who, "env_1", create("Day 1", Some(&low.id))).await;
+/// let fourth = folders.create(&who, &"env_1".into(), create("Day 1", Some(&low.id))).await;
 /// let Err(DomainError::Validation(problems)) = fourth else { panic!("{fourth:?}") };
 /// assert_eq!(problems[0].field, "parentId");
 ///
 /// // A rename changes the name only; a folder cannot move to another parent.
 /// let rename = RenameFolder { name: "Welcome".into(), parent_id: None };
-/// let renamed = folders.rename(&who, "env_1", &top.id, rename).await.unwrap();
+/// let renamed = folders.rename(&who, &"env_1".into(), &top.id, rename).await.unwrap();
 /// assert_eq!((renamed.name.as_str(), renamed.created), ("Welcome", top.created));
 /// let to_root = RenameFolder { name: "Emails".into(), parent_id: Some(None) };
-/// let moved = folders.rename(&who, "env_1", &mid.id, to_root).await;
+/// let moved = folders.rename(&who, &"env_1".into(), &mid.id, to_root).await;
 /// assert!(matches!(moved, Err(DomainError::Validation(_))));
 ///
 /// // A folder with sub-folders is deleted only once they are.
-/// let early = folders.delete(&who, "env_1", &mid.id).await;
+/// let early = folders.delete(&who, &"env_1".into(), &mid.id).await;
 /// assert!(matches!(
 ///     early,
 ///     Err(DomainError::Conflict { kind: ConflictKind::FolderHasChildren, .. })
 /// ));
-/// folders.delete(&who, "env_1", &low.id).await.unwrap();
-/// folders.delete(&who, "env_1", &mid.id).await.unwrap();
-/// assert_eq!(folders.list(&who, "env_1").await.unwrap(), vec![renamed]);
+/// folders.delete(&who, &"env_1".into(), &low.id).await.unwrap();
+/// folders.delete(&who, &"env_1".into(), &mid.id).await.unwrap();
+/// assert_eq!(folders.list(&who, &"env_1".into()).await.unwrap(), vec![renamed]);
 /// # });
 /// ```
 pub struct FolderService {
@@ -180,7 +181,11 @@ impl FolderService {
     /// Every folder of the environment, roots and sub-folders together, sorted by name
     /// (case-insensitively, then exactly, then by id, so the order is total and the same on
     /// every database). Needs [`Permission::FoldersRead`].
-    pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<Folder>, DomainError> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+    ) -> Result<Vec<Folder>, DomainError> {
         who.authorize(env, Permission::FoldersRead)?;
         let mut folders = self.repo.list(env).await?;
         folders.sort_by_cached_key(|f| (f.name.to_lowercase(), f.name.clone(), f.id.clone()));
@@ -189,7 +194,12 @@ impl FolderService {
 
     /// The folder `id` of the environment. Needs [`Permission::FoldersRead`]; fails with
     /// [`DomainError::NotFound`] when the environment has no such folder.
-    pub async fn get(&self, who: &Principal, env: &str, id: &str) -> Result<Folder, DomainError> {
+    pub async fn get(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &FolderId,
+    ) -> Result<Folder, DomainError> {
         who.authorize(env, Permission::FoldersRead)?;
         self.repo
             .get(env, id)
@@ -209,7 +219,7 @@ impl FolderService {
     pub async fn create(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         request: CreateFolder,
     ) -> Result<Folder, DomainError> {
         who.authorize(env, Permission::FoldersCreate)?;
@@ -224,9 +234,9 @@ impl FolderService {
         }
         let now = self.clock.now();
         let folder = Folder {
-            id: new_id(IdKind::Folder),
+            id: new_id(IdKind::Folder).into(),
             name: request.name,
-            environment_id: env.to_owned(),
+            environment_id: env.as_str().to_owned(),
             organisation_id: who.organisation_id.clone(),
             parent_id,
             created: now,
@@ -256,8 +266,8 @@ impl FolderService {
     pub async fn rename(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FolderId,
         request: RenameFolder,
     ) -> Result<Folder, DomainError> {
         who.authorize(env, Permission::FoldersUpdate)?;
@@ -293,7 +303,12 @@ impl FolderService {
     /// [`ConflictKind::FolderHasChildren`](crate::ConflictKind::FolderHasChildren) while it
     /// has sub-folders (also when one was created meanwhile); [`DomainError::NotFound`] when
     /// it was deleted meanwhile.
-    pub async fn delete(&self, who: &Principal, env: &str, id: &str) -> Result<(), DomainError> {
+    pub async fn delete(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &FolderId,
+    ) -> Result<(), DomainError> {
         who.authorize(env, Permission::FoldersDelete)?;
         if self.repo.get(env, id).await?.is_none() {
             return Err(DomainError::NotFound(Resource::Folder));

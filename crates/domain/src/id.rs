@@ -82,9 +82,171 @@ pub fn new_id(kind: IdKind) -> String {
     id
 }
 
+/// Declares id newtypes: each wraps the id's text, derefs to `str` (so storage binds it as
+/// text and every `&str` reader takes it), converts from and into `String`, and (de)serialises
+/// as a plain string, so a path or a body reads it directly. A type with an [`IdKind`] also
+/// mints new ids of that kind.
+macro_rules! ids {
+    ($($(#[$doc:meta])* $name:ident $(: $kind:ident)?;)+) => {$(
+        $(#[$doc])*
+        #[derive(
+            Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord,
+            serde::Serialize, serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The id's text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The id's text, taken out.
+            pub fn into_string(self) -> String {
+                self.0
+            }
+
+            $(
+                #[doc = concat!("A new id of kind [`IdKind::", stringify!($kind), "`].")]
+                pub fn mint() -> Self {
+                    $name(new_id(IdKind::$kind))
+                }
+            )?
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                $name(id)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                $name(id.to_owned())
+            }
+        }
+
+        impl From<&String> for $name {
+            fn from(id: &String) -> Self {
+                $name(id.clone())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> Self {
+                id.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
+        impl PartialEq<&$name> for String {
+            fn eq(&self, other: &&$name) -> bool {
+                *self == other.0
+            }
+        }
+    )+};
+}
+
+ids! {
+    /// An organisation's id (`org_…`).
+    OrganisationId: Organisation;
+    /// An environment's id (`env_…`): every resource but organisations and keys belongs to one.
+    EnvironmentId: Environment;
+    /// A Workbench folder's id (`fld_…`).
+    FolderId: Folder;
+    /// An API key's id, its OAuth client id (`key_…`).
+    KeyId: Key;
+    /// An Action Flow's id (`flw_…`), its "flow config id".
+    FlowId: Flow;
+    /// A segment's id (`seg_…`).
+    SegmentId: Segment;
+    /// A stream's id (`str_…`).
+    StreamId: Stream;
+    /// A `flowInvocationId`: minted (`inv_…`), or chosen by the caller for idempotency.
+    InvocationId: Invocation;
+    /// A flow instance's id (`fin_…`).
+    FlowInstanceId: FlowInstance;
+    /// A card's id (`crd_…`).
+    CardId: Card;
+    /// An analytics event's id (`evt_…`).
+    EventId: Event;
+    /// A webhook subscription's id (`whk_…`).
+    WebhookId: Webhook;
+    /// A webhook delivery's id (`whd_…`).
+    DeliveryId: Delivery;
+    /// A push notification platform's id (`npl_…`).
+    PushPlatformId: PushPlatform;
+    /// An end user's id, chosen by the customer (any text of the allowed length).
+    EndUserId;
+    /// A CSV task's or a cancel task's id.
+    TaskId;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_ids_mint_their_kind_read_as_text_and_serialise_as_strings() {
+        let flow = FlowId::mint();
+        assert!(flow.starts_with("flw_"));
+        assert_eq!(flow.as_str().len(), 30);
+        let env = EnvironmentId::from("env_1");
+        assert_eq!(env, "env_1");
+        assert_eq!(serde_json::to_string(&env).expect("json"), "\"env_1\"");
+        let read: EnvironmentId = serde_json::from_str("\"env_1\"").expect("read");
+        assert_eq!(read, env);
+        assert_eq!(String::from(read), "env_1");
+    }
 
     #[test]
     fn ids_have_prefix_and_26_lowercase_base32_chars() {

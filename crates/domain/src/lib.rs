@@ -83,8 +83,8 @@
 //! let flows = FlowService::new(store.clone(), store.clone(), store, clock);
 //! let who = Principal::trusted("campaigns", "org_1", &["env_1"]);
 //! let create = CreateFlow { name: "Welcome".into(), ..Default::default() };
-//! let flow = flows.create(&who, "env_1", create).await.unwrap();
-//! assert_eq!(flows.get(&who, "env_1", &flow.id).await.unwrap().name, "Welcome");
+//! let flow = flows.create(&who, &"env_1".into(), create).await.unwrap();
+//! assert_eq!(flows.get(&who, &"env_1".into(), &flow.id).await.unwrap().name, "Welcome");
 //! # });
 //! # }
 //! ```
@@ -121,6 +121,7 @@ pub mod push;
 pub mod retention;
 pub mod retry;
 pub mod secret;
+mod spelling;
 pub mod stats;
 pub mod tenancy;
 #[cfg(feature = "mock")]
@@ -203,6 +204,11 @@ pub mod prelude {
     pub use crate::bulk::{BulkRepository, BulkService};
     pub use crate::cancel::{CancelRepository, CancelService};
     pub use crate::card::{CardRepository, CardService};
+    pub use crate::id::{
+        CardId, DeliveryId, EndUserId, EnvironmentId, EventId, FlowId, FlowInstanceId, FolderId,
+        InvocationId, KeyId, OrganisationId, PushPlatformId, SegmentId, StreamId, TaskId,
+        WebhookId,
+    };
     pub use crate::push::{
         CredentialValidator, DeviceRepository, DeviceService, PushJobRepository,
         PushPlatformRepository, PushPlatformService, PushSender, PushService,

@@ -17,14 +17,14 @@
 //! let who = Principal::trusted("billing-service", "org_1", &["env_1"]);
 //!
 //! let create = |name: &str| CreateFolder { name: name.into(), parent_id: None };
-//! let made = folders.create(&who, "env_1", create("Receipts")).await.unwrap();
-//! assert_eq!(folders.list(&who, "env_1").await.unwrap(), vec![made]);
+//! let made = folders.create(&who, &"env_1".into(), create("Receipts")).await.unwrap();
+//! assert_eq!(folders.list(&who, &"env_1".into()).await.unwrap(), vec![made]);
 //! // The store refuses a sibling's name, which the service answers as a conflict.
-//! let again = folders.create(&who, "env_1", create("Receipts")).await;
+//! let again = folders.create(&who, &"env_1".into(), create("Receipts")).await;
 //! assert!(matches!(again, Err(DomainError::Conflict { .. })));
 //! // Another environment sees none of it.
 //! let elsewhere = Principal::trusted("billing-service", "org_1", &["env_2"]);
-//! assert!(folders.list(&elsewhere, "env_2").await.unwrap().is_empty());
+//! assert!(folders.list(&elsewhere, &"env_2".into()).await.unwrap().is_empty());
 //! # });
 //! ```
 
@@ -228,7 +228,7 @@ impl FlowRepository for MemoryStore {
         if state
             .flows
             .values()
-            .any(|flows| flows.contains_key(&flow.id))
+            .any(|flows| flows.contains_key(flow.id.as_str()))
         {
             return Err(StorageError::UniqueViolation(format!(
                 "flow id `{}`",
@@ -239,11 +239,11 @@ impl FlowRepository for MemoryStore {
             .flows
             .entry(flow.environment_id.clone())
             .or_default()
-            .insert(flow.id.clone(), flow.clone());
+            .insert(flow.id.clone().into(), flow.clone());
         if let Some(version) = first {
             state
                 .versions
-                .entry(flow.id.clone())
+                .entry(flow.id.clone().into())
                 .or_default()
                 .insert(version.version, version);
         }
@@ -287,7 +287,11 @@ impl FlowRepository for MemoryStore {
         Ok(flows
             .values()
             .rev()
-            .filter(|f| page.after.as_ref().is_none_or(|after| &f.id < after))
+            .filter(|f| {
+                page.after
+                    .as_ref()
+                    .is_none_or(|after| f.id.as_str() < after.as_str())
+            })
             .filter(|f| matches(f))
             .take(limit)
             .cloned()
@@ -319,12 +323,12 @@ impl FlowRepository for MemoryStore {
         let stored = state
             .flows
             .get(&flow.environment_id)
-            .and_then(|flows| flows.get(&flow.id));
+            .and_then(|flows| flows.get(flow.id.as_str()));
         if stored.is_none_or(|s| s.revision != expected_revision) {
             return Err(StorageError::StaleRevision);
         }
         state.check_filed(flow)?;
-        let versions = state.versions.entry(flow.id.clone()).or_default();
+        let versions = state.versions.entry(flow.id.clone().into()).or_default();
         match change {
             VersionChange::None => {}
             VersionChange::Insert(version) => {
@@ -354,7 +358,7 @@ impl FlowRepository for MemoryStore {
             .flows
             .entry(flow.environment_id.clone())
             .or_default()
-            .insert(flow.id.clone(), saved);
+            .insert(flow.id.clone().into(), saved);
         Ok(())
     }
 }

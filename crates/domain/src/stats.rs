@@ -13,6 +13,7 @@ use chrono::{Duration, NaiveDate};
 use crate::card::CardStatus;
 use crate::flow::FlowRepository;
 use crate::folder::{Folder, FolderRepository};
+use crate::id::{EnvironmentId, FlowId, FolderId};
 use crate::tenancy::{Permission, Principal};
 use crate::time::Clock;
 use crate::trigger::Mode;
@@ -243,15 +244,17 @@ pub fn days(totals: Vec<Total>, by_version: bool) -> Vec<DayTotals> {
 }
 
 /// `root` and every folder below it, from the environment's `folders`.
-pub fn subtree(root: &str, folders: &[Folder]) -> Vec<String> {
-    let mut found: Vec<String> = vec![root.to_owned()];
+pub fn subtree(root: &FolderId, folders: &[Folder]) -> Vec<String> {
+    let mut found: Vec<String> = vec![root.as_str().to_owned()];
     let mut seen: HashSet<String> = found.iter().cloned().collect();
     let mut i = 0;
     while i < found.len() {
         let parent = found[i].clone();
         for f in folders {
-            if f.parent_id.as_deref() == Some(parent.as_str()) && seen.insert(f.id.clone()) {
-                found.push(f.id.clone());
+            if f.parent_id.as_deref() == Some(parent.as_str())
+                && seen.insert(f.id.as_str().to_owned())
+            {
+                found.push(f.id.as_str().to_owned());
             }
         }
         i += 1;
@@ -311,8 +314,8 @@ impl StatsService {
     pub async fn flow(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
         query: &StatsQuery,
     ) -> Result<Stats, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
@@ -335,8 +338,8 @@ impl StatsService {
     pub async fn folder(
         &self,
         who: &Principal,
-        env: &str,
-        folder_id: &str,
+        env: &EnvironmentId,
+        folder_id: &FolderId,
         query: &StatsQuery,
     ) -> Result<Stats, DomainError> {
         who.authorize(env, Permission::FoldersRead)?;
@@ -347,7 +350,7 @@ impl StatsService {
         };
         let range = decide_range(&query, self.clock.now().date_naive())?;
         let folders = self.folders.list(env).await?;
-        if !folders.iter().any(|f| f.id == folder_id) {
+        if !folders.iter().any(|f| &f.id == folder_id) {
             return Err(DomainError::NotFound(Resource::Folder));
         }
         let ids = subtree(folder_id, &folders);
@@ -525,9 +528,9 @@ mod tests {
             folder("d", None),
             folder("e", Some("d")),
         ];
-        assert_eq!(subtree("a", &folders), ["a", "b", "c"]);
-        assert_eq!(subtree("c", &folders), ["c"]);
-        assert_eq!(subtree("d", &folders), ["d", "e"]);
+        assert_eq!(subtree(&"a".into(), &folders), ["a", "b", "c"]);
+        assert_eq!(subtree(&"c".into(), &folders), ["c"]);
+        assert_eq!(subtree(&"d".into(), &folders), ["d", "e"]);
     }
 
     #[test]

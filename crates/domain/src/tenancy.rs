@@ -3,6 +3,7 @@
 //! is either a key secret or an access token exchanged for one (docs/api.md, Credentials;
 //! docs/operations.md, Admin commands).
 
+use crate::id::{EnvironmentId, KeyId, OrganisationId};
 use std::fmt;
 use std::str::FromStr;
 
@@ -25,7 +26,7 @@ pub const NAME_MAX_CHARS: usize = 255;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Organisation {
     /// `org_...`.
-    pub id: String,
+    pub id: OrganisationId,
     /// Unique among organisations.
     pub name: String,
     /// When it was created.
@@ -37,7 +38,7 @@ pub struct Organisation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
     /// `env_...`.
-    pub id: String,
+    pub id: EnvironmentId,
     /// The organisation it belongs to.
     pub organisation_id: String,
     /// Unique within the organisation: not blank, at most [`NAME_MAX_CHARS`] characters, no
@@ -59,20 +60,11 @@ pub enum Role {
     Auth,
 }
 
-impl Role {
-    /// Every role.
-    pub const ALL: [Role; 3] = [Role::Events, Role::Workbench, Role::Auth];
-
-    /// The role's name (`events`, `workbench`, `auth`), as the API, the admin commands and
-    /// storage spell it; [`FromStr`] reads it back.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::Events => "events",
-            Role::Workbench => "workbench",
-            Role::Auth => "auth",
-        }
-    }
-}
+crate::spelling::spelled!(Role {
+    Events => "events",
+    Workbench => "workbench",
+    Auth => "auth",
+});
 
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -129,52 +121,25 @@ pub enum Scope {
     EnvironmentSettingsWrite,
 }
 
-impl Scope {
-    /// Every scope: what the bootstrap key and a [`Principal::trusted`] caller hold.
-    pub const ALL: [Scope; 17] = [
-        Scope::WorkbenchFoldersRead,
-        Scope::WorkbenchFoldersCreate,
-        Scope::WorkbenchFoldersUpdate,
-        Scope::WorkbenchFoldersDelete,
-        Scope::ActionFlowsRead,
-        Scope::ActionFlowsTrigger,
-        Scope::ActionFlowsWrite,
-        Scope::WebhooksRead,
-        Scope::WebhooksWrite,
-        Scope::NotificationPlatformsRead,
-        Scope::NotificationPlatformsWrite,
-        Scope::UsersRead,
-        Scope::UsersWrite,
-        Scope::CardsWrite,
-        Scope::CredentialsWrite,
-        Scope::CredentialsRead,
-        Scope::EnvironmentSettingsWrite,
-    ];
-
-    /// The scope's name (`workbench_folders:read`, ...), as the API, the admin commands and
-    /// storage spell it; [`FromStr`] reads it back.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Scope::WorkbenchFoldersRead => "workbench_folders:read",
-            Scope::WorkbenchFoldersCreate => "workbench_folders:create",
-            Scope::WorkbenchFoldersUpdate => "workbench_folders:update",
-            Scope::WorkbenchFoldersDelete => "workbench_folders:delete",
-            Scope::ActionFlowsRead => "action_flows:read",
-            Scope::ActionFlowsTrigger => "action_flows:trigger",
-            Scope::ActionFlowsWrite => "action_flows:write",
-            Scope::WebhooksRead => "webhooks:read",
-            Scope::WebhooksWrite => "webhooks:write",
-            Scope::NotificationPlatformsRead => "notification_platforms:read",
-            Scope::NotificationPlatformsWrite => "notification_platforms:write",
-            Scope::UsersRead => "users:read",
-            Scope::UsersWrite => "users:write",
-            Scope::CardsWrite => "cards:write",
-            Scope::CredentialsWrite => "credentials:write",
-            Scope::CredentialsRead => "credentials:read",
-            Scope::EnvironmentSettingsWrite => "environment_settings:write",
-        }
-    }
-}
+crate::spelling::spelled!(Scope {
+    WorkbenchFoldersRead => "workbench_folders:read",
+    WorkbenchFoldersCreate => "workbench_folders:create",
+    WorkbenchFoldersUpdate => "workbench_folders:update",
+    WorkbenchFoldersDelete => "workbench_folders:delete",
+    ActionFlowsRead => "action_flows:read",
+    ActionFlowsTrigger => "action_flows:trigger",
+    ActionFlowsWrite => "action_flows:write",
+    WebhooksRead => "webhooks:read",
+    WebhooksWrite => "webhooks:write",
+    NotificationPlatformsRead => "notification_platforms:read",
+    NotificationPlatformsWrite => "notification_platforms:write",
+    UsersRead => "users:read",
+    UsersWrite => "users:write",
+    CardsWrite => "cards:write",
+    CredentialsWrite => "credentials:write",
+    CredentialsRead => "credentials:read",
+    EnvironmentSettingsWrite => "environment_settings:write",
+});
 
 impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -378,7 +343,7 @@ impl EnvironmentGrant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     /// The OAuth client id (`key_...`).
-    pub id: String,
+    pub id: KeyId,
     /// The organisation that owns it; only its environments can be granted.
     pub organisation_id: String,
     /// A label an administrator gave it (`--name`); `None` without one, as for keys of the

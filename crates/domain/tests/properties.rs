@@ -1431,7 +1431,7 @@ fn end_user() -> BoxedStrategy<EndUser> {
             tags.dedup();
             EndUser {
                 environment_id: "env".into(),
-                id,
+                id: id.into(),
                 test_user,
                 tags,
                 attributes: attributes.into_iter().collect(),

@@ -31,7 +31,7 @@ async fn seed(url: &str, env: &str, org: &str) -> Vec<String> {
     for i in 0..5 {
         let id = format!("fld_bench{i:021}");
         let folder = Folder {
-            id: id.clone(),
+            id: id.clone().into(),
             name: format!("Folder {i}"),
             environment_id: env.into(),
             organisation_id: org.into(),
@@ -46,7 +46,7 @@ async fn seed(url: &str, env: &str, org: &str) -> Vec<String> {
     for i in 0..FLOWS {
         let published = i % 3 == 0;
         let flow = Flow {
-            id: format!("flw_bench{i:021}"),
+            id: format!("flw_bench{i:021}").into(),
             environment_id: env.into(),
             organisation_id: org.into(),
             name: format!(

@@ -1,5 +1,6 @@
 //! `workbench`: the service (`serve`, the default) and its admin commands.
 
+mod app;
 mod bootstrap;
 mod clock;
 mod config;
@@ -15,28 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use adapters_diesel::db::DatabaseUrl;
-use adapters_diesel::{
-    Database, DatabaseError, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
-    DieselFolderRepository, DieselHealthProbe, DieselInvocationRepository, DieselSegmentRepository,
-    DieselSettingsRepository, DieselStreamRepository, DieselTenancyRepository,
-};
+use adapters_diesel::{Database, DatabaseError, DieselTenancyRepository};
 use anyhow::{anyhow, Context};
-use api_actix::{AppState, Metrics, ServerOptions};
+use api_actix::{Metrics, ServerOptions};
 use clap::{Args, Parser, Subcommand};
-use domain::audience::AudienceService;
-use domain::card::CardService;
-use domain::trigger::{Engine, TriggerService};
-use domain::{
-    AuthService, DomainError, EnvironmentGrant, FlowService, FolderService, Role, Scope,
-    SystemClock,
-};
+use domain::{AuthService, DomainError, EnvironmentGrant, Role, Scope, SystemClock};
 use serde_json::json;
 
 use crate::config::Settings;
 use secrecy::ExposeSecret;
-
-/// A call to FCM, Google's token endpoint or APNs gives up after this.
-const PUSH_TIMEOUT_SECONDS: u64 = 15;
 
 #[derive(Parser)]
 #[command(
@@ -619,8 +607,21 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         move |offset_ms| metrics.clock_offset(offset_ms)
     })
     .await;
-    let auth = auth_service(&db, clock.clone());
-    if let Some(boot) = auth.bootstrap().await.map_err(admin_error)? {
+    let app = app::App::build(
+        &settings,
+        app::Parts {
+            db: db.clone(),
+            clock: clock.clone(),
+            metrics: metrics.clone(),
+            secrets,
+            public_url: settings
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{address}")),
+        },
+    )
+    .await?;
+    if let Some(boot) = app.state.auth.bootstrap().await.map_err(admin_error)? {
         let path = bootstrap::write(&data_dir, &boot)?;
         tracing::info!(
             path = %path.display(),
@@ -630,184 +631,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
              key with every scope; its secret is in the file"
         );
     }
-    let folders = Arc::new(DieselFolderRepository::new(db.clone()));
-    // Flows read in the last second are answered again (every write of this process forgets
-    // them): the trigger's hot path reads its flow on every call.
-    let flows = Arc::new(domain::flow::RecentFlows::new(
-        Arc::new(DieselFlowRepository::new(db.clone())),
-        clock.clone(),
-    ));
-    let users = Arc::new(DieselEndUserRepository::new(db.clone()));
-    let segments = Arc::new(DieselSegmentRepository::new(db.clone()));
-    let streams = Arc::new(DieselStreamRepository::new(db.clone()));
-    let invocations = Arc::new(DieselInvocationRepository::new(db.clone()));
-    let cards = Arc::new(CardService::new(
-        Arc::new(DieselCardRepository::new(db.clone())),
-        clock.clone(),
-    ));
-    let engine = Arc::new(
-        Engine::new(
-            flows.clone(),
-            invocations.clone(),
-            users.clone(),
-            segments.clone(),
-            streams.clone(),
-            clock.clone(),
-        )
-        .with_lease(lease(settings.engine_lease_seconds)),
-    );
-    let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
-    tracing::info!(
-        key_id = secrets.key_id(),
-        "secrets at rest sealed with AES-256-GCM"
-    );
-    let transport = Arc::new(
-        adapters_webhook::HttpTransport::new(adapters_webhook::TransportConfig {
-            policy: adapters_webhook::AddressPolicy::parse(&settings.webhook_allow_cidrs)?,
-            ..Default::default()
-        })
-        .context("cannot build the webhook HTTP client")?,
-    );
-    let webhook_repo = Arc::new(adapters_diesel::DieselWebhookRepository::new(
-        db.clone(),
-        secrets.clone(),
-    ));
-    // Custom header values stored in plain text by an older version are sealed now.
-    let sealed = webhook_repo
-        .seal_plain_headers()
-        .await
-        .context("cannot seal the custom header values of webhook subscriptions")?;
-    if sealed > 0 {
-        tracing::info!(
-            subscriptions = sealed,
-            "sealed the custom header values that were stored in plain text"
-        );
-    }
-    let pushes = Arc::new(domain::push::PushService::new(
-        Arc::new(adapters_diesel::DieselPushJobRepository::new(
-            db.clone(),
-            secrets.clone(),
-        )),
-        Arc::new(
-            adapters_push::HttpPushSender::new(
-                settings.push_urls.clone(),
-                Duration::from_secs(PUSH_TIMEOUT_SECONDS),
-            )
-            .context("cannot build the push HTTP clients")?,
-        ),
-        clock.clone(),
-        domain::retry::RetryPolicy::parse(&settings.push_retry_schedule)
-            .map_err(anyhow::Error::msg)?,
-    ));
-    let push = Arc::new(domain::push::PushPlatformService::new(
-        Arc::new(adapters_diesel::DieselPushPlatformRepository::new(
-            db.clone(),
-            secrets,
-        )),
-        Arc::new(adapters_push::OfflineValidator),
-        clock.clone(),
-    ));
-    let deliveries = Arc::new(domain::webhook::DeliveryService::new(
-        webhook_repo.clone(),
-        transport.clone(),
-        clock.clone(),
-        domain::webhook::RetryPolicy::parse(&settings.webhook_retry_schedule)
-            .map_err(anyhow::Error::msg)?,
-    ));
-    let cancels = Arc::new(
-        domain::cancel::CancelService::new(
-            Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone())),
-            flows.clone(),
-            clock.clone(),
-        )
-        .with_lease(lease(settings.engine_lease_seconds)),
-    );
-    let triggers = Arc::new(TriggerService::new(
-        flows.clone(),
-        invocations.clone(),
-        segments.clone(),
-        streams.clone(),
-        clock.clone(),
-    ));
-    let bulk = Arc::new(
-        domain::bulk::BulkService::new(
-            Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone())),
-            flows.clone(),
-            users.clone(),
-            triggers.clone(),
-            clock.clone(),
-            upload_key,
-        )
-        .with_lease(lease(settings.engine_lease_seconds)),
-    );
-    let loops = Arc::new(domain::health::Loops::default());
-    let supervisor = workers::Supervisor::new(loops.clone(), metrics.clone());
-    let shutting_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stats_folders = folders.clone();
-    let state = AppState {
-        auth,
-        folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
-        flows: Arc::new(FlowService::new(
-            flows.clone(),
-            folders,
-            Arc::new(DieselSettingsRepository::new(db.clone())),
-            clock.clone(),
-        )),
-        audience: Arc::new(AudienceService::new(
-            users,
-            segments.clone(),
-            streams.clone(),
-            clock.clone(),
-        )),
-        triggers: triggers.clone(),
-        cards: cards.clone(),
-        webhooks: Arc::new(domain::webhook::WebhookService::new(
-            webhook_repo,
-            transport,
-            clock.clone(),
-        )),
-        cancels: cancels.clone(),
-        bulk: bulk.clone(),
-        push,
-        devices: Arc::new(domain::push::DeviceService::new(
-            Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),
-            clock.clone(),
-        )),
-        pushes: pushes.clone(),
-        stats: Arc::new(domain::stats::StatsService::new(
-            Arc::new(adapters_diesel::DieselStatsRepository::new(db.clone())),
-            flows.clone(),
-            stats_folders,
-            clock.clone(),
-        )),
-        health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock.clone())),
-        loops: loops.clone(),
-        storage,
-        shutting_down: shutting_down.clone(),
-        metrics: metrics.clone(),
-        limits: api_actix::RateLimits::new(settings.rate_limits),
-        trusted_proxies: settings.trusted_proxies.clone(),
-        metrics_token: settings
-            .metrics_token
-            .as_ref()
-            .map(|t| t.expose_secret().to_owned()),
-        public_url: settings
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{address}")),
-    };
-    workers::spawn(&supervisor, engine, cards, 2);
-    workers::spawn_checkpointer(&supervisor, db.clone());
-    workers::spawn_cancels(&supervisor, cancels);
-    workers::spawn_bulk(&supervisor, bulk);
-    workers::spawn_deliveries(
-        &supervisor,
-        deliveries,
-        settings.webhook_concurrency,
-        lease(settings.webhook_lease_seconds),
-    );
-    // The lease outlasts a call's timeout and the saving of its outcome.
-    workers::spawn_pushes(&supervisor, pushes, lease(4 * PUSH_TIMEOUT_SECONDS));
+    let supervisor = app.supervisor();
+    let state = app.start_loops(&supervisor);
+    let shutting_down = state.shutting_down.clone();
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
@@ -873,13 +699,4 @@ async fn stop_signal() -> anyhow::Result<()> {
         interrupted = tokio::signal::ctrl_c() => interrupted.context("cannot watch SIGINT")?,
     }
     Ok(())
-}
-
-/// A configured number of seconds as a lease (bounded by its setting's range; held within
-/// chrono's range all the same).
-fn lease(seconds: u64) -> chrono::Duration {
-    i64::try_from(seconds)
-        .ok()
-        .and_then(chrono::Duration::try_seconds)
-        .unwrap_or(chrono::Duration::MAX)
 }

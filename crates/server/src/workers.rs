@@ -470,7 +470,9 @@ pub fn spawn_deliveries(
                     Ok(jobs) => {
                         let mut counts = lock(&in_flight);
                         for job in jobs {
-                            *counts.entry(job.subscription.id.clone()).or_default() += 1;
+                            *counts
+                                .entry(job.subscription.id.clone().into())
+                                .or_default() += 1;
                             let (service, done, attempts) =
                                 (service.clone(), done.clone(), attempts.clone());
                             // `attempt` never fails and catches a panic of its own

@@ -44,9 +44,10 @@ fn flows(saves: usize) -> FlowService {
 async fn flow_changes_are_spawned_on_a_multi_threaded_runtime() {
     let service = Arc::new(flows(1));
     let who = Principal::trusted("reuse-test", "org_1", &["env_1"]);
+    let (env, flow) = (EnvironmentId::from("env_1"), FlowId::from("flw_1"));
     let archived = tokio::spawn({
         let service = service.clone();
-        async move { service.set_archived(&who, "env_1", "flw_1", true).await }
+        async move { service.set_archived(&who, &env, &flow, true).await }
     })
     .await
     .expect("join")
@@ -59,9 +60,10 @@ async fn flow_changes_are_spawned_on_a_multi_threaded_runtime() {
 async fn a_trusted_principal_holds_every_permission_in_its_environments_only() {
     let service = Arc::new(flows(0));
     let outsider = Principal::trusted("reuse-test", "org_1", &["env_2"]);
+    let (env, flow) = (EnvironmentId::from("env_1"), FlowId::from("flw_1"));
     let refused = tokio::spawn({
         let service = service.clone();
-        async move { service.get(&outsider, "env_1", "flw_1").await }
+        async move { service.get(&outsider, &env, &flow).await }
     })
     .await
     .expect("join");

@@ -117,13 +117,14 @@ async fn a_draft_is_approved_by_another_caller_over_the_in_memory_stores() {
         store,
         Arc::new(SystemClock),
     ));
+    let env = EnvironmentId::from("env_1");
     let editor = Principal::trusted("editor", "org_1", &["env_1"]);
     let reviewer = Principal::trusted("reviewer", "org_1", &["env_1"]);
     let approvals = EnvironmentSettings {
         approvals_enabled: true,
     };
     flows
-        .put_settings(&editor, "env_1", approvals)
+        .put_settings(&editor, &env, approvals)
         .await
         .expect("settings");
     let create = CreateFlow {
@@ -131,18 +132,15 @@ async fn a_draft_is_approved_by_another_caller_over_the_in_memory_stores() {
         config: Some(config()),
         ..Default::default()
     };
-    let flow = flows
-        .create(&editor, "env_1", create)
-        .await
-        .expect("create");
+    let flow = flows.create(&editor, &env, create).await.expect("create");
 
     let spawned = tokio::spawn({
         let (flows, id) = (flows.clone(), flow.id.clone());
         async move {
-            let own = flows.approve_draft(&editor, "env_1", &id).await;
+            let own = flows.approve_draft(&editor, &env, &id).await;
             assert!(matches!(own, Err(DomainError::Forbidden(_))), "{own:?}");
-            flows.approve_draft(&reviewer, "env_1", &id).await?;
-            flows.publish_draft(&editor, "env_1", &id).await
+            flows.approve_draft(&reviewer, &env, &id).await?;
+            flows.publish_draft(&editor, &env, &id).await
         }
     });
     let (flow, version) = spawned.await.expect("join").expect("published");

@@ -4,6 +4,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::audience::{EndUser, Segment, Stream, UserInput, UserQuery, MAX_BATCH_USERS};
+use domain::id::{EndUserId, EnvironmentId, SegmentId, StreamId};
 use domain::{FieldError, PageRequest, Permission};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -39,7 +40,7 @@ impl From<EndUser> for EndUserDto {
         EndUserDto {
             created: timestamp(&u.created),
             updated: timestamp(&u.updated),
-            id: u.id,
+            id: u.id.into(),
             test_user: u.test_user,
             tags: u.tags,
             attributes: u.attributes,
@@ -88,7 +89,7 @@ impl From<Segment> for SegmentDto {
         SegmentDto {
             created: timestamp(&s.created),
             updated: timestamp(&s.updated),
-            id: s.id,
+            id: s.id.into(),
             name: s.name,
             filter: s.filter.source,
         }
@@ -119,7 +120,7 @@ impl From<Stream> for StreamDto {
     fn from(s: Stream) -> Self {
         StreamDto {
             created: timestamp(&s.created),
-            id: s.id,
+            id: s.id.into(),
             name: s.name,
             default: s.is_default,
         }
@@ -282,7 +283,7 @@ const UNAUTHORIZED: &str = "No valid credential, or no access to the environment
 pub async fn put_user(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -290,7 +291,7 @@ pub async fn put_user(
     caller.0.authorize(&env, Permission::UsersWrite)?;
     let object = json_object(&req, &body)?;
     let mut errors = Vec::new();
-    let input = user_input(&object, id, "", &mut errors);
+    let input = user_input(&object, id.into_string(), "", &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
@@ -313,7 +314,7 @@ pub async fn put_user(
 pub async fn get_user(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let user = state.audience.get_user(&caller.0, &env, &id).await?;
@@ -335,7 +336,7 @@ pub async fn get_user(
 pub async fn delete_user(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     state.audience.delete_user(&caller.0, &env, &id).await?;
@@ -364,7 +365,7 @@ pub async fn delete_user(
 pub async fn list_users(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     caller.0.authorize(&env, Permission::UsersRead)?;
@@ -396,7 +397,7 @@ pub async fn list_users(
 pub async fn put_users(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -467,7 +468,7 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
 pub async fn create_segment(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -499,7 +500,7 @@ pub async fn create_segment(
 pub async fn list_segments(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let segments = state.audience.list_segments(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(SegmentListResponse {
@@ -522,7 +523,7 @@ pub async fn list_segments(
 pub async fn get_segment(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, SegmentId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let segment = state.audience.get_segment(&caller.0, &env, &id).await?;
@@ -548,7 +549,7 @@ pub async fn get_segment(
 pub async fn update_segment(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, SegmentId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -579,7 +580,7 @@ pub async fn update_segment(
 pub async fn delete_segment(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, SegmentId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     state.audience.delete_segment(&caller.0, &env, &id).await?;
@@ -600,7 +601,7 @@ pub async fn delete_segment(
 pub async fn list_streams(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let streams = state.audience.list_streams(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(StreamListResponse {
@@ -625,7 +626,7 @@ pub async fn list_streams(
 pub async fn create_stream(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -659,7 +660,7 @@ pub async fn create_stream(
 pub async fn delete_stream(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, StreamId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     state.audience.delete_stream(&caller.0, &env, &id).await?;

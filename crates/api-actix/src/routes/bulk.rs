@@ -2,6 +2,7 @@
 //! this service serves. The upload is parsed while it arrives (never held whole): chunks go to
 //! a CSV reader on a blocking thread, rows come back in batches and are stored as they come.
 
+use domain::id::{EnvironmentId, FlowId, TaskId};
 use std::io::Read;
 
 use actix_web::http::header::{self, HeaderValue};
@@ -128,8 +129,8 @@ fn status_url(state: &AppState, env: &str, flow: &str, id: i64) -> String {
 async fn create(
     state: &AppState,
     caller: Caller,
-    env: &str,
-    flow: &str,
+    env: &EnvironmentId,
+    flow: &FlowId,
     mode: Mode,
 ) -> Result<HttpResponse, ApiError> {
     let (task, token) = state.bulk.create(&caller.0, env, flow, mode).await?;
@@ -160,7 +161,7 @@ async fn create(
 pub async fn create_live(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow) = path.into_inner();
     create(&state, caller, &env, &flow, Mode::Live).await
@@ -181,7 +182,7 @@ pub async fn create_live(
 pub async fn create_test(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow) = path.into_inner();
     create(&state, caller, &env, &flow, Mode::Test).await
@@ -207,7 +208,7 @@ pub async fn create_test(
 pub async fn status(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, FlowId, TaskId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, id) = path.into_inner();
     let task = state.bulk.status(&caller.0, &env, &flow, &id).await?;

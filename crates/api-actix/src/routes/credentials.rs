@@ -2,6 +2,7 @@
 //! created and revoked by a key with the `auth` role or the `credentials:write` scope.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use domain::id::{EnvironmentId, KeyId};
 use domain::{Permission, Role};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -51,7 +52,7 @@ pub struct CredentialResponse {
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -71,7 +72,7 @@ pub async fn create(
     let issued = state.auth.create_credential(&caller.0, &env, role).await?;
     Ok(HttpResponse::Created().json(CredentialResponse {
         data: CredentialDto {
-            client_id: issued.key.id,
+            client_id: issued.key.id.into(),
             client_secret: issued.client_secret,
         },
     }))
@@ -104,7 +105,7 @@ impl From<domain::KeySummary> for KeyDto {
     fn from(s: domain::KeySummary) -> Self {
         let (all_environments, environment_ids) = s.key.environments.listed();
         KeyDto {
-            client_id: s.key.id,
+            client_id: s.key.id.into(),
             name: s.key.name,
             roles: s.key.access.role_names(),
             scopes: s.key.access.scope_names(),
@@ -145,7 +146,7 @@ pub struct KeyListResponse {
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     caller.0.authorize(&env, Permission::CredentialsRead)?;
@@ -177,7 +178,7 @@ pub async fn list(
 pub async fn revoke(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, KeyId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, client_id) = path.into_inner();
     state

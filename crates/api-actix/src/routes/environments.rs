@@ -29,7 +29,7 @@ impl From<Environment> for EnvironmentDto {
     fn from(e: Environment) -> Self {
         EnvironmentDto {
             created: timestamp(&e.created),
-            id: e.id,
+            id: e.id.into(),
             name: e.name,
             organisation_id: e.organisation_id,
         }

@@ -7,6 +7,7 @@ use domain::flow::{
     CreateFlow, EnvironmentSettings, FlowFilter, FlowStatus, FolderFilter, ShownStatus, UpdateFlow,
     VersionRef,
 };
+use domain::id::{EnvironmentId, FlowId};
 use domain::{Flow, FlowVersion, PageRequest, Permission};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -62,7 +63,7 @@ impl FlowSummaryDto {
                 "{public_url}/v1/{}/action-flow/{}/start",
                 flow.environment_id, flow.id
             ),
-            id: flow.id,
+            id: flow.id.into(),
             name: flow.name,
             description: flow.description,
             variables: flow.variables,
@@ -305,7 +306,7 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     caller.0.authorize(&env, Permission::ActionFlowsRead)?;
@@ -338,7 +339,7 @@ pub async fn list(
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -380,7 +381,7 @@ pub async fn create(
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let flow = state.flows.get(&caller.0, &env, &id).await?;
@@ -405,7 +406,7 @@ pub async fn get(
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -462,7 +463,7 @@ pub async fn update(
 pub async fn get_config(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, FlowId, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id, version) = path.into_inner();
     caller.0.authorize(&env, Permission::ActionFlowsRead)?;
@@ -493,7 +494,7 @@ pub async fn get_config(
 pub async fn publish(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -523,7 +524,7 @@ pub async fn publish(
 pub async fn save_draft(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -549,7 +550,7 @@ pub async fn save_draft(
 pub async fn discard_draft(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     state.flows.discard_draft(&caller.0, &env, &id).await?;
@@ -571,7 +572,7 @@ pub async fn discard_draft(
 pub async fn approve_draft(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let (flow, version) = state.flows.approve_draft(&caller.0, &env, &id).await?;
@@ -594,7 +595,7 @@ pub async fn approve_draft(
 pub async fn publish_draft(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let (flow, version) = state.flows.publish_draft(&caller.0, &env, &id).await?;
@@ -616,7 +617,7 @@ pub async fn publish_draft(
 pub async fn archive(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let flow = state.flows.set_archived(&caller.0, &env, &id, true).await?;
@@ -638,7 +639,7 @@ pub async fn archive(
 pub async fn unarchive(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let flow = state
@@ -662,7 +663,7 @@ pub async fn unarchive(
 pub async fn get_settings(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let settings = state.flows.settings(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(SettingsResponse {
@@ -689,7 +690,7 @@ pub async fn get_settings(
 pub async fn put_settings(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {

@@ -3,6 +3,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::folder::{CreateFolder, RenameFolder};
+use domain::id::{EnvironmentId, FolderId};
 use domain::{Folder, Permission};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -36,7 +37,7 @@ impl From<Folder> for FolderDto {
         FolderDto {
             created: timestamp(&f.created),
             updated: timestamp(&f.updated),
-            id: f.id,
+            id: f.id.into(),
             name: f.name,
             environment_id: f.environment_id,
             organisation_id: f.organisation_id,
@@ -96,7 +97,7 @@ fn found(folder: Folder) -> HttpResponse {
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let folders = state.folders.list(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(FolderListResponse {
@@ -124,7 +125,7 @@ pub async fn list(
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -165,7 +166,7 @@ pub async fn create(
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FolderId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     Ok(found(state.folders.get(&caller.0, &env, &id).await?))
@@ -190,7 +191,7 @@ pub async fn get(
 pub async fn rename(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FolderId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -226,7 +227,7 @@ pub async fn rename(
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FolderId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     state.folders.delete(&caller.0, &env, &id).await?;

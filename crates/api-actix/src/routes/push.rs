@@ -1,6 +1,7 @@
 //! Push notification platforms (spec 2.10, 4.5; contract §8). Role `workbench`, or the
 //! `notification_platforms:*` scopes. Credentials are never returned.
 
+use domain::id::{CardId, EndUserId, EnvironmentId};
 use std::collections::BTreeMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -57,7 +58,7 @@ impl From<PushPlatform> for PlatformDto {
                 created: timestamp(&p.created),
                 enabled: p.enabled,
             },
-            id: p.id,
+            id: p.id.into(),
         }
     }
 }
@@ -109,7 +110,7 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
     ArnResponse {
         data: ArnDto {
             arn: p.arn,
-            id: p.id,
+            id: p.id.into(),
         },
     }
 }
@@ -128,7 +129,7 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let platforms = state.push.list(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(PlatformListResponse {
@@ -154,7 +155,7 @@ pub async fn list(
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -185,7 +186,7 @@ pub async fn create(
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -217,7 +218,7 @@ pub async fn update(
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -248,7 +249,7 @@ pub async fn delete(
 pub async fn set_enabled(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -344,7 +345,7 @@ pub struct DeviceListResponse {
 pub async fn list_devices(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
     let devices = state.devices.list(&caller.0, &env, &user).await?;
@@ -402,7 +403,7 @@ pub struct PushListResponse {
 pub async fn card_pushes(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId, CardId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, card) = path.into_inner();
     let pushes = state.pushes.of_card(&caller.0, &env, &user, &card).await?;
@@ -448,7 +449,7 @@ pub async fn card_pushes(
 pub async fn register_device(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId, String)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -482,7 +483,7 @@ pub async fn register_device(
 pub async fn unregister_device(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, token) = path.into_inner();
     state

@@ -2,6 +2,7 @@
 //! daily totals that outlive the rows they count.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use domain::id::{EnvironmentId, FlowId, FolderId};
 use domain::stats::{
     event_names, DayTotals, Stats, StatsQuery, CANCELLED, CARDS_CREATED, COMPLETED, FAILED,
     STARTED, WEBHOOKS_FAILED, WEBHOOKS_SUCCEEDED,
@@ -151,7 +152,7 @@ fn stats_query(req: &HttpRequest) -> Result<StatsQuery, ApiError> {
 pub async fn flow(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
@@ -185,7 +186,7 @@ pub async fn flow(
 pub async fn folder(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FolderId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();

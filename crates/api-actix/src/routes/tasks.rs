@@ -2,6 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::cancel::{CancelStatus, CancelTask};
+use domain::id::{EnvironmentId, FlowId, TaskId};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -118,7 +119,7 @@ pub struct CancelRequest {
 pub async fn cancel(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -148,7 +149,7 @@ pub async fn cancel(
                 title: "Status of the cancel task".into(),
                 method: "GET".into(),
             }],
-            task_id: task.id,
+            task_id: task.id.into(),
         },
     }))
 }
@@ -173,7 +174,7 @@ pub async fn cancel(
 pub async fn cancel_status(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, FlowId, TaskId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, task) = path.into_inner();
     let task = state.cancels.status(&caller.0, &env, &flow, &task).await?;

@@ -3,6 +3,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
+use domain::id::{CardId, EndUserId, EnvironmentId, FlowId, InvocationId};
 use domain::trigger::Invocation;
 use domain::trigger::Mode;
 use domain::{FieldError, Permission};
@@ -61,7 +62,7 @@ impl From<Invocation> for InvocationDto {
         InvocationDto {
             created: timestamp(&i.created),
             updated: timestamp(&i.updated),
-            flow_invocation_id: i.id,
+            flow_invocation_id: i.id.into(),
             flow_config_id: i.flow_id,
             flow_config_version: i.flow_version,
             mode: i.mode.as_str(),
@@ -119,7 +120,7 @@ impl From<CardInstance> for CardDto {
             snoozed_until: c.snoozed_until.as_ref().map(timestamp),
             created: timestamp(&c.created),
             updated: timestamp(&c.updated),
-            id: c.id,
+            id: c.id.into(),
             priority: c.priority,
             stream_ids: c.stream_ids,
             platforms: c.platforms,
@@ -180,7 +181,7 @@ pub struct TriggerRequestBody {
 async fn trigger(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
     mode: Mode,
@@ -224,7 +225,7 @@ const TRIGGER_400: &str = "Every invalid field of the request (`validation_faile
 pub async fn start(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -251,7 +252,7 @@ pub async fn start(
 pub async fn test(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, FlowId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -277,7 +278,7 @@ pub async fn test(
 pub async fn invocation(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, FlowId, InvocationId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, id) = path.into_inner();
     let invocation = state
@@ -307,7 +308,7 @@ pub async fn invocation(
 pub async fn feed(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
@@ -342,7 +343,7 @@ pub async fn feed(
 pub async fn act(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId, CardId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -412,7 +413,7 @@ pub async fn act(
 pub async fn events(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, EndUserId, CardId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, card) = path.into_inner();
     let events: Vec<AnalyticsEvent> = state.cards.events(&caller.0, &env, &user, &card).await?;

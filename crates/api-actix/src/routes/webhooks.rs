@@ -1,5 +1,6 @@
 //! Webhook subscriptions (spec 4.4, contract §7). Role `workbench`, or the `webhooks:*` scopes.
 
+use domain::id::{EnvironmentId, EventId, WebhookId};
 use std::collections::BTreeMap;
 
 use actix_web::http::header;
@@ -62,7 +63,7 @@ impl SubscriptionDto {
             failing_since: s.failing_since.as_ref().map(timestamp),
             created: timestamp(&s.created),
             updated: timestamp(&s.updated),
-            id: s.id,
+            id: s.id.into(),
             types: s.types,
             url: s.url,
             headers: s.headers,
@@ -204,7 +205,7 @@ fn one(s: Subscription, with_secret: bool) -> HttpResponse {
 pub async fn subscribe(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -239,7 +240,7 @@ pub async fn subscribe(
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    env: web::Path<String>,
+    env: web::Path<EnvironmentId>,
 ) -> Result<HttpResponse, ApiError> {
     let subs = state.webhooks.list(&caller.0, &env).await?;
     Ok(HttpResponse::Ok().json(SubscriptionListResponse {
@@ -268,7 +269,7 @@ pub async fn list(
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     Ok(one(state.webhooks.get(&caller.0, &env, &id).await?, true))
@@ -295,7 +296,7 @@ pub async fn get(
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -335,7 +336,7 @@ pub async fn update(
 pub async fn disable(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
@@ -378,7 +379,7 @@ pub async fn disable(
 pub async fn enable(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     Ok(one(
@@ -402,7 +403,7 @@ pub async fn enable(
 pub async fn rotate_secret(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     Ok(one(
@@ -426,7 +427,7 @@ pub async fn rotate_secret(
 pub async fn test(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let attempt = state.webhooks.test(&caller.0, &env, &id).await?;
@@ -456,7 +457,7 @@ pub async fn test(
 pub async fn deliveries(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
@@ -494,7 +495,7 @@ pub async fn deliveries(
 pub async fn resend(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId, EventId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id, event) = path.into_inner();
     state.webhooks.resend(&caller.0, &env, &id, &event).await?;
@@ -522,7 +523,7 @@ pub async fn resend(
 pub async fn recover(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, String)>,
+    path: web::Path<(EnvironmentId, WebhookId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {

@@ -321,9 +321,11 @@ impl Condition {
                     _ => false,
                 }
             }
-            FilterField::Id => {
-                scalar_matches(Some(&Value::String(user.id.clone())), self.op, &self.value)
-            }
+            FilterField::Id => scalar_matches(
+                Some(&Value::String(user.id.clone().into())),
+                self.op,
+                &self.value,
+            ),
             FilterField::Attribute(name) => scalar_matches(
                 user.attributes.get(name).filter(|v| !v.is_null()),
                 self.op,

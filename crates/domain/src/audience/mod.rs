@@ -4,6 +4,7 @@
 
 pub mod filter;
 
+use crate::id::{EndUserId, EnvironmentId, SegmentId, StreamId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -43,7 +44,7 @@ pub struct EndUser {
     pub environment_id: String,
     /// The caller's own id for the user: 1 to [`USER_ID_MAX_CHARS`] characters, no control
     /// characters.
-    pub id: String,
+    pub id: EndUserId,
     /// A test user: test-mode triggers (`/test`) reach test users only.
     pub test_user: bool,
     /// Sorted, without duplicates.
@@ -75,7 +76,7 @@ pub struct UserInput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {
     /// `seg_…`.
-    pub id: String,
+    pub id: SegmentId,
     /// The environment the segment belongs to.
     pub environment_id: String,
     /// 1 to [`NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name). Not unique.
@@ -93,7 +94,7 @@ pub struct Segment {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stream {
     /// `str_…`.
-    pub id: String,
+    pub id: StreamId,
     /// The environment the stream belongs to.
     pub environment_id: String,
     /// 1 to [`NAME_MAX_CHARS`] characters, by the rule of [`name`](crate::name); unique within
@@ -109,7 +110,7 @@ impl Stream {
     /// A new `All cards` stream for the environment (stored only when the environment has none).
     pub fn default_for(environment_id: &str, created: Timestamp) -> Stream {
         Stream {
-            id: new_id(IdKind::Stream),
+            id: new_id(IdKind::Stream).into(),
             environment_id: environment_id.to_owned(),
             name: DEFAULT_STREAM_NAME.to_owned(),
             is_default: true,
@@ -365,13 +366,13 @@ fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
 ///     tags: vec!["vip".into(), "beta".into(), "vip".into()],
 ///     ..UserInput::default()
 /// };
-/// let user = audience.put_user(&who, "env_1", input).await?;
+/// let user = audience.put_user(&who, &"env_1".into(), input).await?;
 /// assert_eq!(user.tags, ["beta", "vip"]); // sorted, without duplicates
 /// assert!(!user.test_user);
 ///
 /// // Every problem at once, each at its field; nothing is stored (`upsert` ran once).
 /// let bad = UserInput { id: String::new(), tags: vec![String::new()], ..UserInput::default() };
-/// let Err(DomainError::Validation(problems)) = audience.put_user(&who, "env_1", bad).await
+/// let Err(DomainError::Validation(problems)) = audience.put_user(&who, &"env_1".into(), bad).await
 /// else {
 ///     panic!("the input is invalid")
 /// };
@@ -379,7 +380,7 @@ fn validate_name(errors: &mut Vec<FieldError>, field: &str, name: &str) {
 /// assert_eq!(fields, ["id", "tags[0]"]);
 ///
 /// // An environment the caller may not use.
-/// let other = audience.get_user(&who, "env_2", "u1").await;
+/// let other = audience.get_user(&who, &"env_2".into(), &"u1".into()).await;
 /// assert!(matches!(other, Err(DomainError::Unauthenticated)));
 /// # Ok::<(), DomainError>(())
 /// # }).unwrap();
@@ -411,7 +412,7 @@ impl AudienceService {
         let now = self.clock.now();
         EndUser {
             environment_id: env.to_owned(),
-            id: input.id,
+            id: input.id.into(),
             test_user: input.test_user,
             tags: input.tags,
             attributes: input.attributes,
@@ -430,7 +431,7 @@ impl AudienceService {
     pub async fn put_user(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         input: UserInput,
     ) -> Result<EndUser, DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
@@ -457,7 +458,7 @@ impl AudienceService {
     pub async fn put_users(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         inputs: Vec<UserInput>,
     ) -> Result<usize, DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
@@ -493,8 +494,8 @@ impl AudienceService {
     pub async fn get_user(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &EndUserId,
     ) -> Result<EndUser, DomainError> {
         who.authorize(env, Permission::UsersRead)?;
         self.users
@@ -508,8 +509,8 @@ impl AudienceService {
     pub async fn delete_user(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &EndUserId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
         if self.users.delete(env, id).await? {
@@ -529,7 +530,7 @@ impl AudienceService {
     pub async fn list_users(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         query: UserQuery,
         segment_id: Option<String>,
         page: PageRequest,
@@ -537,7 +538,9 @@ impl AudienceService {
         who.authorize(env, Permission::UsersRead)?;
         let Some(segment_id) = segment_id else {
             let users = self.users.list(env, &query, &page).await?;
-            return Ok(Page::from_overfetch(users, page.limit, |u| u.id.clone()));
+            return Ok(Page::from_overfetch(users, page.limit, |u| {
+                u.id.clone().into()
+            }));
         };
         let segment = self.segments.get(env, &segment_id).await?.ok_or_else(|| {
             DomainError::invalid(
@@ -561,16 +564,20 @@ impl AudienceService {
                 .await?;
             let more = batch.len() > SCAN_BATCH as usize;
             for user in batch.into_iter().take(SCAN_BATCH as usize) {
-                after = Some(user.id.clone());
+                after = Some(user.id.clone().into());
                 if segment.filter.matches(&user) {
                     found.push(user);
                     if found.len() > page.limit as usize {
-                        return Ok(Page::from_overfetch(found, page.limit, |u| u.id.clone()));
+                        return Ok(Page::from_overfetch(found, page.limit, |u| {
+                            u.id.clone().into()
+                        }));
                     }
                 }
             }
             if !more {
-                return Ok(Page::from_overfetch(found, page.limit, |u| u.id.clone()));
+                return Ok(Page::from_overfetch(found, page.limit, |u| {
+                    u.id.clone().into()
+                }));
             }
         }
     }
@@ -581,7 +588,7 @@ impl AudienceService {
     pub async fn create_segment(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         name: String,
         filter: Value,
     ) -> Result<Segment, DomainError> {
@@ -589,8 +596,8 @@ impl AudienceService {
         let (name, filter) = validate_segment(name, &filter)?;
         let now = self.clock.now();
         let segment = Segment {
-            id: new_id(IdKind::Segment),
-            environment_id: env.to_owned(),
+            id: new_id(IdKind::Segment).into(),
+            environment_id: env.as_str().to_owned(),
             name,
             filter,
             created: now,
@@ -605,8 +612,8 @@ impl AudienceService {
     pub async fn get_segment(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &SegmentId,
     ) -> Result<Segment, DomainError> {
         who.authorize(env, Permission::UsersRead)?;
         self.segments
@@ -619,7 +626,7 @@ impl AudienceService {
     pub async fn list_segments(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
     ) -> Result<Vec<Segment>, DomainError> {
         who.authorize(env, Permission::UsersRead)?;
         Ok(self.segments.list(env).await?)
@@ -632,8 +639,8 @@ impl AudienceService {
     pub async fn update_segment(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &SegmentId,
         name: String,
         filter: Value,
     ) -> Result<Segment, DomainError> {
@@ -662,8 +669,8 @@ impl AudienceService {
     pub async fn delete_segment(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &SegmentId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
         if self.segments.delete(env, id).await? {
@@ -682,7 +689,7 @@ impl AudienceService {
     pub async fn list_streams(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
     ) -> Result<Vec<Stream>, DomainError> {
         who.authorize(env, Permission::UsersRead)?;
         Ok(self.streams.list(env, self.default_stream(env)).await?)
@@ -696,7 +703,7 @@ impl AudienceService {
     pub async fn create_stream(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         name: String,
     ) -> Result<Stream, DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
@@ -708,8 +715,8 @@ impl AudienceService {
         // The default stream exists before any other, so its name is taken from the start.
         self.streams.list(env, self.default_stream(env)).await?;
         let stream = Stream {
-            id: new_id(IdKind::Stream),
-            environment_id: env.to_owned(),
+            id: new_id(IdKind::Stream).into(),
+            environment_id: env.as_str().to_owned(),
             name,
             is_default: false,
             created: self.clock.now(),
@@ -730,8 +737,8 @@ impl AudienceService {
     pub async fn delete_stream(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &StreamId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::UsersWrite)?;
         let stream = self

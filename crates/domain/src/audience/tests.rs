@@ -84,7 +84,7 @@ async fn put_user_normalises_tags_and_reads_the_stored_user_back() {
     };
     let stored = m
         .service()
-        .put_user(&writer(), ENV, input)
+        .put_user(&writer(), &EnvironmentId::from(ENV), input)
         .await
         .expect("stored");
     assert_eq!(stored.id, "u1");
@@ -106,7 +106,7 @@ async fn user_validation_reports_every_problem() {
     };
     let err = m
         .service()
-        .put_user(&writer(), ENV, input)
+        .put_user(&writer(), &EnvironmentId::from(ENV), input)
         .await
         .expect_err("invalid");
     assert_eq!(
@@ -139,7 +139,9 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
         })
         .collect();
     assert_eq!(
-        svc.put_users(&writer(), ENV, inputs).await.expect("batch"),
+        svc.put_users(&writer(), &EnvironmentId::from(ENV), inputs)
+            .await
+            .expect("batch"),
         3
     );
 
@@ -154,7 +156,11 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
         },
     ];
     assert_eq!(
-        fields(svc.put_users(&writer(), ENV, dup).await.expect_err("dup")),
+        fields(
+            svc.put_users(&writer(), &EnvironmentId::from(ENV), dup)
+                .await
+                .expect_err("dup")
+        ),
         ["users[1].id"]
     );
     let too_many = vec![
@@ -166,7 +172,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
     ];
     assert_eq!(
         fields(
-            svc.put_users(&writer(), ENV, too_many)
+            svc.put_users(&writer(), &EnvironmentId::from(ENV), too_many)
                 .await
                 .expect_err("size")
         ),
@@ -174,7 +180,7 @@ async fn batches_are_all_or_nothing_and_refuse_duplicates_and_size() {
     );
     assert_eq!(
         fields(
-            svc.put_users(&writer(), ENV, Vec::new())
+            svc.put_users(&writer(), &EnvironmentId::from(ENV), Vec::new())
                 .await
                 .expect_err("empty")
         ),
@@ -191,16 +197,19 @@ async fn permissions_follow_the_contract_table() {
         ..Default::default()
     };
     assert!(matches!(
-        svc.put_user(&reader, ENV, input).await,
+        svc.put_user(&reader, &EnvironmentId::from(ENV), input)
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.create_stream(&reader, ENV, "s".into()).await,
+        svc.create_stream(&reader, &EnvironmentId::from(ENV), "s".into())
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     let folders_only = who(&[Scope::WorkbenchFoldersRead]);
     assert!(matches!(
-        svc.list_segments(&folders_only, ENV).await,
+        svc.list_segments(&folders_only, &EnvironmentId::from(ENV))
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     // Both legacy roles reach users.
@@ -253,7 +262,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let page = svc
         .list_users(
             &writer(),
-            ENV,
+            &EnvironmentId::from(ENV),
             UserQuery::default(),
             Some("seg_1".into()),
             PageRequest {
@@ -269,7 +278,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let rest = svc
         .list_users(
             &writer(),
-            ENV,
+            &EnvironmentId::from(ENV),
             UserQuery::default(),
             Some("seg_1".into()),
             PageRequest {
@@ -283,7 +292,7 @@ async fn listing_by_segment_scans_in_batches_until_the_page_is_full() {
     let err = svc
         .list_users(
             &writer(),
-            ENV,
+            &EnvironmentId::from(ENV),
             UserQuery::default(),
             Some("seg_x".into()),
             PageRequest::default(),
@@ -301,7 +310,7 @@ async fn segments_validate_name_and_filter_together() {
         .service()
         .create_segment(
             &writer(),
-            ENV,
+            &EnvironmentId::from(ENV),
             " ".into(),
             json!({"conditions": [{"field": "x"}]}),
         )
@@ -342,7 +351,11 @@ async fn the_default_stream_cannot_be_deleted_and_names_are_unique() {
         .returning(|_| Err(StorageError::UniqueViolation("streams_name".into())));
     let svc = m.service();
     let err = svc
-        .delete_stream(&writer(), ENV, "str_default")
+        .delete_stream(
+            &writer(),
+            &EnvironmentId::from(ENV),
+            &StreamId::from("str_default"),
+        )
         .await
         .expect_err("default");
     assert!(matches!(
@@ -353,7 +366,7 @@ async fn the_default_stream_cannot_be_deleted_and_names_are_unique() {
         }
     ));
     let err = svc
-        .create_stream(&writer(), ENV, "All cards".into())
+        .create_stream(&writer(), &EnvironmentId::from(ENV), "All cards".into())
         .await
         .expect_err("taken");
     assert!(matches!(

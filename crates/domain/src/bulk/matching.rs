@@ -79,7 +79,7 @@ impl Matcher {
                 };
                 // One more than allowed is enough to refuse the row.
                 if found.len() <= MAX_USERS_PER_ROW && row.filter.matches(user) {
-                    found.push(user.id.clone());
+                    found.push(user.id.clone().into());
                 }
             }
         }

@@ -51,38 +51,21 @@ pub enum BulkStatus {
     Failed,
 }
 
-impl BulkStatus {
-    /// The status as the database spells it: `pending`, `uploading`, `processing`,
-    /// `completed`, `failed` (clients see [`public`](Self::public)).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BulkStatus::Pending => "pending",
-            BulkStatus::Uploading => "uploading",
-            BulkStatus::Processing => "processing",
-            BulkStatus::Completed => "completed",
-            BulkStatus::Failed => "failed",
-        }
-    }
+crate::spelling::spelled!(BulkStatus {
+    Pending => "pending",
+    Uploading => "uploading",
+    Processing => "processing",
+    Completed => "completed",
+    Failed => "failed",
+});
 
+impl BulkStatus {
     /// What clients see: an upload in progress is still `pending`.
     pub const fn public(self) -> &'static str {
         match self {
             BulkStatus::Uploading => "pending",
             other => other.as_str(),
         }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Uploading,
-            Self::Processing,
-            Self::Completed,
-            Self::Failed,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`BulkService`]: creating tasks, receiving their files, and the worker steps that record
 //! their rows through the trigger service.
 
+use crate::id::{EnvironmentId, FlowId, TaskId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -93,7 +94,7 @@ struct Chunk {
 /// );
 /// let who = Principal::trusted("crm-export", "org_1", &["env_1"]);
 ///
-/// let (task, token) = service.create(&who, "env_1", "flw_1", Mode::Live).await?;
+/// let (task, token) = service.create(&who, &"env_1".into(), &"flw_1".into(), Mode::Live).await?;
 /// assert_eq!((task.id, task.status.public()), (42, "pending"));
 ///
 /// // The token of the upload URL is its credential: one upload of this task.
@@ -105,7 +106,7 @@ struct Chunk {
 /// assert!(matches!(forged, Err(UploadError::Grant(_))), "{forged:?}");
 ///
 /// // A task id is a positive whole number.
-/// let status = service.status(&who, "env_1", "flw_1", "forty-two").await;
+/// let status = service.status(&who, &"env_1".into(), &"flw_1".into(), &"forty-two".into()).await;
 /// let Err(DomainError::Validation(problems)) = status else { panic!("{status:?}") };
 /// assert_eq!(problems[0].field, "taskId");
 /// # Ok::<(), DomainError>(())
@@ -171,8 +172,8 @@ impl BulkService {
     pub async fn create(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
         mode: Mode,
     ) -> Result<(BulkTask, String), DomainError> {
         who.authorize(env, Permission::ActionFlowsTrigger)?;
@@ -194,7 +195,7 @@ impl BulkService {
         let mut task = BulkTask::new(env, &flow.id, mode, now);
         task.id = self.tasks.create(&task).await?;
         let token = UploadGrant {
-            environment_id: env.to_owned(),
+            environment_id: env.as_str().to_owned(),
             flow_id: task.flow_id.clone(),
             task_id: task.id,
             mode,
@@ -212,9 +213,9 @@ impl BulkService {
     pub async fn status(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
-        task_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        task_id: &TaskId,
     ) -> Result<BulkTask, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         let id: i64 = task_id.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -469,7 +470,7 @@ impl BulkService {
             if !more {
                 break;
             }
-            after = users.get(999).map(|u| u.id.clone());
+            after = (users.get(999).map(|u| u.id.clone())).map(Into::into);
         }
         Ok(matcher.finish())
     }

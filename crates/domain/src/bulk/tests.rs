@@ -372,7 +372,11 @@ mod steps {
             sizes,
             [CHUNK_ROWS - 1, CHUNK_ROWS - 1, 300 - 2 * CHUNK_ROWS - 1]
         );
-        let ids: Vec<String> = calls.iter().flatten().map(|(i, _)| i.id.clone()).collect();
+        let ids: Vec<String> = calls
+            .iter()
+            .flatten()
+            .map(|(i, _)| i.id.as_str().to_owned())
+            .collect();
         let expected: Vec<String> = (1..=300u64)
             .filter(|n| !bad.contains(n))
             .map(|n| format!("csv-7-{n}"))

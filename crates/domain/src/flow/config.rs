@@ -32,23 +32,9 @@ pub enum StepType {
     CreateCard,
 }
 
-impl StepType {
-    /// Every step type, in the order error messages list them.
-    pub const ALL: [StepType; 1] = [StepType::CreateCard];
-
-    /// The name a step's `type` gives (`create-card`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            StepType::CreateCard => "create-card",
-        }
-    }
-
-    /// The step type named exactly `s` (case matters); `None` for a type the engine cannot
-    /// run.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-}
+crate::spelling::spelled!(StepType {
+    CreateCard => "create-card",
+});
 
 /// Variable types of definitions (docs/api.md, Configuration validation).
 pub const VARIABLE_TYPES: [&str; 4] = ["number", "string", "date", "boolean"];

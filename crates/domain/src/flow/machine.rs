@@ -141,7 +141,7 @@ pub fn decide(
             }
             check_config(config)?;
             let version = FlowVersion {
-                flow_id: flow.id.clone(),
+                flow_id: flow.id.clone().into(),
                 version: flow.latest_version + 1,
                 status: VersionStatus::Published,
                 config: config.clone(),
@@ -175,7 +175,7 @@ pub fn decide(
                 }
                 None => {
                     let version = FlowVersion {
-                        flow_id: flow.id.clone(),
+                        flow_id: flow.id.clone().into(),
                         version: flow.latest_version + 1,
                         status: VersionStatus::Draft,
                         config: config.clone(),

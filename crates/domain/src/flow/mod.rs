@@ -18,6 +18,7 @@ pub mod config;
 pub mod machine;
 mod recent;
 
+use crate::id::FlowId;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -40,7 +41,7 @@ pub const FLOW_DESCRIPTION_MAX_CHARS: usize = 4000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
     /// `flw_…`, given at creation; unique across environments.
-    pub id: String,
+    pub id: FlowId,
     /// The environment it belongs to; every read and change is scoped to it.
     pub environment_id: String,
     /// The organisation of that environment.
@@ -115,7 +116,7 @@ impl Flow {
         at: Timestamp,
     ) -> Flow {
         Flow {
-            id: id.to_owned(),
+            id: id.to_owned().into(),
             environment_id: environment_id.to_owned(),
             organisation_id: organisation_id.to_owned(),
             name: name.to_owned(),
@@ -156,23 +157,10 @@ pub enum VersionStatus {
     Published,
 }
 
-impl VersionStatus {
-    /// The status as the database spells it: `DRAFT`, `PUBLISHED`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            VersionStatus::Draft => "DRAFT",
-            VersionStatus::Published => "PUBLISHED",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else (letter
-    /// case counts).
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Draft, Self::Published]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(VersionStatus {
+    Draft => "DRAFT",
+    Published => "PUBLISHED",
+});
 
 /// One numbered configuration of a flow (docs/api.md, Action Flows: Versions).
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,6 @@
 //! [`FlowService`]: the Action Flow use cases over the flow, folder and settings ports.
 
+use crate::id::{EnvironmentId, FlowId};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -39,6 +40,7 @@ const MAX_ATTEMPTS: usize = 8;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = Arc::new(MemoryStore::new());
 /// let flows = FlowService::new(store.clone(), store.clone(), store, Arc::new(SystemClock));
+/// let env = EnvironmentId::from("env_1");
 /// let alice = Principal::trusted("alice", "org_1", &["env_1"]);
 /// let bob = Principal::trusted("bob", "org_1", &["env_1"]);
 /// let config = json!({
@@ -49,40 +51,40 @@ const MAX_ATTEMPTS: usize = 8;
 /// });
 ///
 /// let create = CreateFlow { name: "Welcome".into(), ..Default::default() };
-/// let flow = flows.create(&alice, "env_1", create).await.unwrap();
+/// let flow = flows.create(&alice, &env, create).await.unwrap();
 /// assert_eq!((flow.status(), flow.latest_version), (FlowStatus::Draft, 0));
 ///
 /// // Approvals are off until set: a configuration is published at once, as version 1.
-/// let (flow, v1) = flows.publish(&alice, "env_1", &flow.id, config.clone()).await.unwrap();
+/// let (flow, v1) = flows.publish(&alice, &env, &flow.id, config.clone()).await.unwrap();
 /// assert_eq!((v1.version, v1.status), (1, VersionStatus::Published));
 /// assert_eq!(flow.status(), FlowStatus::Published);
 ///
 /// // With approvals on, only a draft approved by another credential is published.
 /// let on = EnvironmentSettings { approvals_enabled: true };
-/// flows.put_settings(&alice, "env_1", on).await.unwrap();
-/// let direct = flows.publish(&alice, "env_1", &flow.id, config.clone()).await;
+/// flows.put_settings(&alice, &env, on).await.unwrap();
+/// let direct = flows.publish(&alice, &env, &flow.id, config.clone()).await;
 /// assert!(matches!(direct, Err(DomainError::ApprovalRequired(_))));
-/// let (_, draft) = flows.save_draft(&alice, "env_1", &flow.id, config).await.unwrap();
+/// let (_, draft) = flows.save_draft(&alice, &env, &flow.id, config).await.unwrap();
 /// assert_eq!((draft.version, draft.status), (2, VersionStatus::Draft));
-/// let unapproved = flows.publish_draft(&alice, "env_1", &flow.id).await;
+/// let unapproved = flows.publish_draft(&alice, &env, &flow.id).await;
 /// assert!(matches!(unapproved, Err(DomainError::ApprovalRequired(_))));
-/// let by_author = flows.approve_draft(&alice, "env_1", &flow.id).await;
+/// let by_author = flows.approve_draft(&alice, &env, &flow.id).await;
 /// assert!(matches!(by_author, Err(DomainError::Forbidden(_))));
-/// flows.approve_draft(&bob, "env_1", &flow.id).await.unwrap();
-/// let (flow, v2) = flows.publish_draft(&alice, "env_1", &flow.id).await.unwrap();
+/// flows.approve_draft(&bob, &env, &flow.id).await.unwrap();
+/// let (flow, v2) = flows.publish_draft(&alice, &env, &flow.id).await.unwrap();
 /// assert_eq!((flow.published_version, flow.draft_version), (Some(2), None));
 /// assert_eq!(v2.approved_by.as_deref(), Some("bob"));
 ///
 /// // Earlier versions stay readable; `Latest` is the newest.
-/// let read = |version| flows.get_config(&bob, "env_1", &flow.id, version);
+/// let read = |version| flows.get_config(&bob, &env, &flow.id, version);
 /// let (_, latest) = read(VersionRef::Latest).await.unwrap();
 /// assert_eq!(latest.version, 2);
 /// let (_, first) = read(VersionRef::Number(1)).await.unwrap();
 /// assert_eq!((first.status, first.created_by.as_str()), (VersionStatus::Published, "alice"));
 ///
 /// // An archived flow refuses drafts.
-/// flows.set_archived(&alice, "env_1", &flow.id, true).await.unwrap();
-/// let archived = flows.save_draft(&alice, "env_1", &flow.id, v1.config).await;
+/// flows.set_archived(&alice, &env, &flow.id, true).await.unwrap();
+/// let archived = flows.save_draft(&alice, &env, &flow.id, v1.config).await;
 /// assert!(matches!(
 ///     archived,
 ///     Err(DomainError::Conflict { kind: ConflictKind::FlowArchived, .. })
@@ -170,7 +172,7 @@ impl FlowService {
     pub async fn create(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         request: CreateFlow,
     ) -> Result<Flow, DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
@@ -230,7 +232,12 @@ impl FlowService {
 
     /// The flow `id` of the environment. Needs [`Permission::ActionFlowsRead`]; fails with
     /// [`DomainError::NotFound`] when the environment has no such flow.
-    pub async fn get(&self, who: &Principal, env: &str, id: &str) -> Result<Flow, DomainError> {
+    pub async fn get(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &FlowId,
+    ) -> Result<Flow, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         self.flows.get(env, id).await?.ok_or_else(not_found)
     }
@@ -244,7 +251,7 @@ impl FlowService {
     pub async fn list(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         filter: FlowFilter,
         page: PageRequest,
     ) -> Result<Page<Flow>, DomainError> {
@@ -259,7 +266,7 @@ impl FlowService {
         };
         let limit = page.limit;
         let flows = self.flows.list(env, &filter, &page).await?;
-        Ok(Page::from_overfetch(flows, limit, |f| f.id.clone()))
+        Ok(Page::from_overfetch(flows, limit, |f| f.id.clone().into()))
     }
 
     /// Updates the metadata a request sends (name, description, folder) and answers the flow.
@@ -274,8 +281,8 @@ impl FlowService {
     pub async fn update(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
         request: UpdateFlow,
     ) -> Result<Flow, DomainError> {
         who.authorize(env, Permission::ActionFlowsWrite)?;
@@ -332,8 +339,8 @@ impl FlowService {
     pub async fn get_config(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
         version: VersionRef,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
@@ -358,8 +365,8 @@ impl FlowService {
     pub async fn publish(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         with_version(self.command(who, env, id, Command::Publish(config)).await?)
@@ -376,8 +383,8 @@ impl FlowService {
     pub async fn save_draft(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
         config: Value,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         with_version(
@@ -394,8 +401,8 @@ impl FlowService {
     pub async fn discard_draft(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
     ) -> Result<(), DomainError> {
         self.command(who, env, id, Command::DiscardDraft).await?;
         Ok(())
@@ -411,8 +418,8 @@ impl FlowService {
     pub async fn approve_draft(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         with_version(self.command(who, env, id, Command::ApproveDraft).await?)
     }
@@ -429,8 +436,8 @@ impl FlowService {
     pub async fn publish_draft(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
     ) -> Result<(Flow, FlowVersion), DomainError> {
         with_version(self.command(who, env, id, Command::PublishDraft).await?)
     }
@@ -444,8 +451,8 @@ impl FlowService {
     pub async fn set_archived(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &FlowId,
         archived: bool,
     ) -> Result<Flow, DomainError> {
         let transition = self
@@ -459,7 +466,7 @@ impl FlowService {
     pub async fn settings(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
     ) -> Result<EnvironmentSettings, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         Ok(self.settings.get(env).await?)
@@ -473,7 +480,7 @@ impl FlowService {
     pub async fn put_settings(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         settings: EnvironmentSettings,
     ) -> Result<EnvironmentSettings, DomainError> {
         who.authorize(env, Permission::EnvironmentSettingsWrite)?;

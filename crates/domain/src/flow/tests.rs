@@ -1,3 +1,4 @@
+use crate::id::{EnvironmentId, FlowId};
 use std::sync::{Arc, Mutex};
 
 use mockall::predicate::eq;
@@ -136,7 +137,7 @@ async fn create_with_a_config_stores_version_1_as_a_draft() {
     };
     let created = m
         .service()
-        .create(&who("key_a"), ENV, request)
+        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
         .await
         .expect("created");
     assert_eq!(created.status(), FlowStatus::Draft);
@@ -157,7 +158,7 @@ async fn create_without_a_config_has_no_version() {
     };
     let created = m
         .service()
-        .create(&who("key_a"), ENV, request)
+        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
         .await
         .expect("created");
     assert_eq!(
@@ -180,7 +181,11 @@ async fn create_reports_name_folder_and_config_problems_together_as_invalid_conf
         config: Some(json!({"type": "email"})),
         ..Default::default()
     };
-    match m.service().create(&who("key_a"), ENV, request).await {
+    match m
+        .service()
+        .create(&who("key_a"), &EnvironmentId::from(ENV), request)
+        .await
+    {
         Err(DomainError::InvalidConfig(errors)) => {
             let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
             assert_eq!(
@@ -211,7 +216,8 @@ async fn legacy_events_keys_may_write_flows_but_workbench_keys_may_not() {
         ..Default::default()
     };
     assert!(matches!(
-        svc.create(&workbench, ENV, request).await,
+        svc.create(&workbench, &EnvironmentId::from(ENV), request)
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(KeyAccess::Roles(vec![Role::Events]).allows(Permission::ActionFlowsWrite));
@@ -237,7 +243,12 @@ async fn publish_creates_the_next_version_with_compare_and_swap() {
         .returning(|_, _, _| Ok(()));
     let (_, published) = m
         .service()
-        .publish(&who("key_a"), ENV, "flw_1", config())
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect("published");
     assert_eq!(published.version, 3);
@@ -275,7 +286,12 @@ async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
         .returning(|_, _, _| Ok(()));
     let (_, v) = m
         .service()
-        .publish(&who("key_a"), ENV, "flw_1", config())
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect("published");
     assert_eq!(v.version, 3);
@@ -286,7 +302,12 @@ async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
 async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_config() {
     let svc = Mocks::new().approvals(true).service();
     let err = svc
-        .publish(&who("key_a"), ENV, "flw_1", config())
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect_err("approvals");
     assert!(
@@ -304,7 +325,12 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
         })
         .service();
     let err = svc
-        .publish(&who("key_a"), ENV, "flw_1", config())
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect_err("archived");
     assert!(matches!(
@@ -324,7 +350,12 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
         })
         .service();
     let err = svc
-        .publish(&who("key_a"), ENV, "flw_1", json!({}))
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            json!({}),
+        )
         .await
         .expect_err("draft");
     assert!(matches!(
@@ -337,7 +368,12 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
 
     let svc = Mocks::new().approvals(false).stored(flow()).service();
     let err = svc
-        .publish(&who("key_a"), ENV, "flw_1", json!({"type": "card"}))
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            json!({"type": "card"}),
+        )
         .await
         .expect_err("invalid");
     assert!(
@@ -350,7 +386,12 @@ async fn publish_refusals_in_order_approvals_then_archived_then_draft_then_confi
     missing.flows.expect_get().returning(|_, _| Ok(None));
     let err = missing
         .service()
-        .publish(&who("key_a"), ENV, "flw_x", config())
+        .publish(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_x"),
+            config(),
+        )
         .await
         .expect_err("404");
     assert!(matches!(err, DomainError::NotFound(Resource::Flow)));
@@ -374,7 +415,12 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .save_draft(&who("key_a"), ENV, "flw_1", config())
+        .save_draft(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect("new draft");
 
@@ -403,7 +449,12 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .save_draft(&who("key_c"), ENV, "flw_1", config())
+        .save_draft(
+            &who("key_c"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            config(),
+        )
         .await
         .expect("replaced");
 }
@@ -416,8 +467,8 @@ async fn an_invalid_draft_is_refused_before_anything_is_written() {
         .service()
         .save_draft(
             &who("key_a"),
-            ENV,
-            "flw_1",
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
             json!({"type": "card", "steps": {}}),
         )
         .await
@@ -439,12 +490,20 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
     m.flows.expect_save().never();
     let svc = m.service();
     let err = svc
-        .approve_draft(&who("key_author"), ENV, "flw_1")
+        .approve_draft(
+            &who("key_author"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect_err("self approval");
     assert!(matches!(err, DomainError::Forbidden(_)));
     let err = svc
-        .publish_draft(&who("key_author"), ENV, "flw_1")
+        .publish_draft(
+            &who("key_author"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect_err("unapproved");
     assert!(matches!(err, DomainError::ApprovalRequired(_)));
@@ -459,7 +518,11 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .approve_draft(&who("key_reviewer"), ENV, "flw_1")
+        .approve_draft(
+            &who("key_reviewer"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect("approved");
 
@@ -481,7 +544,11 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .returning(|_, _, _| Ok(()));
     let (flow, v) = m
         .service()
-        .publish_draft(&who("key_author"), ENV, "flw_1")
+        .publish_draft(
+            &who("key_author"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect("published");
     assert_eq!((flow.status(), v.version), (FlowStatus::Published, 1));
@@ -505,13 +572,21 @@ async fn discarding_a_draft_deletes_its_version_but_keeps_the_counter() {
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
-        .discard_draft(&who("key_a"), ENV, "flw_1")
+        .discard_draft(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect("discarded");
 
     let svc = Mocks::new().stored(flow()).service();
     let err = svc
-        .discard_draft(&who("key_a"), ENV, "flw_1")
+        .discard_draft(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+        )
         .await
         .expect_err("no draft");
     assert!(matches!(err, DomainError::NotFound(Resource::Draft)));
@@ -561,22 +636,40 @@ async fn metadata_update_files_unfiles_and_checks_the_folder() {
         folder_id: Some(Some("fld_new".into())),
         ..Default::default()
     };
-    svc.update(&who("key_a"), ENV, "flw_1", filed)
-        .await
-        .expect("filed");
+    svc.update(
+        &who("key_a"),
+        &EnvironmentId::from(ENV),
+        &FlowId::from("flw_1"),
+        filed,
+    )
+    .await
+    .expect("filed");
     let unfiled = UpdateFlow {
         folder_id: Some(None),
         ..Default::default()
     };
-    svc.update(&who("key_a"), ENV, "flw_1", unfiled)
-        .await
-        .expect("unfiled");
+    svc.update(
+        &who("key_a"),
+        &EnvironmentId::from(ENV),
+        &FlowId::from("flw_1"),
+        unfiled,
+    )
+    .await
+    .expect("unfiled");
     let foreign = UpdateFlow {
         folder_id: Some(Some("fld_elsewhere".into())),
         name: Some(String::new()),
         ..Default::default()
     };
-    match svc.update(&who("key_a"), ENV, "flw_1", foreign).await {
+    match svc
+        .update(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            foreign,
+        )
+        .await
+    {
         Err(DomainError::Validation(errors)) => {
             let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
             assert_eq!(fields, ["actionFlow.name", "actionFlow.folderId"]);
@@ -603,12 +696,22 @@ async fn versions_of_an_archived_flow_show_archived_and_unknown_versions_are_404
         .returning(|_, _| Ok(None));
     let svc = m.service();
     let (flow, v) = svc
-        .get_config(&who("key_a"), ENV, "flw_1", VersionRef::Latest)
+        .get_config(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            VersionRef::Latest,
+        )
         .await
         .expect("latest");
     assert_eq!(v.shown_status(&flow), ShownStatus::Archived);
     let err = svc
-        .get_config(&who("key_a"), ENV, "flw_1", VersionRef::Number(9))
+        .get_config(
+            &who("key_a"),
+            &EnvironmentId::from(ENV),
+            &FlowId::from("flw_1"),
+            VersionRef::Number(9),
+        )
         .await
         .expect_err("404");
     assert!(matches!(err, DomainError::NotFound(Resource::FlowVersion)));
@@ -640,7 +743,7 @@ async fn list_overfetches_by_one_to_know_whether_more_follow() {
         .service()
         .list(
             &who("key_a"),
-            ENV,
+            &EnvironmentId::from(ENV),
             FlowFilter::default(),
             PageRequest {
                 limit: 2,
@@ -665,7 +768,9 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
         KeyAccess::Scopes(vec![Scope::ActionFlowsRead, Scope::ActionFlowsWrite]),
         KeyAccess::Roles(vec![Role::Events, Role::Workbench]),
     ] {
-        let answer = flows.put_settings(&key(refused.clone()), ENV, off).await;
+        let answer = flows
+            .put_settings(&key(refused.clone()), &EnvironmentId::from(ENV), off)
+            .await;
         assert!(
             matches!(answer, Err(DomainError::Forbidden(_))),
             "{refused:?}: {answer:?}"
@@ -676,7 +781,7 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
         KeyAccess::Roles(vec![Role::Auth]),
     ] {
         flows
-            .put_settings(&key(allowed), ENV, off)
+            .put_settings(&key(allowed), &EnvironmentId::from(ENV), off)
             .await
             .expect("allowed");
     }

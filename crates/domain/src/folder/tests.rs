@@ -105,24 +105,41 @@ async fn every_operation_checks_its_scope_before_touching_storage() {
         parent_id: None,
     };
     assert!(matches!(
-        svc.create(&read_only, ENV, create).await,
+        svc.create(&read_only, &EnvironmentId::from(ENV), create)
+            .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.rename(&read_only, ENV, "fld_1", rename).await,
+        svc.rename(
+            &read_only,
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+            rename
+        )
+        .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.delete(&read_only, ENV, "fld_1").await,
+        svc.delete(
+            &read_only,
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1")
+        )
+        .await,
         Err(DomainError::Forbidden(_))
     ));
     let no_read = principal(&[Scope::WorkbenchFoldersCreate]);
     assert!(matches!(
-        svc.list(&no_read, ENV).await,
+        svc.list(&no_read, &EnvironmentId::from(ENV)).await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.get(&no_read, ENV, "fld_1").await,
+        svc.get(
+            &no_read,
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1")
+        )
+        .await,
         Err(DomainError::Forbidden(_))
     ));
 }
@@ -135,11 +152,12 @@ async fn legacy_keys_are_refused_and_other_environments_are_unauthenticated() {
         ..all_folder_scopes()
     };
     assert!(matches!(
-        svc.list(&legacy, ENV).await,
+        svc.list(&legacy, &EnvironmentId::from(ENV)).await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        svc.list(&all_folder_scopes(), "env_other").await,
+        svc.list(&all_folder_scopes(), &EnvironmentId::from("env_other"))
+            .await,
         Err(DomainError::Unauthenticated)
     ));
 }
@@ -158,7 +176,7 @@ async fn list_sorts_by_name_case_insensitively_with_a_total_order() {
         ])
     });
     let names: Vec<_> = service(repo)
-        .list(&all_folder_scopes(), ENV)
+        .list(&all_folder_scopes(), &EnvironmentId::from(ENV))
         .await
         .expect("list")
         .into_iter()
@@ -172,7 +190,11 @@ async fn get_of_unknown_folder_is_not_found() {
     let mut repo = MockFolderRepository::new();
     repo.expect_get().returning(|_, _| Ok(None));
     let err = service(repo)
-        .get(&all_folder_scopes(), ENV, "fld_x")
+        .get(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_x"),
+        )
         .await
         .expect_err("missing");
     assert!(matches!(err, DomainError::NotFound(Resource::Folder)));
@@ -200,7 +222,7 @@ async fn create_root_folder_stores_a_new_record() {
         parent_id: Some(String::new()),
     };
     let created = service(repo)
-        .create(&all_folder_scopes(), ENV, request)
+        .create(&all_folder_scopes(), &EnvironmentId::from(ENV), request)
         .await
         .expect("create");
     assert_eq!(created.name, "Campaigns");
@@ -218,7 +240,7 @@ async fn create_under_a_parent_checks_it_exists_in_this_environment() {
         parent_id: Some("fld_missing".into()),
     };
     let err = service(repo)
-        .create(&all_folder_scopes(), ENV, request)
+        .create(&all_folder_scopes(), &EnvironmentId::from(ENV), request)
         .await
         .expect_err("invalid");
     assert_eq!(
@@ -251,13 +273,19 @@ async fn create_allows_three_levels_and_refuses_a_fourth() {
         name: "d".into(),
         parent_id: Some("fld_l2".into()),
     };
-    assert!(svc.create(&who, ENV, level3).await.is_ok());
+    assert!(svc
+        .create(&who, &EnvironmentId::from(ENV), level3)
+        .await
+        .is_ok());
 
     let level4 = CreateFolder {
         name: "d".into(),
         parent_id: Some("fld_l3".into()),
     };
-    let err = svc.create(&who, ENV, level4).await.expect_err("too deep");
+    let err = svc
+        .create(&who, &EnvironmentId::from(ENV), level4)
+        .await
+        .expect_err("too deep");
     assert_eq!(fields(err), ["parentId"]);
 }
 
@@ -271,7 +299,7 @@ async fn create_maps_a_sibling_name_clash_to_folder_name_taken() {
         parent_id: None,
     };
     let err = service(repo)
-        .create(&all_folder_scopes(), ENV, request)
+        .create(&all_folder_scopes(), &EnvironmentId::from(ENV), request)
         .await
         .expect_err("clash");
     assert!(matches!(
@@ -295,7 +323,7 @@ async fn create_maps_a_parent_deleted_meanwhile_to_a_validation_error() {
         parent_id: Some("fld_p".into()),
     };
     let err = service(repo)
-        .create(&all_folder_scopes(), ENV, request)
+        .create(&all_folder_scopes(), &EnvironmentId::from(ENV), request)
         .await
         .expect_err("race");
     assert_eq!(fields(err), ["parentId"]);
@@ -307,7 +335,7 @@ async fn storage_faults_pass_through_as_storage_errors() {
     repo.expect_list()
         .returning(|_| Err(StorageError::Unavailable("pool timed out".into())));
     let err = service(repo)
-        .list(&all_folder_scopes(), ENV)
+        .list(&all_folder_scopes(), &EnvironmentId::from(ENV))
         .await
         .expect_err("down");
     assert!(matches!(
@@ -338,7 +366,12 @@ async fn rename_updates_the_name_and_timestamp() {
         parent_id: Some(Some("fld_p".into())),
     };
     let renamed = service(repo)
-        .rename(&all_folder_scopes(), ENV, "fld_1", request)
+        .rename(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+            request,
+        )
         .await
         .expect("rename");
     assert_eq!(renamed.name, "New");
@@ -355,7 +388,12 @@ async fn rename_to_the_same_name_changes_nothing() {
         parent_id: None,
     };
     let same = service(repo)
-        .rename(&all_folder_scopes(), ENV, "fld_1", request)
+        .rename(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+            request,
+        )
         .await
         .expect("noop");
     assert_eq!(same.updated, t0());
@@ -372,7 +410,12 @@ async fn rename_refuses_moves_and_bad_names_together() {
         parent_id: Some(Some("fld_other".into())),
     };
     let err = service(repo)
-        .rename(&all_folder_scopes(), ENV, "fld_1", request)
+        .rename(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+            request,
+        )
         .await
         .expect_err("invalid");
     assert_eq!(fields(err), ["name", "parentId"]);
@@ -396,11 +439,23 @@ async fn rename_of_unknown_folder_is_not_found_and_clash_is_a_conflict() {
         parent_id: None,
     };
     assert!(matches!(
-        svc.rename(&who, ENV, "fld_x", request.clone()).await,
+        svc.rename(
+            &who,
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_x"),
+            request.clone()
+        )
+        .await,
         Err(DomainError::NotFound(Resource::Folder))
     ));
     assert!(matches!(
-        svc.rename(&who, ENV, "fld_1", request).await,
+        svc.rename(
+            &who,
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+            request
+        )
+        .await,
         Err(DomainError::Conflict {
             kind: ConflictKind::FolderNameTaken,
             ..
@@ -421,7 +476,11 @@ async fn delete_unfiles_flows_through_the_repository() {
         .times(1)
         .returning(|_, _| Ok(true));
     service(repo)
-        .delete(&all_folder_scopes(), ENV, "fld_1")
+        .delete(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+        )
         .await
         .expect("delete");
 }
@@ -436,7 +495,11 @@ async fn delete_refuses_a_folder_with_children_even_when_one_appears_meanwhile()
         .returning(|_, _| Ok(true));
     repo.expect_delete_and_unfile_flows().never();
     let err = service(repo)
-        .delete(&all_folder_scopes(), ENV, "fld_1")
+        .delete(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+        )
         .await
         .expect_err("children");
     assert!(matches!(
@@ -456,7 +519,11 @@ async fn delete_refuses_a_folder_with_children_even_when_one_appears_meanwhile()
         .expect_delete_and_unfile_flows()
         .returning(|_, _| Err(StorageError::ForeignKeyViolation("parent".into())));
     let err = service(racing)
-        .delete(&all_folder_scopes(), ENV, "fld_1")
+        .delete(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_1"),
+        )
         .await
         .expect_err("race");
     assert!(matches!(
@@ -473,7 +540,11 @@ async fn delete_of_unknown_folder_is_not_found() {
     let mut repo = MockFolderRepository::new();
     repo.expect_get().returning(|_, _| Ok(None));
     let err = service(repo)
-        .delete(&all_folder_scopes(), ENV, "fld_x")
+        .delete(
+            &all_folder_scopes(),
+            &EnvironmentId::from(ENV),
+            &FolderId::from("fld_x"),
+        )
         .await
         .expect_err("missing");
     assert!(matches!(err, DomainError::NotFound(Resource::Folder)));

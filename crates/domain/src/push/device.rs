@@ -1,6 +1,7 @@
 //! Devices: the tokens pushes reach, registered per end user, and [`DeviceService`].
 
 use super::*;
+use crate::id::{EndUserId, EnvironmentId};
 
 /// A device of an end user that pushes can reach (docs/api.md, Push notification platforms).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,13 +75,13 @@ pub trait DeviceRepository: Send + Sync {
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
 /// let body = json!({"appId": "com.example", "platform": "APNS"});
-/// let device = devices.register(&who, "env_1", "user-1", "a1b2c3", &body).await.unwrap();
+/// let device = devices.register(&who, &"env_1".into(), &"user-1".into(), "a1b2c3", &body).await.unwrap();
 /// assert_eq!((device.user_id.as_str(), device.token.as_str()), ("user-1", "a1b2c3"));
 /// assert_eq!(device.platform, "APNS");
 ///
 /// // Every problem at once, and nothing stored.
 /// let body = json!({"appId": "", "platform": "WNS"});
-/// match devices.register(&who, "env_1", "user-1", "a1b2c3", &body).await {
+/// match devices.register(&who, &"env_1".into(), &"user-1".into(), "a1b2c3", &body).await {
 ///     Err(DomainError::Validation(errors)) => {
 ///         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
 ///         assert_eq!(fields, ["appId", "platform"]);
@@ -114,8 +115,8 @@ impl DeviceService {
     pub async fn register(
         &self,
         who: &Principal,
-        env: &str,
-        user_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
         token: &str,
         body: &Value,
     ) -> Result<Device, DomainError> {
@@ -155,8 +156,8 @@ impl DeviceService {
         Ok(self
             .devices
             .upsert(&Device {
-                environment_id: env.to_owned(),
-                user_id: user_id.to_owned(),
+                environment_id: env.as_str().to_owned(),
+                user_id: user_id.as_str().to_owned(),
                 token: token.to_owned(),
                 app_id: app_id.to_owned(),
                 platform: platform.to_owned(),
@@ -170,8 +171,8 @@ impl DeviceService {
     pub async fn list(
         &self,
         who: &Principal,
-        env: &str,
-        user_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
     ) -> Result<Vec<Device>, DomainError> {
         who.authorize(env, Permission::UsersRead)?;
         Ok(self.devices.of_user(env, user_id).await?)
@@ -182,8 +183,8 @@ impl DeviceService {
     pub async fn unregister(
         &self,
         who: &Principal,
-        env: &str,
-        user_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
         token: &str,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::UsersWrite)?;

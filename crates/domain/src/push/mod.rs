@@ -4,13 +4,14 @@
 //! those devices when cards become active ([`PushService`]). The rules are in docs/api.md,
 //! Push notification platforms, and its Sending pushes.
 
+use crate::id::EnvironmentId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use crate::id::{new_id, IdKind};
+use crate::id::{new_id, IdKind, PushPlatformId};
 
 mod send;
 
@@ -20,8 +21,9 @@ use crate::{
 };
 pub use send::{
     card_platform, platform_for, reaches, serves, targeted_platforms, wants, PushJob,
-    PushJobRepository, PushMessage, PushNext, PushRecord, PushSender, PushService, PushStatus,
-    SendOutcome, SendReport, DEFAULT_PUSH_RETRY_SCHEDULE, MAX_PUSH_PAYLOAD_BYTES, PAYLOAD_KEY,
+    PushJobRepository, PushJobStatus, PushMessage, PushNext, PushRecord, PushSender, PushService,
+    PushStatus, SendOutcome, SendReport, DEFAULT_PUSH_RETRY_SCHEDULE, MAX_PUSH_PAYLOAD_BYTES,
+    PAYLOAD_KEY,
 };
 #[cfg(feature = "mock")]
 pub use send::{MockPushJobRepository, MockPushSender};
@@ -227,7 +229,7 @@ pub trait CredentialValidator: Send + Sync {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushPlatform {
     /// `npl_…`: what enabling and disabling name.
-    pub id: String,
+    pub id: PushPlatformId,
     /// The environment it belongs to.
     pub environment_id: String,
     /// `appId`, the app whose devices it serves.
@@ -341,14 +343,14 @@ pub trait PushPlatformRepository: Send + Sync {
 /// let body = json!({"appId": "com.example", "platform": "FCM", "platformCredential": "{}"});
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
-/// let platform = platforms.create(&who, "env_1", &body).await.unwrap();
+/// let platform = platforms.create(&who, &"env_1".into(), &body).await.unwrap();
 /// assert!(platform.enabled && platform.id.starts_with("npl_"));
 /// assert_eq!(platform.arn, "arn:workbench:push:env_1:app/FCM/com.example");
 /// assert_eq!(platform.attributes()["ProjectId"], "example-project");
 /// assert_eq!(platform.attributes()["Enabled"], "true");
 ///
 /// // An environment the caller may not use: refused before anything is validated or stored.
-/// assert!(platforms.create(&who, "env_2", &body).await.is_err());
+/// assert!(platforms.create(&who, &"env_2".into(), &body).await.is_err());
 /// # });
 /// ```
 pub struct PushPlatformService {
@@ -387,7 +389,11 @@ impl PushPlatformService {
 
     /// Every platform of `env`, by app id, then platform. The records carry their credentials:
     /// what shows them must leave `credential` and `principal` out.
-    pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<PushPlatform>, DomainError> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+    ) -> Result<Vec<PushPlatform>, DomainError> {
         who.authorize(env, Permission::NotificationPlatformsRead)?;
         Ok(self.repo.list(env).await?)
     }
@@ -403,7 +409,7 @@ impl PushPlatformService {
     pub async fn create(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<PushPlatform, DomainError> {
         who.authorize(env, Permission::NotificationPlatformsWrite)?;
@@ -414,8 +420,8 @@ impl PushPlatformService {
             .validate(&input, now)
             .map_err(credential_error)?;
         let platform = PushPlatform {
-            id: new_id(IdKind::PushPlatform),
-            environment_id: env.to_owned(),
+            id: new_id(IdKind::PushPlatform).into(),
+            environment_id: env.as_str().to_owned(),
             arn: arn(env, &input.platform, &input.app_id),
             app_id: input.app_id,
             platform: input.platform,
@@ -449,7 +455,7 @@ impl PushPlatformService {
     pub async fn update(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<PushPlatform, DomainError> {
         who.authorize(env, Permission::NotificationPlatformsWrite)?;
@@ -484,7 +490,7 @@ impl PushPlatformService {
     pub async fn set_enabled(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<PushPlatform, DomainError> {
         who.authorize(env, Permission::NotificationPlatformsWrite)?;
@@ -529,7 +535,7 @@ impl PushPlatformService {
     pub async fn delete(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::NotificationPlatformsWrite)?;

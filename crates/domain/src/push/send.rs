@@ -7,6 +7,7 @@
 //! [`RetryPolicy`], a failure, or the removal of a token the provider reports dead. Claims are
 //! leases and fences (docs/architecture.md, Time, leases and fencing).
 
+use crate::id::{CardId, EndUserId, EnvironmentId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -246,6 +247,30 @@ pub struct PushJob {
     pub lease_until: Timestamp,
 }
 
+/// Where a push job stands. `Pending` is due (now or at its next attempt); the others are
+/// final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushJobStatus {
+    /// Not sent yet: due at its next attempt.
+    Pending,
+    /// The provider accepted it.
+    Sent,
+    /// Given up.
+    Failed,
+    /// The provider reported the device's token dead.
+    DeadToken,
+    /// Nothing to send any more.
+    Skipped,
+}
+
+crate::spelling::spelled!(PushJobStatus {
+    Pending => "pending",
+    Sent => "sent",
+    Failed => "failed",
+    DeadToken => "dead_token",
+    Skipped => "skipped",
+});
+
 /// What becomes of a push after an attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushNext {
@@ -264,13 +289,13 @@ pub enum PushNext {
 
 impl PushNext {
     /// The job's stored status.
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> PushJobStatus {
         match self {
-            PushNext::Sent => "sent",
-            PushNext::RetryAt(_) => "pending",
-            PushNext::Failed => "failed",
-            PushNext::DeadToken => "dead_token",
-            PushNext::Skipped => "skipped",
+            PushNext::Sent => PushJobStatus::Sent,
+            PushNext::RetryAt(_) => PushJobStatus::Pending,
+            PushNext::Failed => PushJobStatus::Failed,
+            PushNext::DeadToken => PushJobStatus::DeadToken,
+            PushNext::Skipped => PushJobStatus::Skipped,
         }
     }
 }
@@ -607,9 +632,9 @@ impl PushService {
     pub async fn of_card(
         &self,
         who: &crate::Principal,
-        env: &str,
-        user_id: &str,
-        card_id: &str,
+        env: &EnvironmentId,
+        user_id: &EndUserId,
+        card_id: &CardId,
     ) -> Result<Vec<PushStatus>, crate::DomainError> {
         who.authorize(env, crate::Permission::UsersRead)?;
         self.repo

@@ -38,7 +38,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
         .expect_validate()
         .returning(|_, _| Err(CredentialProblem::LegacyFcmKey));
     let err = service(MockPushPlatformRepository::new(), validator)
-        .create(&who(), "env_1", &body())
+        .create(&who(), &EnvironmentId::from("env_1"), &body())
         .await
         .expect_err("legacy");
     assert!(matches!(err, DomainError::LegacyFcmKey(ref m) if m.contains("HTTP v1")));
@@ -51,7 +51,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
     repo.expect_insert()
         .returning(|_| Err(StorageError::UniqueViolation("push_platforms".into())));
     let err = service(repo, validator)
-        .create(&who(), "env_1", &body())
+        .create(&who(), &EnvironmentId::from("env_1"), &body())
         .await
         .expect_err("duplicate");
     assert!(matches!(
@@ -71,7 +71,7 @@ async fn create_maps_legacy_keys_and_duplicates() {
         .withf(|p| p.enabled && p.arn == "arn:workbench:push:env_1:app/FCM/app")
         .returning(|_| Ok(()));
     let p = service(repo, validator)
-        .create(&who(), "env_1", &body())
+        .create(&who(), &EnvironmentId::from("env_1"), &body())
         .await
         .expect("created");
     assert_eq!(p.attributes()["Enabled"], "true");
@@ -99,7 +99,11 @@ async fn only_disabled_platforms_are_deleted() {
         .returning(move |_, _, _| Ok(Some(enabled.clone())));
     repo.expect_delete_disabled().never();
     let err = service(repo, MockCredentialValidator::new())
-        .delete(&who(), "env_1", &json!({"appId": "app", "platform": "FCM"}))
+        .delete(
+            &who(),
+            &EnvironmentId::from("env_1"),
+            &json!({"appId": "app", "platform": "FCM"}),
+        )
         .await
         .expect_err("enabled");
     assert!(matches!(
@@ -118,7 +122,11 @@ async fn only_disabled_platforms_are_deleted() {
         .times(1)
         .returning(|_, _| Ok(true));
     service(repo, MockCredentialValidator::new())
-        .delete(&who(), "env_1", &json!({"appId": "app", "platform": "FCM"}))
+        .delete(
+            &who(),
+            &EnvironmentId::from("env_1"),
+            &json!({"appId": "app", "platform": "FCM"}),
+        )
         .await
         .expect("deleted");
 }

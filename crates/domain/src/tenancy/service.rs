@@ -1,6 +1,7 @@
 //! [`AuthService`]: credentials issued, authenticated and revoked, and the environments and
 //! keys an operator creates.
 
+use crate::id::{EnvironmentId, KeyId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -59,7 +60,7 @@ const PRINCIPAL_CACHE_MAX: usize = 10_000;
 /// let auth = AuthService::new(Arc::new(repo), Arc::new(clock));
 ///
 /// let admin = Principal::trusted("billing-service", "org_1", &["env_1"]);
-/// let issued = auth.create_credential(&admin, "env_1", Role::Events).await?;
+/// let issued = auth.create_credential(&admin, &"env_1".into(), Role::Events).await?;
 /// assert!(issued.client_secret.starts_with("wbs_"));
 /// assert_eq!(issued.environment_ids, ["env_1"]);
 ///
@@ -185,7 +186,7 @@ impl AuthService {
         let environment_ids = self.resolve_grant(&key).await?;
         self.record_use(&key.id, now).await;
         let principal = Principal {
-            key_id: key.id,
+            key_id: key.id.into(),
             organisation_id: key.organisation_id,
             access: key.access,
             environment_ids,
@@ -224,7 +225,7 @@ impl AuthService {
                 .list_environments(&key.organisation_id)
                 .await?
                 .into_iter()
-                .map(|e| e.id)
+                .map(|e| e.id.into_string())
                 .collect(),
         })
     }
@@ -254,7 +255,7 @@ impl AuthService {
         let secret = secret::generate(ACCESS_TOKEN_PREFIX);
         let grant = AccessTokenGrant {
             token_hash: secret.hash,
-            key_id: key.id,
+            key_id: key.id.into(),
             created: now,
             expires: now + Duration::seconds(ACCESS_TOKEN_TTL_SECONDS),
         };
@@ -274,7 +275,7 @@ impl AuthService {
             .repo
             .list_environments(&principal.organisation_id)
             .await?;
-        envs.retain(|e| principal.environment_ids.contains(&e.id));
+        envs.retain(|e| principal.environment_ids.iter().any(|id| *id == e.id));
         Ok(envs)
     }
 
@@ -285,7 +286,7 @@ impl AuthService {
     pub async fn create_credential(
         &self,
         principal: &Principal,
-        environment_id: &str,
+        environment_id: &EnvironmentId,
         role: Role,
     ) -> Result<IssuedKey, DomainError> {
         principal.authorize(environment_id, Permission::CredentialsWrite)?;
@@ -299,7 +300,7 @@ impl AuthService {
             &principal.organisation_id,
             None,
             KeyAccess::Roles(vec![role]),
-            EnvironmentGrant::Only(vec![environment_id.to_owned()]),
+            EnvironmentGrant::Only(vec![environment_id.as_str().to_owned()]),
         )
         .await
     }
@@ -313,8 +314,8 @@ impl AuthService {
     pub async fn revoke_credential(
         &self,
         principal: &Principal,
-        environment_id: &str,
-        client_id: &str,
+        environment_id: &EnvironmentId,
+        client_id: &KeyId,
     ) -> Result<(), DomainError> {
         principal.authorize(environment_id, Permission::CredentialsWrite)?;
         let key = self.repo.find_key(client_id).await?;
@@ -355,7 +356,7 @@ impl AuthService {
     pub async fn list_credentials(
         &self,
         principal: &Principal,
-        environment_id: &str,
+        environment_id: &EnvironmentId,
         page: PageRequest,
     ) -> Result<Page<KeySummary>, DomainError> {
         principal.authorize(environment_id, Permission::CredentialsRead)?;
@@ -363,11 +364,13 @@ impl AuthService {
             .repo
             .list_keys(
                 Some(principal.organisation_id.clone()),
-                Some(environment_id.to_owned()),
+                Some(environment_id.as_str().to_owned()),
                 &page,
             )
             .await?;
-        Ok(Page::from_overfetch(keys, page.limit, |k| k.key.id.clone()))
+        Ok(Page::from_overfetch(keys, page.limit, |k| {
+            k.key.id.clone().into()
+        }))
     }
 
     /// Admin: the environments of the organisation, oldest first.
@@ -389,7 +392,9 @@ impl AuthService {
             .repo
             .list_keys(None, environment_id.map(str::to_owned), &page)
             .await?;
-        Ok(Page::from_overfetch(keys, page.limit, |k| k.key.id.clone()))
+        Ok(Page::from_overfetch(keys, page.limit, |k| {
+            k.key.id.clone().into()
+        }))
     }
 
     /// Admin: revokes the key and its access tokens; [`DomainError::NotFound`] for an unknown
@@ -412,7 +417,7 @@ impl AuthService {
             return Ok(org);
         }
         let org = Organisation {
-            id: new_id(IdKind::Organisation),
+            id: new_id(IdKind::Organisation).into(),
             name: DEFAULT_ORGANISATION.to_owned(),
             created: self.clock.now(),
         };
@@ -438,8 +443,8 @@ impl AuthService {
         validate_name("name", name)?;
         let org = self.default_organisation().await?;
         let env = Environment {
-            id: new_id(IdKind::Environment),
-            organisation_id: org.id,
+            id: new_id(IdKind::Environment).into(),
+            organisation_id: org.id.into(),
             name: name.to_owned(),
             created: self.clock.now(),
         };
@@ -541,7 +546,7 @@ impl AuthService {
     ) -> (ApiKey, String) {
         let secret = secret::generate(KEY_SECRET_PREFIX);
         let key = ApiKey {
-            id: new_id(IdKind::Key),
+            id: new_id(IdKind::Key).into(),
             organisation_id: organisation_id.to_owned(),
             name,
             secret_hash: secret.hash,
@@ -559,13 +564,13 @@ impl AuthService {
     pub async fn bootstrap(&self) -> Result<Option<Bootstrap>, DomainError> {
         let now = self.clock.now();
         let organisation = Organisation {
-            id: new_id(IdKind::Organisation),
+            id: new_id(IdKind::Organisation).into(),
             name: DEFAULT_ORGANISATION.to_owned(),
             created: now,
         };
         let environment = Environment {
-            id: new_id(IdKind::Environment),
-            organisation_id: organisation.id.clone(),
+            id: new_id(IdKind::Environment).into(),
+            organisation_id: organisation.id.clone().into(),
             name: BOOTSTRAP_ENVIRONMENT.to_owned(),
             created: now,
         };
@@ -589,7 +594,7 @@ impl AuthService {
             key: IssuedKey {
                 key,
                 client_secret,
-                environment_ids: vec![environment.id.clone()],
+                environment_ids: vec![environment.id.clone().into()],
             },
             organisation,
             environment,

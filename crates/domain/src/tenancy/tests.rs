@@ -234,12 +234,13 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
         environment_ids: vec!["env_a".into()],
     };
     let issued = svc
-        .create_credential(&auth, "env_a", Role::Workbench)
+        .create_credential(&auth, &EnvironmentId::from("env_a"), Role::Workbench)
         .await
         .expect("issued");
     assert!(issued.key.secret_hash.verify(&issued.client_secret));
     assert!(matches!(
-        svc.create_credential(&auth, "env_a", Role::Auth).await,
+        svc.create_credential(&auth, &EnvironmentId::from("env_a"), Role::Auth)
+            .await,
         Err(DomainError::Validation(_))
     ));
     let events = Principal {
@@ -247,7 +248,8 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
         ..auth
     };
     assert!(matches!(
-        svc.create_credential(&events, "env_a", Role::Events).await,
+        svc.create_credential(&events, &EnvironmentId::from("env_a"), Role::Events)
+            .await,
         Err(DomainError::Forbidden(_))
     ));
 }
@@ -305,12 +307,17 @@ async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
         access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
         environment_ids: vec!["env_a".into(), "env_b".into()],
     };
-    svc.revoke_credential(&auth, "env_a", "key_mine")
-        .await
-        .expect("revoked");
+    svc.revoke_credential(
+        &auth,
+        &EnvironmentId::from("env_a"),
+        &KeyId::from("key_mine"),
+    )
+    .await
+    .expect("revoked");
     for other in ["key_other_env", "key_other_org"] {
         assert!(matches!(
-            svc.revoke_credential(&auth, "env_a", other).await,
+            svc.revoke_credential(&auth, &EnvironmentId::from("env_a"), &KeyId::from(other))
+                .await,
             Err(DomainError::NotFound(Resource::Credential))
         ));
     }
@@ -327,7 +334,7 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
     repo.expect_mark_key_used().returning(|_, _| Ok(()));
     repo.expect_find_key().returning(move |id| {
         Ok(Some(ApiKey {
-            id: id.to_owned(),
+            id: id.to_owned().into(),
             ..key(
                 "s",
                 KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
@@ -345,20 +352,30 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
     };
     let only_a = caller("key_admin_a", &["env_a"]);
     for beyond in ["key_all", "key_ab"] {
-        let refused = svc.revoke_credential(&only_a, "env_a", beyond).await;
+        let refused = svc
+            .revoke_credential(&only_a, &EnvironmentId::from("env_a"), &KeyId::from(beyond))
+            .await;
         assert!(
             matches!(refused, Err(DomainError::Forbidden(_))),
             "{beyond}: {refused:?}"
         );
     }
-    svc.revoke_credential(&only_a, "env_a", "key_a")
-        .await
-        .expect("within its own");
+    svc.revoke_credential(
+        &only_a,
+        &EnvironmentId::from("env_a"),
+        &KeyId::from("key_a"),
+    )
+    .await
+    .expect("within its own");
     let everywhere = caller("key_admin_all", &["env_a", "env_b"]);
     for any in ["key_all", "key_ab", "key_a"] {
-        svc.revoke_credential(&everywhere, "env_a", any)
-            .await
-            .expect("a key of every environment reaches all");
+        svc.revoke_credential(
+            &everywhere,
+            &EnvironmentId::from("env_a"),
+            &KeyId::from(any),
+        )
+        .await
+        .expect("a key of every environment reaches all");
     }
 }
 
@@ -530,9 +547,13 @@ async fn a_revocation_through_this_process_takes_effect_at_once() {
     });
     let svc = AuthService::new(Arc::new(repo), clock());
     let caller = svc.authenticate("wbs_secret").await.expect("live");
-    svc.revoke_credential(&caller, "env_a", "key_1")
-        .await
-        .expect("revoked");
+    svc.revoke_credential(
+        &caller,
+        &EnvironmentId::from("env_a"),
+        &KeyId::from("key_1"),
+    )
+    .await
+    .expect("revoked");
     assert!(matches!(
         svc.authenticate("wbs_secret").await,
         Err(DomainError::Unauthenticated)
@@ -633,7 +654,7 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
     let page = auth
         .list_credentials(
             &reader,
-            "env_a",
+            &EnvironmentId::from("env_a"),
             PageRequest::new(Some(1), None).expect("page"),
         )
         .await
@@ -645,13 +666,21 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
         ..reader.clone()
     };
     assert!(matches!(
-        auth.list_credentials(&events, "env_a", PageRequest::default())
-            .await,
+        auth.list_credentials(
+            &events,
+            &EnvironmentId::from("env_a"),
+            PageRequest::default()
+        )
+        .await,
         Err(DomainError::Forbidden(_))
     ));
     assert!(matches!(
-        auth.list_credentials(&reader, "env_b", PageRequest::default())
-            .await,
+        auth.list_credentials(
+            &reader,
+            &EnvironmentId::from("env_b"),
+            PageRequest::default()
+        )
+        .await,
         Err(DomainError::Unauthenticated)
     ));
 }

@@ -30,7 +30,7 @@ pub(super) async fn default_stream_of(
         .await?
         .into_iter()
         .find(|s| s.is_default)
-        .map(|s| s.id)
+        .map(|s| s.id.into_string())
         .ok_or_else(|| StorageError::Internal("no default stream".into()))
 }
 
@@ -67,7 +67,7 @@ pub(super) fn batch_for(
         };
         for prototype in cards {
             let card = Arc::new(CardInstance {
-                id: new_id(IdKind::Card),
+                id: new_id(IdKind::Card).into(),
                 user_id: user.clone(),
                 flow_instance_id: instance.clone(),
                 ..prototype
@@ -91,7 +91,7 @@ pub(super) fn batch_for(
 pub(super) fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResult {
     BatchResult {
         environment_id: invocation.environment_id.clone(),
-        invocation_id: invocation.id.clone(),
+        invocation_id: invocation.id.clone().into(),
         from_cursor: invocation.cursor.clone(),
         cursor: invocation.cursor.clone(),
         status: invocation.status,
@@ -145,11 +145,11 @@ fn card_prototype(
         _ => vec![default_stream.to_owned()],
     };
     CardInstance {
-        id: String::new(),
+        id: String::new().into(),
         environment_id: invocation.environment_id.clone(),
         user_id: String::new(),
         flow_instance_id: String::new(),
-        invocation_id: invocation.id.clone(),
+        invocation_id: invocation.id.clone().into(),
         flow_id: invocation.flow_id.clone(),
         flow_version: invocation.flow_version,
         step_id: step.step_id.clone(),

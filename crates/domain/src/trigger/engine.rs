@@ -421,11 +421,12 @@ impl Engine {
             });
         };
         let users = self.users.list(env, query, &page).await?;
-        let Page { items, next_after } = Page::from_overfetch(users, page.limit, |u| u.id.clone());
+        let Page { items, next_after } =
+            Page::from_overfetch(users, page.limit, |u| u.id.clone().into());
         let users = items
             .into_iter()
             .filter(|u| filter.matches(u))
-            .map(|u| u.id)
+            .map(|u| u.id.into_string())
             .collect();
         Ok(Audience {
             users,

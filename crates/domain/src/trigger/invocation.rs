@@ -2,6 +2,7 @@
 //! `flowInvocationId`), then executed in batches by the [`Engine`](super::engine::Engine); and
 //! the port that stores them.
 
+use crate::id::InvocationId;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -55,32 +56,13 @@ pub enum InvocationStatus {
     Cancelled,
 }
 
-impl InvocationStatus {
-    /// The status as the API and the database spell it: `pending`, `running`, `completed`,
-    /// `failed`, `cancelled`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            InvocationStatus::Pending => "pending",
-            InvocationStatus::Running => "running",
-            InvocationStatus::Completed => "completed",
-            InvocationStatus::Failed => "failed",
-            InvocationStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// The status [`as_str`](Self::as_str) spells as `s`; None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Running,
-            Self::Completed,
-            Self::Failed,
-            Self::Cancelled,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(InvocationStatus {
+    Pending => "pending",
+    Running => "running",
+    Completed => "completed",
+    Failed => "failed",
+    Cancelled => "cancelled",
+});
 
 /// One flow element of a trigger request, as recorded and executed (docs/api.md, Triggers).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +71,7 @@ pub struct Invocation {
     pub environment_id: String,
     /// `flowInvocationId`: the caller's, else a new `inv_…` (a CSV row's default is
     /// `csv-{task}-{row}`).
-    pub id: String,
+    pub id: InvocationId,
     /// The Action Flow triggered.
     pub flow_id: String,
     /// Live (`/start`) or test (`/test`).

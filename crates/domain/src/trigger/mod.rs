@@ -33,23 +33,10 @@ pub enum Mode {
     Test,
 }
 
-impl Mode {
-    /// The mode as the API and the database spell it: `live`, `test`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Test => "test",
-        }
-    }
-
-    /// The mode [`as_str`](Self::as_str) spells as `s`; None for anything else (letter case
-    /// counts).
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Live, Self::Test]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+crate::spelling::spelled!(Mode {
+    Live => "live",
+    Test => "test",
+});
 
 /// The fingerprint of what an invocation asked for: SHA-256 of the canonical JSON of its
 /// target and payload (object keys sorted, so key order does not matter). The flow and the

@@ -2,6 +2,7 @@
 //! flow, records its invocation (running it at once when its audience is a few known users)
 //! and reads invocations back.
 
+use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::trigger::FlowElement;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use super::variables::{render, resolve, Platform, ResolvedVariables};
 use super::{fingerprint_of, Mode};
 use crate::audience::{SegmentRepository, Stream, StreamRepository};
 use crate::flow::{FlowRepository, VersionRef};
-use crate::id::{new_id, IdKind};
+use crate::id::IdKind;
 use crate::json::JsonText;
 use crate::tenancy::{Permission, Principal};
 use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
@@ -129,7 +130,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 ///     "target": {"type": "user", "targetUserIds": ["u1"]},
 ///     "payload": {"variables": {"name": "Ann"}},
 /// }]});
-/// let ids = triggers.trigger_body(&who, "env_1", "flw_1", Mode::Live, &body).await?;
+/// let ids = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live, &body).await?;
 /// assert_eq!(ids, ["welcome-u1"]);
 /// {
 ///     // A live trigger of one user is recorded with its run: its card exists at once.
@@ -150,7 +151,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 ///     "target": {"type": "user", "targetUserIds": ["u2"]},
 ///     "payload": {"variables": {"name": 7}, "cardOptions": {"priority": 11}},
 /// }]});
-/// let refused = triggers.trigger_body(&who, "env_1", "flw_1", Mode::Live, &bad).await;
+/// let refused = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live, &bad).await;
 /// let Err(DomainError::Validation(problems)) = refused else { panic!("{refused:?}") };
 /// let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
 /// assert!(fields.contains(&"flows[0].payload.cardOptions.priority"), "{fields:?}");
@@ -234,8 +235,8 @@ impl TriggerService {
     pub async fn trigger_body(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
         mode: Mode,
         body: &serde_json::Value,
     ) -> Result<Triggered, DomainError> {
@@ -317,8 +318,8 @@ impl TriggerService {
     pub async fn trigger(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
         mode: Mode,
         mut request: TriggerRequest,
     ) -> Result<Triggered, DomainError> {
@@ -376,7 +377,7 @@ impl TriggerService {
             };
             runs.push((invocation, run));
         }
-        let ids: Vec<String> = runs.iter().map(|(i, _)| i.id.clone()).collect();
+        let ids: Vec<String> = runs.iter().map(|(i, _)| i.id.as_str().to_owned()).collect();
         let asked: Vec<Invocation> = runs.iter().map(|(i, _)| i.clone()).collect();
         let existing = self.invocations.record_run(runs).await?;
         for (i, (asked, stored)) in asked.iter().zip(&existing).enumerate() {
@@ -514,7 +515,7 @@ impl TriggerService {
             }
             if refused.is_empty() {
                 for (i, inv, _) in &valid {
-                    outcome[*i] = Ok(inv.id.clone());
+                    outcome[*i] = Ok(inv.id.clone().into());
                 }
                 return Ok(outcome);
             }
@@ -570,7 +571,7 @@ impl TriggerService {
             .list(env, Stream::default_for(env, self.clock.now()))
             .await?
             .into_iter()
-            .map(|s| s.id)
+            .map(|s| s.id.into_string())
             .collect())
     }
 
@@ -636,9 +637,9 @@ impl TriggerService {
     pub async fn invocation(
         &self,
         who: &Principal,
-        env: &str,
-        flow_id: &str,
-        id: &str,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        id: &InvocationId,
     ) -> Result<Invocation, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
         self.invocations
@@ -669,7 +670,7 @@ fn invocation_of(
         id: element
             .invocation_id
             .clone()
-            .unwrap_or_else(|| new_id(IdKind::Invocation)),
+            .map_or_else(InvocationId::mint, InvocationId::from),
         flow_id: flow_id.to_owned(),
         mode,
         flow_version: version,

@@ -1,3 +1,4 @@
+use crate::id::{EnvironmentId, FlowId};
 use chrono::Duration;
 use serde_json::{json, Value};
 
@@ -1066,7 +1067,7 @@ mod cancels_in_a_batch {
 mod runs_at_record_time {
     use std::sync::{Arc, Mutex};
 
-    use super::{default_stream, now};
+    use super::{default_stream, now, EnvironmentId, FlowId};
 
     use serde_json::json;
 
@@ -1133,7 +1134,13 @@ mod runs_at_record_time {
                                          "expires": "9999-12-31T23:59:59-01:00"}}},
         ]});
         let err = service
-            .trigger_body(&who(), "env", "flw", Mode::Live, &body)
+            .trigger_body(
+                &who(),
+                &EnvironmentId::from("env"),
+                &FlowId::from("flw"),
+                Mode::Live,
+                &body,
+            )
             .await
             .expect_err("invalid");
         let crate::DomainError::Validation(problems) = err else {
@@ -1160,7 +1167,13 @@ mod runs_at_record_time {
         let valid = json!({"flows": [{"target": {"type": "user", "targetUserIds": ["a"]},
             "payload": {"cardOptions": {"expiresInterval": "P100Y"}}}]});
         service
-            .trigger_body(&who(), "env", "flw", Mode::Live, &valid)
+            .trigger_body(
+                &who(),
+                &EnvironmentId::from("env"),
+                &FlowId::from("flw"),
+                Mode::Live,
+                &valid,
+            )
             .await
             .expect("valid");
         assert_eq!(recorded.lock().expect("recorded").len(), 1);
@@ -1178,11 +1191,23 @@ mod runs_at_record_time {
         ]}))
         .expect("request");
         service
-            .trigger(&who(), "env", "flw", Mode::Live, request.clone())
+            .trigger(
+                &who(),
+                &EnvironmentId::from("env"),
+                &FlowId::from("flw"),
+                Mode::Live,
+                request.clone(),
+            )
             .await
             .expect("live");
         service
-            .trigger(&who(), "env", "flw", Mode::Test, request)
+            .trigger(
+                &who(),
+                &EnvironmentId::from("env"),
+                &FlowId::from("flw"),
+                Mode::Test,
+                request,
+            )
             .await
             .expect("test");
         let recorded = recorded.lock().expect("recorded");

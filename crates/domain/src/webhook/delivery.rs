@@ -114,6 +114,27 @@ impl AttemptOutcome {
     }
 }
 
+/// Where a delivery of one event to one subscription stands. `Pending` is due (now or at its
+/// next attempt); the others are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    /// Not delivered yet: due at its next attempt.
+    Pending,
+    /// A 2xx answer came.
+    Delivered,
+    /// Given up: out of retries, or failed as a unit of work.
+    Failed,
+    /// Not to be delivered any more (its subscription went away or was disabled).
+    Cancelled,
+}
+
+crate::spelling::spelled!(DeliveryStatus {
+    Pending => "pending",
+    Delivered => "delivered",
+    Failed => "failed",
+    Cancelled => "cancelled",
+});
+
 /// How one attempt ended, among a bounded set: what
 /// `workbench_webhook_attempts_total{outcome}` counts (docs/operations.md, Metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,30 +154,14 @@ pub enum AttemptKind {
     Error,
 }
 
-impl AttemptKind {
-    /// Every kind, in a fixed order.
-    pub const ALL: [AttemptKind; 6] = [
-        AttemptKind::Success,
-        AttemptKind::HttpError,
-        AttemptKind::Timeout,
-        AttemptKind::ConnectError,
-        AttemptKind::Refused,
-        AttemptKind::Error,
-    ];
-
-    /// Its name in `snake_case`: `success`, `http_error`, `timeout`, `connect_error`,
-    /// `refused`, `error`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptKind::Success => "success",
-            AttemptKind::HttpError => "http_error",
-            AttemptKind::Timeout => "timeout",
-            AttemptKind::ConnectError => "connect_error",
-            AttemptKind::Refused => "refused",
-            AttemptKind::Error => "error",
-        }
-    }
-}
+crate::spelling::spelled!(AttemptKind {
+    Success => "success",
+    HttpError => "http_error",
+    Timeout => "timeout",
+    ConnectError => "connect_error",
+    Refused => "refused",
+    Error => "error",
+});
 
 impl From<TransportResponse> for AttemptOutcome {
     fn from(r: TransportResponse) -> Self {
@@ -413,7 +418,7 @@ impl DeliveryService {
         let failure = unit::Failure::new("webhook delivery", &job.delivery_id, cause);
         AttemptRecord {
             delivery_id: Some(job.delivery_id),
-            subscription_id: job.subscription.id,
+            subscription_id: job.subscription.id.into(),
             environment_id: job.subscription.environment_id,
             event_id: job.event_id,
             event_name: job.event_name,
@@ -451,7 +456,7 @@ impl DeliveryService {
         let (next, subscription) = decide(&self.policy, job, &outcome, at, jitter);
         AttemptRecord {
             delivery_id: Some(job.delivery_id.clone()),
-            subscription_id: job.subscription.id.clone(),
+            subscription_id: job.subscription.id.clone().into(),
             environment_id: job.subscription.environment_id.clone(),
             event_id: job.event_id.clone(),
             event_name: job.event_name.clone(),

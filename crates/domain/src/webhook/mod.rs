@@ -12,6 +12,7 @@ mod request;
 #[cfg(test)]
 mod tests;
 
+use crate::id::{EnvironmentId, EventId, WebhookId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -29,8 +30,8 @@ use crate::{
 };
 
 pub use delivery::{
-    AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, NextStep,
-    RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
+    AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, DeliveryStatus,
+    NextStep, RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
 };
 pub use request::{SubscriptionRequest, MAX_HEADERS, MAX_URL_CHARS};
 
@@ -63,31 +64,17 @@ pub enum HttpMethod {
     Put,
 }
 
-impl HttpMethod {
-    /// `POST` or `PUT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HttpMethod::Post => "POST",
-            HttpMethod::Put => "PUT",
-        }
-    }
-
-    /// The method named exactly `POST` or `PUT` (upper case); None for anything else.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "POST" => Some(HttpMethod::Post),
-            "PUT" => Some(HttpMethod::Put),
-            _ => None,
-        }
-    }
-}
+crate::spelling::spelled!(HttpMethod {
+    Post => "POST",
+    Put => "PUT",
+});
 
 /// A webhook subscription: which events of an environment are sent where, and how
 /// (docs/api.md, Webhooks).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     /// `whk_…`.
-    pub id: String,
+    pub id: WebhookId,
     /// The environment whose events it receives.
     pub environment_id: String,
     /// The http(s) URL called, allowed by the SSRF policy when subscribed.
@@ -423,12 +410,12 @@ pub trait WebhookRepository: Send + Sync {
 /// let body = json!({"types": ["card-completed"], "url": "https://example.com/hooks"});
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
-/// let subscription = webhooks.subscribe(&who, "env_1", &body).await.unwrap();
+/// let subscription = webhooks.subscribe(&who, &"env_1".into(), &body).await.unwrap();
 /// assert!(subscription.enabled && subscription.id.starts_with("whk_"));
 /// assert_eq!(subscription.method, HttpMethod::Post);
 /// assert!(subscription.secret.starts_with("whsec_"));
 ///
-/// let full = webhooks.subscribe(&who, "env_1", &body).await;
+/// let full = webhooks.subscribe(&who, &"env_1".into(), &body).await;
 /// assert!(matches!(
 ///     full,
 ///     Err(DomainError::Conflict { kind: ConflictKind::SubscriptionLimit, .. })
@@ -468,7 +455,7 @@ impl WebhookService {
     pub async fn subscribe(
         &self,
         who: &Principal,
-        env: &str,
+        env: &EnvironmentId,
         body: &Value,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -478,8 +465,8 @@ impl WebhookService {
         }
         let now = self.clock.now();
         let subscription = Subscription {
-            id: new_id(IdKind::Webhook),
-            environment_id: env.to_owned(),
+            id: new_id(IdKind::Webhook).into(),
+            environment_id: env.as_str().to_owned(),
             url: request.url,
             method: request.method,
             headers: request.headers,
@@ -513,7 +500,11 @@ impl WebhookService {
 
     /// Every subscription of `env`, by id. The records carry their secrets: a list shown to
     /// callers leaves them out (docs/api.md, Webhooks).
-    pub async fn list(&self, who: &Principal, env: &str) -> Result<Vec<Subscription>, DomainError> {
+    pub async fn list(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+    ) -> Result<Vec<Subscription>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
         let list = self.repo.list(env).await?;
         Ok(list.into_iter().map(|s| shown_to(who, s)).collect())
@@ -525,8 +516,8 @@ impl WebhookService {
     pub async fn get(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
         Ok(shown_to(who, self.find(env, id).await?))
@@ -545,8 +536,8 @@ impl WebhookService {
     pub async fn disable(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -566,8 +557,8 @@ impl WebhookService {
     pub async fn enable(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -585,7 +576,12 @@ impl WebhookService {
     /// Its deliveries and attempt log go with it. Fails with [`DomainError::NotFound`] when
     /// there is no such subscription, and a [`DomainError::Conflict`] of kind
     /// [`ConflictKind::SubscriptionEnabled`] while it is enabled.
-    pub async fn delete(&self, who: &Principal, env: &str, id: &str) -> Result<(), DomainError> {
+    pub async fn delete(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &WebhookId,
+    ) -> Result<(), DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
         if sub.enabled {
@@ -609,8 +605,8 @@ impl WebhookService {
     pub async fn update(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         patch: &Value,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -658,8 +654,8 @@ impl WebhookService {
     pub async fn rotate_secret(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
@@ -677,8 +673,8 @@ impl WebhookService {
     pub async fn attempts(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         page: PageRequest,
     ) -> Result<Page<Attempt>, DomainError> {
         who.authorize(env, Permission::WebhooksRead)?;
@@ -694,9 +690,9 @@ impl WebhookService {
     pub async fn resend(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
-        event_id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
+        event_id: &EventId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
@@ -720,8 +716,8 @@ impl WebhookService {
     pub async fn recover(
         &self,
         who: &Principal,
-        env: &str,
-        id: &str,
+        env: &EnvironmentId,
+        id: &WebhookId,
         since: Timestamp,
     ) -> Result<u64, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
@@ -738,7 +734,12 @@ impl WebhookService {
     /// Sent even to a disabled subscription, never retried, and it changes nothing of the
     /// subscription's health. Fails with [`DomainError::NotFound`] when there is no such
     /// subscription; what the receiver answered (or that it did not) is in the attempt.
-    pub async fn test(&self, who: &Principal, env: &str, id: &str) -> Result<Attempt, DomainError> {
+    pub async fn test(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &WebhookId,
+    ) -> Result<Attempt, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let sub = self.find(env, id).await?;
         let now = self.clock.now();
@@ -760,8 +761,8 @@ impl WebhookService {
             .await;
         let record = AttemptRecord {
             delivery_id: None,
-            subscription_id: sub.id.clone(),
-            environment_id: env.to_owned(),
+            subscription_id: sub.id.clone().into(),
+            environment_id: env.as_str().to_owned(),
             event_id,
             event_name: TEST_EVENT.to_owned(),
             attempt: 1,

@@ -366,7 +366,7 @@ async fn subscribe_checks_the_url_and_the_limit() {
         .expect_check_url()
         .returning(|_| Err("resolves to 10.0.0.1, a private address".into()));
     let err = service(MockWebhookRepository::new(), transport)
-        .subscribe(&who(Role::Workbench), ENV, &body())
+        .subscribe(&who(Role::Workbench), &EnvironmentId::from(ENV), &body())
         .await
         .expect_err("refused");
     assert!(
@@ -381,7 +381,7 @@ async fn subscribe_checks_the_url_and_the_limit() {
         .withf(|_, limit| *limit == MAX_SUBSCRIPTIONS_PER_ENVIRONMENT)
         .returning(|_, _| Ok(false));
     let err = service(repo, transport)
-        .subscribe(&who(Role::Workbench), ENV, &body())
+        .subscribe(&who(Role::Workbench), &EnvironmentId::from(ENV), &body())
         .await
         .expect_err("limit");
     assert!(matches!(
@@ -397,7 +397,7 @@ async fn subscribe_checks_the_url_and_the_limit() {
     let mut repo = MockWebhookRepository::new();
     repo.expect_create().returning(|_, _| Ok(true));
     let s = service(repo, transport)
-        .subscribe(&who(Role::Workbench), ENV, &body())
+        .subscribe(&who(Role::Workbench), &EnvironmentId::from(ENV), &body())
         .await
         .expect("subscribed");
     assert!(s.id.starts_with("whk_") && s.secret.starts_with("whsec_") && s.enabled);
@@ -407,12 +407,12 @@ async fn subscribe_checks_the_url_and_the_limit() {
 #[tokio::test]
 async fn webhooks_need_the_workbench_role() {
     let err = service(MockWebhookRepository::new(), MockWebhookTransport::new())
-        .list(&who(Role::Events), ENV)
+        .list(&who(Role::Events), &EnvironmentId::from(ENV))
         .await
         .expect_err("forbidden");
     assert!(matches!(err, DomainError::Forbidden(_)));
     let err = service(MockWebhookRepository::new(), MockWebhookTransport::new())
-        .list(&who(Role::Workbench), "env_other")
+        .list(&who(Role::Workbench), &EnvironmentId::from("env_other"))
         .await
         .expect_err("no access");
     assert!(matches!(err, DomainError::Unauthenticated));
@@ -423,7 +423,11 @@ async fn permanent_delete_needs_a_disabled_subscription() {
     let mut repo = MockWebhookRepository::new();
     repo.expect_get().returning(|_, _| Ok(Some(sub())));
     let err = service(repo, MockWebhookTransport::new())
-        .delete(&who(Role::Workbench), ENV, "whk_1")
+        .delete(
+            &who(Role::Workbench),
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+        )
         .await
         .expect_err("enabled");
     assert!(matches!(
@@ -441,7 +445,11 @@ async fn permanent_delete_needs_a_disabled_subscription() {
         .times(1)
         .returning(|_| Ok(()));
     let s = service(repo, MockWebhookTransport::new())
-        .disable(&who(Role::Workbench), ENV, "whk_1")
+        .disable(
+            &who(Role::Workbench),
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+        )
         .await
         .expect("disabled");
     assert!(!s.enabled);
@@ -456,7 +464,11 @@ async fn rotation_keeps_the_old_secret_for_a_day() {
         .returning(move |_, _| Ok(Some(original.clone())));
     repo.expect_update().times(1).returning(|_| Ok(()));
     let s = service(repo, MockWebhookTransport::new())
-        .rotate_secret(&who(Role::Workbench), ENV, "whk_1")
+        .rotate_secret(
+            &who(Role::Workbench),
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+        )
         .await
         .expect("rotated");
     assert_ne!(s.secret, old);
@@ -498,7 +510,11 @@ async fn test_call_is_sent_signed_logged_and_not_retried() {
             duration_ms: 7,
         });
     let attempt = service(repo, transport)
-        .test(&who(Role::Workbench), ENV, "whk_1")
+        .test(
+            &who(Role::Workbench),
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+        )
         .await
         .expect("sent");
     assert_eq!(attempt.status_code, Some(500));
@@ -676,12 +692,22 @@ async fn a_key_that_only_reads_webhooks_sees_their_secrets_masked() {
         .returning(move |_| Ok(vec![listed.clone()]));
     let svc = service(repo, MockWebhookTransport::new());
     let reader = caller(ENV, KeyAccess::Scopes(vec![Scope::WebhooksRead]));
-    let shown = svc.get(&reader, ENV, "whk_1").await.expect("get");
+    let shown = svc
+        .get(
+            &reader,
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+        )
+        .await
+        .expect("get");
     let last4: String = secret.chars().skip(secret.chars().count() - 4).collect();
     assert_eq!(shown.secret, format!("whsec_…{last4}"));
     assert_eq!(shown.previous_secret, None);
     assert_eq!(shown.headers["Authorization"], "…1234");
-    let listed = svc.list(&reader, ENV).await.expect("list");
+    let listed = svc
+        .list(&reader, &EnvironmentId::from(ENV))
+        .await
+        .expect("list");
     assert_eq!(listed[0].headers["Authorization"], "…1234");
     for writer in [
         caller(
@@ -690,7 +716,14 @@ async fn a_key_that_only_reads_webhooks_sees_their_secrets_masked() {
         ),
         who(Role::Workbench),
     ] {
-        let whole = svc.get(&writer, ENV, "whk_1").await.expect("get");
+        let whole = svc
+            .get(
+                &writer,
+                &EnvironmentId::from(ENV),
+                &WebhookId::from("whk_1"),
+            )
+            .await
+            .expect("get");
         assert_eq!(
             whole, stored,
             "a key that may change webhooks sees them whole"
@@ -718,8 +751,8 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
     let edited = service(repo, MockWebhookTransport::new())
         .update(
             &who(Role::Workbench),
-            ENV,
-            "whk_1",
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
             &json!({"types": ["card-published"]}),
         )
         .await
@@ -741,8 +774,8 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
     let err = service(repo, transport)
         .update(
             &who(Role::Workbench),
-            ENV,
-            "whk_1",
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
             &json!({"url": "https://10.0.0.1/h"}),
         )
         .await
@@ -754,7 +787,12 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
 
     // A key that may only read webhooks may not edit them.
     let err = service(MockWebhookRepository::new(), MockWebhookTransport::new())
-        .update(&who(Role::Events), ENV, "whk_1", &json!({}))
+        .update(
+            &who(Role::Events),
+            &EnvironmentId::from(ENV),
+            &WebhookId::from("whk_1"),
+            &json!({}),
+        )
         .await
         .expect_err("forbidden");
     assert!(matches!(err, DomainError::Forbidden(_)), "{err:?}");
