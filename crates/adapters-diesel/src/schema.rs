@@ -393,10 +393,19 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    leases (name) {
+        name -> Text,
+        holder -> Text,
+        until -> Timestamp,
+    }
+}
+
 diesel::joinable!(analytics_events -> card_instances (card_instance_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     flow_folders,
+    leases,
     flow_totals,
     organisations,
     environments,

@@ -180,6 +180,7 @@ pub mod mocks {
         MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
         MockPushPlatformRepository, MockPushSender,
     };
+    pub use crate::retention::MockPruneRepository;
     pub use crate::stats::MockStatsRepository;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
