@@ -375,7 +375,7 @@ fn prune(
                     .execute(conn)?,
                 );
                 // One batch of one task per transaction; the same task again next.
-                return Ok(one(n, Some((task - 1).to_string())));
+                return Ok(one(n, Some(task.saturating_sub(1).to_string())));
             }
             Ok(one(n, None))
         }
