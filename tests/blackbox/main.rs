@@ -18,6 +18,7 @@ mod migrations;
 mod ops;
 mod push;
 mod receiver;
+mod retention;
 mod shutdown;
 mod storage;
 mod support;

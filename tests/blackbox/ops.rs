@@ -446,6 +446,16 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             &["200", "400", "401", "403", "404"],
         ),
         (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/stats",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/workbench-folder/{folderId}/stats",
+            "get",
+            &["200", "400", "401", "403", "404"],
+        ),
+        (
             "/uploads/csv/{token}",
             "put",
             &["200", "400", "403", "409", "413", "415", "503"],
@@ -535,7 +545,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 55, "a new endpoint must be added to this test");
+    assert_eq!(paths, 57, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
 

@@ -18,6 +18,7 @@ use crate::page::after;
 use crate::recorder::*;
 use crate::rows::*;
 use crate::schema::invocations;
+use crate::totals::{Ended, Totals};
 use crate::writes::*;
 
 pub struct DieselInvocationRepository {
@@ -235,23 +236,28 @@ impl InvocationRepository for DieselInvocationRepository {
                 let mut batches = batches;
                 apply_cancels(conn, &mut batches)?;
                 let kept = save_progress(conn, &batches)?;
-                let saved: Vec<&BatchResult> = batches
-                    .iter()
-                    .zip(kept)
-                    .filter_map(|(batch, kept)| kept.then_some(batch))
-                    .collect();
+                let mut totals = Totals::default();
+                let mut saved: Vec<&BatchResult> = Vec::with_capacity(batches.len());
+                for (batch, kept) in batches.iter().zip(kept) {
+                    if let Some(ended) = kept {
+                        totals.ended(&ended, batch.status, batch.updated.naive_utc());
+                        saved.push(batch);
+                    }
+                }
                 RunWrites::of(&saved, conn.backend())
                     .map_err(Failure::Domain)?
-                    .write(conn, &saved)?;
+                    .write(conn, &saved, &mut totals)?;
+                totals.flush(conn)?;
                 Ok((batches.len() - saved.len()) as u64)
             })
             .await
     }
 }
 
-/// Saves the batches' progress, each only from the cursor it started at; false for a batch
+/// Saves the batches' progress, each only from the cursor it started at; None for a batch
 /// whose invocation is no longer there (another worker took it over and saved this batch
-/// first), and nothing of that batch is to be written.
+/// first), and nothing of that batch is to be written; else what its invocation is counted
+/// under in the daily totals.
 ///
 /// Batches that start at no cursor and change their invocations alike (the one batch of each
 /// one-user invocation of a `/start` load or a CSV task) are saved with one statement per
@@ -259,8 +265,8 @@ impl InvocationRepository for DieselInvocationRepository {
 pub(crate) fn save_progress(
     conn: &mut AnyConnection,
     batches: &[BatchResult],
-) -> Result<Vec<bool>, Failure> {
-    let mut kept = vec![false; batches.len()];
+) -> Result<Vec<Option<Ended>>, Failure> {
+    let mut kept: Vec<Option<Ended>> = vec![None; batches.len()];
     let mut alike: HashMap<ProgressKey, Vec<usize>> = HashMap::new();
     for (i, batch) in batches.iter().enumerate() {
         match batch.from_cursor {
@@ -279,7 +285,7 @@ pub(crate) fn save_progress(
                 .iter()
                 .map(|&i| batches[i].invocation_id.as_str())
                 .collect();
-            let saved: Vec<String> = diesel::update(
+            let saved: Vec<(String, Ended)> = diesel::update(
                 invocations::table
                     .filter(invocations::environment_id.eq(&key.environment_id))
                     .filter(invocations::id.eq_any(&ids))
@@ -291,11 +297,11 @@ pub(crate) fn save_progress(
                     ),
             )
             .set(progress(batch)?)
-            .returning(invocations::id)
+            .returning((invocations::id, ENDED))
             .get_results(conn)?;
-            let saved: std::collections::HashSet<String> = saved.into_iter().collect();
+            let mut saved: HashMap<String, Ended> = saved.into_iter().collect();
             for &i in chunk {
-                kept[i] = saved.contains(&batches[i].invocation_id);
+                kept[i] = saved.remove(&batches[i].invocation_id);
             }
         }
     }
@@ -370,9 +376,27 @@ pub(crate) fn progress(
     ))
 }
 
-/// Saves one batch's progress, only from the cursor it started at; false when its invocation
-/// is no longer there.
-pub(crate) fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
+/// What an invocation is counted under in the daily totals.
+const ENDED: (
+    invocations::environment_id,
+    invocations::flow_id,
+    invocations::flow_version,
+    invocations::mode,
+    invocations::created,
+) = (
+    invocations::environment_id,
+    invocations::flow_id,
+    invocations::flow_version,
+    invocations::mode,
+    invocations::created,
+);
+
+/// Saves one batch's progress, only from the cursor it started at; None when its invocation
+/// is no longer there, else what it is counted under.
+pub(crate) fn save_one(
+    conn: &mut AnyConnection,
+    batch: &BatchResult,
+) -> Result<Option<Ended>, Failure> {
     // A batch's starting point is the cursor and a status not yet final: a one-batch
     // invocation keeps a null cursor from start to end. (`eq` OR `eq`, not `eq_any`: diesel
     // caches the prepared statement only for a fixed number of binds, and this runs once per
@@ -392,12 +416,16 @@ pub(crate) fn save_one(conn: &mut AnyConnection, batch: &BatchResult) -> Result<
     let updated = match &batch.from_cursor {
         Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
             .set(progress(batch)?)
-            .execute(conn)?,
+            .returning(ENDED)
+            .get_result(conn)
+            .optional()?,
         None => diesel::update(key.filter(invocations::cursor.is_null()))
             .set(progress(batch)?)
-            .execute(conn)?,
+            .returning(ENDED)
+            .get_result(conn)
+            .optional()?,
     };
-    Ok(updated == 1)
+    Ok(updated)
 }
 
 #[cfg(test)]

@@ -24,14 +24,17 @@ mod health;
 mod invocations;
 mod packed;
 mod page;
+mod prune;
 mod push;
 mod push_jobs;
 mod recorder;
 mod rows;
 mod schema;
+mod stats;
 mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod totals;
 #[cfg(test)]
 mod waits_tests;
 mod webhooks;
@@ -52,7 +55,9 @@ pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
 pub use invocations::DieselInvocationRepository;
+pub use prune::DieselPruneRepository;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use push_jobs::DieselPushJobRepository;
+pub use stats::DieselStatsRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

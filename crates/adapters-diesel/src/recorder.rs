@@ -12,6 +12,7 @@ use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::error::write_number;
 use crate::rows::*;
 use crate::schema::invocations;
+use crate::totals::{Ended, Totals};
 use crate::writes::*;
 
 /// What one `record` call gets back.
@@ -194,15 +195,17 @@ pub(crate) fn record_calls(
     all_new: bool,
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
     let all = asked_in(calls);
+    let mut totals = Totals::default();
     if all_new && distinct(&all) {
         let mut from = 0;
         for (count, built) in writes {
             let group = asked_in(&calls[from..from + count]);
             from += count;
-            if !insert_new(conn, &group, built.as_ref())? {
+            if !insert_new(conn, &group, built.as_ref(), &mut totals)? {
                 return Err(Failure::Retry);
             }
         }
+        totals.flush(conn)?;
         return Ok(calls.iter().map(|c| vec![None; c.len()]).collect());
     }
     let mut found: HashMap<(String, String), Invocation> = HashMap::new();
@@ -254,10 +257,11 @@ pub(crate) fn record_calls(
         }
         answers.push(stored);
     }
-    if !insert_new(conn, &new, None)? {
+    if !insert_new(conn, &new, None, &mut totals)? {
         // A racing request inserted some of these ids first: decide again.
         return Err(Failure::Retry);
     }
+    totals.flush(conn)?;
     Ok(answers)
 }
 
@@ -312,6 +316,7 @@ pub(crate) fn insert_new(
     conn: &mut AnyConnection,
     new: &[(&Invocation, Option<&BatchResult>)],
     built: Option<&NewWrites>,
+    totals: &mut Totals,
 ) -> Result<bool, Failure> {
     let mut known: Known = HashMap::new();
     for (i, run) in new {
@@ -333,7 +338,7 @@ pub(crate) fn insert_new(
                 &fresh
             }
         };
-        return write_new(conn, writes, new);
+        return write_new(conn, writes, new, totals);
     }
     let mut runs: Vec<BatchResult> = new.iter().filter_map(|(_, run)| run.cloned()).collect();
     apply_markers(conn, &mut runs, &known)?;
@@ -343,20 +348,27 @@ pub(crate) fn insert_new(
         .map(|(i, run)| (*i, run.and_then(|_| applied.next())))
         .collect();
     let writes = NewWrites::of(&new, conn.backend()).map_err(Failure::Domain)?;
-    write_new(conn, &writes, &new)
+    write_new(conn, &writes, &new, totals)
 }
 
-/// Writes what was built from `new`; false, with the runs not written, when some of the
-/// invocations were stored already.
+/// Writes what was built from `new`, counted in `totals`; false, with the runs not written,
+/// when some of the invocations were stored already.
 pub(crate) fn write_new(
     conn: &mut AnyConnection,
     writes: &NewWrites,
     new: &[(&Invocation, Option<&BatchResult>)],
+    totals: &mut Totals,
 ) -> Result<bool, Failure> {
     if !writes.invocations.write(conn)? {
         return Ok(false);
     }
     let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
-    writes.runs.write(conn, &runs)?;
+    writes.runs.write(conn, &runs, totals)?;
+    for (i, run) in new {
+        totals.started(i);
+        if let Some(run) = run {
+            totals.ended(&Ended::of(i), run.status, run.updated.naive_utc());
+        }
+    }
     Ok(true)
 }

@@ -371,7 +371,42 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    flow_folders (flow_id, since) {
+        flow_id -> Text,
+        since -> Timestamp,
+        folder_id -> Text,
+    }
+}
+
+diesel::table! {
+    flow_totals (environment_id, flow_id, day, flow_version, folder_id, mode, metric, shard) {
+        environment_id -> Text,
+        flow_id -> Text,
+        day -> Text,
+        flow_version -> Integer,
+        folder_id -> Text,
+        mode -> Text,
+        metric -> Text,
+        shard -> Integer,
+        n -> BigInt,
+    }
+}
+
+diesel::table! {
+    leases (name) {
+        name -> Text,
+        holder -> Text,
+        until -> Timestamp,
+    }
+}
+
+diesel::joinable!(analytics_events -> card_instances (card_instance_id));
+
 diesel::allow_tables_to_appear_in_same_query!(
+    flow_folders,
+    leases,
+    flow_totals,
     organisations,
     environments,
     api_keys,

@@ -23,8 +23,9 @@ use crate::db::{AnyConnection, Database, Failure};
 use crate::error::{corrupt, read_number, write_number};
 use crate::rows::EventRow;
 use crate::schema::{
-    analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
+    analytics_events, card_instances, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
+use crate::totals::{CardOf, Totals};
 
 const INSERT_CHUNK: usize = 500;
 /// Subscriptions with pending work one claim looks at, at most.
@@ -878,6 +879,34 @@ impl WebhookRepository for DieselWebhookRepository {
                         }
                     }
                 }
+                // Deliveries done for good, in the daily totals of their event's flow.
+                let mut totals = Totals::default();
+                for r in &kept {
+                    let succeeded = match r.next {
+                        NextStep::Done => true,
+                        NextStep::Failed => false,
+                        NextStep::RetryAt(_) => continue,
+                    };
+                    if r.delivery_id.is_none() {
+                        continue;
+                    }
+                    let card: Option<CardOf> = analytics_events::table
+                        .inner_join(card_instances::table)
+                        .filter(analytics_events::id.eq(&r.event_id))
+                        .select((
+                            card_instances::environment_id,
+                            card_instances::flow_id,
+                            card_instances::flow_version,
+                            card_instances::context,
+                            card_instances::created,
+                        ))
+                        .first(conn)
+                        .optional()?;
+                    if let Some(card) = card {
+                        totals.delivery(&card, succeeded, r.at.naive_utc());
+                    }
+                }
+                totals.flush(conn)?;
                 Ok(u64::try_from(stale.len()).unwrap_or(u64::MAX))
             })
             .await

@@ -11,16 +11,21 @@ use crate::db::{AnyConnection, Backend, Failure};
 use crate::packed::Statement;
 use crate::rows::*;
 use crate::schema::{analytics_events, card_instances, invocations};
+use crate::totals::Totals;
 
 /// Inserts events and their outbox rows: on SQLite the runs worth packing packed (see
-/// [`crate::packed`]), the others (and all on PostgreSQL) in multi-row statements.
+/// [`crate::packed`]), the others (and all on PostgreSQL) in multi-row statements; and adds
+/// them to the daily totals.
 pub(crate) fn insert_events(
     conn: &mut AnyConnection,
     events: &[AnalyticsEvent],
 ) -> Result<(), Failure> {
     let events: Vec<&AnalyticsEvent> = events.iter().collect();
     EventWrites::of(&events, conn.backend()).write(conn)?;
-    enqueue(conn, &events)
+    enqueue(conn, &events)?;
+    let mut totals = Totals::default();
+    totals.events(events.iter().copied());
+    totals.flush(conn)
 }
 
 /// The outboxes: webhook deliveries and pushes commit with their events.
@@ -167,15 +172,20 @@ impl RunWrites {
     }
 
     /// Writes them, with the outbox rows of the events of `batches`, the batches they were
-    /// built from.
+    /// built from; counts them in `totals`.
     pub(crate) fn write(
         &self,
         conn: &mut AnyConnection,
         batches: &[&BatchResult],
+        totals: &mut Totals,
     ) -> Result<(), Failure> {
         self.cards.write(conn)?;
         self.events.write(conn)?;
-        enqueue(conn, &events_of(batches))
+        let events = events_of(batches);
+        enqueue(conn, &events)?;
+        totals.cards(batches.iter().flat_map(|b| b.cards.iter().map(|c| &**c)));
+        totals.events(events);
+        Ok(())
     }
 }
 

@@ -50,6 +50,7 @@ pub struct AppState {
     pub push: Arc<domain::push::PushPlatformService>,
     pub devices: Arc<domain::push::DeviceService>,
     pub pushes: Arc<domain::push::PushService>,
+    pub stats: Arc<domain::stats::StatsService>,
     pub health: Arc<dyn HealthProbe>,
     /// The background loops of the process (stalled ones make `/readyz` answer 503).
     pub loops: Arc<domain::health::Loops>,
@@ -87,6 +88,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::tasks::configure(cfg);
     routes::bulk::configure(cfg);
     routes::push::configure(cfg);
+    routes::stats::configure(cfg);
     openapi::configure(cfg);
 }
 

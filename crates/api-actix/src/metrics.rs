@@ -37,6 +37,7 @@ pub struct Metrics {
     storage_errors: IntCounterVec,
     clock_offset: Gauge,
     stale: IntCounterVec,
+    pruned: IntCounterVec,
     build: IntGaugeVec,
     webhook_attempts: IntCounterVec,
     webhook_duration: Histogram,
@@ -103,6 +104,13 @@ impl Metrics {
             "clock_offset_seconds",
             "The database's clock minus this host's, as last measured",
         )?;
+        let pruned = IntCounterVec::new(
+            Opts::new(
+                "pruned_rows_total",
+                "Rows removed by pruning (contract §14), by kind",
+            ),
+            &["kind"],
+        )?;
         let stale = IntCounterVec::new(
             Opts::new(
                 "stale_outcomes_total",
@@ -144,6 +152,7 @@ impl Metrics {
         registry.register(Box::new(read_errors.clone()))?;
         registry.register(Box::new(clock_offset.clone()))?;
         registry.register(Box::new(stale.clone()))?;
+        registry.register(Box::new(pruned.clone()))?;
         registry.register(Box::new(free_bytes.clone()))?;
         registry.register(Box::new(full.clone()))?;
         registry.register(Box::new(storage_errors.clone()))?;
@@ -166,6 +175,7 @@ impl Metrics {
             storage_errors,
             clock_offset,
             stale,
+            pruned,
             build,
             webhook_attempts,
             webhook_duration,
@@ -240,6 +250,12 @@ impl Metrics {
     /// recorded: their lease had passed to another holder (0 lists the kind).
     pub fn stale_outcomes(&self, kind: &str, n: u64) {
         self.stale.with_label_values(&[kind]).inc_by(n);
+    }
+
+    /// `n` rows of `kind` (`cards`, `events`, ... of `domain::retention::PruneKind`) were
+    /// pruned (0 lists the kind).
+    pub fn pruned(&self, kind: &str, n: u64) {
+        self.pruned.with_label_values(&[kind]).inc_by(n);
     }
 
     /// Takes the storage figures as they are now, for the next rendering.

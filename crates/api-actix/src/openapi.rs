@@ -5,13 +5,15 @@ use domain::{Permission, Scope};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, Response, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToResponse};
+
+use crate::problem::{problem, NotFound};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, tasks, trigger,
-    webhooks,
+    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, stats, tasks,
+    trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -38,6 +40,7 @@ every response carries `X-Request-Id`.",
         push::list, push::create, push::update, push::delete, push::set_enabled, push::register_device, push::unregister_device, push::list_devices, push::card_pushes,
         environments::list, credentials::create, credentials::list, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
+        stats::flow, stats::folder,
     ),
     components(
         schemas(crate::problem::Problem, crate::problem::FieldProblem),
@@ -135,33 +138,6 @@ impl Modify for Extras {
         }
 
         shared_responses(doc);
-    }
-}
-
-/// A problem document answer.
-fn problem(description: &str) -> ResponseBuilder {
-    ResponseBuilder::new().description(description).content(
-        "application/problem+json",
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("Problem")))
-            .build(),
-    )
-}
-
-/// `#/components/responses/NotFound`, which operations that read an id of their path declare.
-pub struct NotFound;
-
-impl<'r> ToResponse<'r> for NotFound {
-    fn response() -> (&'r str, RefOr<Response>) {
-        (
-            "NotFound",
-            problem(
-                "Not found (`not_found`): no resource with an id of the path in this \
-                 environment",
-            )
-            .build()
-            .into(),
-        )
     }
 }
 

@@ -7,6 +7,8 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use domain::{ConflictKind, DomainError, FieldError, StorageError};
 use serde::Serialize;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::ToResponse;
 use utoipa::ToSchema;
 
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -411,6 +413,33 @@ impl From<DomainError> for ApiError {
                 ApiError::internal()
             }
         }
+    }
+}
+
+/// A problem document answer, as the OpenAPI document declares it.
+pub(crate) fn problem(description: &str) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        "application/problem+json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    )
+}
+
+/// `#/components/responses/NotFound`, which operations that read an id of their path declare.
+pub struct NotFound;
+
+impl<'r> ToResponse<'r> for NotFound {
+    fn response() -> (&'r str, RefOr<Response>) {
+        (
+            "NotFound",
+            problem(
+                "Not found (`not_found`): no resource with an id of the path in this \
+                 environment",
+            )
+            .build()
+            .into(),
+        )
     }
 }
 

@@ -118,10 +118,12 @@ pub mod memory;
 pub mod name;
 pub mod page;
 pub mod push;
+pub mod retention;
 pub mod retry;
 pub mod sdk;
 pub mod secret;
 mod spelling;
+pub mod stats;
 pub mod tasks;
 pub mod tenancy;
 #[cfg(feature = "mock")]
@@ -180,7 +182,9 @@ pub mod mocks {
         MockCredentialValidator, MockDeviceRepository, MockPushJobRepository,
         MockPushPlatformRepository, MockPushSender,
     };
+    pub use crate::retention::MockPruneRepository;
     pub use crate::sdk::MockTokenVerifier;
+    pub use crate::stats::MockStatsRepository;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
     pub use crate::trigger::invocation::MockInvocationRepository;

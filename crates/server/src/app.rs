@@ -17,6 +17,7 @@ use domain::bulk::BulkService;
 use domain::cancel::CancelService;
 use domain::card::CardService;
 use domain::push::PushService;
+use domain::retention::{Pruner, RetentionPolicy};
 use domain::trigger::{Engine, TriggerService};
 use domain::webhook::DeliveryService;
 use domain::{Clock, FlowService, FolderService};
@@ -45,6 +46,7 @@ struct Loops {
     pushes: Arc<PushService>,
     webhook_concurrency: u32,
     webhook_lease: chrono::Duration,
+    pruner: Arc<Pruner>,
 }
 
 /// What the application is built on, prepared by `serve` before: the open database, the
@@ -189,6 +191,12 @@ impl App {
         let state = AppState {
             auth: crate::auth_service(&db, clock.clone()),
             folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
+            stats: Arc::new(domain::stats::StatsService::new(
+                Arc::new(adapters_diesel::DieselStatsRepository::new(db.clone())),
+                flows.clone(),
+                folders.clone(),
+                clock.clone(),
+            )),
             flows: Arc::new(FlowService::new(
                 flows,
                 folders,
@@ -217,7 +225,7 @@ impl App {
                 clock.clone(),
             )),
             pushes: pushes.clone(),
-            health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock)),
+            health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock.clone())),
             loops: Arc::new(domain::health::Loops::default()),
             storage: db.storage(),
             shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -230,6 +238,7 @@ impl App {
                 .map(|t| t.expose_secret().to_owned()),
             public_url,
         };
+        let pruner = Arc::new(pruner(&db, clock, settings.retention));
         Ok(App {
             state,
             loops: Loops {
@@ -241,6 +250,7 @@ impl App {
                 pushes,
                 webhook_concurrency: settings.webhook_concurrency,
                 webhook_lease: lease(settings.webhook_lease_seconds),
+                pruner,
             },
         })
     }
@@ -265,8 +275,26 @@ impl App {
         );
         // The lease outlasts a call's timeout and the saving of its outcome.
         workers::spawn_pushes(supervisor, loops.pushes, lease(4 * PUSH_TIMEOUT_SECONDS));
+        workers::spawn_pruner(supervisor, loops.pruner);
         state
     }
+}
+
+/// The pruner of `db` by `policy`, deciding on `clock`, holding the lease under a name of its
+/// own (the process's).
+pub fn pruner(db: &Database, clock: Arc<dyn Clock>, policy: RetentionPolicy) -> Pruner {
+    Pruner::new(
+        Arc::new(adapters_diesel::DieselPruneRepository::new(db.clone())),
+        clock,
+        policy,
+        format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ),
+    )
 }
 
 /// A configured number of seconds as a lease (bounded by its setting's range; held within

@@ -98,6 +98,12 @@ pub struct Settings {
     /// `WORKBENCH_TRUSTED_PROXIES`: CIDRs of the proxies whose `Forwarded` and
     /// `X-Forwarded-For` headers name the client (contract §17); none by default.
     pub trusted_proxies: api_actix::client::TrustedProxies,
+    /// `WORKBENCH_RETENTION` (default `365d`) and its per-kind overrides
+    /// (`WORKBENCH_RETENTION_CARDS`, `_INVOCATIONS`, `_EVENTS`, `_DELIVERIES`): how long
+    /// history is kept once final (contract §14).
+    pub retention: domain::retention::RetentionPolicy,
+    /// `WORKBENCH_RETENTION` itself: the kinds not set on their own keep history this long.
+    pub retention_default: domain::retention::Retention,
 }
 
 /// The low-disk guard's default (contract §18).
@@ -167,6 +173,11 @@ struct Raw {
     google_token_url: Option<String>,
     apns_url: Option<String>,
     apns_sandbox_url: Option<String>,
+    retention: Option<String>,
+    retention_cards: Option<String>,
+    retention_invocations: Option<String>,
+    retention_events: Option<String>,
+    retention_deliveries: Option<String>,
 }
 
 /// A whole number as written: a TOML integer, or text (every environment variable is text).
@@ -623,8 +634,43 @@ impl TryFrom<Layered> for Settings {
                 raw.trusted_proxies.as_deref().unwrap_or_default(),
             )
             .map_err(|why| anyhow!("{}: {why}", names.name("trusted_proxies")))?,
+            retention_default: retention(names, "retention", raw.retention.clone(), None)?,
+            retention: {
+                let all = retention(names, "retention", raw.retention, None)?;
+                domain::retention::RetentionPolicy {
+                    cards: retention(names, "retention_cards", raw.retention_cards, Some(all))?,
+                    invocations: retention(
+                        names,
+                        "retention_invocations",
+                        raw.retention_invocations,
+                        Some(all),
+                    )?,
+                    events: retention(names, "retention_events", raw.retention_events, Some(all))?,
+                    deliveries: retention(
+                        names,
+                        "retention_deliveries",
+                        raw.retention_deliveries,
+                        Some(all),
+                    )?,
+                }
+            },
             unknown_variables: Vec::new(),
         })
+    }
+}
+
+/// A retention (`30d`, `off`), else `default` (`WORKBENCH_RETENTION`'s value for a kind),
+/// else 365 days.
+fn retention(
+    names: &Sources,
+    key: &str,
+    value: Option<String>,
+    default: Option<domain::retention::Retention>,
+) -> anyhow::Result<domain::retention::Retention> {
+    match value {
+        None => Ok(default.unwrap_or(domain::retention::DEFAULT)),
+        Some(text) => domain::retention::Retention::parse(&text)
+            .map_err(|why| anyhow!("{} {why}", names.name(key))),
     }
 }
 

@@ -64,6 +64,14 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Prune history past its retention now (contract §14): one pass, and print the rows
+    /// removed per kind as JSON. A pass that another process holds the lease of waits for
+    /// nothing: it prints `{"pruned": null}`.
+    Prune {
+        /// Count what would be removed, removing nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Ask the running service for a probe path; exit 0 on 200 (a container health check).
     ///
     /// The address is WORKBENCH_LISTEN's, on loopback when it is 0.0.0.0 or [::]. Prints
@@ -221,6 +229,7 @@ async fn main() -> std::process::ExitCode {
         Command::Key {
             command: KeyCommand::Revoke { client_id },
         } => revoke_key(settings, &client_id).await,
+        Command::Prune { dry_run } => prune(settings, dry_run).await,
         Command::Probe { path } => return run_probe(&settings, &path),
     };
     match result {
@@ -423,6 +432,38 @@ fn admin_error(err: DomainError) -> anyhow::Error {
         ),
         other => anyhow!(other),
     }
+}
+
+/// `workbench prune [--dry-run]`: one pass, on the database's clock.
+async fn prune(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
+    let db = open_database(&settings).await?;
+    let clock = Arc::new(adapters_diesel::DatabaseClock::default());
+    adapters_diesel::clock::measure(&db, &clock)
+        .await
+        .context("cannot read the database's clock")?;
+    let pruner = app::pruner(&db, clock, settings.retention);
+    let counts = pruner.pass(dry_run).await.map_err(admin_error)?;
+    let counts = counts.map(|c| {
+        c.0.iter()
+            .map(|(kind, n)| (kind.as_str().to_owned(), json!(n)))
+            .collect::<serde_json::Map<String, serde_json::Value>>()
+    });
+    println!(
+        "{}",
+        json!({"dryRun": dry_run, "retention": retention_json(&settings), "pruned": counts})
+    );
+    Ok(())
+}
+
+/// The retention of each kind, as configured.
+fn retention_json(settings: &Settings) -> serde_json::Value {
+    let r = settings.retention;
+    json!({
+        "cards": r.cards.to_string(),
+        "invocations": r.invocations.to_string(),
+        "events": r.events.to_string(),
+        "deliveries": r.deliveries.to_string(),
+    })
 }
 
 async fn create_env(settings: Settings, name: &str) -> anyhow::Result<()> {

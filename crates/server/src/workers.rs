@@ -374,6 +374,59 @@ pub fn spawn_bulk(supervisor: &Supervisor, bulk: Arc<domain::bulk::BulkService>)
     });
 }
 
+/// How often the pruner looks for history past its retention.
+const PRUNE_PERIOD: Duration = Duration::from_secs(30);
+/// Transactions of one step of the pruner (a pass with more goes on at once, in the next
+/// step): a step stays far within the stall limit of `/readyz`.
+const PRUNE_STEP_BATCHES: u32 = 20;
+
+/// The pruner (contract §14): a pass every [`PRUNE_PERIOD`] on the process holding the
+/// pruning lease; the rows removed counted in `workbench_pruned_rows_total{kind}`. A pass that
+/// fails is logged and tried again at the next period.
+pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Pruner>) {
+    let metrics = supervisor.metrics.clone();
+    for kind in domain::retention::PruneKind::ALL {
+        metrics.pruned(kind.as_str(), 0);
+    }
+    let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
+    supervisor.supervise("pruner", move || {
+        let (pruner, metrics, loops, stopping) = (
+            pruner.clone(),
+            metrics.clone(),
+            loops.clone(),
+            stopping.clone(),
+        );
+        async move {
+            let mut pacing = Pacing::new("pruner");
+            while !stopping.is_cancelled() {
+                let step = pruner.step(false, Some(PRUNE_STEP_BATCHES));
+                match reported(&loops, "pruner", step).await {
+                    Ok(stepped) => {
+                        pacing.ok();
+                        let mut done = true;
+                        if let Some((counts, finished)) = stepped {
+                            done = finished;
+                            for (kind, n) in &counts.0 {
+                                metrics.pruned(kind.as_str(), *n);
+                            }
+                            if counts.total() > 0 {
+                                tracing::info!(
+                                    rows = counts.total(),
+                                    "pruned history past its retention"
+                                );
+                            }
+                        }
+                        if done {
+                            pause(&stopping, PRUNE_PERIOD).await;
+                        }
+                    }
+                    Err(e) => pause(&stopping, pacing.failed(&e).max(PRUNE_PERIOD)).await,
+                }
+            }
+        }
+    });
+}
+
 /// Calls in flight from this process, in all.
 const MAX_IN_FLIGHT: usize = 1_024;
 /// Outcomes saved per transaction, at most.

@@ -155,13 +155,19 @@ pub(crate) fn prepare(
         AnyConnection::Sqlite(c) => {
             // The page size first: it only takes effect before the file's first page is
             // written, and WAL mode writes it.
+            // Incremental auto-vacuum too: set before the first page, it holds from the start;
+            // an older file is converted below, once.
             c.batch_execute(&format!(
-                "PRAGMA page_size = {SQLITE_PAGE_SIZE}; PRAGMA journal_mode = WAL;"
+                "PRAGMA page_size = {SQLITE_PAGE_SIZE}; PRAGMA auto_vacuum = INCREMENTAL; \
+                 PRAGMA journal_mode = WAL;"
             ))
             .map_err(|e| failed(&e))?;
         }
     }
     let result = apply(conn, may_migrate);
+    if let (AnyConnection::Sqlite(c), Ok(_), true) = (&mut *conn, &result, may_migrate) {
+        incremental_vacuum(c)?;
+    }
     if let AnyConnection::Postgresql(c) = conn {
         let unlocked =
             diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
@@ -171,6 +177,30 @@ pub(crate) fn prepare(
         return Ok(applied);
     }
     result
+}
+
+/// Converts a SQLite file made before incremental auto-vacuum: the setting takes effect on an
+/// existing file only through a `VACUUM`, which rewrites it whole (once; it needs as much free
+/// disk as the file, and holds the database meanwhile). A new file has it from the start.
+fn incremental_vacuum(c: &mut diesel::SqliteConnection) -> Result<(), DatabaseError> {
+    #[derive(diesel::QueryableByName)]
+    struct Mode {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        auto_vacuum: i32,
+    }
+    /// SQLite's number for `INCREMENTAL`.
+    const INCREMENTAL: i32 = 2;
+    let mode: Mode = diesel::sql_query("PRAGMA auto_vacuum")
+        .get_result(c)
+        .map_err(|e| failed(&e))?;
+    if mode.auto_vacuum == INCREMENTAL {
+        return Ok(());
+    }
+    let began = std::time::Instant::now();
+    c.batch_execute("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+        .map_err(|e| failed(&e))?;
+    tracing::info!(took = ?began.elapsed(), "the SQLite database now gives freed pages back (incremental auto-vacuum)");
+    Ok(())
 }
 
 fn apply(conn: &mut AnyConnection, may_migrate: bool) -> Result<Vec<String>, DatabaseError> {

@@ -404,6 +404,19 @@ impl Database {
         self.reported(outcome, true)
     }
 
+    /// Like [`Database::run`], in this writer's turn on SQLite but in no transaction: for a
+    /// statement that makes its own (`PRAGMA incremental_vacuum`).
+    pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut AnyConnection) -> Result<T, Failure> + Send + 'static,
+    {
+        let deadline = self.deadline();
+        let _turn = self.writers_turn(deadline).await?;
+        let outcome = self.run_unreported(deadline, work).await;
+        self.reported(outcome, true)
+    }
+
     /// SQLite: this writer's turn, within the call's deadline.
     async fn writers_turn(
         &self,

@@ -259,7 +259,7 @@ pub async fn put_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 200, description = "The user", body = EndUserResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:read"]))
 )]
@@ -279,7 +279,7 @@ pub async fn get_user(
     params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -457,7 +457,7 @@ pub async fn list_segments(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:read"]))
 )]
@@ -481,7 +481,7 @@ pub async fn get_segment(
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
         (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -510,7 +510,7 @@ pub async fn update_segment(
     params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -587,7 +587,7 @@ pub async fn create_stream(
     params(("environmentId" = String, Path, description = "Environment id"), ("streamId" = String, Path, description = "Stream id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`All cards` cannot be deleted (`default_stream`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))

@@ -158,7 +158,7 @@ async fn create(
     responses(
         (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
@@ -178,7 +178,7 @@ pub async fn create_live(
     responses(
         (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
@@ -202,7 +202,7 @@ pub async fn create_test(
     responses(
         (status = 200, description = "The task", body = BulkStatusResponse),
         (status = 400, description = "The task id is not a positive whole number", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]

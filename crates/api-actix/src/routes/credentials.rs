@@ -160,7 +160,7 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("clientId" = String, Path, description = "Key id")),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["credentials:write"]))
 )]

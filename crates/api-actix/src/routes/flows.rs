@@ -366,7 +366,7 @@ pub async fn create(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow summary", body = FlowSummaryResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
@@ -388,7 +388,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The updated summary", body = FlowSummaryResponse),
         (status = 400, description = "Invalid name or description, or folderId not a folder of this environment", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -443,7 +443,7 @@ pub async fn update(
     responses(
         (status = 200, description = "The configuration record", body = ConfigRecordResponse),
         (status = 400, description = "The version is neither a number nor `latest`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
@@ -471,7 +471,7 @@ pub async fn get_config(
         (status = 200, description = "The new PUBLISHED version", body = ConfigRecordResponse),
         (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
@@ -498,7 +498,7 @@ pub async fn publish(
     responses(
         (status = 200, description = "The DRAFT version", body = ConfigRecordResponse),
         (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
@@ -523,7 +523,7 @@ pub async fn save_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 204, description = "Discarded"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -543,7 +543,7 @@ pub async fn discard_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The approved DRAFT version", body = ConfigRecordResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -564,7 +564,7 @@ pub async fn approve_draft(
     responses(
         (status = 200, description = "The draft, now PUBLISHED", body = ConfigRecordResponse),
         (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
@@ -585,7 +585,7 @@ pub async fn publish_draft(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The archived flow", body = FlowSummaryResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -605,7 +605,7 @@ pub async fn archive(
     params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow", body = FlowSummaryResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]

@@ -130,7 +130,7 @@ pub async fn create(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 200, description = "The folder", body = FolderResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["workbench_folders:read"]))
 )]
@@ -151,7 +151,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The renamed folder", body = FolderResponse),
         (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["workbench_folders:update"]))
@@ -185,7 +185,7 @@ pub async fn rename(
     params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "The folder has sub-folders (`folder_has_children`): delete them first", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["workbench_folders:delete"]))

@@ -151,7 +151,7 @@ pub async fn create(
     responses(
         (status = 200, description = "Updated: its arn and id", body = ArnResponse),
         (status = 400, description = "A field or credential is invalid, or a legacy FCM key", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
@@ -179,7 +179,7 @@ pub async fn update(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "appId or platform missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "The platform is enabled (`platform_enabled`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["notification_platforms:write"]))
@@ -208,7 +208,7 @@ pub async fn delete(
     responses(
         (status = 200, description = "The platform", body = PlatformResponse),
         (status = 400, description = "id or enabled missing or invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
@@ -358,7 +358,7 @@ pub struct PushListResponse {
     ),
     responses(
         (status = 200, description = "The card's pushes", body = PushListResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:read"]))
 )]
@@ -433,7 +433,7 @@ pub async fn register_device(
     ),
     responses(
         (status = 204, description = "Forgotten"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:write"]))
 )]

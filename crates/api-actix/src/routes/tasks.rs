@@ -169,7 +169,7 @@ pub struct TaskListResponse {
     responses(
         (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
@@ -221,7 +221,7 @@ pub async fn cancel(
     responses(
         (status = 200, description = "The status (not wrapped in `data`)", body = CancelStatusResponse),
         (status = 400, description = "The task id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]

@@ -210,7 +210,7 @@ const TRIGGER_400: &str = "Every invalid field of the request (`validation_faile
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`invocation_conflict` (an id reused with another target or payload) or `flow_archived`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
@@ -235,7 +235,7 @@ pub async fn start(
     responses(
         (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
         (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`invocation_conflict`: an id reused with another target or payload", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
@@ -262,7 +262,7 @@ pub async fn test(
     ),
     responses(
         (status = 200, description = "Status, users targeted, cards created, errors", body = InvocationResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
@@ -430,7 +430,7 @@ pub async fn feed(
     responses(
         (status = 200, description = "The card after the action", body = CardResponse),
         (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["cards:write"]))
@@ -499,7 +499,7 @@ pub async fn act(
     ),
     responses(
         (status = 200, description = "The card's events", body = EventListResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:read"]))
 )]

@@ -265,7 +265,7 @@ pub async fn list(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription", body = SubscriptionResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:read"]))
 )]
@@ -289,7 +289,7 @@ pub async fn get(
     responses(
         (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
         (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -326,7 +326,7 @@ pub async fn update(
         (status = 200, description = "Disabled: the subscription with `status: disabled`", body = SubscriptionResponse),
         (status = 204, description = "Deleted (permanent=true)"),
         (status = 400, description = "`permanent` is not true or false", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "Permanent delete of an enabled subscription (`webhook_enabled`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
@@ -368,7 +368,7 @@ pub async fn disable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, active", body = SubscriptionResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -390,7 +390,7 @@ pub async fn enable(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, with its new secret", body = SubscriptionResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -412,7 +412,7 @@ pub async fn rotate_secret(
     params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The attempt: status code (null when the call failed), duration, answer", body = AttemptResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -439,7 +439,7 @@ pub async fn test(
     ),
     responses(
         (status = 200, description = "A page of attempts", body = AttemptListResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:read"]))
 )]
@@ -474,7 +474,7 @@ pub async fn deliveries(
     ),
     responses(
         (status = 202, description = "Queued", body = QueuedResponse),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
@@ -499,7 +499,7 @@ pub async fn resend(
     responses(
         (status = 202, description = "How many deliveries were queued", body = QueuedResponse),
         (status = 400, description = "`since` missing or not RFC 3339", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))

@@ -78,6 +78,11 @@ impl Settings {
             "rate_limit_token": rate(self.rate_limits.token),
             "migrate": self.migrate,
             "trusted_proxies": self.trusted_proxies.to_string(),
+            "retention": self.retention_default.to_string(),
+            "retention_cards": self.retention.cards.to_string(),
+            "retention_invocations": self.retention.invocations.to_string(),
+            "retention_events": self.retention.events.to_string(),
+            "retention_deliveries": self.retention.deliveries.to_string(),
             "unknown_variables": self.unknown_variables,
         })
     }

@@ -422,6 +422,49 @@ fn rate_limits_default_to_the_contract_and_read_rates_or_off() {
 }
 
 #[test]
+fn retention_defaults_to_a_year_and_each_kind_may_override_it() {
+    use domain::retention::{Retention, RetentionPolicy};
+    let s = Settings::load(None, env(&[])).expect("defaults");
+    assert_eq!(s.retention, RetentionPolicy::default());
+    assert_eq!(s.retention.cards.to_string(), "365d");
+    let s = Settings::load(
+        None,
+        env(&[
+            ("WORKBENCH_RETENTION", "30d"),
+            ("WORKBENCH_RETENTION_CARDS", "90m"),
+            ("WORKBENCH_RETENTION_EVENTS", "off"),
+        ]),
+    )
+    .expect("set");
+    assert_eq!(s.retention.cards, Retention::Kept { seconds: 5_400 });
+    assert_eq!(s.retention.events, Retention::Forever);
+    assert_eq!(s.retention.invocations.to_string(), "30d");
+    assert_eq!(s.retention.deliveries.to_string(), "30d");
+    let s = from_file("retention = \"12h\"\nretention_deliveries = \"1m\"\n").expect("file");
+    assert_eq!(s.retention.cards.to_string(), "12h");
+    assert_eq!(s.retention.deliveries.to_string(), "1m");
+    for (variable, bad) in [
+        ("WORKBENCH_RETENTION", "0m"),
+        ("WORKBENCH_RETENTION", "101y"),
+        ("WORKBENCH_RETENTION_CARDS", "30s"),
+        ("WORKBENCH_RETENTION_INVOCATIONS", "forever"),
+        ("WORKBENCH_RETENTION_EVENTS", "-1d"),
+        ("WORKBENCH_RETENTION_DELIVERIES", "1.5d"),
+    ] {
+        let err = refusal(Settings::load(None, env(&[(variable, bad)])));
+        assert!(
+            err.starts_with(variable) && err.contains("1m to 100y"),
+            "{err}"
+        );
+    }
+    let err = refusal(from_file("retention_events = \"0d\"\n"));
+    assert!(
+        err.contains("`retention_events` in the configuration file"),
+        "{err}"
+    );
+}
+
+#[test]
 fn migrating_at_start_is_on_unless_switched_off() {
     assert!(Settings::load(None, env(&[])).expect("defaults").migrate);
     for (value, on) in [

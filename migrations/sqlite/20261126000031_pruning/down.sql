@@ -1,0 +1,2 @@
+DROP INDEX invocations_ended;
+DROP TABLE leases;
