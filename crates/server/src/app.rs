@@ -403,6 +403,7 @@ mod tests {
             "bulk",
             "cancel",
             "engine",
+            "pruner",
             "push",
             "push-saver",
             "scheduler",

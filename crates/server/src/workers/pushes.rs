@@ -1,0 +1,82 @@
+//! The push loop: due push jobs claimed, sent with a bounded number in flight, and their
+//! outcomes saved in batches.
+
+use super::*;
+
+/// Pushes in flight from this process, in all.
+const MAX_PUSHES_IN_FLIGHT: usize = 256;
+
+/// Push sending: one loop claims due pushes while fewer than [`MAX_PUSHES_IN_FLIGHT`] are in
+/// flight, each call runs in its own task, and outcomes are saved in batches. A lease that runs
+/// out (the process died) makes the push due again.
+pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: chrono::Duration) {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let recorder = service.clone();
+    let counter = in_flight.clone();
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("push", 0);
+    let done = spawn_saver(
+        supervisor,
+        "push-saver",
+        move |batch: Vec<PushRecord>| {
+            let (recorder, metrics) = (recorder.clone(), metrics.clone());
+            async move {
+                let stale = recorder.record(batch).await?;
+                stale_outcomes(&metrics, "push", stale);
+                Ok(())
+            }
+        },
+        move |batch: &[PushRecord]| {
+            counter.fetch_sub(batch.len(), Ordering::Relaxed);
+        },
+    );
+    let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
+    supervisor.supervise("push", move || {
+        let (service, done, in_flight, loops, stopping) = (
+            service.clone(),
+            done.clone(),
+            in_flight.clone(),
+            loops.clone(),
+            stopping.clone(),
+        );
+        async move {
+            let mut pacing = Pacing::new("push");
+            loop {
+                if stopping.is_cancelled() {
+                    // The pushes in flight finish and their outcomes are saved first.
+                    while in_flight.load(Ordering::Relaxed) > 0 {
+                        tokio::time::sleep(DELIVERY_IDLE).await;
+                    }
+                    return;
+                }
+                let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
+                if room == 0 {
+                    tokio::time::sleep(DELIVERY_IDLE).await;
+                    continue;
+                }
+                let claimed = reported(
+                    &loops,
+                    "push",
+                    service.claim(u32::try_from(room).unwrap_or(u32::MAX), lease),
+                )
+                .await;
+                if claimed.is_ok() {
+                    pacing.ok();
+                }
+                match claimed {
+                    Ok(jobs) if jobs.is_empty() => pause(&stopping, IDLE).await,
+                    Ok(jobs) => {
+                        in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
+                        for job in jobs {
+                            let (service, done) = (service.clone(), done.clone());
+                            tokio::spawn(async move {
+                                let _ = done.send(service.attempt(job).await);
+                            });
+                        }
+                    }
+                    Err(e) => pause(&stopping, pacing.failed(&e)).await,
+                }
+            }
+        }
+    });
+}
