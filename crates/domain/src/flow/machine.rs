@@ -315,8 +315,9 @@ fn refuse_archived(flow: &Flow) -> Result<(), DomainError> {
     }
 }
 
-/// The flow's draft: `NotFound(Draft)` when it has none; an internal error when it has one
-/// that was not given.
+/// The flow's draft: `NotFound(Draft)` when it has none. A draft the flow names but that was
+/// not given was read after the flow changed (discarded or published meanwhile): a stale
+/// read, which the caller decides again on the flow as it is now.
 fn current_draft<'a>(
     flow: &Flow,
     draft: Option<&'a FlowVersion>,
@@ -324,10 +325,7 @@ fn current_draft<'a>(
     let number = flow
         .draft_version
         .ok_or(DomainError::NotFound(Resource::Draft))?;
-    draft.filter(|d| d.version == number).ok_or_else(|| {
-        DomainError::Storage(StorageError::Internal(format!(
-            "draft version {number} of {} is missing",
-            flow.id
-        )))
-    })
+    draft
+        .filter(|d| d.version == number)
+        .ok_or(DomainError::Storage(StorageError::StaleRevision))
 }

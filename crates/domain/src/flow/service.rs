@@ -561,7 +561,11 @@ impl FlowService {
         for _ in 0..MAX_ATTEMPTS {
             let flow = self.flows.get(env, id).await?.ok_or_else(not_found)?;
             let expected = flow.revision;
-            let (mut next, change, out) = decide(flow, self.clock.now()).await?;
+            // A draft read after the flow changed is decided again on the flow as it is now.
+            let (mut next, change, out) = match decide(flow, self.clock.now()).await {
+                Err(DomainError::Storage(StorageError::StaleRevision)) => continue,
+                decided => decided?,
+            };
             next.revision = expected + 1;
             match self.flows.save(&next, expected, change).await {
                 Ok(()) => return Ok(out),

@@ -705,3 +705,35 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
             .expect("allowed");
     }
 }
+
+/// Found by the API fuzzing with two workers: a draft discarded between the read of its flow
+/// and the read of the draft was a 500. It is a stale read: decided again on the flow as it is
+/// now, which has no draft (404).
+#[tokio::test]
+async fn a_draft_discarded_between_its_flow_and_its_read_is_decided_again() {
+    let mut m = Mocks::new().approvals(false);
+    let reads = Arc::new(Mutex::new(0));
+    let counter = reads.clone();
+    m.flows.expect_get().returning(move |_, _| {
+        let mut n = counter.lock().expect("lock");
+        *n += 1;
+        // The first read still names draft 2; by the second it has been discarded.
+        Ok(Some(Flow {
+            latest_version: 2,
+            published_version: Some(1),
+            draft_version: (*n == 1).then_some(2),
+            ..flow()
+        }))
+    });
+    m.flows.expect_get_version().returning(|_, _| Ok(None));
+    m.flows.expect_save().never();
+    let published = m
+        .service()
+        .publish_draft(&who("key_a"), &ENV.into(), &"flw_1".into())
+        .await;
+    assert!(
+        matches!(published, Err(DomainError::NotFound(Resource::Draft))),
+        "{published:?}"
+    );
+    assert_eq!(*reads.lock().expect("lock"), 2);
+}
