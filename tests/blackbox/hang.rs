@@ -36,7 +36,11 @@ type Probe = (Instant, u16);
 /// A process's `/readyz` answers, and the task asking.
 type Prober = (Arc<Mutex<Vec<Probe>>>, tokio::task::JoinHandle<()>);
 
+/// Its bounds are the server's, measured from the client: run alone (`make test` runs it after
+/// the others), since on a small machine two hundred tests beside it add their own delays to
+/// what it measures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "timed: `make test` runs it alone, after the other tests"]
 async fn two_replicas_ride_out_a_frozen_server_and_a_silent_network() {
     let Some(pg) = ThrowawayPostgres::start() else {
         return;
