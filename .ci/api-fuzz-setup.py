@@ -16,7 +16,8 @@ SCOPES = [
     "workbench_folders:delete", "action_flows:read", "action_flows:trigger",
     "action_flows:write", "webhooks:read", "webhooks:write", "notification_platforms:read",
     "notification_platforms:write", "users:read", "users:write", "cards:write",
-    "credentials:write", "credentials:read", "environment_settings:write",
+    "credentials:write", "credentials:read", "environment_settings:write", "sdk_keys:read",
+    "sdk_keys:write",
 ]
 
 # The one-step card flow of docs/flows.md.
@@ -78,6 +79,10 @@ def main():
         "listInvocations": call("GET", f"{v1}/action-flow/{flow}/invocations?limit=1")["next"],
         "listTasks": call("GET", f"{v1}/action-flow/{flow}/tasks?limit=1")["next"],
     }
+    # An SDK key with the document's own example, so that its reads and changes find one.
+    with urllib.request.urlopen(os.environ["WB_BASE"] + "/openapi.json") as response:
+        example = json.load(response)["components"]["schemas"]["SdkKeyRequest"]["example"]
+    sdk_key = call("POST", v1 + "/sdk-keys", example)["data"]["id"]
     feed = call("GET", f"{v1}/users/{user}/cards")["data"]
     cards = feed["cards"] if isinstance(feed, dict) else feed
     card = cards[0]["id"]
@@ -96,16 +101,17 @@ def main():
         "endUserId": (user, ["deleteEndUser"]),
         "segmentId": (segment, ["deleteSegment"]),
         "cardInstanceId": (card, []),
+        "sdkKeyId": (sdk_key, ["deleteSdkKey"]),
     }
     with urllib.request.urlopen(os.environ["WB_BASE"] + "/openapi.json") as response:
         document = json.load(response)
     print_config(sys.stdout, document, fixed, cursors)
-    # The stateful phase runs apart, without the segment's fixed id: a list's ids lead it to
-    # delete the fixed segment, and an id that overrides the links would then make a segment
-    # it just created "not found" (docs/api.md).
+    # The stateful phase runs apart, without the segment's and the SDK key's fixed ids: a
+    # list's ids lead it to delete the fixed one, and an id that overrides the links would then
+    # make one it just created "not found" (docs/api.md).
     with open(os.environ["WB_STATEFUL_CONFIG"], "w") as out:
-        without_segment = {name: v for name, v in fixed.items() if name != "segmentId"}
-        print_config(out, document, without_segment, cursors)
+        linked = {name: v for name, v in fixed.items() if name not in ("segmentId", "sdkKeyId")}
+        print_config(out, document, linked, cursors)
 
 
 def print_config(out, document, fixed, cursors):
@@ -158,6 +164,9 @@ EXCEPTIONS = [
     (["createPushPlatform", "updatePushPlatform"],
      "positive_data_acceptance",
      "A push credential is checked cryptographically against its platform."),
+    (["createSdkKey", "updateSdkKey"],
+     "positive_data_acceptance",
+     "An SDK public key is read as a key (RSA of 2048 bits or more, or EC P-256); a PEM or a JWK's fields cannot say that."),
     (["subscribeWebhook", "updateWebhook"],
      "positive_data_acceptance",
      "A webhook URL must resolve to a public address, which DNS decides."),

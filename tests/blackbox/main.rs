@@ -19,6 +19,7 @@ mod ops;
 mod push;
 mod receiver;
 mod retention;
+mod sdk;
 mod shutdown;
 mod storage;
 mod support;

@@ -517,6 +517,33 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             &["204", "401", "403", "404"],
         ),
         ("/oauth/token", "post", &["200", "400", "401", "415", "503"]),
+        (
+            "/v1/{environmentId}/sdk-keys",
+            "post",
+            &[
+                "201", "400", "401", "403", "409", "413", "415", "429", "503",
+            ],
+        ),
+        (
+            "/v1/{environmentId}/sdk-keys",
+            "get",
+            &["200", "401", "403"],
+        ),
+        (
+            "/v1/{environmentId}/sdk-keys/{sdkKeyId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
+            "/v1/{environmentId}/sdk-keys/{sdkKeyId}",
+            "patch",
+            &["200", "400", "401", "403", "404", "409", "503"],
+        ),
+        (
+            "/v1/{environmentId}/sdk-keys/{sdkKeyId}",
+            "delete",
+            &["204", "401", "403", "404"],
+        ),
         ("/healthz", "get", &["200"]),
         ("/readyz", "get", &["200", "503"]),
         ("/metrics", "get", &["200"]),
@@ -545,9 +572,38 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 57, "a new endpoint must be added to this test");
+    assert_eq!(paths, 59, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    // End users' own tokens (contract §15): a second scheme, on their routes only.
+    assert_eq!(schemes["userToken"]["scheme"], "bearer");
+    assert_eq!(schemes["userToken"]["bearerFormat"], "JWT");
+    let with_user_token: Vec<String> = doc.body["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, operation)| {
+                    operation["security"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|r| r.get("userToken").is_some()))
+                })
+                .map(move |(method, _)| format!("{method} {path}"))
+        })
+        .collect();
+    assert_eq!(
+        with_user_token,
+        [
+            "get /v1/{environmentId}/users/{endUserId}/cards",
+            "post /v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
+            "get /v1/{environmentId}/users/{endUserId}/devices",
+            "delete /v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",
+            "put /v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",
+        ]
+    );
 
     let mut snapshot = doc.body.clone();
     if let Some(info) = snapshot.get_mut("info").and_then(Value::as_object_mut) {

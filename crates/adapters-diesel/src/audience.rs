@@ -220,6 +220,71 @@ impl EndUserRepository for DieselEndUserRepository {
             .await
     }
 
+    async fn merge_attributes(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        attributes: Map<String, Value>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), StorageError> {
+        let (env, id) = (environment_id.to_owned(), user_id.to_owned());
+        let at = at.naive_utc();
+        self.db
+            .transaction(move |conn| {
+                let mine = || {
+                    end_users::environment_id
+                        .eq(env.clone())
+                        .and(end_users::id.eq(id.clone()))
+                };
+                let read = end_users::table
+                    .filter(mine())
+                    .select(end_users::attributes);
+                // The row locked until the commit on PostgreSQL (SQLite's writer is alone), so
+                // that a concurrent put or merge is not undone by this one.
+                let stored: Option<String> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => read.for_update().first(c).optional(),
+                    AnyConnection::Sqlite(c) => read.first(c).optional(),
+                }?;
+                let Some(stored) = stored else {
+                    let row = UserRow {
+                        environment_id: env.clone(),
+                        id: id.clone(),
+                        test_user: false,
+                        attributes: Value::Object(attributes).to_string(),
+                        created: at,
+                        updated: at,
+                    };
+                    // Another request may create it first: then it is merged into next time
+                    // the token is first seen, and this one leaves it as it is.
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(end_users::table)
+                        .values(&row)
+                        .on_conflict((end_users::environment_id, end_users::id))
+                        .do_nothing()
+                        .execute(c))?;
+                    return Ok(());
+                };
+                let mut merged: Map<String, Value> = serde_json::from_str(&stored)
+                    .map_err(|e| Failure::Domain(corrupt("user attributes", e)))?;
+                let mut changed = false;
+                for (name, value) in attributes {
+                    if merged.get(&name) != Some(&value) {
+                        merged.insert(name, value);
+                        changed = true;
+                    }
+                }
+                if changed {
+                    diesel::update(end_users::table.filter(mine()))
+                        .set((
+                            end_users::attributes.eq(Value::Object(merged).to_string()),
+                            end_users::updated.eq(at),
+                        ))
+                        .execute(conn)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
     async fn list(
         &self,
         environment_id: &str,

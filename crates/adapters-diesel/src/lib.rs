@@ -30,6 +30,7 @@ mod push_jobs;
 mod recorder;
 mod rows;
 mod schema;
+mod sdk_keys;
 mod stats;
 mod tenancy;
 #[cfg(feature = "testing")]
@@ -58,6 +59,7 @@ pub use invocations::DieselInvocationRepository;
 pub use prune::DieselPruneRepository;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use push_jobs::DieselPushJobRepository;
+pub use sdk_keys::DieselSdkKeyRepository;
 pub use stats::DieselStatsRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

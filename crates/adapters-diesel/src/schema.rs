@@ -153,6 +153,20 @@ diesel::table! {
 }
 
 diesel::table! {
+    sdk_keys (id) {
+        id -> Text,
+        environment_id -> Text,
+        name -> Text,
+        public_keys -> Text,
+        max_token_expiry_days -> Integer,
+        allowed_issuers -> Text,
+        claim_mappings -> Text,
+        created -> Timestamp,
+        updated -> Timestamp,
+    }
+}
+
+diesel::table! {
     invocations (environment_id, id) {
         environment_id -> Text,
         id -> Text,
@@ -404,6 +418,7 @@ diesel::table! {
 diesel::joinable!(analytics_events -> card_instances (card_instance_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
+    sdk_keys,
     flow_folders,
     leases,
     flow_totals,

@@ -15,6 +15,8 @@ use rsa::pkcs1::DecodeRsaPublicKey;
 use rsa::pkcs8::{DecodePublicKey, EncodePublicKey, LineEnding};
 use rsa::traits::PublicKeyParts;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// The smallest RSA modulus accepted, in bits.
 pub const MIN_RSA_BITS: usize = 2048;
@@ -25,9 +27,39 @@ pub const MAX_TOKEN_BYTES: usize = 8_192;
 
 const KEY_RULE: &str = "must be an RSA public key of 2048 bits or more, or an EC P-256 public key";
 
-/// SDK keys and token signatures with `jsonwebtoken` and the RustCrypto key types.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct JwtVerifier;
+/// Decoded keys kept at most; past it the memory starts afresh.
+const DECODED_MAX: usize = 1_000;
+
+/// SDK keys and token signatures with `jsonwebtoken` and the RustCrypto key types. Each stored
+/// key is decoded from its PEM once, then kept: a signature check does not parse the key.
+#[derive(Default)]
+pub struct JwtVerifier {
+    decoded: Mutex<HashMap<(SdkKeyKind, String), Arc<DecodingKey>>>,
+}
+
+impl JwtVerifier {
+    /// `key` decoded, from memory when it was decoded before. A stored key that no longer
+    /// reads verifies nothing.
+    fn decoding(&self, key: &VerifyingKey) -> Result<Arc<DecodingKey>, TokenRefusal> {
+        let slot = (key.kind, key.pem.clone());
+        if let Some(decoded) = self.decoded.lock().ok().and_then(|d| d.get(&slot).cloned()) {
+            return Ok(decoded);
+        }
+        let decoded = match key.kind {
+            SdkKeyKind::Rsa => DecodingKey::from_rsa_pem(key.pem.as_bytes()),
+            SdkKeyKind::EcP256 => DecodingKey::from_ec_pem(key.pem.as_bytes()),
+        }
+        .map(Arc::new)
+        .map_err(|_| TokenRefusal::Signature)?;
+        if let Ok(mut memory) = self.decoded.lock() {
+            if memory.len() >= DECODED_MAX {
+                memory.clear();
+            }
+            memory.insert(slot, Arc::clone(&decoded));
+        }
+        Ok(decoded)
+    }
+}
 
 impl TokenVerifier for JwtVerifier {
     fn read_keys(&self, input: &PublicKeyInput) -> Result<Vec<VerifyingKey>, String> {
@@ -64,18 +96,11 @@ impl TokenVerifier for JwtVerifier {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenRefusal::Malformed);
         }
-        let (algorithm, decoding) = match key.kind {
-            SdkKeyKind::Rsa => (
-                Algorithm::RS256,
-                DecodingKey::from_rsa_pem(key.pem.as_bytes()),
-            ),
-            SdkKeyKind::EcP256 => (
-                Algorithm::ES256,
-                DecodingKey::from_ec_pem(key.pem.as_bytes()),
-            ),
+        let algorithm = match key.kind {
+            SdkKeyKind::Rsa => Algorithm::RS256,
+            SdkKeyKind::EcP256 => Algorithm::ES256,
         };
-        // A stored key that no longer reads verifies nothing.
-        let decoding = decoding.map_err(|_| TokenRefusal::Signature)?;
+        let decoding = self.decoding(key)?;
         // Only the signature and the algorithm here: every claim is the domain's to check.
         let mut validation = Validation::new(algorithm);
         validation.required_spec_claims.clear();
@@ -91,15 +116,20 @@ impl TokenVerifier for JwtVerifier {
                 }
                 _ => TokenRefusal::Malformed,
             })?;
-        let claims = data.claims;
-        let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_owned);
-        Ok(TokenClaims {
+        let mut other = data.claims;
+        let text = |name: &str| other.get(name).and_then(Value::as_str).map(str::to_owned);
+        let claims = TokenClaims {
             sub: text("sub"),
-            exp: seconds(claims.get("exp")),
-            iat: seconds(claims.get("iat")),
-            nbf: seconds(claims.get("nbf")),
+            exp: seconds(other.get("exp")),
+            iat: seconds(other.get("iat")),
+            nbf: seconds(other.get("nbf")),
             iss: text("iss"),
-        })
+            other: Map::new(),
+        };
+        for registered in ["sub", "exp", "iat", "nbf", "iss"] {
+            other.remove(registered);
+        }
+        Ok(TokenClaims { other, ..claims })
     }
 }
 

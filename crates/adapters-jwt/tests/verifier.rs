@@ -21,7 +21,7 @@ const EC_PUBLIC: &str = include_str!("keys/p256.pub");
 const P384_PUBLIC: &str = include_str!("keys/p384.pub");
 
 fn key(pem: &str) -> VerifyingKey {
-    let mut keys = JwtVerifier
+    let mut keys = JwtVerifier::default()
         .read_keys(&PublicKeyInput::Pem(pem.into()))
         .expect("a key");
     keys.remove(0)
@@ -50,6 +50,7 @@ fn expected() -> TokenClaims {
         exp: Some(1_800_003_600),
         nbf: None,
         iss: Some("https://auth.example.com".into()),
+        other: serde_json::Map::new(),
     }
 }
 
@@ -70,7 +71,7 @@ fn small_rsa_other_curves_and_garbage_are_refused_naming_the_rule() {
         ("not a key", "EC P-256"),
         (RSA_PRIVATE, "EC P-256"),
     ] {
-        let refused = JwtVerifier
+        let refused = JwtVerifier::default()
             .read_keys(&PublicKeyInput::Pem(pem.into()))
             .expect_err("refused");
         assert!(refused.contains(says), "{refused}");
@@ -90,7 +91,7 @@ fn a_jwks_is_read_key_by_key() {
         {"kty": "RSA", "n": b64(&rsa.n().to_bytes_be()), "e": b64(&rsa.e().to_bytes_be())},
         {"kty": "EC", "crv": "P-256", "x": b64(point.x().expect("x")), "y": b64(point.y().expect("y"))}
     ]});
-    let keys = JwtVerifier
+    let keys = JwtVerifier::default()
         .read_keys(&PublicKeyInput::Jwks(jwks))
         .expect("keys");
     assert_eq!(keys, vec![key(RSA_PUBLIC), key(EC_PUBLIC)]);
@@ -110,7 +111,7 @@ fn a_jwks_is_read_key_by_key() {
         ),
         (json!([1, 2]), "Key Set"),
     ] {
-        let refused = JwtVerifier
+        let refused = JwtVerifier::default()
             .read_keys(&PublicKeyInput::Jwks(bad))
             .expect_err("refused");
         assert!(refused.contains(says), "{refused}");
@@ -122,30 +123,37 @@ fn tokens_verify_with_their_own_key_only() {
     let rsa_token = signed(Algorithm::RS256, RSA_PRIVATE, &claims());
     let ec_token = signed(Algorithm::ES256, EC_PRIVATE, &claims());
     assert_eq!(
-        JwtVerifier.verify(&rsa_token, &key(RSA_PUBLIC)),
+        JwtVerifier::default().verify(&rsa_token, &key(RSA_PUBLIC)),
         Ok(expected())
     );
     assert_eq!(
-        JwtVerifier.verify(&ec_token, &key(EC_PUBLIC)),
+        JwtVerifier::default().verify(&ec_token, &key(EC_PUBLIC)),
         Ok(expected())
     );
-    let header = JwtVerifier.header(&ec_token).expect("header");
+    let header = JwtVerifier::default().header(&ec_token).expect("header");
     assert_eq!(
         (header.kid.as_deref(), header.alg.as_str()),
         (Some("app"), "ES256")
     );
     // Under the other key type's algorithm, or another key, nothing verifies.
-    assert!(JwtVerifier.verify(&rsa_token, &key(EC_PUBLIC)).is_err());
-    assert!(JwtVerifier.verify(&ec_token, &key(RSA_PUBLIC)).is_err());
+    assert!(JwtVerifier::default()
+        .verify(&rsa_token, &key(EC_PUBLIC))
+        .is_err());
+    assert!(JwtVerifier::default()
+        .verify(&ec_token, &key(RSA_PUBLIC))
+        .is_err());
 }
 
 #[test]
 fn an_hmac_keyed_with_the_public_key_never_verifies() {
     for public in [RSA_PUBLIC, EC_PUBLIC] {
         let forged = signed(Algorithm::HS256, public, &claims());
-        assert_eq!(JwtVerifier.header(&forged).expect("header").alg, "HS256");
         assert_eq!(
-            JwtVerifier.verify(&forged, &key(public)),
+            JwtVerifier::default().header(&forged).expect("header").alg,
+            "HS256"
+        );
+        assert_eq!(
+            JwtVerifier::default().verify(&forged, &key(public)),
             Err(TokenRefusal::Algorithm)
         );
     }
@@ -156,8 +164,16 @@ fn an_hmac_keyed_with_the_public_key_never_verifies() {
         b64(json!({"alg": "none", "kid": "app"})),
         b64(claims())
     );
-    assert_eq!(JwtVerifier.header(&unsigned).expect("header").alg, "none");
-    assert!(JwtVerifier.verify(&unsigned, &key(RSA_PUBLIC)).is_err());
+    assert_eq!(
+        JwtVerifier::default()
+            .header(&unsigned)
+            .expect("header")
+            .alg,
+        "none"
+    );
+    assert!(JwtVerifier::default()
+        .verify(&unsigned, &key(RSA_PUBLIC))
+        .is_err());
 }
 
 #[test]
@@ -167,7 +183,7 @@ fn claims_read_as_whole_seconds_or_not_at_all() {
     odd["iat"] = json!(1_800_000_000.5);
     odd["nbf"] = json!("soon");
     let token = signed(Algorithm::ES256, EC_PRIVATE, &odd);
-    let read = JwtVerifier
+    let read = JwtVerifier::default()
         .verify(&token, &key(EC_PUBLIC))
         .expect("verified");
     assert_eq!(
@@ -182,8 +198,8 @@ proptest! {
     /// Random text is never a token, and never panics.
     #[test]
     fn random_text_is_refused(token in ".{0,300}") {
-        prop_assert!(JwtVerifier.verify(&token, &key(EC_PUBLIC)).is_err());
-        let _ = JwtVerifier.header(&token);
+        prop_assert!(JwtVerifier::default().verify(&token, &key(EC_PUBLIC)).is_err());
+        let _ = JwtVerifier::default().header(&token);
     }
 
     /// A signed token changed anywhere either fails or still says exactly what was signed:
@@ -195,9 +211,9 @@ proptest! {
         let i = at.index(bytes.len());
         bytes[i] = with;
         let mutated = String::from_utf8_lossy(&bytes).into_owned();
-        if let Ok(read) = JwtVerifier.verify(&mutated, &key(EC_PUBLIC)) {
+        if let Ok(read) = JwtVerifier::default().verify(&mutated, &key(EC_PUBLIC)) {
             prop_assert_eq!(read, expected());
         }
-        let _ = JwtVerifier.header(&mutated);
+        let _ = JwtVerifier::default().header(&mutated);
     }
 }

@@ -51,6 +51,8 @@ pub struct AppState {
     pub devices: Arc<domain::push::DeviceService>,
     pub pushes: Arc<domain::push::PushService>,
     pub stats: Arc<domain::stats::StatsService>,
+    /// SDK keys, and end users signed in with their tokens (contract §15).
+    pub sdk: Arc<domain::sdk::SdkKeyService>,
     pub health: Arc<dyn HealthProbe>,
     /// The background loops of the process (stalled ones make `/readyz` answer 503).
     pub loops: Arc<domain::health::Loops>,
@@ -89,6 +91,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::bulk::configure(cfg);
     routes::push::configure(cfg);
     routes::stats::configure(cfg);
+    routes::sdk_keys::configure(cfg);
     openapi::configure(cfg);
 }
 

@@ -12,8 +12,8 @@ use crate::problem::{problem, NotFound};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, stats, tasks,
-    trigger, webhooks,
+    audience, bulk, credentials, environments, flows, folders, oauth, ops, push, sdk_keys, stats,
+    tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -41,6 +41,7 @@ every response carries `X-Request-Id`.",
         environments::list, credentials::create, credentials::list, credentials::revoke, oauth::token,
         ops::healthz, ops::readyz, ops::metrics,
         stats::flow, stats::folder,
+        sdk_keys::create, sdk_keys::list, sdk_keys::get, sdk_keys::update, sdk_keys::delete,
     ),
     components(
         schemas(crate::problem::Problem, crate::problem::FieldProblem),
@@ -56,6 +57,7 @@ every response carries `X-Request-Id`.",
         (name = "webhooks", description = "Webhook subscriptions and their signed, retried deliveries"),
         (name = "push", description = "Push notification platforms and their credentials, end users' devices, and the pushes sent to them"),
         (name = "credentials", description = "API keys, access tokens and environments"),
+        (name = "sdk-keys", description = "SDK keys: the public keys that verify end users' own tokens on their feed, card actions and devices"),
         (name = "operations", description = "Health, metrics and this document"),
     )
 )]
@@ -73,6 +75,21 @@ impl Modify for Extras {
                 Http::builder()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some("An API key secret, or a token from POST /oauth/token"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "userToken",
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "An end user's own token (contract §15): a JWT your backend signs \
+                         (RS256 or ES256) for the user, whose header's `kid` names an SDK key \
+                         of the environment and whose `sub` is the path's `endUserId`. It \
+                         reaches that user's feed, card actions and devices, and nothing else.",
+                    ))
                     .build(),
             ),
         );
@@ -245,6 +262,10 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                 let scopes = value.get("bearer")?.as_array()?.clone();
                 Some(scopes)
             });
+            let user_token = operation.security.iter().flatten().any(|requirement| {
+                serde_json::to_value(requirement)
+                    .is_ok_and(|value| value.get("userToken").is_some())
+            });
             let json_body = operation
                 .request_body
                 .as_ref()
@@ -267,7 +288,16 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                 add("400", reference("BadRequest"));
             }
             if let Some(scopes) = bearer {
-                add("401", reference("Unauthorized"));
+                let mut unauthorized = reference("Unauthorized");
+                if user_token {
+                    unauthorized.description = "No valid credential, or an environment the key \
+                        may not use (`unauthorized`); a refused user token names its reason: \
+                        `token_malformed`, `token_unknown_key`, `token_signature`, \
+                        `token_expired`, `token_lifetime` or `token_issuer`, with \
+                        `WWW-Authenticate: Bearer error=\"invalid_token\"`"
+                        .to_owned();
+                }
+                add("401", unauthorized);
                 let scope = scopes
                     .first()
                     .and_then(|s| s.as_str())
@@ -286,6 +316,11 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                              (`forbidden`)",
                             roles.join(" or ")
                         )
+                    };
+                    let needs = if user_token {
+                        format!("{needs}, or the user token is another end user's")
+                    } else {
+                        needs
                     };
                     let mut forbidden = reference("Forbidden");
                     forbidden.description = needs;

@@ -5,6 +5,7 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
+use domain::sdk::TokenRefusal;
 use domain::{ConflictKind, DomainError, FieldError, StorageError};
 use serde::Serialize;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
@@ -338,6 +339,27 @@ impl ResponseError for ApiError {
     }
 }
 
+/// What a refused end-user token is told (contract §15).
+fn token_refusal(why: TokenRefusal) -> &'static str {
+    match why {
+        TokenRefusal::Malformed => {
+            "the token is not a JWT, or lacks `kid`, `sub`, `exp` or `iat`, or names no valid user"
+        }
+        TokenRefusal::UnknownKey => "the token's `kid` names no SDK key of this environment",
+        TokenRefusal::Algorithm => {
+            "the token's `alg` is not the one its SDK key allows (RS256 for RSA, ES256 for EC)"
+        }
+        TokenRefusal::Signature => "the token's signature does not verify with its SDK key",
+        TokenRefusal::Expired => "the token has expired, or is not valid yet (`nbf`)",
+        TokenRefusal::Lifetime => {
+            "the token lives longer than its SDK key's maxTokenExpiryDays, or was issued in the \
+             future"
+        }
+        TokenRefusal::Issuer => "the token's `iss` is not one of its SDK key's allowedIssuers",
+        TokenRefusal::OtherUser => "the token is for another end user",
+    }
+}
+
 fn conflict_code(kind: ConflictKind) -> &'static str {
     match kind {
         ConflictKind::FolderNameTaken => "folder_name_taken",
@@ -357,6 +379,8 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::AlreadyUploaded => "already_uploaded",
         ConflictKind::PlatformExists => "platform_exists",
         ConflictKind::PlatformEnabled => "platform_enabled",
+        ConflictKind::SdkKeyNameTaken => "sdk_key_name_taken",
+        ConflictKind::SdkKeyLimit => "sdk_key_limit_reached",
     }
 }
 
@@ -400,6 +424,19 @@ impl From<DomainError> for ApiError {
                 "the credential is missing, invalid, expired or revoked, or has no access to this environment",
             ),
             DomainError::Forbidden(detail) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail),
+            DomainError::TokenRefused(TokenRefusal::OtherUser) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "Forbidden",
+                "the token is for another end user (its `sub` is not the path's user)",
+            ),
+            DomainError::TokenRefused(why) => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                why.code(),
+                "Invalid token",
+                token_refusal(why),
+            )
+            .with_challenge("Bearer error=\"invalid_token\""),
             DomainError::Storage(StorageError::Full(cause)) => {
                 tracing::warn!(%cause, "write refused: storage full");
                 ApiError::storage_full()

@@ -107,6 +107,67 @@ fn text(min: usize, max: usize) -> Value {
            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"})
 }
 
+/// An example SDK public key: EC P-256, as `openssl ec -pubout` writes it.
+pub(crate) const EXAMPLE_SDK_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----\n\
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8OtcUnoij4n/wypVTaSTYSsaXR8i\n\
+W0AXSJ8liEnVBLgZTCu9DJfHbYvkHCVWEzg6AHC5ZpQXKrp4V5yP8nHE8Q==\n\
+-----END PUBLIC KEY-----\n";
+
+/// The body of `POST /sdk-keys` (`create`) or of its `PATCH`: every field optional in a
+/// patch, where `publicKey` and `jwks` each replace the public keys.
+fn sdk_key(create: bool) -> Value {
+    use domain::audience::ATTRIBUTE_NAME_MAX_CHARS;
+    use domain::sdk::{
+        CLAIM_MAX_CHARS, ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_CLAIM_MAPPINGS, MAX_JWKS_KEYS,
+        MAX_TOKEN_EXPIRY_DAYS, SDK_KEY_NAME_MAX_CHARS,
+    };
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": format!("^[A-Za-z0-9._-]{{1,{SDK_KEY_NAME_MAX_CHARS}}}$"),
+                "description": "What tokens name as their header's `kid`; unique in the environment"},
+            "publicKey": {"type": "string", "minLength": 1, "maxLength": 16_384,
+                "description": "A PEM public key (`PUBLIC KEY`, or `RSA PUBLIC KEY`): RSA of 2048 bits or more, or EC P-256"},
+            "jwks": {"type": "object", "required": ["keys"],
+                "description": "A JSON Web Key Set of RSA (2048 bits or more) or EC P-256 keys, instead of `publicKey`",
+                "properties": {"keys": {"type": "array", "minItems": 1, "maxItems": MAX_JWKS_KEYS,
+                    "items": {"type": "object", "required": ["kty"]}}}},
+            "maxTokenExpiryDays": {"type": "integer", "minimum": 1, "maximum": MAX_TOKEN_EXPIRY_DAYS,
+                "description": "The longest a token may live, `exp - iat`; 7 when a new key has none"},
+            "allowedIssuers": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_ISSUERS,
+                "items": text(1, ISSUER_MAX_CHARS),
+                "description": "When not empty, a token's `iss` must be one of them; null or [] for any"},
+            "claimMappings": {"type": ["object", "null"], "maxProperties": MAX_CLAIM_MAPPINGS,
+                "propertyNames": text(1, CLAIM_MAX_CHARS),
+                "additionalProperties": {"type": "string",
+                    "pattern": format!("^attributes\\.[\\s\\S]{{1,{ATTRIBUTE_NAME_MAX_CHARS}}}$")},
+                "description": "A claim → `attributes.<name>`: set on the user when a token is first seen"},
+        },
+    });
+    if create {
+        // One of the two key forms, never both: an object with both matches both branches.
+        let with = |form: &str| {
+            let mut branch = schema.clone();
+            branch["required"] = json!(["name", form]);
+            branch
+        };
+        schema = json!({
+            "oneOf": [with("publicKey"), with("jwks")],
+            "description": "A name and one public key form: `publicKey` or `jwks`, not both",
+            "example": {"name": "ios-app", "publicKey": EXAMPLE_SDK_PUBLIC_KEY,
+                "maxTokenExpiryDays": 7, "allowedIssuers": ["https://auth.example.com"],
+                "claimMappings": {"email": "attributes.email"}},
+        });
+    } else {
+        schema["description"] = json!(
+            "Any of the fields of a new key; a new `publicKey` or \
+            `jwks` (not both) replaces its public keys"
+        );
+        schema["example"] = json!({"maxTokenExpiryDays": 1, "allowedIssuers": []});
+    }
+    schema
+}
+
 /// The request bodies read field by field (`crate::body`, the domain's parsers), by component
 /// name: what the parsers check, from their constants.
 fn bodies() -> Vec<(&'static str, Value)> {
@@ -257,6 +318,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
                 "example": {"appId": "com.example.app", "platform": "FCM"},
             }),
         ),
+        ("SdkKeyRequest", sdk_key(true)),
+        ("SdkKeyPatch", sdk_key(false)),
         (
             "CancelRequest",
             json!({
@@ -576,6 +639,8 @@ component!(DeviceRequest);
 component!(CancelRequest);
 component!(CardActionRequest);
 component!(RecoverRequest);
+component!(SdkKeyRequest);
+component!(SdkKeyPatch);
 
 #[cfg(test)]
 mod tests {

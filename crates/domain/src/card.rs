@@ -443,8 +443,9 @@ impl CardService {
 
     /// The user's active cards: priority 10 first, newest first within a priority.
     ///
-    /// Only those in `stream_id` when given. Needs `cards:write` (the SDK's credential). An
-    /// unknown user has an empty feed.
+    /// Only those in `stream_id` when given. Needs `cards:write` (the SDK's credential), or the
+    /// user's own token ([`crate::Principal::authorize_user`]). An unknown user has an empty
+    /// feed.
     pub async fn feed(
         &self,
         who: &crate::Principal,
@@ -452,13 +453,14 @@ impl CardService {
         user_id: &EndUserId,
         stream_id: Option<String>,
     ) -> Result<Vec<CardInstance>, crate::DomainError> {
-        who.authorize(env, crate::Permission::CardsWrite)?;
+        who.authorize_user(env, crate::Permission::CardsWrite, user_id)?;
         Ok(self.cards.feed(env, user_id, stream_id).await?)
     }
 
     /// An end user's action on one of their cards; the answer is the card as changed.
     ///
-    /// Needs `cards:write`. Errors: [`DomainError::NotFound`](crate::DomainError::NotFound)
+    /// Needs `cards:write`, or the user's own token. Errors:
+    /// [`DomainError::NotFound`](crate::DomainError::NotFound)
     /// when the user has no such card; a conflict of kind
     /// [`ConflictKind::CardClosed`](crate::ConflictKind::CardClosed) on a closed card;
     /// [`DomainError::Validation`](crate::DomainError::Validation) at `snoozeUntil` for a
@@ -477,7 +479,7 @@ impl CardService {
         action: CardAction,
     ) -> Result<CardInstance, crate::DomainError> {
         use crate::{ConflictKind, DomainError, Resource};
-        who.authorize(env, crate::Permission::CardsWrite)?;
+        who.authorize_user(env, crate::Permission::CardsWrite, user_id)?;
         let now = self.clock.now();
         let card = self
             .cards

@@ -63,6 +63,8 @@ pub enum Resource {
     PushPlatform,
     /// A device of an end user.
     Device,
+    /// An SDK key.
+    SdkKey,
 }
 
 impl fmt::Display for Resource {
@@ -84,6 +86,7 @@ impl fmt::Display for Resource {
             Resource::Task => "task of this action flow",
             Resource::PushPlatform => "push notification platform",
             Resource::Device => "device of this end user",
+            Resource::SdkKey => "SDK key",
         })
     }
 }
@@ -126,6 +129,10 @@ pub enum ConflictKind {
     PlatformExists,
     /// Delete of an enabled push platform.
     PlatformEnabled,
+    /// The environment has an SDK key of that name.
+    SdkKeyNameTaken,
+    /// The environment has the maximum number of SDK keys.
+    SdkKeyLimit,
 }
 
 /// What a use case answers when it does not succeed. The API layer maps each variant to one
@@ -170,6 +177,10 @@ pub enum DomainError {
     /// Approvals are enabled and the change has not been approved.
     #[error("{0}")]
     ApprovalRequired(String),
+    /// An end user's token refused (contract §15): 401 with `WWW-Authenticate: Bearer
+    /// error="invalid_token"` and the refusal's code, or 403 for another user's token.
+    #[error("token refused: {}", .0.code())]
+    TokenRefused(crate::sdk::TokenRefusal),
     /// A legacy FCM server key (HTTP 400 `legacy_fcm_key_unsupported`).
     #[error("{0}")]
     LegacyFcmKey(String),

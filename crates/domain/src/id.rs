@@ -40,6 +40,8 @@ pub enum IdKind {
     Push,
     /// An unexpected failure of one unit of background work, as logged (`errorId`).
     Error,
+    /// An SDK key: the public key that verifies end users' tokens (`sdk`).
+    SdkKey,
 }
 
 crate::spelling::spelled!(IdKind {
@@ -60,6 +62,7 @@ crate::spelling::spelled!(IdKind {
     PushPlatform => "npl",
     Push => "psh",
     Error => "err",
+    SdkKey => "sdk",
 });
 
 impl IdKind {
@@ -236,6 +239,8 @@ ids! {
     AttemptId: Attempt;
     /// A push notification platform's id (`npl_…`).
     PushPlatformId: PushPlatform;
+    /// An SDK key's id (`sdk_…`).
+    SdkKeyId: SdkKey;
     /// One card pushed to one device (`psh_…`).
     PushId: Push;
     /// An unexpected failure of one unit of background work, as logged (`err_…`).

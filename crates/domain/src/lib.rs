@@ -183,7 +183,7 @@ pub mod mocks {
         MockPushPlatformRepository, MockPushSender,
     };
     pub use crate::retention::MockPruneRepository;
-    pub use crate::sdk::MockTokenVerifier;
+    pub use crate::sdk::{MockSdkKeyRepository, MockTokenVerifier};
     pub use crate::stats::MockStatsRepository;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;

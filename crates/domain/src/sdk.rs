@@ -34,7 +34,7 @@ pub const LEEWAY_SECONDS: i64 = 60;
 const DAY_SECONDS: i64 = 86_400;
 
 /// The type of an SDK key's public key, which fixes the one algorithm its tokens may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SdkKeyKind {
     /// RSA of 2048 bits or more: tokens signed `RS256`.
     Rsa,
@@ -103,6 +103,8 @@ pub struct TokenClaims {
     pub nbf: Option<i64>,
     /// `iss`: who issued it.
     pub iss: Option<String>,
+    /// Every other claim, as sent: what an SDK key's `claimMappings` read.
+    pub other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Why a token is refused. Each is a 401 with `WWW-Authenticate: Bearer
@@ -279,6 +281,18 @@ pub fn verify_token(
     }
     Err(refusal)
 }
+
+mod keys;
+mod service;
+
+#[cfg(feature = "mock")]
+pub use keys::MockSdkKeyRepository;
+pub use keys::{
+    check_name, SdkKey, SdkKeyInput, SdkKeyRepository, ATTRIBUTE_TARGET_PREFIX, CLAIM_MAX_CHARS,
+    ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_CLAIM_MAPPINGS, MAX_SDK_KEYS,
+    SDK_KEY_NAME_MAX_CHARS,
+};
+pub use service::{mapped_attributes, SdkKeyService, KEY_TTL_MS};
 
 #[cfg(test)]
 mod tests;

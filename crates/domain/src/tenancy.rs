@@ -54,7 +54,7 @@ pub struct Environment {
 pub enum Role {
     /// `events`: Action Flows (read, write, trigger), end users and cards; the SDK's credential.
     Events,
-    /// `workbench`: webhooks, push notification platforms and end users.
+    /// `workbench`: webhooks, push notification platforms, SDK keys and end users.
     Workbench,
     /// `auth`: the Credentials API. Only an administrator creates keys with it.
     Auth,
@@ -112,6 +112,10 @@ pub enum Scope {
     CredentialsRead,
     /// `environment_settings:write`: grants [`Permission::EnvironmentSettingsWrite`].
     EnvironmentSettingsWrite,
+    /// `sdk_keys:read`: grants [`Permission::SdkKeysRead`].
+    SdkKeysRead,
+    /// `sdk_keys:write`: grants [`Permission::SdkKeysWrite`].
+    SdkKeysWrite,
 }
 
 crate::spelling::spelled!(Scope {
@@ -132,6 +136,8 @@ crate::spelling::spelled!(Scope {
     CredentialsWrite => "credentials:write",
     CredentialsRead => "credentials:read",
     EnvironmentSettingsWrite => "environment_settings:write",
+    SdkKeysRead => "sdk_keys:read",
+    SdkKeysWrite => "sdk_keys:write",
 });
 
 impl FromStr for Scope {
@@ -183,6 +189,10 @@ pub enum Permission {
     /// Change the environment's settings (approvals on or off): not a permission of the keys
     /// whose drafts the approvals are meant to check (docs/api.md, Credentials).
     EnvironmentSettingsWrite,
+    /// List and read the environment's SDK keys (contract §15).
+    SdkKeysRead,
+    /// Add, change and delete the environment's SDK keys.
+    SdkKeysWrite,
 }
 
 impl Permission {
@@ -207,6 +217,8 @@ impl Permission {
             Scope::CredentialsWrite => Permission::CredentialsWrite,
             Scope::CredentialsRead => Permission::CredentialsRead,
             Scope::EnvironmentSettingsWrite => Permission::EnvironmentSettingsWrite,
+            Scope::SdkKeysRead => Permission::SdkKeysRead,
+            Scope::SdkKeysWrite => Permission::SdkKeysWrite,
         }
     }
 
@@ -230,6 +242,8 @@ impl Permission {
             Permission::CredentialsWrite => Scope::CredentialsWrite,
             Permission::CredentialsRead => Scope::CredentialsRead,
             Permission::EnvironmentSettingsWrite => Scope::EnvironmentSettingsWrite,
+            Permission::SdkKeysRead => Scope::SdkKeysRead,
+            Permission::SdkKeysWrite => Scope::SdkKeysWrite,
         }
     }
 
@@ -249,7 +263,9 @@ impl Permission {
             Permission::WebhooksRead
             | Permission::WebhooksWrite
             | Permission::NotificationPlatformsRead
-            | Permission::NotificationPlatformsWrite => &[Role::Workbench],
+            | Permission::NotificationPlatformsWrite
+            | Permission::SdkKeysRead
+            | Permission::SdkKeysWrite => &[Role::Workbench],
             Permission::UsersRead | Permission::UsersWrite => &[Role::Events, Role::Workbench],
             Permission::CredentialsWrite
             | Permission::CredentialsRead
@@ -405,7 +421,19 @@ pub struct Principal {
     pub access: KeyAccess,
     /// Environments this caller may use, resolved at authentication time.
     pub environment_ids: Vec<String>,
+    /// The one end user this caller is, when it signed in with a user token (contract §15):
+    /// it then reaches that user's own end-user routes ([`Principal::authorize_user`]) and
+    /// nothing else ([`Principal::authorize`] refuses it). `None` for API keys.
+    pub end_user: Option<String>,
 }
+
+/// What a user token may do on its own user's routes: read the feed and act on its cards,
+/// and register, list and remove its devices.
+const END_USER_PERMISSIONS: [Permission; 3] = [
+    Permission::CardsWrite,
+    Permission::UsersRead,
+    Permission::UsersWrite,
+];
 
 impl Principal {
     /// A caller trusted in-process: another service reusing this crate, which authenticated
@@ -426,6 +454,35 @@ impl Principal {
             organisation_id: organisation_id.to_owned(),
             access: KeyAccess::Scopes(Scope::ALL.to_vec()),
             environment_ids: environment_ids.iter().map(|e| (*e).to_owned()).collect(),
+            end_user: None,
+        }
+    }
+
+    /// The end user `end_user` of `environment_id`, signed in with a token of the SDK key
+    /// `sdk_key_id` (contract §15): it may use [`Principal::authorize_user`] for itself only.
+    ///
+    /// ```
+    /// use workbench_domain::{DomainError, Permission, Principal};
+    ///
+    /// let me = Principal::end_user("sdk_1", "env_1", "u1");
+    /// assert!(me.authorize_user("env_1", Permission::CardsWrite, "u1").is_ok());
+    /// // Another user's routes, and every route that is not an end user's, are closed.
+    /// assert!(matches!(
+    ///     me.authorize_user("env_1", Permission::CardsWrite, "u2"),
+    ///     Err(DomainError::Unauthenticated)
+    /// ));
+    /// assert!(matches!(
+    ///     me.authorize("env_1", Permission::ActionFlowsRead),
+    ///     Err(DomainError::Unauthenticated)
+    /// ));
+    /// ```
+    pub fn end_user(sdk_key_id: &str, environment_id: &str, end_user: &str) -> Self {
+        Self {
+            key_id: format!("{sdk_key_id}/{end_user}"),
+            organisation_id: String::new(),
+            access: KeyAccess::Scopes(Vec::new()),
+            environment_ids: vec![environment_id.to_owned()],
+            end_user: Some(end_user.to_owned()),
         }
     }
 
@@ -437,13 +494,36 @@ impl Principal {
         environment_id: &str,
         permission: Permission,
     ) -> Result<(), DomainError> {
-        if !self.environment_ids.iter().any(|e| e == environment_id) {
+        if self.end_user.is_some() || !self.environment_ids.iter().any(|e| e == environment_id) {
             return Err(DomainError::Unauthenticated);
         }
         if !self.access.allows(permission) {
             return Err(DomainError::Forbidden(permission.denial()));
         }
         Ok(())
+    }
+
+    /// Like [`Principal::authorize`], on a route of the end user `end_user` (its feed, its
+    /// cards' actions, its devices): an end user's own token passes for its own routes when
+    /// `permission` is one an end user has, and is refused on any other user's
+    /// ([`DomainError::Unauthenticated`]); a key is checked as [`Principal::authorize`] does.
+    pub fn authorize_user(
+        &self,
+        environment_id: &str,
+        permission: Permission,
+        end_user: &str,
+    ) -> Result<(), DomainError> {
+        match &self.end_user {
+            None => self.authorize(environment_id, permission),
+            Some(me)
+                if me == end_user
+                    && END_USER_PERMISSIONS.contains(&permission)
+                    && self.environment_ids.iter().any(|e| e == environment_id) =>
+            {
+                Ok(())
+            }
+            Some(_) => Err(DomainError::Unauthenticated),
+        }
     }
 }
 

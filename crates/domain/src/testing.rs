@@ -31,5 +31,6 @@ pub fn caller(env: &str, access: KeyAccess) -> Principal {
         organisation_id: "org_1".into(),
         access,
         environment_ids: vec![env.into()],
+        end_user: None,
     }
 }

@@ -2475,7 +2475,7 @@ proptest! {
         };
         // Half the cases put the times near `now`, where the boundaries are.
         let close = |t: Option<i64>| t.map(|t| if t % 2 == 0 { now.saturating_add(near) } else { t });
-        let claims = TokenClaims { sub, exp: close(exp), iat: close(iat), nbf: close(nbf), iss: None };
+        let claims = TokenClaims { sub, exp: close(exp), iat: close(iat), nbf: close(nbf), iss: None, other: Default::default() };
         if check_claims(&claims, &policy, "u1", now).is_ok() {
             let (exp, iat) = (claims.exp.unwrap_or_default(), claims.iat.unwrap_or_default());
             prop_assert_eq!(claims.sub.as_deref(), Some("u1"));

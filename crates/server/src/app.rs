@@ -203,6 +203,12 @@ impl App {
                 Arc::new(DieselSettingsRepository::new(db.clone())),
                 clock.clone(),
             )),
+            sdk: Arc::new(domain::sdk::SdkKeyService::new(
+                Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
+                users.clone(),
+                Arc::new(adapters_jwt::JwtVerifier::default()),
+                clock.clone(),
+            )),
             audience: Arc::new(AudienceService::new(
                 users,
                 segments,

@@ -10,6 +10,7 @@ pub mod oauth;
 pub mod ops;
 pub mod push;
 pub mod query;
+pub mod sdk_keys;
 pub mod stats;
 pub mod tasks;
 pub mod trigger;

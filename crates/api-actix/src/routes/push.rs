@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::timestamp;
-use crate::auth::Caller;
+use crate::auth::{Caller, UserCaller};
 use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
@@ -304,11 +304,11 @@ pub struct DeviceListResponse {
     responses(
         (status = 200, description = "The user's devices (none for an unknown user)", body = DeviceListResponse),
     ),
-    security(("bearer" = ["users:read"]))
+    security(("bearer" = ["users:read"]), ("userToken" = []))
 )]
 pub async fn list_devices(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
@@ -403,18 +403,20 @@ pub async fn card_pushes(
         (status = 200, description = "The device", body = DeviceResponse),
         (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = ["users:write"]))
+    security(("bearer" = ["users:write"]), ("userToken" = []))
 )]
 pub async fn register_device(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId, String)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, token) = path.into_inner();
     // The key before the body (contract §16): 401 and 403 come before 400.
-    caller.0.authorize(&env, domain::Permission::UsersWrite)?;
+    caller
+        .0
+        .authorize_user(&env, domain::Permission::UsersWrite, &user)?;
     let body = Value::Object(json_object(&req, &body)?);
     let d = state
         .devices
@@ -435,11 +437,11 @@ pub async fn register_device(
         (status = 204, description = "Forgotten"),
         (status = 404, response = crate::problem::NotFound),
     ),
-    security(("bearer" = ["users:write"]))
+    security(("bearer" = ["users:write"]), ("userToken" = []))
 )]
 pub async fn unregister_device(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, token) = path.into_inner();

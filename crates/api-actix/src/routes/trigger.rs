@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::query::{cursor, one_of, Query};
 use super::timestamp;
-use crate::auth::Caller;
+use crate::auth::{Caller, UserCaller};
 use crate::body::{json_object, Fields};
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
@@ -400,17 +400,19 @@ pub async fn invocations(
     responses(
         (status = 200, description = "The feed", body = FeedResponse),
     ),
-    security(("bearer" = ["cards:write"]))
+    security(("bearer" = ["cards:write"]), ("userToken" = []))
 )]
 pub async fn feed(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
     // The key before the query (contract §16): 401 and 403 come before 400.
-    caller.0.authorize(&env, domain::Permission::CardsWrite)?;
+    caller
+        .0
+        .authorize_user(&env, domain::Permission::CardsWrite, &user)?;
     let stream = Query::parse(&req)?.get("streamId");
     let cards = state.cards.feed(&caller.0, &env, &user, stream).await?;
     Ok(HttpResponse::Ok().json(FeedResponse {
@@ -433,17 +435,19 @@ pub async fn feed(
         (status = 404, response = crate::problem::NotFound),
         (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = ["cards:write"]))
+    security(("bearer" = ["cards:write"]), ("userToken" = []))
 )]
 pub async fn act(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId, CardId)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user, card) = path.into_inner();
-    caller.0.authorize(&env, Permission::CardsWrite)?;
+    caller
+        .0
+        .authorize_user(&env, Permission::CardsWrite, &user)?;
     let object = json_object(&req, &body)?;
     let mut fields = Fields::new(&object);
     let action = fields.string("action");

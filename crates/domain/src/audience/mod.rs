@@ -149,6 +149,18 @@ pub trait EndUserRepository: Send + Sync {
     ) -> Result<Option<EndUser>, StorageError>;
     /// Deletes the user and its tags. False when there was no such user.
     async fn delete(&self, environment_id: &str, user_id: &str) -> Result<bool, StorageError>;
+    /// An end user signing in (contract §15), in one transaction: when the environment has no
+    /// user of this id, creates it (not a test user, no tags) with `attributes`, `created`
+    /// and `updated` at `at`; otherwise sets each of `attributes` on it, keeping its other
+    /// attributes and its tags, and `updated` at `at` only when a value changed (an
+    /// unchanged user is not written).
+    async fn merge_attributes(
+        &self,
+        environment_id: &str,
+        user_id: &str,
+        attributes: Map<String, Value>,
+        at: Timestamp,
+    ) -> Result<(), StorageError>;
     /// Users matching the query, by id, after `page.after`, at most `page.limit + 1`.
     ///
     /// In ascending order of id, strictly after `page.after` when given: the services page

@@ -18,6 +18,7 @@ fn who(key: &str) -> Principal {
         organisation_id: "org_1".into(),
         access: KeyAccess::Scopes(vec![Scope::ActionFlowsRead, Scope::ActionFlowsWrite]),
         environment_ids: vec![ENV.into()],
+        end_user: None,
     }
 }
 

@@ -120,7 +120,7 @@ impl DeviceService {
         token: &str,
         body: &Value,
     ) -> Result<Device, DomainError> {
-        who.authorize(env, Permission::UsersWrite)?;
+        who.authorize_user(env, Permission::UsersWrite, user_id)?;
         let mut errors = Vec::new();
         crate::audience::validate_user_id(&mut errors, "endUserId", user_id);
         if token.is_empty()
@@ -174,7 +174,7 @@ impl DeviceService {
         env: &EnvironmentId,
         user_id: &EndUserId,
     ) -> Result<Vec<Device>, DomainError> {
-        who.authorize(env, Permission::UsersRead)?;
+        who.authorize_user(env, Permission::UsersRead, user_id)?;
         Ok(self.devices.of_user(env, user_id).await?)
     }
 
@@ -187,7 +187,7 @@ impl DeviceService {
         user_id: &EndUserId,
         token: &str,
     ) -> Result<(), DomainError> {
-        who.authorize(env, Permission::UsersWrite)?;
+        who.authorize_user(env, Permission::UsersWrite, user_id)?;
         if !self.devices.delete(env, user_id, token).await? {
             return Err(DomainError::NotFound(Resource::Device));
         }

@@ -10,6 +10,7 @@ fn who() -> Principal {
         organisation_id: "org_1".into(),
         access: KeyAccess::Roles(vec![Role::Workbench]),
         environment_ids: vec!["env_1".into()],
+        end_user: None,
     }
 }
 

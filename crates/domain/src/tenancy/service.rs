@@ -190,6 +190,7 @@ impl AuthService {
             organisation_id: key.organisation_id,
             access: key.access,
             environment_ids,
+            end_user: None,
         };
         Ok((principal, expires))
     }

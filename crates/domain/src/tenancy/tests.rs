@@ -73,6 +73,7 @@ fn authorize_says_401_for_foreign_environments_and_403_for_missing_permissions()
         organisation_id: "org_1".into(),
         access: KeyAccess::Roles(vec![Role::Events]),
         environment_ids: vec!["env_a".into()],
+        end_user: None,
     };
     assert!(p.authorize("env_a", Permission::ActionFlowsRead).is_ok());
     assert!(matches!(
@@ -232,6 +233,7 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
         organisation_id: "org_1".into(),
         access: KeyAccess::Roles(vec![Role::Auth]),
         environment_ids: vec!["env_a".into()],
+        end_user: None,
     };
     let issued = svc
         .create_credential(&auth, &"env_a".into(), Role::Workbench)
@@ -306,6 +308,7 @@ async fn revoke_only_reaches_keys_of_the_same_organisation_and_environment() {
         organisation_id: "org_1".into(),
         access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
         environment_ids: vec!["env_a".into(), "env_b".into()],
+        end_user: None,
     };
     svc.revoke_credential(&auth, &"env_a".into(), &"key_mine".into())
         .await
@@ -345,6 +348,7 @@ async fn revocation_reaches_only_keys_whose_environments_lie_within_the_callers(
         organisation_id: "org_1".into(),
         access: KeyAccess::Scopes(vec![Scope::CredentialsWrite]),
         environment_ids: envs.iter().map(|e| (*e).to_owned()).collect(),
+        end_user: None,
     };
     let only_a = caller("key_admin_a", &["env_a"]);
     for beyond in ["key_all", "key_ab"] {
@@ -634,6 +638,7 @@ async fn keys_are_listed_only_for_a_caller_that_may_read_credentials() {
         organisation_id: "org_1".into(),
         access: KeyAccess::Scopes(vec![Scope::CredentialsRead]),
         environment_ids: vec!["env_a".into()],
+        end_user: None,
     };
     let page = auth
         .list_credentials(

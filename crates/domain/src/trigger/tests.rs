@@ -1117,6 +1117,7 @@ mod runs_at_record_time {
             organisation_id: "org".into(),
             access: KeyAccess::Roles(vec![Role::Events]),
             environment_ids: vec!["env".into()],
+            end_user: None,
         }
     }
 
