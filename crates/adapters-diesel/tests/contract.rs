@@ -228,11 +228,19 @@ async fn the_credentials_read_scope_goes_to_keys_that_may_write_credentials(url:
     );
 }
 
-async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
+/// A migration that gives `added` to the keys that held every scope before them (all but
+/// `later`, which did not exist yet): run it on a key with all of those and on one lacking the
+/// first, and check who gained what.
+async fn scopes_go_to_keys_that_held_every_scope(
+    url: &str,
+    migration: &str,
+    added: &[Scope],
+    later: &[Scope],
+) {
     let (_db, repo) = seeded(url).await;
     let before: Vec<Scope> = Scope::ALL
         .into_iter()
-        .filter(|s| *s != Scope::EnvironmentSettingsWrite)
+        .filter(|s| !added.contains(s) && !later.contains(s))
         .collect();
     let all = key(
         "key_all",
@@ -248,12 +256,11 @@ async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
     );
     repo.insert_key(&all).await.expect("all");
     repo.insert_key(&some).await.expect("some");
-    let statement: String =
-        include_str!("../../../migrations/sqlite/20261125000018_settings_scope/up.sql")
-            .lines()
-            .filter(|l| !l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n");
+    let statement: String = migration
+        .lines()
+        .filter(|l| !l.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let changed = adapters_diesel::testing::raw_texts(
         url,
         &format!(
@@ -263,15 +270,37 @@ async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
     );
     assert_eq!(changed, ["key_all"]);
     let access = |id| async move { repo_key(url, id).await };
+    let mut gained = before.clone();
+    gained.extend_from_slice(added);
     assert_eq!(
         access("key_all").await,
-        KeyAccess::Scopes(Scope::ALL.to_vec()),
-        "every scope, the new one last"
+        KeyAccess::Scopes(gained),
+        "every scope, the new ones last"
     );
     assert_eq!(
         access("key_some").await,
         KeyAccess::Scopes(before[1..].to_vec())
     );
+}
+
+async fn the_settings_scope_goes_to_keys_that_held_every_scope(url: &str) {
+    scopes_go_to_keys_that_held_every_scope(
+        url,
+        include_str!("../../../migrations/sqlite/20261125000018_settings_scope/up.sql"),
+        &[Scope::EnvironmentSettingsWrite],
+        &[Scope::SdkKeysRead, Scope::SdkKeysWrite],
+    )
+    .await;
+}
+
+async fn the_sdk_key_scopes_go_to_keys_that_held_every_scope(url: &str) {
+    scopes_go_to_keys_that_held_every_scope(
+        url,
+        include_str!("../../../migrations/sqlite/20261126000041_sdk_key_scopes/up.sql"),
+        &[Scope::SdkKeysRead, Scope::SdkKeysWrite],
+        &[],
+    )
+    .await;
 }
 
 async fn repo_key(url: &str, id: &str) -> KeyAccess {
@@ -525,6 +554,7 @@ both_backends!(
     organisations_and_environments_round_trip,
     keys_round_trip_with_roles_scopes_and_grants,
     the_settings_scope_goes_to_keys_that_held_every_scope,
+    the_sdk_key_scopes_go_to_keys_that_held_every_scope,
     a_key_granted_an_unknown_environment_is_refused_whole,
     revoking_a_key_kills_its_tokens,
     expired_tokens_are_swept_when_new_ones_are_issued,
