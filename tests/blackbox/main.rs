@@ -8,6 +8,7 @@ mod bulk;
 mod cancel;
 mod clock;
 mod document;
+mod feed;
 mod flows;
 mod folders;
 mod hang;

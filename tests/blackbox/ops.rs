@@ -518,6 +518,16 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         ),
         ("/oauth/token", "post", &["200", "400", "401", "415", "503"]),
         (
+            "/v1/{environmentId}/users/{endUserId}/cards/count",
+            "get",
+            &["200", "400", "401", "403", "429"],
+        ),
+        (
+            "/v1/{environmentId}/users/{endUserId}/cards/stream",
+            "get",
+            &["200", "400", "401", "403", "429"],
+        ),
+        (
             "/v1/{environmentId}/sdk-keys",
             "post",
             &[
@@ -572,7 +582,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 59, "a new endpoint must be added to this test");
+    assert_eq!(paths, 61, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     // End users' own tokens (contract §15): a second scheme, on their routes only.
@@ -598,6 +608,8 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         with_user_token,
         [
             "get /v1/{environmentId}/users/{endUserId}/cards",
+            "get /v1/{environmentId}/users/{endUserId}/cards/count",
+            "get /v1/{environmentId}/users/{endUserId}/cards/stream",
             "post /v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
             "get /v1/{environmentId}/users/{endUserId}/devices",
             "delete /v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",

@@ -47,16 +47,9 @@ impl CardRepository for DieselCardRepository {
                     .select(CardRow::as_select())
                     .into_boxed();
                 if let Some(stream) = stream_id {
-                    // stream_ids is a JSON array of ids; ids hold no quote, % or _ of their own
-                    // that matter once quoted and escaped.
-                    let quoted = serde_json::to_string(&stream)
-                        .unwrap_or_default()
-                        .replace('\\', "\\\\")
-                        .replace('%', "\\%")
-                        .replace('_', "\\_");
                     query = query.filter(
                         card_instances::stream_ids
-                            .like(format!("%{quoted}%"))
+                            .like(crate::rows::stream_pattern(&stream))
                             .escape('\\'),
                     );
                 }

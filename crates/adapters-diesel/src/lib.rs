@@ -18,6 +18,7 @@ pub mod db;
 mod error;
 #[cfg(feature = "testing")]
 pub mod faults;
+mod feed;
 mod flows;
 mod folders;
 mod health;
@@ -52,6 +53,7 @@ pub use db::{
     apply_migrations, schema_status, Backend, Database, DatabaseError, DatabaseUrl, SchemaStatus,
     Synchronous, Waits, WAL_LIMIT_BYTES,
 };
+pub use feed::{listen as listen_for_feed, DieselFeedRepository, CHANNEL as FEED_CHANNEL};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;

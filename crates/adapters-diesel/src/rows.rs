@@ -349,6 +349,17 @@ pub(crate) fn errors_text(batch: &BatchResult) -> String {
     serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())
 }
 
+/// The `LIKE` pattern (escaped with `\`) of the cards in `stream`: `stream_ids` is a JSON array of
+/// ids, and ids hold no quote, `%` or `_` of their own that matter once quoted and escaped.
+pub(crate) fn stream_pattern(stream: &str) -> String {
+    let quoted = serde_json::to_string(stream)
+        .unwrap_or_default()
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    format!("%{quoted}%")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,9 +29,11 @@ pub(crate) fn insert_events(
 }
 
 /// The outboxes: webhook deliveries and pushes commit with their events.
+/// And the feed's streams are told whose cards changed, when the transaction commits.
 pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Result<(), Failure> {
     crate::webhooks::enqueue(conn, events)?;
-    crate::push_jobs::enqueue(conn, events)
+    crate::push_jobs::enqueue(conn, events)?;
+    crate::feed::note(conn, events)
 }
 
 /// Runs packed statements, built for SQLite; the rows they inserted.

@@ -26,12 +26,12 @@ pub struct UserCaller(pub Principal);
 
 /// Whether a bearer is a JWT rather than a key secret or access token: three base64url
 /// parts, the first a JSON object (`eyJ`).
-fn is_jwt(credential: &str) -> bool {
+pub(crate) fn is_jwt(credential: &str) -> bool {
     credential.starts_with("eyJ") && credential.bytes().filter(|b| *b == b'.').count() == 2
 }
 
 /// The credential of an `Authorization: Bearer ...` header, if well formed.
-fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
+pub(crate) fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
     let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
         ApiError::unauthorized("send the API key as `Authorization: Bearer <key>`")
     })?;

@@ -5,6 +5,7 @@ mod auth;
 mod body;
 pub mod client;
 mod edge;
+mod hub;
 mod limits;
 mod metrics;
 pub mod openapi;
@@ -27,6 +28,7 @@ use domain::card::CardService;
 use domain::trigger::TriggerService;
 use domain::{AuthService, FlowService, FolderService, HealthProbe};
 
+pub use hub::FeedHub;
 pub use limits::{Rate, RateLimitOptions, RateLimits};
 pub use metrics::Metrics;
 pub use problem::{ApiError, Problem};
@@ -53,6 +55,10 @@ pub struct AppState {
     pub stats: Arc<domain::stats::StatsService>,
     /// SDK keys, and end users signed in with their tokens (contract §15).
     pub sdk: Arc<domain::sdk::SdkKeyService>,
+    /// Card counts and the changes feed streams send (contract §12).
+    pub feed: Arc<domain::feed::FeedService>,
+    /// The open feed streams of the process, woken by whose cards changed.
+    pub hub: Arc<FeedHub>,
     pub health: Arc<dyn HealthProbe>,
     /// The background loops of the process (stalled ones make `/readyz` answer 503).
     pub loops: Arc<domain::health::Loops>,
@@ -79,6 +85,7 @@ pub struct AppState {
 /// the order changes nothing else.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::trigger::configure(cfg);
+    routes::feed::configure(cfg);
     routes::ops::configure(cfg);
     routes::oauth::configure(cfg);
     routes::environments::configure(cfg);

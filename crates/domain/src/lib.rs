@@ -108,6 +108,7 @@ pub mod card;
 #[cfg(feature = "contract")]
 pub mod contract;
 pub mod error;
+pub mod feed;
 pub mod flow;
 pub mod folder;
 pub mod health;
@@ -175,6 +176,7 @@ pub mod mocks {
     pub use crate::bulk::MockBulkRepository;
     pub use crate::cancel::MockCancelRepository;
     pub use crate::card::MockCardRepository;
+    pub use crate::feed::MockFeedRepository;
     pub use crate::flow::{MockFlowRepository, MockSettingsRepository};
     pub use crate::folder::MockFolderRepository;
     pub use crate::health::MockHealthProbe;

@@ -88,8 +88,14 @@ impl App {
         let segments = Arc::new(DieselSegmentRepository::new(db.clone()));
         let streams = Arc::new(DieselStreamRepository::new(db.clone()));
         let invocations = Arc::new(DieselInvocationRepository::new(db.clone()));
-        let cards = Arc::new(CardService::new(
-            Arc::new(DieselCardRepository::new(db.clone())),
+        let card_repo = Arc::new(DieselCardRepository::new(db.clone()));
+        let cards = Arc::new(CardService::new(card_repo.clone(), clock.clone()));
+        // Contract §12: every commit of card events wakes the streams of their users.
+        let hub = Arc::new(api_actix::FeedHub::default());
+        db.tell_feed(hub.clone());
+        let feed = Arc::new(domain::feed::FeedService::new(
+            Arc::new(adapters_diesel::DieselFeedRepository::new(db.clone())),
+            card_repo,
             clock.clone(),
         ));
         let engine = Arc::new(
@@ -203,6 +209,8 @@ impl App {
                 Arc::new(DieselSettingsRepository::new(db.clone())),
                 clock.clone(),
             )),
+            feed,
+            hub,
             sdk: Arc::new(domain::sdk::SdkKeyService::new(
                 Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
                 users.clone(),

@@ -675,6 +675,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let supervisor = app.supervisor();
     let state = app.start_loops(&supervisor);
     let shutting_down = state.shutting_down.clone();
+    // Contract §12: other processes' changes of cards reach this one's streams (PostgreSQL).
+    let hub = state.hub.clone();
+    let stop_listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listener_thread = adapters_diesel::listen_for_feed(
+        DatabaseUrl::parse(settings.database_url.expose_secret())?,
+        hub.clone(),
+        stop_listening.clone(),
+    );
     let options = ServerOptions {
         workers: settings.workers,
         shutdown_timeout: Duration::from_secs(settings.shutdown_timeout_seconds),
@@ -703,6 +711,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // drain, the listener closes and in-flight requests finish; then the loops finish what
     // they hold and release it, so another process takes the work over at once.
     shutting_down.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Feed streams end now, cleanly: their clients reconnect to a process that stays.
+    hub.close_all();
     let drain = Duration::from_secs(settings.shutdown_drain_seconds);
     tracing::info!(
         drain_seconds = drain.as_secs(),
@@ -726,6 +736,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     match serving.await {
         Ok(result) => result?,
         Err(e) => tracing::warn!(error = %e, "the HTTP server task ended abnormally"),
+    }
+    stop_listening.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(thread) = listener_thread {
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     }
     tracing::info!("stopped");
     Ok(())

@@ -14,6 +14,7 @@ use domain::StorageError;
 
 mod calls;
 mod migrations;
+pub(crate) mod notices;
 mod url;
 
 use calls::*;
@@ -163,6 +164,8 @@ pub struct Database {
     /// How long calls waited for a connection: for a turn at the gate and for the pool
     /// (`workbench_db_pool_wait_seconds`).
     checkouts: Arc<domain::health::Durations>,
+    /// Told whose cards changed when a write transaction commits (contract §12).
+    feed: notices::FeedSink,
 }
 
 /// The buckets of the waits for a connection, in seconds: from a free connection at once to
@@ -226,7 +229,15 @@ impl Database {
             gate: Arc::new(tokio::sync::Semaphore::new(pool_size.max(1) as usize)),
             canceller,
             checkouts: Arc::new(domain::health::Durations::new(CHECKOUT_BUCKETS)),
+            feed: Default::default(),
         })
+    }
+
+    /// Tells `notices` whose cards changed each time a write transaction of this database (or
+    /// of a clone) commits card events (contract §12). On PostgreSQL, other processes'
+    /// changes come through [`crate::listen_for_feed`].
+    pub fn tell_feed(&self, notices: Arc<dyn domain::feed::FeedNotices>) {
+        self.feed.set(notices);
     }
 
     /// When a call starting now must be answered (contract §20): one deadline for the wait
@@ -398,8 +409,13 @@ impl Database {
     {
         let deadline = self.deadline();
         let _turn = self.writers_turn(deadline).await?;
+        let feed = self.feed.clone();
         let outcome = self
-            .run_unreported(deadline, move |conn| write_transaction(conn, work))
+            .run_unreported(deadline, move |conn| {
+                let outcome = write_transaction(conn, work);
+                feed.tell(notices::take());
+                outcome
+            })
             .await;
         self.reported(outcome, true)
     }
@@ -444,28 +460,35 @@ impl Database {
         let deadline = self.deadline();
         let _turn = self.writers_turn(deadline).await?;
         let relax = self.synchronous == Synchronous::Full;
+        let feed = self.feed.clone();
         let outcome = self
-            .run_unreported(deadline, move |conn| match conn {
-                AnyConnection::Sqlite(c) if relax => {
-                    c.batch_execute("PRAGMA synchronous = NORMAL")?;
-                    let outcome = write_transaction(conn, work);
-                    // Setting a pragma outside a transaction fails only on a broken
-                    // connection, which the pool discards.
-                    let restored = match conn {
-                        AnyConnection::Sqlite(c) => c.batch_execute("PRAGMA synchronous = FULL"),
-                        AnyConnection::Postgresql(_) => Ok(()),
-                    };
-                    let value = outcome?;
-                    restored?;
-                    Ok(value)
-                }
-                AnyConnection::Sqlite(_) => write_transaction(conn, work),
-                AnyConnection::Postgresql(_) => write_transaction(conn, |conn| {
-                    if let AnyConnection::Postgresql(c) = &mut *conn {
-                        c.batch_execute("SET LOCAL synchronous_commit = off")?;
+            .run_unreported(deadline, move |conn| {
+                let outcome = match conn {
+                    AnyConnection::Sqlite(c) if relax => {
+                        c.batch_execute("PRAGMA synchronous = NORMAL")?;
+                        let outcome = write_transaction(conn, work);
+                        // Setting a pragma outside a transaction fails only on a broken
+                        // connection, which the pool discards.
+                        let restored = match conn {
+                            AnyConnection::Sqlite(c) => {
+                                c.batch_execute("PRAGMA synchronous = FULL")
+                            }
+                            AnyConnection::Postgresql(_) => Ok(()),
+                        };
+                        let value = outcome?;
+                        restored?;
+                        Ok(value)
                     }
-                    work(conn)
-                }),
+                    AnyConnection::Sqlite(_) => write_transaction(conn, work),
+                    AnyConnection::Postgresql(_) => write_transaction(conn, |conn| {
+                        if let AnyConnection::Postgresql(c) = &mut *conn {
+                            c.batch_execute("SET LOCAL synchronous_commit = off")?;
+                        }
+                        work(conn)
+                    }),
+                };
+                feed.tell(notices::take());
+                outcome
             })
             .await;
         self.reported(outcome, true)
@@ -487,7 +510,9 @@ impl Database {
         let pooled = self.pool.get_timeout(self.waits.pool);
         self.checkouts.observe(started.elapsed());
         let mut pooled = pooled.map_err(|e| StorageError::Unavailable(e.to_string()))?;
-        let outcome = match write_transaction(&mut pooled.conn, work) {
+        let written = write_transaction(&mut pooled.conn, work);
+        self.feed.tell(notices::take());
+        let outcome = match written {
             Ok(value) => Ok(Some(value)),
             Err(Failure::Retry) => Ok(None),
             Err(failure) => Err(StorageError::from(failure)),
@@ -602,6 +627,7 @@ where
     F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
 {
     type Manager = <AnyConnection as Connection>::TransactionManager;
+    notices::discard();
     match conn {
         AnyConnection::Sqlite(inner) => {
             AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")?
@@ -612,11 +638,13 @@ where
         Ok(value) => match Manager::commit_transaction(conn) {
             Ok(()) => Ok(value),
             Err(commit) => {
+                notices::discard();
                 let _ = Manager::rollback_transaction(conn);
                 Err(commit.into())
             }
         },
         Err(failure) => {
+            notices::discard();
             // SQLite rolls a transaction back by itself on some errors (a full disk among
             // them): the rollback then finds none, and the failure that caused it is the
             // answer. A connection left in doubt is discarded by the pool (`has_broken`).

@@ -4,6 +4,7 @@ pub mod audience;
 pub mod bulk;
 pub mod credentials;
 pub mod environments;
+pub mod feed;
 pub mod flows;
 pub mod folders;
 pub mod oauth;

@@ -1,0 +1,255 @@
+//! The end-user feed in real time (contract §12): the open-card count, and a Server-Sent Events
+//! stream of each change of the user's cards, resumable with `Last-Event-ID`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::feed::{FeedCursor, FeedEvent};
+use domain::id::{EndUserId, EnvironmentId};
+use domain::{DomainError, Permission};
+use serde::Serialize;
+use serde_json::json;
+use tokio::time::Instant;
+use utoipa::ToSchema;
+
+use super::query::Query;
+use super::trigger::CardDto;
+use crate::auth::UserCaller;
+use crate::hub::Watch;
+use crate::problem::ApiError;
+use crate::AppState;
+
+/// A comment line this often keeps the connection open through proxies.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often an open stream checks that its credential still holds: a revoked key or a
+/// deleted SDK key ends it.
+pub const RECHECK: Duration = Duration::from_secs(5);
+/// After a failed read (the database unavailable), the stream waits this long and reads again.
+const RETRY_READ: Duration = Duration::from_secs(1);
+/// The longest `Last-Event-ID` read; a longer one names no event.
+const LAST_EVENT_ID_MAX: usize = 64;
+
+#[derive(Serialize, ToSchema)]
+pub struct CardCount {
+    /// The user's open (active) cards, as the feed lists them.
+    #[schema(example = 3)]
+    pub total: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CardCountResponse {
+    pub data: CardCount,
+}
+
+/// How many cards the user's feed holds: the badge count.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/count", tag = "cards", operation_id = "countCards",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+        ("streamId" = Option<String>, Query, description = "Only cards in this stream"),
+    ),
+    responses((status = 200, description = "The open-card total", body = CardCountResponse)),
+    security(("bearer" = ["cards:write"]), ("userToken" = []))
+)]
+pub async fn count(
+    state: web::Data<AppState>,
+    caller: UserCaller,
+    path: web::Path<(EnvironmentId, EndUserId)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user) = path.into_inner();
+    caller
+        .0
+        .authorize_user(&env, Permission::CardsWrite, &user)?;
+    let stream = Query::parse(&req)?.get("streamId");
+    let total = state.feed.count(&caller.0, &env, &user, stream).await?;
+    Ok(HttpResponse::Ok().json(CardCountResponse {
+        data: CardCount { total },
+    }))
+}
+
+/// The user's feed as it changes: `text/event-stream`, one event per change of one of the
+/// user's cards. `id:` is the analytics event id, `event:` its name (`card-published`,
+/// `card-snoozed`, `card-completed`, ...), `data:` `{"card": <the card as the feed shows it,
+/// or null when it is not in the feed>, "count": <the open-card total>}`, both as they are
+/// when the event is sent. A comment line every 15 s keeps the connection open. With
+/// `Last-Event-ID`, every event after that one is sent first (up to 24 h back). A change made
+/// through any process sharing the database arrives within a second. The stream ends when
+/// its key is revoked (or its SDK key deleted) and when the service stops.
+#[utoipa::path(
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/stream", tag = "cards", operation_id = "streamCards",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+        ("streamId" = Option<String>, Query, description = "Only cards in this stream"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (an `id:` the stream sent)"),
+    ),
+    responses(
+        (status = 200, description = "Server-Sent Events, until the client leaves", content_type = "text/event-stream", body = String),
+    ),
+    security(("bearer" = ["cards:write"]), ("userToken" = []))
+)]
+pub async fn stream(
+    state: web::Data<AppState>,
+    caller: UserCaller,
+    path: web::Path<(EnvironmentId, EndUserId)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user) = path.into_inner();
+    caller
+        .0
+        .authorize_user(&env, Permission::CardsWrite, &user)?;
+    let stream_id = Query::parse(&req)?.get("streamId");
+    let last = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= LAST_EVENT_ID_MAX)
+        .map(str::to_owned);
+    let cursor = state
+        .feed
+        .open(&caller.0, &env, &user, stream_id, last)
+        .await?;
+    let watch = state.hub.watch(&env, &user);
+    let bearer = crate::auth::bearer(&req).unwrap_or_default();
+    let now = Instant::now();
+    let open = Open {
+        state: state.clone(),
+        cursor,
+        watch,
+        bearer,
+        env,
+        user,
+        // Reconnect after a second; and the first bytes go out at once.
+        pending: VecDeque::from([Bytes::from_static(b"retry: 1000\n\n")]),
+        read: true,
+        keep_alive: now + KEEP_ALIVE,
+        recheck: now + RECHECK,
+    };
+    let body = futures_util::stream::unfold(open, next);
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(body))
+}
+
+/// An open stream.
+struct Open {
+    state: web::Data<AppState>,
+    cursor: FeedCursor,
+    watch: Watch,
+    bearer: String,
+    env: EnvironmentId,
+    user: EndUserId,
+    /// Frames to send, in order.
+    pending: VecDeque<Bytes>,
+    /// Whether to read the user's changes before waiting again.
+    read: bool,
+    keep_alive: Instant,
+    recheck: Instant,
+}
+
+/// The stream's next frame; `None` ends it (the service stops, or the credential no longer
+/// holds).
+async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)> {
+    loop {
+        if let Some(frame) = open.pending.pop_front() {
+            return Some((Ok(frame), open));
+        }
+        if open.state.hub.is_closing() {
+            return None;
+        }
+        let now = Instant::now();
+        if now >= open.recheck {
+            if !still_signed_in(&open).await {
+                return None;
+            }
+            open.recheck = now + RECHECK;
+            continue;
+        }
+        if open.read {
+            match open.state.feed.changes(&mut open.cursor).await {
+                Ok(changes) => {
+                    open.read = changes.more;
+                    open.pending.extend(changes.events.into_iter().map(frame));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a feed stream could not read its changes; reading again shortly");
+                    tokio::time::sleep(RETRY_READ).await;
+                }
+            }
+            continue;
+        }
+        if now >= open.keep_alive {
+            open.keep_alive = now + KEEP_ALIVE;
+            open.pending
+                .push_back(Bytes::from_static(b": keep-alive\n\n"));
+            continue;
+        }
+        let until = open.keep_alive.min(open.recheck);
+        let woken = tokio::select! {
+            () = open.watch.watcher().changed() => true,
+            () = tokio::time::sleep_until(until) => false,
+        };
+        open.read |= woken;
+    }
+}
+
+/// Whether the stream's credential still reaches its user's feed. A storage fault is no
+/// refusal: the stream goes on, and is checked again later.
+async fn still_signed_in(open: &Open) -> bool {
+    let state = &open.state;
+    let checked = if crate::auth::is_jwt(&open.bearer) {
+        state
+            .sdk
+            .authenticate_user(&open.env, &open.user, &open.bearer)
+            .await
+            .map(|_| ())
+    } else {
+        match state
+            .auth
+            .authenticate_for(&open.bearer, Some(&open.env))
+            .await
+        {
+            Ok(principal) => {
+                principal.authorize_user(&open.env, Permission::CardsWrite, &open.user)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    !matches!(
+        checked,
+        Err(DomainError::Unauthenticated
+            | DomainError::Forbidden(_)
+            | DomainError::TokenRefused(_))
+    )
+}
+
+/// One event as the stream sends it.
+fn frame(event: FeedEvent) -> Bytes {
+    let data = json!({
+        "card": event.card.map(CardDto::from),
+        "count": event.count,
+    });
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        event.head.id, event.head.name
+    ))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/count")
+            .route(web::get().to(count)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/stream")
+            .route(web::get().to(stream)),
+    );
+}
