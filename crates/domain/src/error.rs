@@ -180,7 +180,7 @@ pub enum DomainError {
     /// An end user's token refused (contract §15): 401 with `WWW-Authenticate: Bearer
     /// error="invalid_token"` and the refusal's code, or 403 for another user's token.
     #[error("token refused: {}", .0.code())]
-    TokenRefused(crate::sdk::TokenRefusal),
+    TokenRefused(TokenRefusal),
     /// A legacy FCM server key (HTTP 400 `legacy_fcm_key_unsupported`).
     #[error("{0}")]
     LegacyFcmKey(String),
@@ -244,4 +244,46 @@ pub enum StorageError {
     /// Anything else: a bug or a corrupted row. Logged, answered with a 500.
     #[error("storage failure: {0}")]
     Internal(String),
+}
+
+/// Why an end user's token is refused (contract §15; the rules are in [`crate::sdk`]). Each
+/// is a 401 with `WWW-Authenticate: Bearer
+/// error="invalid_token"` and the problem code [`TokenRefusal::code`], except
+/// [`TokenRefusal::OtherUser`], a 403: the token is good, for another user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// Not a JWT, or a claim the checks need is missing or not of its type.
+    Malformed,
+    /// `kid` names no SDK key of the environment.
+    UnknownKey,
+    /// `alg` is not the one algorithm the key's type allows (`none`, `HS*`, or the other
+    /// type's): checked before the signature, so a key is never used with another algorithm.
+    Algorithm,
+    /// The signature does not verify with the key.
+    Signature,
+    /// `exp` has passed, or `nbf` has not come yet (each with [`crate::sdk::LEEWAY_SECONDS`]).
+    Expired,
+    /// `exp - iat` is longer than the key allows, or `iat` is in the future.
+    Lifetime,
+    /// `iss` is not one of the key's `allowedIssuers`.
+    Issuer,
+    /// `sub` is another end user than the path's.
+    OtherUser,
+}
+
+impl TokenRefusal {
+    /// The problem `code` of the refusal: `token_malformed`, `token_unknown_key`,
+    /// `token_signature` (a wrong algorithm too), `token_expired`, `token_lifetime`,
+    /// `token_issuer`; `forbidden` for another user's token.
+    pub const fn code(self) -> &'static str {
+        match self {
+            TokenRefusal::Malformed => "token_malformed",
+            TokenRefusal::UnknownKey => "token_unknown_key",
+            TokenRefusal::Algorithm | TokenRefusal::Signature => "token_signature",
+            TokenRefusal::Expired => "token_expired",
+            TokenRefusal::Lifetime => "token_lifetime",
+            TokenRefusal::Issuer => "token_issuer",
+            TokenRefusal::OtherUser => "forbidden",
+        }
+    }
 }

@@ -25,6 +25,8 @@
 //! assert_eq!(check_claims(&claims, &policy, "u2", now), Err(TokenRefusal::OtherUser));
 //! ```
 
+pub use crate::error::TokenRefusal;
+
 /// How long a token may live by default, `exp - iat` (`maxTokenExpiryDays`).
 pub const DEFAULT_MAX_TOKEN_EXPIRY_DAYS: u32 = 7;
 /// The longest a key may let its tokens live.
@@ -105,47 +107,6 @@ pub struct TokenClaims {
     pub iss: Option<String>,
     /// Every other claim, as sent: what an SDK key's `claimMappings` read.
     pub other: serde_json::Map<String, serde_json::Value>,
-}
-
-/// Why a token is refused. Each is a 401 with `WWW-Authenticate: Bearer
-/// error="invalid_token"` and the problem code [`TokenRefusal::code`], except
-/// [`TokenRefusal::OtherUser`], a 403: the token is good, for another user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenRefusal {
-    /// Not a JWT, or a claim the checks need is missing or not of its type.
-    Malformed,
-    /// `kid` names no SDK key of the environment.
-    UnknownKey,
-    /// `alg` is not the one algorithm the key's type allows (`none`, `HS*`, or the other
-    /// type's): checked before the signature, so a key is never used with another algorithm.
-    Algorithm,
-    /// The signature does not verify with the key.
-    Signature,
-    /// `exp` has passed, or `nbf` has not come yet (each with [`LEEWAY_SECONDS`]).
-    Expired,
-    /// `exp - iat` is longer than the key allows, or `iat` is in the future.
-    Lifetime,
-    /// `iss` is not one of the key's `allowedIssuers`.
-    Issuer,
-    /// `sub` is another end user than the path's.
-    OtherUser,
-}
-
-impl TokenRefusal {
-    /// The problem `code` of the refusal: `token_malformed`, `token_unknown_key`,
-    /// `token_signature` (a wrong algorithm too), `token_expired`, `token_lifetime`,
-    /// `token_issuer`; `forbidden` for another user's token.
-    pub const fn code(self) -> &'static str {
-        match self {
-            TokenRefusal::Malformed => "token_malformed",
-            TokenRefusal::UnknownKey => "token_unknown_key",
-            TokenRefusal::Algorithm | TokenRefusal::Signature => "token_signature",
-            TokenRefusal::Expired => "token_expired",
-            TokenRefusal::Lifetime => "token_lifetime",
-            TokenRefusal::Issuer => "token_issuer",
-            TokenRefusal::OtherUser => "forbidden",
-        }
-    }
 }
 
 /// Checks a token's header against the type of the key its `kid` named: the algorithm must be
