@@ -61,6 +61,8 @@ pub struct Scraped {
     pub backlog: Option<Backlog>,
     /// The connection pool ([`HealthProbe::pool`]).
     pub pool: Option<Pool>,
+    /// Feed streams open in this process (contract §12).
+    pub feed_streams: Option<usize>,
 }
 
 impl Metrics {
@@ -286,6 +288,14 @@ impl Metrics {
         if let Some(pool) = &scraped.pool {
             families.extend(pool_families(pool));
         }
+        if let Some(streams) = scraped.feed_streams {
+            families.push(family(
+                "workbench_feed_streams",
+                "Feed streams (GET .../cards/stream) open in this process",
+                MetricType::GAUGE,
+                vec![gauge(&[], streams as f64)],
+            ));
+        }
         families.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = Vec::new();
         TextEncoder::new().encode(&families, &mut out)?;
@@ -495,6 +505,7 @@ mod tests {
         let scraped = Scraped {
             backlog: m.backlog(&probe).await,
             pool: Some(Pool::default()),
+            feed_streams: None,
         };
         assert!(scraped.backlog.is_none());
         // Within the second, the failure is not read again (nor counted again).
@@ -517,6 +528,7 @@ mod tests {
         let scraped = Scraped {
             backlog: m.backlog(&probe).await,
             pool: None,
+            feed_streams: None,
         };
         let text = m.render_with(&scraped).expect("render");
         assert!(
@@ -553,9 +565,12 @@ mod tests {
                 active: 5,
                 waits: waits.snapshot(),
             }),
+            feed_streams: Some(7),
         };
         let text = m.render_with(&scraped).expect("render");
         for line in [
+            "workbench_feed_streams 7",
+            "# TYPE workbench_feed_streams gauge",
             "workbench_invocations_pending 12",
             "workbench_invocations_oldest_age_seconds 1.5",
             "workbench_webhook_deliveries_pending 0",

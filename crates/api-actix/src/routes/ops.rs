@@ -100,6 +100,7 @@ pub async fn metrics(
     let scraped = Scraped {
         backlog: state.metrics.backlog(state.health.as_ref()).await,
         pool: Some(state.health.pool()),
+        feed_streams: Some(state.hub.open_streams()),
     };
     let text = state.metrics.render_with(&scraped).map_err(|e| {
         tracing::error!(error = %e, "cannot render metrics");
