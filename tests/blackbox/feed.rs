@@ -307,6 +307,7 @@ async fn counts_and_streams_follow_the_stream_filter_and_the_feed_permission(s: 
 }
 
 async fn a_revoked_key_ends_its_stream(s: Server) {
+    let flow = flow_publishing(&s, "Live", config()).await;
     let key = s
         .admin(&["key", "create", "--env", &s.env, "--scope", "cards:write"])
         .expect("key");
@@ -315,11 +316,30 @@ async fn a_revoked_key_ends_its_stream(s: Server) {
         key["clientSecret"].as_str().expect("secret").to_owned(),
     );
     let mut feed = Feed::open(&s, "u1", &secret, None).await;
-    assert!(!feed.ends_within(Duration::from_millis(300)).await);
+    card_for(&s, &flow, "u1").await;
+    assert!(feed.next(SOON).await.is_some(), "a live key is told");
     s.admin(&["key", "revoke", &id]).expect("revoke");
-    // Checked every 5 s, the key read again after a second.
+    // The serving process reads the key again after a second; the next change finds it
+    // revoked: no event, the stream ends.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    card_for(&s, &flow, "u1").await;
+    assert!(feed.next(SOON).await.is_none(), "a revoked key was told");
+    assert!(feed.ends_within(SOON).await, "the stream outlived its key");
+}
+
+async fn a_quiet_stream_of_a_revoked_key_ends_at_its_keep_alive(s: Server) {
+    let key = s
+        .admin(&["key", "create", "--env", &s.env, "--scope", "cards:write"])
+        .expect("key");
+    let (id, secret) = (
+        key["clientId"].as_str().expect("id").to_owned(),
+        key["clientSecret"].as_str().expect("secret").to_owned(),
+    );
+    let mut feed = Feed::open(&s, "u1", &secret, None).await;
+    s.admin(&["key", "revoke", &id]).expect("revoke");
+    // Nothing changes for the user: the credential is checked with the keep-alive (15 s).
     assert!(
-        feed.ends_within(Duration::from_secs(8)).await,
+        feed.ends_within(Duration::from_secs(18)).await,
         "the stream outlived its key"
     );
 }
@@ -345,7 +365,7 @@ async fn a_user_token_streams_its_own_feed_only(s: Server) {
         .await
         .problem(403, "forbidden");
     }
-    // Deleting the key ends the stream.
+    // Deleting the key ends the stream: the next change is not told.
     let deleted = call(
         &s,
         "DELETE",
@@ -355,10 +375,13 @@ async fn a_user_token_streams_its_own_feed_only(s: Server) {
     )
     .await;
     assert_eq!(deleted.status, 204);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    card_for(&s, &flow, "u1").await;
     assert!(
-        feed.ends_within(Duration::from_secs(7)).await,
-        "the stream outlived its key"
+        feed.next(SOON).await.is_none(),
+        "a deleted key's token was told"
     );
+    assert!(feed.ends_within(SOON).await, "the stream outlived its key");
 }
 
 async fn sigterm_ends_open_streams_at_once(mut s: Server) {
@@ -380,6 +403,7 @@ blackbox!(
     the_stream_tells_each_change_in_order_and_resumes_after_the_last_seen,
     counts_and_streams_follow_the_stream_filter_and_the_feed_permission,
     a_revoked_key_ends_its_stream,
+    a_quiet_stream_of_a_revoked_key_ends_at_its_keep_alive,
     a_user_token_streams_its_own_feed_only,
     sigterm_ends_open_streams_at_once,
 );

@@ -22,11 +22,13 @@ use crate::hub::Watch;
 use crate::problem::ApiError;
 use crate::AppState;
 
-/// A comment line this often keeps the connection open through proxies.
+/// A comment line this often keeps the connection open through proxies; and as often the
+/// stream checks that its credential still holds (a revoked key, a deleted SDK key or an
+/// expired token ends it). One timer for both: 10,000 idle streams wake 667 times a second.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How often an open stream checks that its credential still holds: a revoked key or a
-/// deleted SDK key ends it.
-pub const RECHECK: Duration = Duration::from_secs(5);
+/// Before sending what changed, the stream checks its credential again if it last did longer
+/// ago than this: a revoked key never gets another event.
+const CHECKED_FOR: Duration = Duration::from_secs(1);
 /// After a failed read (the database unavailable), the stream waits this long and reads again.
 const RETRY_READ: Duration = Duration::from_secs(1);
 /// The longest `Last-Event-ID` read; a longer one names no event.
@@ -79,7 +81,8 @@ pub async fn count(
 /// when the event is sent. A comment line every 15 s keeps the connection open. With
 /// `Last-Event-ID`, every event after that one is sent first (up to 24 h back). A change made
 /// through any process sharing the database arrives within a second. The stream ends when
-/// its key is revoked (or its SDK key deleted) and when the service stops.
+/// its key is revoked (or its SDK key deleted), found at the next change or within 15 s, and
+/// when the service stops.
 #[utoipa::path(
     get, path = "/v1/{environmentId}/users/{endUserId}/cards/stream", tag = "cards", operation_id = "streamCards",
     params(
@@ -129,7 +132,7 @@ pub async fn stream(
         pending: VecDeque::from([Bytes::from_static(b"retry: 1000\n\n")]),
         read: true,
         keep_alive: now + KEEP_ALIVE,
-        recheck: now + RECHECK,
+        checked: now,
     };
     let body = futures_util::stream::unfold(open, next);
     Ok(HttpResponse::Ok()
@@ -151,8 +154,10 @@ struct Open {
     pending: VecDeque<Bytes>,
     /// Whether to read the user's changes before waiting again.
     read: bool,
+    /// When the next keep-alive comment goes out, after the credential is checked again.
     keep_alive: Instant,
-    recheck: Instant,
+    /// When the credential was last found to hold.
+    checked: Instant,
 }
 
 /// The stream's next frame; `None` ends it (the service stops, or the credential no longer
@@ -165,16 +170,17 @@ async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)>
         if open.state.hub.is_closing() {
             return None;
         }
-        let now = Instant::now();
-        if now >= open.recheck {
-            if !still_signed_in(&open).await {
-                return None;
-            }
-            open.recheck = now + RECHECK;
-            continue;
-        }
         if open.read {
-            match open.state.feed.changes(&mut open.cursor).await {
+            // The reads and checks are boxed: a stream waiting between changes holds only its
+            // wake-up and its timer, not their state (measured: RSS per open stream).
+            if open.checked.elapsed() >= CHECKED_FOR {
+                if !Box::pin(still_signed_in(&open)).await {
+                    return None;
+                }
+                open.checked = Instant::now();
+            }
+            let read = Box::pin(open.state.feed.changes(&mut open.cursor)).await;
+            match read {
                 Ok(changes) => {
                     open.read = changes.more;
                     open.pending.extend(changes.events.into_iter().map(frame));
@@ -186,16 +192,20 @@ async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)>
             }
             continue;
         }
+        let now = Instant::now();
         if now >= open.keep_alive {
+            if !Box::pin(still_signed_in(&open)).await {
+                return None;
+            }
+            open.checked = now;
             open.keep_alive = now + KEEP_ALIVE;
             open.pending
                 .push_back(Bytes::from_static(b": keep-alive\n\n"));
             continue;
         }
-        let until = open.keep_alive.min(open.recheck);
         let woken = tokio::select! {
             () = open.watch.watcher().changed() => true,
-            () = tokio::time::sleep_until(until) => false,
+            () = tokio::time::sleep_until(open.keep_alive) => false,
         };
         open.read |= woken;
     }
