@@ -116,14 +116,12 @@ pub fn listen(
     let spawned = std::thread::Builder::new()
         .name("feed-listener".into())
         .spawn(move || {
-            let mut first = true;
             while !stop.load(Ordering::Relaxed) {
                 match listening(&url) {
                     Ok(mut conn) => {
-                        if !first {
-                            notices.catch_up();
-                        }
-                        first = false;
+                        // What other processes told while this one was not listening (before
+                        // its first connection too) is read by every stream.
+                        notices.catch_up();
                         if let Err(e) = relay(&mut conn, notices.as_ref(), &stop) {
                             tracing::warn!(error = %e, "feed notifications lost; listening again");
                             notices.catch_up();

@@ -139,6 +139,8 @@ pub struct FeedService {
     feed: Arc<dyn FeedRepository>,
     cards: Arc<dyn CardRepository>,
     clock: Arc<dyn Clock>,
+    /// How far back from the newest event read a stream reads again.
+    reread: Duration,
 }
 
 impl FeedService {
@@ -148,7 +150,20 @@ impl FeedService {
         cards: Arc<dyn CardRepository>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { feed, cards, clock }
+        Self {
+            feed,
+            cards,
+            clock,
+            reread: Duration::seconds(REREAD_SECONDS),
+        }
+    }
+
+    /// Reads `seconds` back from the newest event read instead of [`REREAD_SECONDS`]: at least
+    /// as long as a write transaction may take from stamping its events to committing (the
+    /// database's deadline), so that none is missed. Never less than [`REREAD_SECONDS`].
+    pub fn with_reread(mut self, seconds: i64) -> Self {
+        self.reread = Duration::seconds(seconds.clamp(REREAD_SECONDS, 86_400));
+        self
     }
 
     /// The user's open cards, as the feed would list them: needs what reading the feed needs
@@ -194,7 +209,7 @@ impl FeedService {
             Some(head) => {
                 let horizon = now - Duration::hours(RESUME_HOURS);
                 if head.created < horizon {
-                    cursor.watermark = horizon + Duration::seconds(REREAD_SECONDS);
+                    cursor.watermark = horizon + self.reread;
                 } else {
                     // The window before it, up to it, counts as sent.
                     cursor.watermark = head.created;
@@ -209,13 +224,13 @@ impl FeedService {
     }
 
     /// Marks as seen the events of the re-read window before the cursor's watermark, up to
-    /// `upto` when given.
+    /// `upto` when given, else up to the watermark itself.
     async fn mark_seen(
         &self,
         cursor: &mut FeedCursor,
         upto: Option<(Timestamp, EventId)>,
     ) -> Result<(), DomainError> {
-        let from = cursor.watermark - Duration::seconds(REREAD_SECONDS);
+        let from = cursor.watermark - self.reread;
         let mut after = None;
         loop {
             let page = self
@@ -231,7 +246,13 @@ impl FeedService {
             let full = page.len() >= READ_LIMIT as usize;
             for head in page {
                 let key = (head.created, head.id.clone());
-                if upto.as_ref().is_some_and(|upto| &key > upto) {
+                // Up to the resumed event; live, up to the moment the stream opened: what comes
+                // after is the stream's to send.
+                let past = match &upto {
+                    Some(upto) => &key > upto,
+                    None => head.created > cursor.watermark,
+                };
+                if past {
                     return Ok(());
                 }
                 cursor.seen.insert(head.id.clone(), head.created);
@@ -247,9 +268,10 @@ impl FeedService {
     /// they are now; advances the cursor. An event of a card outside the stream's `streamId`
     /// is skipped. Reads at most [`READ_LIMIT`] events: when [`Changes::more`], call again.
     pub async fn changes(&self, cursor: &mut FeedCursor) -> Result<Changes, DomainError> {
-        let (from, after) = match cursor.resume.take() {
-            Some((at, id)) => (at, Some((at, id))),
-            None => (cursor.watermark - Duration::seconds(REREAD_SECONDS), None),
+        let reread = self.reread;
+        let (from, after) = match &cursor.resume {
+            Some((at, id)) => (*at, Some((*at, id.clone()))),
+            None => (cursor.watermark - reread, None),
         };
         let heads = self
             .feed
@@ -262,10 +284,15 @@ impl FeedService {
             )
             .await?;
         let more = heads.len() >= READ_LIMIT as usize;
-        if more {
-            cursor.resume = heads.last().map(|h| (h.created, h.id.clone()));
-        }
-        let fresh: Vec<EventHead> = heads.into_iter().filter(|h| cursor.see(h)).collect();
+        let resume = more
+            .then(|| heads.last().map(|h| (h.created, h.id.clone())))
+            .flatten();
+        // Nothing of the cursor changes until every read succeeded: a failed read is read
+        // again whole, and sends nothing twice nor loses anything.
+        let fresh: Vec<EventHead> = heads
+            .into_iter()
+            .filter(|h| !cursor.seen.contains_key(&h.id))
+            .collect();
         let mut events = Vec::with_capacity(fresh.len());
         if !fresh.is_empty() {
             let mut cards: BTreeMap<CardId, Option<CardInstance>> = BTreeMap::new();
@@ -287,6 +314,7 @@ impl FeedService {
                 )
                 .await?;
             for head in fresh {
+                cursor.see(&head);
                 let card = cards.get(&head.card_id).cloned().flatten();
                 let in_stream = match (&cursor.stream_id, &card) {
                     (Some(stream), Some(card)) => card.stream_ids.iter().any(|s| s == stream),
@@ -300,8 +328,9 @@ impl FeedService {
                 }
             }
         }
+        cursor.resume = resume;
         // What the re-read window no longer covers is forgotten.
-        let keep_from = cursor.watermark - Duration::seconds(2 * REREAD_SECONDS);
+        let keep_from = cursor.watermark - reread - reread;
         cursor.seen.retain(|_, at| *at >= keep_from);
         Ok(Changes { events, more })
     }

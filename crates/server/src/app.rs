@@ -93,11 +93,19 @@ impl App {
         // Contract §12: every commit of card events wakes the streams of their users.
         let hub = Arc::new(api_actix::FeedHub::default());
         db.tell_feed(hub.clone());
-        let feed = Arc::new(domain::feed::FeedService::new(
-            Arc::new(adapters_diesel::DieselFeedRepository::new(db.clone())),
-            card_repo,
-            clock.clone(),
-        ));
+        // A stream reads again twice the database's deadline back: an event stamped before a
+        // slow commit is not missed (contract §20 bounds how slow).
+        let reread = i64::try_from(settings.database_waits.request.as_secs())
+            .unwrap_or(i64::MAX)
+            .saturating_mul(2);
+        let feed = Arc::new(
+            domain::feed::FeedService::new(
+                Arc::new(adapters_diesel::DieselFeedRepository::new(db.clone())),
+                card_repo,
+                clock.clone(),
+            )
+            .with_reread(reread),
+        );
         let engine = Arc::new(
             Engine::new(
                 flows.clone(),

@@ -171,8 +171,8 @@ async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)>
             return None;
         }
         if open.read {
-            // The reads and checks are boxed: a stream waiting between changes holds only its
-            // wake-up and its timer, not their state (measured: RSS per open stream).
+            // The reads and checks are boxed: a stream waiting between changes holds its
+            // wake-up and its timer, not their state.
             if open.checked.elapsed() >= CHECKED_FOR {
                 if !Box::pin(still_signed_in(&open)).await {
                     return None;

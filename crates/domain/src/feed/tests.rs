@@ -272,3 +272,60 @@ async fn a_stream_filter_keeps_its_stream_and_keys_need_the_feed_permission() {
         0
     );
 }
+
+#[tokio::test]
+async fn a_failed_read_loses_nothing_and_sends_nothing_twice() {
+    let store = Arc::new(Store::default());
+    let mut cards = MockCardRepository::new();
+    let calls = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&calls);
+    cards.expect_get().returning(move |_, _, id| {
+        let mut calls = counted.lock().expect("lock");
+        *calls += 1;
+        if *calls == 1 {
+            return Err(StorageError::Unavailable(
+                "the database did not answer".into(),
+            ));
+        }
+        Ok(Some(test_card(id, CardStatus::Active, t0())))
+    });
+    let mut clock = MockClock::new();
+    clock.expect_now().returning(t0);
+    let feed = FeedService::new(store.clone(), Arc::new(cards), Arc::new(clock));
+    let mut cursor = feed
+        .open(&reader(), &ENV.into(), &"u1".into(), None, None)
+        .await
+        .expect("open");
+    store.add("evt_1", "crd_1", t0() + Duration::seconds(1));
+    assert!(
+        feed.changes(&mut cursor).await.is_err(),
+        "the card read failed"
+    );
+    assert_eq!(
+        ids(&feed.changes(&mut cursor).await.expect("read")),
+        ["evt_1"]
+    );
+    assert!(feed
+        .changes(&mut cursor)
+        .await
+        .expect("read")
+        .events
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_live_stream_sends_what_is_stamped_after_it_opened() {
+    let store = Arc::new(Store::default());
+    // Stamped a moment after the stream's "now", and already stored when it looks back.
+    store.add("evt_just_after", "crd_1", t0() + Duration::milliseconds(1));
+    store.add("evt_before", "crd_1", t0() - Duration::milliseconds(1));
+    let feed = service(store.clone(), t0());
+    let mut cursor = feed
+        .open(&reader(), &ENV.into(), &"u1".into(), None, None)
+        .await
+        .expect("open");
+    assert_eq!(
+        ids(&feed.changes(&mut cursor).await.expect("read")),
+        ["evt_just_after"]
+    );
+}
