@@ -582,3 +582,41 @@ async fn a_key_deleted_through_one_process_fails_on_another_within_a_second() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Contract §16: each signed-in user has a bucket of its own (`WORKBENCH_RATE_LIMIT_USER`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_signed_in_user_has_a_rate_limit_of_its_own() {
+    let s = Server::start_with(
+        adapters_diesel::testing::TestDatabase::sqlite(),
+        &[("WORKBENCH_RATE_LIMIT_USER", Some("1/min"))],
+    )
+    .await;
+    let ec = Signer::ec();
+    let added = add_key(&s, json!({"name": "app", "publicKey": ec.public_pem})).await;
+    assert_eq!(added.status, 201, "{}", added.text);
+    let (u1, u2) = (ec.sign("app", &claims("u1")), ec.sign("app", &claims("u2")));
+    // A burst of twice the rate, then 429.
+    for _ in 0..2 {
+        let ok = as_user(&s, "GET", "/users/u1/cards", &u1, None).await;
+        assert_eq!(ok.status, 200, "{}", ok.text);
+    }
+    let limited = as_user(&s, "GET", "/users/u1/cards", &u1, None).await;
+    limited.problem(429, "rate_limited");
+    assert!(limited.header("retry-after").is_some());
+    // Another user, and the customer key, are not limited by it.
+    assert_eq!(
+        as_user(&s, "GET", "/users/u2/cards", &u2, None)
+            .await
+            .status,
+        200
+    );
+    let key = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/users/u1/cards", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(key.status, 200, "{}", key.text);
+}

@@ -1,5 +1,5 @@
 //! The `TokenVerifier` port (contract §15): SDK public keys read from a PEM or a JWKS and
-//! checked (RSA of 2048 bits or more, or EC P-256), and end-user tokens' signatures checked
+//! checked (RSA of 2048 to 4096 bits, or EC P-256), and end-user tokens' signatures checked
 //! by `jsonwebtoken` under the one algorithm of their key's type. What a token must say is
 //! decided by the domain (`domain::sdk`); this crate only reads and verifies.
 
@@ -25,7 +25,7 @@ pub const MAX_KEY_BYTES: usize = 16_384;
 /// The longest token read, in bytes: longer ones are malformed before any decoding.
 pub const MAX_TOKEN_BYTES: usize = 8_192;
 
-const KEY_RULE: &str = "must be an RSA public key of 2048 bits or more, or an EC P-256 public key";
+const KEY_RULE: &str = "must be an RSA public key of 2048 to 4096 bits, or an EC P-256 public key";
 
 /// Decoded keys kept at most; past it the memory starts afresh.
 const DECODED_MAX: usize = 1_000;

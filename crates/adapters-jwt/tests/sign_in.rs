@@ -35,8 +35,8 @@ fn service() -> SdkKeyService {
         updated: at,
     };
     let mut repo = MockSdkKeyRepository::new();
-    repo.expect_find_by_name()
-        .returning(move |env, name| Ok((env == "env_1" && name == "app").then(|| key.clone())));
+    repo.expect_list()
+        .returning(move |env| Ok((env == "env_1").then(|| key.clone()).into_iter().collect()));
     let mut users = MockEndUserRepository::new();
     users
         .expect_merge_attributes()

@@ -77,8 +77,8 @@ impl FromRequest for UserCaller {
                 .sdk
                 .authenticate_user(&environment.into(), &user, &credential)
                 .await?;
-            // A bucket per signed-in user (contract §16), as for a key.
-            if let Some(allowance) = state.limits.key(&principal.key_id) {
+            // A bucket per signed-in user (contract §16: `WORKBENCH_RATE_LIMIT_USER`).
+            if let Some(allowance) = state.limits.user(&principal.key_id) {
                 req.extensions_mut().insert(allowance);
                 if let Some(refusal) = allowance.refusal("this end user") {
                     return Err(refusal);

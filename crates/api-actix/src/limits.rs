@@ -119,14 +119,18 @@ pub struct RateLimitOptions {
     /// `WORKBENCH_RATE_LIMIT_TOKEN`: per client id and per client address on
     /// `POST /oauth/token`.
     pub token: Option<Rate>,
+    /// `WORKBENCH_RATE_LIMIT_USER`: per end user signed in with a token of an SDK key
+    /// (contract §15), on that user's routes.
+    pub user: Option<Rate>,
 }
 
 impl Default for RateLimitOptions {
-    /// Contract §16: 200/s per key, 10/min on the token exchange.
+    /// Contract §16: 200/s per key, 10/min on the token exchange, 20/s per end user.
     fn default() -> Self {
         Self {
             key: Rate::per_second(200),
             token: Rate::per_minute(10),
+            user: Rate::per_second(20),
         }
     }
 }
@@ -265,6 +269,7 @@ pub struct RateLimits {
     /// length of the id a caller sends, and ids cannot be chosen to collide.
     hasher: RandomState,
     key: Option<Buckets<u64>>,
+    user: Option<Buckets<u64>>,
     token_client: Option<Buckets<u64>>,
     token_address: Option<Buckets<IpAddr>>,
 }
@@ -274,6 +279,7 @@ impl RateLimits {
         Self {
             hasher: RandomState::new(),
             key: options.key.and_then(Buckets::new),
+            user: options.user.and_then(Buckets::new),
             token_client: options.token.and_then(Buckets::new),
             token_address: options.token.and_then(Buckets::new),
         }
@@ -283,6 +289,13 @@ impl RateLimits {
     pub(crate) fn key(&self, client_id: &str) -> Option<Allowance> {
         let buckets = self.key.as_ref()?;
         Some(buckets.check(&self.hasher.hash_one(client_id)))
+    }
+
+    /// One request of an end user signed in with a token (`caller` names the SDK key and the
+    /// user); `None` when end users are not limited.
+    pub(crate) fn user(&self, caller: &str) -> Option<Allowance> {
+        let buckets = self.user.as_ref()?;
+        Some(buckets.check(&self.hasher.hash_one(caller)))
     }
 
     /// One token exchange from `address` (when known), before its credentials are read.
@@ -364,6 +377,7 @@ mod tests {
         let limits = RateLimits::new(RateLimitOptions {
             key: Rate::per_minute(3),
             token: None,
+            user: None,
         });
         for sent in 1..=6u32 {
             let allowance = limits.key("k1").expect("limited");
@@ -388,8 +402,10 @@ mod tests {
         let limits = RateLimits::new(RateLimitOptions {
             key: None,
             token: None,
+            user: None,
         });
         assert_eq!(limits.key("k1"), None);
+        assert_eq!(limits.user("sdk_1/u1"), None);
         assert_eq!(limits.token_address("127.0.0.1".parse().ok()), None);
         assert_eq!(limits.token_client("c1", None), None);
     }
@@ -399,6 +415,7 @@ mod tests {
         let limits = RateLimits::new(RateLimitOptions {
             key: None,
             token: Rate::per_minute(1),
+            user: None,
         });
         let here: Option<IpAddr> = "10.0.0.1".parse().ok();
         // Two exchanges from one address, for two clients: the address's bucket (2) is empty.
@@ -433,6 +450,7 @@ mod tests {
         let limits = RateLimits::new(RateLimitOptions {
             key: None,
             token: Rate::per_minute(10),
+            user: Rate::per_second(20),
         });
         let huge = "x".repeat(1 << 20);
         let _ = limits.token_client(&huge, None);

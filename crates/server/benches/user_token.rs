@@ -137,8 +137,14 @@ async fn feed_loop(server: &support::Server, bearer: Bearer) -> (f64, f64, f64) 
 
 async fn run(db: TestDatabase, backend: &str) {
     println!("{backend}:");
-    let server =
-        support::Server::start_with(db, &[("WORKBENCH_RATE_LIMIT_KEY", Some("off"))]).await;
+    let server = support::Server::start_with(
+        db,
+        &[
+            ("WORKBENCH_RATE_LIMIT_KEY", Some("off")),
+            ("WORKBENCH_RATE_LIMIT_USER", Some("off")),
+        ],
+    )
+    .await;
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;
     common::seed_users(server.database_url(), &env, USERS);

@@ -88,9 +88,9 @@ pub struct Settings {
     /// `WORKBENCH_REQUEST_BODY_TIMEOUT` (default 30 s): how long a request's body may take to
     /// arrive before the answer is 408 and the connection closes (contract §16).
     pub request_body_timeout: std::time::Duration,
-    /// `WORKBENCH_RATE_LIMIT_KEY` (default `200/s`) and `WORKBENCH_RATE_LIMIT_TOKEN` (default
-    /// `10/min`): the per-process rate limits of contract §16, each with a burst of twice its
-    /// rate, or `off`.
+    /// `WORKBENCH_RATE_LIMIT_KEY` (default `200/s`), `WORKBENCH_RATE_LIMIT_TOKEN` (default
+    /// `10/min`) and `WORKBENCH_RATE_LIMIT_USER` (default `20/s`): the per-process rate limits
+    /// of contract §16, each with a burst of twice its rate, or `off`.
     pub rate_limits: api_actix::RateLimitOptions,
     /// `WORKBENCH_MIGRATE` (default true): whether `serve` applies pending migrations; false
     /// refuses to start while any are pending (`serve --no-migrate` sets it too).
@@ -161,6 +161,7 @@ struct Raw {
     migrate: Option<Switch>,
     trusted_proxies: Option<String>,
     rate_limit_token: Option<String>,
+    rate_limit_user: Option<String>,
     secret_key: Option<SecretString>,
     previous_secret_keys: Option<Keys>,
     metrics_token: Option<SecretString>,
@@ -616,6 +617,7 @@ impl TryFrom<Layered> for Settings {
                         raw.rate_limit_token,
                         defaults.token,
                     )?,
+                    user: rate(names, "rate_limit_user", raw.rate_limit_user, defaults.user)?,
                 }
             },
             migrate: match raw.migrate {

@@ -29,9 +29,10 @@ const KEY_CACHE_MAX: usize = 10_000;
 /// Verified tokens remembered at most; past it the memory starts afresh.
 const TOKEN_CACHE_MAX: usize = 100_000;
 
-/// A key as remembered: the key (or `None`: the environment has no key of that name) and
-/// until when it is used without reading storage again.
-type KnownKey = (Option<Arc<SdkKey>>, Timestamp);
+/// An environment's keys as remembered (at most [`super::MAX_SDK_KEYS`]), and until when they
+/// are used without reading storage again: a token naming a key the environment lacks costs no
+/// read either.
+type KnownKeys = (Arc<Vec<Arc<SdkKey>>>, Timestamp);
 
 /// A token whose signature and claims passed: for whom, under which version of which key, and
 /// until when. A request presenting it again costs a hash and two lookups, not a signature
@@ -59,7 +60,10 @@ pub struct SdkKeyService {
     users: Arc<dyn EndUserRepository>,
     verifier: Arc<dyn TokenVerifier>,
     clock: Arc<dyn Clock>,
-    known: Mutex<HashMap<(String, String), KnownKey>>,
+    known: Mutex<HashMap<String, KnownKeys>>,
+    /// Bumped by every change through this service: a read of storage that began before it
+    /// does not put what it read back in memory.
+    changes: std::sync::atomic::AtomicU64,
     verified: Mutex<HashMap<SecretHash, Verified>>,
 }
 
@@ -78,6 +82,7 @@ impl SdkKeyService {
             verifier,
             clock,
             known: Mutex::new(HashMap::new()),
+            changes: std::sync::atomic::AtomicU64::new(0),
             verified: Mutex::new(HashMap::new()),
         }
     }
@@ -136,7 +141,7 @@ impl SdkKeyService {
             Err(StorageError::UniqueViolation(_)) => return Err(name_taken(&key.name)),
             Err(e) => return Err(e.into()),
         }
-        self.forget(env, &key.name);
+        self.forget(env);
         Ok(key)
     }
 
@@ -192,7 +197,6 @@ impl SdkKeyService {
             .get(env, id)
             .await?
             .ok_or(DomainError::NotFound(Resource::SdkKey))?;
-        let old_name = key.name.clone();
         if let Some(name) = input.name {
             key.name = name;
         }
@@ -219,8 +223,7 @@ impl SdkKeyService {
             Err(StorageError::UniqueViolation(_)) => return Err(name_taken(&key.name)),
             Err(e) => return Err(e.into()),
         };
-        self.forget(env, &old_name);
-        self.forget(env, &key.name);
+        self.forget(env);
         if !updated {
             return Err(DomainError::NotFound(Resource::SdkKey));
         }
@@ -236,11 +239,8 @@ impl SdkKeyService {
         id: &SdkKeyId,
     ) -> Result<(), DomainError> {
         who.authorize(env, Permission::SdkKeysWrite)?;
-        let key = self.keys.get(env, id).await?;
         let deleted = self.keys.delete(env, id).await?;
-        if let Some(key) = &key {
-            self.forget(env, &key.name);
-        }
+        self.forget(env);
         if deleted {
             Ok(())
         } else {
@@ -360,30 +360,48 @@ impl SdkKeyService {
         }
     }
 
-    /// The key named `name` in `env` (or `None`), from memory while fresh, else from storage.
+    /// The key named `name` in `env` (or `None`), from the environment's keys in memory while
+    /// fresh, else read again from storage (all of them, so that unknown names cost nothing).
     async fn key(
         &self,
         env: &EnvironmentId,
         name: &str,
         now: Timestamp,
     ) -> Result<Option<Arc<SdkKey>>, DomainError> {
-        let slot = (env.to_string(), name.to_owned());
-        if let Some((key, until)) = self.known.lock().ok().and_then(|k| k.get(&slot).cloned()) {
-            if until > now {
-                return Ok(key);
+        use std::sync::atomic::Ordering;
+        let cached = self
+            .known
+            .lock()
+            .ok()
+            .and_then(|k| k.get(env.as_str()).cloned())
+            .filter(|(_, until)| *until > now);
+        let keys = match cached {
+            Some((keys, _)) => keys,
+            None => {
+                let before = self.changes.load(Ordering::Acquire);
+                let keys: Arc<Vec<Arc<SdkKey>>> = Arc::new(
+                    self.keys
+                        .list(env)
+                        .await?
+                        .into_iter()
+                        .map(Arc::new)
+                        .collect(),
+                );
+                if let Ok(mut known) = self.known.lock() {
+                    if self.changes.load(Ordering::Acquire) == before {
+                        if known.len() >= KEY_CACHE_MAX {
+                            known.clear();
+                        }
+                        known.insert(
+                            env.to_string(),
+                            (keys.clone(), now + Duration::milliseconds(KEY_TTL_MS)),
+                        );
+                    }
+                }
+                keys
             }
-        }
-        let key = self.keys.find_by_name(env, name).await?.map(Arc::new);
-        if let Ok(mut known) = self.known.lock() {
-            if known.len() >= KEY_CACHE_MAX {
-                known.clear();
-            }
-            known.insert(
-                slot,
-                (key.clone(), now + Duration::milliseconds(KEY_TTL_MS)),
-            );
-        }
-        Ok(key)
+        };
+        Ok(keys.iter().find(|k| k.name == name).cloned())
     }
 
     fn remembered(&self, hash: &SecretHash) -> Option<Verified> {
@@ -399,10 +417,13 @@ impl SdkKeyService {
         }
     }
 
-    /// Forgets the key named `name` in `env`, and so every token it verified.
-    fn forget(&self, env: &EnvironmentId, name: &str) {
+    /// Forgets the keys of `env`, and so every token they verified: read again at the next
+    /// token.
+    fn forget(&self, env: &EnvironmentId) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         if let Ok(mut known) = self.known.lock() {
-            known.remove(&(env.to_string(), name.to_owned()));
+            known.remove(env.as_str());
         }
     }
 }

@@ -39,7 +39,7 @@ impl Settings {
                 .unwrap_or_else(|_| "(set)".to_owned())
         });
         let rate = |r: Option<api_actix::Rate>| r.map_or("off".to_owned(), |r| r.to_string());
-        json!({
+        let mut shown = json!({
             "listen": self.listen,
             "database_url": masked_url(self.database_url.expose_secret()),
             "database_pool_size": self.database_pool_size,
@@ -84,7 +84,10 @@ impl Settings {
             "retention_events": self.retention.events.to_string(),
             "retention_deliveries": self.retention.deliveries.to_string(),
             "unknown_variables": self.unknown_variables,
-        })
+        });
+        // Beside the others: one macro call more would pass the macro's recursion limit.
+        shown["rate_limit_user"] = Value::from(rate(self.rate_limits.user));
+        shown
     }
 }
 

@@ -83,13 +83,15 @@ fn fixture() -> Fixture {
     let reads = Arc::new(Mutex::new(0));
     let mut keys = MockSdkKeyRepository::new();
     let (find, count) = (Arc::clone(&stored), Arc::clone(&reads));
-    keys.expect_find_by_name().returning(move |env, name| {
+    keys.expect_list().returning(move |env| {
         *count.lock().expect("lock") += 1;
         Ok(find
             .lock()
             .expect("lock")
             .clone()
-            .filter(|k| k.name == name && k.environment_id == env))
+            .filter(|k| k.environment_id == env)
+            .into_iter()
+            .collect())
     });
     let get = Arc::clone(&stored);
     keys.expect_get()
