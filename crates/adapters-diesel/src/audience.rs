@@ -267,7 +267,10 @@ impl EndUserRepository for DieselEndUserRepository {
                     .map_err(|e| Failure::Domain(corrupt("user attributes", e)))?;
                 let mut changed = false;
                 for (name, value) in attributes {
-                    if merged.get(&name) != Some(&value) {
+                    // A new name past the most a user holds is left out; known ones update.
+                    let room = merged.contains_key(&name)
+                        || merged.len() < domain::audience::MAX_ATTRIBUTES_PER_USER;
+                    if room && merged.get(&name) != Some(&value) {
                         merged.insert(name, value);
                         changed = true;
                     }

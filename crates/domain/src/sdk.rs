@@ -38,7 +38,7 @@ const DAY_SECONDS: i64 = 86_400;
 /// The type of an SDK key's public key, which fixes the one algorithm its tokens may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SdkKeyKind {
-    /// RSA of 2048 bits or more: tokens signed `RS256`.
+    /// RSA of 2048 to 4096 bits: tokens signed `RS256`.
     Rsa,
     /// EC on P-256: tokens signed `ES256`.
     EcP256,
@@ -177,7 +177,7 @@ pub const MAX_JWKS_KEYS: usize = 5;
 /// one form stored whatever form was uploaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyingKey {
-    /// RSA (2048 bits or more) or EC P-256.
+    /// RSA (2048 to 4096 bits) or EC P-256.
     pub kind: SdkKeyKind,
     /// The key as a PEM `PUBLIC KEY`.
     pub pem: String,
@@ -188,7 +188,7 @@ pub struct VerifyingKey {
 /// [`check_claims`]; it only reads and verifies.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait TokenVerifier: Send + Sync {
-    /// The keys of an upload, each RSA of 2048 bits or more or EC P-256 (at most
+    /// The keys of an upload, each RSA of 2048 to 4096 bits or EC P-256 (at most
     /// [`MAX_JWKS_KEYS`] in a JWKS); anything else is `Err` with a sentence naming the
     /// problem, for a 400.
     fn read_keys(&self, input: &PublicKeyInput) -> Result<Vec<VerifyingKey>, String>;

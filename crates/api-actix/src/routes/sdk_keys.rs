@@ -169,7 +169,7 @@ fn one(key: SdkKey) -> HttpResponse {
     HttpResponse::Ok().json(SdkKeyResponse { data: key.into() })
 }
 
-/// Add an SDK key: a name and a public key (PEM) or a JWKS, RSA of 2048 bits or more or EC
+/// Add an SDK key: a name and a public key (PEM) or a JWKS, RSA of 2048 to 4096 bits or EC
 /// P-256.
 #[utoipa::path(
     post, path = "/v1/{environmentId}/sdk-keys", tag = "sdk-keys", operation_id = "createSdkKey",
@@ -178,7 +178,7 @@ fn one(key: SdkKey) -> HttpResponse {
     responses(
         (status = 201, description = "The key", body = SdkKeyResponse,
             headers(("Location" = String, description = "Address of the key"))),
-        (status = 400, description = "Every invalid field (`validation_failed`), including a key that is not RSA of 2048 bits or more or EC P-256", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Every invalid field (`validation_failed`), including a key that is not RSA of 2048 to 4096 bits or EC P-256", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A key has this name (`sdk_key_name_taken`), or the environment holds the most keys (`sdk_key_limit_reached`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sdk_keys:write"]))

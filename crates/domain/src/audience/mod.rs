@@ -153,7 +153,8 @@ pub trait EndUserRepository: Send + Sync {
     /// user of this id, creates it (not a test user, no tags) with `attributes`, `created`
     /// and `updated` at `at`; otherwise sets each of `attributes` on it, keeping its other
     /// attributes and its tags, and `updated` at `at` only when a value changed (an
-    /// unchanged user is not written).
+    /// unchanged user is not written). A new attribute past [`MAX_ATTRIBUTES_PER_USER`] is
+    /// left out.
     async fn merge_attributes(
         &self,
         environment_id: &str,

@@ -37,7 +37,7 @@ pub struct SdkKey {
     /// Unique in the environment: a token names its key by this, as its header's `kid`.
     pub name: String,
     /// The public keys (one from a PEM, up to [`super::MAX_JWKS_KEYS`] from a JWKS), each RSA
-    /// of 2048 bits or more or EC P-256.
+    /// of 2048 to 4096 bits or EC P-256.
     pub keys: Vec<VerifyingKey>,
     /// `maxTokenExpiryDays`: the longest `exp - iat` of its tokens, 1 to
     /// [`MAX_TOKEN_EXPIRY_DAYS`].
