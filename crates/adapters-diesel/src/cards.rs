@@ -32,27 +32,13 @@ impl CardRepository for DieselCardRepository {
         let rows = self
             .db
             .run(move |conn| {
-                let mut query = card_instances::table
-                    .filter(
-                        card_instances::environment_id
-                            .eq(env)
-                            .and(card_instances::user_id.eq(user)),
-                    )
-                    .filter(card_instances::status.eq(CardStatus::Active.as_str()))
+                let query = crate::rows::active_cards(&env, &user, stream_id.as_deref())
                     .order((
                         card_instances::priority.desc(),
                         card_instances::created.desc(),
                         card_instances::id.desc(),
                     ))
-                    .select(CardRow::as_select())
-                    .into_boxed();
-                if let Some(stream) = stream_id {
-                    query = query.filter(
-                        card_instances::stream_ids
-                            .like(crate::rows::stream_pattern(&stream))
-                            .escape('\\'),
-                    );
-                }
+                    .select(CardRow::as_select());
                 Ok(query.load(conn)?)
             })
             .await?;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::card::{AnalyticsEvent, CardStatus};
+use domain::card::AnalyticsEvent;
 use domain::feed::{EventHead, FeedNotices, FeedRepository};
 use domain::id::EventId;
 use domain::{StorageError, Timestamp};
@@ -216,21 +216,7 @@ impl FeedRepository for DieselFeedRepository {
         let (env, user) = (environment_id.to_owned(), user_id.to_owned());
         self.db
             .run(move |conn| {
-                let mut query = card_instances::table
-                    .filter(
-                        card_instances::environment_id
-                            .eq(env)
-                            .and(card_instances::user_id.eq(user)),
-                    )
-                    .filter(card_instances::status.eq(CardStatus::Active.as_str()))
-                    .into_boxed();
-                if let Some(stream) = stream_id {
-                    query = query.filter(
-                        card_instances::stream_ids
-                            .like(crate::rows::stream_pattern(&stream))
-                            .escape('\\'),
-                    );
-                }
+                let query = crate::rows::active_cards(&env, &user, stream_id.as_deref());
                 let count: i64 = query.count().get_result(conn)?;
                 Ok(u64::try_from(count).unwrap_or(0))
             })

@@ -349,6 +349,31 @@ pub(crate) fn errors_text(batch: &BatchResult) -> String {
     serde_json::to_string(&batch.errors).unwrap_or_else(|_| "[]".into())
 }
 
+/// The active cards of `user` in `env`, in `stream` when given: the rows the feed lists and
+/// its count counts.
+pub(crate) fn active_cards(
+    env: &str,
+    user: &str,
+    stream: Option<&str>,
+) -> card_instances::BoxedQuery<'static, <AnyConnection as diesel::Connection>::Backend> {
+    let mut query = card_instances::table
+        .filter(
+            card_instances::environment_id
+                .eq(env.to_owned())
+                .and(card_instances::user_id.eq(user.to_owned())),
+        )
+        .filter(card_instances::status.eq(CardStatus::Active.as_str()))
+        .into_boxed();
+    if let Some(stream) = stream {
+        query = query.filter(
+            card_instances::stream_ids
+                .like(stream_pattern(stream))
+                .escape('\\'),
+        );
+    }
+    query
+}
+
 /// The `LIKE` pattern (escaped with `\`) of the cards in `stream`: `stream_ids` is a JSON array of
 /// ids, and ids hold no quote, `%` or `_` of their own that matter once quoted and escaped.
 pub(crate) fn stream_pattern(stream: &str) -> String {

@@ -85,38 +85,15 @@ async fn starts(server: &support::Server, flow: &str, prefix: &str) -> (f64, f64
             latencies
         }));
     }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("join"));
-    }
-    all.sort();
-    (
-        all.len() as f64 / started.elapsed().as_secs_f64(),
-        pct(&all, 0.99),
-    )
+    let (rps, _, p99) = common::closed_loop_figures(started, tasks).await;
+    (rps, p99)
 }
 
 /// Waits until the engine has run every invocation recorded (`workbench_invocations_pending`
 /// at 0), so that a `/start` figure is not paying for the one before.
 async fn drained(server: &support::Server) {
     let started = Instant::now();
-    loop {
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        let pending = text
-            .lines()
-            .find_map(|l| l.strip_prefix("workbench_invocations_pending "))
-            .and_then(|v| v.trim().parse::<f64>().ok());
-        if pending == Some(0.0) {
-            return;
-        }
+    while common::metric(server, "workbench_invocations_pending").await != Some(0.0) {
         assert!(
             started.elapsed() < Duration::from_secs(600),
             "the engine did not drain"
@@ -352,7 +329,11 @@ async fn run(db: TestDatabase, backend: &str) {
     for reader in readers.drain(..) {
         reader.abort();
     }
-    while opened_streams(holder).await > 0 {
+    while common::metric(holder, "workbench_feed_streams")
+        .await
+        .unwrap_or(0.0)
+        > 0.0
+    {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let (again, p99_again) = starts(&server, &flow, "again").await;
@@ -368,23 +349,6 @@ async fn run(db: TestDatabase, backend: &str) {
         rss_open >> 20,
         rss_after >> 20
     );
-}
-
-/// `workbench_feed_streams` of the process.
-async fn opened_streams(server: &support::Server) -> u64 {
-    let text = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|l| l.strip_prefix("workbench_feed_streams "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
 }
 
 #[tokio::main]

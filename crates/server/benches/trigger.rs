@@ -28,7 +28,7 @@ use diesel::{Connection, PgConnection, SqliteConnection};
 use serde_json::{json, Value};
 
 const CLIENTS: usize = 32;
-use common::{pct, RUN};
+use common::RUN;
 
 /// Closed loop: CLIENTS tasks send back to back for RUN. Returns (requests/s, p50, p99).
 async fn closed_loop(
@@ -52,16 +52,7 @@ async fn closed_loop(
             latencies
         }));
     }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("join"));
-    }
-    all.sort();
-    (
-        all.len() as f64 / started.elapsed().as_secs_f64(),
-        pct(&all, 0.5),
-        pct(&all, 0.99),
-    )
+    common::closed_loop_figures(started, tasks).await
 }
 
 async fn run(db: TestDatabase, backend: &str, users: u64) {

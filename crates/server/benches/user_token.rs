@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use adapters_diesel::testing::TestDatabase;
-use common::{pct, RUN};
+use common::RUN;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{json, Value};
@@ -123,16 +123,7 @@ async fn feed_loop(server: &support::Server, bearer: Bearer) -> (f64, f64, f64) 
             latencies
         }));
     }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("join"));
-    }
-    all.sort();
-    (
-        all.len() as f64 / started.elapsed().as_secs_f64(),
-        pct(&all, 0.5),
-        pct(&all, 0.99),
-    )
+    common::closed_loop_figures(started, tasks).await
 }
 
 async fn run(db: TestDatabase, backend: &str) {

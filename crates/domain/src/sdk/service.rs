@@ -109,15 +109,14 @@ impl SdkKeyService {
                 "send `publicKey` (a PEM public key) or `jwks` (a JSON Web Key Set)",
             ));
         }
-        let CheckedFields {
-            days,
-            issuers,
-            mappings,
-        } = check_fields(&mut errors, &input);
-        let keys = self.read_keys(&mut errors, input.public_key.as_ref());
-        if !errors.is_empty() {
-            return Err(DomainError::Validation(errors));
-        }
+        let (
+            CheckedFields {
+                days,
+                issuers,
+                mappings,
+            },
+            keys,
+        ) = self.checked(errors, &input)?;
         if self.keys.list(env).await?.len() >= MAX_SDK_KEYS {
             return Err(DomainError::conflict(
                 ConflictKind::SdkKeyLimit,
@@ -182,16 +181,14 @@ impl SdkKeyService {
         input: SdkKeyInput,
     ) -> Result<SdkKey, DomainError> {
         who.authorize(env, Permission::SdkKeysWrite)?;
-        let mut errors = Vec::new();
-        let CheckedFields {
-            days,
-            issuers,
-            mappings,
-        } = check_fields(&mut errors, &input);
-        let keys = self.read_keys(&mut errors, input.public_key.as_ref());
-        if !errors.is_empty() {
-            return Err(DomainError::Validation(errors));
-        }
+        let (
+            CheckedFields {
+                days,
+                issuers,
+                mappings,
+            },
+            keys,
+        ) = self.checked(Vec::new(), &input)?;
         let mut key = self
             .keys
             .get(env, id)
@@ -339,6 +336,22 @@ impl SdkKeyService {
             .merge_attributes(env, end_user, attributes, now)
             .await?;
         Ok(())
+    }
+
+    /// The fields sent, checked, and the public keys read: every problem, with those already
+    /// found in `errors`, as one [`DomainError::Validation`].
+    fn checked(
+        &self,
+        mut errors: Vec<FieldError>,
+        input: &SdkKeyInput,
+    ) -> Result<(CheckedFields, Option<Vec<super::VerifyingKey>>), DomainError> {
+        let fields = check_fields(&mut errors, input);
+        let keys = self.read_keys(&mut errors, input.public_key.as_ref());
+        if errors.is_empty() {
+            Ok((fields, keys))
+        } else {
+            Err(DomainError::Validation(errors))
+        }
     }
 
     fn read_keys(

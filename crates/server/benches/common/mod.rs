@@ -116,3 +116,37 @@ pub async fn published_flow(server: &crate::support::Server) -> String {
     assert!(published.status().is_success());
     flow
 }
+
+/// The latencies a closed loop's tasks gathered, since `started`: (requests/s, p50, p99).
+pub async fn closed_loop_figures(
+    started: Instant,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Duration>>>,
+) -> (f64, f64, f64) {
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("join"));
+    }
+    all.sort();
+    (
+        all.len() as f64 / started.elapsed().as_secs_f64(),
+        pct(&all, 0.5),
+        pct(&all, 0.99),
+    )
+}
+
+/// The value of the unlabelled series `name` in the server's `/metrics`.
+pub async fn metric(server: &crate::support::Server, name: &str) -> Option<f64> {
+    let text = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+}
