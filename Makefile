@@ -7,11 +7,12 @@ run:
 
 # Every test, on SQLite and on a throw-away PostgreSQL (installed and started on 127.0.0.1:55432
 # by .ci/postgres.sh when TEST_POSTGRES_URL is not already set); then, alone, the one test whose
-# bounds are timed under load of its own (tests/blackbox/hang.rs).
+# bounds are timed under load of its own (tests/blackbox/hang.rs); `--workspace` again, so that
+# nothing is built anew (features are resolved per command) while it runs.
 test:
 	@if [ -z "$$TEST_POSTGRES_URL" ]; then eval "$$(.ci/postgres.sh)"; fi; \
 	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test --workspace && \
-	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test -p server --test blackbox -- --ignored hang::
+	  TEST_POSTGRES_URL=$${TEST_POSTGRES_URL} cargo test --workspace -- --ignored hang::
 	CARGO_TARGET_DIR=$(CURDIR)/target/domain-reuse cargo test --manifest-path tests/domain-reuse/Cargo.toml
 
 # Schemathesis against /openapi.json of the release binary on a fresh SQLite database: every
