@@ -207,9 +207,9 @@ impl FeedService {
         };
         match last {
             Some(head) => {
-                let horizon = now - Duration::hours(RESUME_HOURS);
+                let horizon = earlier(now, Duration::hours(RESUME_HOURS));
                 if head.created < horizon {
-                    cursor.watermark = horizon + self.reread;
+                    cursor.watermark = horizon.checked_add_signed(self.reread).unwrap_or(horizon);
                 } else {
                     // The window before it, up to it, counts as sent.
                     cursor.watermark = head.created;
@@ -230,7 +230,7 @@ impl FeedService {
         cursor: &mut FeedCursor,
         upto: Option<(Timestamp, EventId)>,
     ) -> Result<(), DomainError> {
-        let from = cursor.watermark - self.reread;
+        let from = earlier(cursor.watermark, self.reread);
         let mut after = None;
         loop {
             let page = self
@@ -271,7 +271,7 @@ impl FeedService {
         let reread = self.reread;
         let (from, after) = match &cursor.resume {
             Some((at, id)) => (*at, Some((*at, id.clone()))),
-            None => (cursor.watermark - reread, None),
+            None => (earlier(cursor.watermark, reread), None),
         };
         let heads = self
             .feed
@@ -330,10 +330,16 @@ impl FeedService {
         }
         cursor.resume = resume;
         // What the re-read window no longer covers is forgotten.
-        let keep_from = cursor.watermark - reread - reread;
+        let keep_from = earlier(earlier(cursor.watermark, reread), reread);
         cursor.seen.retain(|_, at| *at >= keep_from);
         Ok(Changes { events, more })
     }
+}
+
+/// `at` less `by`, or `at` itself where that would leave the calendar's range: event times come
+/// from storage, and no arithmetic on them may panic.
+fn earlier(at: Timestamp, by: Duration) -> Timestamp {
+    at.checked_sub_signed(by).unwrap_or(at)
 }
 
 #[cfg(test)]

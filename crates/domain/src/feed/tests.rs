@@ -329,3 +329,13 @@ async fn a_live_stream_sends_what_is_stamped_after_it_opened() {
         ["evt_just_after"]
     );
 }
+
+#[test]
+fn times_at_the_calendars_edge_do_not_overflow() {
+    let first = Timestamp::MIN_UTC;
+    assert_eq!(earlier(first, Duration::seconds(REREAD_SECONDS)), first);
+    assert_eq!(
+        earlier(t0(), Duration::seconds(1)),
+        t0() - Duration::seconds(1)
+    );
+}

@@ -211,10 +211,11 @@ impl SdkKeyService {
         }
         // Later than the version it replaces, even within one millisecond: a token verified
         // under that version must not pass as verified under this one.
-        key.updated = self
-            .clock
-            .now()
-            .max(key.updated + Duration::milliseconds(1));
+        key.updated = self.clock.now().max(
+            key.updated
+                .checked_add_signed(Duration::milliseconds(1))
+                .unwrap_or(key.updated),
+        );
         let updated = match self.keys.update(&key).await {
             Ok(updated) => updated,
             Err(StorageError::UniqueViolation(_)) => return Err(name_taken(&key.name)),
