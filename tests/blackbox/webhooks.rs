@@ -561,7 +561,7 @@ async fn a_subscription_is_changed_in_place_keeping_its_secret(s: Server) {
     let (id, secret) = subscribed(
         &s,
         json!({"types": ["card-published"], "url": "http://127.0.0.1:9/a",
-               "headers": {"X-Team": "growth"}}),
+               "headers": {"X-Team": "growth"}, "description": "Growth team's CRM"}),
     )
     .await;
     let changed = webhook(
@@ -582,6 +582,7 @@ async fn a_subscription_is_changed_in_place_keeping_its_secret(s: Server) {
     assert_eq!(data["actionFlowConfigId"], "flw_1");
     assert_eq!(data["method"], "PUT");
     assert_eq!(data["headers"], json!({"X-Team": "growth"}), "kept");
+    assert_eq!(data["description"], "Growth team's CRM", "kept");
     assert_eq!(data["secret"], secret.as_str(), "the secret is unchanged");
     assert_eq!(data["status"], "active");
 
@@ -625,6 +626,44 @@ async fn a_subscription_is_changed_in_place_keeping_its_secret(s: Server) {
     let shown = webhook(&s, "GET", &id, "", None).await;
     assert_eq!(shown.body["data"]["actionFlowConfigId"], Value::Null);
     assert_eq!(shown.body["data"]["url"], "http://127.0.0.1:9/b");
+    // A description is changed, refused past its limit, and cleared by null.
+    let described = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(json!({"description": "Completed cards to the CRM"})),
+    )
+    .await;
+    assert_eq!(described.status, 200, "{}", described.text);
+    assert_eq!(
+        described.body["data"]["description"],
+        "Completed cards to the CRM"
+    );
+    let long = webhook(
+        &s,
+        "PATCH",
+        &id,
+        "",
+        Some(json!({"description": "a".repeat(1_001)})),
+    )
+    .await;
+    assert_eq!(long.problem(400, "validation_failed"), ["description"]);
+    webhook(&s, "PATCH", &id, "", Some(json!({"description": null}))).await;
+    let listed = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/webhook", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    let entry = listed.body["data"]
+        .as_array()
+        .and_then(|all| all.iter().find(|w| w["id"] == id.as_str()))
+        .cloned()
+        .expect("listed");
+    assert_eq!(entry["description"], Value::Null, "cleared");
     webhook(
         &s,
         "PATCH",

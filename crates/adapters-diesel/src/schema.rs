@@ -250,6 +250,7 @@ diesel::table! {
         failing_since -> Nullable<Timestamp>,
         created -> Timestamp,
         updated -> Timestamp,
+        description -> Nullable<Text>,
     }
 }
 

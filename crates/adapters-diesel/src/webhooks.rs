@@ -77,6 +77,7 @@ struct SubscriptionRow {
     failing_since: Option<NaiveDateTime>,
     created: NaiveDateTime,
     updated: NaiveDateTime,
+    description: Option<String>,
 }
 
 #[derive(Insertable)]
@@ -318,6 +319,7 @@ impl WebhookRepository for DieselWebhookRepository {
                     webhook_subscriptions::types.eq(&row.types),
                     webhook_subscriptions::card_template_id.eq(&row.card_template_id),
                     webhook_subscriptions::flow_id.eq(&row.flow_id),
+                    webhook_subscriptions::description.eq(&row.description),
                     webhook_subscriptions::updated.eq(row.updated),
                 ))
                 .execute(conn)?;

@@ -1690,6 +1690,7 @@ mod webhooks {
             types: types.iter().map(|t| (*t).to_owned()).collect(),
             card_template_id: None,
             flow_id: flow.map(Into::into),
+            description: Some(format!("Subscription {id}\nsecond line")),
             secret: format!("whsec_secret-of-{id}"),
             previous_secret: None,
             previous_secret_until: None,
@@ -1905,6 +1906,12 @@ mod webhooks {
         let (_db, repo) = setup(url).await;
         let read = subscription("whk_e", &["card-published"], None);
         assert!(repo.create(&read, 10).await.expect("create"));
+        let created = repo
+            .get("env_a", "whk_e")
+            .await
+            .expect("get")
+            .expect("found");
+        assert_eq!(created.description, read.description, "stored as given");
         // Meanwhile: rotated and disabled.
         let mut changed = read.clone();
         changed.secret = "whsec_rotated".into();
@@ -1915,6 +1922,7 @@ mod webhooks {
         let mut edited = read.clone();
         edited.url = "https://example.com/other".into();
         edited.types = vec!["card-completed".into()];
+        edited.description = None;
         edited.updated = t(9);
         repo.edit(&edited).await.expect("edit");
         let stored = repo
@@ -1924,6 +1932,7 @@ mod webhooks {
             .expect("found");
         assert_eq!(stored.url, "https://example.com/other");
         assert_eq!(stored.types, ["card-completed"]);
+        assert_eq!(stored.description, None, "an edit clears the description");
         assert_eq!(stored.secret, "whsec_rotated");
         assert!(!stored.enabled);
         assert_eq!(stored.disabled_reason.as_deref(), Some("api"));

@@ -66,6 +66,7 @@ pub(super) fn seal(secrets: &SecretBox, s: &Subscription) -> Result<Subscription
         failing_since: s.failing_since.map(|t| t.naive_utc()),
         created: s.created.naive_utc(),
         updated: s.updated.naive_utc(),
+        description: s.description.clone(),
     })
 }
 
@@ -92,6 +93,7 @@ pub(super) fn open(
         types,
         card_template_id: row.card_template_id,
         flow_id: row.flow_id,
+        description: row.description,
         previous_secret_until: row.previous_secret_until.map(|t| t.and_utc()),
         enabled: row.enabled,
         disabled_reason: row.disabled_reason,

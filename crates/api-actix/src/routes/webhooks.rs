@@ -38,6 +38,9 @@ pub struct SubscriptionDto {
     pub secret: Option<String>,
     pub card_template_id: Option<String>,
     pub action_flow_config_id: Option<String>,
+    /// What the subscription is for; null when none was given.
+    #[schema(example = "Completed cards to the CRM")]
+    pub description: Option<String>,
     /// `active` or `disabled`.
     pub status: String,
     /// `api` (DELETE), `gone` (the endpoint answered 410) or `failing` (5 days of failures).
@@ -66,6 +69,7 @@ impl SubscriptionDto {
             headers: s.headers,
             card_template_id: s.card_template_id,
             action_flow_config_id: s.flow_id,
+            description: s.description,
             disabled_reason: s.disabled_reason,
         }
     }
@@ -166,10 +170,17 @@ pub struct SubscribeRequest {
     action_flow_config_id: Option<String>,
     /// `POST` (default) or `PUT`.
     method: Option<String>,
+    /// What the subscription is for; tabs and line breaks allowed, no other control character.
+    #[schema(
+        max_length = 1000,
+        pattern = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$"
+    )]
+    description: Option<String>,
 }
 
 /// The body of `PATCH /webhook/{id}`: the subscribe fields, every one optional; those left out
-/// are kept, and `null` clears a filter (`cardTemplateId`, `actionFlowConfigId`).
+/// are kept, and `null` clears a filter (`cardTemplateId`, `actionFlowConfigId`) or the
+/// description.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; the domain reads the body field by field
 #[schema(example = json!({"headers": {"X-Token": "abc"}, "types": ["card-completed"]}))]
@@ -188,6 +199,12 @@ pub struct UpdateWebhookRequest {
     action_flow_config_id: Option<String>,
     /// `POST` or `PUT`.
     method: Option<String>,
+    /// What the subscription is for; `null` clears it.
+    #[schema(
+        max_length = 1000,
+        pattern = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$"
+    )]
+    description: Option<String>,
 }
 
 fn one(s: Subscription, with_secret: bool) -> HttpResponse {
@@ -578,4 +595,23 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/v1/{environmentId}/webhook/{webhookId}/recover")
             .route(web::post().to(recover)),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn the_documented_description_limit_is_the_validators() {
+        for schema in [
+            super::SubscribeRequest::schema(),
+            super::UpdateWebhookRequest::schema(),
+        ] {
+            let json = serde_json::to_value(schema).expect("json");
+            assert_eq!(
+                json["properties"]["description"]["maxLength"],
+                domain::webhook::MAX_DESCRIPTION_CHARS
+            );
+        }
+    }
 }

@@ -314,6 +314,7 @@ impl AttemptRecord {
 /// #     headers: Default::default(),
 /// #     types: vec!["card-completed".into()],
 /// #     card_template_id: None,
+/// #     description: None,
 /// #     flow_id: None,
 /// #     secret: workbench_domain::webhook::new_secret(),
 /// #     previous_secret: None,

@@ -33,7 +33,7 @@ pub use delivery::{
     AttemptKind, AttemptOutcome, AttemptRecord, DeliveryJob, DeliveryService, DeliveryStatus,
     NextStep, RetryPolicy, SubscriptionChange, DEFAULT_RETRY_SCHEDULE, FAILING_DISABLE_AFTER,
 };
-pub use request::{SubscriptionRequest, MAX_HEADERS, MAX_URL_CHARS};
+pub use request::{SubscriptionRequest, MAX_DESCRIPTION_CHARS, MAX_HEADERS, MAX_URL_CHARS};
 pub use service::WebhookService;
 
 /// Every event a subscription can name in `types` (docs/api.md, Webhooks): the analytics
@@ -91,6 +91,9 @@ pub struct Subscription {
     pub card_template_id: Option<String>,
     /// `actionFlowConfigId`: only events of cards of this flow.
     pub flow_id: Option<String>,
+    /// `description`: what the subscription is for, in its owners' words; `None` when none
+    /// was given.
+    pub description: Option<String>,
     /// `whsec_…`; plaintext here, encrypted by the storage adapter.
     pub secret: String,
     /// The secret before the last rotation, valid until `previous_secret_until`.

@@ -15,6 +15,8 @@ pub const MAX_HEADERS: usize = 20;
 const MAX_HEADER_NAME_CHARS: usize = 256;
 const MAX_HEADER_VALUE_CHARS: usize = 4_096;
 const MAX_FILTER_ID_CHARS: usize = 255;
+/// The longest subscription description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
 /// Headers the service sets itself; a subscription cannot override them.
 const RESERVED_HEADERS: &[&str] = &[
     "webhook-id",
@@ -46,6 +48,9 @@ pub struct SubscriptionRequest {
     pub card_template_id: Option<String>,
     /// `actionFlowConfigId`, at most 255 characters; None when absent, null or empty.
     pub flow_id: Option<String>,
+    /// `description`, at most [`MAX_DESCRIPTION_CHARS`] characters without control characters
+    /// (tabs and line breaks allowed); None when absent, null or empty.
+    pub description: Option<String>,
 }
 
 impl SubscriptionRequest {
@@ -99,6 +104,7 @@ impl SubscriptionRequest {
             "actionFlowConfigId",
             &mut errors,
         );
+        let description = parse_description(obj.get("description"), &mut errors);
         if !errors.is_empty() {
             return Err(DomainError::Validation(errors));
         }
@@ -109,6 +115,7 @@ impl SubscriptionRequest {
             headers,
             card_template_id,
             flow_id,
+            description,
         })
     }
 }
@@ -241,6 +248,30 @@ fn parse_headers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> BTreeMa
         }
     }
     headers
+}
+
+fn parse_description(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    match value {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s))
+            if s.chars().count() <= MAX_DESCRIPTION_CHARS
+                && s.chars()
+                    .all(|c| matches!(c, '\t' | '\n' | '\r') || !c.is_control()) =>
+        {
+            Some(s.clone())
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "description",
+                format!(
+                    "must be a string of at most {MAX_DESCRIPTION_CHARS} characters without \
+                     control characters other than tabs and line breaks"
+                ),
+            ));
+            None
+        }
+    }
 }
 
 fn is_token_byte(b: u8) -> bool {

@@ -102,6 +102,7 @@ impl WebhookService {
             types: request.types,
             card_template_id: request.card_template_id,
             flow_id: request.flow_id,
+            description: request.description,
             secret: new_secret(),
             previous_secret: None,
             previous_secret_until: None,
@@ -226,7 +227,8 @@ impl WebhookService {
     }
 
     /// `PATCH /webhook/{id}` (contract §11): changes what the body names of `url`, `types`,
-    /// `method`, `headers`, `cardTemplateId` and `actionFlowConfigId` (`null` clears a filter),
+    /// `method`, `headers`, `cardTemplateId`, `actionFlowConfigId` and `description` (`null`
+    /// clears a filter or the description),
     /// keeping the rest, the secret and the state. The result is validated as a subscribe
     /// request would be ([`SubscriptionRequest::parse`]: the same rules, every problem at
     /// once), and a changed URL passes the SSRF check again. Fails with
@@ -250,6 +252,7 @@ impl WebhookService {
             "headers": sub.headers,
             "cardTemplateId": sub.card_template_id,
             "actionFlowConfigId": sub.flow_id,
+            "description": sub.description,
         });
         if let Some(fields) = merged.as_object_mut() {
             for (name, value) in changes {
@@ -271,6 +274,7 @@ impl WebhookService {
         sub.headers = request.headers;
         sub.card_template_id = request.card_template_id;
         sub.flow_id = request.flow_id;
+        sub.description = request.description;
         sub.updated = self.clock.now();
         self.repo.edit(&sub).await?;
         Ok(shown_to(who, sub))

@@ -26,6 +26,7 @@ fn sub() -> Subscription {
         types: vec!["card-completed".into()],
         card_template_id: None,
         flow_id: None,
+        description: None,
         secret: new_secret(),
         previous_secret: None,
         previous_secret_until: None,
@@ -160,6 +161,31 @@ fn table_of_subscribe_requests() {
             "unknown fields are ignored",
             with(json!({"secret": "mine"})),
             &[],
+        ),
+        (
+            "description with line breaks",
+            with(json!({"description": "To the CRM\r\n\tcompleted only"})),
+            &[],
+        ),
+        (
+            "longest description",
+            with(json!({"description": "é".repeat(MAX_DESCRIPTION_CHARS)})),
+            &[],
+        ),
+        (
+            "description too long",
+            with(json!({"description": "a".repeat(MAX_DESCRIPTION_CHARS + 1)})),
+            &["description"],
+        ),
+        (
+            "description with a control character",
+            with(json!({"description": "bell\u{7}"})),
+            &["description"],
+        ),
+        (
+            "description not a string",
+            with(json!({"description": ["a"]})),
+            &["description"],
         ),
     ];
     for (name, body, expected) in cases {
@@ -735,6 +761,36 @@ async fn an_edit_keeps_what_it_does_not_name_and_checks_only_a_new_url() {
         (edited.url.as_str(), edited.method),
         (before.url.as_str(), before.method)
     );
+
+    // A description is set, kept by an edit that does not name it, and cleared by null.
+    for (stored, patch, expected) in [
+        (None, json!({"description": "CRM"}), Some("CRM")),
+        (
+            Some("CRM"),
+            json!({"types": ["card-published"]}),
+            Some("CRM"),
+        ),
+        (Some("CRM"), json!({"description": null}), None),
+        (Some("CRM"), json!({"description": ""}), None),
+    ] {
+        let mut repo = MockWebhookRepository::new();
+        let current = Subscription {
+            description: stored.map(str::to_owned),
+            ..sub()
+        };
+        repo.expect_get()
+            .returning(move |_, _| Ok(Some(current.clone())));
+        let want = expected.map(str::to_owned);
+        repo.expect_edit()
+            .withf(move |s| s.description == want)
+            .times(1)
+            .returning(|_| Ok(()));
+        let edited = service(repo, MockWebhookTransport::new())
+            .update(&who(Role::Workbench), &ENV.into(), &"whk_1".into(), &patch)
+            .await
+            .expect("edited");
+        assert_eq!(edited.description.as_deref(), expected, "{patch}");
+    }
 
     // A new URL the policy refuses: nothing is stored.
     let mut repo = MockWebhookRepository::new();

@@ -1,0 +1,1 @@
+ALTER TABLE webhook_subscriptions DROP COLUMN description;
