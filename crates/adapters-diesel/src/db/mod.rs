@@ -15,6 +15,7 @@ use domain::StorageError;
 mod calls;
 mod migrations;
 pub(crate) mod notices;
+mod threads;
 mod url;
 
 use calls::*;
@@ -159,6 +160,8 @@ pub struct Database {
     /// Calls holding or waiting for a connection, at most the pool's size: while the database
     /// hangs, the calls beyond wait here, as futures, not as blocked threads.
     gate: Arc<tokio::sync::Semaphore>,
+    /// The threads the calls run on: at most the pool's size.
+    threads: Arc<threads::Threads>,
     /// PostgreSQL: cancels on the server what calls given up were running.
     canceller: Option<Canceller>,
     /// How long calls waited for a connection: for a turn at the gate and for the pool
@@ -227,6 +230,7 @@ impl Database {
             synchronous,
             waits,
             gate: Arc::new(tokio::sync::Semaphore::new(pool_size.max(1) as usize)),
+            threads: Arc::new(threads::Threads::new(pool_size.max(1) as usize, "db-call")),
             canceller,
             checkouts: Arc::new(domain::health::Durations::new(CHECKOUT_BUCKETS)),
             feed: Default::default(),
@@ -351,14 +355,20 @@ impl Database {
         };
         let (pool, pool_wait, checkouts) =
             (self.pool.clone(), self.waits.pool, self.checkouts.clone());
+        // The turn goes back when both sides let go of it: after the waiter has the answer
+        // (the thread is then back among the idle ones, so the next call reuses it rather
+        // than starting another), or, for a call given up, when its thread ends.
+        let turn = Arc::new(turn);
+        let thread_turn = turn.clone();
         let span = tracing::Span::current();
         // Where the call stands, decided under one lock by the thread and by the waiter, so
         // that a cancel only ever reaches a statement of this call, and a connection goes back
         // to the pool only when its work ended before the call was given up.
         let state: Arc<std::sync::Mutex<CallState>> = Arc::default();
         let shared = state.clone();
-        let call = tokio::task::spawn_blocking(move || {
-            let _turn = turn;
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let call = move || {
+            let _turn = thread_turn;
             let _entered = span.enter();
             let gave_up = || StorageError::Unavailable("gave up before starting".into());
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -384,11 +394,23 @@ impl Database {
                 *state = CallState::Ended;
             }
             outcome
-        });
-        match tokio::time::timeout_at(deadline, call).await {
-            Ok(joined) => {
-                joined.map_err(|e| StorageError::Internal(format!("database task failed: {e}")))?
-            }
+        };
+        let handed = self.threads.run(Box::new(move || {
+            let _ = answer.send(call());
+        }));
+        if let Err(e) = handed {
+            return Err(StorageError::Unavailable(format!(
+                "no thread could be started for the database: {e}"
+            )));
+        }
+        let joined = tokio::time::timeout_at(deadline, answered).await;
+        drop(turn);
+        match joined {
+            Ok(answer) => answer.unwrap_or_else(|_| {
+                Err(StorageError::Internal(
+                    "database task failed: the call panicked".into(),
+                ))
+            }),
             Err(_) => {
                 let running = std::mem::replace(&mut *lock(&state), CallState::Abandoned);
                 if let (Some(canceller), CallState::Running(Some(process))) =
