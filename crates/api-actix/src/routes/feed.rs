@@ -121,19 +121,19 @@ pub async fn stream(
     let watch = state.hub.watch(&env, &user);
     let bearer = crate::auth::bearer(&req).unwrap_or_default();
     let now = Instant::now();
-    let open = Open {
+    // Boxed: the stream holds its state and the future working on it, each then a pointer
+    // (10,000 open streams are 10,000 of each).
+    let open = Box::new(Open {
         state: state.clone(),
         cursor,
         watch,
         bearer,
-        env,
-        user,
         // Reconnect after a second; and the first bytes go out at once.
         pending: VecDeque::from([Bytes::from_static(b"retry: 1000\n\n")]),
         read: true,
         keep_alive: now + KEEP_ALIVE,
         checked: now,
-    };
+    });
     let body = futures_util::stream::unfold(open, next);
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
@@ -148,8 +148,6 @@ struct Open {
     cursor: FeedCursor,
     watch: Watch,
     bearer: String,
-    env: EnvironmentId,
-    user: EndUserId,
     /// Frames to send, in order.
     pending: VecDeque<Bytes>,
     /// Whether to read the user's changes before waiting again.
@@ -162,7 +160,7 @@ struct Open {
 
 /// The stream's next frame; `None` ends it (the service stops, or the credential no longer
 /// holds).
-async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)> {
+async fn next(mut open: Box<Open>) -> Option<(Result<Bytes, actix_web::Error>, Box<Open>)> {
     loop {
         if let Some(frame) = open.pending.pop_front() {
             return Some((Ok(frame), open));
@@ -215,21 +213,16 @@ async fn next(mut open: Open) -> Option<(Result<Bytes, actix_web::Error>, Open)>
 /// refusal: the stream goes on, and is checked again later.
 async fn still_signed_in(open: &Open) -> bool {
     let state = &open.state;
+    let (env, user) = (open.cursor.environment_id(), open.cursor.user_id());
     let checked = if crate::auth::is_jwt(&open.bearer) {
         state
             .sdk
-            .authenticate_user(&open.env, &open.user, &open.bearer)
+            .authenticate_user(env, user, &open.bearer)
             .await
             .map(|_| ())
     } else {
-        match state
-            .auth
-            .authenticate_for(&open.bearer, Some(&open.env))
-            .await
-        {
-            Ok(principal) => {
-                principal.authorize_user(&open.env, Permission::CardsWrite, &open.user)
-            }
+        match state.auth.authenticate_for(&open.bearer, Some(env)).await {
+            Ok(principal) => principal.authorize_user(env, Permission::CardsWrite, user),
             Err(e) => Err(e),
         }
     };
