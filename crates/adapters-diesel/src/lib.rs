@@ -4,8 +4,8 @@
 //! - [`db::AnyConnection`] is a `#[derive(diesel::MultiConnection)]` enum; queries are written
 //!   once against it. Where diesel's common subset is not enough, code matches on the variant.
 //! - [`db::Database`] owns an r2d2 pool, applies the embedded per-backend migrations at start
-//!   (under an advisory lock on PostgreSQL) and runs every blocking call on
-//!   `tokio::task::spawn_blocking`, never on the caller's (actix worker) thread.
+//!   (under an advisory lock on PostgreSQL) and runs every blocking call on its own threads
+//!   (at most the pool's size), never on the caller's (actix worker) thread.
 //! - diesel errors become [`domain::StorageError`]s: unique and foreign-key violations are
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 

@@ -330,7 +330,7 @@ impl Database {
         self.reported(outcome, false)
     }
 
-    /// Runs `work` on a thread of the blocking pool, answering by the call's deadline
+    /// Runs `work` on one of the database's threads, answering by the call's deadline
     /// (contract §20). At most the pool's size of calls hold a thread; the others wait for
     /// their turn as futures. A call past its deadline is answered `Unavailable` at once; its
     /// thread, blocked on a hung server, ends when the server or the network gives up, runs
