@@ -10,14 +10,24 @@
 //!    per card kept at steady state (the size over the cards in the database at the end);
 //! 2. with retention `off`: `/start` p99 under the same load, and the bytes each card adds.
 //!
+//! One webhook subscription (`card-published`, `card-expired`) to a receiver on loopback takes
+//! every card's two events, so that deliveries and their attempts are among the rows kept. The
+//! ledger: every request answered 2xx, and every event of every card delivered (duplicates
+//! counted); a run whose ledger does not close is void.
+//!
 //! BENCH_BACKEND=sqlite or postgres runs one backend alone; BENCH_PHASE=pruned or off one
 //! phase alone.
 
 mod common;
+#[allow(dead_code)]
+#[path = "../../../tests/blackbox/receiver.rs"]
+mod receiver;
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../../../tests/blackbox/support.rs"]
 mod support;
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use adapters_diesel::testing::TestDatabase;
@@ -103,6 +113,32 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
     .await;
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;
+    let receiver = receiver::Receiver::start().await;
+    let subscribed = server
+        .client
+        .post(server.url(&format!("/v1/{env}/webhook")))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"types": ["card-published", "card-expired"], "url": receiver.url}))
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(subscribed.status(), 201, "subscribe");
+    // What arrived, by event id; taken from the receiver each second so that it holds nothing.
+    let delivered: Arc<Mutex<(HashSet<String>, u64)>> = Arc::default();
+    let collector = {
+        let (receiver, delivered) = (receiver.clone(), delivered.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let got = receiver.take();
+                let mut seen = delivered.lock().expect("delivered");
+                seen.1 += got.len() as u64;
+                for r in got {
+                    seen.0.insert(r.header("webhook-id").to_owned());
+                }
+            }
+        })
+    };
     let (client, url, secret) = (
         server.client.clone(),
         server.url(&format!("/v1/{env}/action-flow/{flow}/start")),
@@ -162,8 +198,29 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
     all.sort();
     let sizes = sampler.await.expect("sampler");
     let kept = cards(server.database_url());
-    // The ledger: every request sent was answered 2xx (asserted as each came).
-    println!("    ledger: {n} sent, {} answered 2xx", all.len());
+    // The ledger: every request sent was answered 2xx (asserted as each came), and each card's
+    // two events delivered; the last cards expire 10 s after the run.
+    let expected = 2 * n;
+    let waited = Instant::now();
+    while delivered.lock().expect("delivered").0.len() < expected as usize
+        && waited.elapsed() < Duration::from_secs(120)
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    collector.abort();
+    let (events, calls) = {
+        let seen = delivered.lock().expect("delivered");
+        (seen.0.len() as u64, seen.1)
+    };
+    let closed = all.len() as u64 == n && events == expected;
+    println!(
+        "    ledger: {n} sent, {} answered 2xx; {events} of {expected} events delivered ({} calls, {} duplicates): {}",
+        all.len(),
+        calls,
+        calls.saturating_sub(events),
+        if closed { "closed" } else { "VOID" }
+    );
     (pct(&all, 0.5), pct(&all, 0.99), sizes, n, kept)
 }
 
