@@ -615,6 +615,9 @@ impl WebhookRepository for DieselWebhookRepository {
                 // out and the delivery was claimed again, so their outcome changes nothing.
                 let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
                 // Deliveries done, by attempt and claim: one statement per group (usually one).
+                // A delivery done leaves the outbox (issue 27: it was a third of a card's bytes
+                // at rest); the attempt log, written below, is its record, and a resend of its
+                // event is a new delivery.
                 let mut delivered: BTreeMap<(u32, Option<NaiveDateTime>), Vec<&String>> =
                     BTreeMap::new();
                 for r in &records {
@@ -625,45 +628,31 @@ impl WebhookRepository for DieselWebhookRepository {
                             .push(id);
                     }
                 }
-                let batch_time = records.iter().map(|r| r.at).max().map(|t| t.naive_utc());
-                if let Some(at) = batch_time {
-                    for ((attempt, lease), ids) in &delivered {
-                        let before: i32 =
-                            write_number("webhook attempt number", attempt.saturating_sub(1))
-                                .map_err(Failure::Domain)?;
-                        let attempt: i32 = write_number("webhook attempt number", *attempt)
+                for ((attempt, lease), ids) in &delivered {
+                    let before: i32 =
+                        write_number("webhook attempt number", attempt.saturating_sub(1))
                             .map_err(Failure::Domain)?;
-                        for chunk in ids.chunks(INSERT_CHUNK) {
+                    for chunk in ids.chunks(INSERT_CHUNK) {
                             let targets = webhook_deliveries::table
                                 .filter(webhook_deliveries::id.eq_any(chunk))
                                 .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
                                 .filter(webhook_deliveries::attempts.eq(before));
-                            let values = (
-                                webhook_deliveries::status.eq(DeliveryStatus::Delivered.as_str()),
-                                webhook_deliveries::attempts.eq(attempt),
-                                webhook_deliveries::trigger_kind.eq("scheduled"),
-                                webhook_deliveries::next_attempt_at.eq(at),
-                                webhook_deliveries::updated.eq(at),
-                            );
                             let saved: Vec<String> = match lease {
-                                Some(lease) => diesel::update(targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)))
-                                    .set(values)
+                                Some(lease) => diesel::delete(targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)))
                                     .returning(webhook_deliveries::id)
                                     .get_results(conn)?,
-                                None => diesel::update(targets)
-                                    .set(values)
+                                None => diesel::delete(targets)
                                     .returning(webhook_deliveries::id)
                                     .get_results(conn)?,
                             };
                             held.extend(saved);
-                        }
                     }
                 }
                 for r in &records {
                     let at = r.at.naive_utc();
                     if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
                         let (status, next) = match r.next {
-                            NextStep::Done => (DeliveryStatus::Delivered, at), // saved above
+                            NextStep::Done => (DeliveryStatus::Delivered, at), // removed above
                             NextStep::RetryAt(t) => (DeliveryStatus::Pending, t.naive_utc()),
                             NextStep::Failed => (DeliveryStatus::Failed, at),
                         };

@@ -2092,6 +2092,16 @@ mod webhooks {
         repo.record(vec![first, second, third])
             .await
             .expect("record");
+        // A delivery done leaves the outbox; the attempt log keeps its record (issue 27).
+        let outbox = |id: &str| {
+            adapters_diesel::testing::raw_texts(
+                url,
+                &format!("SELECT status AS v FROM webhook_deliveries WHERE id = '{id}'"),
+            )
+        };
+        assert!(outbox(&jobs[0].delivery_id).is_empty(), "delivered: gone");
+        assert_eq!(outbox(&jobs[1].delivery_id), ["pending"]);
+        assert_eq!(outbox(&jobs[2].delivery_id), ["failed"]);
         assert!(repo
             .claim(t(39), t(99), 10, vec![], 100)
             .await
@@ -2151,6 +2161,13 @@ mod webhooks {
             .expect("requeued");
         assert_eq!(again.len(), 2);
         assert!(again.iter().all(|j| j.trigger == "manual"));
+        // The delivered event's resend is a new delivery, its first attempt.
+        let resent = again
+            .iter()
+            .find(|j| j.event_id == jobs[0].event_id)
+            .expect("the resent event");
+        assert_eq!(resent.attempt, 1);
+        assert_ne!(resent.delivery_id, jobs[0].delivery_id);
         // 410: the subscription is disabled and what is pending is cancelled.
         let mut gone = record(&again[0], 410, NextStep::Failed);
         gone.subscription = Some(SubscriptionChange::Disable {
