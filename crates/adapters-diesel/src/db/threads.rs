@@ -23,6 +23,9 @@ struct Queue {
     jobs: VecDeque<Job>,
     /// Threads waiting for a job.
     idle: usize,
+    /// Wake-ups sent to waiting threads and not yet taken: a call hands its job to a waiting
+    /// thread only if one is left that no earlier call has woken.
+    woken: usize,
     /// Threads started and not ended.
     started: usize,
     /// The database was dropped: threads end once the queue is empty.
@@ -57,7 +60,8 @@ impl Threads {
     pub(super) fn run(&self, job: Job) -> std::io::Result<()> {
         let mut queue = lock(&self.shared.queue);
         queue.jobs.push_back(job);
-        if queue.idle > 0 {
+        if queue.idle > queue.woken {
+            queue.woken += 1;
             self.shared.ready.notify_one();
             return Ok(());
         }
@@ -117,6 +121,7 @@ fn work(shared: &Shared) {
             .wait(queue)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         queue.idle -= 1;
+        queue.woken = queue.woken.saturating_sub(1);
     }
 }
 
@@ -175,6 +180,43 @@ mod tests {
         finished
             .recv_timeout(Duration::from_secs(5))
             .expect("the threads go on");
+        assert_eq!(threads.started(), 2);
+    }
+
+    #[test]
+    fn calls_handed_over_together_do_not_wait_for_one_woken_thread() {
+        let threads = Threads::new(4, "db-test");
+        let (done, finished) = mpsc::channel::<()>();
+        let first = done.clone();
+        threads
+            .run(Box::new(move || {
+                let _ = first.send(());
+            }))
+            .expect("run");
+        finished.recv_timeout(Duration::from_secs(5)).expect("ran");
+        // One thread, waiting. Two calls at once, each holding its thread until both run:
+        // the second must start a thread of its own rather than queue behind the first.
+        for _ in 0..500 {
+            if lock(&threads.shared.queue).idle == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let both = Arc::new(std::sync::Barrier::new(2));
+        for _ in 0..2 {
+            let (both, done) = (both.clone(), done.clone());
+            threads
+                .run(Box::new(move || {
+                    both.wait();
+                    let _ = done.send(());
+                }))
+                .expect("run");
+        }
+        for _ in 0..2 {
+            finished
+                .recv_timeout(Duration::from_secs(5))
+                .expect("both ran at once");
+        }
         assert_eq!(threads.started(), 2);
     }
 
