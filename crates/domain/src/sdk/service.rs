@@ -406,10 +406,12 @@ impl SdkKeyService {
                         if known.len() >= KEY_CACHE_MAX {
                             known.clear();
                         }
-                        known.insert(
-                            env.to_string(),
-                            (keys.clone(), now + Duration::milliseconds(KEY_TTL_MS)),
-                        );
+                        // At the calendar's edge the keys are not remembered (contract §10).
+                        if let Some(until) =
+                            now.checked_add_signed(Duration::milliseconds(KEY_TTL_MS))
+                        {
+                            known.insert(env.to_string(), (keys.clone(), until));
+                        }
                     }
                 }
                 keys

@@ -273,6 +273,23 @@ async fn a_changed_key_verifies_its_tokens_again() {
     assert_eq!(*f.checks.lock().expect("lock"), 2);
 }
 
+/// Contract §10: a clock at the calendar's last instant (the database's, say) makes the
+/// keys' freshness unrepresentable; the answer comes without remembering them.
+#[tokio::test]
+async fn a_clock_at_the_calendars_edge_answers_without_remembering_the_keys() {
+    let f = fixture();
+    let env = EnvironmentId::from(ENV);
+    *f.now.lock().expect("lock") = chrono::DateTime::<chrono::Utc>::MAX_UTC;
+    for _ in 0..2 {
+        let answer = f.service.authenticate_user(&env, "u1", "token").await;
+        assert!(
+            matches!(answer, Ok(_) | Err(DomainError::TokenRefused(_))),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(*f.reads.lock().expect("lock"), 2, "read again each time");
+}
+
 #[tokio::test]
 async fn a_forged_token_is_refused_and_never_remembered() {
     let f = fixture();
