@@ -180,10 +180,14 @@ pub async fn edge(
 
     let status = response.status();
     if status.is_client_error() || status.is_server_error() {
+        // A problem document already, or a console page (which shows its error itself).
         let is_problem = response
             .headers()
             .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes()));
+            .is_some_and(|v| {
+                v.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes())
+                    || (route.starts_with("/console/") && v.as_bytes().starts_with(b"text/html"))
+            });
         if !is_problem {
             if let Some(err) = response.response().error() {
                 tracing::debug!(parent: &span, error = %err, "framework error replaced by a problem");
@@ -260,7 +264,7 @@ fn has_body(req: &ServiceRequest) -> bool {
 /// Routes of the API proper (under `/v1/`, and the token exchange), whose answers may carry
 /// secrets or tokens: not the documentation, health or metrics.
 fn carries_credentials(route: &str) -> bool {
-    route.starts_with("/v1/") || route == "/oauth/token"
+    route.starts_with("/v1/") || route == "/oauth/token" || route.starts_with("/console/")
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod auth;
 mod body;
 pub mod client;
+mod console;
 mod edge;
 mod hub;
 mod limits;
@@ -100,6 +101,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::stats::configure(cfg);
     routes::sdk_keys::configure(cfg);
     openapi::configure(cfg);
+    console::configure(cfg);
 }
 
 async fn no_route() -> HttpResponse {

@@ -262,6 +262,11 @@ impl ApiError {
         self.0.code
     }
 
+    /// The problem document (the console shows its detail and field problems).
+    pub(crate) fn problem(&self) -> Problem {
+        self.body()
+    }
+
     /// The problem document as JSON, for a response written outside actix-web's reach.
     pub(crate) fn json(&self) -> Vec<u8> {
         serde_json::to_vec(&self.body()).unwrap_or_default()

@@ -1,0 +1,215 @@
+//! Credentials: the keys that may use the environment, revoking one, and creating one whose
+//! secret is shown once, on the answer to the change that made it.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use domain::id::{EnvironmentId, KeyId};
+use domain::tenancy::{IssuedKey, Role};
+use domain::{PageRequest, Permission};
+use maud::html;
+use serde::Deserialize;
+
+use super::environments;
+use super::page::{self, respond, see_other, Frame, Problems};
+use super::session::{Posted, Refusal, Session, ROOT};
+use crate::AppState;
+
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/console/{env}/credentials", web::get().to(show))
+        .route("/console/{env}/credentials", web::post().to(create))
+        .route(
+            "/console/{env}/credentials/{client_id}/revoke",
+            web::post().to(revoke),
+        );
+}
+
+#[derive(Deserialize)]
+struct Shown {
+    done: Option<String>,
+}
+
+async fn show(
+    state: web::Data<AppState>,
+    session: Session,
+    env: web::Path<EnvironmentId>,
+    query: web::Query<Shown>,
+) -> Result<HttpResponse, Refusal> {
+    let notice = (query.done.as_deref() == Some("revoked")).then_some("The key was revoked.");
+    render(&state, &session, &env, StatusCode::OK, notice, None, None).await
+}
+
+async fn render(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    status: StatusCode,
+    notice: Option<&str>,
+    issued: Option<&IssuedKey>,
+    problems: Option<&Problems>,
+) -> Result<HttpResponse, Refusal> {
+    let page_request = PageRequest {
+        limit: domain::page::MAX_LIMIT,
+        after: None,
+    };
+    let keys = match state
+        .auth
+        .list_credentials(&session.principal, env, page_request)
+        .await
+    {
+        Ok(keys) => keys,
+        Err(err) => {
+            let problems = Problems::of(err);
+            if problems.status == StatusCode::UNAUTHORIZED {
+                return Err(Refusal::SignIn { expired: false });
+            }
+            return Ok(page::message(
+                problems.status,
+                "Credentials",
+                &problems.message,
+            ));
+        }
+    };
+    let environments = environments(state, session).await?;
+    let may_write = session.may(env, Permission::CredentialsWrite);
+    let frame = Frame {
+        title: "Credentials",
+        section: "credentials",
+        env,
+        environments: &environments,
+        session,
+    };
+    let content = html! {
+        (page::notice(notice))
+        (page::alert(problems))
+        @if let Some(issued) = issued {
+            section.card aria-labelledby="issued" {
+                h2 #issued { "New key" }
+                p { "Client id " code #new-client-id { (issued.key.id) } }
+                p { "Client secret (shown this once; copy it now):" }
+                p.secret #new-secret { (issued.client_secret) }
+            }
+        }
+        div.scroll { table {
+            thead { tr {
+                th scope="col" { "Client id" } th scope="col" { "Name" } th scope="col" { "Access" }
+                th scope="col" { "Created" } th scope="col" { "Last used" } th scope="col" { "Revoked" }
+                @if may_write { th scope="col" { span.muted { "Actions" } } }
+            } }
+            tbody { @for k in &keys.items { tr {
+                td { code { (k.key.id) } }
+                td { (k.key.name.as_deref().unwrap_or("")) }
+                td { (access(&k.key.access)) }
+                td { (k.key.created.format("%Y-%m-%d %H:%M")) }
+                td { @if let Some(t) = k.last_used { (t.format("%Y-%m-%d %H:%M")) } }
+                td { @if let Some(t) = k.key.revoked { (t.format("%Y-%m-%d %H:%M")) } }
+                @if may_write { td {
+                    @if k.key.revoked.is_none() {
+                        form method="post" action={ (ROOT) "/" (env) "/credentials/" (k.key.id) "/revoke" } {
+                            (page::csrf(session))
+                            button.danger type="submit" aria-label={ "Revoke " (k.key.id) } { "Revoke" }
+                        }
+                    }
+                } }
+            } } }
+        } }
+        @if may_write {
+            section.card aria-labelledby="create" {
+                h2 #create { "New key" }
+                form.inline method="post" action={ (ROOT) "/" (env) "/credentials" } {
+                    (page::csrf(session))
+                    div.field {
+                        label for="role" { "Role" }
+                        select #role name="role" {
+                            option value="events" { "events: Action Flows, end users and cards" }
+                            option value="workbench" { "workbench: webhooks, push platforms, SDK keys and end users" }
+                        }
+                        (page::field_errors("role-errors", &problems.map(|p| p.about("role", false)).unwrap_or_default()))
+                    }
+                    button type="submit" { "Create key" }
+                }
+            }
+        }
+    };
+    Ok(respond(status, page::frame(&frame, content)))
+}
+
+/// A key's roles or scopes, as the API names them.
+fn access(access: &domain::tenancy::KeyAccess) -> String {
+    let roles = access.role_names();
+    if roles.is_empty() {
+        access.scope_names().join(", ")
+    } else {
+        roles.join(", ")
+    }
+}
+
+#[derive(Deserialize)]
+struct CreateForm {
+    role: String,
+}
+
+async fn create(
+    state: web::Data<AppState>,
+    env: web::Path<EnvironmentId>,
+    posted: Posted<CreateForm>,
+) -> Result<HttpResponse, Refusal> {
+    let Posted { session, form } = posted;
+    let result = match Role::parse(&form.role) {
+        Some(role) => {
+            state
+                .auth
+                .create_credential(&session.principal, &env, role)
+                .await
+        }
+        None => Err(domain::DomainError::invalid(
+            "role",
+            "must be `events` or `workbench`",
+        )),
+    };
+    match result {
+        // The secret is shown on this answer only: the page is never cached, and reloading
+        // it does not create another key (the browser asks before sending the form again).
+        Ok(issued) => {
+            render(
+                &state,
+                &session,
+                &env,
+                StatusCode::CREATED,
+                None,
+                Some(&issued),
+                None,
+            )
+            .await
+        }
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            render(&state, &session, &env, status, None, None, Some(&problems)).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RevokeForm {}
+
+async fn revoke(
+    state: web::Data<AppState>,
+    path: web::Path<(EnvironmentId, KeyId)>,
+    posted: Posted<RevokeForm>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, client_id) = path.into_inner();
+    let session = posted.session;
+    match state
+        .auth
+        .revoke_credential(&session.principal, &env, &client_id)
+        .await
+    {
+        // Revoking the session's own key signs it out: the next page finds its token refused.
+        Ok(()) => Ok(see_other(&format!("{ROOT}/{env}/credentials?done=revoked"))),
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            render(&state, &session, &env, status, None, None, Some(&problems)).await
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The console's page frame and the pieces every page shares: the navigation, the environment
+//! switcher, messages, form fields with their errors in place, and the answer's headers.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::HttpResponse;
+use domain::tenancy::Environment;
+use domain::{DomainError, Permission};
+use maud::{html, Markup, DOCTYPE};
+
+use super::session::{Session, ROOT};
+
+/// What the console's pages may load: only this origin's own assets, no inline script, and no
+/// frame of another site around them.
+const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
+                      form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The sections of the console, with the permission that shows each.
+const SECTIONS: [(&str, &str, Permission); 3] = [
+    ("folders", "Folders", Permission::FoldersRead),
+    ("flows", "Flows", Permission::ActionFlowsRead),
+    ("credentials", "Credentials", Permission::CredentialsRead),
+];
+
+/// One page: its title, the section it belongs to, the environment it shows.
+pub(crate) struct Frame<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) section: &'a str,
+    pub(crate) env: &'a str,
+    pub(crate) environments: &'a [Environment],
+    pub(crate) session: &'a Session,
+}
+
+/// An HTML answer with the console's headers: never cached (a page may show a new key's
+/// secret), never framed, nothing loaded from elsewhere.
+pub(crate) fn respond(status: StatusCode, body: Markup) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, POLICY))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
+        .insert_header((header::REFERRER_POLICY, "same-origin"))
+        .body(body.into_string())
+}
+
+/// A `303 See Other` to `to` (after a change, so that reloading does not send it again).
+pub(crate) fn see_other(to: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, to.to_owned()))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .finish()
+}
+
+fn document(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Workbench" }
+                link rel="stylesheet" href={ (ROOT) "/assets/console.css" };
+                script src={ (ROOT) "/assets/console.js" } defer {}
+            }
+            body { (body) }
+        }
+    }
+}
+
+/// A page without a session: sign-in, and the console's refusals.
+pub(crate) fn bare(title: &str, content: Markup) -> Markup {
+    document(
+        title,
+        html! {
+            header.top { span.brand { "Workbench" } }
+            main #main { (content) }
+        },
+    )
+}
+
+/// A page of an environment, with the navigation of what the key may read.
+pub(crate) fn frame(frame: &Frame<'_>, content: Markup) -> Markup {
+    let env = frame.env;
+    document(
+        frame.title,
+        html! {
+            a.skip href="#main" { "Skip to the content" }
+            header.top {
+                span.brand { "Workbench" }
+                nav aria-label="Sections" {
+                    ul {
+                        @for (path, name, permission) in SECTIONS {
+                            @if frame.session.may(env, permission) {
+                                li {
+                                    a href={ (ROOT) "/" (env) "/" (path) }
+                                      aria-current=[(frame.section == path).then_some("page")] { (name) }
+                                }
+                            }
+                        }
+                    }
+                }
+                form.switcher method="get" action={ (ROOT) "/switch" } {
+                    label for="environment" { "Environment" }
+                    select #environment name="env" {
+                        @for e in frame.environments {
+                            option value=(e.id) selected[e.id.as_str() == env] { (e.name) }
+                        }
+                    }
+                    input type="hidden" name="section" value=(frame.section);
+                    button type="submit" { "Switch" }
+                }
+                form.signout method="post" action={ (ROOT) "/sign-out" } {
+                    (csrf(frame.session))
+                    button type="submit" { "Sign out" }
+                }
+            }
+            main #main {
+                h1 { (frame.title) }
+                (content)
+            }
+        },
+    )
+}
+
+/// The hidden field every change carries.
+pub(crate) fn csrf(session: &Session) -> Markup {
+    html! { input type="hidden" name="csrf" value=(session.csrf); }
+}
+
+/// A message page (a refusal, an error), with a way back in.
+pub(crate) fn message(status: StatusCode, title: &str, text: &str) -> HttpResponse {
+    respond(
+        status,
+        bare(
+            title,
+            html! {
+                h1 { (title) }
+                p role="alert" { (text) }
+                p { a href={ (ROOT) "/" } { "Back to the console" } }
+            },
+        ),
+    )
+}
+
+/// A domain error as the console shows it: the status the API would answer, the message, and
+/// the problems of each field (by the field's path, as the API names them).
+pub(crate) struct Problems {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+    pub(crate) fields: Vec<(String, String)>,
+}
+
+impl Problems {
+    /// The API's own answer to `err` (its status, detail and field problems), so that the
+    /// console says what the API would.
+    pub(crate) fn of(err: DomainError) -> Problems {
+        let api = crate::ApiError::from(err);
+        let problem = api.problem();
+        Problems {
+            status: StatusCode::from_u16(problem.status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            message: problem.detail,
+            fields: problem
+                .errors
+                .into_iter()
+                .map(|e| (e.field, e.message))
+                .collect(),
+        }
+    }
+
+    /// The messages about `field` (exactly, or a path inside it when `nested`).
+    pub(crate) fn about(&self, field: &str, nested: bool) -> Vec<&(String, String)> {
+        self.fields
+            .iter()
+            .filter(|(f, _)| {
+                f == field
+                    || (nested
+                        && (field.is_empty()
+                            || f.strip_prefix(field)
+                                .is_some_and(|r| r.starts_with('.') || r.starts_with('['))))
+            })
+            .collect()
+    }
+}
+
+/// The summary of a failed change, at the top of the form it belongs to.
+pub(crate) fn alert(problems: Option<&Problems>) -> Markup {
+    html! {
+        @if let Some(p) = problems {
+            div.alert role="alert" {
+                p { (p.message) }
+            }
+        }
+    }
+}
+
+/// A labelled text input with the problems of `field` next to it.
+pub(crate) fn text_field(
+    id: &str,
+    label: &str,
+    name: &str,
+    value: &str,
+    field: &str,
+    problems: Option<&Problems>,
+) -> Markup {
+    let errors: Vec<&(String, String)> =
+        problems.map(|p| p.about(field, false)).unwrap_or_default();
+    let described = format!("{id}-errors");
+    html! {
+        div.field {
+            label for=(id) { (label) }
+            input #(id) type="text" name=(name) value=(value)
+                aria-invalid=[(!errors.is_empty()).then_some("true")]
+                aria-describedby=[(!errors.is_empty()).then_some(described.as_str())];
+            (field_errors(&described, &errors))
+        }
+    }
+}
+
+/// The problems of a field, listed under it.
+pub(crate) fn field_errors(id: &str, errors: &[&(String, String)]) -> Markup {
+    html! {
+        @if !errors.is_empty() {
+            ul.errors #(id) {
+                @for (field, message) in errors {
+                    li { @if !field.is_empty() { code { (field) } ": " } (message) }
+                }
+            }
+        }
+    }
+}
+
+/// A notice after a change that succeeded (`done` in the query names it; nothing the query
+/// says is shown as it is).
+pub(crate) fn notice(text: Option<&str>) -> Markup {
+    html! {
+        @if let Some(text) = text {
+            p.notice role="status" { (text) }
+        }
+    }
+}
+
+/// Text as given, in a `pre` (JSON shown back).
+pub(crate) fn pre(text: &str) -> Markup {
+    html! { pre { (text) } }
+}
