@@ -7,6 +7,7 @@ mod auth;
 mod bulk;
 mod cancel;
 mod clock;
+mod console;
 mod document;
 mod feed;
 mod flows;

@@ -1,0 +1,618 @@
+//! The console (contract §13): its security over plain HTTP on both backends, and its
+//! journeys in a real headless Chromium (Debian's `chromium` and `chromium-driver`) on SQLite.
+//!
+//! Without chromedriver the browser journeys are skipped, unless `CI` is set: then they fail.
+//! With `WORKBENCH_SCREENSHOTS=DIR` they save a PNG of each main page there (docs/console/).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{json, Value};
+
+use crate::support::{blackbox, call, Server};
+
+/// A client that does not follow redirects and keeps no cookies: each test says what it sends.
+fn plain() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// A key of this server's environment made by the admin command: (client id, secret).
+fn key(s: &Server, args: &[&str]) -> (String, String) {
+    let mut all = vec!["key", "create", "--env", s.env.as_str()];
+    all.extend(args);
+    let made = s.admin(&all).expect("key create");
+    (
+        made["clientId"].as_str().expect("id").to_owned(),
+        made["clientSecret"].as_str().expect("secret").to_owned(),
+    )
+}
+
+/// Signs in over HTTP: the `Set-Cookie` header of the answer.
+async fn sign_in(s: &Server, client_id: &str, secret: &str) -> String {
+    let reply = plain()
+        .post(s.url("/console/sign-in"))
+        .form(&[("client_id", client_id), ("client_secret", secret)])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(reply.headers()["location"], "/console/");
+    reply
+        .headers()
+        .get("set-cookie")
+        .expect("cookie")
+        .to_str()
+        .expect("text")
+        .to_owned()
+}
+
+/// The `name=value` part of a `Set-Cookie` header.
+fn pair(set_cookie: &str) -> String {
+    set_cookie
+        .split(';')
+        .next()
+        .expect("pair")
+        .trim()
+        .to_owned()
+}
+
+async fn get(s: &Server, cookie: &str, path: &str) -> (u16, String) {
+    let reply = plain()
+        .get(s.url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("get");
+    let status = reply.status().as_u16();
+    (status, reply.text().await.expect("body"))
+}
+
+/// The form token a page carries.
+fn csrf(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    page[at..at + 32].to_owned()
+}
+
+async fn sessions_are_strict_cookies_for_the_console_only(s: Server) {
+    // Signed out: every page leads to the sign-in page.
+    let reply = plain()
+        .get(s.url(&format!("/console/{}/flows", s.env)))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(reply.headers()["location"], "/console/sign-in");
+
+    // A wrong secret: 401, the page says so, no cookie.
+    let reply = plain()
+        .post(s.url("/console/sign-in"))
+        .form(&[
+            ("client_id", s.admin_client_id.as_str()),
+            ("client_secret", "wbs_wrong"),
+        ])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(reply.status(), 401);
+    assert!(reply.headers().get("set-cookie").is_none());
+    assert!(reply.text().await.expect("body").contains("wrong"));
+
+    let cookie = sign_in(&s, &s.admin_client_id, &s.admin_secret).await;
+    for flag in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/console",
+        "Max-Age=3600",
+    ] {
+        assert!(cookie.contains(flag), "{flag} in {cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    assert!(pair(&cookie).starts_with("workbench_console=wbt_"));
+
+    // Pages are never cached, framed or allowed to load from elsewhere.
+    let reply = plain()
+        .get(s.url(&format!("/console/{}/flows", s.env)))
+        .header("cookie", pair(&cookie))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(reply.status(), 200);
+    assert_eq!(reply.headers()["cache-control"], "no-store");
+    assert_eq!(reply.headers()["x-frame-options"], "DENY");
+    let policy = reply.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp");
+    assert!(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'"));
+
+    // Another environment: back to signing in, as the API answers 401.
+    let other = s.other_env("elsewhere");
+    let (status, _) = get(&s, &pair(&cookie), &format!("/console/{other}/flows")).await;
+    assert_eq!(status, 200, "the bootstrap key may use every environment");
+    let (limited_id, limited_secret) = key(&s, &["--role", "events"]);
+    let limited = pair(&sign_in(&s, &limited_id, &limited_secret).await);
+    let reply = plain()
+        .get(s.url(&format!("/console/{other}/flows")))
+        .header("cookie", &limited)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+}
+
+async fn a_secure_cookie_when_served_over_https(s: Server) {
+    let mut s = s;
+    s.restart_with(&[("WORKBENCH_PUBLIC_URL", Some("https://console.example"))]);
+    let cookie = sign_in(&s, &s.admin_client_id, &s.admin_secret).await;
+    assert!(cookie.contains("Secure"), "{cookie}");
+}
+
+async fn changes_need_the_form_token_and_this_origin(s: Server) {
+    let cookie = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let (_, page) = get(&s, &cookie, &format!("/console/{}/folders", s.env)).await;
+    let token = csrf(&page);
+    let path = format!("/console/{}/folders", s.env);
+    let post = |form: Vec<(&'static str, String)>, origin: Option<&'static str>| {
+        let mut request = plain()
+            .post(s.url(&path))
+            .header("cookie", &cookie)
+            .form(&form);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    // No token, a wrong token, another site's origin: refused, nothing made.
+    for (form, origin) in [
+        (vec![("name", "A".to_owned())], None),
+        (
+            vec![("name", "A".to_owned()), ("csrf", "0".repeat(32))],
+            None,
+        ),
+        (
+            vec![("name", "A".to_owned()), ("csrf", token.clone())],
+            Some("https://evil.example"),
+        ),
+    ] {
+        let reply = post(form, origin).await.expect("post");
+        assert_eq!(reply.status(), 403);
+    }
+    let cross = plain()
+        .post(s.url(&path))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "cross-site")
+        .form(&[("name", "A"), ("csrf", token.as_str())])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(cross.status(), 403);
+    let folders = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/workbench-folder", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(
+        folders.body["data"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        folders.text
+    );
+
+    // Another session's token is not this one's.
+    let other = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let (_, other_page) = get(&s, &other, &format!("/console/{}/folders", s.env)).await;
+    assert_ne!(csrf(&other_page), token);
+
+    // With the token, from this origin: made, and the API's refusal shows in place.
+    let made = post(
+        vec![("name", "Onboarding".to_owned()), ("csrf", token.clone())],
+        None,
+    )
+    .await
+    .expect("post");
+    assert_eq!(made.status(), 303);
+    let again = post(
+        vec![("name", "Onboarding".to_owned()), ("csrf", token.clone())],
+        None,
+    )
+    .await
+    .expect("post");
+    assert_eq!(again.status(), 409);
+    let text = again.text().await.expect("body");
+    assert!(
+        text.contains("role=\"alert\"") || text.contains("class=\"errors\""),
+        "{text}"
+    );
+    assert!(text.contains("Onboarding"));
+}
+
+async fn a_key_without_a_permission_sees_the_page_read_only(s: Server) {
+    let created = call(
+        &s,
+        "POST",
+        &format!("/v1/{}/action-flow", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"name": "Welcome", "config": serde_json::from_str::<Value>(ONE_STEP).expect("json")})),
+    )
+    .await;
+    let flow = created.body["data"]["id"].as_str().expect("id").to_owned();
+    let (id, secret) = key(&s, &["--scope", "action_flows:read"]);
+    let cookie = pair(&sign_in(&s, &id, &secret).await);
+    let (status, page) = get(&s, &cookie, &format!("/console/{}/flows/{flow}", s.env)).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("Welcome aboard"),
+        "the configuration is shown"
+    );
+    for action in ["<textarea", "Publish", "Archive", "Send test", "New flow"] {
+        assert!(!page.contains(action), "{action} shown to a read-only key");
+    }
+    assert!(
+        !page.contains("/folders\""),
+        "no folders section without its scope"
+    );
+    // And a change it posts anyway is the service's to refuse.
+    let reply = plain()
+        .post(s.url(&format!("/console/{}/flows/{flow}/archive/archive", s.env)))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf(&page))])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(reply.status(), 403);
+}
+
+async fn a_revoked_key_is_signed_out(s: Server) {
+    let (id, secret) = key(&s, &["--role", "events"]);
+    let cookie = pair(&sign_in(&s, &id, &secret).await);
+    let (status, _) = get(&s, &cookie, &format!("/console/{}/flows", s.env)).await;
+    assert_eq!(status, 200);
+    let revoked = call(
+        &s,
+        "DELETE",
+        &format!("/v1/{}/credentials/{id}", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert!(revoked.status < 300, "{}", revoked.text);
+    let reply = plain()
+        .get(s.url(&format!("/console/{}/flows", s.env)))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(reply.headers()["location"], "/console/sign-in?expired=1");
+    let cleared = reply.headers()["set-cookie"].to_str().expect("cookie");
+    assert!(cleared.starts_with("workbench_console=;"), "{cleared}");
+}
+
+const ONE_STEP: &str = include_str!("../../crates/api-actix/src/examples/one-step.json");
+
+blackbox!(
+    sessions_are_strict_cookies_for_the_console_only,
+    a_secure_cookie_when_served_over_https,
+    changes_need_the_form_token_and_this_origin,
+    a_key_without_a_permission_sees_the_page_read_only,
+    a_revoked_key_is_signed_out,
+);
+
+/// Headless Chromium driven through chromedriver, ended with the test.
+struct Browser {
+    driver: Child,
+    client: Option<Client>,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// `None` when chromedriver is not installed and `CI` is not set.
+    async fn start() -> Option<Browser> {
+        let driver =
+            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        if !std::path::Path::new(&driver).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set and {driver} is missing: .ci/run installs chromium-driver"
+            );
+            eprintln!("skipped: no {driver} (install chromium and chromium-driver)");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver");
+        let profile = tempfile::tempdir().expect("profile");
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--window-size=1280,800",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last = None;
+        for _ in 0..100 {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => {
+                    return Some(Browser {
+                        driver: child,
+                        client: Some(client),
+                        _profile: profile,
+                    })
+                }
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not start: {last:?}");
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().expect("client")
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let found = self
+            .c()
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await;
+        match found {
+            Ok(element) => element.text().await.expect("text"),
+            Err(e) => {
+                let url = self.c().current_url().await.map(|u| u.to_string());
+                let page = self.c().source().await.unwrap_or_default();
+                panic!("{css}: {e}; at {url:?}:\n{page}")
+            }
+        }
+    }
+
+    /// Waits until the element `css` holds `needle` (a click's page may not have loaded yet).
+    async fn until(&self, css: &str, needle: &str) -> String {
+        let mut text = String::new();
+        for _ in 0..100 {
+            if let Ok(element) = self.c().find(Locator::Css(css)).await {
+                text = element.text().await.unwrap_or_default();
+                if text.contains(needle) {
+                    return text;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let page = self.c().source().await.unwrap_or_default();
+        panic!("{css} never held {needle:?} (last: {text:?}):\n{page}")
+    }
+
+    /// The element `css`, once the page has one.
+    async fn element(&self, css: &str) -> fantoccini::elements::Element {
+        self.c()
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+    }
+
+    async fn fill(&self, css: &str, value: &str) {
+        let field = self.element(css).await;
+        field.clear().await.expect("clear");
+        field.send_keys(value).await.expect("type");
+    }
+
+    async fn click(&self, css: &str) {
+        self.element(css).await.click().await.expect("click");
+    }
+
+    /// Saves the page as `name`.png when `WORKBENCH_SCREENSHOTS` names a folder.
+    async fn shot(&self, name: &str) {
+        if let Some(dir) = std::env::var_os("WORKBENCH_SCREENSHOTS") {
+            let png = self.c().screenshot().await.expect("screenshot");
+            std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png)
+                .expect("write screenshot");
+        }
+    }
+
+    async fn end(mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = client.close().await;
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Signs in through the form.
+async fn browser_sign_in(b: &Browser, s: &Server, client_id: &str, secret: &str) {
+    b.c().goto(&s.url("/console/")).await.expect("goto");
+    b.text("#client_id").await;
+    b.shot("sign-in").await;
+    b.fill("#client_id", client_id).await;
+    b.fill("#client_secret", secret).await;
+    b.click("main button[type=submit]").await;
+    b.until("main h1", "Flows").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_flow_is_filed_fixed_published_and_tested() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    let tester = call(
+        &s,
+        "PUT",
+        &format!("/v1/{}/users/tester", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"testUser": true})),
+    )
+    .await;
+    assert_eq!(tester.status, 200, "{}", tester.text);
+
+    browser_sign_in(&b, &s, &s.admin_client_id, &s.admin_secret).await;
+    b.until("main h1", "Flows").await;
+
+    // A folder.
+    b.click("nav a[href$='/folders']").await;
+    b.until("main h1", "Folders").await;
+    b.fill("#folder-name", "Onboarding").await;
+    b.click("form[action$='/folders'] button[type=submit]")
+        .await;
+    b.until(".notice", "created").await;
+    b.until(".tree", "Onboarding").await;
+    b.shot("folders").await;
+
+    // A flow in it, from the one-card example.
+    b.click("nav a[href$='/flows']").await;
+    b.fill("#flow-name", "Welcome").await;
+    b.element("#flow-folder")
+        .await
+        .select_by_label("Onboarding")
+        .await
+        .expect("choose the folder");
+    b.element("#flow-example")
+        .await
+        .select_by_value("oneStep")
+        .await
+        .expect("choose the example");
+    b.click("form[action$='/flows'][method=post] button[type=submit]")
+        .await;
+    b.until("main h1", "Welcome").await;
+    b.until(".notice", "created").await;
+
+    // A mistake in the editor shows at its path; fixed, the flow publishes.
+    let config = b
+        .c()
+        .find(Locator::Css("#config"))
+        .await
+        .expect("editor")
+        .prop("value")
+        .await
+        .expect("value")
+        .expect("text");
+    let broken = config.replacen("\"create-card\"", "\"create-crad\"", 1);
+    assert_ne!(broken, config);
+    b.fill("#config", &broken).await;
+    b.click("button[value=draft]").await;
+    b.until("#config-errors", "steps.welcome.type").await;
+    b.shot("flow-editor-error").await;
+    b.fill("#config", &config).await;
+    b.click("button[value=draft]").await;
+    b.until(".notice", "saved").await;
+    b.click("form[action$='/draft/publish'] button").await;
+    b.until(".notice", "published").await;
+    b.shot("flow").await;
+
+    // A test trigger for the test user shows the card it made.
+    b.fill("#test-users", "tester").await;
+    b.click("form[action$='/test'] button[type=submit]").await;
+    b.text("#invocation-status").await;
+    let mut cards = String::new();
+    for _ in 0..50 {
+        cards = b.text("#main").await;
+        if cards.contains("Welcome") && cards.contains("tester") && cards.contains("completed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        b.c().refresh().await.expect("refresh");
+    }
+    assert!(
+        b.c().find(Locator::Css("tr.card-row")).await.is_ok(),
+        "{cards}"
+    );
+    b.shot("invocation").await;
+
+    // The flow list filters by folder.
+    b.click("nav a[href$='/flows']").await;
+    b.element("#filter-folder")
+        .await
+        .select_by_value("none")
+        .await
+        .expect("uncategorized");
+    b.click("form[role=search] button[type=submit]").await;
+    b.until("caption", "0 flows").await;
+    b.click("nav a[href$='/flows']").await;
+    b.until("table", "Welcome").await;
+    b.shot("flows").await;
+    b.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_new_key_is_shown_once_and_revoking_it_signs_it_out() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    browser_sign_in(&b, &s, &s.admin_client_id, &s.admin_secret).await;
+    b.click("nav a[href$='/credentials']").await;
+    b.element("#role")
+        .await
+        .select_by_value("events")
+        .await
+        .expect("events");
+    b.click("form[action$='/credentials'] button[type=submit]")
+        .await;
+    let id = b.text("#new-client-id").await;
+    let secret = b.text("#new-secret").await;
+    assert!(
+        id.starts_with("key_") && secret.starts_with("wbs_"),
+        "{id} {secret}"
+    );
+    b.shot("credentials").await;
+    b.click("header form.signout button").await;
+    b.text("#client_id").await;
+
+    // Signed in with the new key, which may not read credentials: no such section.
+    browser_sign_in(&b, &s, &id, &secret).await;
+    b.until("main h1", "Flows").await;
+    assert!(b
+        .c()
+        .find(Locator::Css("nav a[href$='/credentials']"))
+        .await
+        .is_err());
+
+    // Revoked elsewhere: the next page is the sign-in page, saying why.
+    let revoked = call(
+        &s,
+        "DELETE",
+        &format!("/v1/{}/credentials/{id}", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert!(revoked.status < 300, "{}", revoked.text);
+    b.c().refresh().await.expect("refresh");
+    b.until(".notice", "signed out").await;
+    b.text("#client_id").await;
+    b.end().await;
+}
