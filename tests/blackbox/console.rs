@@ -303,6 +303,7 @@ blackbox!(
     changes_need_the_form_token_and_this_origin,
     a_key_without_a_permission_sees_the_page_read_only,
     a_revoked_key_is_signed_out,
+    a_webhook_reader_sees_the_log_but_no_change_and_a_masked_secret,
 );
 
 /// Headless Chromium driven through chromedriver, ended with the test.
@@ -615,4 +616,113 @@ async fn in_a_browser_a_new_key_is_shown_once_and_revoking_it_signs_it_out() {
     b.until(".notice", "signed out").await;
     b.text("#client_id").await;
     b.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_webhook_is_subscribed_its_delivery_logged_and_resent() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    let receiver = crate::receiver::Receiver::start().await;
+    browser_sign_in(&b, &s, &s.admin_client_id, &s.admin_secret).await;
+    b.click("nav a[href$='/webhooks']").await;
+    b.until("main h1", "Webhooks").await;
+
+    // A URL the service refuses shows its message next to the field; fixed, it subscribes.
+    b.fill("#new-url", "ftp://example.com/hook").await;
+    b.click("input[name=types][value=card-published]").await;
+    b.click("form[action$='/webhooks'] button[type=submit]")
+        .await;
+    b.until("#new-url-errors", "url").await;
+    b.fill("#new-url", &receiver.url).await;
+    b.fill("#new-description", "The CRM's receiver").await;
+    b.click("form[action$='/webhooks'] button[type=submit]")
+        .await;
+    b.until(".notice", "created").await;
+
+    // A card published: its delivery in the attempt log.
+    let flow = crate::trigger::published_flow(&s, false).await;
+    let started = call(
+        &s,
+        "POST",
+        &format!("/v1/{}/action-flow/{flow}/start", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"flows": [{"target": {"type": "user", "targetUserIds": ["ada"]}}]})),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.text);
+    for _ in 0..100 {
+        if receiver.len() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.c().refresh().await.expect("refresh");
+    b.until("tr.attempt-row", "card-published").await;
+
+    // Resent from the log: a new delivery of the same event reaches the receiver.
+    b.click("tr.attempt-row button").await;
+    b.until(".notice", "queued again").await;
+    for _ in 0..100 {
+        if receiver.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = receiver.received();
+    assert_eq!(got.len(), 2, "the event and its resend");
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+
+    // A test event: the receiver's answer on the page.
+    b.click("form[action$='/do/test'] button").await;
+    b.until("#test-result", "200").await;
+    b.until("section[aria-labelledby=attempts]", "webhook-test")
+        .await;
+    b.shot("webhook").await;
+
+    // Disabled and enabled again.
+    b.click("form[action$='/do/disable'] button").await;
+    b.until(".notice", "disabled").await;
+    b.click("form[action$='/do/enable'] button").await;
+    b.until(".notice", "enabled").await;
+    b.end().await;
+}
+
+async fn a_webhook_reader_sees_the_log_but_no_change_and_a_masked_secret(s: Server) {
+    let subscribed = call(
+        &s,
+        "POST",
+        &format!("/v1/{}/webhook", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"url": "http://127.0.0.1:9/hook", "types": ["card-published"]})),
+    )
+    .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.text);
+    let id = subscribed.body["data"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let secret = subscribed.body["data"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let (client, reader_secret) = key(&s, &["--scope", "webhooks:read"]);
+    let cookie = pair(&sign_in(&s, &client, &reader_secret).await);
+    let (status, page) = get(&s, &cookie, &format!("/console/{}/webhooks/{id}", s.env)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Attempts"));
+    assert!(
+        !page.contains(&secret),
+        "the whole secret shown to a reader"
+    );
+    for action in [
+        "Disable",
+        "Rotate secret",
+        "Send test",
+        "Recover",
+        "<form method=\"post\" action=\"/console",
+    ] {
+        assert!(!page.contains(action), "{action} shown to a reader");
+    }
 }

@@ -8,13 +8,14 @@
 //!
 //! - [`session`]: sign-in by a key's client id and secret, the cookie, cross-site refusals;
 //! - [`page`]: the frame, messages and fields every page shares;
-//! - [`folders`], [`flows`], [`credentials`]: the pages.
+//! - [`folders`], [`flows`], [`webhooks`], [`credentials`]: the pages.
 
 mod credentials;
 mod flows;
 mod folders;
 mod page;
 mod session;
+mod webhooks;
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
@@ -41,6 +42,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     folders::configure(cfg);
     flows::configure(cfg);
     credentials::configure(cfg);
+    webhooks::configure(cfg);
 }
 
 const CSS: &str = include_str!("assets/console.css");
@@ -88,6 +90,8 @@ fn first_section(session: &Session, env: &str) -> &'static str {
         "flows"
     } else if session.may(env, Permission::FoldersRead) {
         "folders"
+    } else if session.may(env, Permission::WebhooksRead) {
+        "webhooks"
     } else {
         "credentials"
     }
@@ -125,7 +129,7 @@ struct SwitchQuery {
 /// The environment switcher: the same section of another environment.
 async fn switch(session: Session, query: web::Query<SwitchQuery>) -> HttpResponse {
     let section = match query.section.as_deref() {
-        Some(s @ ("folders" | "flows" | "credentials")) => s,
+        Some(s @ ("folders" | "flows" | "webhooks" | "credentials")) => s,
         _ => first_section(&session, &query.env),
     };
     // An environment the key may not use is refused by the page itself (401 as in the API).

@@ -15,9 +15,10 @@ const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; i
                       form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The sections of the console, with the permission that shows each.
-const SECTIONS: [(&str, &str, Permission); 3] = [
+const SECTIONS: [(&str, &str, Permission); 4] = [
     ("folders", "Folders", Permission::FoldersRead),
     ("flows", "Flows", Permission::ActionFlowsRead),
+    ("webhooks", "Webhooks", Permission::WebhooksRead),
     ("credentials", "Credentials", Permission::CredentialsRead),
 ];
 
