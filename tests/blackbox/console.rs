@@ -205,10 +205,17 @@ async fn changes_need_the_form_token_and_this_origin(s: Server) {
         folders.text
     );
 
-    // Another session's token is not this one's.
+    // Another session's token is not this one's, and does not pass for it.
     let other = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
     let (_, other_page) = get(&s, &other, &format!("/console/{}/folders", s.env)).await;
     assert_ne!(csrf(&other_page), token);
+    let reply = post(
+        vec![("name", "A".to_owned()), ("csrf", csrf(&other_page))],
+        None,
+    )
+    .await
+    .expect("post");
+    assert_eq!(reply.status(), 403);
 
     // With the token, from this origin: made, and the API's refusal shows in place.
     let made = post(
@@ -230,7 +237,10 @@ async fn changes_need_the_form_token_and_this_origin(s: Server) {
         text.contains("role=\"alert\"") || text.contains("class=\"errors\""),
         "{text}"
     );
-    assert!(text.contains("Onboarding"));
+    assert!(
+        text.contains("value=\"Onboarding\""),
+        "what was typed is kept: {text}"
+    );
 }
 
 async fn a_key_without_a_permission_sees_the_page_read_only(s: Server) {
@@ -547,6 +557,7 @@ async fn in_a_browser_a_flow_is_filed_fixed_published_and_tested() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         b.c().refresh().await.expect("refresh");
     }
+    assert!(cards.contains("completed"), "{cards}");
     assert!(
         b.c().find(Locator::Css("tr.card-row")).await.is_ok(),
         "{cards}"

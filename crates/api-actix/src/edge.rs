@@ -62,10 +62,16 @@ fn path_problem(path: &str) -> Option<&'static str> {
 /// (contract §18): every `POST`, `PUT` and `PATCH` but card actions, cancels and access
 /// tokens, which finish or stop what was accepted. Reads and deletes go on.
 fn new_work(method: &str, route: &str) -> bool {
-    const GOES_ON: [&str; 3] = [
+    const GOES_ON: [&str; 8] = [
         "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
         "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
         "/oauth/token",
+        // The console's sign-in and sign-out, and its deletes, revokes and discards.
+        "/console/sign-in",
+        "/console/sign-out",
+        "/console/{env}/folders/{id}/delete",
+        "/console/{env}/credentials/{client_id}/revoke",
+        "/console/{env}/flows/{id}/discard",
     ];
     matches!(method, "POST" | "PUT" | "PATCH") && !GOES_ON.contains(&route)
 }
@@ -292,6 +298,10 @@ mod path_tests {
             "/v1/{environmentId}/webhook/{webhookId}"
         ));
         assert!(!new_work("GET", "/v1/{environmentId}/action-flow"));
+        assert!(!new_work("POST", "/console/sign-in"));
+        assert!(!new_work("POST", "/console/{env}/folders/{id}/delete"));
+        assert!(new_work("POST", "/console/{env}/folders"));
+        assert!(new_work("POST", "/console/{env}/flows/{id}/draft/{action}"));
     }
 
     #[test]

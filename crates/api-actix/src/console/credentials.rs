@@ -57,6 +57,12 @@ async fn render(
         .await
     {
         Ok(keys) => keys,
+        // A key just made is shown even when the list cannot be (a key that may create keys
+        // but not list them): its secret is never shown again.
+        Err(_) if issued.is_some() => domain::Page {
+            items: Vec::new(),
+            next_after: None,
+        },
         Err(err) => {
             let problems = Problems::of(err);
             if problems.status == StatusCode::UNAUTHORIZED {
@@ -69,7 +75,7 @@ async fn render(
             ));
         }
     };
-    let environments = environments(state, session).await?;
+    let environments = environments(state, session).await.unwrap_or_default();
     let may_write = session.may(env, Permission::CredentialsWrite);
     let frame = Frame {
         title: "Credentials",
@@ -78,6 +84,7 @@ async fn render(
         environments: &environments,
         session,
     };
+    let role_errors = problems.map(|p| p.about("role", false)).unwrap_or_default();
     let content = html! {
         (page::notice(notice))
         (page::alert(problems))
@@ -119,11 +126,13 @@ async fn render(
                     (page::csrf(session))
                     div.field {
                         label for="role" { "Role" }
-                        select #role name="role" {
+                        select #role name="role"
+                            aria-invalid=[(!role_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!role_errors.is_empty()).then_some("role-errors")] {
                             option value="events" { "events: Action Flows, end users and cards" }
                             option value="workbench" { "workbench: webhooks, push platforms, SDK keys and end users" }
                         }
-                        (page::field_errors("role-errors", &problems.map(|p| p.about("role", false)).unwrap_or_default()))
+                        (page::field_errors("role-errors", &role_errors))
                     }
                     button type="submit" { "Create key" }
                 }
@@ -167,8 +176,8 @@ async fn create(
         )),
     };
     match result {
-        // The secret is shown on this answer only: the page is never cached, and reloading
-        // it does not create another key (the browser asks before sending the form again).
+        // The secret is shown on this answer only (201, never cached). Reloading it sends the
+        // form again, which the browser asks about first, and would make another key.
         Ok(issued) => {
             render(
                 &state,

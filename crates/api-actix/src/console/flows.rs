@@ -27,6 +27,8 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
             "/console/{env}/flows/{id}/draft/{action}",
             web::post().to(draft),
         )
+        // Apart from the other draft actions: it goes on below the low-disk guard.
+        .route("/console/{env}/flows/{id}/discard", web::post().to(discard))
         .route(
             "/console/{env}/flows/{id}/archive/{action}",
             web::post().to(archive),
@@ -118,6 +120,9 @@ async fn list_page(
         Some((form, p)) => (Some(*form), Some(p)),
         None => (None, None),
     };
+    let folder_errors = problems
+        .map(|p| p.about("folderId", false))
+        .unwrap_or_default();
     let content = html! {
         form.inline method="get" action={ (ROOT) "/" (env) "/flows" } role="search" aria-label="Filter flows" {
             div.field {
@@ -171,13 +176,15 @@ async fn list_page(
                     (page::text_field("flow-name", "Name", "name", values.map_or("", |v| v.name.as_str()), "name", problems))
                     div.field {
                         label for="flow-folder" { "Folder" }
-                        select #flow-folder name="folder_id" {
+                        select #flow-folder name="folder_id"
+                            aria-invalid=[(!folder_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!folder_errors.is_empty()).then_some("flow-folder-errors")] {
                             option value="" { "Uncategorized" }
                             @for f in &folders {
                                 option value=(f.id) selected[values.is_some_and(|v| v.folder_id == f.id.as_str())] { (f.name) }
                             }
                         }
-                        (page::field_errors("flow-folder-errors", &problems.map(|p| p.about("folderId", false)).unwrap_or_default()))
+                        (page::field_errors("flow-folder-errors", &folder_errors))
                     }
                     div.field {
                         label for="flow-example" { "Start from" }
@@ -397,7 +404,7 @@ async fn flow_page(
                     @if flow.draft_version.is_some() && !flow.archived {
                         form method="post" action={ (base) "/draft/approve" } { (page::csrf(session)) button.secondary type="submit" { "Approve draft" } }
                         form method="post" action={ (base) "/draft/publish" } { (page::csrf(session)) button type="submit" { "Publish draft" } }
-                        form method="post" action={ (base) "/draft/discard" } { (page::csrf(session)) button.danger type="submit" { "Discard draft" } }
+                        form method="post" action={ (base) "/discard" } { (page::csrf(session)) button.danger type="submit" { "Discard draft" } }
                     }
                 }
             }
@@ -421,7 +428,7 @@ async fn flow_page(
                             aria-describedby=[(!errors.is_empty()).then_some("config-errors")] { (editor_text) }
                     }
                     div.actions {
-                        button.secondary type="button" data-format="config" { "Format" }
+                        button.secondary type="button" data-format="config" hidden { "Format" }
                         button type="submit" name="action" value="draft" { "Save draft" }
                         button type="submit" name="action" value="publish" { "Publish" }
                     }
@@ -458,6 +465,7 @@ fn test_form(
                 div.field {
                     label for="test-users" { "Test users (ids, separated by commas)" }
                     input #test-users type="text" name="users" value=(sent.map_or("", |s| s.users.as_str()))
+                        aria-invalid=[(!users_errors.is_empty()).then_some("true")]
                         aria-describedby=[(!users_errors.is_empty()).then_some("test-users-errors")];
                     (page::field_errors("test-users-errors", &users_errors))
                 }
@@ -470,6 +478,7 @@ fn test_form(
                 div.field.wide {
                     label for="test-variables" { "Variables (a JSON object)" }
                     textarea #test-variables name="variables" rows="4" spellcheck="false"
+                        aria-invalid=[(!variable_errors.is_empty()).then_some("true")]
                         aria-describedby=[(!variable_errors.is_empty()).then_some("test-variables-errors")] {
                         (sent.map_or("{}", |s| s.variables.as_str()))
                     }
@@ -496,9 +505,18 @@ async fn save(
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
     let Posted { session, form } = posted;
+    let publish = match form.action.as_str() {
+        "publish" => true,
+        "draft" => false,
+        _ => {
+            return Err(Refusal::BadForm(
+                "`action` must be `draft` or `publish`".into(),
+            ))
+        }
+    };
     let result = match serde_json::from_str::<Value>(&form.config) {
         Err(e) => Err(DomainError::invalid("", format!("is not JSON: {e}"))),
-        Ok(config) if form.action == "publish" => state
+        Ok(config) if publish => state
             .flows
             .publish(&session.principal, &env, &id, config)
             .await
@@ -555,13 +573,23 @@ async fn draft(
             .publish_draft(who, &env, &id)
             .await
             .map(|_| "published"),
-        "discard" => state
-            .flows
-            .discard_draft(who, &env, &id)
-            .await
-            .map(|()| "discarded"),
-        _ => return Err(Refusal::BadForm("no such action".into())),
+        _ => return Err(Refusal::NotFound),
     };
+    action_outcome(&state, &posted.session, &env, &id, result).await
+}
+
+/// Discard the draft.
+async fn discard(
+    state: web::Data<AppState>,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    posted: Posted<ActionForm>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id) = path.into_inner();
+    let result = state
+        .flows
+        .discard_draft(&posted.session.principal, &env, &id)
+        .await
+        .map(|()| "discarded");
     action_outcome(&state, &posted.session, &env, &id, result).await
 }
 
@@ -575,7 +603,7 @@ async fn archive(
     let archived = match action.as_str() {
         "archive" => true,
         "unarchive" => false,
-        _ => return Err(Refusal::BadForm("no such action".into())),
+        _ => return Err(Refusal::NotFound),
     };
     let result = state
         .flows
@@ -743,9 +771,14 @@ async fn invocation(
         session: &session,
     };
     let content = html! {
-        @if running { meta http-equiv="refresh" content="1"; }
-        p { a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" } }
-        section.card aria-labelledby="progress" aria-live="polite" {
+        p {
+            a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" }
+            // Without the script, the page is reloaded by hand; with it, the progress and the
+            // cards are read again each second in place (nothing else on the page moves).
+            @if running { " · " a href="" { "Refresh" } }
+        }
+        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        section.card aria-labelledby="progress" {
             h2 #progress { "Progress" }
             p {
                 "Status " span.status #invocation-status { (invocation.status.as_str()) }
@@ -772,6 +805,7 @@ async fn invocation(
                     } } }
                 } }
             }
+        }
         }
     };
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))

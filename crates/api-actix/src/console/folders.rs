@@ -43,7 +43,7 @@ async fn show(
 /// Which form a problem belongs to, so that its messages show there.
 enum Failed<'a> {
     Create(&'a CreateForm, Problems),
-    Rename(&'a str, Problems),
+    Rename(&'a str, &'a str, Problems),
     Delete(&'a str, Problems),
 }
 
@@ -78,9 +78,14 @@ async fn render(
         environments: &environments,
         session,
     };
+    let parent_errors = create_problems
+        .map(|p| p.about("parentId", false))
+        .unwrap_or_default();
     let content = html! {
         (page::notice(notice))
-        @if let Some(Failed::Delete(_, p)) = &failed_change { (page::alert(Some(p))) }
+        @if let Some(Failed::Delete(_, p)) = &failed_change {
+            div #delete-problem { (page::alert(Some(p))) }
+        }
         section.card aria-labelledby="tree-title" {
             h2 #tree-title { "The tree" }
             @if folders.is_empty() {
@@ -100,15 +105,16 @@ async fn render(
                             create_values.map_or("", |f| f.name.as_str()), "name", create_problems))
                         div.field {
                             label for="folder-parent" { "In" }
-                            select #folder-parent name="parent_id" {
+                            select #folder-parent name="parent_id"
+                                aria-invalid=[(!parent_errors.is_empty()).then_some("true")]
+                                aria-describedby=[(!parent_errors.is_empty()).then_some("folder-parent-errors")] {
                                 option value="" { "(top level)" }
                                 @for f in &folders {
                                     option value=(f.id)
                                         selected[create_values.is_some_and(|c| c.parent_id == f.id.as_str())] { (path_of(&folders, f)) }
                                 }
                             }
-                            (page::field_errors("folder-parent-errors",
-                                &create_problems.map(|p| p.about("parentId", false)).unwrap_or_default()))
+                            (page::field_errors("folder-parent-errors", &parent_errors))
                         }
                         button type="submit" { "Create folder" }
                     }
@@ -148,8 +154,12 @@ fn branch(
         @for f in folders.iter().filter(|f| f.parent_id.as_deref() == parent) {
             li {
                 @let problems = match failed_change {
-                    Some(Failed::Rename(id, p)) if *id == f.id.as_str() => Some(p),
+                    Some(Failed::Rename(id, _, p)) if *id == f.id.as_str() => Some(p),
                     _ => None,
+                };
+                @let typed = match failed_change {
+                    Some(Failed::Rename(id, typed, _)) if *id == f.id.as_str() => *typed,
+                    _ => f.name.as_str(),
                 };
                 @let deleting = matches!(failed_change, Some(Failed::Delete(id, _)) if *id == f.id.as_str());
                 div.actions {
@@ -159,7 +169,7 @@ fn branch(
                             (page::csrf(session))
                             div.inline {
                                 (page::text_field(&format!("rename-{}", f.id), &format!("New name for {}", f.name),
-                                    "name", &f.name, "name", problems))
+                                    "name", typed, "name", problems))
                                 button.secondary type="submit" { "Rename" }
                             }
                         }
@@ -168,7 +178,7 @@ fn branch(
                         form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/delete" } {
                             (page::csrf(session))
                             button.danger type="submit" aria-label={ "Delete " (f.name) }
-                                aria-invalid=[deleting.then_some("true")] { "Delete" }
+                                aria-describedby=[deleting.then_some("delete-problem")] { "Delete" }
                         }
                     }
                 }
@@ -232,7 +242,7 @@ async fn rename(
     let (env, id) = path.into_inner();
     let Posted { session, form } = posted;
     let request = RenameFolder {
-        name: form.name,
+        name: form.name.clone(),
         parent_id: None,
     };
     let result = state
@@ -249,7 +259,7 @@ async fn rename(
                 &env,
                 status,
                 None,
-                Some(Failed::Rename(id.as_str(), p)),
+                Some(Failed::Rename(id.as_str(), &form.name, p)),
             )
             .await
         }

@@ -67,34 +67,51 @@ async fn to_root() -> HttpResponse {
     see_other(&format!("{ROOT}/"))
 }
 
-/// The first environment the key may use (oldest first), or a page saying it may use none.
+/// The first environment the key may use (oldest first), at the first section it may read.
 async fn root(state: web::Data<AppState>, session: Session) -> Result<HttpResponse, Refusal> {
     let environments = environments(&state, &session).await?;
-    match environments.first() {
-        Some(e) => Ok(see_other(&format!(
-            "{ROOT}/{}/{}",
-            e.id,
-            first_section(&session, &e.id)
-        ))),
-        None => Ok(page::message(
-            StatusCode::FORBIDDEN,
-            "No environment",
-            "This key may use no environment.",
-        )),
+    let first = environments
+        .iter()
+        .find_map(|e| first_section(&session, &e.id).map(|section| (e, section)));
+    match first {
+        Some((e, section)) => Ok(see_other(&format!("{ROOT}/{}/{section}", e.id))),
+        None => Ok(nothing_to_show(&session)),
     }
 }
 
-/// The first section the key may read in `env`.
-fn first_section(session: &Session, env: &str) -> &'static str {
-    if session.may(env, Permission::ActionFlowsRead) {
-        "flows"
-    } else if session.may(env, Permission::FoldersRead) {
-        "folders"
-    } else if session.may(env, Permission::WebhooksRead) {
-        "webhooks"
-    } else {
-        "credentials"
-    }
+/// The sections of the console, with the permission that shows each.
+pub(super) const SECTIONS: [(&str, &str, Permission); 4] = [
+    ("flows", "Flows", Permission::ActionFlowsRead),
+    ("folders", "Folders", Permission::FoldersRead),
+    ("webhooks", "Webhooks", Permission::WebhooksRead),
+    ("credentials", "Credentials", Permission::CredentialsRead),
+];
+
+/// The first section the key may read in `env`, if any.
+fn first_section(session: &Session, env: &str) -> Option<&'static str> {
+    SECTIONS
+        .iter()
+        .find(|(_, _, permission)| session.may(env, *permission))
+        .map(|(path, _, _)| *path)
+}
+
+/// For a key that may read none of the console's sections: a page that says so, with a way
+/// to sign out.
+fn nothing_to_show(session: &Session) -> HttpResponse {
+    respond(
+        StatusCode::FORBIDDEN,
+        page::bare(
+            "Nothing to show",
+            html! {
+                h1 { "Nothing to show" }
+                p role="alert" { "This key may read none of the console's sections (flows, folders, webhooks, credentials) in any environment it may use." }
+                form method="post" action={ (ROOT) "/sign-out" } {
+                    (page::csrf(session))
+                    button type="submit" { "Sign out" }
+                }
+            },
+        ),
+    )
 }
 
 /// The environments the session's key may use, for the switcher.
@@ -126,20 +143,32 @@ struct SwitchQuery {
     section: Option<String>,
 }
 
-/// The environment switcher: the same section of another environment.
-async fn switch(session: Session, query: web::Query<SwitchQuery>) -> HttpResponse {
-    let section = match query.section.as_deref() {
-        Some(s @ ("folders" | "flows" | "webhooks" | "credentials")) => s,
-        _ => first_section(&session, &query.env),
+/// The environment switcher: the same section of another environment, or the first there
+/// the key may read. Only an environment the key may use is gone to.
+async fn switch(
+    state: web::Data<AppState>,
+    session: Session,
+    query: web::Query<SwitchQuery>,
+) -> Result<HttpResponse, Refusal> {
+    let environments = environments(&state, &session).await?;
+    let Some(env) = environments.iter().find(|e| e.id.as_str() == query.env) else {
+        return Err(Refusal::NotFound);
     };
-    // An environment the key may not use is refused by the page itself (401 as in the API).
-    let env: String = query
-        .env
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .take(64)
-        .collect();
-    see_other(&format!("{ROOT}/{env}/{section}"))
+    let asked = SECTIONS
+        .iter()
+        .map(|(path, _, _)| *path)
+        .find(|path| query.section.as_deref() == Some(*path));
+    let section = asked
+        .filter(|path| {
+            SECTIONS
+                .iter()
+                .any(|(p, _, permission)| p == path && session.may(&env.id, *permission))
+        })
+        .or_else(|| first_section(&session, &env.id));
+    match section {
+        Some(section) => Ok(see_other(&format!("{ROOT}/{}/{section}", env.id))),
+        None => Ok(nothing_to_show(&session)),
+    }
 }
 
 #[derive(Deserialize)]
@@ -197,14 +226,15 @@ struct SignIn {
 }
 
 /// Exchanges the key's credentials for an access token (as `POST /oauth/token` does, under
-/// its rate limits) and keeps the token in the session cookie.
+/// its rate limits) and keeps the token in the session cookie. A sign-in another site's page
+/// sent is refused before its form is read.
 async fn sign_in(
     state: web::Data<AppState>,
     req: HttpRequest,
-    form: web::Form<SignIn>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, Refusal> {
     // Signing in from another site's page would sign the browser into the other's key.
-    if session::cross_site(&req) {
+    if session::cross_site(&req, &state.public_url) {
         return Err(Refusal::CrossSite);
     }
     let client = req
@@ -212,35 +242,42 @@ async fn sign_in(
         .get::<crate::client::ClientAddress>()
         .map(|c| c.0);
     let by_address = state.limits.token_address(client);
-    if let Some(refusal) = by_address.and_then(|a| a.refusal("this client address")) {
-        return Err(Refusal::Limited(refusal));
+    if let Some(allowance) = by_address {
+        req.extensions_mut().insert(allowance);
+        if let Some(refusal) = allowance.refusal("this client address") {
+            return Err(Refusal::Limited(refusal));
+        }
     }
-    let by_client = state.limits.token_client(&form.client_id, by_address);
-    if let Some(refusal) = by_client.and_then(|a| a.refusal("this client id")) {
-        return Err(Refusal::Limited(refusal));
+    let form: SignIn = serde_urlencoded::from_bytes(&body)
+        .map_err(|_| Refusal::BadForm("the form needs a client id and a client secret".into()))?;
+    // One spelling of the client id for its rate limit and its exchange; no id is longer.
+    let client_id: String = form.client_id.trim().chars().take(200).collect();
+    if let Some(allowance) = state.limits.token_client(&client_id, by_address) {
+        req.extensions_mut().insert(allowance);
+        if let Some(refusal) = allowance.refusal("this client id") {
+            return Err(Refusal::Limited(refusal));
+        }
     }
     let issued = state
         .auth
-        .exchange_client_credentials(form.client_id.trim(), &form.client_secret)
+        .exchange_client_credentials(&client_id, &form.client_secret)
         .await;
+    let secure = state.public_url.starts_with("https://");
     match issued {
-        Ok(token) => {
-            let secure = state.public_url.starts_with("https://");
-            Ok(HttpResponse::SeeOther()
-                .insert_header((header::LOCATION, format!("{ROOT}/")))
-                .insert_header((header::CACHE_CONTROL, "no-store"))
-                .cookie(session::cookie(
-                    &token.access_token,
-                    secure,
-                    token.expires_in,
-                ))
-                .finish())
-        }
+        Ok(token) => Ok(HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, format!("{ROOT}/")))
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .cookie(session::cookie(
+                &token.access_token,
+                secure,
+                token.expires_in,
+            ))
+            .finish()),
         Err(DomainError::Unauthenticated) => Ok(sign_in_form(
             StatusCode::UNAUTHORIZED,
             None,
             Some("The client id or secret is wrong, or the key was revoked."),
-            form.client_id.trim(),
+            &client_id,
         )),
         Err(err) => Err(failed(&err)),
     }
@@ -249,11 +286,11 @@ async fn sign_in(
 #[derive(Deserialize)]
 struct Nothing {}
 
-async fn sign_out(posted: Posted<Nothing>) -> HttpResponse {
+async fn sign_out(state: web::Data<AppState>, posted: Posted<Nothing>) -> HttpResponse {
     let _ = posted.session;
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, format!("{ROOT}/sign-in")))
-        .cookie(session::removal())
+        .cookie(session::removal(state.public_url.starts_with("https://")))
         .finish()
 }
 

@@ -4,7 +4,7 @@
 use actix_web::http::{header, StatusCode};
 use actix_web::HttpResponse;
 use domain::tenancy::Environment;
-use domain::{DomainError, Permission};
+use domain::DomainError;
 use maud::{html, Markup, DOCTYPE};
 
 use super::session::{Session, ROOT};
@@ -13,14 +13,6 @@ use super::session::{Session, ROOT};
 /// frame of another site around them.
 const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
                       form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/// The sections of the console, with the permission that shows each.
-const SECTIONS: [(&str, &str, Permission); 4] = [
-    ("folders", "Folders", Permission::FoldersRead),
-    ("flows", "Flows", Permission::ActionFlowsRead),
-    ("webhooks", "Webhooks", Permission::WebhooksRead),
-    ("credentials", "Credentials", Permission::CredentialsRead),
-];
 
 /// One page: its title, the section it belongs to, the environment it shows.
 pub(crate) struct Frame<'a> {
@@ -89,7 +81,7 @@ pub(crate) fn frame(frame: &Frame<'_>, content: Markup) -> Markup {
                 span.brand { "Workbench" }
                 nav aria-label="Sections" {
                     ul {
-                        @for (path, name, permission) in SECTIONS {
+                        @for (path, name, permission) in super::SECTIONS {
                             @if frame.session.may(env, permission) {
                                 li {
                                     a href={ (ROOT) "/" (env) "/" (path) }

@@ -29,9 +29,6 @@ pub(crate) const COOKIE: &str = "workbench_console";
 /// Where the console lives; the cookie is sent to nothing else.
 pub(crate) const ROOT: &str = "/console";
 
-/// Largest form the console reads (a flow's configuration is the largest one).
-const MAX_FORM_BYTES: usize = crate::MAX_BODY_BYTES;
-
 /// A signed-in console user: the key's principal, and the token forms must carry.
 pub(crate) struct Session {
     pub(crate) principal: Principal,
@@ -60,8 +57,12 @@ pub(crate) enum Refusal {
     SignIn { expired: bool },
     /// A change sent from another site, or without this session's form token.
     CrossSite,
+    /// No such page or action.
+    NotFound,
     /// The form cannot be read.
     BadForm(String),
+    /// The form is larger than the console reads.
+    TooLarge,
     /// Past the key's rate limit.
     Limited(crate::ApiError),
     /// The service failed.
@@ -79,7 +80,9 @@ impl ResponseError for Refusal {
         match self {
             Refusal::SignIn { .. } => StatusCode::SEE_OTHER,
             Refusal::CrossSite => StatusCode::FORBIDDEN,
+            Refusal::NotFound => StatusCode::NOT_FOUND,
             Refusal::BadForm(_) => StatusCode::BAD_REQUEST,
+            Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Refusal::Limited(e) => e.status_code(),
             Refusal::Failed => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -96,7 +99,7 @@ impl ResponseError for Refusal {
                 let mut response = HttpResponse::SeeOther();
                 response.insert_header((header::LOCATION, to));
                 if *expired {
-                    response.cookie(removal());
+                    response.cookie(removal(false));
                 }
                 response.finish()
             }
@@ -110,11 +113,28 @@ impl ResponseError for Refusal {
                 "The form cannot be read",
                 why,
             ),
-            Refusal::Limited(e) => super::page::message(
-                e.status_code(),
-                "Too many requests",
-                "This key is past its rate limit. Wait a moment and try again.",
+            Refusal::NotFound => super::page::message(
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "There is no such page.",
             ),
+            Refusal::TooLarge => super::page::message(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "The form is too large",
+                "The console reads forms of up to 1 MiB.",
+            ),
+            Refusal::Limited(e) => {
+                let mut page = super::page::message(
+                    e.status_code(),
+                    "Too many requests",
+                    "This key is past its rate limit. Wait a moment and try again.",
+                );
+                // When to try again, as the API says it.
+                if let Some(after) = e.error_response().headers().get(header::RETRY_AFTER) {
+                    page.headers_mut().insert(header::RETRY_AFTER, after.clone());
+                }
+                page
+            }
             Refusal::Failed => super::page::message(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Something went wrong",
@@ -138,18 +158,22 @@ pub(crate) fn cookie(token: &str, secure: bool, max_age_seconds: i64) -> Cookie<
 }
 
 /// The cookie that signs a session out.
-pub(crate) fn removal() -> Cookie<'static> {
+pub(crate) fn removal(secure: bool) -> Cookie<'static> {
     let mut cookie = Cookie::build(COOKIE, "")
         .path(ROOT)
         .http_only(true)
         .same_site(SameSite::Strict)
+        .secure(secure)
         .finish();
     cookie.make_removal();
     cookie
 }
 
-/// Whether a request was sent by another site (refused for every change, and for signing in).
-pub(crate) fn cross_site(req: &HttpRequest) -> bool {
+/// Whether a request was sent by another site (refused for every change, and for signing in):
+/// `Sec-Fetch-Site` says so, or its `Origin` is neither this host (as the request names it,
+/// or a trusted proxy forwards it) nor the origin of `public_url` (`WORKBENCH_PUBLIC_URL`,
+/// for a proxy that rewrites `Host`).
+pub(crate) fn cross_site(req: &HttpRequest, public_url: &str) -> bool {
     let fetch_site = req
         .headers()
         .get("sec-fetch-site")
@@ -165,12 +189,21 @@ pub(crate) fn cross_site(req: &HttpRequest) -> bool {
     let Ok(origin) = origin.to_str() else {
         return true;
     };
+    if !public_url.is_empty() && origin == origin_of(public_url) {
+        return false;
+    }
     let info = req.connection_info();
     let host = info.host();
-    let scheme = info.scheme();
-    origin != format!("{scheme}://{host}")
-        && origin.strip_prefix("https://") != Some(host)
-        && origin.strip_prefix("http://") != Some(host)
+    origin.strip_prefix("https://") != Some(host) && origin.strip_prefix("http://") != Some(host)
+}
+
+/// The origin (scheme, host and port) of a base URL.
+fn origin_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url.get(after_scheme..).and_then(|rest| rest.find('/')) {
+        Some(path) => url.get(..after_scheme + path).unwrap_or(url),
+        None => url,
+    }
 }
 
 async fn authenticate(
@@ -251,21 +284,22 @@ impl<T: DeserializeOwned + 'static> FromRequest for Posted<T> {
         let req = req.clone();
         let body = web::Bytes::from_request(&req, payload);
         Box::pin(async move {
-            if req.method() != Method::POST || cross_site(&req) {
-                return Err(Refusal::CrossSite);
-            }
             let state = req
                 .app_data::<web::Data<AppState>>()
                 .cloned()
                 .ok_or(Refusal::Failed)?;
+            if req.method() != Method::POST || cross_site(&req, &state.public_url) {
+                return Err(Refusal::CrossSite);
+            }
             let token = token_of(&req).ok_or(Refusal::SignIn { expired: false })?;
             let principal = authenticate(&state, &req, &token).await?;
-            let body = body
-                .await
-                .map_err(|_| Refusal::BadForm("the form did not arrive whole".into()))?;
-            if body.len() > MAX_FORM_BYTES {
-                return Err(Refusal::BadForm("the form is larger than 1 MiB".into()));
-            }
+            let body = body.await.map_err(|e| {
+                if e.as_response_error().status_code() == StatusCode::PAYLOAD_TOO_LARGE {
+                    Refusal::TooLarge
+                } else {
+                    Refusal::BadForm("the form did not arrive whole".into())
+                }
+            })?;
             let csrf = csrf_of(&token);
             let sent: Token =
                 serde_urlencoded::from_bytes(&body).map_err(|_| Refusal::CrossSite)?;
@@ -315,7 +349,7 @@ mod tests {
             if let Some(s) = site {
                 r = r.insert_header(("sec-fetch-site", s));
             }
-            cross_site(&r.to_http_request())
+            cross_site(&r.to_http_request(), "https://console.example.org/base")
         };
         assert!(!from(None, None));
         assert!(!from(Some("http://console.example"), Some("same-origin")));
@@ -324,5 +358,13 @@ mod tests {
         assert!(from(Some("null"), None));
         assert!(from(None, Some("cross-site")));
         assert!(from(Some("http://console.example"), Some("same-site")));
+        // The public URL's origin, for a proxy that rewrites Host.
+        assert!(!from(Some("https://console.example.org"), None));
+        assert!(from(Some("https://console.example.org.evil"), None));
+        assert_eq!(
+            origin_of("https://a.example:8443/x/y"),
+            "https://a.example:8443"
+        );
+        assert_eq!(origin_of("http://a.example"), "http://a.example");
     }
 }

@@ -418,7 +418,7 @@ async fn act(
             }
             Err(err) => Err(err),
         },
-        _ => return Err(Refusal::BadForm("no such action".into())),
+        _ => return Err(Refusal::NotFound),
     };
     action_outcome(&state, &session, &env, &id, result).await
 }

@@ -11,3 +11,33 @@ document.addEventListener("click", function (event) {
     // Not JSON yet: the server says what is wrong when the form is sent.
   }
 });
+
+// Controls that need this script are hidden until it runs.
+document.querySelectorAll("[data-format]").forEach(function (button) {
+  button.hidden = false;
+});
+
+// A region marked data-poll (an invocation's progress and cards) is read again in place every
+// so many milliseconds until the page no longer asks for it: nothing else moves, and focus
+// stays where it was.
+(function poll() {
+  var live = document.getElementById("live");
+  if (!live || !live.dataset.poll) return;
+  var every = Math.max(500, parseInt(live.dataset.poll, 10) || 1000);
+  setTimeout(function () {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(); })
+      .then(function (html) {
+        var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+        if (!next) return;
+        live.innerHTML = next.innerHTML;
+        if (next.dataset.poll) {
+          live.dataset.poll = next.dataset.poll;
+        } else {
+          delete live.dataset.poll;
+        }
+        poll();
+      })
+      .catch(function () { poll(); });
+  }, every);
+})();
