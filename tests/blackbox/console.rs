@@ -737,3 +737,82 @@ async fn a_webhook_reader_sees_the_log_but_no_change_and_a_masked_secret(s: Serv
         assert!(!page.contains(action), "{action} shown to a reader");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_csv_is_uploaded_its_task_completes_and_a_cancel_ends_the_cards() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    let flow = crate::trigger::published_flow(&s, false).await;
+    let users: Vec<Value> = (0..10).map(|i| json!({"id": format!("u{i}")})).collect();
+    crate::trigger::users(&s, Value::Array(users)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("welcome.csv");
+    let mut csv = String::from("target.attributes.id,payload.variables.firstName\n");
+    for i in 0..10 {
+        csv.push_str(&format!("u{i},Name{i}\n"));
+    }
+    std::fs::write(&file, csv).expect("csv");
+
+    browser_sign_in(&b, &s, &s.admin_client_id, &s.admin_secret).await;
+    b.c()
+        .goto(&s.url(&format!("/console/{}/flows/{flow}", s.env)))
+        .await
+        .expect("goto");
+    b.click("a[href$='/runs']").await;
+    b.until("main h1", "Runs of").await;
+    b.click("form[action$='/csv'] button[type=submit]").await;
+    b.element("#csv-file")
+        .await
+        .send_keys(&file.display().to_string())
+        .await
+        .expect("choose the file");
+    b.click("#upload button[type=submit]").await;
+    b.until("#task-status", "completed").await;
+    b.until("#live", "10 of 10 rows").await;
+    b.shot("csv-task").await;
+
+    // The cards are made; a cancel of every instance ends them, its progress on its page.
+    for _ in 0..100 {
+        let listed = call(
+            &s,
+            "GET",
+            &format!("/v1/{}/users/u9/cards", s.env),
+            Some(&s.admin_secret),
+            None,
+        )
+        .await;
+        if listed.body["data"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.click("a[href$='/runs']").await;
+    b.until("#tasks", "Tasks").await;
+    b.until("section[aria-labelledby=tasks]", "completed").await;
+    b.click("form[action$='/cancel'] button[type=submit]").await;
+    b.until("#task-status", "completed").await;
+    b.until("#live", "10 cards").await;
+    let listed = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/users/u9/cards", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(
+        listed.body["data"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        listed.text
+    );
+    b.click("a[href$='/runs']").await;
+    b.until("section[aria-labelledby=tasks]", "Cancel").await;
+    b.shot("runs").await;
+    b.end().await;
+}

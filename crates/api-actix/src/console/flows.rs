@@ -384,6 +384,7 @@ async fn flow_page(
                 " · published " (numbered(flow.published_version))
                 " · draft " (numbered(flow.draft_version))
             }
+            p { a href={ (base) "/runs" } { "Runs: invocations, CSV tasks and cancels" } }
             @if flow.latest_version > 0 {
                 nav aria-label="Versions" {
                     "Versions: "

@@ -8,12 +8,13 @@
 //!
 //! - [`session`]: sign-in by a key's client id and secret, the cookie, cross-site refusals;
 //! - [`page`]: the frame, messages and fields every page shares;
-//! - [`folders`], [`flows`], [`webhooks`], [`credentials`]: the pages.
+//! - [`folders`], [`flows`], [`runs`], [`webhooks`], [`credentials`]: the pages.
 
 mod credentials;
 mod flows;
 mod folders;
 mod page;
+mod runs;
 mod session;
 mod webhooks;
 
@@ -41,6 +42,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/console/switch", web::get().to(switch));
     folders::configure(cfg);
     flows::configure(cfg);
+    runs::configure(cfg);
     credentials::configure(cfg);
     webhooks::configure(cfg);
 }

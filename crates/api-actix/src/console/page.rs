@@ -9,10 +9,12 @@ use maud::{html, Markup, DOCTYPE};
 
 use super::session::{Session, ROOT};
 
-/// What the console's pages may load: only this origin's own assets, no inline script, and no
-/// frame of another site around them.
+/// What the console's pages may load: only this origin's own assets, no inline script, calls
+/// back to this origin only (the script reads progress again and uploads files), and no frame
+/// of another site around them.
 const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
-                      form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+                      connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+                      base-uri 'none'";
 
 /// One page: its title, the section it belongs to, the environment it shows.
 pub(crate) struct Frame<'a> {

@@ -41,3 +41,41 @@ document.querySelectorAll("[data-format]").forEach(function (button) {
       .catch(function () { poll(); });
   }, every);
 })();
+
+// A CSV task's file: sent with PUT to its upload URL, its progress shown as it goes; then the
+// task's page, or the service's message.
+(function () {
+  var form = document.getElementById("upload");
+  if (!form) return;
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var input = document.getElementById("csv-file");
+    var bar = document.getElementById("upload-progress");
+    var result = document.getElementById("upload-result");
+    if (!input.files.length) return;
+    var request = new XMLHttpRequest();
+    request.open("PUT", form.getAttribute("data-upload"));
+    request.setRequestHeader("Content-Type", "text/csv");
+    request.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 100);
+    });
+    request.addEventListener("load", function () {
+      if (request.status === 200) {
+        bar.value = 100;
+        window.location.assign(form.getAttribute("data-then"));
+        return;
+      }
+      var detail = "the upload was refused (" + request.status + ")";
+      try { detail = JSON.parse(request.responseText).detail || detail; } catch (e) {}
+      result.textContent = detail;
+      result.className = "alert";
+      result.setAttribute("role", "alert");
+    });
+    request.addEventListener("error", function () {
+      result.textContent = "The upload broke off.";
+      result.className = "alert";
+      result.setAttribute("role", "alert");
+    });
+    request.send(input.files[0]);
+  });
+})();

@@ -1,0 +1,395 @@
+//! A flow's runs: its invocations and tasks with their progress read again in place, a CSV
+//! uploaded from the browser with a progress bar, and a cancel with its progress.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use domain::bulk::{BulkTask, PublicStatus};
+use domain::cancel::{CancelStatus, CancelTask};
+use domain::id::{EnvironmentId, FlowId, TaskId};
+use domain::tasks::{FlowTask, TaskFilter};
+use domain::trigger::invocation::{InvocationFilter, InvocationStatus};
+use domain::trigger::Mode;
+use domain::{DomainError, PageRequest, Permission};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::environments;
+use super::page::{self, respond, see_other, Frame, Problems};
+use super::session::{Posted, Refusal, Session, ROOT};
+use crate::AppState;
+
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/console/{env}/flows/{id}/runs", web::get().to(runs))
+        .route("/console/{env}/flows/{id}/csv", web::post().to(create_csv))
+        .route(
+            "/console/{env}/flows/{id}/csv/{task}",
+            web::get().to(csv_task),
+        )
+        .route("/console/{env}/flows/{id}/cancel", web::post().to(cancel))
+        .route(
+            "/console/{env}/flows/{id}/cancel/{task}",
+            web::get().to(cancel_task),
+        );
+}
+
+/// A page could not be read: signed out, or the API's message.
+fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    if problems.status == StatusCode::UNAUTHORIZED {
+        return Err(Refusal::SignIn { expired: false });
+    }
+    Ok(page::message(problems.status, title, &problems.message))
+}
+
+/// How many of each the runs page lists (the newest).
+const LISTED: u32 = 50;
+
+async fn runs(
+    state: web::Data<AppState>,
+    session: Session,
+    path: web::Path<(EnvironmentId, FlowId)>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id) = path.into_inner();
+    runs_page(&state, &session, &env, &id, StatusCode::OK, None).await
+}
+
+async fn runs_page(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    id: &FlowId,
+    status: StatusCode,
+    problems: Option<&Problems>,
+) -> Result<HttpResponse, Refusal> {
+    let who = &session.principal;
+    let flow = match state.flows.get(who, env, id).await {
+        Ok(flow) => flow,
+        Err(err) => return unreadable(err, "Runs"),
+    };
+    let page_request = || PageRequest {
+        limit: LISTED,
+        after: None,
+    };
+    let invocations = match state
+        .triggers
+        .invocations(who, env, id, InvocationFilter::default(), page_request())
+        .await
+    {
+        Ok(page) => page.items,
+        Err(err) => return unreadable(err, "Runs"),
+    };
+    let tasks = match state
+        .tasks
+        .list(who, env, id, TaskFilter::default(), page_request())
+        .await
+    {
+        Ok(page) => page.items,
+        Err(err) => return unreadable(err, "Runs"),
+    };
+    let running = invocations.iter().any(|i| {
+        matches!(
+            i.status,
+            InvocationStatus::Pending | InvocationStatus::Running
+        )
+    }) || tasks.iter().any(|t| match t {
+        FlowTask::Csv(task) => csv_running(task),
+        FlowTask::Cancel(task) => task.status == CancelStatus::Processing,
+    });
+    let environments = environments(state, session).await?;
+    let may_trigger = session.may(env, Permission::ActionFlowsTrigger);
+    let title = format!("Runs of {}", flow.name);
+    let frame = Frame {
+        title: &title,
+        section: "flows",
+        env,
+        environments: &environments,
+        session,
+    };
+    let base = format!("{ROOT}/{env}/flows/{id}");
+    let content = html! {
+        p { a href=(base) { "Back to the flow" } @if running { " · " a href="" { "Refresh" } } }
+        (page::alert(problems))
+        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+            section.card aria-labelledby="invocations" {
+                h2 #invocations { "Invocations" }
+                @if invocations.is_empty() { p.muted { "None yet." } } @else {
+                    div.scroll { table {
+                        thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th scope="col" { "Status" } th scope="col" { "Users" } th scope="col" { "Cards" } th scope="col" { "Started" } } }
+                        tbody { @for i in &invocations { tr {
+                            td { a href={ (base) "/invocations/" (i.id) } { code { (i.id) } } }
+                            td { (i.mode.as_str()) }
+                            td { span.status { (i.status.as_str()) } }
+                            td { (i.users_targeted) }
+                            td { (i.cards_created) }
+                            td { (i.created.format("%Y-%m-%d %H:%M:%S")) }
+                        } } }
+                    } }
+                }
+            }
+            section.card aria-labelledby="tasks" {
+                h2 #tasks { "Tasks" }
+                @if tasks.is_empty() { p.muted { "None yet." } } @else {
+                    div.scroll { table {
+                        thead { tr { th scope="col" { "Task" } th scope="col" { "Status" } th scope="col" { "Progress" } th scope="col" { "Started" } } }
+                        tbody { @for t in &tasks { tr.task-row {
+                            @match t {
+                                FlowTask::Csv(task) => {
+                                    td { a href={ (base) "/csv/" (task.id) } { "CSV " (task.id) } " (" (task.mode.as_str()) ")" }
+                                    td { span.status { (task.public_status().as_str()) } }
+                                    td { (csv_progress(task)) }
+                                    td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
+                                }
+                                FlowTask::Cancel(task) => {
+                                    td { a href={ (base) "/cancel/" (task.id) } { "Cancel " (task.id) } }
+                                    td { span.status { (task.status.as_str()) } }
+                                    td { (cancel_progress(task)) }
+                                    td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
+                                }
+                            }
+                        } } }
+                    } }
+                }
+            }
+        }
+        @if may_trigger {
+            section.card aria-labelledby="csv" {
+                h2 #csv { "Start from a CSV file" }
+                p.muted {
+                    "A header row naming where each column goes in a flow element (for example "
+                    code { "target.attributes.id" } " and " code { "payload.variables.firstName" }
+                    "), then one row per element. The next page takes the file."
+                }
+                form.inline method="post" action={ (base) "/csv" } {
+                    (page::csrf(session))
+                    div.field {
+                        label for="csv-mode" { "Mode" }
+                        select #csv-mode name="mode" {
+                            option value="live" { "Live (the published version)" }
+                            option value="test" { "Test (the draft, test users only)" }
+                        }
+                    }
+                    button type="submit" { "New CSV task" }
+                }
+            }
+            section.card aria-labelledby="cancel" {
+                h2 #cancel { "Cancel" }
+                p.muted { "Ends the flow's instances (all, or those of one version) and, unless unticked, their cards." }
+                form.inline method="post" action={ (base) "/cancel" } {
+                    (page::csrf(session))
+                    (page::text_field("cancel-version", "Version (empty: every version)", "version", "", "flowConfigVersion", problems))
+                    div.field {
+                        label { input type="checkbox" name="cards" value="on" checked; " Cancel their cards" }
+                    }
+                    button.danger type="submit" { "Cancel instances" }
+                }
+            }
+        }
+    };
+    Ok(respond(status, page::frame(&frame, content)))
+}
+
+fn csv_running(task: &BulkTask) -> bool {
+    matches!(
+        task.public_status(),
+        PublicStatus::Pending | PublicStatus::Processing
+    )
+}
+
+fn csv_progress(task: &BulkTask) -> Markup {
+    html! {
+        progress max=(task.rows_total.max(1)) value=(task.rows_processed) aria-label="Rows handed to the engine" {}
+        " " (task.rows_processed) " of " (task.rows_total) " rows"
+        @if task.rows_failed > 0 { ", " (task.rows_failed) " refused" }
+    }
+}
+
+fn cancel_progress(task: &CancelTask) -> Markup {
+    html! {
+        (task.actual) " instances"
+        @if let Some(expected) = task.expected { " of " (expected) }
+        ", " (task.cards_actual) " cards"
+        @if let Some(expected) = task.cards_expected { " of " (expected) }
+    }
+}
+
+#[derive(Deserialize)]
+struct CsvForm {
+    mode: String,
+}
+
+/// A new CSV task; the answer is the page that uploads its file (the upload URL is shown on
+/// this answer only, as the API gives it once).
+async fn create_csv(
+    state: web::Data<AppState>,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    posted: Posted<CsvForm>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id) = path.into_inner();
+    let Posted { session, form } = posted;
+    let mode = match form.mode.as_str() {
+        "live" => Mode::Live,
+        "test" => Mode::Test,
+        _ => return Err(Refusal::BadForm("`mode` must be `live` or `test`".into())),
+    };
+    let (task, token) = match state.bulk.create(&session.principal, &env, &id, mode).await {
+        Ok(made) => made,
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            return runs_page(&state, &session, &env, &id, status, Some(&problems)).await;
+        }
+    };
+    let environments = environments(&state, &session).await?;
+    let task_page = format!("{ROOT}/{env}/flows/{id}/csv/{}", task.id);
+    let frame = Frame {
+        title: "Upload a CSV file",
+        section: "flows",
+        env: &env,
+        environments: &environments,
+        session: &session,
+    };
+    let content = html! {
+        p { "Task " (task.id) " (" (task.mode.as_str()) ") waits for its file: choose it within five minutes." }
+        section.card aria-labelledby="file" {
+            h2 #file { "The file" }
+            form #upload data-upload=(format!("/uploads/csv/{token}")) data-then=(task_page) {
+                div.field {
+                    label for="csv-file" { "CSV file (at most 32 MiB)" }
+                    input #csv-file type="file" name="file" accept=".csv,text/csv" required;
+                }
+                button type="submit" { "Upload" }
+                div.field {
+                    label for="upload-progress" { "Sent" }
+                    progress #upload-progress max="100" value="0" {}
+                }
+                p #upload-result role="status" {}
+            }
+            noscript { p.alert { "Uploading a file from this page needs the console's script. The API takes it too: PUT the file to the task's upload URL." } }
+        }
+        p { a href=(task_page) { "The task's progress" } }
+    };
+    Ok(respond(StatusCode::CREATED, page::frame(&frame, content)))
+}
+
+async fn csv_task(
+    state: web::Data<AppState>,
+    session: Session,
+    path: web::Path<(EnvironmentId, FlowId, TaskId)>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id, task_id) = path.into_inner();
+    let task = match state
+        .bulk
+        .status(&session.principal, &env, &id, &task_id)
+        .await
+    {
+        Ok(task) => task,
+        Err(err) => return unreadable(err, "CSV task"),
+    };
+    let running = csv_running(&task);
+    let environments = environments(&state, &session).await?;
+    let title = format!("CSV task {}", task.id);
+    let frame = Frame {
+        title: &title,
+        section: "flows",
+        env: &env,
+        environments: &environments,
+        session: &session,
+    };
+    let content = html! {
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href="" { "Refresh" } } }
+        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+            section.card aria-labelledby="progress" {
+                h2 #progress { "Progress" }
+                p { "Status " span.status #task-status { (task.public_status().as_str()) } " · " (task.mode.as_str()) }
+                p { (csv_progress(&task)) }
+                @if !task.errors.is_empty() {
+                    h3 { "Refused rows" }
+                    ul.errors { @for e in task.errors.iter().take(100) {
+                        li { @if e.row == 0 { "The file: " } @else { "Row " (e.row) ": " } (e.message) }
+                    } }
+                }
+            }
+        }
+    };
+    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+}
+
+#[derive(Deserialize)]
+struct CancelForm {
+    #[serde(default)]
+    version: String,
+    cards: Option<String>,
+}
+
+async fn cancel(
+    state: web::Data<AppState>,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    posted: Posted<CancelForm>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id) = path.into_inner();
+    let Posted { session, form } = posted;
+    // The body the API would be sent; the service validates it.
+    let mut body = Map::new();
+    body.insert("cancelCards".into(), json!(form.cards.is_some()));
+    let version = form.version.trim();
+    if !version.is_empty() {
+        let value = version
+            .parse::<u64>()
+            .map_or_else(|_| json!(version), |n| json!(n));
+        body.insert("flowConfigVersion".into(), value);
+    }
+    let body = Value::Object(body);
+    match state
+        .cancels
+        .start(&session.principal, &env, &id, Some(&body))
+        .await
+    {
+        Ok(task) => Ok(see_other(&format!(
+            "{ROOT}/{env}/flows/{id}/cancel/{}",
+            task.id
+        ))),
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            runs_page(&state, &session, &env, &id, status, Some(&problems)).await
+        }
+    }
+}
+
+async fn cancel_task(
+    state: web::Data<AppState>,
+    session: Session,
+    path: web::Path<(EnvironmentId, FlowId, TaskId)>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, id, task_id) = path.into_inner();
+    let task = match state
+        .cancels
+        .status(&session.principal, &env, &id, &task_id)
+        .await
+    {
+        Ok(task) => task,
+        Err(err) => return unreadable(err, "Cancel"),
+    };
+    let running = task.status == CancelStatus::Processing;
+    let environments = environments(&state, &session).await?;
+    let title = format!("Cancel {}", task.id);
+    let frame = Frame {
+        title: &title,
+        section: "flows",
+        env: &env,
+        environments: &environments,
+        session: &session,
+    };
+    let content = html! {
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href="" { "Refresh" } } }
+        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+            section.card aria-labelledby="progress" {
+                h2 #progress { "Progress" }
+                p { "Status " span.status #task-status { (task.status.as_str()) } }
+                p { (cancel_progress(&task)) }
+            }
+        }
+    };
+    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+}
