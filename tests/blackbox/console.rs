@@ -816,3 +816,46 @@ async fn in_a_browser_a_csv_is_uploaded_its_task_completes_and_a_cancel_ends_the
     b.shot("runs").await;
     b.end().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_bad_push_credential_is_refused_with_its_message() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    browser_sign_in(&b, &s, &s.admin_client_id, &s.admin_secret).await;
+    b.click("nav a[href$='/push']").await;
+    b.until("main h1", "Push platforms").await;
+    b.fill("#app-id", "com.example.android").await;
+    b.element("#platform")
+        .await
+        .select_by_value("GCM")
+        .await
+        .expect("GCM");
+    b.fill("#credential", "{\"type\": \"service_account\"}")
+        .await;
+    b.click("form[action$='/push'] button[type=submit]").await;
+    let message = b.until("#credential-errors", "platformCredential").await;
+    assert!(message.len() > "platformCredential: ".len(), "{message}");
+    let kept = b
+        .element("#app-id")
+        .await
+        .prop("value")
+        .await
+        .expect("value")
+        .expect("text");
+    assert_eq!(kept, "com.example.android", "what was typed is kept");
+    b.shot("push").await;
+
+    // A valid service account is taken, its facts shown, and it can be disabled.
+    let account = adapters_push::testing::service_account("console-project");
+    b.fill("#credential", &account).await;
+    b.click("form[action$='/push'] button[type=submit]").await;
+    b.until(".notice", "created").await;
+    b.until("tr.platform-row", "com.example.android").await;
+    b.click("tr.platform-row form[action$='/push/enabled'] button")
+        .await;
+    b.until(".notice", "disabled").await;
+    b.until("tr.platform-row", "disabled").await;
+    b.end().await;
+}

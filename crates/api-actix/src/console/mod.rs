@@ -8,12 +8,13 @@
 //!
 //! - [`session`]: sign-in by a key's client id and secret, the cookie, cross-site refusals;
 //! - [`page`]: the frame, messages and fields every page shares;
-//! - [`folders`], [`flows`], [`runs`], [`webhooks`], [`credentials`]: the pages.
+//! - [`folders`], [`flows`], [`runs`], [`webhooks`], [`push`], [`credentials`]: the pages.
 
 mod credentials;
 mod flows;
 mod folders;
 mod page;
+mod push;
 mod runs;
 mod session;
 mod webhooks;
@@ -43,6 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     folders::configure(cfg);
     flows::configure(cfg);
     runs::configure(cfg);
+    push::configure(cfg);
     credentials::configure(cfg);
     webhooks::configure(cfg);
 }
@@ -82,10 +84,15 @@ async fn root(state: web::Data<AppState>, session: Session) -> Result<HttpRespon
 }
 
 /// The sections of the console, with the permission that shows each.
-pub(super) const SECTIONS: [(&str, &str, Permission); 4] = [
+pub(super) const SECTIONS: [(&str, &str, Permission); 5] = [
     ("flows", "Flows", Permission::ActionFlowsRead),
     ("folders", "Folders", Permission::FoldersRead),
     ("webhooks", "Webhooks", Permission::WebhooksRead),
+    (
+        "push",
+        "Push platforms",
+        Permission::NotificationPlatformsRead,
+    ),
     ("credentials", "Credentials", Permission::CredentialsRead),
 ];
 
@@ -106,7 +113,7 @@ fn nothing_to_show(session: &Session) -> HttpResponse {
             "Nothing to show",
             html! {
                 h1 { "Nothing to show" }
-                p role="alert" { "This key may read none of the console's sections (flows, folders, webhooks, credentials) in any environment it may use." }
+                p role="alert" { "This key may read none of the console's sections (flows, folders, webhooks, push platforms, credentials) in any environment it may use." }
                 form method="post" action={ (ROOT) "/sign-out" } {
                     (page::csrf(session))
                     button type="submit" { "Sign out" }

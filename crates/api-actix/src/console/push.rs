@@ -1,0 +1,290 @@
+//! Push notification platforms: the list with each credential's derived facts, create (with
+//! the offline validation's messages at their fields), enable, disable and delete.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use domain::id::EnvironmentId;
+use domain::{DomainError, Permission};
+use maud::html;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::environments;
+use super::page::{self, respond, see_other, Frame, Problems};
+use super::session::{Posted, Refusal, Session, ROOT};
+use crate::AppState;
+
+pub(super) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/console/{env}/push", web::get().to(list))
+        .route("/console/{env}/push", web::post().to(create))
+        .route("/console/{env}/push/enabled", web::post().to(set_enabled))
+        .route("/console/{env}/push/delete", web::post().to(delete));
+}
+
+/// The platform values the API takes.
+const PLATFORMS: [(&str, &str); 4] = [
+    ("GCM", "Firebase Cloud Messaging (GCM)"),
+    ("FCM", "Firebase Cloud Messaging (FCM)"),
+    ("APNS", "Apple Push Notification service"),
+    ("APNS_SANDBOX", "Apple Push Notification service, sandbox"),
+];
+
+#[derive(Deserialize, Default)]
+struct CreateForm {
+    #[serde(default)]
+    app_id: String,
+    #[serde(default)]
+    platform: String,
+    #[serde(default)]
+    credential: String,
+    #[serde(default)]
+    principal: String,
+    #[serde(default)]
+    properties: String,
+}
+
+impl CreateForm {
+    /// The body the API would be sent; the service validates it. Properties that are not a
+    /// JSON object are refused here.
+    fn body(&self) -> Result<Value, DomainError> {
+        let mut body = Map::new();
+        body.insert("appId".into(), json!(self.app_id.trim()));
+        body.insert("platform".into(), json!(self.platform));
+        body.insert("platformCredential".into(), json!(self.credential));
+        body.insert("platformPrincipal".into(), json!(self.principal));
+        let properties = match self.properties.trim() {
+            "" => json!({}),
+            text => serde_json::from_str::<Value>(text)
+                .ok()
+                .filter(Value::is_object)
+                .ok_or_else(|| {
+                    DomainError::invalid("platformProperties", "must be a JSON object")
+                })?,
+        };
+        body.insert("platformProperties".into(), properties);
+        Ok(Value::Object(body))
+    }
+}
+
+#[derive(Deserialize)]
+struct Shown {
+    done: Option<String>,
+}
+
+async fn list(
+    state: web::Data<AppState>,
+    session: Session,
+    env: web::Path<EnvironmentId>,
+    query: web::Query<Shown>,
+) -> Result<HttpResponse, Refusal> {
+    let notice = match query.done.as_deref() {
+        Some("created") => Some("The platform was created."),
+        Some("enabled") => Some("The platform was enabled."),
+        Some("disabled") => Some("The platform was disabled."),
+        Some("deleted") => Some("The platform was deleted."),
+        _ => None,
+    };
+    render(&state, &session, &env, StatusCode::OK, notice, None, None).await
+}
+
+async fn render(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    status: StatusCode,
+    notice: Option<&str>,
+    sent: Option<&CreateForm>,
+    problems: Option<&Problems>,
+) -> Result<HttpResponse, Refusal> {
+    let platforms = match state.push.list(&session.principal, env).await {
+        Ok(p) => p,
+        Err(err) => {
+            let problems = Problems::of(err);
+            if problems.status == StatusCode::UNAUTHORIZED {
+                return Err(Refusal::SignIn { expired: false });
+            }
+            return Ok(page::message(
+                problems.status,
+                "Push platforms",
+                &problems.message,
+            ));
+        }
+    };
+    let environments = environments(state, session).await?;
+    let may_write = session.may(env, Permission::NotificationPlatformsWrite);
+    let empty = CreateForm::default();
+    let form = sent.unwrap_or(&empty);
+    let errors_of = |field: &str| problems.map(|p| p.about(field, true)).unwrap_or_default();
+    let (credential_errors, principal_errors, property_errors) = (
+        errors_of("platformCredential"),
+        errors_of("platformPrincipal"),
+        errors_of("platformProperties"),
+    );
+    let frame = Frame {
+        title: "Push platforms",
+        section: "push",
+        env,
+        environments: &environments,
+        session,
+    };
+    let content = html! {
+        (page::notice(notice))
+        div.scroll { table {
+            caption.muted { (platforms.len()) " platforms" }
+            thead { tr {
+                th scope="col" { "App" } th scope="col" { "Platform" } th scope="col" { "State" }
+                th scope="col" { "Credential" }
+                @if may_write { th scope="col" { span.muted { "Actions" } } }
+            } }
+            tbody { @for p in &platforms { tr.platform-row {
+                td { (p.app_id) }
+                td { (p.platform) }
+                td { span.status { @if p.enabled { "enabled" } @else { "disabled" } } }
+                td { dl { @for (fact, value) in &p.facts { dt { (fact) } dd { (value) } } } }
+                @if may_write { td { div.actions {
+                    form method="post" action={ (ROOT) "/" (env) "/push/enabled" } {
+                        (page::csrf(session))
+                        input type="hidden" name="id" value=(p.id);
+                        input type="hidden" name="enabled" value=(if p.enabled { "false" } else { "true" });
+                        button.secondary type="submit" aria-label={ (if p.enabled { "Disable " } else { "Enable " }) (p.app_id) " " (p.platform) } {
+                            @if p.enabled { "Disable" } @else { "Enable" }
+                        }
+                    }
+                    form method="post" action={ (ROOT) "/" (env) "/push/delete" } {
+                        (page::csrf(session))
+                        input type="hidden" name="app_id" value=(p.app_id);
+                        input type="hidden" name="platform" value=(p.platform);
+                        button.danger type="submit" aria-label={ "Delete " (p.app_id) " " (p.platform) } { "Delete" }
+                    }
+                } } }
+            } } }
+        } }
+        @if may_write {
+            section.card aria-labelledby="create" {
+                h2 #create { "New platform" }
+                p.muted { "The credential is checked when it is saved: its type, its key, its expiry." }
+                (page::alert(problems))
+                form method="post" action={ (ROOT) "/" (env) "/push" } {
+                    (page::csrf(session))
+                    (page::text_field("app-id", "App id (bundle id or package name)", "app_id", &form.app_id, "appId", problems))
+                    div.field {
+                        label for="platform" { "Platform" }
+                        select #platform name="platform" {
+                            @for (value, name) in PLATFORMS {
+                                option value=(value) selected[form.platform == value] { (name) }
+                            }
+                        }
+                        (page::field_errors("platform-errors", &errors_of("platform")))
+                    }
+                    div.field.wide {
+                        label for="credential" { "Credential (a service account's JSON, a certificate's private key or a .p8 key)" }
+                        (page::field_errors("credential-errors", &credential_errors))
+                        textarea #credential name="credential" rows="6" spellcheck="false"
+                            aria-invalid=[(!credential_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!credential_errors.is_empty()).then_some("credential-errors")] {}
+                    }
+                    div.field.wide {
+                        label for="principal" { "Principal (a certificate, a key id; empty for FCM)" }
+                        (page::field_errors("principal-errors", &principal_errors))
+                        textarea #principal name="principal" rows="3" spellcheck="false"
+                            aria-invalid=[(!principal_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!principal_errors.is_empty()).then_some("principal-errors")] { (form.principal) }
+                    }
+                    div.field.wide {
+                        label for="properties" { "Properties (a JSON object, e.g. teamId and bundleId for a .p8 key)" }
+                        (page::field_errors("properties-errors", &property_errors))
+                        textarea #properties name="properties" rows="3" spellcheck="false"
+                            aria-invalid=[(!property_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!property_errors.is_empty()).then_some("properties-errors")] { (form.properties) }
+                    }
+                    button type="submit" { "Create platform" }
+                }
+            }
+        }
+    };
+    Ok(respond(status, page::frame(&frame, content)))
+}
+
+async fn create(
+    state: web::Data<AppState>,
+    env: web::Path<EnvironmentId>,
+    posted: Posted<CreateForm>,
+) -> Result<HttpResponse, Refusal> {
+    let Posted { session, form } = posted;
+    let result = match form.body() {
+        Ok(body) => state.push.create(&session.principal, &env, &body).await,
+        Err(err) => Err(err),
+    };
+    match result {
+        Ok(_) => Ok(see_other(&format!("{ROOT}/{env}/push?done=created"))),
+        // The credential is not shown back: it is a secret, and it was refused.
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            render(
+                &state,
+                &session,
+                &env,
+                status,
+                None,
+                Some(&form),
+                Some(&problems),
+            )
+            .await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct EnabledForm {
+    id: String,
+    enabled: String,
+}
+
+async fn set_enabled(
+    state: web::Data<AppState>,
+    env: web::Path<EnvironmentId>,
+    posted: Posted<EnabledForm>,
+) -> Result<HttpResponse, Refusal> {
+    let Posted { session, form } = posted;
+    let enabled = form.enabled == "true";
+    let body = json!({"id": form.id, "enabled": enabled});
+    match state
+        .push
+        .set_enabled(&session.principal, &env, &body)
+        .await
+    {
+        Ok(_) => Ok(see_other(&format!(
+            "{ROOT}/{env}/push?done={}",
+            if enabled { "enabled" } else { "disabled" }
+        ))),
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            render(&state, &session, &env, status, None, None, Some(&problems)).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DeleteForm {
+    app_id: String,
+    platform: String,
+}
+
+async fn delete(
+    state: web::Data<AppState>,
+    env: web::Path<EnvironmentId>,
+    posted: Posted<DeleteForm>,
+) -> Result<HttpResponse, Refusal> {
+    let Posted { session, form } = posted;
+    let body = json!({"appId": form.app_id, "platform": form.platform});
+    match state.push.delete(&session.principal, &env, &body).await {
+        Ok(()) => Ok(see_other(&format!("{ROOT}/{env}/push?done=deleted"))),
+        Err(err) => {
+            let problems = Problems::of(err);
+            let status = problems.status;
+            render(&state, &session, &env, status, None, None, Some(&problems)).await
+        }
+    }
+}
