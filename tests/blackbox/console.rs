@@ -305,6 +305,128 @@ async fn a_revoked_key_is_signed_out(s: Server) {
     assert!(cleared.starts_with("workbench_console=;"), "{cleared}");
 }
 
+async fn the_audience_finds_users_by_tag_shows_one_and_keeps_segments_and_streams(s: Server) {
+    let admin = Some(s.admin_secret.as_str());
+    for (id, tags) in [("ada", json!(["vip"])), ("bob", json!([]))] {
+        let reply = call(
+            &s,
+            "PUT",
+            &format!("/v1/{}/users/{id}", s.env),
+            admin,
+            Some(json!({"tags": tags, "attributes": {"country": "NZ", "plan": "gold"}})),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let device = call(
+        &s,
+        "PUT",
+        &format!("/v1/{}/users/ada/devices/tok-ada-1", s.env),
+        admin,
+        Some(json!({"appId": "com.example.app", "platform": "APNS"})),
+    )
+    .await;
+    assert_eq!(device.status, 200, "{}", device.text);
+    let flow = crate::trigger::published_flow(&s, false).await;
+    let started = call(
+        &s,
+        "POST",
+        &format!("/v1/{}/action-flow/{flow}/start", s.env),
+        admin,
+        Some(json!({"flows": [{"target": {"type": "user", "targetUserIds": ["ada"]}}]})),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.text);
+
+    let cookie = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let (status, page) = get(&s, &cookie, &format!("/console/{}/users?tag=vip", s.env)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(">ada<") && !page.contains(">bob<"), "{page}");
+    let reply = plain()
+        .get(s.url(&format!("/console/{}/users?id=ada", s.env)))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(reply.status(), 303);
+    assert_eq!(
+        reply.headers()["location"],
+        format!("/console/{}/users/ada", s.env)
+    );
+    let mut page = String::new();
+    for _ in 0..50 {
+        page = get(&s, &cookie, &format!("/console/{}/users/ada", s.env))
+            .await
+            .1;
+        if page.contains("card-row") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for shown in [
+        "&quot;plan&quot;: &quot;gold&quot;",
+        "vip",
+        "tok-ada-1",
+        "card-row",
+    ] {
+        assert!(page.contains(shown), "{shown} on the user's page: {page}");
+    }
+    let (status, _) = get(&s, &cookie, &format!("/console/{}/users/nobody", s.env)).await;
+    assert_eq!(status, 404);
+
+    // A segment whose filter is refused shows why at the filter; a good one is listed.
+    let (_, segments) = get(&s, &cookie, &format!("/console/{}/segments", s.env)).await;
+    let token = csrf(&segments);
+    let post = |path: String, form: Vec<(&'static str, String)>| {
+        plain()
+            .post(s.url(&path))
+            .header("cookie", &cookie)
+            .form(&form)
+            .send()
+    };
+    let refused = post(
+        format!("/console/{}/segments", s.env),
+        vec![
+            ("csrf", token.clone()),
+            ("name", "Kiwis".into()),
+            ("filter", r#"{"match": "most", "conditions": []}"#.into()),
+        ],
+    )
+    .await
+    .expect("post");
+    assert_eq!(refused.status(), 400);
+    let text = refused.text().await.expect("body");
+    assert!(
+        text.contains("segment-filter-errors") && text.contains("filter.match"),
+        "{text}"
+    );
+    let made = post(
+        format!("/console/{}/segments", s.env),
+        vec![
+            ("csrf", token.clone()),
+            ("name", "Kiwis".into()),
+            (
+                "filter",
+                r#"{"match": "all", "conditions": [{"field": "attributes.country", "op": "eq", "value": "NZ"}]}"#.into(),
+            ),
+        ],
+    )
+    .await
+    .expect("post");
+    assert_eq!(made.status(), 303);
+    let (_, segments) = get(&s, &cookie, &format!("/console/{}/segments", s.env)).await;
+    assert!(segments.contains("Kiwis"));
+    let made = post(
+        format!("/console/{}/streams", s.env),
+        vec![("csrf", token.clone()), ("name", "Promotions".into())],
+    )
+    .await
+    .expect("post");
+    assert_eq!(made.status(), 303);
+    let (_, streams) = get(&s, &cookie, &format!("/console/{}/streams", s.env)).await;
+    assert!(streams.contains("Promotions"));
+}
+
 const ONE_STEP: &str = include_str!("../../crates/api-actix/src/examples/one-step.json");
 
 blackbox!(
@@ -314,6 +436,7 @@ blackbox!(
     a_key_without_a_permission_sees_the_page_read_only,
     a_revoked_key_is_signed_out,
     a_webhook_reader_sees_the_log_but_no_change_and_a_masked_secret,
+    the_audience_finds_users_by_tag_shows_one_and_keeps_segments_and_streams,
 );
 
 /// Headless Chromium driven through chromedriver, ended with the test.

@@ -62,7 +62,7 @@ fn path_problem(path: &str) -> Option<&'static str> {
 /// (contract §18): every `POST`, `PUT` and `PATCH` but card actions, cancels and access
 /// tokens, which finish or stop what was accepted. Reads and deletes go on.
 fn new_work(method: &str, route: &str) -> bool {
-    const GOES_ON: [&str; 9] = [
+    const GOES_ON: [&str; 11] = [
         "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
         "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
         "/oauth/token",
@@ -73,6 +73,8 @@ fn new_work(method: &str, route: &str) -> bool {
         "/console/{env}/credentials/{client_id}/revoke",
         "/console/{env}/flows/{id}/discard",
         "/console/{env}/push/delete",
+        "/console/{env}/segments/{id}/delete",
+        "/console/{env}/streams/{id}/delete",
     ];
     matches!(method, "POST" | "PUT" | "PATCH") && !GOES_ON.contains(&route)
 }

@@ -8,8 +8,10 @@
 //!
 //! - [`session`]: sign-in by a key's client id and secret, the cookie, cross-site refusals;
 //! - [`page`]: the frame, messages and fields every page shares;
-//! - [`folders`], [`flows`], [`runs`], [`webhooks`], [`push`], [`credentials`]: the pages.
+//! - [`folders`], [`flows`], [`runs`], [`audience`], [`webhooks`], [`push`], [`credentials`]:
+//!   the pages.
 
+mod audience;
 mod credentials;
 mod flows;
 mod folders;
@@ -45,6 +47,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     flows::configure(cfg);
     runs::configure(cfg);
     push::configure(cfg);
+    audience::configure(cfg);
     credentials::configure(cfg);
     webhooks::configure(cfg);
 }
@@ -84,9 +87,10 @@ async fn root(state: web::Data<AppState>, session: Session) -> Result<HttpRespon
 }
 
 /// The sections of the console, with the permission that shows each.
-pub(super) const SECTIONS: [(&str, &str, Permission); 5] = [
+pub(super) const SECTIONS: [(&str, &str, Permission); 6] = [
     ("flows", "Flows", Permission::ActionFlowsRead),
     ("folders", "Folders", Permission::FoldersRead),
+    ("users", "Audience", Permission::UsersRead),
     ("webhooks", "Webhooks", Permission::WebhooksRead),
     (
         "push",
@@ -113,7 +117,7 @@ fn nothing_to_show(session: &Session) -> HttpResponse {
             "Nothing to show",
             html! {
                 h1 { "Nothing to show" }
-                p role="alert" { "This key may read none of the console's sections (flows, folders, webhooks, push platforms, credentials) in any environment it may use." }
+                p role="alert" { "This key may read none of the console's sections (flows, folders, audience, webhooks, push platforms, credentials) in any environment it may use." }
                 form method="post" action={ (ROOT) "/sign-out" } {
                     (page::csrf(session))
                     button type="submit" { "Sign out" }
