@@ -553,6 +553,17 @@ impl Browser {
             .unwrap_or_else(|e| panic!("{css}: {e}"))
     }
 
+    /// Types `text` (keys included) into whatever has the focus.
+    async fn keys(&self, text: &str) {
+        self.c()
+            .active_element()
+            .await
+            .expect("focus")
+            .send_keys(text)
+            .await
+            .expect("keys");
+    }
+
     async fn fill(&self, css: &str, value: &str) {
         let field = self.element(css).await;
         field.clear().await.expect("clear");
@@ -980,5 +991,61 @@ async fn in_a_browser_a_bad_push_credential_is_refused_with_its_message() {
         .await;
     b.until(".notice", "disabled").await;
     b.until("tr.platform-row", "disabled").await;
+    b.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_console_works_by_keyboard_and_fits_a_phone() {
+    use fantoccini::key::Key;
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    b.c().goto(&s.url("/console/sign-in")).await.expect("goto");
+    b.text("#client_id").await;
+    // From the page's start, Tab reaches the client id, then the secret; Enter sends the form.
+    b.keys(&Key::Tab.to_string()).await;
+    b.keys(&format!("{}{}", s.admin_client_id, Key::Tab)).await;
+    b.keys(&format!("{}{}", s.admin_secret, Key::Enter)).await;
+    b.until("main h1", "Flows").await;
+    // The first Tab on a page of the console reaches the link that skips to its content.
+    b.keys(&Key::Tab.to_string()).await;
+    let focused = b
+        .c()
+        .active_element()
+        .await
+        .expect("focus")
+        .text()
+        .await
+        .expect("text");
+    assert_eq!(focused, "Skip to the content");
+
+    // At a phone's width nothing is wider than the screen: wide tables scroll in their box.
+    b.c().set_window_size(390, 844).await.expect("resize");
+    b.c()
+        .goto(&s.url(&format!("/console/{}/flows", s.env)))
+        .await
+        .expect("goto");
+    b.until("main h1", "Flows").await;
+    let fits = b
+        .c()
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            vec![],
+        )
+        .await
+        .expect("measure");
+    if fits != Value::Bool(true) {
+        let wide = b
+            .c()
+            .execute(
+                "return Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 20);",
+                vec![],
+            )
+            .await
+            .expect("measure");
+        panic!("wider than the screen: {wide}");
+    }
+    b.shot("phone").await;
     b.end().await;
 }
