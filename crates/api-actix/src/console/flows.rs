@@ -1,12 +1,11 @@
 //! Action Flows: the list with its filters, a flow's page (versions, the configuration editor
 //! with validation problems at their paths, drafts, approvals, publishing, archiving), and a
-//! test trigger whose cards the invocation's page shows.
+//! test trigger whose cards the invocation's page (`runs`) shows.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::flow::{CreateFlow, FlowFilter, FlowStatus, FolderFilter, VersionRef};
-use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId};
-use domain::trigger::invocation::InvocationStatus;
+use domain::id::{EnvironmentId, FlowId};
 use domain::trigger::Mode;
 use domain::{DomainError, Flow, Folder, PageRequest, Permission};
 use maud::{html, Markup};
@@ -33,11 +32,7 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
             "/console/{env}/flows/{id}/archive/{action}",
             web::post().to(archive),
         )
-        .route("/console/{env}/flows/{id}/test", web::post().to(test))
-        .route(
-            "/console/{env}/flows/{id}/invocations/{invocation}",
-            web::get().to(invocation),
-        );
+        .route("/console/{env}/flows/{id}/test", web::post().to(test));
 }
 
 /// The configurations a new flow can start from (the API document's examples).
@@ -726,88 +721,4 @@ async fn test(
             .await
         }
     }
-}
-
-/// An invocation's progress and, for users named in its target, the cards it gave them. The
-/// page reloads itself each second until the invocation ends.
-async fn invocation(
-    state: web::Data<AppState>,
-    session: Session,
-    path: web::Path<(EnvironmentId, FlowId, InvocationId)>,
-) -> Result<HttpResponse, Refusal> {
-    let (env, flow_id, id) = path.into_inner();
-    let who = &session.principal;
-    let invocation = match state.triggers.invocation(who, &env, &flow_id, &id).await {
-        Ok(i) => i,
-        Err(err) => return unreadable(err, "Invocation"),
-    };
-    let users: Vec<String> = serde_json::from_str::<Value>(invocation.target.text())
-        .ok()
-        .and_then(|t| t.get("targetUserIds").cloned())
-        .and_then(|u| serde_json::from_value(u).ok())
-        .unwrap_or_default();
-    let mut cards = Vec::new();
-    if session.may(&env, Permission::CardsWrite) {
-        for user in users.iter().take(20) {
-            let user_id = EndUserId::from(user.clone());
-            if let Ok(feed) = state.cards.feed(who, &env, &user_id, None).await {
-                cards.extend(
-                    feed.into_iter()
-                        .filter(|c| c.invocation_id == invocation.id.as_str()),
-                );
-            }
-        }
-    }
-    let running = matches!(
-        invocation.status,
-        InvocationStatus::Pending | InvocationStatus::Running
-    );
-    let environments = environments(&state, &session).await?;
-    let title = format!("Invocation {id}");
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
-    let content = html! {
-        p {
-            a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" }
-            // Without the script, the page is reloaded by hand; with it, the progress and the
-            // cards are read again each second in place (nothing else on the page moves).
-            @if running { " · " a href="" { "Refresh" } }
-        }
-        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
-        section.card aria-labelledby="progress" {
-            h2 #progress { "Progress" }
-            p {
-                "Status " span.status #invocation-status { (invocation.status.as_str()) }
-                " · " (invocation.mode.as_str()) " · v" (invocation.flow_version)
-                " · users targeted " (invocation.users_targeted)
-                " · cards created " (invocation.cards_created)
-            }
-            @if !invocation.errors.is_empty() {
-                ul.errors { @for e in &invocation.errors { li { (e) } } }
-            }
-        }
-        section.card aria-labelledby="cards" {
-            h2 #cards { "Cards" }
-            @if cards.is_empty() {
-                p.muted { "No card in the named users' feeds from this invocation." }
-            } @else {
-                div.scroll { table {
-                    thead { tr { th scope="col" { "User" } th scope="col" { "Card" } th scope="col" { "Status" } th scope="col" { "Content" } } }
-                    tbody { @for c in &cards { tr.card-row {
-                        td { (c.user_id) }
-                        td { (c.template_name) }
-                        td { span.status { (c.status.as_str()) } }
-                        td { code { (c.content.text()) } }
-                    } } }
-                } }
-            }
-        }
-        }
-    };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
 }

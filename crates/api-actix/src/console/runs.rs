@@ -1,11 +1,12 @@
-//! A flow's runs: its invocations and tasks with their progress read again in place, a CSV
-//! uploaded from the browser with a progress bar, and a cancel with its progress.
+//! A flow's runs: its invocations (each with the cards it gave the users it names) and tasks
+//! with their progress read again in place, a CSV uploaded from the browser with a progress
+//! bar, and a cancel with its progress.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::bulk::{BulkTask, PublicStatus};
 use domain::cancel::{CancelStatus, CancelTask};
-use domain::id::{EnvironmentId, FlowId, TaskId};
+use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
 use domain::trigger::invocation::{InvocationFilter, InvocationStatus};
 use domain::trigger::Mode;
@@ -21,6 +22,10 @@ use crate::AppState;
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/console/{env}/flows/{id}/runs", web::get().to(runs))
+        .route(
+            "/console/{env}/flows/{id}/invocations/{invocation}",
+            web::get().to(invocation),
+        )
         .route("/console/{env}/flows/{id}/csv", web::post().to(create_csv))
         .route(
             "/console/{env}/flows/{id}/csv/{task}",
@@ -389,6 +394,90 @@ async fn cancel_task(
                 p { "Status " span.status #task-status { (task.status.as_str()) } }
                 p { (cancel_progress(&task)) }
             }
+        }
+    };
+    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+}
+
+/// An invocation's progress and, for users named in its target, the cards it gave them. The
+/// page reloads itself each second until the invocation ends.
+async fn invocation(
+    state: web::Data<AppState>,
+    session: Session,
+    path: web::Path<(EnvironmentId, FlowId, InvocationId)>,
+) -> Result<HttpResponse, Refusal> {
+    let (env, flow_id, id) = path.into_inner();
+    let who = &session.principal;
+    let invocation = match state.triggers.invocation(who, &env, &flow_id, &id).await {
+        Ok(i) => i,
+        Err(err) => return unreadable(err, "Invocation"),
+    };
+    let users: Vec<String> = serde_json::from_str::<Value>(invocation.target.text())
+        .ok()
+        .and_then(|t| t.get("targetUserIds").cloned())
+        .and_then(|u| serde_json::from_value(u).ok())
+        .unwrap_or_default();
+    let mut cards = Vec::new();
+    if session.may(&env, Permission::CardsWrite) {
+        for user in users.iter().take(20) {
+            let user_id = EndUserId::from(user.clone());
+            if let Ok(feed) = state.cards.feed(who, &env, &user_id, None).await {
+                cards.extend(
+                    feed.into_iter()
+                        .filter(|c| c.invocation_id == invocation.id.as_str()),
+                );
+            }
+        }
+    }
+    let running = matches!(
+        invocation.status,
+        InvocationStatus::Pending | InvocationStatus::Running
+    );
+    let environments = environments(&state, &session).await?;
+    let title = format!("Invocation {id}");
+    let frame = Frame {
+        title: &title,
+        section: "flows",
+        env: &env,
+        environments: &environments,
+        session: &session,
+    };
+    let content = html! {
+        p {
+            a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" }
+            // Without the script, the page is reloaded by hand; with it, the progress and the
+            // cards are read again each second in place (nothing else on the page moves).
+            @if running { " · " a href="" { "Refresh" } }
+        }
+        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        section.card aria-labelledby="progress" {
+            h2 #progress { "Progress" }
+            p {
+                "Status " span.status #invocation-status { (invocation.status.as_str()) }
+                " · " (invocation.mode.as_str()) " · v" (invocation.flow_version)
+                " · users targeted " (invocation.users_targeted)
+                " · cards created " (invocation.cards_created)
+            }
+            @if !invocation.errors.is_empty() {
+                ul.errors { @for e in &invocation.errors { li { (e) } } }
+            }
+        }
+        section.card aria-labelledby="cards" {
+            h2 #cards { "Cards" }
+            @if cards.is_empty() {
+                p.muted { "No card in the named users' feeds from this invocation." }
+            } @else {
+                div.scroll { table {
+                    thead { tr { th scope="col" { "User" } th scope="col" { "Card" } th scope="col" { "Status" } th scope="col" { "Content" } } }
+                    tbody { @for c in &cards { tr.card-row {
+                        td { (c.user_id) }
+                        td { (c.template_name) }
+                        td { span.status { (c.status.as_str()) } }
+                        td { code { (c.content.text()) } }
+                    } } }
+                } }
+            }
+        }
         }
     };
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))
