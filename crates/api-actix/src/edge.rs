@@ -62,16 +62,17 @@ fn path_problem(path: &str) -> Option<&'static str> {
 /// (contract §18): every `POST`, `PUT` and `PATCH` but card actions, cancels and access
 /// tokens, which finish or stop what was accepted. Reads and deletes go on.
 fn new_work(method: &str, route: &str) -> bool {
-    const GOES_ON: [&str; 11] = [
+    const GOES_ON: [&str; 12] = [
         "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
         "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel",
         "/oauth/token",
-        // The console's sign-in and sign-out, and its deletes, revokes and discards.
+        // The console's sign-in and sign-out, its deletes, revokes, discards and cancels.
         "/console/sign-in",
         "/console/sign-out",
         "/console/{env}/folders/{id}/delete",
         "/console/{env}/credentials/{client_id}/revoke",
         "/console/{env}/flows/{id}/discard",
+        "/console/{env}/flows/{id}/cancel",
         "/console/{env}/push/delete",
         "/console/{env}/segments/{id}/delete",
         "/console/{env}/streams/{id}/delete",
@@ -303,6 +304,7 @@ mod path_tests {
         assert!(!new_work("GET", "/v1/{environmentId}/action-flow"));
         assert!(!new_work("POST", "/console/sign-in"));
         assert!(!new_work("POST", "/console/{env}/folders/{id}/delete"));
+        assert!(!new_work("POST", "/console/{env}/flows/{id}/cancel"));
         assert!(new_work("POST", "/console/{env}/folders"));
         assert!(new_work("POST", "/console/{env}/flows/{id}/draft/{action}"));
     }

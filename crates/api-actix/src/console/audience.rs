@@ -70,7 +70,7 @@ async fn users(
     query: web::Query<UsersQuery>,
 ) -> Result<HttpResponse, Refusal> {
     if let Some(id) = query.id.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
-        let encoded: String = url_path(id);
+        let encoded: String = page::url_path(id);
         return Ok(see_other(&format!("{ROOT}/{env}/users/{encoded}")));
     }
     let tag = query.tag.clone().filter(|t| !t.is_empty());
@@ -121,27 +121,13 @@ async fn users(
             caption.muted { (found.items.len()) " users" @if found.next_after.is_some() { " (the first " (found.items.len()) ")" } }
             thead { tr { th scope="col" { "Id" } th scope="col" { "Test user" } th scope="col" { "Tags" } } }
             tbody { @for u in &found.items { tr {
-                td { a href={ (ROOT) "/" (env) "/users/" (url_path(&u.id)) } { (u.id) } }
+                td { a href={ (ROOT) "/" (env) "/users/" (page::url_path(&u.id)) } { (u.id) } }
                 td { @if u.test_user { "yes" } }
                 td { (u.tags.join(", ")) }
             } } }
         } }
     };
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))
-}
-
-/// A path segment for `text` (a user id may hold any character but controls).
-fn url_path(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(char::from(byte));
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
 }
 
 /// One user: attributes, tags, devices and open cards.
@@ -274,7 +260,7 @@ async fn segments_page(
         @if may_write {
             section.card aria-labelledby="new-segment" {
                 h2 #new-segment { "New segment" }
-                (page::alert(problems))
+                (page::alert(problems, &["name", "filter"]))
                 form method="post" action={ (ROOT) "/" (env) "/segments" } {
                     (page::csrf(session))
                     (page::text_field("segment-name", "Name", "name", &form.name, "name", problems))
@@ -379,7 +365,7 @@ async fn streams_page(
     };
     let content = html! {
         (tabs(env, "streams"))
-        (page::alert(problems))
+        (page::alert(problems, &["name"]))
         div.scroll { table {
             thead { tr { th scope="col" { "Name" } th scope="col" { "Id" } @if may_write { th scope="col" { span.muted { "Actions" } } } } }
             tbody { @for s in &list { tr {

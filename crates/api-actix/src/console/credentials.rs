@@ -87,7 +87,7 @@ async fn render(
     let role_errors = problems.map(|p| p.about("role", false)).unwrap_or_default();
     let content = html! {
         (page::notice(notice))
-        (page::alert(problems))
+        (page::alert(problems, &["role"]))
         @if let Some(issued) = issued {
             section.card aria-labelledby="issued" {
                 h2 #issued { "New key" }

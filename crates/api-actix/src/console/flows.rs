@@ -165,7 +165,7 @@ async fn list_page(
         @if session.may(env, Permission::ActionFlowsWrite) {
             section.card aria-labelledby="new-flow" {
                 h2 #new-flow { "New flow" }
-                (page::alert(problems))
+                (page::alert(problems, &["name", "folderId"]))
                 form method="post" action={ (ROOT) "/" (env) "/flows" } {
                     (page::csrf(session))
                     (page::text_field("flow-name", "Name", "name", values.map_or("", |v| v.name.as_str()), "name", problems))
@@ -370,7 +370,7 @@ async fn flow_page(
     };
     let content = html! {
         (page::notice(notice))
-        (page::alert(shown.action.as_ref()))
+        (page::alert(shown.action.as_ref(), &["flows[0].target", "flows[0].payload"]))
         section.card aria-labelledby="about" {
             h2 #about { "About" }
             p {
@@ -411,7 +411,7 @@ async fn flow_page(
                 @if let Some(v) = &config { " (v" (v.version) ", " (v.status.as_str()) @if v.approved_by.is_some() { ", approved" } ")" }
             }
             @if may_write {
-                (page::alert(editor_problems))
+                (page::alert(editor_problems, &[""]))
                 form method="post" action={ (base) "/config" } {
                     (page::csrf(session))
                     @let errors = editor_problems.map(|p| p.about("", true)).unwrap_or_default();
@@ -696,7 +696,8 @@ async fn test(
     match result {
         Ok(ids) => match ids.first() {
             Some(invocation) => Ok(see_other(&format!(
-                "{ROOT}/{env}/flows/{id}/invocations/{invocation}"
+                "{ROOT}/{env}/flows/{id}/invocations/{}",
+                page::url_path(invocation)
             ))),
             None => Err(failed(&DomainError::invalid("flows", "no invocation"))),
         },

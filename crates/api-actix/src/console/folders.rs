@@ -84,7 +84,7 @@ async fn render(
     let content = html! {
         (page::notice(notice))
         @if let Some(Failed::Delete(_, p)) = &failed_change {
-            div #delete-problem { (page::alert(Some(p))) }
+            div #delete-problem { (page::alert(Some(p), &[])) }
         }
         section.card aria-labelledby="tree-title" {
             h2 #tree-title { "The tree" }
@@ -97,7 +97,7 @@ async fn render(
         @if may_create {
             section.card aria-labelledby="create-title" {
                 h2 #create-title { "New folder" }
-                (page::alert(create_problems))
+                (page::alert(create_problems, &["name", "parentId"]))
                 form method="post" action={ (ROOT) "/" (env) "/folders" } {
                     (page::csrf(session))
                     div.inline {
@@ -162,6 +162,7 @@ fn branch(
                     _ => f.name.as_str(),
                 };
                 @let deleting = matches!(failed_change, Some(Failed::Delete(id, _)) if *id == f.id.as_str());
+                (page::alert(problems, &["name"]))
                 div.actions {
                     strong { (f.name) }
                     @if may_rename {

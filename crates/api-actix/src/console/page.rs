@@ -177,15 +177,42 @@ impl Problems {
     }
 }
 
-/// The summary of a failed change, at the top of the form it belongs to.
-pub(crate) fn alert(problems: Option<&Problems>) -> Markup {
+/// The summary of a failed change, at the top of the form it belongs to, with the problems of
+/// the fields the form does not show (`shown`: the fields it has, each with what lies inside
+/// it), so that no message is lost.
+pub(crate) fn alert(problems: Option<&Problems>, shown: &[&str]) -> Markup {
+    let at_field = |field: &str| {
+        shown.iter().any(|s| {
+            s.is_empty()
+                || field == *s
+                || field
+                    .strip_prefix(s)
+                    .is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+        })
+    };
     html! {
         @if let Some(p) = problems {
             div.alert role="alert" {
                 p { (p.message) }
+                @let rest: Vec<&(String, String)> = p.fields.iter().filter(|(f, _)| !at_field(f)).collect();
+                (field_errors("", &rest))
             }
         }
     }
+}
+
+/// A path segment for `text` (ids chosen by callers may hold `/`, `?`, `#` or `%`).
+pub(crate) fn url_path(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(byte));
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
 }
 
 /// A labelled text input with the problems of `field` next to it.
@@ -215,7 +242,7 @@ pub(crate) fn text_field(
 pub(crate) fn field_errors(id: &str, errors: &[&(String, String)]) -> Markup {
     html! {
         @if !errors.is_empty() {
-            ul.errors #(id) {
+            ul.errors id=[(!id.is_empty()).then_some(id)] {
                 @for (field, message) in errors {
                     li { @if !field.is_empty() { code { (field) } ": " } (message) }
                 }

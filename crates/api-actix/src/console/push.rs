@@ -84,9 +84,20 @@ async fn list(
         Some("deleted") => Some("The platform was deleted."),
         _ => None,
     };
-    render(&state, &session, &env, StatusCode::OK, notice, None, None).await
+    render(
+        &state,
+        &session,
+        &env,
+        StatusCode::OK,
+        notice,
+        None,
+        None,
+        None,
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn render(
     state: &AppState,
     session: &Session,
@@ -95,6 +106,8 @@ async fn render(
     notice: Option<&str>,
     sent: Option<&CreateForm>,
     problems: Option<&Problems>,
+    // A refused enable, disable or delete.
+    action: Option<&Problems>,
 ) -> Result<HttpResponse, Refusal> {
     let platforms = match state.push.list(&session.principal, env).await {
         Ok(p) => p,
@@ -115,6 +128,7 @@ async fn render(
     let empty = CreateForm::default();
     let form = sent.unwrap_or(&empty);
     let errors_of = |field: &str| problems.map(|p| p.about(field, true)).unwrap_or_default();
+    let platform_errors = errors_of("platform");
     let (credential_errors, principal_errors, property_errors) = (
         errors_of("platformCredential"),
         errors_of("platformPrincipal"),
@@ -129,6 +143,7 @@ async fn render(
     };
     let content = html! {
         (page::notice(notice))
+        (page::alert(action, &[]))
         div.scroll { table {
             caption.muted { (platforms.len()) " platforms" }
             thead { tr {
@@ -163,18 +178,20 @@ async fn render(
             section.card aria-labelledby="create" {
                 h2 #create { "New platform" }
                 p.muted { "The credential is checked when it is saved: its type, its key, its expiry." }
-                (page::alert(problems))
+                (page::alert(problems, &["appId", "platform", "platformCredential", "platformPrincipal", "platformProperties"]))
                 form method="post" action={ (ROOT) "/" (env) "/push" } {
                     (page::csrf(session))
                     (page::text_field("app-id", "App id (bundle id or package name)", "app_id", &form.app_id, "appId", problems))
                     div.field {
                         label for="platform" { "Platform" }
-                        select #platform name="platform" {
+                        select #platform name="platform"
+                            aria-invalid=[(!platform_errors.is_empty()).then_some("true")]
+                            aria-describedby=[(!platform_errors.is_empty()).then_some("platform-errors")] {
                             @for (value, name) in PLATFORMS {
                                 option value=(value) selected[form.platform == value] { (name) }
                             }
                         }
-                        (page::field_errors("platform-errors", &errors_of("platform")))
+                        (page::field_errors("platform-errors", &platform_errors))
                     }
                     div.field.wide {
                         label for="credential" { "Credential (a service account's JSON, a certificate's private key or a .p8 key)" }
@@ -229,6 +246,7 @@ async fn create(
                 None,
                 Some(&form),
                 Some(&problems),
+                None,
             )
             .await
         }
@@ -261,7 +279,17 @@ async fn set_enabled(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            render(&state, &session, &env, status, None, None, Some(&problems)).await
+            render(
+                &state,
+                &session,
+                &env,
+                status,
+                None,
+                None,
+                None,
+                Some(&problems),
+            )
+            .await
         }
     }
 }
@@ -284,7 +312,17 @@ async fn delete(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            render(&state, &session, &env, status, None, None, Some(&problems)).await
+            render(
+                &state,
+                &session,
+                &env,
+                status,
+                None,
+                None,
+                None,
+                Some(&problems),
+            )
+            .await
         }
     }
 }

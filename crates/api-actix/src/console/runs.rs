@@ -4,7 +4,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use domain::bulk::{BulkTask, PublicStatus};
+use domain::bulk::{BulkStatus, BulkTask};
 use domain::cancel::{CancelStatus, CancelTask};
 use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
@@ -56,7 +56,7 @@ async fn runs(
     path: web::Path<(EnvironmentId, FlowId)>,
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
-    runs_page(&state, &session, &env, &id, StatusCode::OK, None).await
+    runs_page(&state, &session, &env, &id, StatusCode::OK, None, "").await
 }
 
 async fn runs_page(
@@ -66,6 +66,8 @@ async fn runs_page(
     id: &FlowId,
     status: StatusCode,
     problems: Option<&Problems>,
+    // The cancel's version as typed, shown again after a refusal.
+    typed_version: &str,
 ) -> Result<HttpResponse, Refusal> {
     let who = &session.principal;
     let flow = match state.flows.get(who, env, id).await {
@@ -112,17 +114,19 @@ async fn runs_page(
         session,
     };
     let base = format!("{ROOT}/{env}/flows/{id}");
+    let here = format!("{base}/runs");
     let content = html! {
-        p { a href=(base) { "Back to the flow" } @if running { " · " a href="" { "Refresh" } } }
-        (page::alert(problems))
-        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        p { a href=(base) { "Back to the flow" } @if running { " · " a href=(here) { "Refresh" } } }
+        (page::alert(problems, &["flowConfigVersion"]))
+        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
+            p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them." } @else { "Nothing runs now." } }
             section.card aria-labelledby="invocations" {
                 h2 #invocations { "Invocations" }
                 @if invocations.is_empty() { p.muted { "None yet." } } @else {
                     div.scroll { table {
                         thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th scope="col" { "Status" } th scope="col" { "Users" } th scope="col" { "Cards" } th scope="col" { "Started" } } }
                         tbody { @for i in &invocations { tr {
-                            td { a href={ (base) "/invocations/" (i.id) } { code { (i.id) } } }
+                            td { a href={ (base) "/invocations/" (page::url_path(&i.id)) } { code { (i.id) } } }
                             td { (i.mode.as_str()) }
                             td { span.status { (i.status.as_str()) } }
                             td { (i.users_targeted) }
@@ -182,7 +186,7 @@ async fn runs_page(
                 p.muted { "Ends the flow's instances (all, or those of one version) and, unless unticked, their cards." }
                 form.inline method="post" action={ (base) "/cancel" } {
                     (page::csrf(session))
-                    (page::text_field("cancel-version", "Version (empty: every version)", "version", "", "flowConfigVersion", problems))
+                    (page::text_field("cancel-version", "Version (empty: every version)", "version", typed_version, "flowConfigVersion", problems))
                     div.field {
                         label { input type="checkbox" name="cards" value="on" checked; " Cancel their cards" }
                     }
@@ -194,11 +198,10 @@ async fn runs_page(
     Ok(respond(status, page::frame(&frame, content)))
 }
 
+/// Whether a CSV task is receiving its file or handing its rows on. A task still waiting for
+/// its file is not: nothing changes until someone uploads it, and its URL expires.
 fn csv_running(task: &BulkTask) -> bool {
-    matches!(
-        task.public_status(),
-        PublicStatus::Pending | PublicStatus::Processing
-    )
+    matches!(task.status, BulkStatus::Uploading | BulkStatus::Processing)
 }
 
 fn csv_progress(task: &BulkTask) -> Markup {
@@ -242,7 +245,7 @@ async fn create_csv(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            return runs_page(&state, &session, &env, &id, status, Some(&problems)).await;
+            return runs_page(&state, &session, &env, &id, status, Some(&problems), "").await;
         }
     };
     let environments = environments(&state, &session).await?;
@@ -301,12 +304,13 @@ async fn csv_task(
         environments: &environments,
         session: &session,
     };
+    let here = format!("{ROOT}/{env}/flows/{id}/csv/{}", task.id);
     let content = html! {
-        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href="" { "Refresh" } } }
-        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href=(here) { "Refresh" } } }
+        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
             section.card aria-labelledby="progress" {
                 h2 #progress { "Progress" }
-                p { "Status " span.status #task-status { (task.public_status().as_str()) } " · " (task.mode.as_str()) }
+                p aria-live="polite" { "Status " span.status #task-status { (task.public_status().as_str()) } " · " (task.mode.as_str()) }
                 p { (csv_progress(&task)) }
                 @if !task.errors.is_empty() {
                     h3 { "Refused rows" }
@@ -357,7 +361,16 @@ async fn cancel(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            runs_page(&state, &session, &env, &id, status, Some(&problems)).await
+            runs_page(
+                &state,
+                &session,
+                &env,
+                &id,
+                status,
+                Some(&problems),
+                &form.version,
+            )
+            .await
         }
     }
 }
@@ -386,12 +399,13 @@ async fn cancel_task(
         environments: &environments,
         session: &session,
     };
+    let here = format!("{ROOT}/{env}/flows/{id}/cancel/{}", task.id);
     let content = html! {
-        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href="" { "Refresh" } } }
-        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href=(here) { "Refresh" } } }
+        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
             section.card aria-labelledby="progress" {
                 h2 #progress { "Progress" }
-                p { "Status " span.status #task-status { (task.status.as_str()) } }
+                p aria-live="polite" { "Status " span.status #task-status { (task.status.as_str()) } }
                 p { (cancel_progress(&task)) }
             }
         }
@@ -399,8 +413,8 @@ async fn cancel_task(
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))
 }
 
-/// An invocation's progress and, for users named in its target, the cards it gave them. The
-/// page reloads itself each second until the invocation ends.
+/// An invocation's progress and, for users named in its target, the cards it gave them, read
+/// again in place each second (by the console's script) until the invocation ends.
 async fn invocation(
     state: web::Data<AppState>,
     session: Session,
@@ -442,17 +456,21 @@ async fn invocation(
         environments: &environments,
         session: &session,
     };
+    let here = format!(
+        "{ROOT}/{env}/flows/{flow_id}/invocations/{}",
+        page::url_path(&id)
+    );
     let content = html! {
         p {
             a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" }
-            // Without the script, the page is reloaded by hand; with it, the progress and the
-            // cards are read again each second in place (nothing else on the page moves).
-            @if running { " · " a href="" { "Refresh" } }
+            // Without the script, the page is read again by hand; with it, the progress and
+            // the cards are read again each second in place (nothing else on the page moves).
+            @if running { " · " a href=(here) { "Refresh" } }
         }
-        div #live aria-live="polite" data-poll=[running.then_some("1000")] {
+        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
         section.card aria-labelledby="progress" {
             h2 #progress { "Progress" }
-            p {
+            p aria-live="polite" {
                 "Status " span.status #invocation-status { (invocation.status.as_str()) }
                 " · " (invocation.mode.as_str()) " · v" (invocation.flow_version)
                 " · users targeted " (invocation.users_targeted)

@@ -161,7 +161,7 @@ async fn list_page(
         @if session.may(env, Permission::WebhooksWrite) {
             section.card aria-labelledby="subscribe" {
                 h2 #subscribe { "New subscription" }
-                (page::alert(problems))
+                (page::alert(problems, &["url", "types", "description"]))
                 form method="post" action={ (ROOT) "/" (env) "/webhooks" } {
                     (page::csrf(session))
                     (fields("new", form, problems))
@@ -210,6 +210,8 @@ struct Shown<'a> {
     /// The answer of "send test": status code or error, and the duration.
     tested: Option<domain::webhook::Attempt>,
     notice: Option<String>,
+    /// The recover form's time as typed, shown again after a refusal.
+    since: Option<&'a str>,
 }
 
 async fn show(
@@ -275,7 +277,7 @@ async fn subscription_page(
     };
     let content = html! {
         (page::notice(shown.notice.as_deref()))
-        (page::alert(shown.action.as_ref()))
+        (page::alert(shown.action.as_ref(), &["since"]))
         @if let Some(t) = &shown.tested {
             p.notice role="status" #test-result {
                 "Test sent: "
@@ -310,7 +312,7 @@ async fn subscription_page(
         @if may_write {
             section.card aria-labelledby="edit" {
                 h2 #edit { "Edit" }
-                (page::alert(edit_problems))
+                (page::alert(edit_problems, &["url", "types", "description"]))
                 form method="post" action={ (base) "/edit" } {
                     (page::csrf(session))
                     (fields("edit", form, edit_problems))
@@ -323,10 +325,8 @@ async fn subscription_page(
             @if may_write {
                 form.inline method="post" action={ (base) "/recover" } {
                     (page::csrf(session))
-                    div.field {
-                        label for="since" { "Queue again what failed since (RFC 3339)" }
-                        input #since type="text" name="since" placeholder="2026-01-31T00:00:00Z";
-                    }
+                    (page::text_field("since", "Queue again what failed since (RFC 3339, e.g. 2026-01-31T00:00:00Z)",
+                        "since", shown.since.unwrap_or(""), "since", shown.action.as_ref()))
                     button.secondary type="submit" { "Recover" }
                 }
             }
@@ -501,6 +501,7 @@ async fn recover(
             let status = problems.status;
             let shown = Shown {
                 action: Some(problems),
+                since: Some(&form.since),
                 ..Shown::default()
             };
             subscription_page(&state, &session, &env, &id, status, shown).await

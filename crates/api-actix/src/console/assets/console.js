@@ -17,26 +17,32 @@ document.querySelectorAll("[data-format]").forEach(function (button) {
   button.hidden = false;
 });
 
-// A region marked data-poll (an invocation's progress and cards) is read again in place every
-// so many milliseconds until the page no longer asks for it: nothing else moves, and focus
-// stays where it was.
+// A region marked data-poll (progress and what it made) is read again from its page's address
+// (data-poll-url) every so many milliseconds until the page no longer asks for it, or answers
+// with a refusal. It is replaced only when it changed, and not while the focus is inside it, so
+// that a keyboard user keeps their place; the short status line in it is the live region.
 (function poll() {
   var live = document.getElementById("live");
-  if (!live || !live.dataset.poll) return;
+  if (!live || !live.dataset.poll || !live.dataset.pollUrl) return;
   var every = Math.max(500, parseInt(live.dataset.poll, 10) || 1000);
   setTimeout(function () {
-    fetch(window.location.href, { credentials: "same-origin" })
-      .then(function (response) { return response.ok ? response.text() : Promise.reject(); })
+    if (live.contains(document.activeElement)) { poll(); return; }
+    fetch(live.dataset.pollUrl, { credentials: "same-origin" })
+      .then(function (response) {
+        if (response.status >= 400 && response.status < 500) return null;
+        return response.ok ? response.text() : Promise.reject();
+      })
       .then(function (html) {
+        if (html === null) return;
         var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
         if (!next) return;
-        live.innerHTML = next.innerHTML;
+        if (next.innerHTML !== live.innerHTML) live.innerHTML = next.innerHTML;
         if (next.dataset.poll) {
           live.dataset.poll = next.dataset.poll;
+          poll();
         } else {
           delete live.dataset.poll;
         }
-        poll();
       })
       .catch(function () { poll(); });
   }, every);
