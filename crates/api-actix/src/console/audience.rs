@@ -32,15 +32,6 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-/// A page could not be read: signed out, or the API's message.
-fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
-    let problems = Problems::of(err);
-    if problems.status == StatusCode::UNAUTHORIZED {
-        return Err(Refusal::SignIn { expired: false });
-    }
-    Ok(page::message(problems.status, title, &problems.message))
-}
-
 /// The audience's own navigation: users, segments, streams.
 fn tabs(env: &str, current: &str) -> Markup {
     html! {
@@ -94,7 +85,7 @@ async fn users(
         .await
     {
         Ok(page) => page,
-        Err(err) => return unreadable(err, "End users"),
+        Err(err) => return page::unreadable(err, "End users"),
     };
     let environments = environments(&state, &session).await?;
     let frame = Frame {
@@ -140,7 +131,7 @@ async fn user(
     let who = &session.principal;
     let found = match state.audience.get_user(who, &env, &id).await {
         Ok(u) => u,
-        Err(err) => return unreadable(err, "End user"),
+        Err(err) => return page::unreadable(err, "End user"),
     };
     // What the key may not read is left out, not refused.
     let devices = state.devices.list(who, &env, &id).await.unwrap_or_default();
@@ -226,7 +217,7 @@ async fn segments_page(
 ) -> Result<HttpResponse, Refusal> {
     let list = match state.audience.list_segments(&session.principal, env).await {
         Ok(s) => s,
-        Err(err) => return unreadable(err, "Segments"),
+        Err(err) => return page::unreadable(err, "Segments"),
     };
     let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::UsersWrite);
@@ -352,7 +343,7 @@ async fn streams_page(
 ) -> Result<HttpResponse, Refusal> {
     let list = match state.audience.list_streams(&session.principal, env).await {
         Ok(s) => s,
-        Err(err) => return unreadable(err, "Streams"),
+        Err(err) => return page::unreadable(err, "Streams"),
     };
     let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::UsersWrite);

@@ -23,16 +23,11 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    done: Option<String>,
-}
-
 async fn show(
     state: web::Data<AppState>,
     session: Session,
     env: web::Path<EnvironmentId>,
-    query: web::Query<Shown>,
+    query: web::Query<page::Done>,
 ) -> Result<HttpResponse, Refusal> {
     let notice = (query.done.as_deref() == Some("revoked")).then_some("The key was revoked.");
     render(&state, &session, &env, StatusCode::OK, notice, None, None).await
@@ -63,17 +58,7 @@ async fn render(
             items: Vec::new(),
             next_after: None,
         },
-        Err(err) => {
-            let problems = Problems::of(err);
-            if problems.status == StatusCode::UNAUTHORIZED {
-                return Err(Refusal::SignIn { expired: false });
-            }
-            return Ok(page::message(
-                problems.status,
-                "Credentials",
-                &problems.message,
-            ));
-        }
+        Err(err) => return page::unreadable(err, "Credentials"),
     };
     let environments = environments(state, session).await.unwrap_or_default();
     let may_write = session.may(env, Permission::CredentialsWrite);

@@ -48,15 +48,6 @@ fn examples() -> [(&'static str, &'static str, &'static str); 3] {
     ]
 }
 
-/// A page could not be read: signed out, or the API's message.
-fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
-    let problems = Problems::of(err);
-    if problems.status == StatusCode::UNAUTHORIZED {
-        return Err(Refusal::SignIn { expired: false });
-    }
-    Ok(page::message(problems.status, title, &problems.message))
-}
-
 #[derive(Deserialize, Default)]
 struct ListQuery {
     name: Option<String>,
@@ -100,7 +91,7 @@ async fn list_page(
         .await
     {
         Ok(page) => page,
-        Err(err) => return unreadable(err, "Flows"),
+        Err(err) => return page::unreadable(err, "Flows"),
     };
     let folders = folders(state, session, env).await;
     let environments = environments(state, session).await?;
@@ -335,7 +326,7 @@ async fn flow_page(
 ) -> Result<HttpResponse, Refusal> {
     let flow = match state.flows.get(&session.principal, env, id).await {
         Ok(flow) => flow,
-        Err(err) => return unreadable(err, "Flow"),
+        Err(err) => return page::unreadable(err, "Flow"),
     };
     let config = if flow.latest_version == 0 {
         None
@@ -346,7 +337,7 @@ async fn flow_page(
             .await
         {
             Ok((_, v)) => Some(v),
-            Err(err) => return unreadable(err, "Flow"),
+            Err(err) => return page::unreadable(err, "Flow"),
         }
     };
     let folders = folders(state, session, env).await;

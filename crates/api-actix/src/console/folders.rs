@@ -20,16 +20,11 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         .route("/console/{env}/folders/{id}/delete", web::post().to(delete));
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    done: Option<String>,
-}
-
 async fn show(
     state: web::Data<AppState>,
     session: Session,
     env: web::Path<EnvironmentId>,
-    query: web::Query<Shown>,
+    query: web::Query<page::Done>,
 ) -> Result<HttpResponse, Refusal> {
     let notice = match query.done.as_deref() {
         Some("created") => Some("The folder was created."),
@@ -57,13 +52,7 @@ async fn render(
 ) -> Result<HttpResponse, Refusal> {
     let folders = match state.folders.list(&session.principal, env).await {
         Ok(folders) => folders,
-        Err(err) => {
-            let problems = Problems::of(err);
-            if problems.status == StatusCode::UNAUTHORIZED {
-                return Err(Refusal::SignIn { expired: false });
-            }
-            return Ok(page::message(problems.status, "Folders", &problems.message));
-        }
+        Err(err) => return page::unreadable(err, "Folders"),
     };
     let environments = environments(state, session).await?;
     let may_create = session.may(env, Permission::FoldersCreate);

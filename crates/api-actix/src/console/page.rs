@@ -7,7 +7,7 @@ use domain::tenancy::Environment;
 use domain::DomainError;
 use maud::{html, Markup, DOCTYPE};
 
-use super::session::{Session, ROOT};
+use super::session::{Refusal, Session, ROOT};
 
 /// What the console's pages may load: only this origin's own assets, no inline script, calls
 /// back to this origin only (the script reads progress again and uploads files), and no frame
@@ -264,4 +264,21 @@ pub(crate) fn notice(text: Option<&str>) -> Markup {
 /// Text as given, in a `pre` (JSON shown back).
 pub(crate) fn pre(text: &str) -> Markup {
     html! { pre { (text) } }
+}
+
+/// A page that could not be read: to the sign-in page when the session's key may not use the
+/// environment (the API's 401), else the API's message with its status.
+pub(crate) fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    if problems.status == StatusCode::UNAUTHORIZED {
+        return Err(Refusal::SignIn { expired: false });
+    }
+    Ok(message(problems.status, title, &problems.message))
+}
+
+/// The query of a page shown after a change: `done` names the change (its notice is the
+/// page's own text; nothing of the query is shown as it is).
+#[derive(serde::Deserialize)]
+pub(crate) struct Done {
+    pub(crate) done: Option<String>,
 }

@@ -66,16 +66,11 @@ impl CreateForm {
     }
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    done: Option<String>,
-}
-
 async fn list(
     state: web::Data<AppState>,
     session: Session,
     env: web::Path<EnvironmentId>,
-    query: web::Query<Shown>,
+    query: web::Query<page::Done>,
 ) -> Result<HttpResponse, Refusal> {
     let notice = match query.done.as_deref() {
         Some("created") => Some("The platform was created."),
@@ -111,17 +106,7 @@ async fn render(
 ) -> Result<HttpResponse, Refusal> {
     let platforms = match state.push.list(&session.principal, env).await {
         Ok(p) => p,
-        Err(err) => {
-            let problems = Problems::of(err);
-            if problems.status == StatusCode::UNAUTHORIZED {
-                return Err(Refusal::SignIn { expired: false });
-            }
-            return Ok(page::message(
-                problems.status,
-                "Push platforms",
-                &problems.message,
-            ));
-        }
+        Err(err) => return page::unreadable(err, "Push platforms"),
     };
     let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::NotificationPlatformsWrite);

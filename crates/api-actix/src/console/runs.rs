@@ -10,7 +10,7 @@ use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
 use domain::trigger::invocation::{InvocationFilter, InvocationStatus};
 use domain::trigger::Mode;
-use domain::{DomainError, PageRequest, Permission};
+use domain::{PageRequest, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -38,15 +38,6 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-/// A page could not be read: signed out, or the API's message.
-fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
-    let problems = Problems::of(err);
-    if problems.status == StatusCode::UNAUTHORIZED {
-        return Err(Refusal::SignIn { expired: false });
-    }
-    Ok(page::message(problems.status, title, &problems.message))
-}
-
 /// How many of each the runs page lists (the newest).
 const LISTED: u32 = 50;
 
@@ -72,7 +63,7 @@ async fn runs_page(
     let who = &session.principal;
     let flow = match state.flows.get(who, env, id).await {
         Ok(flow) => flow,
-        Err(err) => return unreadable(err, "Runs"),
+        Err(err) => return page::unreadable(err, "Runs"),
     };
     let page_request = || PageRequest {
         limit: LISTED,
@@ -84,7 +75,7 @@ async fn runs_page(
         .await
     {
         Ok(page) => page.items,
-        Err(err) => return unreadable(err, "Runs"),
+        Err(err) => return page::unreadable(err, "Runs"),
     };
     let tasks = match state
         .tasks
@@ -92,7 +83,7 @@ async fn runs_page(
         .await
     {
         Ok(page) => page.items,
-        Err(err) => return unreadable(err, "Runs"),
+        Err(err) => return page::unreadable(err, "Runs"),
     };
     let running = invocations.iter().any(|i| {
         matches!(
@@ -292,7 +283,7 @@ async fn csv_task(
         .await
     {
         Ok(task) => task,
-        Err(err) => return unreadable(err, "CSV task"),
+        Err(err) => return page::unreadable(err, "CSV task"),
     };
     let running = csv_running(&task);
     let environments = environments(&state, &session).await?;
@@ -387,7 +378,7 @@ async fn cancel_task(
         .await
     {
         Ok(task) => task,
-        Err(err) => return unreadable(err, "Cancel"),
+        Err(err) => return page::unreadable(err, "Cancel"),
     };
     let running = task.status == CancelStatus::Processing;
     let environments = environments(&state, &session).await?;
@@ -424,7 +415,7 @@ async fn invocation(
     let who = &session.principal;
     let invocation = match state.triggers.invocation(who, &env, &flow_id, &id).await {
         Ok(i) => i,
-        Err(err) => return unreadable(err, "Invocation"),
+        Err(err) => return page::unreadable(err, "Invocation"),
     };
     let users: Vec<String> = serde_json::from_str::<Value>(invocation.target.text())
         .ok()

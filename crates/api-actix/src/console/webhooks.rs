@@ -34,15 +34,6 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-/// A page could not be read: signed out, or the API's message.
-fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, Refusal> {
-    let problems = Problems::of(err);
-    if problems.status == StatusCode::UNAUTHORIZED {
-        return Err(Refusal::SignIn { expired: false });
-    }
-    Ok(page::message(problems.status, title, &problems.message))
-}
-
 /// The subscription form's fields, as sent or as stored.
 #[derive(Default)]
 struct SubscriptionForm {
@@ -132,7 +123,7 @@ async fn list_page(
 ) -> Result<HttpResponse, Refusal> {
     let subscriptions = match state.webhooks.list(&session.principal, env).await {
         Ok(s) => s,
-        Err(err) => return unreadable(err, "Webhooks"),
+        Err(err) => return page::unreadable(err, "Webhooks"),
     };
     let environments = environments(state, session).await?;
     let frame = Frame {
@@ -197,11 +188,6 @@ async fn create(
     }
 }
 
-#[derive(Deserialize)]
-struct ShowQuery {
-    done: Option<String>,
-}
-
 /// What the subscription's page shows again after a refused change.
 #[derive(Default)]
 struct Shown<'a> {
@@ -218,7 +204,7 @@ async fn show(
     state: web::Data<AppState>,
     session: Session,
     path: web::Path<(EnvironmentId, WebhookId)>,
-    query: web::Query<ShowQuery>,
+    query: web::Query<page::Done>,
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
     let notice = match query.done.as_deref() {
@@ -250,7 +236,7 @@ async fn subscription_page(
     let who = &session.principal;
     let subscription = match state.webhooks.get(who, env, id).await {
         Ok(s) => s,
-        Err(err) => return unreadable(err, "Webhook"),
+        Err(err) => return page::unreadable(err, "Webhook"),
     };
     let page_request = PageRequest {
         limit: 50,
@@ -258,7 +244,7 @@ async fn subscription_page(
     };
     let attempts = match state.webhooks.attempts(who, env, id, page_request).await {
         Ok(a) => a.items,
-        Err(err) => return unreadable(err, "Webhook"),
+        Err(err) => return page::unreadable(err, "Webhook"),
     };
     let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::WebhooksWrite);
