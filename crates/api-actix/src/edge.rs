@@ -104,13 +104,15 @@ pub async fn edge(
         return Err(problem.with_request_id(id).into());
     }
     let method = req.method().to_string();
-    // The route pattern, not the path: bounded label values for metrics and logs.
-    let route = req
-        .resource_map()
-        .match_pattern(req.path())
-        .unwrap_or_else(|| "unmatched".to_owned());
+    // The route pattern, not the path, names the request in metrics and logs (bounded label
+    // values). It is read after routing, from the route taken (matching the path against every
+    // pattern first cost `/start` a measurable share of its CPU); a request that leaves no
+    // response is named from its path by this thread's copy of the routes.
+    remember_routes(&req);
+    let path = req.path().to_owned();
     let state = req.app_data::<web::Data<AppState>>().cloned();
     if let Some(state) = state.as_ref().filter(|s| s.storage.guard_tripped()) {
+        let route = route_of(&path);
         if new_work(&method, &route) {
             // Contract §18: below the low-disk guard, the last free space serves what was
             // promised; new work and new resources wait.
@@ -130,7 +132,7 @@ pub async fn edge(
             .insert(crate::client::ClientAddress(address));
     }
     let client = client.map(|a| a.to_string()).unwrap_or_default();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route, client = %client);
+    let span = tracing::info_span!("request", request_id = %id, method = %method, route = tracing::field::Empty, client = %client);
 
     // The request cannot be kept aside (actix needs sole ownership of it while routing), so
     // a failure that leaves no response is answered by returning the problem as an error that
@@ -149,6 +151,8 @@ pub async fn edge(
         Some(limit) => match tokio::time::timeout(limit, call).await {
             Ok(outcome) => outcome,
             Err(_) => {
+                let route = route_of(&path);
+                span.record("route", route.as_str());
                 tracing::warn!(parent: &span, limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX), "request refused: its body did not arrive in time");
                 if let Some(state) = &state {
                     state
@@ -159,6 +163,14 @@ pub async fn edge(
             }
         },
     };
+    let route = match &outcome {
+        Ok(Ok(response)) => response
+            .request()
+            .match_pattern()
+            .unwrap_or_else(|| "unmatched".to_owned()),
+        _ => route_of(&path),
+    };
+    span.record("route", route.as_str());
     let failure = match outcome {
         Ok(Ok(response)) => Ok(response.map_into_boxed_body()),
         Ok(Err(err)) => {
@@ -253,6 +265,37 @@ pub async fn edge(
         tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
     }
     Ok(response)
+}
+
+thread_local! {
+    /// This thread's copy of its app's routes, by the address of the map it was copied from:
+    /// names the route of a request that left no response (or before routing, below the
+    /// low-disk guard). A copy shares the routes' nodes; it is made once per app and thread.
+    static ROUTES: std::cell::RefCell<Option<(usize, actix_web::dev::ResourceMap)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn remember_routes(req: &ServiceRequest) {
+    let map = req.resource_map();
+    let at = std::ptr::from_ref(map) as usize;
+    ROUTES.with(|routes| {
+        let mut routes = routes.borrow_mut();
+        if routes.as_ref().map(|(a, _)| *a) != Some(at) {
+            *routes = Some((at, map.clone()));
+        }
+    });
+}
+
+/// The route pattern `path` matches, from this thread's copy of the routes.
+fn route_of(path: &str) -> String {
+    ROUTES
+        .with(|routes| {
+            routes
+                .borrow()
+                .as_ref()
+                .and_then(|(_, map)| map.match_pattern(path))
+        })
+        .unwrap_or_else(|| "unmatched".to_owned())
 }
 
 /// Health, readiness and metrics: logged at DEBUG (contract §17).

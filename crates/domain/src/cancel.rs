@@ -247,7 +247,7 @@ pub fn new_uuid() -> String {
     rand::rngs::OsRng.fill_bytes(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let hex = crate::secret::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &hex[0..8],

@@ -7,6 +7,18 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+/// `bytes` as lowercase hex, two digits each (every request hashes its bearer: no formatter
+/// and no allocation per byte).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
+}
+
 /// The SHA-256 of a secret, as lowercase hex. This is all the database ever holds.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SecretHash(String);
@@ -14,12 +26,7 @@ pub struct SecretHash(String);
 impl SecretHash {
     /// The hash of `secret`.
     pub fn of(secret: &str) -> Self {
-        let digest = Sha256::digest(secret.as_bytes());
-        let mut hex = String::with_capacity(64);
-        for byte in digest {
-            hex.push_str(&format!("{byte:02x}"));
-        }
-        SecretHash(hex)
+        SecretHash(hex(&Sha256::digest(secret.as_bytes())))
     }
 
     /// Rebuilds a hash read back from storage.
@@ -97,6 +104,15 @@ mod tests {
         assert!(a.hash.verify(&a.plaintext));
         assert!(!a.hash.verify(&b.plaintext));
         assert_eq!(a.hash.as_str().len(), 64);
+    }
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        for b in 0..=u8::MAX {
+            assert_eq!(hex(&[b]), format!("{b:02x}"));
+        }
     }
 
     #[test]

@@ -64,13 +64,7 @@ pub fn fingerprint_of(target: &str, payload: &str) -> String {
     hash.update(b",\"target\":");
     hash.update(target.as_bytes());
     hash.update(b"}");
-    let digest = hash.finalize();
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    digest
-        .iter()
-        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
-        .map(char::from)
-        .collect()
+    crate::secret::hex(&hash.finalize())
 }
 
 #[cfg(test)]
