@@ -11,7 +11,8 @@
 //!    `INSERT ... SELECT` of as many rows into a scratch table, and the schema's floor: as many
 //!    cards (with their flow instances) and events written by `INSERT ... SELECT` alone.
 //!
-//! BENCH_ONLY=fanout runs the third part alone; BENCH_BACKEND=postgres runs PostgreSQL alone.
+//! BENCH_ONLY=fanout runs the third part alone, BENCH_ONLY=loads the first two; BENCH_BACKEND=
+//! postgres runs PostgreSQL alone.
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -92,11 +93,15 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> =
         Arc::new(move |_| client.get(&health_url));
 
-    // BENCH_ONLY=fanout skips the request loads (for profiling the fan-out alone).
-    if std::env::var("BENCH_ONLY").as_deref() != Ok("fanout") {
+    // BENCH_ONLY=fanout skips the request loads (for profiling the fan-out alone);
+    // BENCH_ONLY=loads skips the fan-out (for many short A/B rounds of the request loads).
+    let only = std::env::var("BENCH_ONLY").ok();
+    if only.as_deref() != Some("fanout") {
         loads(&server, &env, &flow, trigger, health).await;
     }
-    fan_out(&server, &env, &flow, users).await;
+    if only.as_deref() != Some("loads") {
+        fan_out(&server, &env, &flow, users).await;
+    }
 }
 
 async fn loads(
