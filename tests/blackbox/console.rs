@@ -437,6 +437,7 @@ blackbox!(
     a_revoked_key_is_signed_out,
     a_webhook_reader_sees_the_log_but_no_change_and_a_masked_secret,
     the_audience_finds_users_by_tag_shows_one_and_keeps_segments_and_streams,
+    long_lists_page_through_with_next_links,
 );
 
 /// Headless Chromium driven through chromedriver, ended with the test.
@@ -1082,4 +1083,46 @@ async fn in_a_browser_the_console_works_by_keyboard_and_fits_a_phone() {
     }
     b.shot("phone").await;
     b.end().await;
+}
+
+async fn long_lists_page_through_with_next_links(s: Server) {
+    for n in 0..101 {
+        let made = call(
+            &s,
+            "POST",
+            &format!("/v1/{}/action-flow", s.env),
+            Some(&s.admin_secret),
+            Some(json!({"name": format!("Flow {n:03}")})),
+        )
+        .await;
+        assert_eq!(made.status, 201, "{}", made.text);
+    }
+    let cookie = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let (status, first) = get(&s, &cookie, &format!("/console/{}/flows?name=flow", s.env)).await;
+    assert_eq!(status, 200);
+    assert!(first.contains("100 flows"), "{first}");
+    let at = first.find("rel=\"next\" href=\"").expect("a next page") + 17;
+    let end = first[at..].find('"').expect("end") + at;
+    let next = first[at..end].replace("&amp;", "&");
+    assert!(
+        next.contains("name=flow") && next.contains("after="),
+        "{next}"
+    );
+    let (status, second) = get(&s, &cookie, &next).await;
+    assert_eq!(status, 200);
+    assert!(second.contains("1 flows"), "{second}");
+    assert!(!second.contains("rel=\"next\""));
+    assert!(second.contains(">First page<"));
+    let names = |page: &str| -> Vec<String> {
+        page.split("Flow ")
+            .skip(1)
+            .filter_map(|rest| rest.get(..3).map(str::to_owned))
+            .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+            .collect()
+    };
+    let mut all = names(&first);
+    all.extend(names(&second));
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 101, "every flow on one page or the other");
 }

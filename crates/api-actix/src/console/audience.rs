@@ -51,6 +51,8 @@ struct UsersQuery {
     tag: Option<String>,
     /// Only the users a segment's filter matches (a segment's link).
     segment: Option<String>,
+    /// The key of the previous page's last user.
+    after: Option<String>,
 }
 
 /// Users by tag (or all, the first page); a user id goes straight to that user.
@@ -71,7 +73,7 @@ async fn users(
     };
     let page_request = PageRequest {
         limit: 100,
-        after: None,
+        after: query.after.clone().filter(|a| !a.is_empty()),
     };
     let found = match state
         .audience
@@ -109,7 +111,7 @@ async fn users(
             button type="submit" { "Find" }
         }
         div.scroll { table {
-            caption.muted { (found.items.len()) " users" @if found.next_after.is_some() { " (the first " (found.items.len()) ")" } }
+            caption.muted { (found.items.len()) " users" }
             thead { tr { th scope="col" { "Id" } th scope="col" { "Test user" } th scope="col" { "Tags" } } }
             tbody { @for u in &found.items { tr {
                 td { a href={ (ROOT) "/" (env) "/users/" (page::url_path(&u.id)) } { (u.id) } }
@@ -117,6 +119,10 @@ async fn users(
                 td { (u.tags.join(", ")) }
             } } }
         } }
+        (page::pages(&format!("{ROOT}/{env}/users"), &[
+            ("tag", tag.as_deref().unwrap_or("")),
+            ("segment", query.segment.as_deref().unwrap_or("")),
+        ], "after", query.after.as_deref(), found.next_after.as_deref()))
     };
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))
 }

@@ -23,16 +23,34 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
+#[derive(Deserialize)]
+struct Shown {
+    done: Option<String>,
+    /// The key of the previous page's last key.
+    after: Option<String>,
+}
+
 async fn show(
     state: web::Data<AppState>,
     session: Session,
     env: web::Path<EnvironmentId>,
-    query: web::Query<page::Done>,
+    query: web::Query<Shown>,
 ) -> Result<HttpResponse, Refusal> {
     let notice = (query.done.as_deref() == Some("revoked")).then_some("The key was revoked.");
-    render(&state, &session, &env, StatusCode::OK, notice, None, None).await
+    render(
+        &state,
+        &session,
+        &env,
+        StatusCode::OK,
+        notice,
+        None,
+        None,
+        query.after.as_deref(),
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn render(
     state: &AppState,
     session: &Session,
@@ -41,10 +59,12 @@ async fn render(
     notice: Option<&str>,
     issued: Option<&IssuedKey>,
     problems: Option<&Problems>,
+    // The key of the previous page's last key, for a later page.
+    after: Option<&str>,
 ) -> Result<HttpResponse, Refusal> {
     let page_request = PageRequest {
-        limit: domain::page::MAX_LIMIT,
-        after: None,
+        limit: 100,
+        after: after.filter(|a| !a.is_empty()).map(str::to_owned),
     };
     let keys = match state
         .auth
@@ -104,6 +124,7 @@ async fn render(
                 } }
             } } }
         } }
+        (page::pages(&format!("{ROOT}/{env}/credentials"), &[], "after", after, keys.next_after.as_deref()))
         @if may_write {
             section.card aria-labelledby="create" {
                 h2 #create { "New key" }
@@ -172,13 +193,24 @@ async fn create(
                 None,
                 Some(&issued),
                 None,
+                None,
             )
             .await
         }
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            render(&state, &session, &env, status, None, None, Some(&problems)).await
+            render(
+                &state,
+                &session,
+                &env,
+                status,
+                None,
+                None,
+                Some(&problems),
+                None,
+            )
+            .await
         }
     }
 }
@@ -203,7 +235,17 @@ async fn revoke(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            render(&state, &session, &env, status, None, None, Some(&problems)).await
+            render(
+                &state,
+                &session,
+                &env,
+                status,
+                None,
+                None,
+                Some(&problems),
+                None,
+            )
+            .await
         }
     }
 }

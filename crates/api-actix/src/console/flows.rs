@@ -35,6 +35,9 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         .route("/console/{env}/flows/{id}/test", web::post().to(test));
 }
 
+/// Flows a page of the list shows.
+const LISTED: u32 = 100;
+
 /// The configurations a new flow can start from (the API document's examples).
 fn examples() -> [(&'static str, &'static str, &'static str); 3] {
     [
@@ -53,6 +56,8 @@ struct ListQuery {
     name: Option<String>,
     status: Option<String>,
     folder: Option<String>,
+    /// The key of the previous page's last flow (a page's "Next page" link).
+    after: Option<String>,
 }
 
 async fn list(
@@ -82,8 +87,8 @@ async fn list_page(
         },
     };
     let page_request = PageRequest {
-        limit: domain::page::MAX_LIMIT,
-        after: None,
+        limit: LISTED,
+        after: query.after.clone().filter(|a| !a.is_empty()),
     };
     let flows = match state
         .flows
@@ -138,7 +143,7 @@ async fn list_page(
         }
         div.scroll {
             table {
-                caption.muted { (flows.items.len()) " flows" @if flows.next_after.is_some() { " (the first " (flows.items.len()) ")" } }
+                caption.muted { (flows.items.len()) " flows" }
                 thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Folder" } th scope="col" { "Published" } th scope="col" { "Draft" } } }
                 tbody {
                     @for f in &flows.items {
@@ -153,6 +158,11 @@ async fn list_page(
                 }
             }
         }
+        (page::pages(&format!("{ROOT}/{env}/flows"), &[
+            ("name", query.name.as_deref().unwrap_or("")),
+            ("status", query.status.as_deref().unwrap_or("")),
+            ("folder", query.folder.as_deref().unwrap_or("")),
+        ], "after", query.after.as_deref(), flows.next_after.as_deref()))
         @if session.may(env, Permission::ActionFlowsWrite) {
             section.card aria-labelledby="new-flow" {
                 h2 #new-flow { "New flow" }

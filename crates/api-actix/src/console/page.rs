@@ -282,3 +282,39 @@ pub(crate) fn unreadable(err: DomainError, title: &str) -> Result<HttpResponse, 
 pub(crate) struct Done {
     pub(crate) done: Option<String>,
 }
+
+/// Links between the pages of a list: to its next page when there is one (`next`, the key of
+/// this page's last item, as `param`), and back to its first when this is a later one. `query`
+/// is the list's other parameters (its filters), kept.
+pub(crate) fn pages(
+    path: &str,
+    query: &[(&str, &str)],
+    param: &str,
+    this: Option<&str>,
+    next: Option<&str>,
+) -> Markup {
+    let with = |after: Option<&str>| {
+        let mut pairs: Vec<(&str, &str)> = query
+            .iter()
+            .filter(|(k, v)| *k != param && !v.is_empty())
+            .copied()
+            .collect();
+        if let Some(after) = after {
+            pairs.push((param, after));
+        }
+        let encoded = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+        if encoded.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}?{encoded}")
+        }
+    };
+    html! {
+        @if this.is_some() || next.is_some() {
+            nav.actions aria-label="Pages" {
+                @if this.is_some() { a href=(with(None)) { "First page" } }
+                @if let Some(next) = next { a rel="next" href=(with(Some(next))) { "Next page" } }
+            }
+        }
+    }
+}

@@ -41,15 +41,34 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
 /// How many of each the runs page lists (the newest).
 const LISTED: u32 = 50;
 
+/// Where each list of the runs page starts: after these keys (its "Next page" links).
+#[derive(Deserialize, Default)]
+struct RunsQuery {
+    invocations: Option<String>,
+    tasks: Option<String>,
+}
+
 async fn runs(
     state: web::Data<AppState>,
     session: Session,
     path: web::Path<(EnvironmentId, FlowId)>,
+    query: web::Query<RunsQuery>,
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
-    runs_page(&state, &session, &env, &id, StatusCode::OK, None, "").await
+    runs_page(
+        &state,
+        &session,
+        &env,
+        &id,
+        StatusCode::OK,
+        None,
+        "",
+        &query,
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn runs_page(
     state: &AppState,
     session: &Session,
@@ -59,32 +78,47 @@ async fn runs_page(
     problems: Option<&Problems>,
     // The cancel's version as typed, shown again after a refusal.
     typed_version: &str,
+    from: &RunsQuery,
 ) -> Result<HttpResponse, Refusal> {
     let who = &session.principal;
     let flow = match state.flows.get(who, env, id).await {
         Ok(flow) => flow,
         Err(err) => return page::unreadable(err, "Runs"),
     };
-    let page_request = || PageRequest {
+    let page_request = |after: &Option<String>| PageRequest {
         limit: LISTED,
-        after: None,
+        after: after.clone().filter(|a| !a.is_empty()),
     };
-    let invocations = match state
+    let (invocations, next_invocations) = match state
         .triggers
-        .invocations(who, env, id, InvocationFilter::default(), page_request())
+        .invocations(
+            who,
+            env,
+            id,
+            InvocationFilter::default(),
+            page_request(&from.invocations),
+        )
         .await
     {
-        Ok(page) => page.items,
+        Ok(page) => (page.items, page.next_after),
         Err(err) => return page::unreadable(err, "Runs"),
     };
-    let tasks = match state
+    let (tasks, next_tasks) = match state
         .tasks
-        .list(who, env, id, TaskFilter::default(), page_request())
+        .list(
+            who,
+            env,
+            id,
+            TaskFilter::default(),
+            page_request(&from.tasks),
+        )
         .await
     {
-        Ok(page) => page.items,
+        Ok(page) => (page.items, page.next_after),
         Err(err) => return page::unreadable(err, "Runs"),
     };
+    // A later page is not read again as it runs: the first pages are, where new runs appear.
+    let paged = from.invocations.is_some() || from.tasks.is_some();
     let running = invocations.iter().any(|i| {
         matches!(
             i.status,
@@ -109,7 +143,7 @@ async fn runs_page(
     let content = html! {
         p { a href=(base) { "Back to the flow" } @if running { " · " a href=(here) { "Refresh" } } }
         (page::alert(problems, &["flowConfigVersion"]))
-        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
+        div #live data-poll=[(running && !paged).then_some("1000")] data-poll-url=(here) {
             p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them." } @else { "Nothing runs now." } }
             section.card aria-labelledby="invocations" {
                 h2 #invocations { "Invocations" }
@@ -126,6 +160,8 @@ async fn runs_page(
                         } } }
                     } }
                 }
+                (page::pages(&here, &[("tasks", from.tasks.as_deref().unwrap_or(""))], "invocations",
+                    from.invocations.as_deref(), next_invocations.as_deref()))
             }
             section.card aria-labelledby="tasks" {
                 h2 #tasks { "Tasks" }
@@ -150,6 +186,8 @@ async fn runs_page(
                         } } }
                     } }
                 }
+                (page::pages(&here, &[("invocations", from.invocations.as_deref().unwrap_or(""))], "tasks",
+                    from.tasks.as_deref(), next_tasks.as_deref()))
             }
         }
         @if may_trigger {
@@ -236,7 +274,17 @@ async fn create_csv(
         Err(err) => {
             let problems = Problems::of(err);
             let status = problems.status;
-            return runs_page(&state, &session, &env, &id, status, Some(&problems), "").await;
+            return runs_page(
+                &state,
+                &session,
+                &env,
+                &id,
+                status,
+                Some(&problems),
+                "",
+                &RunsQuery::default(),
+            )
+            .await;
         }
     };
     let environments = environments(&state, &session).await?;
@@ -360,6 +408,7 @@ async fn cancel(
                 status,
                 Some(&problems),
                 &form.version,
+                &RunsQuery::default(),
             )
             .await
         }

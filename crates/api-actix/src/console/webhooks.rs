@@ -198,13 +198,22 @@ struct Shown<'a> {
     notice: Option<String>,
     /// The recover form's time as typed, shown again after a refusal.
     since: Option<&'a str>,
+    /// The key of the previous page's last attempt, for a later page of the log.
+    after: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct ShowQuery {
+    done: Option<String>,
+    /// The key of the previous page's last attempt.
+    after: Option<String>,
 }
 
 async fn show(
     state: web::Data<AppState>,
     session: Session,
     path: web::Path<(EnvironmentId, WebhookId)>,
-    query: web::Query<page::Done>,
+    query: web::Query<ShowQuery>,
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
     let notice = match query.done.as_deref() {
@@ -220,6 +229,7 @@ async fn show(
     };
     let shown = Shown {
         notice: notice.map(str::to_owned),
+        after: query.after.as_deref().filter(|a| !a.is_empty()),
         ..Shown::default()
     };
     subscription_page(&state, &session, &env, &id, StatusCode::OK, shown).await
@@ -240,10 +250,10 @@ async fn subscription_page(
     };
     let page_request = PageRequest {
         limit: 50,
-        after: None,
+        after: shown.after.map(str::to_owned),
     };
-    let attempts = match state.webhooks.attempts(who, env, id, page_request).await {
-        Ok(a) => a.items,
+    let (attempts, next) = match state.webhooks.attempts(who, env, id, page_request).await {
+        Ok(a) => (a.items, a.next_after),
         Err(err) => return page::unreadable(err, "Webhook"),
     };
     let environments = environments(state, session).await?;
@@ -346,6 +356,7 @@ async fn subscription_page(
                     } } }
                 } }
             }
+            (page::pages(&base, &[], "after", shown.after, next.as_deref()))
         }
     };
     Ok(respond(status, page::frame(&frame, content)))
