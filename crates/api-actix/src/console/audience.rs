@@ -66,24 +66,19 @@ async fn users(
         let encoded: String = page::url_path(id);
         return Ok(see_other(&format!("{ROOT}/{env}/users/{encoded}")));
     }
-    let tag = query.tag.clone().filter(|t| !t.is_empty());
+    let tag = page::query_value(query.tag.as_deref(), "tag")?;
+    let segment = page::query_value(query.segment.as_deref(), "segment")?;
     let filter = UserQuery {
         tag: tag.clone(),
         test_user: None,
     };
     let page_request = PageRequest {
         limit: 100,
-        after: query.after.clone().filter(|a| !a.is_empty()),
+        after: page::query_value(query.after.as_deref(), "after")?,
     };
     let found = match state
         .audience
-        .list_users(
-            &session.principal,
-            &env,
-            filter,
-            query.segment.clone().filter(|s| !s.is_empty()),
-            page_request,
-        )
+        .list_users(&session.principal, &env, filter, segment, page_request)
         .await
     {
         Ok(page) => page,

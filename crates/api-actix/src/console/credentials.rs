@@ -64,7 +64,7 @@ async fn render(
 ) -> Result<HttpResponse, Refusal> {
     let page_request = PageRequest {
         limit: 100,
-        after: after.filter(|a| !a.is_empty()).map(str::to_owned),
+        after: page::query_value(after, "after")?,
     };
     let keys = match state
         .auth

@@ -78,17 +78,17 @@ async fn list_page(
     failed_create: Option<(&CreateForm, Problems)>,
 ) -> Result<HttpResponse, Refusal> {
     let filter = FlowFilter {
-        name_contains: query.name.clone().filter(|n| !n.is_empty()),
+        name_contains: page::query_value(query.name.as_deref(), "name")?,
         status: query.status.as_deref().and_then(FlowStatus::parse),
-        folder: match query.folder.as_deref() {
-            None | Some("") => None,
+        folder: match page::query_value(query.folder.as_deref(), "folder")?.as_deref() {
+            None => None,
             Some("none") => Some(FolderFilter::Uncategorized),
             Some(id) => Some(FolderFilter::In(id.to_owned())),
         },
     };
     let page_request = PageRequest {
         limit: LISTED,
-        after: query.after.clone().filter(|a| !a.is_empty()),
+        after: page::query_value(query.after.as_deref(), "after")?,
     };
     let flows = match state
         .flows

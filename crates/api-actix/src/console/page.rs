@@ -318,3 +318,14 @@ pub(crate) fn pages(
         }
     }
 }
+
+/// A list's query value as storage may be given it: none when empty; a value with a control
+/// character is refused, as the API refuses it (a NUL, say, is no text PostgreSQL takes).
+pub(crate) fn query_value(value: Option<&str>, name: &str) -> Result<Option<String>, Refusal> {
+    match value.filter(|v| !v.is_empty()) {
+        Some(v) if v.chars().any(char::is_control) => Err(Refusal::BadForm(format!(
+            "`{name}` has a control character"
+        ))),
+        other => Ok(other.map(str::to_owned)),
+    }
+}

@@ -85,10 +85,12 @@ async fn runs_page(
         Ok(flow) => flow,
         Err(err) => return page::unreadable(err, "Runs"),
     };
-    let page_request = |after: &Option<String>| PageRequest {
+    let page_request = |after: Option<String>| PageRequest {
         limit: LISTED,
-        after: after.clone().filter(|a| !a.is_empty()),
+        after,
     };
+    let invocations_after = page::query_value(from.invocations.as_deref(), "invocations")?;
+    let tasks_after = page::query_value(from.tasks.as_deref(), "tasks")?;
     let (invocations, next_invocations) = match state
         .triggers
         .invocations(
@@ -96,7 +98,7 @@ async fn runs_page(
             env,
             id,
             InvocationFilter::default(),
-            page_request(&from.invocations),
+            page_request(invocations_after),
         )
         .await
     {
@@ -110,7 +112,7 @@ async fn runs_page(
             env,
             id,
             TaskFilter::default(),
-            page_request(&from.tasks),
+            page_request(tasks_after),
         )
         .await
     {

@@ -250,7 +250,7 @@ async fn subscription_page(
     };
     let page_request = PageRequest {
         limit: 50,
-        after: shown.after.map(str::to_owned),
+        after: page::query_value(shown.after, "after")?,
     };
     let (attempts, next) = match state.webhooks.attempts(who, env, id, page_request).await {
         Ok(a) => (a.items, a.next_after),
