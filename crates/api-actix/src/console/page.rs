@@ -319,8 +319,9 @@ pub(crate) fn pages(
     }
 }
 
-/// A list's query value as storage may be given it: none when empty; a value with a control
-/// character is refused, as the API refuses it (a NUL, say, is no text PostgreSQL takes).
+/// A list's query value (or a form's id) as storage may be given it: none when empty; a value
+/// with a control character is refused, as the API refuses it in a path (a NUL, say, is no text
+/// PostgreSQL takes).
 pub(crate) fn query_value(value: Option<&str>, name: &str) -> Result<Option<String>, Refusal> {
     match value.filter(|v| !v.is_empty()) {
         Some(v) if v.chars().any(char::is_control) => Err(Refusal::BadForm(format!(

@@ -250,6 +250,7 @@ async fn set_enabled(
     posted: Posted<EnabledForm>,
 ) -> Result<HttpResponse, Refusal> {
     let Posted { session, form } = posted;
+    page::query_value(Some(&form.id), "id")?;
     let enabled = form.enabled == "true";
     let body = json!({"id": form.id, "enabled": enabled});
     match state
@@ -291,6 +292,8 @@ async fn delete(
     posted: Posted<DeleteForm>,
 ) -> Result<HttpResponse, Refusal> {
     let Posted { session, form } = posted;
+    page::query_value(Some(&form.app_id), "app_id")?;
+    page::query_value(Some(&form.platform), "platform")?;
     let body = json!({"appId": form.app_id, "platform": form.platform});
     match state.push.delete(&session.principal, &env, &body).await {
         Ok(()) => Ok(see_other(&format!("{ROOT}/{env}/push?done=deleted"))),

@@ -455,7 +455,10 @@ async fn resend(
 ) -> Result<HttpResponse, Refusal> {
     let (env, id) = path.into_inner();
     let Posted { session, form } = posted;
-    let event = EventId::from(form.event_id);
+    let Some(event) = page::query_value(Some(&form.event_id), "event_id")? else {
+        return Err(Refusal::BadForm("`event_id` is required".into()));
+    };
+    let event = EventId::from(event);
     let result = state
         .webhooks
         .resend(&session.principal, &env, &id, &event)
