@@ -108,12 +108,7 @@ impl FromRequest for Caller {
                 .await?;
             // Contract §16: a bucket per key, checked before anything else of the request is
             // read. The edge writes where the caller stands into the answer.
-            if let Some(allowance) = state.limits.key(&principal.key_id) {
-                req.extensions_mut().insert(allowance);
-                if let Some(refusal) = allowance.refusal("this API key") {
-                    return Err(refusal);
-                }
-            }
+            state.limits.admit_key(&req, &principal.key_id)?;
             Ok(Caller(principal))
         })
     }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use actix_web::{HttpMessage, HttpRequest};
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
@@ -283,6 +284,51 @@ impl RateLimits {
             token_client: options.token.and_then(Buckets::new),
             token_address: options.token.and_then(Buckets::new),
         }
+    }
+
+    /// Admits one request of `req` against `allowance` (when limited): the allowance is kept on
+    /// the request, for the answer's `RateLimit-*` headers, and a caller past it (`who`) is
+    /// refused with 429.
+    fn admit(
+        req: &HttpRequest,
+        allowance: Option<Allowance>,
+        who: &str,
+    ) -> Result<Option<Allowance>, ApiError> {
+        if let Some(allowance) = allowance {
+            req.extensions_mut().insert(allowance);
+            if let Some(refusal) = allowance.refusal(who) {
+                return Err(refusal);
+            }
+        }
+        Ok(allowance)
+    }
+
+    /// Admits one request of the customer key `client_id` (the API's and the console's).
+    pub(crate) fn admit_key(&self, req: &HttpRequest, client_id: &str) -> Result<(), ApiError> {
+        Self::admit(req, self.key(client_id), "this API key").map(|_| ())
+    }
+
+    /// Admits one token exchange from `req`'s client address, before its credentials are read;
+    /// the allowance, for [`RateLimits::admit_token_client`].
+    pub(crate) fn admit_token_address(
+        &self,
+        req: &HttpRequest,
+    ) -> Result<Option<Allowance>, ApiError> {
+        let client = req
+            .extensions()
+            .get::<crate::client::ClientAddress>()
+            .map(|c| c.0);
+        Self::admit(req, self.token_address(client), "this client address")
+    }
+
+    /// Admits one token exchange for `client_id`, after its address was admitted.
+    pub(crate) fn admit_token_client(
+        &self,
+        req: &HttpRequest,
+        client_id: &str,
+        by_address: Option<Allowance>,
+    ) -> Result<(), ApiError> {
+        Self::admit(req, self.token_client(client_id, by_address), "this client").map(|_| ())
     }
 
     /// One request of the customer key `client_id`; `None` when keys are not limited.

@@ -93,7 +93,7 @@ fn folder_name() -> Value {
 
 /// One of the four push platforms (`domain::push::provider_of`).
 fn platform() -> Value {
-    json!({"type": "string", "enum": ["GCM", "FCM", "APNS", "APNS_SANDBOX"]})
+    json!({"type": "string", "enum": domain::push::PLATFORMS})
 }
 
 /// An app id (`domain::push`): 1 to 256 ASCII letters, digits, dots, hyphens and underscores.

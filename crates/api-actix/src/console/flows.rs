@@ -124,8 +124,8 @@ async fn list_page(
                 label for="filter-status" { "Status" }
                 select #filter-status name="status" {
                     option value="" { "Any" }
-                    @for s in ["DRAFT", "PUBLISHED", "ARCHIVED"] {
-                        option value=(s) selected[query.status.as_deref() == Some(s)] { (s) }
+                    @for s in [FlowStatus::Draft, FlowStatus::Published, FlowStatus::Archived] {
+                        option value=(s.as_str()) selected[query.status.as_deref() == Some(s.as_str())] { (s.as_str()) }
                     }
                 }
             }
@@ -149,7 +149,7 @@ async fn list_page(
                     @for f in &flows.items {
                         tr {
                             td { a href={ (ROOT) "/" (env) "/flows/" (f.id) } { (f.name) } }
-                            td { span.status { (status_name(f.status())) } }
+                            td { span.status { (f.status().as_str()) } }
                             td { (folder_name(&folders, f)) }
                             td { (numbered(f.published_version)) }
                             td { (numbered(f.draft_version)) }
@@ -197,15 +197,6 @@ async fn list_page(
         }
     };
     Ok(respond(status, page::frame(&frame, content)))
-}
-
-/// A flow's status as the API spells it.
-fn status_name(status: FlowStatus) -> &'static str {
-    match status {
-        FlowStatus::Draft => "DRAFT",
-        FlowStatus::Published => "PUBLISHED",
-        FlowStatus::Archived => "ARCHIVED",
-    }
 }
 
 fn numbered(v: Option<u32>) -> Markup {
@@ -375,7 +366,7 @@ async fn flow_page(
         section.card aria-labelledby="about" {
             h2 #about { "About" }
             p {
-                "Status " span.status { (status_name(flow.status())) }
+                "Status " span.status { (flow.status().as_str()) }
                 " · folder " (folder_name(&folders, &flow))
                 " · published " (numbered(flow.published_version))
                 " · draft " (numbered(flow.draft_version))

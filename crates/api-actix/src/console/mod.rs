@@ -22,7 +22,7 @@ mod session;
 mod webhooks;
 
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use domain::tenancy::Environment;
 use domain::{DomainError, Permission};
 use maud::html;
@@ -250,27 +250,18 @@ async fn sign_in(
     if session::cross_site(&req, &state.public_url) {
         return Err(Refusal::CrossSite);
     }
-    let client = req
-        .extensions()
-        .get::<crate::client::ClientAddress>()
-        .map(|c| c.0);
-    let by_address = state.limits.token_address(client);
-    if let Some(allowance) = by_address {
-        req.extensions_mut().insert(allowance);
-        if let Some(refusal) = allowance.refusal("this client address") {
-            return Err(Refusal::Limited(refusal));
-        }
-    }
+    let by_address = state
+        .limits
+        .admit_token_address(&req)
+        .map_err(Refusal::Limited)?;
     let form: SignIn = serde_urlencoded::from_bytes(&body)
         .map_err(|_| Refusal::BadForm("the form needs a client id and a client secret".into()))?;
     // One spelling of the client id for its rate limit and its exchange; no id is longer.
     let client_id: String = form.client_id.trim().chars().take(200).collect();
-    if let Some(allowance) = state.limits.token_client(&client_id, by_address) {
-        req.extensions_mut().insert(allowance);
-        if let Some(refusal) = allowance.refusal("this client id") {
-            return Err(Refusal::Limited(refusal));
-        }
-    }
+    state
+        .limits
+        .admit_token_client(&req, &client_id, by_address)
+        .map_err(Refusal::Limited)?;
     let issued = state
         .auth
         .exchange_client_credentials(&client_id, &form.client_secret)

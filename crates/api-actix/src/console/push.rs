@@ -21,13 +21,16 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
         .route("/console/{env}/push/delete", web::post().to(delete));
 }
 
-/// The platform values the API takes.
-const PLATFORMS: [(&str, &str); 4] = [
-    ("GCM", "Firebase Cloud Messaging (GCM)"),
-    ("FCM", "Firebase Cloud Messaging (FCM)"),
-    ("APNS", "Apple Push Notification service"),
-    ("APNS_SANDBOX", "Apple Push Notification service, sandbox"),
-];
+/// What each platform value (`domain::push::PLATFORMS`) is, for the choice.
+fn platform_name(value: &str) -> &str {
+    match value {
+        "GCM" => "Firebase Cloud Messaging (GCM)",
+        "FCM" => "Firebase Cloud Messaging (FCM)",
+        "APNS" => "Apple Push Notification service",
+        "APNS_SANDBOX" => "Apple Push Notification service, sandbox",
+        other => other,
+    }
+}
 
 #[derive(Deserialize, Default)]
 struct CreateForm {
@@ -172,8 +175,8 @@ async fn render(
                         select #platform name="platform"
                             aria-invalid=[(!platform_errors.is_empty()).then_some("true")]
                             aria-describedby=[(!platform_errors.is_empty()).then_some("platform-errors")] {
-                            @for (value, name) in PLATFORMS {
-                                option value=(value) selected[form.platform == value] { (name) }
+                            @for value in domain::push::PLATFORMS {
+                                option value=(value) selected[form.platform == value] { (platform_name(value)) }
                             }
                         }
                         (page::field_errors("platform-errors", &platform_errors))

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::dev::Payload;
 use actix_web::http::{header, Method, StatusCode};
-use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use domain::{DomainError, Principal};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -224,12 +224,10 @@ async fn authenticate(
             return Err(Refusal::Failed);
         }
     };
-    if let Some(allowance) = state.limits.key(&principal.key_id) {
-        req.extensions_mut().insert(allowance);
-        if let Some(refusal) = allowance.refusal("this API key") {
-            return Err(Refusal::Limited(refusal));
-        }
-    }
+    state
+        .limits
+        .admit_key(req, &principal.key_id)
+        .map_err(Refusal::Limited)?;
     Ok(principal)
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use domain::DomainError;
@@ -86,17 +86,7 @@ pub async fn token(
 ) -> Result<HttpResponse, ApiError> {
     // Contract §16: per client address first (before a credential is looked at), then per
     // client id; the answer says where the caller stands on the one that binds first.
-    let client = req
-        .extensions()
-        .get::<crate::client::ClientAddress>()
-        .map(|c| c.0);
-    let by_address = state.limits.token_address(client);
-    if let Some(allowance) = by_address {
-        req.extensions_mut().insert(allowance);
-        if let Some(refusal) = allowance.refusal("this client address") {
-            return Err(refusal);
-        }
-    }
+    let by_address = state.limits.admit_token_address(&req)?;
     let is_form = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -166,12 +156,9 @@ pub async fn token(
             }
         },
     };
-    if let Some(allowance) = state.limits.token_client(&client_id, by_address) {
-        req.extensions_mut().insert(allowance);
-        if let Some(refusal) = allowance.refusal("this client") {
-            return Err(refusal);
-        }
-    }
+    state
+        .limits
+        .admit_token_client(&req, &client_id, by_address)?;
     let issued = match state
         .auth
         .exchange_client_credentials(&client_id, &client_secret)

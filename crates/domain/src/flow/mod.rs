@@ -86,6 +86,21 @@ pub enum FlowStatus {
 }
 
 impl FlowStatus {
+    /// Its name, as [`FlowStatus::parse`] reads it and a list filter is given it.
+    ///
+    /// ```
+    /// use workbench_domain::flow::FlowStatus;
+    ///
+    /// assert_eq!(FlowStatus::parse(FlowStatus::Archived.as_str()), Some(FlowStatus::Archived));
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowStatus::Draft => "DRAFT",
+            FlowStatus::Published => "PUBLISHED",
+            FlowStatus::Archived => "ARCHIVED",
+        }
+    }
+
     /// The status named `DRAFT`, `PUBLISHED` or `ARCHIVED`, in any ASCII letter case
     /// (`published` too); `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {

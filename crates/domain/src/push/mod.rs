@@ -63,6 +63,9 @@ pub enum Provider {
     },
 }
 
+/// The platform values a push platform may have, as sent and kept.
+pub const PLATFORMS: [&str; 4] = ["GCM", "FCM", "APNS", "APNS_SANDBOX"];
+
 /// The provider of a platform value as sent (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`; records
 /// keep the value as sent). None for any other value: the match is exact, case included.
 ///
@@ -72,6 +75,7 @@ pub enum Provider {
 /// assert_eq!(provider_of("GCM"), provider_of("FCM"));
 /// assert_eq!(provider_of("APNS_SANDBOX"), Some(Provider::Apns { sandbox: true }));
 /// assert_eq!(provider_of("fcm"), None);
+/// assert!(workbench_domain::push::PLATFORMS.iter().all(|p| provider_of(p).is_some()));
 /// ```
 pub fn provider_of(platform: &str) -> Option<Provider> {
     match platform {
