@@ -32,9 +32,6 @@ pub(crate) const RECORD_GROUP: usize = 256;
 /// Calls waiting for the recorder, at most: while the database hangs, the ones beyond are
 /// refused at once (contract §20).
 pub(crate) const RECORDER_QUEUE: usize = 8_192;
-/// Packed groups waiting for the writing thread, at most; it writes all of those waiting in
-/// one transaction.
-pub(crate) const PACKED_AHEAD: usize = 16;
 
 /// Calls on their way to the writing thread, with what they write when every invocation they
 /// ask for is new and no cancel applies to them (nearly always), built on the packing thread.
@@ -56,17 +53,23 @@ pub(crate) fn start_recorder(
     std::thread::Builder::new()
         .name("recorder-free".into())
         .spawn(move || freed.into_iter().for_each(drop))?;
-    // Groups are packed as calls come; the writer takes all of those packed meanwhile at
-    // once. Each transaction rewrites the last pages of every table and index it appends
-    // to: with one per call (a CSV chunk) a CSV task wrote a quarter more.
-    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(PACKED_AHEAD);
+    // A group is handed over only when the writer is free to take it (a channel of no
+    // capacity): while a transaction is written, the calls that come wait in the queue and
+    // are packed into one group, written in the next transaction. Every group costs its own
+    // statements (reads of the flows, cancels and subscriptions, then an insert per table),
+    // each a round trip to PostgreSQL: a group per call as it came, several per transaction,
+    // held `/start` on PostgreSQL to a third of its throughput (docs/benchmarks.md, "One group
+    // per transaction"). One transaction per call (a CSV chunk) would rewrite the last pages
+    // of every table and index it appends to: a CSV task wrote a quarter more that way.
+    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(0);
     let writer = db.clone();
     std::thread::Builder::new()
         .name("recorder".into())
         .spawn(move || {
             while let Ok(first) = groups.recv() {
+                // The packing thread may be waiting with the next group already.
                 let mut taken = vec![first];
-                taken.extend(groups.try_iter().take(PACKED_AHEAD));
+                taken.extend(groups.try_recv().ok());
                 let _ = spent.send(record_groups(&writer, taken));
             }
         })?;
