@@ -13,6 +13,7 @@ mod audience;
 mod bulk;
 mod cancel;
 mod cards;
+mod columns;
 pub mod crypto;
 pub mod db;
 mod error;

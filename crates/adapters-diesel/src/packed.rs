@@ -15,7 +15,8 @@
 //! every column of every row, and on SQLite each bind is a call into the library under its
 //! mutex, after formatting timestamps and cloning the shared card content per row: about half
 //! of the engine's write transaction in a profile of a 1,000,000-user fan-out, more than
-//! SQLite's own work of inserting the rows. PostgreSQL keeps diesel's multi-row `INSERT`.
+//! SQLite's own work of inserting the rows. PostgreSQL inserts columns instead (see
+//! [`crate::columns`]).
 //!
 //! Rows are grouped as they come (consecutive rows, not sorted). Runs shorter than [`MIN_RUN`]
 //! are handed back for diesel's multi-row `INSERT`: one statement per row of a one-user

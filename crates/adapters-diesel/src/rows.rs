@@ -15,6 +15,7 @@ use domain::trigger::{BatchResult, Invocation, InvocationStatus};
 use domain::StorageError;
 use serde_json::Value;
 
+use crate::columns::{column_insert, ColumnInsert};
 use crate::db::{AnyConnection, Failure};
 use crate::error::{corrupt, read_number, write_number};
 use crate::schema::{analytics_events, card_instances, invocations};
@@ -267,6 +268,80 @@ pub(crate) fn event_row(e: &AnalyticsEvent) -> EventRow {
         published_at: e.card.published_at.map(|t| t.naive_utc()),
         created: e.created.naive_utc(),
     }
+}
+
+/// Cards as one PostgreSQL insert of a column each (see [`crate::columns`]).
+pub(crate) fn card_columns(rows: Vec<CardRow>) -> ColumnInsert {
+    column_insert!("card_instances", rows, "", {
+        id: Text,
+        environment_id: Text,
+        user_id: Text,
+        flow_instance_id: Text,
+        invocation_id: Text,
+        flow_id: Text,
+        flow_version: Int,
+        step_id: Text,
+        template_id: Text,
+        template_name: Text,
+        status: Text,
+        priority: Int,
+        stream_ids: Text,
+        platforms: Text,
+        content: Text,
+        context: Text,
+        embargo_until: OptTime,
+        expires_at: OptTime,
+        snoozed_until: OptTime,
+        published_at: OptTime,
+        created: Time,
+        updated: Time,
+    })
+}
+
+/// Events as one PostgreSQL insert of a column each.
+pub(crate) fn event_columns(rows: Vec<EventRow>) -> ColumnInsert {
+    column_insert!("analytics_events", rows, "", {
+        id: Text,
+        environment_id: Text,
+        card_instance_id: Text,
+        name: Text,
+        status: Text,
+        previous_status: OptText,
+        submitted: OptText,
+        published_at: OptTime,
+        created: Time,
+    })
+}
+
+/// Invocations as one PostgreSQL insert of a column each, each inserted only when its id is
+/// new in its environment.
+pub(crate) fn invocation_columns(rows: Vec<InvocationRow>) -> ColumnInsert {
+    column_insert!(
+        "invocations",
+        rows,
+        " ON CONFLICT (environment_id, id) DO NOTHING",
+        {
+            environment_id: Text,
+            id: Text,
+            flow_id: Text,
+            mode: Text,
+            flow_version: Int,
+            fingerprint: Text,
+            target: Text,
+            payload: Text,
+            strict_variables: Bool,
+            bulk: Bool,
+            status: Text,
+            users_targeted: BigInt,
+            cards_created: BigInt,
+            errors: Text,
+            cursor: OptText,
+            lease_until: OptTime,
+            attempts: Int,
+            created: Time,
+            updated: Time,
+        }
+    )
 }
 
 /// The events of `rows` with their cards as each event left them (its status and publication

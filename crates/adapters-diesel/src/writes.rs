@@ -7,6 +7,7 @@ use domain::card::{AnalyticsEvent, CardInstance};
 use domain::trigger::BatchResult;
 use domain::StorageError;
 
+use crate::columns::ColumnInsert;
 use crate::db::{AnyConnection, Backend, Failure};
 use crate::packed::Statement;
 use crate::rows::*;
@@ -14,7 +15,8 @@ use crate::schema::{analytics_events, card_instances, invocations};
 use crate::totals::Totals;
 
 /// Inserts events and their outbox rows: on SQLite the runs worth packing packed (see
-/// [`crate::packed`]), the others (and all on PostgreSQL) in multi-row statements; and adds
+/// [`crate::packed`]) and the others in multi-row statements, on PostgreSQL as columns (see
+/// [`crate::columns`]); and adds
 /// them to the daily totals.
 pub(crate) fn insert_events(
     conn: &mut AnyConnection,
@@ -56,32 +58,63 @@ pub(crate) fn run_packed(
     Ok(inserted)
 }
 
+/// Runs a PostgreSQL insert of columns; the rows it inserted.
+fn run_columns(conn: &mut AnyConnection, insert: &ColumnInsert) -> Result<usize, Failure> {
+    if insert.len() == 0 {
+        return Ok(0);
+    }
+    let AnyConnection::Postgresql(c) = conn else {
+        return Err(Failure::Domain(StorageError::Internal(
+            "inserts of columns are for PostgreSQL".into(),
+        )));
+    };
+    Ok(insert.run(c)?)
+}
+
 /// Cards to insert, built before the transaction that writes them: on SQLite the runs worth
-/// packing as statements (see [`crate::packed`]), the other cards (all on PostgreSQL) as rows
-/// for multi-row statements.
-pub(crate) struct CardWrites {
-    packed: Vec<Statement>,
-    rows: Vec<CardRow>,
+/// packing as statements (see [`crate::packed`]) and the other cards as rows for multi-row
+/// statements; on PostgreSQL one insert of columns (see [`crate::columns`]).
+pub(crate) enum CardWrites {
+    Sqlite {
+        packed: Vec<Statement>,
+        rows: Vec<CardRow>,
+    },
+    Postgres(ColumnInsert),
 }
 
 impl CardWrites {
     /// An error when a card's number is out of its column's range.
     pub(crate) fn of(cards: &[Arc<CardInstance>], backend: Backend) -> Result<Self, StorageError> {
-        let (packed, rest) = match backend {
-            Backend::Sqlite => crate::packed::cards(cards)?,
-            Backend::Postgres => (Vec::new(), cards.iter().collect()),
-        };
-        let rows = rest
-            .into_iter()
-            .map(|c| card_row(c))
-            .collect::<Result<_, _>>()?;
-        Ok(CardWrites { packed, rows })
+        match backend {
+            Backend::Sqlite => {
+                let (packed, rest) = crate::packed::cards(cards)?;
+                let rows = rest
+                    .into_iter()
+                    .map(|c| card_row(c))
+                    .collect::<Result<_, _>>()?;
+                Ok(CardWrites::Sqlite { packed, rows })
+            }
+            Backend::Postgres => {
+                let rows = cards
+                    .iter()
+                    .map(|c| card_row(c))
+                    .collect::<Result<_, _>>()?;
+                Ok(CardWrites::Postgres(card_columns(rows)))
+            }
+        }
     }
 
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
-        run_packed(conn, &self.packed)?;
-        for chunk in self.rows.chunks(INSERT_CHUNK) {
-            crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+        match self {
+            CardWrites::Sqlite { packed, rows } => {
+                run_packed(conn, packed)?;
+                for chunk in rows.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+                }
+            }
+            CardWrites::Postgres(insert) => {
+                run_columns(conn, insert)?;
+            }
         }
         Ok(())
     }
@@ -89,27 +122,41 @@ impl CardWrites {
 
 /// Events to insert, built like [`CardWrites`]; their outbox rows are not among them (see
 /// [`enqueue`]).
-pub(crate) struct EventWrites {
-    packed: Vec<Statement>,
-    rows: Vec<EventRow>,
+pub(crate) enum EventWrites {
+    Sqlite {
+        packed: Vec<Statement>,
+        rows: Vec<EventRow>,
+    },
+    Postgres(ColumnInsert),
 }
 
 impl EventWrites {
     pub(crate) fn of(events: &[&AnalyticsEvent], backend: Backend) -> Self {
-        let (packed, rest) = match backend {
-            Backend::Sqlite => crate::packed::events(events),
-            Backend::Postgres => (Vec::new(), events.to_vec()),
-        };
-        EventWrites {
-            packed,
-            rows: rest.into_iter().map(event_row).collect(),
+        match backend {
+            Backend::Sqlite => {
+                let (packed, rest) = crate::packed::events(events);
+                EventWrites::Sqlite {
+                    packed,
+                    rows: rest.into_iter().map(event_row).collect(),
+                }
+            }
+            Backend::Postgres => {
+                EventWrites::Postgres(event_columns(events.iter().map(|e| event_row(e)).collect()))
+            }
         }
     }
 
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
-        run_packed(conn, &self.packed)?;
-        for chunk in self.rows.chunks(INSERT_CHUNK) {
-            crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+        match self {
+            EventWrites::Sqlite { packed, rows } => {
+                run_packed(conn, packed)?;
+                for chunk in rows.chunks(INSERT_CHUNK) {
+                    crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+                }
+            }
+            EventWrites::Postgres(insert) => {
+                run_columns(conn, insert)?;
+            }
         }
         Ok(())
     }
@@ -117,39 +164,53 @@ impl EventWrites {
 
 /// New invocations to insert, built like [`CardWrites`]; each inserted only when its id is new
 /// in its environment.
-pub(crate) struct InvocationWrites {
-    rows: Vec<InvocationRow>,
-    packed: Vec<Statement>,
-    /// The rows not packed.
-    other: Vec<usize>,
+pub(crate) enum InvocationWrites {
+    Sqlite {
+        rows: Vec<InvocationRow>,
+        packed: Vec<Statement>,
+        /// The rows not packed.
+        other: Vec<usize>,
+    },
+    Postgres(ColumnInsert),
 }
 
 impl InvocationWrites {
     pub(crate) fn of(rows: Vec<InvocationRow>, backend: Backend) -> Self {
-        let (packed, other) = match backend {
-            Backend::Sqlite => crate::packed::invocations(&rows),
-            Backend::Postgres => (Vec::new(), (0..rows.len()).collect()),
-        };
-        InvocationWrites {
-            rows,
-            packed,
-            other,
+        match backend {
+            Backend::Sqlite => {
+                let (packed, other) = crate::packed::invocations(&rows);
+                InvocationWrites::Sqlite {
+                    rows,
+                    packed,
+                    other,
+                }
+            }
+            Backend::Postgres => InvocationWrites::Postgres(invocation_columns(rows)),
         }
     }
 
     /// True when every one was new (inserted).
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<bool, Failure> {
-        let mut inserted = run_packed(conn, &self.packed)?;
-        let other: Vec<&InvocationRow> = self.other.iter().map(|&i| &self.rows[i]).collect();
-        for chunk in other.chunks(INSERT_CHUNK / 2) {
-            let chunk: Vec<&InvocationRow> = chunk.to_vec();
-            inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
-                .values(chunk)
-                .on_conflict((invocations::environment_id, invocations::id))
-                .do_nothing()
-                .execute(c))?;
+        match self {
+            InvocationWrites::Sqlite {
+                rows,
+                packed,
+                other,
+            } => {
+                let mut inserted = run_packed(conn, packed)?;
+                let other: Vec<&InvocationRow> = other.iter().map(|&i| &rows[i]).collect();
+                for chunk in other.chunks(INSERT_CHUNK / 2) {
+                    let chunk: Vec<&InvocationRow> = chunk.to_vec();
+                    inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+                        .values(chunk)
+                        .on_conflict((invocations::environment_id, invocations::id))
+                        .do_nothing()
+                        .execute(c))?;
+                }
+                Ok(inserted == rows.len())
+            }
+            InvocationWrites::Postgres(insert) => Ok(run_columns(conn, insert)? == insert.len()),
         }
-        Ok(inserted == self.rows.len())
     }
 }
 
