@@ -143,12 +143,19 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
         events as f64 / pipeline
     );
     healthy.take();
+    // A delivery leaves the outbox once delivered (its attempt is its record), so the backlog
+    // is the same deliveries queued again: one pending per event, due now.
     let now = (chrono::Utc::now() - chrono::Duration::seconds(1)).naive_utc();
+    let now = now.format("%Y-%m-%d %H:%M:%S%.6f");
     execute(
         server.database_url(),
         &format!(
-            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = '{}'",
-            now.format("%Y-%m-%d %H:%M:%S%.6f")
+            "INSERT INTO webhook_deliveries (id, environment_id, subscription_id, event_id, \
+             event_name, status, attempts, trigger_kind, next_attempt_at, created, updated) \
+             SELECT 'whd_' || e.id, e.environment_id, s.id, e.id, e.name, 'pending', 0, \
+             'scheduled', '{now}', '{now}', '{now}' \
+             FROM analytics_events e JOIN webhook_subscriptions s \
+             ON s.environment_id = e.environment_id WHERE e.name = 'card-published'"
         ),
     );
     let started = Instant::now();

@@ -10,7 +10,17 @@ pub(crate) struct Pooled {
     pub(super) discard: bool,
     /// PostgreSQL: the server process serving it, to cancel what it runs once given up.
     pub(super) backend: Option<ServerProcess>,
+    /// When it was last given back to the pool: one given back less than [`FRESH`] ago is
+    /// handed out again without a ping.
+    pub(super) returned: Option<std::time::Instant>,
 }
+
+/// How long a connection given back to the pool is taken to be alive without a ping. A ping
+/// on every checkout was a round trip more for every call on PostgreSQL (one in three of a
+/// feed read's); a connection idle longer is pinged, so that after a database restart a dead
+/// one is replaced instead of failing a request. One that dies within this time fails the
+/// call that gets it, and is discarded (see [`Manager`]'s `has_broken`).
+pub(super) const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A PostgreSQL backend: its pid and when it started, which together name it (a pid alone may
 /// be reused by a later backend).

@@ -215,8 +215,8 @@ impl Database {
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
             .connection_timeout(waits.pool)
-            // Ping on checkout: after a database restart, dead connections are replaced
-            // instead of failing requests.
+            // Ping on checkout a connection idle for a while (see `calls::FRESH`): after a
+            // database restart, dead connections are replaced instead of failing requests.
             .test_on_check_out(true)
             .build(Manager(url))
             .map_err(|e| DatabaseError::Connect(e.to_string()))?;

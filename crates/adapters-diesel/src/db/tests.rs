@@ -367,3 +367,43 @@ fn a_call_kept_waiting_for_a_connection_shows_in_the_pools_waits() {
         "the second waited for the first: {waits:?}"
     );
 }
+
+/// A pooled connection that the server ended while it sat idle is pinged when it is taken
+/// again, and replaced: after PostgreSQL restarts, calls go on. One given back moments ago is
+/// handed out without a ping (`calls::FRESH`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_connection_ended_by_the_server_is_replaced_once_idle() {
+    #[derive(diesel::QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        pid: i32,
+    }
+    let Some(db) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    let url = DatabaseUrl::parse(db.url()).expect("url");
+    let database = tokio::task::spawn_blocking(move || Database::open(url, 1))
+        .await
+        .expect("join")
+        .expect("open");
+    let server_process = || {
+        database.run(|conn| {
+            Ok(diesel::sql_query("SELECT pg_backend_pid() AS pid")
+                .get_result::<Pid>(conn)?
+                .pid)
+        })
+    };
+    let first = server_process().await.expect("the pool's connection");
+    assert_eq!(
+        server_process().await.expect("taken again at once"),
+        first,
+        "one connection in the pool"
+    );
+    let mut other = PgConnection::establish(db.url()).expect("another connection");
+    diesel::sql_query(format!("SELECT pg_terminate_backend({first})"))
+        .execute(&mut other)
+        .expect("ended");
+    tokio::time::sleep(FRESH + Duration::from_millis(200)).await;
+    let replaced = server_process().await.expect("a call after the end");
+    assert_ne!(replaced, first, "a new connection");
+}

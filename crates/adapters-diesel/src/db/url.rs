@@ -352,14 +352,20 @@ impl r2d2::ManageConnection for Manager {
             conn,
             discard: false,
             backend,
+            returned: None,
         })
     }
 
     fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Self::Error> {
+        if pooled.returned.is_some_and(|at| at.elapsed() < FRESH) {
+            return Ok(());
+        }
         pooled.conn.ping().map_err(diesel::r2d2::Error::QueryError)
     }
 
+    /// Called as each connection is given back.
     fn has_broken(&self, pooled: &mut Pooled) -> bool {
+        pooled.returned = Some(std::time::Instant::now());
         pooled.discard || std::thread::panicking() || pooled.conn.is_broken()
     }
 }
