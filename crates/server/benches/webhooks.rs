@@ -9,6 +9,10 @@
 //!    engine stored the card and its event) to arrival at the receiver, p50/p95/p99;
 //! 3. isolation: the same with a second subscription whose endpoint never answers (every call
 //!    times out after 15 s): the healthy endpoint's percentiles beside those of 2.
+//!
+//! Each part keeps a ledger: every event it made delivered to the healthy endpoint (by
+//! `webhook-id`), with the calls beyond one per event counted as duplicates; a part whose
+//! ledger does not close is void.
 
 mod common;
 #[allow(dead_code)]
@@ -51,6 +55,28 @@ async fn wait_for(receiver: &Receiver, count: usize, limit: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The ledger of one part: every event it made delivered, each call counted. Waits a moment
+/// for late calls (duplicates) before taking what arrived; a part whose ledger does not close
+/// is void.
+async fn ledger(receiver: &Receiver, expected: usize) -> Vec<receiver::Received> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got = receiver.take();
+    let distinct: std::collections::HashSet<&str> =
+        got.iter().map(|r| r.header("webhook-id")).collect();
+    println!(
+        "    ledger: {} of {expected} events delivered ({} calls, {} duplicates): {}",
+        distinct.len(),
+        got.len(),
+        got.len() - distinct.len(),
+        if distinct.len() == expected {
+            "closed"
+        } else {
+            "VOID"
+        }
+    );
+    got
 }
 
 /// Event-to-arrival latencies, sorted.
@@ -98,7 +124,8 @@ async fn latency_run(server: &support::Server, flow: &str, healthy: &Receiver, l
     });
     let (sent, ..) = common::open_loop(trigger, 500).await;
     wait_for(healthy, sent, Duration::from_secs(60)).await;
-    let all = latencies(&healthy.take());
+    let got = ledger(healthy, sent).await;
+    let all = latencies(&got);
     let p95 = pct(&all, 0.95);
     println!(
         "  {label}: {} events, event→delivery p50 {:.1} ms  p95 {p95:.1} ms  p99 {:.1} ms  max {:.1} ms",
@@ -142,7 +169,7 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
         "  fan-out of {events} users with delivery of their {events} events: {pipeline:.1} s ({:.0} deliveries/s, engine included)",
         events as f64 / pipeline
     );
-    healthy.take();
+    ledger(&healthy, events as usize).await;
     // A delivery leaves the outbox once delivered (its attempt is its record), so the backlog
     // is the same deliveries queued again: one pending per event, due now.
     let now = (chrono::Utc::now() - chrono::Duration::seconds(1)).naive_utc();
@@ -165,6 +192,7 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
         "  backlog of {events} due deliveries drained in {drain:.2} s: {:.0} deliveries/s",
         events as f64 / drain
     );
+    ledger(&healthy, events as usize).await;
     healthy.take();
 
     // 2. Latency at 500 events/s; 3. the same beside an endpoint that never answers.
