@@ -3,8 +3,11 @@
 
 use serde_json::{json, Value};
 
+use crate::receiver::Receiver;
 use crate::support::{blackbox, call, workbench, Server};
 use crate::trigger::{feed, finished, flow_publishing, invocation_id};
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 fn config() -> Value {
     json!({
@@ -163,6 +166,53 @@ async fn stats_refuse_bad_ranges_and_unknown_resources(s: Server) {
     assert_eq!(call(&s, "GET", &path, None, None).await.status, 401);
 }
 
+/// Deliveries done for good are counted by their event's flow: each success, and each
+/// delivery that failed its last attempt (the test server's schedule is three retries a
+/// second apart), several in one batch of outcomes.
+async fn stats_count_webhook_deliveries_that_succeeded_and_failed(s: Server) {
+    let ok = Receiver::start().await;
+    let failing = Receiver::start().await;
+    failing.answer(|_| 500);
+    for url in [&ok.url, &failing.url] {
+        let reply = call(
+            &s,
+            "POST",
+            &format!("/v1/{}/webhook", s.env),
+            Some(&s.admin_secret),
+            Some(json!({"types": ["card-published"], "url": url})),
+        )
+        .await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+    }
+    let flow = flow_publishing(&s, "Delivered", config()).await;
+    let reply = call(
+        &s,
+        "POST",
+        &format!("/v1/{}/action-flow/{flow}/start", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1", "u2", "u3"]}}]})),
+    )
+    .await;
+    let id = invocation_id(&reply);
+    finished(&s, &flow, &id).await;
+    ok.wait_for(WAIT, "three deliveries", |got| got.len() >= 3)
+        .await;
+    failing
+        .wait_for(WAIT, "four attempts of each", |got| got.len() >= 12)
+        .await;
+    let path = format!("/v1/{}/action-flow/{flow}/stats", s.env);
+    let started = std::time::Instant::now();
+    loop {
+        let of_flow = stats(&s, &path).await;
+        let webhooks = of_flow["days"][0]["webhooks"].clone();
+        if webhooks == json!({"succeeded": 3, "failed": 3}) {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "{of_flow}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// `workbench prune` with a retention of a minute, on the server's database; its JSON. A
 /// pass the server's own pruner holds the lease of at that moment is tried again.
 fn prune(s: &Server, args: &[&str]) -> Value {
@@ -242,4 +292,5 @@ blackbox!(
     stats_count_what_flows_did_and_folders_follow_the_folder_at_start,
     stats_stay_the_same_when_prune_removes_what_they_count,
     stats_refuse_bad_ranges_and_unknown_resources,
+    stats_count_webhook_deliveries_that_succeeded_and_failed,
 );

@@ -741,31 +741,40 @@ impl WebhookRepository for DieselWebhookRepository {
                         }
                     }
                 }
-                // Deliveries done for good, in the daily totals of their event's flow.
-                let mut totals = Totals::default();
-                for r in &kept {
-                    let succeeded = match r.next {
-                        NextStep::Done => true,
-                        NextStep::Failed => false,
-                        NextStep::RetryAt(_) => continue,
-                    };
-                    if r.delivery_id.is_none() {
-                        continue;
-                    }
-                    let card: Option<CardOf> = analytics_events::table
+                // Deliveries done for good, in the daily totals of their event's flow: their
+                // events' cards read in one query per chunk, not one per delivery.
+                let done: Vec<(&AttemptRecord, bool)> = kept
+                    .iter()
+                    .filter(|r| r.delivery_id.is_some())
+                    .filter_map(|r| match r.next {
+                        NextStep::Done => Some((*r, true)),
+                        NextStep::Failed => Some((*r, false)),
+                        NextStep::RetryAt(_) => None,
+                    })
+                    .collect();
+                let events: Vec<&str> = done.iter().map(|(r, _)| r.event_id.as_str()).collect();
+                let mut cards: HashMap<String, CardOf> = HashMap::with_capacity(events.len());
+                for chunk in events.chunks(INSERT_CHUNK) {
+                    let found: Vec<(String, CardOf)> = analytics_events::table
                         .inner_join(card_instances::table)
-                        .filter(analytics_events::id.eq(&r.event_id))
+                        .filter(analytics_events::id.eq_any(chunk))
                         .select((
-                            card_instances::environment_id,
-                            card_instances::flow_id,
-                            card_instances::flow_version,
-                            card_instances::context,
-                            card_instances::created,
+                            analytics_events::id,
+                            (
+                                card_instances::environment_id,
+                                card_instances::flow_id,
+                                card_instances::flow_version,
+                                card_instances::context,
+                                card_instances::created,
+                            ),
                         ))
-                        .first(conn)
-                        .optional()?;
-                    if let Some(card) = card {
-                        totals.delivery(&card, succeeded, r.at.naive_utc());
+                        .load(conn)?;
+                    cards.extend(found);
+                }
+                let mut totals = Totals::default();
+                for (r, succeeded) in done {
+                    if let Some(card) = cards.get(&r.event_id) {
+                        totals.delivery(card, succeeded, r.at.naive_utc());
                     }
                 }
                 totals.flush(conn)?;
