@@ -12,7 +12,9 @@
 //!    cards (with their flow instances) and events written by `INSERT ... SELECT` alone.
 //!
 //! BENCH_ONLY=fanout runs the third part alone, BENCH_ONLY=loads the first two; BENCH_BACKEND=
-//! postgres runs PostgreSQL alone.
+//! postgres runs PostgreSQL alone. BENCH_PROCESSES=2 (PostgreSQL) starts a second `workbench
+//! serve` on the same database: the loads' requests alternate between the two, and both run
+//! the fan-out's engine loops (its ledger, one card per user, is the invocation's count).
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -79,25 +81,45 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let admin = server.admin_secret.clone();
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;
-
-    let (client, start_url, health_url) = (
-        server.client.clone(),
-        server.url(&format!("/v1/{env}/action-flow/{flow}/start")),
-        server.url("/healthz"),
+    let processes: usize = std::env::var("BENCH_PROCESSES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, 2);
+    let replica = (processes > 1).then(|| server.replica(&[]));
+    if replica.is_some() {
+        println!("  two processes on one database, requests alternating");
+    }
+    // Each request's server, by its number.
+    let bases: Arc<Vec<String>> = Arc::new(
+        std::iter::once(server.url(""))
+            .chain(replica.iter().map(|r| r.url("")))
+            .collect(),
     );
-    let secret = admin.clone();
+    let base = move |n: u64| bases[(n % bases.len() as u64) as usize].clone();
+
+    let (client, secret, at) = (server.client.clone(), admin.clone(), base.clone());
+    let start_path = format!("/v1/{env}/action-flow/{flow}/start");
     let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
-        client.post(&start_url).bearer_auth(&secret).json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("user{n}")]}}]}))
+        client.post(format!("{}{start_path}", at(n))).bearer_auth(&secret).json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("user{n}")]}}]}))
     });
-    let client = server.client.clone();
+    let (client, at) = (server.client.clone(), base.clone());
     let health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> =
-        Arc::new(move |_| client.get(&health_url));
+        Arc::new(move |n| client.get(format!("{}/healthz", at(n))));
+    let (client, secret, at) = (server.client.clone(), admin.clone(), base);
+    let users_path = format!("/v1/{env}/users");
+    // The feed of users the loads gave a card, one user per request.
+    let feed: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
+        client
+            .get(format!("{}{users_path}/user{}/cards", at(n), n % 1_000))
+            .bearer_auth(&secret)
+    });
 
     // BENCH_ONLY=fanout skips the request loads (for profiling the fan-out alone);
     // BENCH_ONLY=loads skips the fan-out (for many short A/B rounds of the request loads).
     let only = std::env::var("BENCH_ONLY").ok();
     if only.as_deref() != Some("fanout") {
-        loads(&server, &env, &flow, trigger, health).await;
+        loads(&server, &env, &flow, trigger, health, feed).await;
     }
     if only.as_deref() != Some("loads") {
         fan_out(&server, &env, &flow, users).await;
@@ -110,6 +132,7 @@ async fn loads(
     flow: &str,
     trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
     health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
+    feed: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
 ) {
     let (rps, p50, p99) = closed_loop(health.clone()).await;
     println!("  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
@@ -119,17 +142,6 @@ async fn loads(
     println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
     // Let the engine drain what the load queued before the fan-out is timed.
     drain(server, env, flow).await;
-    // The feed of users the loads gave a card, one user per request.
-    let (client, secret, base) = (
-        server.client.clone(),
-        server.admin_secret.clone(),
-        server.url(&format!("/v1/{env}/users")),
-    );
-    let feed: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
-        client
-            .get(format!("{base}/user{}/cards", n % 1_000))
-            .bearer_auth(&secret)
-    });
     let (rps, p50, p99) = closed_loop(feed).await;
     println!("  GET /users/{{id}}/cards, {CLIENTS} clients:       {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
 }
