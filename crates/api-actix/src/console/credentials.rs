@@ -50,6 +50,27 @@ async fn show(
     .await
 }
 
+/// The page again, with the API's status and messages for a refused change.
+async fn refused(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    err: domain::DomainError,
+) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    render(
+        state,
+        session,
+        env,
+        problems.status,
+        None,
+        None,
+        Some(&problems),
+        None,
+    )
+    .await
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn render(
     state: &AppState,
@@ -197,21 +218,7 @@ async fn create(
             )
             .await
         }
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                None,
-                Some(&problems),
-                None,
-            )
-            .await
-        }
+        Err(err) => refused(&state, &session, &env, err).await,
     }
 }
 
@@ -232,20 +239,6 @@ async fn revoke(
     {
         // Revoking the session's own key signs it out: the next page finds its token refused.
         Ok(()) => Ok(see_other(&format!("{ROOT}/{env}/credentials?done=revoked"))),
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                None,
-                Some(&problems),
-                None,
-            )
-            .await
-        }
+        Err(err) => refused(&state, &session, &env, err).await,
     }
 }
