@@ -172,8 +172,20 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Transparent huge pages off for this process. mimalloc's heap is one reserved region, and
+/// with huge pages each page the process touches in it takes 2 MiB: an idle process held
+/// 40 MiB of them for a few MiB of values. Without, `/start` and the feed read are level
+/// (docs/benchmarks.md, "Idle memory"). The `no_thp` build of mimalloc stops it asking for
+/// them; this stops a kernel whose setting is `always` from giving them anyway.
+fn without_huge_pages() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    rustix::thread::disable_transparent_huge_pages(true)?;
+    Ok(())
+}
+
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
+    let huge_pages = without_huge_pages();
     let cli = cli();
     let settings = match Settings::load(cli.config.as_deref(), config::variables()) {
         Ok(settings) => settings,
@@ -183,6 +195,9 @@ async fn main() -> std::process::ExitCode {
         }
     };
     telemetry::init(settings.log_format, &settings.log_filter);
+    if let Err(e) = huge_pages {
+        tracing::warn!(error = %e, "transparent huge pages stay as the kernel sets them");
+    }
     for variable in &settings.unknown_variables {
         match config::closest_setting(variable) {
             Some(meant) => tracing::warn!(
