@@ -634,6 +634,14 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
     .await;
     assert_eq!(docs.status, 200);
     assert!(docs.text.to_lowercase().contains("<html"), "{}", docs.text);
+    // The reference loads the document the service serves.
+    let initializer = call(&server, "GET", "/docs/swagger-initializer.js", None, None).await;
+    assert_eq!(initializer.status, 200);
+    assert!(
+        initializer.text.contains("\"/openapi.json\""),
+        "{}",
+        initializer.text
+    );
     let redirect = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

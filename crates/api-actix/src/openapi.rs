@@ -383,17 +383,49 @@ fn path_parameters(operation: &mut utoipa::openapi::path::Operation) -> bool {
     any
 }
 
+/// The document as served: built and serialised on the first request, then shared by every
+/// worker. (Held as a tree per worker, it cost each of them megabytes from the start, and
+/// each request serialised it again.) `None` if it could not be serialised, which a tree of
+/// strings and maps does not do.
+fn document() -> Option<actix_web::web::Bytes> {
+    static DOCUMENT: std::sync::OnceLock<Option<actix_web::web::Bytes>> =
+        std::sync::OnceLock::new();
+    DOCUMENT
+        .get_or_init(|| match ApiDoc::openapi().to_json() {
+            Ok(json) => Some(json.into()),
+            Err(e) => {
+                tracing::error!(error = %e, "the OpenAPI document could not be serialised");
+                None
+            }
+        })
+        .clone()
+}
+
 /// Serves `/openapi.json` and the UI under `/docs/`; `/docs` redirects there. Any other method
 /// on those paths is answered 405 with `Allow: GET` (the UI's own routes take GET only, and
 /// without this the request would fall through to the 404 of no route).
 pub fn configure(cfg: &mut actix_web::web::ServiceConfig) {
-    use actix_web::{http::header, web, HttpResponse};
+    use actix_web::{guard, http::header, web, HttpResponse};
     cfg.service(web::resource("/docs").route(web::get().to(|| async {
         HttpResponse::PermanentRedirect()
             .insert_header((header::LOCATION, "/docs/"))
             .finish()
     })))
-    .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()))
+    .service(
+        web::resource("/openapi.json")
+            .guard(guard::Get())
+            .to(|| async {
+                match document() {
+                    Some(json) => Ok(HttpResponse::Ok()
+                        .insert_header(header::ContentType::json())
+                        .body(json)),
+                    None => Err(crate::problem::ApiError::internal()),
+                }
+            }),
+    )
+    .service(
+        SwaggerUi::new("/docs/{_:.*}").config(utoipa_swagger_ui::Config::from("/openapi.json")),
+    )
     .service(
         web::resource(["/openapi.json", "/docs/{_:.*}"]).to(|| async {
             // The edge turns this into a `method_not_allowed` problem, keeping `Allow`.
