@@ -214,6 +214,12 @@ impl Database {
         };
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(1))
+            // PostgreSQL: connections open as calls need them, not all at start, and close
+            // after 10 minutes unused; each is a server process. (With a minimum of idle
+            // ones, r2d2 would open a spare at every checkout that takes the last.) SQLite's
+            // are a file handle and a page cache each, and opened as needed they cost
+            // `/start` 8% (docs/benchmarks.md, "Idle memory"): all open at start.
+            .min_idle((backend == Backend::Postgres).then_some(0))
             .connection_timeout(waits.pool)
             // Ping on checkout a connection idle for a while (see `calls::FRESH`): after a
             // database restart, dead connections are replaced instead of failing requests.

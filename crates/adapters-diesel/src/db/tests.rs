@@ -407,3 +407,26 @@ async fn postgres_a_connection_ended_by_the_server_is_replaced_once_idle() {
     let replaced = server_process().await.expect("a call after the end");
     assert_ne!(replaced, first, "a new connection");
 }
+
+/// On PostgreSQL (when `TEST_POSTGRES_URL` is set) the pool opens no connection at start
+/// (migrations have their own) and one for each call held at once, no spare: an idle process
+/// keeps no server processes it has not needed (issue 23: pools grow with use, not at
+/// start). SQLite's pool opens all its connections at start (see `Database::open_with`).
+#[test]
+fn the_pool_opens_postgres_connections_as_calls_need_them_not_at_start() {
+    let sqlite = crate::testing::TestDatabase::sqlite();
+    let db = Database::connect(sqlite.url(), 8).expect("connect");
+    assert_eq!(db.pool.state().connections, 8, "SQLite: all at start");
+    let Some(postgres) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    let db = Database::connect(postgres.url(), 8).expect("connect");
+    let open = |db: &Database| db.pool.state().connections;
+    assert_eq!(open(&db), 0, "connections right after start");
+    let held: Vec<_> = (0..3).map(|_| db.pool.get().expect("connection")).collect();
+    // A spare would be opened on a thread of r2d2's: give it the time to show.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(open(&db), 3, "three calls at once");
+    drop(held);
+    assert_eq!(open(&db), 3, "kept while they may be needed again");
+}
