@@ -22,7 +22,7 @@ mod common;
 mod support;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const CLIENTS: usize = 32;
+use common::STARTS_CLIENTS as CLIENTS;
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -50,56 +50,6 @@ struct Received {
     latencies: Mutex<Vec<Duration>>,
     per_user: Mutex<HashMap<u64, u64>>,
     unexpected: AtomicUsize,
-}
-
-/// Closed loop of `POST /start`, one new user per request: (requests/s, p99 ms).
-async fn starts(server: &support::Server, flow: &str, prefix: &str) -> (f64, f64) {
-    let url = server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env));
-    let counter = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (client, url, secret, counter, prefix) = (
-            server.client.clone(),
-            url.clone(),
-            server.admin_secret.clone(),
-            counter.clone(),
-            prefix.to_owned(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while started.elapsed() < RUN {
-                let n = counter.fetch_add(1, Ordering::Relaxed);
-                let sent = Instant::now();
-                let response = client
-                    .post(&url)
-                    .bearer_auth(&secret)
-                    .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("{prefix}{n}")]}}]}))
-                    .send()
-                    .await
-                    .expect("start");
-                assert!(response.status().is_success(), "{}", response.status());
-                response.bytes().await.expect("body");
-                latencies.push(sent.elapsed());
-            }
-            latencies
-        }));
-    }
-    let (rps, _, p99) = common::closed_loop_figures(started, tasks).await;
-    (rps, p99)
-}
-
-/// Waits until the engine has run every invocation recorded (`workbench_invocations_pending`
-/// at 0), so that a `/start` figure is not paying for the one before.
-async fn drained(server: &support::Server) {
-    let started = Instant::now();
-    while common::metric(server, "workbench_invocations_pending").await != Some(0.0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "the engine did not drain"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Opens user `u`'s stream over plain TCP and reads it until `stop`: each `card-published`
@@ -208,8 +158,8 @@ async fn run(db: TestDatabase, backend: &str) {
     let holder = replica.as_ref().unwrap_or(&server);
     let flow = common::published_flow(&server).await;
 
-    let (without, p99_without) = starts(&server, &flow, "before").await;
-    drained(&server).await;
+    let (without, p99_without) = common::starts(&server, &flow, "before").await;
+    common::drained(&server).await;
     println!("  POST /start, no stream open, {CLIENTS} clients: {without:>7.0} req/s  p99 {p99_without:.2} ms");
 
     let rss_before = holder.rss_bytes();
@@ -322,9 +272,9 @@ async fn run(db: TestDatabase, backend: &str) {
         && wrong == 0;
     println!("  ledger: {}", if ledger { "closed" } else { "VOID" });
     let rss_after = holder.rss_bytes();
-    drained(&server).await;
-    let (with, p99_with) = starts(&server, &flow, "after").await;
-    drained(&server).await;
+    common::drained(&server).await;
+    let (with, p99_with) = common::starts(&server, &flow, "after").await;
+    common::drained(&server).await;
     // And once more without the streams, for the drift of the machine and the database.
     for reader in readers.drain(..) {
         reader.abort();
@@ -336,7 +286,7 @@ async fn run(db: TestDatabase, backend: &str) {
     {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (again, p99_again) = starts(&server, &flow, "again").await;
+    let (again, p99_again) = common::starts(&server, &flow, "again").await;
     println!("  POST /start, the streams closed again, {CLIENTS} clients: {again:>7.0} req/s  p99 {p99_again:.2} ms");
     println!(
         "  with the streams open: {:.1}% of the mean of the figures without",

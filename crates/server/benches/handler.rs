@@ -18,7 +18,6 @@ mod common;
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use adapters_diesel::testing::{raw_texts, TestDatabase};
@@ -193,14 +192,7 @@ async fn main() {
 
     // The ledger.
     assert_eq!(start.failed, 0, "/start failed requests");
-    let drained = Instant::now();
-    while common::metric(&server, "workbench_invocations_pending").await != Some(0.0) {
-        assert!(
-            drained.elapsed() < Duration::from_secs(600),
-            "the engine did not drain"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::drained(&server).await;
     let url = server.database_url();
     let (invocations, cards) = (count(url, "invocations"), count(url, "card_instances"));
     println!(

@@ -16,15 +16,9 @@ mod common;
 #[path = "../../../tests/blackbox/support.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use adapters_diesel::testing::TestDatabase;
-use common::RUN;
-use serde_json::json;
-
-const CLIENTS: usize = 32;
 
 /// `VmRSS`, `RssAnon` and `RssFile` of a process, in KiB.
 fn memory(pid: u32) -> [u64; 3] {
@@ -48,40 +42,6 @@ fn show([rss, anon, file]: [u64; 3]) -> String {
     )
 }
 
-/// Closed loop of `POST /start` for [`RUN`], one new user per request: the answers counted.
-async fn starts(server: &support::Server, flow: &str) -> u64 {
-    let url = server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env));
-    let counter = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (client, url, secret, counter) = (
-            server.client.clone(),
-            url.clone(),
-            server.admin_secret.clone(),
-            counter.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            while started.elapsed() < RUN {
-                let n = counter.fetch_add(1, Ordering::Relaxed);
-                let response = client
-                    .post(&url)
-                    .bearer_auth(&secret)
-                    .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("idle{n}")]}}]}))
-                    .send()
-                    .await
-                    .expect("start");
-                assert!(response.status().is_success(), "{}", response.status());
-                response.bytes().await.expect("body");
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("join");
-    }
-    counter.load(Ordering::Relaxed)
-}
-
 async fn round(db: TestDatabase) {
     // The service's own pool size, not the tests' smaller one.
     let server = support::Server::start_with(
@@ -95,19 +55,12 @@ async fn round(db: TestDatabase) {
     tokio::time::sleep(Duration::from_secs(10)).await;
     let idle = memory(server.pid());
     let flow = common::published_flow(&server).await;
-    let sent = starts(&server, &flow).await;
-    let drained = Instant::now();
-    while common::metric(&server, "workbench_invocations_pending").await != Some(0.0) {
-        assert!(
-            drained.elapsed() < Duration::from_secs(600),
-            "the engine did not drain"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (rate, _) = common::starts(&server, &flow, "idle").await;
+    common::drained(&server).await;
     tokio::time::sleep(Duration::from_secs(15)).await;
     let used = memory(server.pid());
     println!(
-        "  idle after start: {}; after {sent} /start and 15 s idle: {}",
+        "  idle after start: {}; after 10 s of /start at {rate:.0} req/s and 15 s idle: {}",
         show(idle),
         show(used)
     );

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -149,4 +150,57 @@ pub async fn metric(server: &crate::support::Server, name: &str) -> Option<f64> 
     text.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits until the engine has run every invocation recorded (`workbench_invocations_pending`
+/// at 0), so that a `/start` figure is not paying for the one before.
+pub async fn drained(server: &crate::support::Server) {
+    let started = Instant::now();
+    while metric(server, "workbench_invocations_pending").await != Some(0.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the engine did not drain"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Clients of [`starts`].
+pub const STARTS_CLIENTS: usize = 32;
+
+/// Closed loop of `POST /start`, one new user per request: (requests/s, p99 ms).
+pub async fn starts(server: &crate::support::Server, flow: &str, prefix: &str) -> (f64, f64) {
+    let url = server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env));
+    let counter = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..STARTS_CLIENTS {
+        let (client, url, secret, counter, prefix) = (
+            server.client.clone(),
+            url.clone(),
+            server.admin_secret.clone(),
+            counter.clone(),
+            prefix.to_owned(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while started.elapsed() < RUN {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                let sent = Instant::now();
+                let response = client
+                    .post(&url)
+                    .bearer_auth(&secret)
+                    .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("{prefix}{n}")]}}]}))
+                    .send()
+                    .await
+                    .expect("start");
+                assert!(response.status().is_success(), "{}", response.status());
+                response.bytes().await.expect("body");
+                latencies.push(sent.elapsed());
+            }
+            latencies
+        }));
+    }
+    let (rps, _, p99) = closed_loop_figures(started, tasks).await;
+    (rps, p99)
 }
