@@ -27,19 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use adapters_diesel::testing::TestDatabase;
-use common::{pct, RUN};
+use common::{pct, setting, RUN};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use common::STARTS_CLIENTS as CLIENTS;
-
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// When each user's triggers were sent, oldest first.
 type Sent = Arc<Mutex<HashMap<u64, VecDeque<Instant>>>>;

@@ -68,10 +68,7 @@ async fn round(db: TestDatabase) {
 
 #[tokio::main]
 async fn main() {
-    let rounds = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds = common::setting("BENCH_ROUNDS", 3);
     let only = std::env::var("BENCH_BACKEND").ok();
     if only.as_deref() != Some("postgres") {
         println!("SQLite:");

@@ -81,11 +81,7 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let admin = server.admin_secret.clone();
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;
-    let processes: usize = std::env::var("BENCH_PROCESSES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-        .clamp(1, 2);
+    let processes = common::setting("BENCH_PROCESSES", 1).clamp(1, 2);
     let replica = (processes > 1).then(|| server.replica(&[]));
     if replica.is_some() {
         println!("  two processes on one database, requests alternating");

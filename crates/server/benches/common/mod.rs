@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 
 pub const RUN: Duration = Duration::from_secs(10);
 
+/// The whole number in the environment variable `name`, or `default` when it is unset or not
+/// one.
+pub fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn config() -> Value {
     json!({
         "type": "card", "initialSteps": ["s1"],
