@@ -1265,7 +1265,7 @@ fn check_request(body: &Value, parsed: &request::TriggerRequest) -> Result<(), T
         }
         let fingerprint = workbench_domain::trigger::fingerprint(element);
         prop_assert!(
-            fingerprint.len() == 64
+            fingerprint.len() == 32
                 && fingerprint
                     .bytes()
                     .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),

@@ -40,7 +40,8 @@ crate::spelling::spelled!(Mode {
 });
 
 /// The fingerprint of what an invocation asked for: SHA-256 of the canonical JSON of its
-/// target and payload (object keys sorted, so key order does not matter). The flow and the
+/// target and payload (object keys sorted, so key order does not matter), its first 128 bits
+/// in hex (stored with every invocation; the whole hash was 32 bytes more of each, issue 27). The flow and the
 /// mode are kept beside it: a reused id with another flow or mode is a different kind of
 /// mismatch (422) than one with another target or payload (409).
 pub fn fingerprint(element: &FlowElement) -> String {
@@ -64,8 +65,11 @@ pub fn fingerprint_of(target: &str, payload: &str) -> String {
     hash.update(b",\"target\":");
     hash.update(target.as_bytes());
     hash.update(b"}");
-    crate::secret::hex(&hash.finalize())
+    crate::secret::hex(&hash.finalize()[..FINGERPRINT_BYTES])
 }
+
+/// Bytes of the hash a fingerprint keeps.
+const FINGERPRINT_BYTES: usize = 16;
 
 #[cfg(test)]
 pub(crate) mod tests;

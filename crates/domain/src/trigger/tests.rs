@@ -468,8 +468,9 @@ fn fingerprints_ignore_key_order_but_not_content() {
     assert_eq!(fingerprint(&a.flows[0]), fingerprint(&b.flows[0]));
     assert_ne!(fingerprint(&a.flows[0]), fingerprint(&c.flows[0]));
     assert_eq!(fingerprint(&empty.flows[0]), fingerprint(&absent.flows[0]));
-    assert_eq!(fingerprint(&a.flows[0]).len(), 64);
-    // Stored with each invocation: the SHA-256 of the text of both as one JSON object.
+    assert_eq!(fingerprint(&a.flows[0]).len(), 32);
+    // Stored with each invocation: the first 128 bits of the SHA-256 of the text of both as
+    // one JSON object.
     let stored_as = |e: &FlowElement| {
         use sha2::{Digest, Sha256};
         let payload = match &e.raw_payload {
@@ -477,7 +478,7 @@ fn fingerprints_ignore_key_order_but_not_content() {
             p => p.clone(),
         };
         let text = json!({"target": e.raw_target, "payload": payload}).to_string();
-        Sha256::digest(text.as_bytes())
+        Sha256::digest(text.as_bytes())[..16]
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
@@ -1431,4 +1432,40 @@ mod lists {
         assert_eq!(last.items.len(), 1);
         assert_eq!(last.next_after, None);
     }
+}
+
+#[test]
+fn a_fingerprint_keeps_128_bits_and_a_whole_hash_recorded_before_still_replays() {
+    use crate::trigger::idempotency::{decide, Reuse, RunKey};
+    use sha2::{Digest, Sha256};
+
+    let print = fingerprint_of(r#"{"targetUserIds":["u1"]}"#, "null");
+    assert_eq!(print.len(), 32);
+    // The whole hash, as invocations recorded before kept it.
+    let whole = crate::secret::hex(&Sha256::digest(
+        br#"{"payload":{},"target":{"targetUserIds":["u1"]}}"#,
+    ));
+    assert!(whole.starts_with(&print));
+    let asked = RunKey {
+        flow_id: "flw_1",
+        mode: Mode::Live,
+        fingerprint: &print,
+    };
+    let legacy = RunKey {
+        fingerprint: &whole,
+        ..asked
+    };
+    assert_eq!(decide(&asked, Some(&legacy)), Reuse::Replay);
+    // Another request is not taken for it because the lengths differ.
+    let other = fingerprint_of(r#"{"targetUserIds":["u2"]}"#, "null");
+    let asked_other = RunKey {
+        fingerprint: &other,
+        ..asked
+    };
+    assert_eq!(decide(&asked_other, Some(&legacy)), Reuse::Conflict);
+    let truncated = RunKey {
+        fingerprint: &whole[..40],
+        ..asked
+    };
+    assert_eq!(decide(&asked, Some(&truncated)), Reuse::Conflict);
 }
