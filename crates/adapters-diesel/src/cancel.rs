@@ -10,6 +10,7 @@ use domain::page::After;
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
+use crate::millis::At;
 use std::collections::HashMap;
 
 use domain::trigger::BatchResult;
@@ -159,7 +160,7 @@ macro_rules! matching_cards {
             .filter(card_instances::environment_id.eq(t.environment_id.clone()))
             .filter(card_instances::flow_id.eq(t.flow_id.clone()))
             .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
-            .filter(card_instances::created.le(t.created.naive_utc()))
+            .filter(card_instances::created.le(At(t.created.naive_utc())))
             .into_boxed();
         if let Some(user) = &t.filter.end_user_id {
             q = q.filter(card_instances::user_id.eq(user.clone()));
@@ -342,10 +343,10 @@ impl CancelRepository for DieselCancelRepository {
                 macro_rules! upto {
                     () => {
                         matching_cards!(&t)
-                            .filter(card_instances::created.le(last_created))
+                            .filter(card_instances::created.le(At(last_created)))
                             .filter(
                                 card_instances::created
-                                    .lt(last_created)
+                                    .lt(At(last_created))
                                     .or(card_instances::flow_instance_id.le(last_instance.clone())),
                             )
                     };
@@ -396,7 +397,7 @@ impl CancelRepository for DieselCancelRepository {
                         .set((
                             card_instances::instance_status.eq(InstanceStatus::Cancelled.as_str()),
                             card_instances::status.eq(CardStatus::Cancelled.as_str()),
-                            card_instances::updated.eq(at),
+                            card_instances::updated.eq(At(at)),
                         ))
                         .execute(conn)?;
                 }

@@ -6,6 +6,7 @@ use domain::card::{AnalyticsEvent, CardInstance, CardRepository, CardStatus, Tra
 use domain::{StorageError, Timestamp};
 
 use crate::db::Database;
+use crate::millis::At;
 use crate::rows::*;
 use crate::schema::{analytics_events, card_instances};
 use crate::writes::*;
@@ -87,7 +88,7 @@ impl CardRepository for DieselCardRepository {
                     .filter(
                         card_instances::status
                             .eq(CardStatus::Embargoed.as_str())
-                            .and(card_instances::embargo_until.le(now)),
+                            .and(card_instances::embargo_until.le(At(now))),
                     )
                     .limit(limit)
                     .select(CardRow::as_select())
@@ -97,7 +98,7 @@ impl CardRepository for DieselCardRepository {
                         .filter(
                             card_instances::status
                                 .eq(CardStatus::Snoozed.as_str())
-                                .and(card_instances::snoozed_until.le(now)),
+                                .and(card_instances::snoozed_until.le(At(now))),
                         )
                         .limit(limit)
                         .select(CardRow::as_select())
@@ -113,7 +114,7 @@ impl CardRepository for DieselCardRepository {
                             .filter(
                                 card_instances::status
                                     .eq(status.as_str())
-                                    .and(card_instances::expires_at.le(now)),
+                                    .and(card_instances::expires_at.le(At(now))),
                             )
                             .limit(limit)
                             .select(CardRow::as_select())
@@ -146,9 +147,10 @@ impl CardRepository for DieselCardRepository {
                     )
                     .set((
                         card_instances::status.eq(c.status.as_str()),
-                        card_instances::snoozed_until.eq(c.snoozed_until.map(|x| x.naive_utc())),
-                        card_instances::published_at.eq(c.published_at.map(|x| x.naive_utc())),
-                        card_instances::updated.eq(c.updated.naive_utc()),
+                        card_instances::snoozed_until
+                            .eq(c.snoozed_until.map(|x| At(x.naive_utc()))),
+                        card_instances::published_at.eq(c.published_at.map(|x| At(x.naive_utc()))),
+                        card_instances::updated.eq(At(c.updated.naive_utc())),
                     ))
                     .execute(conn)?;
                     if changed == 1 {

@@ -11,10 +11,11 @@
 //! [`column_insert!`] builds one from rows whose fields are named as their columns,
 //! so that the names and the arrays cannot come apart.
 
-use chrono::NaiveDateTime;
 use diesel::pg::{Pg, PgConnection};
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Bool, Integer, Nullable, Text, Timestamp};
+use diesel::sql_types::{Array, BigInt, Bool, Integer, Nullable, Text};
+
+use crate::millis::{At, Millis};
 use diesel::{QueryResult, RunQueryDsl};
 
 /// One column's values, row by row.
@@ -25,8 +26,8 @@ pub(crate) enum Column {
     Int(Vec<i32>),
     BigInt(Vec<i64>),
     Bool(Vec<bool>),
-    Time(Vec<NaiveDateTime>),
-    OptTime(Vec<Option<NaiveDateTime>>),
+    Time(Vec<At>),
+    OptTime(Vec<Option<At>>),
 }
 
 /// An insert of rows as arrays of columns, built apart from its execution (on the recorder's
@@ -100,8 +101,8 @@ impl QueryFragment<Pg> for ColumnInsert {
                 Column::Int(v) => out.push_bind_param::<Array<Integer>, _>(v)?,
                 Column::BigInt(v) => out.push_bind_param::<Array<BigInt>, _>(v)?,
                 Column::Bool(v) => out.push_bind_param::<Array<Bool>, _>(v)?,
-                Column::Time(v) => out.push_bind_param::<Array<Timestamp>, _>(v)?,
-                Column::OptTime(v) => out.push_bind_param::<Array<Nullable<Timestamp>>, _>(v)?,
+                Column::Time(v) => out.push_bind_param::<Array<Millis>, _>(v)?,
+                Column::OptTime(v) => out.push_bind_param::<Array<Nullable<Millis>>, _>(v)?,
             }
         }
         out.push_sql(")");

@@ -22,6 +22,7 @@ use domain::id::EventId;
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, DatabaseUrl, Failure};
+use crate::millis::At;
 use crate::schema::{analytics_events, card_instances};
 
 /// The PostgreSQL notification channel of the feed's changes.
@@ -232,7 +233,7 @@ impl FeedRepository for DieselFeedRepository {
         limit: u32,
     ) -> Result<Vec<EventHead>, StorageError> {
         let (env, user) = (environment_id.to_owned(), user_id.to_owned());
-        let since = since.naive_utc();
+        let since = At(since.naive_utc());
         self.db
             .run(move |conn| {
                 let mut query = analytics_events::table
@@ -253,7 +254,7 @@ impl FeedRepository for DieselFeedRepository {
                     ))
                     .into_boxed();
                 if let Some((at, id)) = after {
-                    let at = at.naive_utc();
+                    let at = At(at.naive_utc());
                     query = query.filter(
                         analytics_events::created
                             .gt(at)

@@ -1,7 +1,7 @@
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use diesel::sql_types::{BigInt, Nullable, Timestamp};
+use diesel::sql_types::{BigInt, Nullable};
 use diesel::RunQueryDsl;
 use domain::health::{Backlog, Pool, Queue};
 use domain::push::PushJobStatus;
@@ -78,7 +78,8 @@ static PUSH_JOBS: LazyLock<String> = LazyLock::new(|| {
 struct Waiting {
     #[diesel(sql_type = BigInt)]
     pending: i64,
-    #[diesel(sql_type = Nullable<Timestamp>)]
+    /// `Millis` reads the invocations' integer instants and the other queues' text ones alike.
+    #[diesel(sql_type = Nullable<crate::millis::Millis>)]
     oldest: Option<chrono::NaiveDateTime>,
 }
 

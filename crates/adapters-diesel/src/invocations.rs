@@ -14,6 +14,7 @@ use domain::{StorageError, Timestamp};
 use crate::cancel::apply_cancels;
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::write_number;
+use crate::millis::At;
 use crate::page::after;
 use crate::recorder::*;
 use crate::rows::*;
@@ -135,7 +136,8 @@ impl InvocationRepository for DieselInvocationRepository {
         let rows = self
             .db
             .run(move |conn| {
-                // Read through `invocations_flow` (environment, flow, created, id), backwards.
+                // Read through `invocations_flow` backwards: (flow, created, id) on SQLite, with the
+                // environment first on PostgreSQL.
                 let mut query = invocations::table
                     .filter(invocations::environment_id.eq(env))
                     .filter(invocations::flow_id.eq(flow))
@@ -149,7 +151,7 @@ impl InvocationRepository for DieselInvocationRepository {
                 if let Some(mode) = filter.mode {
                     query = query.filter(invocations::mode.eq(mode_text(mode)));
                 }
-                let query = after!(query, invocations::created, invocations::id, after);
+                let query = after!(query, invocations::created, invocations::id, after, At);
                 Ok(query.load(conn)?)
             })
             .await?;
@@ -171,7 +173,7 @@ impl InvocationRepository for DieselInvocationRepository {
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<Vec<Invocation>, StorageError> {
-        let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
+        let (now, lease) = (At(now.naive_utc()), At(lease_until.naive_utc()));
         let rows =
             self.db
                 .claim_transaction(move |conn| {
@@ -354,8 +356,8 @@ pub(crate) fn progress(
             diesel::dsl::Add<invocations::cards_created, i64>,
         >,
         diesel::dsl::Eq<invocations::errors, String>,
-        diesel::dsl::Eq<invocations::lease_until, Option<NaiveDateTime>>,
-        diesel::dsl::Eq<invocations::updated, NaiveDateTime>,
+        diesel::dsl::Eq<invocations::lease_until, Option<At>>,
+        diesel::dsl::Eq<invocations::updated, At>,
     ),
     Failure,
 > {
@@ -371,8 +373,8 @@ pub(crate) fn progress(
         invocations::errors.eq(errors_text(batch)),
         // The claim ends with the batch (the next one may be claimed at once), unless the
         // worker goes on with the next one itself.
-        invocations::lease_until.eq(batch.lease_until.map(|t| t.naive_utc())),
-        invocations::updated.eq(batch.updated.naive_utc()),
+        invocations::lease_until.eq(batch.lease_until.map(|t| At(t.naive_utc()))),
+        invocations::updated.eq(At(batch.updated.naive_utc())),
     ))
 }
 
@@ -455,7 +457,7 @@ mod tests {
             .iter()
             .zip(["invocations_pending", "invocations_running"])
         {
-            let query = invocations_due!(status.as_str(), now, 10);
+            let query = invocations_due!(status.as_str(), At(now), 10);
             let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
             let sql = sql.split(" -- binds").next().unwrap_or_default();
             let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))

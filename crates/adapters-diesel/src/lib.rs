@@ -24,6 +24,7 @@ mod flows;
 mod folders;
 mod health;
 mod invocations;
+mod millis;
 mod packed;
 mod page;
 mod prune;

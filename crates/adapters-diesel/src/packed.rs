@@ -31,7 +31,7 @@ use std::sync::{Arc, LazyLock};
 
 use chrono::NaiveDateTime;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 use diesel::sqlite::{Sqlite, SqliteConnection};
 use diesel::{QueryResult, RunQueryDsl};
 use domain::card::{AnalyticsEvent, CardInstance};
@@ -39,6 +39,7 @@ use domain::StorageError;
 use serde_json::Value;
 
 use crate::error::write_number;
+use crate::millis::{millis, At, Millis};
 use crate::rows::InvocationRow;
 
 /// Rows per statement: the packed ids of 1,000 cards are ~70 KB of JSON.
@@ -100,8 +101,8 @@ impl QueryFragment<Sqlite> for Statement {
                 Bind::Int(v) => out.push_bind_param::<Integer, _>(v)?,
                 Bind::BigInt(v) => out.push_bind_param::<BigInt, _>(v)?,
                 Bind::Bool(v) => out.push_bind_param::<Bool, _>(v)?,
-                Bind::Time(v) => out.push_bind_param::<Timestamp, _>(v)?,
-                Bind::OptTime(v) => out.push_bind_param::<Nullable<Timestamp>, _>(v)?,
+                Bind::Time(v) => out.push_bind_param::<Millis, _>(v)?,
+                Bind::OptTime(v) => out.push_bind_param::<Nullable<Millis>, _>(v)?,
             }
             out.push_sql(piece);
         }
@@ -159,10 +160,6 @@ fn naive(t: Option<domain::Timestamp>) -> Option<NaiveDateTime> {
     t.map(|t| t.naive_utc())
 }
 
-/// diesel's own text for a time on SQLite, so that packed and bound times are the same text
-/// (SQLite compares times as text).
-const SQLITE_TIME: &str = "%F %T%.f";
-
 /// Invocations sharing all but their id, fingerprint, target, payload and times: the new
 /// invocations of one recording (each `/start` call has its own time).
 fn same_invocation(a: &&InvocationRow, b: &&InvocationRow) -> bool {
@@ -188,27 +185,14 @@ const INVOCATION_INSERT: &str = "INSERT INTO invocations \
       cards_created, errors, cursor, lease_until, attempts) \
      SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
       json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
-      json_extract(value, '$[4]'), json_extract(value, '$[5]'), \
+      CAST(json_extract(value, '$[4]') AS INTEGER), CAST(json_extract(value, '$[5]') AS INTEGER), \
       ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
      FROM jsonb_each(?) WHERE true \
      ON CONFLICT (environment_id, id) DO NOTHING";
 
-/// Timestamps as diesel writes them to SQLite, the last one kept: the invocations of one
-/// recording are mostly of one time (formatting each was a sixth of the packing thread).
-#[derive(Default)]
-struct TimeText(Option<(NaiveDateTime, String)>);
-
-impl TimeText {
-    fn of(&mut self, t: NaiveDateTime) -> String {
-        match &self.0 {
-            Some((at, text)) if *at == t => text.clone(),
-            _ => {
-                let text = t.format(SQLITE_TIME).to_string();
-                self.0 = Some((t, text.clone()));
-                text
-            }
-        }
-    }
+/// An instant packed as text: its milliseconds ([`crate::millis`]), which the insert casts.
+fn millis_text(t: At) -> String {
+    millis(t.0).to_string()
 }
 
 /// The inserts of the runs of `rows` worth packing, each id inserted only when it is new in
@@ -227,15 +211,14 @@ pub(crate) fn invocations(rows: &[InvocationRow]) -> (Vec<Statement>, Vec<usize>
         }
         at += run.len();
         let first = run[0];
-        let mut times = TimeText::default();
         let packed = pack(run.iter().map(|i| {
             [
                 Cow::Borrowed(i.id.as_str()),
                 Cow::Borrowed(i.fingerprint.as_str()),
                 Cow::Borrowed(i.target.as_str()),
                 Cow::Borrowed(i.payload.as_str()),
-                Cow::Owned(times.of(i.created)),
-                Cow::Owned(times.of(i.updated)),
+                Cow::Owned(millis_text(i.created)),
+                Cow::Owned(millis_text(i.updated)),
             ]
         }));
         statements.push(Statement::new(
@@ -252,7 +235,7 @@ pub(crate) fn invocations(rows: &[InvocationRow]) -> (Vec<Statement>, Vec<usize>
                 Bind::BigInt(first.cards_created),
                 Bind::Text(first.errors.clone()),
                 Bind::OptText(first.cursor.clone()),
-                Bind::OptTime(first.lease_until),
+                Bind::OptTime(first.lease_until.map(|t| t.0)),
                 Bind::Int(first.attempts),
                 Bind::Text(packed),
             ],

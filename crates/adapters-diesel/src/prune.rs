@@ -9,6 +9,8 @@
 //! Final invocations, whose ids a caller may choose, are found through the partial index
 //! `invocations_ended`.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
@@ -21,9 +23,10 @@ use domain::webhook::DeliveryStatus;
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Backend, Database, Failure};
+use crate::millis::At;
 use crate::schema::{
     access_tokens, analytics_events, bulk_rows, bulk_tasks, card_instances, invocations, leases,
-    push_jobs, webhook_attempts, webhook_deliveries,
+    push_jobs, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
 
 /// The one lease of pruning.
@@ -136,7 +139,7 @@ fn prune_cards(
         .filter(card_instances::id.lt(id_bound("crd", cutoff)))
         .filter(card_instances::id.gt(after))
         .filter(card_instances::status.eq_any(closed_cards()))
-        .filter(card_instances::updated.lt(cutoff))
+        .filter(card_instances::updated.lt(At(cutoff)))
         .order(card_instances::id)
         .limit(i64::try_from(limit).unwrap_or(i64::MAX))
         .select((card_instances::id, card_instances::environment_id))
@@ -200,6 +203,80 @@ fn delete_ids(
     Ok(n)
 }
 
+/// The attempt log past `cutoff`, one subscription at a time: SQLite's table is keyed by
+/// (subscription, id) alone (migration `20261126000061_attempts_by_subscription`), so each
+/// read and delete names the subscription. The cursor is `"{subscription} {attempt}"`; ids
+/// hold no space.
+fn prune_attempts(
+    conn: &mut AnyConnection,
+    cutoff: NaiveDateTime,
+    after: &str,
+    limit: usize,
+    dry_run: bool,
+) -> Result<PruneBatch, Failure> {
+    let (sub_after, id_after) = after.split_once(' ').unwrap_or(("", ""));
+    let subscriptions: Vec<String> = webhook_subscriptions::table
+        .filter(webhook_subscriptions::id.ge(sub_after))
+        .order(webhook_subscriptions::id)
+        .select(webhook_subscriptions::id)
+        .load(conn)?;
+    let bound = id_bound("wha", cutoff);
+    // (subscription, attempt, delivery).
+    let mut found: Vec<(String, String, Option<String>)> = Vec::new();
+    for sub in subscriptions {
+        let left = limit.saturating_sub(found.len());
+        if left == 0 {
+            break;
+        }
+        let from = if sub == sub_after { id_after } else { "" };
+        let rows: Vec<(String, Option<String>)> = webhook_attempts::table
+            .filter(webhook_attempts::subscription_id.eq(&sub))
+            .filter(webhook_attempts::id.gt(from))
+            .filter(webhook_attempts::id.lt(&bound))
+            .filter(webhook_attempts::created.lt(At(cutoff)))
+            .order(webhook_attempts::id)
+            .limit(i64::try_from(left).unwrap_or(i64::MAX))
+            .select((webhook_attempts::id, webhook_attempts::delivery_id))
+            .load(conn)?;
+        found.extend(rows.into_iter().map(|(id, d)| (sub.clone(), id, d)));
+    }
+    let next = (found.len() >= limit)
+        .then(|| found.last().map(|(sub, id, _)| format!("{sub} {id}")))
+        .flatten();
+    // The log of a delivery still being retried stays with it.
+    let deliveries: Vec<String> = found.iter().filter_map(|(_, _, d)| d.clone()).collect();
+    let mut live = std::collections::HashSet::new();
+    for chunk in deliveries.chunks(CHUNK) {
+        let pending: Vec<String> = webhook_deliveries::table
+            .filter(webhook_deliveries::id.eq_any(chunk))
+            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
+            .select(webhook_deliveries::id)
+            .load(conn)?;
+        live.extend(pending);
+    }
+    let mut gone: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (sub, id, delivery) in found {
+        if delivery.as_ref().is_none_or(|d| !live.contains(d)) {
+            gone.entry(sub).or_default().push(id);
+        }
+    }
+    let mut n = 0;
+    for (sub, ids) in &gone {
+        n += delete_ids(conn, ids, dry_run, |c, chunk| {
+            diesel::delete(
+                webhook_attempts::table
+                    .filter(webhook_attempts::subscription_id.eq(sub))
+                    .filter(webhook_attempts::id.eq_any(chunk)),
+            )
+            .execute(c)
+        })?;
+    }
+    Ok(PruneBatch {
+        removed: vec![(PruneKind::Attempts, n)],
+        next,
+    })
+}
+
 fn prune(
     conn: &mut AnyConnection,
     kind: PruneKind,
@@ -220,7 +297,7 @@ fn prune(
             let ids: Vec<String> = analytics_events::table
                 .filter(analytics_events::id.lt(id_bound("evt", cutoff)))
                 .filter(analytics_events::id.gt(&after))
-                .filter(analytics_events::created.lt(cutoff))
+                .filter(analytics_events::created.lt(At(cutoff)))
                 .order(analytics_events::id)
                 .limit(rows)
                 .select(analytics_events::id)
@@ -253,39 +330,7 @@ fn prune(
             })?;
             Ok(one(n, next))
         }
-        PruneKind::Attempts => {
-            let found: Vec<(String, Option<String>)> = webhook_attempts::table
-                .filter(webhook_attempts::id.lt(id_bound("wha", cutoff)))
-                .filter(webhook_attempts::id.gt(&after))
-                .filter(webhook_attempts::created.lt(cutoff))
-                .order(webhook_attempts::id)
-                .limit(rows)
-                .select((webhook_attempts::id, webhook_attempts::delivery_id))
-                .load(conn)?;
-            let ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
-            let next = next_of(&ids, limit);
-            // The log of a delivery still being retried stays with it.
-            let deliveries: Vec<String> = found.iter().filter_map(|(_, d)| d.clone()).collect();
-            let mut live = std::collections::HashSet::new();
-            for chunk in deliveries.chunks(CHUNK) {
-                let pending: Vec<String> = webhook_deliveries::table
-                    .filter(webhook_deliveries::id.eq_any(chunk))
-                    .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
-                    .select(webhook_deliveries::id)
-                    .load(conn)?;
-                live.extend(pending);
-            }
-            let gone: Vec<String> = found
-                .into_iter()
-                .filter(|(_, d)| d.as_ref().is_none_or(|d| !live.contains(d)))
-                .map(|(id, _)| id)
-                .collect();
-            let n = delete_ids(conn, &gone, dry_run, |c, chunk| {
-                diesel::delete(webhook_attempts::table.filter(webhook_attempts::id.eq_any(chunk)))
-                    .execute(c)
-            })?;
-            Ok(one(n, next))
-        }
+        PruneKind::Attempts => prune_attempts(conn, cutoff, &after, limit, dry_run),
         PruneKind::PushJobs => {
             let ids: Vec<String> = push_jobs::table
                 .filter(push_jobs::id.lt(id_bound("psh", cutoff)))
@@ -307,14 +352,14 @@ fn prune(
             if dry_run {
                 let n: i64 = invocations::table
                     .filter(ended())
-                    .filter(invocations::updated.lt(cutoff))
+                    .filter(invocations::updated.lt(At(cutoff)))
                     .count()
                     .get_result(conn)?;
                 return Ok(one(u64::try_from(n).unwrap_or(0), None));
             }
             let found: Vec<(String, String)> = invocations::table
                 .filter(ended())
-                .filter(invocations::updated.lt(cutoff))
+                .filter(invocations::updated.lt(At(cutoff)))
                 .order(invocations::updated)
                 .limit(rows)
                 .select((invocations::environment_id, invocations::id))

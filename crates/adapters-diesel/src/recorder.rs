@@ -10,6 +10,7 @@ use domain::StorageError;
 use crate::cancel::{apply_markers, markers_for, Known};
 use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::error::write_number;
+use crate::millis::At;
 use crate::rows::*;
 use crate::schema::invocations;
 use crate::totals::{Ended, Totals};
@@ -299,7 +300,7 @@ impl NewWrites {
                     )?;
                     row.errors = errors_text(run);
                     row.cursor = run.cursor.clone();
-                    row.updated = run.updated.naive_utc();
+                    row.updated = At::of(run.updated);
                 }
                 Ok(row)
             })

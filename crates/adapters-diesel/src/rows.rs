@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::NaiveDateTime;
 use diesel::prelude::*;
 #[cfg(test)]
 use domain::card::card_event;
@@ -18,6 +17,7 @@ use serde_json::Value;
 use crate::columns::{column_insert, ColumnInsert};
 use crate::db::{AnyConnection, Failure};
 use crate::error::{corrupt, read_number, write_number};
+use crate::millis::At;
 use crate::schema::{analytics_events, card_instances, invocations};
 
 /// Rows per multi-row INSERT: well under SQLite's 32,766 bound parameters for every table.
@@ -41,10 +41,10 @@ pub(crate) struct InvocationRow {
     pub(crate) cards_created: i64,
     pub(crate) errors: String,
     pub(crate) cursor: Option<String>,
-    pub(crate) lease_until: Option<NaiveDateTime>,
+    pub(crate) lease_until: Option<At>,
     pub(crate) attempts: i32,
-    pub(crate) created: NaiveDateTime,
-    pub(crate) updated: NaiveDateTime,
+    pub(crate) created: At,
+    pub(crate) updated: At,
 }
 
 /// A card as stored. Its flow instance's status (`instance_status`) is not part of the card:
@@ -68,12 +68,12 @@ pub(crate) struct CardRow {
     platforms: String,
     content: String,
     context: String,
-    embargo_until: Option<NaiveDateTime>,
-    expires_at: Option<NaiveDateTime>,
-    snoozed_until: Option<NaiveDateTime>,
-    published_at: Option<NaiveDateTime>,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
+    embargo_until: Option<At>,
+    expires_at: Option<At>,
+    snoozed_until: Option<At>,
+    published_at: Option<At>,
+    created: At,
+    updated: At,
 }
 
 /// An event as stored: its change. The card supplies the rest of its payload.
@@ -87,8 +87,8 @@ pub(crate) struct EventRow {
     status: String,
     previous_status: Option<String>,
     submitted: Option<String>,
-    published_at: Option<NaiveDateTime>,
-    created: NaiveDateTime,
+    published_at: Option<At>,
+    created: At,
 }
 
 pub(crate) fn json(text: &str, what: &str) -> Result<Value, StorageError> {
@@ -120,8 +120,8 @@ impl InvocationRow {
             cursor: i.cursor.clone(),
             lease_until: None,
             attempts: 0,
-            created: i.created.naive_utc(),
-            updated: i.updated.naive_utc(),
+            created: At::of(i.created),
+            updated: At::of(i.updated),
         })
     }
 
@@ -144,8 +144,8 @@ impl InvocationRow {
             users_targeted: read_number("invocation users targeted", self.users_targeted)?,
             cards_created: read_number("invocation cards created", self.cards_created)?,
             cursor: self.cursor,
-            created: self.created.and_utc(),
-            updated: self.updated.and_utc(),
+            created: self.created.utc(),
+            updated: self.updated.utc(),
         })
     }
 }
@@ -170,12 +170,12 @@ pub(crate) fn card_row(c: &CardInstance) -> Result<CardRow, StorageError> {
         platforms: serde_json::to_string(&c.platforms).unwrap_or_else(|_| "[]".into()),
         content: c.content.text().to_owned(),
         context: c.context.text().to_owned(),
-        embargo_until: c.embargo_until.map(|t| t.naive_utc()),
-        expires_at: c.expires_at.map(|t| t.naive_utc()),
-        snoozed_until: c.snoozed_until.map(|t| t.naive_utc()),
-        published_at: c.published_at.map(|t| t.naive_utc()),
-        created: c.created.naive_utc(),
-        updated: c.updated.naive_utc(),
+        embargo_until: c.embargo_until.map(At::of),
+        expires_at: c.expires_at.map(At::of),
+        snoozed_until: c.snoozed_until.map(At::of),
+        published_at: c.published_at.map(At::of),
+        created: At::of(c.created),
+        updated: At::of(c.updated),
     })
 }
 
@@ -246,12 +246,12 @@ impl SharedParse {
             template_id: row.template_id,
             template_name: row.template_name,
             priority: read_number("card priority", row.priority)?,
-            embargo_until: row.embargo_until.map(|t| t.and_utc()),
-            expires_at: row.expires_at.map(|t| t.and_utc()),
-            snoozed_until: row.snoozed_until.map(|t| t.and_utc()),
-            published_at: row.published_at.map(|t| t.and_utc()),
-            created: row.created.and_utc(),
-            updated: row.updated.and_utc(),
+            embargo_until: row.embargo_until.map(At::utc),
+            expires_at: row.expires_at.map(At::utc),
+            snoozed_until: row.snoozed_until.map(At::utc),
+            published_at: row.published_at.map(At::utc),
+            created: row.created.utc(),
+            updated: row.updated.utc(),
         })
     }
 }
@@ -265,8 +265,8 @@ pub(crate) fn event_row(e: &AnalyticsEvent) -> EventRow {
         status: e.card.status.as_str().to_owned(),
         previous_status: e.previous.map(|p| p.as_str().to_owned()),
         submitted: e.values.as_ref().map(Value::to_string),
-        published_at: e.card.published_at.map(|t| t.naive_utc()),
-        created: e.created.naive_utc(),
+        published_at: e.card.published_at.map(At::of),
+        created: At::of(e.created),
     }
 }
 
@@ -379,7 +379,7 @@ pub(crate) fn with_cards(
         };
         let snapshot = CardInstance {
             status: parse_status(&row.status).map_err(Failure::Domain)?,
-            published_at: row.published_at.map(|t| t.and_utc()),
+            published_at: row.published_at.map(At::utc),
             ..card.clone()
         };
         events.push(AnalyticsEvent {
@@ -398,7 +398,7 @@ pub(crate) fn with_cards(
             id: row.id.into(),
             name: row.name,
             card: Arc::new(snapshot),
-            created: row.created.and_utc(),
+            created: row.created.utc(),
         });
     }
     Ok(events)

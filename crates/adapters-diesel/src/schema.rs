@@ -167,6 +167,9 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
     invocations (environment_id, id) {
         environment_id -> Text,
         id -> Text,
@@ -183,14 +186,17 @@ diesel::table! {
         cards_created -> BigInt,
         errors -> Text,
         cursor -> Nullable<Text>,
-        lease_until -> Nullable<Timestamp>,
+        lease_until -> Nullable<Millis>,
         attempts -> Integer,
-        created -> Timestamp,
-        updated -> Timestamp,
+        created -> Millis,
+        updated -> Millis,
     }
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
     card_instances (id) {
         id -> Text,
         environment_id -> Text,
@@ -208,17 +214,20 @@ diesel::table! {
         platforms -> Text,
         content -> Text,
         context -> Text,
-        embargo_until -> Nullable<Timestamp>,
-        expires_at -> Nullable<Timestamp>,
-        snoozed_until -> Nullable<Timestamp>,
-        published_at -> Nullable<Timestamp>,
-        created -> Timestamp,
-        updated -> Timestamp,
+        embargo_until -> Nullable<Millis>,
+        expires_at -> Nullable<Millis>,
+        snoozed_until -> Nullable<Millis>,
+        published_at -> Nullable<Millis>,
+        created -> Millis,
+        updated -> Millis,
         instance_status -> Text,
     }
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
     analytics_events (id) {
         id -> Text,
         environment_id -> Text,
@@ -227,8 +236,8 @@ diesel::table! {
         status -> Text,
         previous_status -> Nullable<Text>,
         submitted -> Nullable<Text>,
-        published_at -> Nullable<Timestamp>,
-        created -> Timestamp,
+        published_at -> Nullable<Millis>,
+        created -> Millis,
     }
 }
 
@@ -271,9 +280,11 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
     webhook_attempts (id) {
         id -> Text,
-        environment_id -> Text,
         subscription_id -> Text,
         delivery_id -> Nullable<Text>,
         event_id -> Text,
@@ -284,8 +295,8 @@ diesel::table! {
         error -> Nullable<Text>,
         duration_ms -> BigInt,
         response_body -> Text,
-        next_attempt_at -> Nullable<Timestamp>,
-        created -> Timestamp,
+        next_attempt_at -> Nullable<Millis>,
+        created -> Millis,
     }
 }
 

@@ -136,6 +136,19 @@ pub fn raw_texts(url: &str, sql: &str) -> Vec<String> {
     rows.into_iter().map(|r| r.v).collect()
 }
 
+/// The SQL literal of an instant (`YYYY-MM-DD HH:MM:SS[.fff]`, UTC) in a column of a table
+/// whose instants are milliseconds on SQLite (cards, events, invocations, webhook attempts;
+/// `crate::millis`): an integer there, the quoted text on PostgreSQL.
+pub fn instant(url: &str, text: &str) -> String {
+    if url.starts_with("sqlite://") {
+        let t = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+            .expect("an instant as YYYY-MM-DD HH:MM:SS");
+        crate::millis::millis(t).to_string()
+    } else {
+        format!("'{text}'")
+    }
+}
+
 /// Runs one statement on a connection of its own (what an older version, or an operator,
 /// wrote behind the repositories' back).
 pub fn raw_execute(url: &str, sql: &str) {

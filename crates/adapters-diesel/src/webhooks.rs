@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::{corrupt, read_number, write_number};
+use crate::millis::At;
 use crate::rows::EventRow;
 use crate::schema::{
     analytics_events, card_instances, webhook_attempts, webhook_deliveries, webhook_subscriptions,
@@ -100,7 +101,6 @@ struct DeliveryRow {
 #[diesel(table_name = webhook_attempts)]
 struct AttemptRow {
     id: String,
-    environment_id: String,
     subscription_id: String,
     delivery_id: Option<String>,
     event_id: String,
@@ -111,8 +111,8 @@ struct AttemptRow {
     error: Option<String>,
     duration_ms: i64,
     response_body: String,
-    next_attempt_at: Option<NaiveDateTime>,
-    created: NaiveDateTime,
+    next_attempt_at: Option<At>,
+    created: At,
 }
 
 /// The outbox half of every event write: one pending delivery per enabled subscription that
@@ -202,8 +202,8 @@ fn attempt(row: AttemptRow) -> Result<Attempt, StorageError> {
         error: row.error,
         duration_ms: read_number("webhook attempt duration", row.duration_ms)?,
         response_body: row.response_body,
-        next_attempt_at: row.next_attempt_at.map(|t| t.and_utc()),
-        created: row.created.and_utc(),
+        next_attempt_at: row.next_attempt_at.map(At::utc),
+        created: row.created.utc(),
     })
 }
 
@@ -363,9 +363,13 @@ impl WebhookRepository for DieselWebhookRepository {
         let rows: Vec<AttemptRow> = self
             .db
             .run(move |conn| {
+                // An attempt's environment is its subscription's.
+                let owned = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::environment_id.eq(env))
+                    .filter(webhook_subscriptions::id.eq(id))
+                    .select(webhook_subscriptions::id);
                 let mut q = webhook_attempts::table
-                    .filter(webhook_attempts::environment_id.eq(env))
-                    .filter(webhook_attempts::subscription_id.eq(id))
+                    .filter(webhook_attempts::subscription_id.eq_any(owned))
                     .select(AttemptRow::as_select())
                     .order(webhook_attempts::id.desc())
                     .limit(i64::from(limit) + 1)
@@ -693,9 +697,13 @@ impl WebhookRepository for DieselWebhookRepository {
                         let a = r.to_attempt(new_id(IdKind::Attempt));
                         Ok(AttemptRow {
                             id: a.id,
-                            environment_id: r.environment_id.clone(),
                             subscription_id: a.subscription_id,
-                            delivery_id: r.delivery_id.clone(),
+                            // Only a delivery still to be retried needs its log kept with it (the
+                            // pruner keeps those); a final attempt's delivery is done.
+                            delivery_id: match r.next {
+                                NextStep::RetryAt(_) => r.delivery_id.clone(),
+                                NextStep::Done | NextStep::Failed => None,
+                            },
                             event_id: a.event_id,
                             event_name: a.event_name,
                             attempt: write_number("webhook attempt number", a.attempt)?,
@@ -704,8 +712,8 @@ impl WebhookRepository for DieselWebhookRepository {
                             error: a.error,
                             duration_ms: write_number("webhook attempt duration", a.duration_ms)?,
                             response_body: a.response_body,
-                            next_attempt_at: a.next_attempt_at.map(|t| t.naive_utc()),
-                            created: a.created.naive_utc(),
+                            next_attempt_at: a.next_attempt_at.map(At::of),
+                            created: At::of(a.created),
                         })
                     })
                     .collect::<Result<_, StorageError>>()

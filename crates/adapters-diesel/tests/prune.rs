@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use adapters_diesel::testing::{raw_execute, raw_texts};
+use adapters_diesel::testing::{instant, raw_execute, raw_texts};
 use adapters_diesel::{both_backends, Database, DieselPruneRepository};
 use domain::retention::{PruneKind, PruneRepository, Pruner, Retention, RetentionPolicy};
 use domain::SystemClock;
@@ -25,6 +25,8 @@ fn now() -> String {
 
 fn seed(url: &str) {
     let now = now();
+    // An instant of the tables whose instants are milliseconds on SQLite.
+    let at = |text: &str| instant(url, text);
     for sql in [
         format!("INSERT INTO organisations (id, name, created) VALUES ('org_1', 'default', '{OLD}')"),
         format!("INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_a', 'org_1', 'a', '{OLD}')"),
@@ -48,7 +50,9 @@ fn seed(url: &str) {
     for (id, status, updated) in &cards {
         raw_execute(url, &format!(
             "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
-             VALUES ('{id}', 'env_a', 'u1', 'fin_{id}', 'inv_{id}', 'flw_1', 1, 's1', 't1', 'T', '{status}', 0, '[]', '[]', '{{}}', '{{}}', '{OLD}', '{updated}')"
+             VALUES ('{id}', 'env_a', 'u1', 'fin_{id}', 'inv_{id}', 'flw_1', 1, 's1', 't1', 'T', '{status}', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
+            at(OLD),
+            at(updated)
         ));
     }
     // Events: one old without deliveries, one old whose delivery is pending, one fresh.
@@ -62,7 +66,8 @@ fn seed(url: &str) {
         (fresh("evt", "new"), old("crd", "active"), now.clone()),
     ] {
         raw_execute(url, &format!(
-            "INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, created) VALUES ('{id}', 'env_a', '{card}', 'card-published', 'active', '{created}')"
+            "INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, created) VALUES ('{id}', 'env_a', '{card}', 'card-published', 'active', {})",
+            at(&created)
         ));
     }
     for (id, event, status) in [
@@ -79,8 +84,9 @@ fn seed(url: &str) {
         (old("wha", "live"), old("whd", "pending")),
     ] {
         raw_execute(url, &format!(
-            "INSERT INTO webhook_attempts (id, environment_id, subscription_id, delivery_id, event_id, event_name, attempt, duration_ms, response_body, created, trigger_kind) \
-             VALUES ('{id}', 'env_a', 'whk_1', '{delivery}', 'evt_x', 'card-published', 1, 5, '', '{OLD}', 'event')"
+            "INSERT INTO webhook_attempts (id, subscription_id, delivery_id, event_id, event_name, attempt, duration_ms, response_body, created, trigger_kind) \
+             VALUES ('{id}', 'whk_1', '{delivery}', 'evt_x', 'card-published', 1, 5, '', {}, 'event')",
+            at(OLD)
         ));
     }
     for (id, card, status) in [
@@ -100,7 +106,9 @@ fn seed(url: &str) {
     ] {
         raw_execute(url, &format!(
             "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, fingerprint, target, payload, strict_variables, bulk, status, users_targeted, cards_created, errors, attempts, created, updated) \
-             VALUES ('env_a', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, '{status}', 1, 1, '[]', 0, '{OLD}', '{updated}')"
+             VALUES ('env_a', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, '{status}', 1, 1, '[]', 0, {}, {})",
+            at(OLD),
+            at(&updated)
         ));
     }
     for (id, status) in [(1, "completed"), (2, "processing")] {
