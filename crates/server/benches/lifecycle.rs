@@ -7,7 +7,8 @@
 //! (default 300):
 //! 1. with `WORKBENCH_RETENTION=1m`: the database's size every 30 s, which must stop growing
 //!    (the last 2 minutes add at most 10%), `/start` p99 with the pruner running, and the bytes
-//!    per card kept at steady state (the size over the cards in the database at the end);
+//!    per card kept at steady state: the size over the cards in the database at the end, and
+//!    over the last 2 minutes (the sizes and the cards of the last 5 samples, summed);
 //! 2. with retention `off`: `/start` p99 under the same load, and the bytes each card adds.
 //!
 //! One webhook subscription (`card-published`, `card-expired`) to a receiver on loopback takes
@@ -101,8 +102,9 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_048_576.0
 }
 
-/// One phase: steady traffic for the run, sampling the size; (p99 ms, sizes, cards made).
-async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u64) {
+/// One phase: steady traffic for the run, sampling the size and the cards in the database;
+/// (p50 ms, p99 ms, sizes, cards made, cards kept at the end, cards at each size sample).
+async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u64, Vec<u64>) {
     let server = support::Server::start_with(
         db,
         &[
@@ -150,23 +152,27 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
     let started = Instant::now();
     let sampler = tokio::spawn(async move {
         let mut sizes = vec![size(&database)];
+        let mut counts = vec![0];
         let mut next = SAMPLE;
         while next <= run {
             tokio::time::sleep_until(tokio::time::Instant::from_std(started + next)).await;
             let database = database.clone();
-            let (s, w) = tokio::task::spawn_blocking(move || (size(&database), wal(&database)))
-                .await
-                .expect("size");
+            let (s, w, n) = tokio::task::spawn_blocking(move || {
+                (size(&database), wal(&database), cards(&database))
+            })
+            .await
+            .expect("size");
             println!(
-                "    {:>4} s: {:>8.1} MB (WAL {:.1} MB)",
+                "    {:>4} s: {:>8.1} MB (WAL {:.1} MB), {n} cards",
                 (started + next).duration_since(started).as_secs(),
                 mb(s),
                 mb(w)
             );
             sizes.push(s);
+            counts.push(n);
             next += SAMPLE;
         }
-        sizes
+        (sizes, counts)
     });
     let mut tasks = Vec::new();
     let mut n = 0u64;
@@ -196,7 +202,7 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
         all.push(task.await.expect("join"));
     }
     all.sort();
-    let sizes = sampler.await.expect("sampler");
+    let (sizes, counts) = sampler.await.expect("sampler");
     let kept = cards(server.database_url());
     // The ledger: every request sent was answered 2xx (asserted as each came), and each card's
     // two events delivered; the last cards expire 10 s after the run.
@@ -221,7 +227,7 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
         calls.saturating_sub(events),
         if closed { "closed" } else { "VOID" }
     );
-    (pct(&all, 0.5), pct(&all, 0.99), sizes, n, kept)
+    (pct(&all, 0.5), pct(&all, 0.99), sizes, n, kept, counts)
 }
 
 async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
@@ -233,7 +239,7 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
     );
     if phases.as_deref() != Some("off") {
         println!("  WORKBENCH_RETENTION=1m, database size:");
-        let (p50, p99, sizes, made, kept) = phase(make(), "1m").await;
+        let (p50, p99, sizes, made, kept, counts) = phase(make(), "1m").await;
         let last = *sizes.last().unwrap_or(&0);
         // The size 2 minutes before the end (4 samples of 30 s).
         let before = sizes.len().checked_sub(5).map_or(0, |i| sizes[i]);
@@ -242,14 +248,19 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
         } else {
             f64::NAN
         };
+        // Over the last 2 minutes (the last 5 samples): the cards kept swing with the pruner's
+        // passes (every 30 s), so one instant's count moves the figure by a tenth either way.
+        let recent = sizes.len().saturating_sub(5);
+        let steady = sizes[recent..].iter().sum::<u64>() as f64
+            / counts[recent..].iter().sum::<u64>().max(1) as f64;
         println!(
             "  pruned: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards made, {kept} kept at the end; \
-             last 2 min {growth:+.1}%; {:.0} bytes per card kept",
+             last 2 min {growth:+.1}%; {:.0} bytes per card kept at the end, {steady:.0} over the last 2 min",
             last as f64 / kept.max(1) as f64
         );
     }
     if phases.as_deref() != Some("pruned") {
-        let (p50, p99, sizes, made, _) = phase(make(), "off").await;
+        let (p50, p99, sizes, made, _, _) = phase(make(), "off").await;
         let (first, last) = (sizes[0], *sizes.last().unwrap_or(&0));
         println!(
             "  retention off: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards, {:.1} MB at the end, {:.0} bytes each",
