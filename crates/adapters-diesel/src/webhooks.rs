@@ -698,11 +698,12 @@ impl WebhookRepository for DieselWebhookRepository {
                         Ok(AttemptRow {
                             id: a.id,
                             subscription_id: a.subscription_id,
-                            // Only a delivery still to be retried needs its log kept with it (the
-                            // pruner keeps those); a final attempt's delivery is done.
+                            // A delivery done leaves the outbox: its last attempt needs no link
+                            // to it. A failed one stays, and can be sent again (recover,
+                            // resend): the pruner keeps its log while it is pending.
                             delivery_id: match r.next {
-                                NextStep::RetryAt(_) => r.delivery_id.clone(),
-                                NextStep::Done | NextStep::Failed => None,
+                                NextStep::Done => None,
+                                NextStep::RetryAt(_) | NextStep::Failed => r.delivery_id.clone(),
                             },
                             event_id: a.event_id,
                             event_name: a.event_name,
