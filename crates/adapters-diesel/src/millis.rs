@@ -84,7 +84,7 @@ impl FromSql<Millis, MultiBackend> for NaiveDateTime {
 }
 
 /// An instant bound to a [`Millis`] column (a row written, a value compared with): diesel's
-/// `AsExpression` cannot be given to chrono's type here. Read values come as `NaiveDateTime`.
+/// `AsExpression` cannot be given to chrono's type here. Rows read it back as `At`; one column may be read as `NaiveDateTime`.
 #[derive(
     Debug,
     Clone,
@@ -127,11 +127,5 @@ impl At {
     /// The domain's instant.
     pub(crate) fn utc(self) -> domain::Timestamp {
         self.0.and_utc()
-    }
-}
-
-impl From<NaiveDateTime> for At {
-    fn from(t: NaiveDateTime) -> Self {
-        At(t)
     }
 }
