@@ -60,17 +60,33 @@ fi
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 base=http://127.0.0.1:$port
-# A debug binary on a loaded machine may take seconds to open its database.
-for _ in $(seq 1 300); do
-  curl -fs "$base/healthz" >/dev/null 2>&1 && break
-  kill -0 "$server" 2>/dev/null || break
+# The server is on loopback: never through a proxy the machine may set (curl, urllib, schemathesis).
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+# A debug binary on a loaded machine may take seconds to open its database: up to two minutes.
+started=$(date +%s)
+until curl -fs --max-time 5 "$base/healthz" >/dev/null 2>&1; do
+  if ! kill -0 "$server" 2>/dev/null || [ $(($(date +%s) - started)) -ge 120 ]; then
+    echo "the server did not answer $base/healthz within $(($(date +%s) - started)) s:" >&2
+    if kill -0 "$server" 2>/dev/null; then
+      echo "it is still running; its state:" >&2
+      grep -E '^(State|Threads|VmRSS)' "/proc/$server/status" >&2 || true
+      for task in /proc/"$server"/task/*; do
+        echo "  thread $(cat "$task/comm" 2>/dev/null) waits in $(cat "$task/wchan" 2>/dev/null)" >&2
+      done
+      ss -ltnp 2>/dev/null | grep -F ":$port " >&2 || echo "nothing listens on port $port" >&2
+    else
+      wait "$server" && code=0 || code=$?
+      echo "it exited with status $code" >&2
+    fi
+    df -h "$run" >&2 || true
+    free -m >&2 || true
+    echo "its log:" >&2
+    cat "$run/server.log" >&2
+    exit 1
+  fi
   sleep 0.1
 done
-if ! curl -fs "$base/healthz" >/dev/null 2>&1; then
-  echo "the server did not start:" >&2
-  cat "$run/server.log" >&2
-  exit 1
-fi
+echo "== the server answered after $(($(date +%s) - started)) s"
 
 echo "== setting up fixed ids at $base"
 WB_BASE=$base WB_ENV=$env_id WB_SECRET=$secret WB_STATEFUL_CONFIG=$run/stateful.toml \
