@@ -98,10 +98,11 @@ fn latencies(got: &[receiver::Received]) -> Vec<Duration> {
 
 fn execute(url: &str, sql: &str) {
     if let Some(path) = url.strip_prefix("sqlite://") {
-        SqliteConnection::establish(path)
-            .expect("sqlite")
-            .batch_execute(sql)
-            .expect("sql");
+        let mut conn = SqliteConnection::establish(path).expect("sqlite");
+        // The server writes beside this connection: wait for its transactions, as it does.
+        conn.batch_execute("PRAGMA busy_timeout = 10000;")
+            .expect("busy timeout");
+        conn.batch_execute(sql).expect("sql");
     } else {
         PgConnection::establish(url)
             .expect("postgres")

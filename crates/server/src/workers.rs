@@ -22,6 +22,7 @@ use domain::trigger::Engine;
 use domain::unit::Unexpected;
 use domain::webhook::{AttemptRecord, DeliveryService};
 use domain::StorageError;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -177,6 +178,17 @@ impl Supervisor {
 async fn pause(stopping: &CancellationToken, length: Duration) {
     tokio::select! {
         () = tokio::time::sleep(length) => {}
+        () = stopping.cancelled() => {}
+    }
+}
+
+/// Sleeps for `length`, or until a saver frees a slot (`freed`), or the loops are to stop. A
+/// claim loop whose slots are all taken goes on as soon as outcomes are saved, not a poll
+/// later. `freed` holds one permit for a save made while nothing waited, so none is missed.
+async fn pause_until_freed(stopping: &CancellationToken, freed: &Notify, length: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(length) => {}
+        () = freed.notified() => {}
         () = stopping.cancelled() => {}
     }
 }
@@ -451,7 +463,7 @@ pub fn spawn_deliveries(
     let counts = in_flight.clone();
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("webhook", 0);
-    let done = spawn_saver(
+    let (done, freed) = spawn_saver(
         supervisor,
         "webhook-saver",
         move |batch: Vec<AttemptRecord>| {
@@ -478,9 +490,10 @@ pub fn spawn_deliveries(
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     let attempts = supervisor.metrics.clone();
     supervisor.supervise("webhook", move || {
-        let (service, done, in_flight, loops, stopping, attempts) = (
+        let (service, done, freed, in_flight, loops, stopping, attempts) = (
             service.clone(),
             done.clone(),
+            freed.clone(),
             in_flight.clone(),
             loops.clone(),
             stopping.clone(),
@@ -508,7 +521,7 @@ pub fn spawn_deliveries(
                 };
                 let room = MAX_IN_FLIGHT.saturating_sub(total);
                 if room == 0 {
-                    tokio::time::sleep(DELIVERY_IDLE).await;
+                    pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await;
                     continue;
                 }
                 let claimed = service.claim(
@@ -522,7 +535,13 @@ pub fn spawn_deliveries(
                     pacing.ok();
                 }
                 match claimed {
-                    Ok(jobs) if jobs.is_empty() => pause(&stopping, DELIVERY_IDLE).await,
+                    // Nothing due, or every subscription with work at its limit: the next
+                    // claim comes after a poll's pause, or as soon as outcomes are saved (the
+                    // drain of a backlog waited a poll for each round of calls; under load,
+                    // claims follow the saves).
+                    Ok(jobs) if jobs.is_empty() => {
+                        pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await
+                    }
                     Ok(jobs) => {
                         let mut counts = lock(&in_flight);
                         for job in jobs {
@@ -549,7 +568,8 @@ pub fn spawn_deliveries(
 }
 
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
-/// calls `saved` with each batch once it is stored. A save that fails for an unreachable
+/// calls `saved` with each batch once it is stored, then notifies the returned [`Notify`]: the
+/// claim loop's slots are free again. A save that fails for an unreachable
 /// database is tried again: until saved, the leases keep these jobs from being attempted again
 /// by this process, and if it dies they are attempted again (at least once). A save that fails
 /// unexpectedly (a row the database refuses) is tried one outcome at a time, so that one bad
@@ -560,7 +580,7 @@ fn spawn_saver<R, F, Fut>(
     name: &'static str,
     save: F,
     saved: impl Fn(&[R]) + Send + Sync + 'static,
-) -> tokio::sync::mpsc::UnboundedSender<R>
+) -> (tokio::sync::mpsc::UnboundedSender<R>, Arc<Notify>)
 where
     R: Clone + Send + Sync + 'static,
     F: Fn(Vec<R>) -> Fut + Send + Sync + 'static,
@@ -570,11 +590,18 @@ where
     // Kept outside the loop, so that a loop started again goes on with the same channel.
     let outcomes = Arc::new(tokio::sync::Mutex::new(outcomes));
     let (save, saved) = (Arc::new(save), Arc::new(saved));
+    let freed = Arc::new(Notify::new());
     let loops = supervisor.loops.clone();
     // It serves the claim loops to their end: they wait for their outcomes to be saved.
+    let wake = freed.clone();
     supervisor.supervise_serving(name, move || {
-        let (outcomes, save, saved, loops) =
-            (outcomes.clone(), save.clone(), saved.clone(), loops.clone());
+        let (outcomes, save, saved, loops, wake) = (
+            outcomes.clone(),
+            save.clone(),
+            saved.clone(),
+            loops.clone(),
+            wake.clone(),
+        );
         async move {
             let mut outcomes = outcomes.lock().await;
             while let Some(first) = outcomes.recv().await {
@@ -587,10 +614,11 @@ where
                 }
                 let stored = save_apart(&loops, name, &*save, batch).await;
                 saved(&stored);
+                wake.notify_one();
             }
         }
     });
-    done
+    (done, freed)
 }
 
 /// Saves `batch` (see [`spawn_saver`]); returns what is no longer in flight: the outcomes

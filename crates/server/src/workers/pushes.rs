@@ -15,7 +15,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
     let counter = in_flight.clone();
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("push", 0);
-    let done = spawn_saver(
+    let (done, freed) = spawn_saver(
         supervisor,
         "push-saver",
         move |batch: Vec<PushRecord>| {
@@ -32,9 +32,10 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
     );
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     supervisor.supervise("push", move || {
-        let (service, done, in_flight, loops, stopping) = (
+        let (service, done, freed, in_flight, loops, stopping) = (
             service.clone(),
             done.clone(),
+            freed.clone(),
             in_flight.clone(),
             loops.clone(),
             stopping.clone(),
@@ -51,7 +52,7 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
                 }
                 let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));
                 if room == 0 {
-                    tokio::time::sleep(DELIVERY_IDLE).await;
+                    pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await;
                     continue;
                 }
                 let claimed = reported(
