@@ -2102,6 +2102,20 @@ mod webhooks {
         assert!(outbox(&jobs[0].delivery_id).is_empty(), "delivered: gone");
         assert_eq!(outbox(&jobs[1].delivery_id), ["pending"]);
         assert_eq!(outbox(&jobs[2].delivery_id), ["failed"]);
+        // A done delivery's attempt needs no link to it; a failed one keeps its link, so that
+        // a resend makes it pending again and the pruner keeps its log meanwhile.
+        let linked = |event: &str| {
+            adapters_diesel::testing::raw_texts(
+                url,
+                &format!(
+                    "SELECT COALESCE(delivery_id, 'none') AS v FROM webhook_attempts \
+                     WHERE event_id = '{event}'"
+                ),
+            )
+        };
+        assert_eq!(linked(&jobs[0].event_id), ["none"]);
+        assert_eq!(linked(&jobs[1].event_id), [jobs[1].delivery_id.clone()]);
+        assert_eq!(linked(&jobs[2].event_id), [jobs[2].delivery_id.clone()]);
         assert!(repo
             .claim(t(39), t(99), 10, vec![], 100)
             .await
