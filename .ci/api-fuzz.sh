@@ -73,7 +73,9 @@ until curl -fs --max-time 5 "$base/healthz" >/dev/null 2>&1; do
       for task in /proc/"$server"/task/*; do
         echo "  thread $(cat "$task/comm" 2>/dev/null) waits in $(cat "$task/wchan" 2>/dev/null)" >&2
       done
-      ss -ltnp 2>/dev/null | grep -F ":$port " >&2 || echo "nothing listens on port $port" >&2
+      if command -v ss >/dev/null; then
+        ss -ltnp 2>/dev/null | grep -F ":$port " >&2 || echo "nothing listens on port $port" >&2
+      fi
     else
       wait "$server" && code=0 || code=$?
       echo "it exited with status $code" >&2
