@@ -84,7 +84,8 @@ impl FromSql<Millis, MultiBackend> for NaiveDateTime {
 }
 
 /// An instant bound to a [`Millis`] column (a row written, a value compared with): diesel's
-/// `AsExpression` cannot be given to chrono's type here. Rows read it back as `At`; one column may be read as `NaiveDateTime`.
+/// `AsExpression` cannot be given to chrono's type here. Rows read it back as `At`; one column
+/// may be read as `NaiveDateTime`.
 #[derive(
     Debug,
     Clone,

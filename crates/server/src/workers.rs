@@ -569,12 +569,12 @@ pub fn spawn_deliveries(
 
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
 /// calls `saved` with each batch once it is stored, then notifies the returned [`Notify`]: the
-/// claim loop's slots are free again. A save that fails for an unreachable
-/// database is tried again: until saved, the leases keep these jobs from being attempted again
-/// by this process, and if it dies they are attempted again (at least once). A save that fails
-/// unexpectedly (a row the database refuses) is tried one outcome at a time, so that one bad
-/// outcome is dropped alone after [`domain::unit::ATTEMPTS`], logged with an `errorId`: its
-/// job is attempted again when its lease runs out.
+/// claim loop's slots are free again. A save that fails for an unreachable database is tried
+/// again: until saved, the leases keep these jobs from being attempted again by this process,
+/// and if it dies they are attempted again (at least once). A save that fails unexpectedly (a
+/// row the database refuses) is tried one outcome at a time, so that one bad outcome is dropped
+/// alone after [`domain::unit::ATTEMPTS`], logged with an `errorId`: its job is attempted again
+/// when its lease runs out.
 fn spawn_saver<R, F, Fut>(
     supervisor: &Supervisor,
     name: &'static str,
