@@ -442,25 +442,31 @@ pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Prun
     });
 }
 
-/// Calls in flight from this process, in all.
+/// Deliveries claimed by this process and not yet saved (in a call, or waiting for the saver),
+/// in all.
 const MAX_IN_FLIGHT: usize = 1_024;
 /// Outcomes saved per transaction, at most.
 const RECORD_BATCH: usize = 1_000;
 const DELIVERY_IDLE: Duration = Duration::from_millis(10);
 
 /// Webhook delivery: one loop claims due deliveries (per subscription at most `per_endpoint`
-/// in flight, so a slow endpoint cannot take the slots of healthy ones), each call runs in its
-/// own task, and one loop saves outcomes in batches. `lease` must outlast a call (15 s) and the
-/// saving of its outcome; a lease that runs out (the process died) makes the delivery due again.
+/// calls in flight, so a slow endpoint cannot take the slots of healthy ones), each call runs in
+/// its own task, and one loop saves outcomes in batches. A call's slot is free as soon as the
+/// call ends: its delivery stays leased until its outcome is saved, so no claim takes it again
+/// meanwhile, and the time a save waits for the disk is not spent holding an endpoint's slot.
+/// `lease` must outlast a call (15 s) and the saving of its outcome; a lease that runs out (the
+/// process died) makes the delivery due again.
 pub fn spawn_deliveries(
     supervisor: &Supervisor,
     service: Arc<DeliveryService>,
     per_endpoint: u32,
     lease: chrono::Duration,
 ) {
+    // Calls in flight per subscription, and deliveries claimed but not yet saved in all.
     let in_flight: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let unsaved = Arc::new(AtomicUsize::new(0));
     let recorder = service.clone();
-    let counts = in_flight.clone();
+    let saving = unsaved.clone();
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("webhook", 0);
     let (done, freed) = spawn_saver(
@@ -475,26 +481,19 @@ pub fn spawn_deliveries(
             }
         },
         move |batch: &[AttemptRecord]| {
-            let mut counts = lock(&counts);
-            for r in batch {
-                if let Some(n) = counts.get_mut(&r.subscription_id) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        counts.remove(&r.subscription_id);
-                    }
-                }
-            }
+            saving.fetch_sub(batch.len(), Ordering::AcqRel);
         },
     );
     let per_claim = (per_endpoint / 2).max(1);
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     let attempts = supervisor.metrics.clone();
     supervisor.supervise("webhook", move || {
-        let (service, done, freed, in_flight, loops, stopping, attempts) = (
+        let (service, done, freed, in_flight, unsaved, loops, stopping, attempts) = (
             service.clone(),
             done.clone(),
             freed.clone(),
             in_flight.clone(),
+            unsaved.clone(),
             loops.clone(),
             stopping.clone(),
             attempts.clone(),
@@ -505,21 +504,17 @@ pub fn spawn_deliveries(
                 if stopping.is_cancelled() {
                     // Claims no more; the calls in flight finish and their outcomes are saved
                     // before this loop ends, so no delivery is left leased.
-                    while !lock(&in_flight).is_empty() {
+                    while unsaved.load(Ordering::Acquire) > 0 {
                         tokio::time::sleep(DELIVERY_IDLE).await;
                     }
                     return;
                 }
-                let (exclude, total) = {
-                    let counts = lock(&in_flight);
-                    let exclude: Vec<String> = counts
-                        .iter()
-                        .filter(|(_, n)| **n + per_claim > per_endpoint)
-                        .map(|(id, _)| id.clone())
-                        .collect();
-                    (exclude, counts.values().map(|n| *n as usize).sum::<usize>())
-                };
-                let room = MAX_IN_FLIGHT.saturating_sub(total);
+                let exclude: Vec<String> = lock(&in_flight)
+                    .iter()
+                    .filter(|(_, n)| **n + per_claim > per_endpoint)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                let room = MAX_IN_FLIGHT.saturating_sub(unsaved.load(Ordering::Acquire));
                 if room == 0 {
                     pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await;
                     continue;
@@ -543,13 +538,18 @@ pub fn spawn_deliveries(
                         pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await
                     }
                     Ok(jobs) => {
+                        unsaved.fetch_add(jobs.len(), Ordering::AcqRel);
                         let mut counts = lock(&in_flight);
                         for job in jobs {
-                            *counts
-                                .entry(job.subscription.id.clone().into())
-                                .or_default() += 1;
-                            let (service, done, attempts) =
-                                (service.clone(), done.clone(), attempts.clone());
+                            let subscription: String = job.subscription.id.clone().into();
+                            *counts.entry(subscription.clone()).or_default() += 1;
+                            let (service, done, attempts, in_flight, freed) = (
+                                service.clone(),
+                                done.clone(),
+                                attempts.clone(),
+                                in_flight.clone(),
+                                freed.clone(),
+                            );
                             // `attempt` never fails and catches a panic of its own
                             // (contract §10), so every claimed job sends an outcome.
                             tokio::spawn(async move {
@@ -557,6 +557,9 @@ pub fn spawn_deliveries(
                                 let record = service.attempt(job).await;
                                 attempts.webhook_attempt(record.outcome.kind(), started.elapsed());
                                 let _ = done.send(record);
+                                if call_ended(&in_flight, &subscription, per_claim, per_endpoint) {
+                                    freed.notify_one();
+                                }
                             });
                         }
                     }
@@ -565,6 +568,28 @@ pub fn spawn_deliveries(
             }
         }
     });
+}
+
+/// Frees the slot of a call to `subscription` that has ended; whether the subscription has just
+/// come back within its claiming threshold (room for a claim of `per_claim`), so that the claim
+/// loop should look again now rather than after its pause.
+fn call_ended(
+    in_flight: &Mutex<HashMap<String, u32>>,
+    subscription: &str,
+    per_claim: u32,
+    per_endpoint: u32,
+) -> bool {
+    let mut counts = lock(in_flight);
+    let Some(n) = counts.get_mut(subscription) else {
+        return false;
+    };
+    let was_excluded = *n + per_claim > per_endpoint;
+    *n = n.saturating_sub(1);
+    let now_claimable = *n + per_claim <= per_endpoint;
+    if *n == 0 {
+        counts.remove(subscription);
+    }
+    was_excluded && now_claimable
 }
 
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
@@ -714,6 +739,23 @@ mod tests {
             "{text}"
         );
         assert!(loops.stalled(Instant::now()).is_empty());
+    }
+
+    /// A subscription with 64 calls allowed is claimed for again once at most 32 are in
+    /// flight: the call that brings it there wakes the claim loop, no other does, and the last
+    /// call leaves no entry behind.
+    #[test]
+    fn an_ended_call_wakes_the_claims_only_when_its_subscription_becomes_claimable() {
+        let in_flight = Mutex::new(HashMap::from([("sub".to_owned(), 34_u32)]));
+        let ended = || call_ended(&in_flight, "sub", 32, 64);
+        assert!(!ended(), "34 → 33: still above the threshold");
+        assert!(ended(), "33 → 32: claimable again");
+        assert!(!ended(), "32 → 31: it already was");
+        for _ in 0..31 {
+            assert!(!ended());
+        }
+        assert!(lock(&in_flight).is_empty(), "no count of zero is kept");
+        assert!(!ended(), "an unknown subscription wakes nothing");
     }
 }
 
