@@ -20,7 +20,7 @@ use domain::health::Loops;
 use domain::push::{PushRecord, PushService};
 use domain::trigger::Engine;
 use domain::unit::Unexpected;
-use domain::webhook::{AttemptRecord, DeliveryService};
+use domain::webhook::{AttemptRecord, DeliveryService, SubscriptionChange};
 use domain::StorageError;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -442,9 +442,9 @@ pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Prun
     });
 }
 
-/// Deliveries claimed by this process and not yet saved (in a call, or waiting for the saver),
-/// in all.
-const MAX_IN_FLIGHT: usize = 1_024;
+/// At most this many deliveries claimed by this process and not yet saved (in a call, or
+/// waiting for the saver), in all.
+const MAX_UNSAVED: usize = 1_024;
 /// Outcomes saved per transaction, at most.
 const RECORD_BATCH: usize = 1_000;
 const DELIVERY_IDLE: Duration = Duration::from_millis(10);
@@ -454,6 +454,8 @@ const DELIVERY_IDLE: Duration = Duration::from_millis(10);
 /// its own task, and one loop saves outcomes in batches. A call's slot is free as soon as the
 /// call ends: its delivery stays leased until its outcome is saved, so no claim takes it again
 /// meanwhile, and the time a save waits for the disk is not spent holding an endpoint's slot.
+/// The one exception is a call whose answer disables the subscription (410 Gone): its slot is
+/// freed once that is saved, so that no more calls are claimed for the subscription meanwhile.
 /// `lease` must outlast a call (15 s) and the saving of its outcome; a lease that runs out (the
 /// process died) makes the delivery due again.
 pub fn spawn_deliveries(
@@ -465,8 +467,9 @@ pub fn spawn_deliveries(
     // Calls in flight per subscription, and deliveries claimed but not yet saved in all.
     let in_flight: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let unsaved = Arc::new(AtomicUsize::new(0));
+    let per_claim = (per_endpoint / 2).max(1);
     let recorder = service.clone();
-    let saving = unsaved.clone();
+    let (saving, counts) = (unsaved.clone(), in_flight.clone());
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("webhook", 0);
     let (done, freed) = spawn_saver(
@@ -481,10 +484,13 @@ pub fn spawn_deliveries(
             }
         },
         move |batch: &[AttemptRecord]| {
+            for r in batch.iter().filter(|r| disables(r)) {
+                // The saver wakes the claim loop after this.
+                call_ended(&counts, &r.subscription_id, per_claim, per_endpoint);
+            }
             saving.fetch_sub(batch.len(), Ordering::AcqRel);
         },
     );
-    let per_claim = (per_endpoint / 2).max(1);
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     let attempts = supervisor.metrics.clone();
     supervisor.supervise("webhook", move || {
@@ -503,7 +509,8 @@ pub fn spawn_deliveries(
             loop {
                 if stopping.is_cancelled() {
                     // Claims no more; the calls in flight finish and their outcomes are saved
-                    // before this loop ends, so no delivery is left leased.
+                    // (or given up, their deliveries due again when their leases end) before
+                    // this loop ends.
                     while unsaved.load(Ordering::Acquire) > 0 {
                         tokio::time::sleep(DELIVERY_IDLE).await;
                     }
@@ -514,7 +521,7 @@ pub fn spawn_deliveries(
                     .filter(|(_, n)| **n + per_claim > per_endpoint)
                     .map(|(id, _)| id.clone())
                     .collect();
-                let room = MAX_IN_FLIGHT.saturating_sub(unsaved.load(Ordering::Acquire));
+                let room = MAX_UNSAVED.saturating_sub(unsaved.load(Ordering::Acquire));
                 if room == 0 {
                     pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await;
                     continue;
@@ -531,9 +538,9 @@ pub fn spawn_deliveries(
                 }
                 match claimed {
                     // Nothing due, or every subscription with work at its limit: the next
-                    // claim comes after a poll's pause, or as soon as outcomes are saved (the
-                    // drain of a backlog waited a poll for each round of calls; under load,
-                    // claims follow the saves).
+                    // claim comes after a poll's pause, or as soon as a call brings its
+                    // subscription back within its threshold or a batch of outcomes is saved
+                    // (the drain of a backlog waited a poll for each round of calls).
                     Ok(jobs) if jobs.is_empty() => {
                         pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await
                     }
@@ -556,8 +563,16 @@ pub fn spawn_deliveries(
                                 let started = Instant::now();
                                 let record = service.attempt(job).await;
                                 attempts.webhook_attempt(record.outcome.kind(), started.elapsed());
+                                let held = disables(&record);
                                 let _ = done.send(record);
-                                if call_ended(&in_flight, &subscription, per_claim, per_endpoint) {
+                                if !held
+                                    && call_ended(
+                                        &in_flight,
+                                        &subscription,
+                                        per_claim,
+                                        per_endpoint,
+                                    )
+                                {
                                     freed.notify_one();
                                 }
                             });
@@ -570,9 +585,9 @@ pub fn spawn_deliveries(
     });
 }
 
-/// Frees the slot of a call to `subscription` that has ended; whether the subscription has just
-/// come back within its claiming threshold (room for a claim of `per_claim`), so that the claim
-/// loop should look again now rather than after its pause.
+/// Frees the slot of a call to `subscription` that has ended, and returns whether the
+/// subscription has just come back within its claiming threshold (room for a claim of
+/// `per_claim`), so that the claim loop should look again now rather than after its pause.
 fn call_ended(
     in_flight: &Mutex<HashMap<String, u32>>,
     subscription: &str,
@@ -592,9 +607,17 @@ fn call_ended(
     was_excluded && now_claimable
 }
 
+/// Whether an outcome disables its subscription (410 Gone, or five days of failures).
+fn disables(record: &AttemptRecord) -> bool {
+    matches!(
+        record.subscription,
+        Some(SubscriptionChange::Disable { .. })
+    )
+}
+
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
-/// calls `saved` with each batch once it is stored, then notifies the returned [`Notify`]: the
-/// claim loop's slots are free again. A save that fails for an unreachable database is tried
+/// calls `saved` with each batch once it is stored, then notifies the returned [`Notify`]: there
+/// is room for more claims. A save that fails for an unreachable database is tried
 /// again: until saved, the leases keep these jobs from being attempted again by this process,
 /// and if it dies they are attempted again (at least once). A save that fails unexpectedly (a
 /// row the database refuses) is tried one outcome at a time, so that one bad outcome is dropped
