@@ -780,6 +780,107 @@ mod tests {
         assert!(lock(&in_flight).is_empty(), "no count of zero is kept");
         assert!(!ended(), "an unknown subscription wakes nothing");
     }
+
+    /// An endpoint answers 410 to every call, and saving the outcomes takes 300 ms: until the
+    /// subscription is saved as disabled, no more calls are claimed than its 64 slots held
+    /// when the first 410 came. Freeing those slots at the end of each call made the loop
+    /// claim and call more of its 1,000 due deliveries in the meantime, each failed for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_410_keeps_its_slot_until_the_subscription_is_saved_disabled() {
+        use domain::mocks::{MockWebhookRepository, MockWebhookTransport};
+        use domain::webhook::{DeliveryJob, HttpMethod, RetryPolicy, Subscription};
+        use domain::webhook::{OutgoingCall, TransportResponse};
+
+        let due = Arc::new(AtomicUsize::new(1_000));
+        let disabled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut repo = MockWebhookRepository::new();
+        let (left, off) = (due.clone(), disabled.clone());
+        repo.expect_claim()
+            .returning(move |_, lease, per_subscription, exclude, limit| {
+                if off.load(Ordering::SeqCst) || exclude.iter().any(|s| s == "whk_1") {
+                    return Ok(Vec::new());
+                }
+                let want = per_subscription.min(limit) as usize;
+                let n = want.min(left.load(Ordering::SeqCst));
+                left.fetch_sub(n, Ordering::SeqCst);
+                Ok((0..n)
+                    .map(|i| DeliveryJob {
+                        delivery_id: format!("whd_{i}"),
+                        subscription: Subscription {
+                            id: "whk_1".into(),
+                            environment_id: "env_1".into(),
+                            url: "https://example.com/hook".into(),
+                            method: HttpMethod::Post,
+                            headers: Default::default(),
+                            types: Vec::new(),
+                            card_template_id: None,
+                            flow_id: None,
+                            description: None,
+                            secret: domain::webhook::new_secret(),
+                            previous_secret: None,
+                            previous_secret_until: None,
+                            enabled: true,
+                            disabled_reason: None,
+                            failing_since: None,
+                            created: domain::testing::t0(),
+                            updated: domain::testing::t0(),
+                        },
+                        event_id: format!("evt_{i}"),
+                        event_name: "card-completed".into(),
+                        data: serde_json::json!({}),
+                        attempt: 1,
+                        trigger: "scheduled".into(),
+                        lease_until: lease,
+                    })
+                    .collect())
+            });
+        let off = disabled.clone();
+        repo.expect_record().returning(move |records| {
+            // A slow commit (an fsync, a busy database), on a thread of its own.
+            std::thread::sleep(Duration::from_millis(300));
+            if records.iter().any(disables) {
+                off.store(true, Ordering::SeqCst);
+            }
+            Ok(0)
+        });
+        let mut transport = MockWebhookTransport::new();
+        let made = calls.clone();
+        transport.expect_send().returning(move |_: OutgoingCall| {
+            made.fetch_add(1, Ordering::SeqCst);
+            TransportResponse {
+                status: Some(410),
+                retry_after_seconds: None,
+                body: String::new(),
+                error: None,
+                failure: None,
+                duration_ms: 1,
+            }
+        });
+        let service = Arc::new(DeliveryService::new(
+            Arc::new(repo),
+            Arc::new(transport),
+            domain::testing::clock(),
+            RetryPolicy::default(),
+        ));
+        let supervisor = Supervisor::new(Arc::new(Loops::default()), Metrics::new().expect("m"));
+        spawn_deliveries(&supervisor, service, 64, chrono::Duration::seconds(30));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !disabled.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(disabled.load(Ordering::SeqCst), "the 410 was saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            supervisor.stop(Duration::from_secs(5)).await,
+            "all ended in time"
+        );
+        let made = calls.load(Ordering::SeqCst);
+        assert!(
+            (1..=64).contains(&made),
+            "{made} calls to a subscription that had answered 410"
+        );
+    }
 }
 
 #[cfg(test)]
