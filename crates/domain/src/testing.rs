@@ -7,6 +7,7 @@ use chrono::TimeZone;
 
 use crate::tenancy::{KeyAccess, Principal};
 use crate::time::MockClock;
+use crate::webhook::{new_secret, HttpMethod, Subscription};
 use crate::Timestamp;
 
 /// The tests' "now": 2026-11-22T10:00:00Z.
@@ -22,6 +23,30 @@ pub fn clock() -> Arc<MockClock> {
     let mut clock = MockClock::new();
     clock.expect_now().returning(t0);
     Arc::new(clock)
+}
+
+/// Subscription `whk_1` of environment `env`, enabled, to `https://example.com/hook` for
+/// `card-completed` events, with a fresh secret, made at [`t0`].
+pub fn subscription(env: &str) -> Subscription {
+    Subscription {
+        id: "whk_1".into(),
+        environment_id: env.into(),
+        url: "https://example.com/hook".into(),
+        method: HttpMethod::Post,
+        headers: Default::default(),
+        types: vec!["card-completed".into()],
+        card_template_id: None,
+        flow_id: None,
+        description: None,
+        secret: new_secret(),
+        previous_secret: None,
+        previous_secret_until: None,
+        enabled: true,
+        disabled_reason: None,
+        failing_since: None,
+        created: t0(),
+        updated: t0(),
+    }
 }
 
 /// A caller: key `key_1` of organisation `org_1`, with `access` in environment `env` only.

@@ -20,7 +20,7 @@ use domain::health::Loops;
 use domain::push::{PushRecord, PushService};
 use domain::trigger::Engine;
 use domain::unit::Unexpected;
-use domain::webhook::{AttemptRecord, DeliveryService, SubscriptionChange};
+use domain::webhook::{AttemptRecord, DeliveryService};
 use domain::StorageError;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -484,7 +484,7 @@ pub fn spawn_deliveries(
             }
         },
         move |batch: &[AttemptRecord]| {
-            for r in batch.iter().filter(|r| disables(r)) {
+            for r in batch.iter().filter(|r| r.disables_subscription()) {
                 // The saver wakes the claim loop after this.
                 call_ended(&counts, &r.subscription_id, per_claim, per_endpoint);
             }
@@ -563,7 +563,7 @@ pub fn spawn_deliveries(
                                 let started = Instant::now();
                                 let record = service.attempt(job).await;
                                 attempts.webhook_attempt(record.outcome.kind(), started.elapsed());
-                                let held = disables(&record);
+                                let held = record.disables_subscription();
                                 let _ = done.send(record);
                                 if !held
                                     && call_ended(
@@ -605,14 +605,6 @@ fn call_ended(
         counts.remove(subscription);
     }
     was_excluded && now_claimable
-}
-
-/// Whether an outcome disables its subscription (410 Gone, or five days of failures).
-fn disables(record: &AttemptRecord) -> bool {
-    matches!(
-        record.subscription,
-        Some(SubscriptionChange::Disable { .. })
-    )
 }
 
 /// Saves outcomes sent to the returned channel, in batches of at most [`RECORD_BATCH`], and
@@ -788,14 +780,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_410_keeps_its_slot_until_the_subscription_is_saved_disabled() {
         use domain::mocks::{MockWebhookRepository, MockWebhookTransport};
-        use domain::webhook::{DeliveryJob, HttpMethod, RetryPolicy, Subscription};
-        use domain::webhook::{OutgoingCall, TransportResponse};
+        use domain::webhook::{DeliveryJob, OutgoingCall, RetryPolicy, TransportResponse};
 
-        let due = Arc::new(AtomicUsize::new(1_000));
+        let left = AtomicUsize::new(1_000);
         let disabled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let calls = Arc::new(AtomicUsize::new(0));
         let mut repo = MockWebhookRepository::new();
-        let (left, off) = (due.clone(), disabled.clone());
+        let off = disabled.clone();
         repo.expect_claim()
             .returning(move |_, lease, per_subscription, exclude, limit| {
                 if off.load(Ordering::SeqCst) || exclude.iter().any(|s| s == "whk_1") {
@@ -807,25 +798,7 @@ mod tests {
                 Ok((0..n)
                     .map(|i| DeliveryJob {
                         delivery_id: format!("whd_{i}"),
-                        subscription: Subscription {
-                            id: "whk_1".into(),
-                            environment_id: "env_1".into(),
-                            url: "https://example.com/hook".into(),
-                            method: HttpMethod::Post,
-                            headers: Default::default(),
-                            types: Vec::new(),
-                            card_template_id: None,
-                            flow_id: None,
-                            description: None,
-                            secret: domain::webhook::new_secret(),
-                            previous_secret: None,
-                            previous_secret_until: None,
-                            enabled: true,
-                            disabled_reason: None,
-                            failing_since: None,
-                            created: domain::testing::t0(),
-                            updated: domain::testing::t0(),
-                        },
+                        subscription: domain::testing::subscription("env_1"),
                         event_id: format!("evt_{i}"),
                         event_name: "card-completed".into(),
                         data: serde_json::json!({}),
@@ -837,9 +810,10 @@ mod tests {
             });
         let off = disabled.clone();
         repo.expect_record().returning(move |records| {
-            // A slow commit (an fsync, a busy database), on a thread of its own.
+            // A slow commit (an fsync, a busy database). It blocks the runtime thread it runs
+            // on, and the runtime has four.
             std::thread::sleep(Duration::from_millis(300));
-            if records.iter().any(disables) {
+            if records.iter().any(AttemptRecord::disables_subscription) {
                 off.store(true, Ordering::SeqCst);
             }
             Ok(0)

@@ -240,6 +240,13 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
+    /// Whether saving this record disables its subscription (410 Gone, or five days of
+    /// failures): until it is saved, a deliverer should claim no more of the subscription's
+    /// deliveries, whose calls would fail alike.
+    pub fn disables_subscription(&self) -> bool {
+        matches!(self.subscription, Some(SubscriptionChange::Disable { .. }))
+    }
+
     /// The attempt log's row of this record, with the id `id` (`wha_…`).
     pub fn to_attempt(&self, id: String) -> Attempt {
         Attempt {

@@ -7,7 +7,7 @@ use super::delivery::decide;
 use super::*;
 use crate::card::{CardInstance, CardStatus};
 use crate::tenancy::{KeyAccess, Role};
-use crate::testing::{caller, clock, t0};
+use crate::testing::{caller, clock, subscription, t0};
 use crate::Scope;
 
 const ENV: &str = "env_1";
@@ -17,25 +17,7 @@ fn who(role: Role) -> Principal {
 }
 
 fn sub() -> Subscription {
-    Subscription {
-        id: "whk_1".into(),
-        environment_id: ENV.into(),
-        url: "https://example.com/hook".into(),
-        method: HttpMethod::Post,
-        headers: Default::default(),
-        types: vec!["card-completed".into()],
-        card_template_id: None,
-        flow_id: None,
-        description: None,
-        secret: new_secret(),
-        previous_secret: None,
-        previous_secret_until: None,
-        enabled: true,
-        disabled_reason: None,
-        failing_since: None,
-        created: t0(),
-        updated: t0(),
-    }
+    subscription(ENV)
 }
 
 fn event(name: &str, flow: &str, template: &str) -> AnalyticsEvent {
