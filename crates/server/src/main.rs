@@ -194,7 +194,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_format, &settings.log_filter);
+    let log_writer = telemetry::init(settings.log_format, &settings.log_filter);
     if let Err(e) = huge_pages {
         tracing::warn!(error = %e, "transparent huge pages stay as the kernel sets them");
     }
@@ -247,6 +247,8 @@ async fn main() -> std::process::ExitCode {
         Command::Prune { dry_run } => prune(settings, dry_run).await,
         Command::Probe { path } => return run_probe(&settings, &path),
     };
+    // The log lines still waiting are written before the last word.
+    drop(log_writer);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
