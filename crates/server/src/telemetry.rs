@@ -3,7 +3,7 @@
 //!
 //! A line is formatted where it is logged and written by a thread of its own, through a
 //! buffer flushed each time no line is waiting: a request's log line costs its worker no
-//! system call (writing each line to stderr from the HTTP workers was 5% of the service's CPU
+//! system call (writing each line to stderr from the HTTP workers was 4.6% of the service's CPU
 //! under a `/start` load, docs/benchmarks.md). No line is dropped: when 128,000 wait, logging
 //! waits for the writer.
 
