@@ -183,8 +183,10 @@ fn without_huge_pages() -> std::io::Result<()> {
     Ok(())
 }
 
-#[actix_web::main]
-async fn main() -> std::process::ExitCode {
+/// Reads the configuration, starts the log writer, runs the command on actix's runtime, and
+/// prints the command's error last. The log writer outlives the runtime, so that what the
+/// runtime's threads log while they end is written too.
+fn main() -> std::process::ExitCode {
     let huge_pages = without_huge_pages();
     let cli = cli();
     let settings = match Settings::load(cli.config.as_deref(), config::variables()) {
@@ -195,6 +197,32 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let log_writer = telemetry::init(settings.log_format, &settings.log_filter);
+    let runtime = actix_web::rt::System::new();
+    let ended = runtime.block_on(run(cli, settings, huge_pages));
+    drop(runtime);
+    // The log lines still waiting are written before the last word.
+    drop(log_writer);
+    match ended {
+        Ended::Exit(code) => code,
+        Ended::Done(Ok(())) => std::process::ExitCode::SUCCESS,
+        Ended::Done(Err(e)) => {
+            eprintln!("workbench: {e:#}");
+            if e.downcast_ref::<StartRefused>().is_some() {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// How a command ended: with its outcome, or with an exit code of its own (`probe`).
+enum Ended {
+    Done(anyhow::Result<()>),
+    Exit(std::process::ExitCode),
+}
+
+async fn run(cli: Cli, settings: Settings, huge_pages: std::io::Result<()>) -> Ended {
     if let Err(e) = huge_pages {
         tracing::warn!(error = %e, "transparent huge pages stay as the kernel sets them");
     }
@@ -245,21 +273,9 @@ async fn main() -> std::process::ExitCode {
             command: KeyCommand::Revoke { client_id },
         } => revoke_key(settings, &client_id).await,
         Command::Prune { dry_run } => prune(settings, dry_run).await,
-        Command::Probe { path } => return run_probe(&settings, &path),
+        Command::Probe { path } => return Ended::Exit(run_probe(&settings, &path)),
     };
-    // The log lines still waiting are written before the last word.
-    drop(log_writer);
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("workbench: {e:#}");
-            if e.downcast_ref::<StartRefused>().is_some() {
-                std::process::ExitCode::from(2)
-            } else {
-                std::process::ExitCode::FAILURE
-            }
-        }
-    }
+    Ended::Done(result)
 }
 
 /// The command line, with every setting listed under `serve --help` (contract §17): its

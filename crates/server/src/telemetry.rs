@@ -2,15 +2,19 @@
 //! spans carry the request id; nothing logs a secret, a bearer or the database URL.
 //!
 //! A line is formatted where it is logged and written by a thread of its own, through a
-//! buffer flushed each time no line is waiting: a request's log line costs its worker no
-//! system call (writing each line to stderr from the HTTP workers was 4.6% of the service's CPU
-//! under a `/start` load, docs/benchmarks.md). No line is dropped: when 128,000 wait, logging
-//! waits for the writer.
+//! buffer flushed each time no line is waiting: a request's log line costs its worker no write
+//! to stderr, at most a wake-up of the writer (writing each line to stderr from the HTTP workers
+//! was 4.6% of the service's CPU under a `/start` load at b68ee1b, docs/benchmarks.md,
+//! 2026-11-27). No line is dropped: when [`WAITING_LINES`] wait, logging waits for the writer.
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
+
+/// Lines that may wait for the writer. The queue is allocated whole at start (32 bytes a
+/// line): the library's default, 128,000, held 3.9 MiB of every process from its start.
+const WAITING_LINES: usize = 8_192;
 
 /// Installs the logger; the returned guard writes out the lines still waiting when it is
 /// dropped, so `main` holds it until it returns.
@@ -26,6 +30,7 @@ pub fn init(format: LogFormat, filter: &str) -> WorkerGuard {
     }
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (writer, guard) = NonBlockingBuilder::default()
+        .buffered_lines_limit(WAITING_LINES)
         .lossy(false)
         .thread_name("log-writer")
         .finish(std::io::BufWriter::new(std::io::stderr()));
