@@ -65,6 +65,37 @@ impl ColumnInsert {
         self.rows
     }
 
+    /// Appends the rows of `more`, an insert into the same table of the same columns; false,
+    /// with nothing appended, when it is not.
+    pub(crate) fn append(&mut self, more: ColumnInsert) -> bool {
+        let alike = self.table == more.table
+            && self.names == more.names
+            && self.tail == more.tail
+            && self
+                .columns
+                .iter()
+                .zip(&more.columns)
+                .all(|(a, b)| std::mem::discriminant(a) == std::mem::discriminant(b));
+        if !alike {
+            return false;
+        }
+        for (column, more) in self.columns.iter_mut().zip(more.columns) {
+            match (column, more) {
+                (Column::Text(a), Column::Text(b)) => a.extend(b),
+                (Column::OptText(a), Column::OptText(b)) => a.extend(b),
+                (Column::Int(a), Column::Int(b)) => a.extend(b),
+                (Column::BigInt(a), Column::BigInt(b)) => a.extend(b),
+                (Column::Bool(a), Column::Bool(b)) => a.extend(b),
+                (Column::Time(a), Column::Time(b)) => a.extend(b),
+                (Column::OptTime(a), Column::OptTime(b)) => a.extend(b),
+                // Not reached: every pair of columns is of one kind (checked above).
+                _ => {}
+            }
+        }
+        self.rows += more.rows;
+        true
+    }
+
     /// Runs it (nothing when it holds no row); the rows inserted.
     pub(crate) fn run(&self, conn: &mut PgConnection) -> QueryResult<usize> {
         if self.rows == 0 {

@@ -1,7 +1,8 @@
 //! The `/start` recorder: group commit of recorded invocations (and their runs) on threads of
 //! its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
 
 use diesel::prelude::*;
 use domain::trigger::{BatchResult, Invocation};
@@ -39,6 +40,9 @@ pub(crate) const RECORDER_QUEUE: usize = 8_192;
 pub(crate) struct Group {
     calls: Vec<Pending>,
     writes: Option<NewWrites>,
+    /// A hash of every (environment, id) asked, with `writes` only: a group joins another
+    /// with what both wrote only when none of its ids is among the other's.
+    asked: HashSet<u64>,
 }
 
 /// What a transaction recorded, freed on a thread of its own.
@@ -54,31 +58,41 @@ pub(crate) fn start_recorder(
     std::thread::Builder::new()
         .name("recorder-free".into())
         .spawn(move || freed.into_iter().for_each(drop))?;
-    // A group is handed over only when the writer is free to take it (a channel of no
-    // capacity): while a transaction is written, the calls that come wait in the queue and
-    // are packed into one group, written in the next transaction. Every group costs its own
-    // statements (reads of the flows, cancels and subscriptions, then an insert per table),
-    // each a round trip to PostgreSQL: a group per call as it came, several per transaction,
-    // held `/start` on PostgreSQL to a third of its throughput (docs/benchmarks.md, "One group
-    // per transaction"). One transaction per call (a CSV chunk) would rewrite the last pages
-    // of every table and index it appends to: a CSV task wrote a quarter more that way.
-    let (packed, groups) = std::sync::mpsc::sync_channel::<Group>(0);
+    // The group the writer takes next, which the packing thread adds to until it is taken:
+    // while a transaction is written, every call that comes is packed into the next one. Every
+    // group costs its own statements (reads of the flows, cancels and subscriptions, then an
+    // insert per table), each a round trip to PostgreSQL: a group per call as it came, several
+    // per transaction, held `/start` on PostgreSQL to a third of its throughput
+    // (docs/benchmarks.md, "One group per transaction"). A group handed over whole, closed to
+    // the calls that came while it waited for the writer, made a call wait for up to three
+    // transactions instead of two (docs/benchmarks.md, "The next group open until taken").
+    // One transaction per call (a CSV chunk) would rewrite the last pages of every table and
+    // index it appends to: a CSV task wrote a quarter more that way.
+    let next = Arc::new(Next {
+        joins: db.backend() == Backend::Postgres,
+        ..Next::default()
+    });
     let writer = db.clone();
+    let taken = next.clone();
     std::thread::Builder::new()
         .name("recorder".into())
         .spawn(move || {
-            while let Ok(first) = groups.recv() {
-                // The packing thread may be waiting with the next group already.
-                let mut taken = vec![first];
-                taken.extend(groups.try_recv().ok());
-                let _ = spent.send(record_groups(&writer, taken));
+            while let Some(group) = taken.take() {
+                let _ = spent.send(record_groups(&writer, vec![group]));
             }
         })?;
     std::thread::Builder::new()
         .name("recorder-pack".into())
         .spawn(move || {
+            // The writer ends when this thread does, however it ends.
+            let _closing = Closing(&next);
             let backend = db.backend();
-            while let Some(first) = queue.blocking_recv() {
+            // Without joins, the calls that come while a group waits for the writer are
+            // taken after it, into the next group whole.
+            while next.joins || next.taken() {
+                let Some(first) = queue.blocking_recv() else {
+                    break;
+                };
                 let mut calls = vec![first];
                 while calls.len() < RECORD_GROUP {
                     match queue.try_recv() {
@@ -86,22 +100,151 @@ pub(crate) fn start_recorder(
                         Err(_) => break,
                     }
                 }
-                let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
-                    .iter()
-                    .flat_map(|c| c.asked.iter().map(|(i, run)| (i, run.as_ref())))
-                    .collect();
-                // Not built when a number is out of its column's range: built again in the
-                // transaction, which fails with that error.
-                let writes = distinct(&all)
-                    .then(|| NewWrites::of(&all, backend).ok())
-                    .flatten();
-                drop(all);
-                if packed.send(Group { calls, writes }).is_err() {
+                if !next.add(Group::of(calls, backend)) {
                     break;
                 }
             }
         })?;
     Ok(())
+}
+
+impl Group {
+    /// `calls`, with what they write when every invocation they ask for is new and no cancel
+    /// applies; without it when an id is asked twice, or a number is out of its column's range
+    /// (built again in the transaction, which fails with that error).
+    fn of(calls: Vec<Pending>, backend: Backend) -> Group {
+        let all: Vec<(&Invocation, Option<&BatchResult>)> = calls
+            .iter()
+            .flat_map(|c| c.asked.iter().map(|(i, run)| (i, run.as_ref())))
+            .collect();
+        let asked: HashSet<u64> = all.iter().map(|(i, _)| asked_hash(i)).collect();
+        // Fewer hashes than ids: an id asked twice (or, rarely, two ids of one hash).
+        let writes = (asked.len() == all.len())
+            .then(|| NewWrites::of(&all, backend).ok())
+            .flatten();
+        drop(all);
+        Group {
+            calls,
+            asked: if writes.is_some() {
+                asked
+            } else {
+                HashSet::new()
+            },
+            writes,
+        }
+    }
+
+    /// This group and `more` as one, in this order.
+    fn merge(mut self, more: Group) -> Group {
+        self.calls.extend(more.calls);
+        self.writes = match (self.writes, more.writes) {
+            (Some(mut writes), Some(more_writes)) => {
+                let apart = more.asked.iter().all(|h| !self.asked.contains(h));
+                self.asked.extend(more.asked);
+                (apart && writes.append(more_writes)).then_some(writes)
+            }
+            _ => None,
+        };
+        if self.writes.is_none() {
+            self.asked = HashSet::new();
+        }
+        self
+    }
+}
+
+/// A hash of the (environment, id) of `i`, the same in every group.
+fn asked_hash(i: &Invocation) -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+        .hash_one((i.environment_id.as_str(), i.id.as_str()))
+}
+
+/// The group the writer takes next, between the packing thread and the writer.
+#[derive(Default)]
+struct Next {
+    slot: Mutex<Slot>,
+    changed: Condvar,
+    /// Whether a group joins the one waiting (PostgreSQL), or the next one is packed only
+    /// once it is taken (SQLite). On SQLite the writes of a group are packed into few
+    /// statements when it is built, and joined groups keep each its own statements. On
+    /// PostgreSQL joined inserts of columns are one insert.
+    joins: bool,
+}
+
+#[derive(Default)]
+struct Slot {
+    group: Option<Group>,
+    /// The packing thread has ended.
+    closed: bool,
+}
+
+impl Next {
+    /// Adds `group` to the one waiting for the writer, or waits it there; waits first while
+    /// that one holds [`RECORD_GROUP`] calls. False when the writer is gone.
+    fn add(&self, group: Group) -> bool {
+        let Ok(mut slot) = self.slot.lock() else {
+            return false;
+        };
+        while slot
+            .group
+            .as_ref()
+            .is_some_and(|g| g.calls.len() >= RECORD_GROUP)
+        {
+            slot = match self.changed.wait(slot) {
+                Ok(slot) => slot,
+                Err(_) => return false,
+            };
+        }
+        slot.group = Some(match slot.group.take() {
+            Some(waiting) => waiting.merge(group),
+            None => group,
+        });
+        self.changed.notify_all();
+        true
+    }
+
+    /// Whether the group waiting was taken, waiting until it is; false when the writer is
+    /// gone.
+    fn taken(&self) -> bool {
+        let Ok(mut slot) = self.slot.lock() else {
+            return false;
+        };
+        while slot.group.is_some() {
+            slot = match self.changed.wait(slot) {
+                Ok(slot) => slot,
+                Err(_) => return false,
+            };
+        }
+        true
+    }
+
+    /// The next group, waiting for one; none once the packing thread has ended and nothing
+    /// is left.
+    fn take(&self) -> Option<Group> {
+        let mut slot = self.slot.lock().ok()?;
+        loop {
+            if let Some(group) = slot.group.take() {
+                self.changed.notify_all();
+                return Some(group);
+            }
+            if slot.closed {
+                return None;
+            }
+            slot = self.changed.wait(slot).ok()?;
+        }
+    }
+}
+
+/// Marks the packing thread ended when dropped.
+struct Closing<'a>(&'a Next);
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.0.slot.lock() {
+            slot.closed = true;
+        }
+        self.0.changed.notify_all();
+    }
 }
 
 /// Every invocation `calls` ask for, in order, with its run.
@@ -311,6 +454,11 @@ impl NewWrites {
             runs: RunWrites::of(&runs, backend)?,
         })
     }
+
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    fn append(&mut self, more: NewWrites) -> bool {
+        self.invocations.append(more.invocations) && self.runs.append(more.runs)
+    }
 }
 
 /// Inserts invocations taken to be new, and the rows of their runs (cancel markers applied;
@@ -375,4 +523,73 @@ pub(crate) fn write_new(
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::trigger::{InvocationStatus, Mode};
+
+    fn call(ids: &[&str]) -> Pending {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        let asked = ids
+            .iter()
+            .map(|id| {
+                let invocation = Invocation {
+                    environment_id: "env_a".into(),
+                    id: (*id).into(),
+                    flow_id: "flw_1".into(),
+                    mode: Mode::Live,
+                    flow_version: 1,
+                    fingerprint: "fp".into(),
+                    target: serde_json::json!({"type": "user"}).into(),
+                    payload: serde_json::json!({}).into(),
+                    strict_variables: false,
+                    bulk: false,
+                    status: InvocationStatus::Pending,
+                    users_targeted: 0,
+                    cards_created: 0,
+                    errors: Vec::new(),
+                    cursor: None,
+                    created: at,
+                    updated: at,
+                };
+                (invocation, None)
+            })
+            .collect();
+        Pending {
+            asked,
+            reply: tokio::sync::oneshot::channel().0,
+        }
+    }
+
+    fn rows(group: &Group) -> Option<usize> {
+        group.writes.as_ref().map(|w| match &w.invocations {
+            InvocationWrites::Sqlite { rows, .. } => rows.len(),
+            InvocationWrites::Postgres(insert) => insert.len(),
+        })
+    }
+
+    /// Groups join with what they write only when no id is asked in both; otherwise it is
+    /// built again in the transaction, where every call is decided on its own.
+    #[test]
+    fn groups_join_their_writes_only_when_their_ids_are_apart() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let joined = Group::of(vec![call(&["inv_1", "inv_2"])], backend)
+                .merge(Group::of(vec![call(&["inv_3"])], backend));
+            assert_eq!((joined.calls.len(), rows(&joined)), (2, Some(3)));
+            let joined = joined.merge(Group::of(vec![call(&["inv_4"]), call(&["inv_5"])], backend));
+            assert_eq!((joined.calls.len(), rows(&joined)), (4, Some(5)));
+            let clashing = joined.merge(Group::of(vec![call(&["inv_2"])], backend));
+            assert_eq!((clashing.calls.len(), rows(&clashing)), (5, None));
+            // Once without, a group stays without.
+            let after = clashing.merge(Group::of(vec![call(&["inv_6"])], backend));
+            assert_eq!((after.calls.len(), rows(&after)), (6, None));
+            // A group asking one id twice has nothing built, and passes that on.
+            let twice = Group::of(vec![call(&["inv_7"]), call(&["inv_7"])], backend);
+            assert_eq!(rows(&twice), None);
+            let joined = Group::of(vec![call(&["inv_8"])], backend).merge(twice);
+            assert_eq!((joined.calls.len(), rows(&joined)), (3, None));
+        }
+    }
 }

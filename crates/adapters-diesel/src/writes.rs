@@ -104,6 +104,25 @@ impl CardWrites {
         }
     }
 
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    pub(crate) fn append(&mut self, more: CardWrites) -> bool {
+        match (self, more) {
+            (
+                CardWrites::Sqlite { packed, rows },
+                CardWrites::Sqlite {
+                    packed: more_packed,
+                    rows: more_rows,
+                },
+            ) => {
+                packed.extend(more_packed);
+                rows.extend(more_rows);
+                true
+            }
+            (CardWrites::Postgres(insert), CardWrites::Postgres(more)) => insert.append(more),
+            _ => false,
+        }
+    }
+
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
         match self {
             CardWrites::Sqlite { packed, rows } => {
@@ -143,6 +162,25 @@ impl EventWrites {
             Backend::Postgres => {
                 EventWrites::Postgres(event_columns(events.iter().map(|e| event_row(e)).collect()))
             }
+        }
+    }
+
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    pub(crate) fn append(&mut self, more: EventWrites) -> bool {
+        match (self, more) {
+            (
+                EventWrites::Sqlite { packed, rows },
+                EventWrites::Sqlite {
+                    packed: more_packed,
+                    rows: more_rows,
+                },
+            ) => {
+                packed.extend(more_packed);
+                rows.extend(more_rows);
+                true
+            }
+            (EventWrites::Postgres(insert), EventWrites::Postgres(more)) => insert.append(more),
+            _ => false,
         }
     }
 
@@ -189,6 +227,34 @@ impl InvocationWrites {
         }
     }
 
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    pub(crate) fn append(&mut self, more: InvocationWrites) -> bool {
+        match (self, more) {
+            (
+                InvocationWrites::Sqlite {
+                    rows,
+                    packed,
+                    other,
+                },
+                InvocationWrites::Sqlite {
+                    rows: more_rows,
+                    packed: more_packed,
+                    other: more_other,
+                },
+            ) => {
+                let offset = rows.len();
+                other.extend(more_other.into_iter().map(|i| i + offset));
+                rows.extend(more_rows);
+                packed.extend(more_packed);
+                true
+            }
+            (InvocationWrites::Postgres(insert), InvocationWrites::Postgres(more)) => {
+                insert.append(more)
+            }
+            _ => false,
+        }
+    }
+
     /// True when every one was new (inserted).
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<bool, Failure> {
         match self {
@@ -232,6 +298,11 @@ impl RunWrites {
             cards: CardWrites::of(&cards, backend)?,
             events: EventWrites::of(&events_of(batches), backend),
         })
+    }
+
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    pub(crate) fn append(&mut self, more: RunWrites) -> bool {
+        self.cards.append(more.cards) && self.events.append(more.events)
     }
 
     /// Writes them, with the outbox rows of the events of `batches`, the batches they were

@@ -2623,6 +2623,61 @@ mod bulk_cancel_push {
         );
     }
 
+    /// Calls that come together are written together (while one transaction is written, the
+    /// calls that come join one group for the next), and each is still decided as if it ran
+    /// alone: of two calls asking for one id, one records it with its run and the other finds
+    /// it (or, asking with another fingerprint, is refused), and nothing of the other's run
+    /// is saved.
+    async fn calls_recorded_together_are_each_decided_as_if_alone(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = std::sync::Arc::new(DieselInvocationRepository::new(db.clone()));
+        let cards = DieselCardRepository::new(db.clone());
+        let mut tasks = Vec::new();
+        for k in 0..48 {
+            let invocations = invocations.clone();
+            tasks.push(tokio::spawn(async move {
+                // Calls 2n and 2n + 1 ask for inv_n, one in three pairs with two fingerprints.
+                let id = format!("inv_{}", k / 2);
+                let fingerprint = if k % 6 == 5 { "other" } else { "fp" };
+                let mut made = card(
+                    &format!("crd_{k}"),
+                    &format!("fin_{k}"),
+                    &format!("u{k}"),
+                    5,
+                    3,
+                );
+                made.invocation_id = id.clone();
+                let run = run_of(&id, vec![made]);
+                invocations
+                    .record_run(vec![(
+                        invocation(&id, Mode::Live, fingerprint, false),
+                        Some(run),
+                    )])
+                    .await
+            }));
+        }
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.expect("join").expect("record"));
+        }
+        for n in 0..24 {
+            let (a, b) = (&answers[2 * n][0], &answers[2 * n + 1][0]);
+            assert!(
+                a.is_none() != b.is_none(),
+                "inv_{n}: one records it, one finds it"
+            );
+            let first = if a.is_none() { 2 * n } else { 2 * n + 1 };
+            for k in [2 * n, 2 * n + 1] {
+                let saved = cards
+                    .get("env_a", &format!("u{k}"), &format!("crd_{k}"))
+                    .await
+                    .expect("get")
+                    .is_some();
+                assert_eq!(saved, k == first, "crd_{k}");
+            }
+        }
+    }
+
     pub(super) fn platform(id: &str, enabled: bool) -> PushPlatform {
         PushPlatform {
             id: id.into(),
@@ -3377,6 +3432,7 @@ mod bulk_cancel_push {
         cancels_mark_engine_batches_and_cancel_in_batches,
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
+        calls_recorded_together_are_each_decided_as_if_alone,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );
 }
