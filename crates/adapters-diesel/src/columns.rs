@@ -70,6 +70,7 @@ impl ColumnInsert {
     pub(crate) fn append(&mut self, more: ColumnInsert) -> bool {
         let alike = self.table == more.table
             && self.names == more.names
+            && self.columns.len() == more.columns.len()
             && self.tail == more.tail
             && self
                 .columns
@@ -94,6 +95,23 @@ impl ColumnInsert {
         }
         self.rows += more.rows;
         true
+    }
+
+    /// The length of each column.
+    #[cfg(test)]
+    pub(crate) fn columns_len(&self) -> Vec<usize> {
+        self.columns
+            .iter()
+            .map(|c| match c {
+                Column::Text(v) => v.len(),
+                Column::OptText(v) => v.len(),
+                Column::Int(v) => v.len(),
+                Column::BigInt(v) => v.len(),
+                Column::Bool(v) => v.len(),
+                Column::Time(v) => v.len(),
+                Column::OptTime(v) => v.len(),
+            })
+            .collect()
     }
 
     /// Runs it (nothing when it holds no row); the rows inserted.
@@ -165,3 +183,40 @@ macro_rules! column_insert {
 }
 
 pub(crate) use column_insert;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(table: &'static str, ids: &[&str]) -> ColumnInsert {
+        ColumnInsert::new(
+            table,
+            &["id", "n"],
+            vec![
+                Column::Text(ids.iter().map(|s| (*s).to_owned()).collect()),
+                Column::Int(vec![1; ids.len()]),
+            ],
+            "",
+            ids.len(),
+        )
+    }
+
+    /// An insert takes another's rows only when both are of one table and its columns, of
+    /// the same kinds; otherwise it is left as it was.
+    #[test]
+    fn inserts_of_one_table_append_and_others_do_not() {
+        let mut rows = insert("t", &["a", "b"]);
+        assert!(rows.append(insert("t", &["c"])));
+        assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+        assert!(!rows.append(insert("u", &["d"])));
+        let other_kinds = ColumnInsert::new(
+            "t",
+            &["id", "n"],
+            vec![Column::Text(vec!["e".into()]), Column::BigInt(vec![1])],
+            "",
+            1,
+        );
+        assert!(!rows.append(other_kinds));
+        assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+    }
+}

@@ -29,7 +29,7 @@ pub(crate) struct Pending {
     pub(crate) reply: tokio::sync::oneshot::Sender<Recorded>,
 }
 
-/// Calls packed together, at most.
+/// Calls packed together at once, at most; a group that holds as many takes no more.
 pub(crate) const RECORD_GROUP: usize = 256;
 /// Calls waiting for the recorder, at most: while the database hangs, the ones beyond are
 /// refused at once (contract §20).
@@ -58,11 +58,12 @@ pub(crate) fn start_recorder(
     std::thread::Builder::new()
         .name("recorder-free".into())
         .spawn(move || freed.into_iter().for_each(drop))?;
-    // The group the writer takes next, which the packing thread adds to until it is taken:
-    // while a transaction is written, every call that comes is packed into the next one. Every
-    // group costs its own statements (reads of the flows, cancels and subscriptions, then an
-    // insert per table), each a round trip to PostgreSQL: a group per call as it came, several
-    // per transaction, held `/start` on PostgreSQL to a third of its throughput
+    // On PostgreSQL the group the writer takes next stays open, the packing thread adding to
+    // it until it is taken (or holds `RECORD_GROUP` calls): the calls that come while a
+    // transaction is written are in the next one (on SQLite see `Next::joins`). Every group
+    // costs its own statements (reads of the flows, cancels and subscriptions, then an insert
+    // per table), each a round trip to PostgreSQL: a group per call as it came, several per
+    // transaction, held `/start` on PostgreSQL to a third of its throughput
     // (docs/benchmarks.md, "One group per transaction"). A group handed over whole, closed to
     // the calls that came while it waited for the writer, made a call wait for up to three
     // transactions instead of two (docs/benchmarks.md, "The next group open until taken").
@@ -73,19 +74,23 @@ pub(crate) fn start_recorder(
         ..Next::default()
     });
     let writer = db.clone();
-    let taken = next.clone();
+    // Each thread's end is marked however it ends, and also when it never ran (its spawn
+    // failed): the other does not wait for it.
+    let writing = Ending(next.clone(), Side::Writer);
+    let packing = Ending(next, Side::Packer);
     std::thread::Builder::new()
         .name("recorder".into())
         .spawn(move || {
-            while let Some(group) = taken.take() {
+            let ending = writing;
+            while let Some(group) = ending.0.take() {
                 let _ = spent.send(record_groups(&writer, vec![group]));
             }
         })?;
     std::thread::Builder::new()
         .name("recorder-pack".into())
         .spawn(move || {
-            // The writer ends when this thread does, however it ends.
-            let _closing = Closing(&next);
+            let ending = packing;
+            let next = &ending.0;
             let backend = db.backend();
             // Without joins, the calls that come while a group waits for the writer are
             // taken after it, into the next group whole.
@@ -175,7 +180,10 @@ struct Next {
 struct Slot {
     group: Option<Group>,
     /// The packing thread has ended.
-    closed: bool,
+    packer_ended: bool,
+    /// The writing thread has ended: the calls packed after it are answered at once, as
+    /// calls of a recorder that stopped.
+    writer_ended: bool,
 }
 
 impl Next {
@@ -189,11 +197,15 @@ impl Next {
             .group
             .as_ref()
             .is_some_and(|g| g.calls.len() >= RECORD_GROUP)
+            && !slot.writer_ended
         {
             slot = match self.changed.wait(slot) {
                 Ok(slot) => slot,
                 Err(_) => return false,
             };
+        }
+        if slot.writer_ended {
+            return false;
         }
         slot.group = Some(match slot.group.take() {
             Some(waiting) => waiting.merge(group),
@@ -209,13 +221,13 @@ impl Next {
         let Ok(mut slot) = self.slot.lock() else {
             return false;
         };
-        while slot.group.is_some() {
+        while slot.group.is_some() && !slot.writer_ended {
             slot = match self.changed.wait(slot) {
                 Ok(slot) => slot,
                 Err(_) => return false,
             };
         }
-        true
+        !slot.writer_ended
     }
 
     /// The next group, waiting for one; none once the packing thread has ended and nothing
@@ -227,7 +239,7 @@ impl Next {
                 self.changed.notify_all();
                 return Some(group);
             }
-            if slot.closed {
+            if slot.packer_ended {
                 return None;
             }
             slot = self.changed.wait(slot).ok()?;
@@ -235,14 +247,33 @@ impl Next {
     }
 }
 
-/// Marks the packing thread ended when dropped.
-struct Closing<'a>(&'a Next);
+/// One of the two threads that share [`Next`].
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Packer,
+    Writer,
+}
 
-impl Drop for Closing<'_> {
+/// Marks its thread ended when dropped, so that the other one does not wait for it; when the
+/// writer ends, the group waiting is dropped (its callers told the recorder stopped).
+struct Ending(Arc<Next>, Side);
+
+impl Drop for Ending {
     fn drop(&mut self) {
-        if let Ok(mut slot) = self.0.slot.lock() {
-            slot.closed = true;
-        }
+        let left = match self.0.slot.lock() {
+            Ok(mut slot) => match self.1 {
+                Side::Packer => {
+                    slot.packer_ended = true;
+                    None
+                }
+                Side::Writer => {
+                    slot.writer_ended = true;
+                    slot.group.take()
+                }
+            },
+            Err(_) => None,
+        };
+        drop(left);
         self.0.changed.notify_all();
     }
 }
@@ -531,6 +562,10 @@ mod tests {
     use domain::trigger::{InvocationStatus, Mode};
 
     fn call(ids: &[&str]) -> Pending {
+        answered(ids, tokio::sync::oneshot::channel().0)
+    }
+
+    fn answered(ids: &[&str], reply: tokio::sync::oneshot::Sender<Recorded>) -> Pending {
         let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("time");
         let asked = ids
             .iter()
@@ -557,16 +592,27 @@ mod tests {
                 (invocation, None)
             })
             .collect();
-        Pending {
-            asked,
-            reply: tokio::sync::oneshot::channel().0,
-        }
+        Pending { asked, reply }
     }
 
+    /// The invocation rows of `group`'s writes, checked whole: on SQLite every row either
+    /// packed or listed once among the others, on PostgreSQL every column as long as the rows.
     fn rows(group: &Group) -> Option<usize> {
         group.writes.as_ref().map(|w| match &w.invocations {
-            InvocationWrites::Sqlite { rows, .. } => rows.len(),
-            InvocationWrites::Postgres(insert) => insert.len(),
+            InvocationWrites::Sqlite {
+                rows,
+                packed,
+                other,
+            } => {
+                // Runs shorter than a packed statement's are left as others.
+                assert!(packed.is_empty());
+                assert_eq!(*other, (0..rows.len()).collect::<Vec<_>>());
+                rows.len()
+            }
+            InvocationWrites::Postgres(insert) => {
+                assert!(insert.columns_len().iter().all(|&n| n == insert.len()));
+                insert.len()
+            }
         })
     }
 
@@ -580,7 +626,8 @@ mod tests {
             assert_eq!((joined.calls.len(), rows(&joined)), (2, Some(3)));
             let joined = joined.merge(Group::of(vec![call(&["inv_4"]), call(&["inv_5"])], backend));
             assert_eq!((joined.calls.len(), rows(&joined)), (4, Some(5)));
-            let clashing = joined.merge(Group::of(vec![call(&["inv_2"])], backend));
+            // An id of a group joined earlier, not of the first.
+            let clashing = joined.merge(Group::of(vec![call(&["inv_4"])], backend));
             assert_eq!((clashing.calls.len(), rows(&clashing)), (5, None));
             // Once without, a group stays without.
             let after = clashing.merge(Group::of(vec![call(&["inv_6"])], backend));
@@ -591,5 +638,56 @@ mod tests {
             let joined = Group::of(vec![call(&["inv_8"])], backend).merge(twice);
             assert_eq!((joined.calls.len(), rows(&joined)), (3, None));
         }
+    }
+
+    /// Runs `f` on a thread of its own; what it returns within five seconds.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(f());
+        });
+        result
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("woken within five seconds")
+    }
+
+    /// Neither thread waits for the other once it has ended: a writer that ended (a panic)
+    /// drops the group waiting, whose callers are told the recorder stopped, and wakes the
+    /// packing thread; a packing thread that ended leaves the writer the group waiting, then
+    /// wakes it to end.
+    #[test]
+    fn neither_thread_waits_for_one_that_ended() {
+        let next = Arc::new(Next {
+            joins: true,
+            ..Next::default()
+        });
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        let mut full = vec![answered(&["inv_0"], reply)];
+        full.extend((1..RECORD_GROUP).map(|k| call(&[&format!("inv_{k}")])));
+        assert!(next.add(Group::of(full, Backend::Postgres)));
+        // The group waiting is full: the packing thread waits until the writer ends.
+        let packer = next.clone();
+        let adding = std::thread::spawn(move || {
+            packer.add(Group::of(vec![call(&["inv_x"])], Backend::Postgres))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(Ending(next.clone(), Side::Writer));
+        assert!(!within(move || adding.join().expect("join")));
+        assert!(matches!(
+            answer.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed)
+        ));
+        assert!(!next.add(Group::of(vec![call(&["inv_2"])], Backend::Postgres)));
+        assert!(!next.taken());
+
+        let next = Arc::new(Next::default());
+        assert!(next.add(Group::of(vec![call(&["inv_1"])], Backend::Sqlite)));
+        assert!(next.take().is_some_and(|g| g.calls.len() == 1));
+        // Nothing waiting: the writer waits until the packing thread ends.
+        let writer = next.clone();
+        let taking = std::thread::spawn(move || writer.take().is_none());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(Ending(next, Side::Packer));
+        assert!(within(move || taking.join().expect("join")));
     }
 }

@@ -2623,11 +2623,10 @@ mod bulk_cancel_push {
         );
     }
 
-    /// Calls that come together are written together (while one transaction is written, the
-    /// calls that come join one group for the next), and each is still decided as if it ran
-    /// alone: of two calls asking for one id, one records it with its run and the other finds
-    /// it (or, asking with another fingerprint, is refused), and nothing of the other's run
-    /// is saved.
+    /// Calls that come together, which the recorder may write in one group, are each decided
+    /// as if they ran alone: of two calls asking for one id, one records it with its run and
+    /// the other finds it (or, asking with another fingerprint, is refused), and nothing of
+    /// the other's run is saved.
     async fn calls_recorded_together_are_each_decided_as_if_alone(url: &str) {
         let db = with_flow(url).await;
         let invocations = std::sync::Arc::new(DieselInvocationRepository::new(db.clone()));
