@@ -559,38 +559,16 @@ pub(crate) fn write_new(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use domain::trigger::{InvocationStatus, Mode};
 
-    fn call(ids: &[&str]) -> Pending {
+    /// A call asking for `inv_N` of each N of `ids`.
+    fn call(ids: &[usize]) -> Pending {
         answered(ids, tokio::sync::oneshot::channel().0)
     }
 
-    fn answered(ids: &[&str], reply: tokio::sync::oneshot::Sender<Recorded>) -> Pending {
-        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+    fn answered(ids: &[usize], reply: tokio::sync::oneshot::Sender<Recorded>) -> Pending {
         let asked = ids
             .iter()
-            .map(|id| {
-                let invocation = Invocation {
-                    environment_id: "env_a".into(),
-                    id: (*id).into(),
-                    flow_id: "flw_1".into(),
-                    mode: Mode::Live,
-                    flow_version: 1,
-                    fingerprint: "fp".into(),
-                    target: serde_json::json!({"type": "user"}).into(),
-                    payload: serde_json::json!({}).into(),
-                    strict_variables: false,
-                    bulk: false,
-                    status: InvocationStatus::Pending,
-                    users_targeted: 0,
-                    cards_created: 0,
-                    errors: Vec::new(),
-                    cursor: None,
-                    created: at,
-                    updated: at,
-                };
-                (invocation, None)
-            })
+            .map(|&n| (crate::waits_tests::invocation(n), None))
             .collect();
         Pending { asked, reply }
     }
@@ -621,21 +599,21 @@ mod tests {
     #[test]
     fn groups_join_their_writes_only_when_their_ids_are_apart() {
         for backend in [Backend::Sqlite, Backend::Postgres] {
-            let joined = Group::of(vec![call(&["inv_1", "inv_2"])], backend)
-                .merge(Group::of(vec![call(&["inv_3"])], backend));
+            let joined =
+                Group::of(vec![call(&[1, 2])], backend).merge(Group::of(vec![call(&[3])], backend));
             assert_eq!((joined.calls.len(), rows(&joined)), (2, Some(3)));
-            let joined = joined.merge(Group::of(vec![call(&["inv_4"]), call(&["inv_5"])], backend));
+            let joined = joined.merge(Group::of(vec![call(&[4]), call(&[5])], backend));
             assert_eq!((joined.calls.len(), rows(&joined)), (4, Some(5)));
             // An id of a group joined earlier, not of the first.
-            let clashing = joined.merge(Group::of(vec![call(&["inv_4"])], backend));
+            let clashing = joined.merge(Group::of(vec![call(&[4])], backend));
             assert_eq!((clashing.calls.len(), rows(&clashing)), (5, None));
             // Once without, a group stays without.
-            let after = clashing.merge(Group::of(vec![call(&["inv_6"])], backend));
+            let after = clashing.merge(Group::of(vec![call(&[6])], backend));
             assert_eq!((after.calls.len(), rows(&after)), (6, None));
             // A group asking one id twice has nothing built, and passes that on.
-            let twice = Group::of(vec![call(&["inv_7"]), call(&["inv_7"])], backend);
+            let twice = Group::of(vec![call(&[7]), call(&[7])], backend);
             assert_eq!(rows(&twice), None);
-            let joined = Group::of(vec![call(&["inv_8"])], backend).merge(twice);
+            let joined = Group::of(vec![call(&[8])], backend).merge(twice);
             assert_eq!((joined.calls.len(), rows(&joined)), (3, None));
         }
     }
@@ -662,13 +640,13 @@ mod tests {
             ..Next::default()
         });
         let (reply, mut answer) = tokio::sync::oneshot::channel();
-        let mut full = vec![answered(&["inv_0"], reply)];
-        full.extend((1..RECORD_GROUP).map(|k| call(&[&format!("inv_{k}")])));
+        let mut full = vec![answered(&[0], reply)];
+        full.extend((1..RECORD_GROUP).map(|k| call(&[k])));
         assert!(next.add(Group::of(full, Backend::Postgres)));
         // The group waiting is full: the packing thread waits until the writer ends.
         let packer = next.clone();
         let adding = std::thread::spawn(move || {
-            packer.add(Group::of(vec![call(&["inv_x"])], Backend::Postgres))
+            packer.add(Group::of(vec![call(&[RECORD_GROUP])], Backend::Postgres))
         });
         std::thread::sleep(std::time::Duration::from_millis(50));
         drop(Ending(next.clone(), Side::Writer));
@@ -677,11 +655,11 @@ mod tests {
             answer.try_recv(),
             Err(tokio::sync::oneshot::error::TryRecvError::Closed)
         ));
-        assert!(!next.add(Group::of(vec![call(&["inv_2"])], Backend::Postgres)));
+        assert!(!next.add(Group::of(vec![call(&[2])], Backend::Postgres)));
         assert!(!next.taken());
 
         let next = Arc::new(Next::default());
-        assert!(next.add(Group::of(vec![call(&["inv_1"])], Backend::Sqlite)));
+        assert!(next.add(Group::of(vec![call(&[1])], Backend::Sqlite)));
         assert!(next.take().is_some_and(|g| g.calls.len() == 1));
         // Nothing waiting: the writer waits until the packing thread ends.
         let writer = next.clone();

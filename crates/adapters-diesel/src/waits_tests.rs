@@ -33,7 +33,8 @@ enum Fault {
     Silence,
 }
 
-fn invocation(n: usize) -> Invocation {
+/// `inv_N` in `env_a`, fingerprint `fpN`, of the flow `flw_1`.
+pub(crate) fn invocation(n: usize) -> Invocation {
     let at = chrono::Utc
         .timestamp_opt(1_800_000_000, 0)
         .single()

@@ -74,15 +74,40 @@ fn run_columns(conn: &mut AnyConnection, insert: &ColumnInsert) -> Result<usize,
 /// Cards to insert, built before the transaction that writes them: on SQLite the runs worth
 /// packing as statements (see [`crate::packed`]) and the other cards as rows for multi-row
 /// statements; on PostgreSQL one insert of columns (see [`crate::columns`]).
-pub(crate) enum CardWrites {
+pub(crate) type CardWrites = RowWrites<CardRow>;
+
+/// Rows of one table to insert: on SQLite the runs worth packing as statements and the other
+/// rows, on PostgreSQL one insert of columns.
+pub(crate) enum RowWrites<R> {
     Sqlite {
         packed: Vec<Statement>,
-        rows: Vec<CardRow>,
+        rows: Vec<R>,
     },
     Postgres(ColumnInsert),
 }
 
-impl CardWrites {
+impl<R> RowWrites<R> {
+    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
+    pub(crate) fn append(&mut self, more: RowWrites<R>) -> bool {
+        match (self, more) {
+            (
+                RowWrites::Sqlite { packed, rows },
+                RowWrites::Sqlite {
+                    packed: more_packed,
+                    rows: more_rows,
+                },
+            ) => {
+                packed.extend(more_packed);
+                rows.extend(more_rows);
+                true
+            }
+            (RowWrites::Postgres(insert), RowWrites::Postgres(more)) => insert.append(more),
+            _ => false,
+        }
+    }
+}
+
+impl RowWrites<CardRow> {
     /// An error when a card's number is out of its column's range.
     pub(crate) fn of(cards: &[Arc<CardInstance>], backend: Backend) -> Result<Self, StorageError> {
         match backend {
@@ -92,46 +117,27 @@ impl CardWrites {
                     .into_iter()
                     .map(|c| card_row(c))
                     .collect::<Result<_, _>>()?;
-                Ok(CardWrites::Sqlite { packed, rows })
+                Ok(RowWrites::Sqlite { packed, rows })
             }
             Backend::Postgres => {
                 let rows = cards
                     .iter()
                     .map(|c| card_row(c))
                     .collect::<Result<_, _>>()?;
-                Ok(CardWrites::Postgres(card_columns(rows)))
+                Ok(RowWrites::Postgres(card_columns(rows)))
             }
-        }
-    }
-
-    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
-    pub(crate) fn append(&mut self, more: CardWrites) -> bool {
-        match (self, more) {
-            (
-                CardWrites::Sqlite { packed, rows },
-                CardWrites::Sqlite {
-                    packed: more_packed,
-                    rows: more_rows,
-                },
-            ) => {
-                packed.extend(more_packed);
-                rows.extend(more_rows);
-                true
-            }
-            (CardWrites::Postgres(insert), CardWrites::Postgres(more)) => insert.append(more),
-            _ => false,
         }
     }
 
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
         match self {
-            CardWrites::Sqlite { packed, rows } => {
+            RowWrites::Sqlite { packed, rows } => {
                 run_packed(conn, packed)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
                 }
             }
-            CardWrites::Postgres(insert) => {
+            RowWrites::Postgres(insert) => {
                 run_columns(conn, insert)?;
             }
         }
@@ -141,58 +147,33 @@ impl CardWrites {
 
 /// Events to insert, built like [`CardWrites`]; their outbox rows are not among them (see
 /// [`enqueue`]).
-pub(crate) enum EventWrites {
-    Sqlite {
-        packed: Vec<Statement>,
-        rows: Vec<EventRow>,
-    },
-    Postgres(ColumnInsert),
-}
+pub(crate) type EventWrites = RowWrites<EventRow>;
 
-impl EventWrites {
+impl RowWrites<EventRow> {
     pub(crate) fn of(events: &[&AnalyticsEvent], backend: Backend) -> Self {
         match backend {
             Backend::Sqlite => {
                 let (packed, rest) = crate::packed::events(events);
-                EventWrites::Sqlite {
+                RowWrites::Sqlite {
                     packed,
                     rows: rest.into_iter().map(event_row).collect(),
                 }
             }
             Backend::Postgres => {
-                EventWrites::Postgres(event_columns(events.iter().map(|e| event_row(e)).collect()))
+                RowWrites::Postgres(event_columns(events.iter().map(|e| event_row(e)).collect()))
             }
-        }
-    }
-
-    /// Appends `more`, built for the same backend; false (this left in any state) otherwise.
-    pub(crate) fn append(&mut self, more: EventWrites) -> bool {
-        match (self, more) {
-            (
-                EventWrites::Sqlite { packed, rows },
-                EventWrites::Sqlite {
-                    packed: more_packed,
-                    rows: more_rows,
-                },
-            ) => {
-                packed.extend(more_packed);
-                rows.extend(more_rows);
-                true
-            }
-            (EventWrites::Postgres(insert), EventWrites::Postgres(more)) => insert.append(more),
-            _ => false,
         }
     }
 
     pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
         match self {
-            EventWrites::Sqlite { packed, rows } => {
+            RowWrites::Sqlite { packed, rows } => {
                 run_packed(conn, packed)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
                 }
             }
-            EventWrites::Postgres(insert) => {
+            RowWrites::Postgres(insert) => {
                 run_columns(conn, insert)?;
             }
         }
