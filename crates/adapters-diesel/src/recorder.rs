@@ -101,7 +101,7 @@ pub(crate) fn start_recorder(
                 let mut calls = vec![first];
                 while calls.len() < RECORD_GROUP {
                     match queue.try_recv() {
-                        Ok(next) => calls.push(next),
+                        Ok(call) => calls.push(call),
                         Err(_) => break,
                     }
                 }
