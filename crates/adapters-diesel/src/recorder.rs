@@ -46,7 +46,7 @@ pub(crate) struct Group {
 }
 
 /// What a transaction recorded, freed on a thread of its own.
-pub(crate) type Spent = (Vec<Vec<Asked>>, Vec<Option<NewWrites>>);
+pub(crate) type Spent = (Vec<Vec<Asked>>, Option<NewWrites>);
 
 /// The recorder's three threads: packing, writing, freeing. Each ends when the one before it
 /// does, the first when `queue`'s senders are gone.
@@ -83,7 +83,7 @@ pub(crate) fn start_recorder(
         .spawn(move || {
             let ending = writing;
             while let Some(group) = ending.0.take() {
-                let _ = spent.send(record_groups(&writer, vec![group]));
+                let _ = spent.send(record_group(&writer, group));
             }
         })?;
     std::thread::Builder::new()
@@ -294,33 +294,26 @@ pub(crate) fn distinct(all: &[(&Invocation, Option<&BatchResult>)]) -> bool {
         .all(|(i, _)| seen.insert((i.environment_id.as_str(), i.id.as_str())))
 }
 
-/// Records the calls of `groups` in one transaction and answers each, on the writing thread;
+/// Records the calls of `group` in one transaction and answers each, on the writing thread;
 /// returns what they recorded, to be freed elsewhere. Every call is decided on its own, in
 /// queue order, as if it ran alone: an id that clashes refuses that call only, and an id asked
 /// by two calls is inserted by the first and found by the second.
-pub(crate) fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
-    let mut calls: Vec<Vec<Asked>> = Vec::new();
-    let mut replies = Vec::new();
-    let mut writes = Vec::with_capacity(groups.len());
-    for mut group in groups {
-        // Calls whose caller gave up (its deadline passed while an earlier transaction hung)
-        // are not recorded: it was answered 503. What was built for the group then covers
-        // calls left out, so it is built again in the transaction.
-        if group.calls.iter().any(|c| c.reply.is_closed()) {
-            group.calls.retain(|c| !c.reply.is_closed());
-            group.writes = None;
-        }
-        if group.calls.is_empty() {
-            continue;
-        }
-        writes.push((group.calls.len(), group.writes));
-        for pending in group.calls {
-            calls.push(pending.asked);
-            replies.push(pending.reply);
-        }
+pub(crate) fn record_group(db: &Database, mut group: Group) -> Spent {
+    // Calls whose caller gave up (its deadline passed while an earlier transaction hung) are
+    // not recorded: it was answered 503. What was built for the group then covers calls left
+    // out, so it is built again in the transaction.
+    if group.calls.iter().any(|c| c.reply.is_closed()) {
+        group.calls.retain(|c| !c.reply.is_closed());
+        group.writes = None;
     }
+    let writes = group.writes;
+    let (calls, replies): (Vec<Vec<Asked>>, Vec<_>) = group
+        .calls
+        .into_iter()
+        .map(|pending| (pending.asked, pending.reply))
+        .unzip();
     if calls.is_empty() {
-        return (calls, Vec::new());
+        return (calls, writes);
     }
     // A racing insert of a conflicting id (PostgreSQL, another process) rolls this attempt
     // back; the next attempt sees it before inserting anything.
@@ -330,8 +323,9 @@ pub(crate) fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
     // First as if every asked id were new; once one was not, each call decided on its own.
     let mut all_new = true;
     for _ in 0..4 {
-        match db.transaction_blocking_or_retry(|conn| record_calls(conn, &calls, &writes, all_new))
-        {
+        match db.transaction_blocking_or_retry(|conn| {
+            record_calls(conn, &calls, writes.as_ref(), all_new)
+        }) {
             Ok(Some(answers)) => {
                 outcome = Ok(answers);
                 break;
@@ -355,33 +349,28 @@ pub(crate) fn record_groups(db: &Database, groups: Vec<Group>) -> Spent {
             }
         }
     }
-    (calls, writes.into_iter().map(|(_, w)| w).collect())
+    (calls, writes)
 }
 
 /// The whole of one transaction. With `all_new`, as if every asked id were new (nearly always
-/// so): all are inserted, with the rows of their runs, group by group, from `writes` (per
-/// group, its count of calls and what the packing thread built for them); when one was stored
-/// already, the transaction is rolled back ([`Failure::Retry`]) to be run again without `all_new`
-/// (a savepoint to roll back to made SQLite journal the pages the inserts changed). Without
+/// so): all are inserted, with the rows of their runs, from `built` (what the packing thread
+/// built for them, when it could); when one was stored already, the transaction is rolled back
+/// ([`Failure::Retry`]) to be run again without `all_new` (a savepoint to roll back to made
+/// SQLite journal the pages the inserts changed). Without
 /// `all_new`, or when an id is asked twice, every call is decided on its own: one read per
 /// environment for every asked id, then the new ones of every call that clashes with nothing
 /// inserted.
 pub(crate) fn record_calls(
     conn: &mut AnyConnection,
     calls: &[Vec<Asked>],
-    writes: &[(usize, Option<NewWrites>)],
+    built: Option<&NewWrites>,
     all_new: bool,
 ) -> Result<Vec<Vec<Option<Invocation>>>, Failure> {
     let all = asked_in(calls);
     let mut totals = Totals::default();
     if all_new && distinct(&all) {
-        let mut from = 0;
-        for (count, built) in writes {
-            let group = asked_in(&calls[from..from + count]);
-            from += count;
-            if !insert_new(conn, &group, built.as_ref(), &mut totals)? {
-                return Err(Failure::Retry);
-            }
+        if !insert_new(conn, &all, built, &mut totals)? {
+            return Err(Failure::Retry);
         }
         totals.flush(conn)?;
         return Ok(calls.iter().map(|c| vec![None; c.len()]).collect());
