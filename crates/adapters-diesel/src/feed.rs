@@ -63,14 +63,33 @@ pub(crate) fn note(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Resu
     }
     if let AnyConnection::Postgresql(c) = conn {
         for payload in payloads(&users) {
-            diesel::sql_query("SELECT pg_notify($1, $2)")
-                .bind::<diesel::sql_types::Text, _>(CHANNEL)
-                .bind::<diesel::sql_types::Text, _>(payload)
-                .execute(c)?;
+            Notify(payload).execute(c)?;
         }
     }
     Ok(())
 }
+
+/// `SELECT pg_notify(CHANNEL, payload)`: a statement of its own type, which diesel prepares
+/// once per connection and keeps (a `sql_query` it sends to be parsed and planned each time,
+/// in every transaction that writes events).
+#[derive(diesel::query_builder::QueryId)]
+struct Notify(String);
+
+impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for Notify {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
+    ) -> QueryResult<()> {
+        out.push_sql("SELECT pg_notify(");
+        out.push_bind_param::<diesel::sql_types::Text, _>(CHANNEL)?;
+        out.push_sql(", ");
+        out.push_bind_param::<diesel::sql_types::Text, _>(&self.0)?;
+        out.push_sql(")");
+        Ok(())
+    }
+}
+
+impl RunQueryDsl<diesel::pg::PgConnection> for Notify {}
 
 /// Notification payloads: `instance TAB environment TAB user US user ...`, each within
 /// [`PAYLOAD_MAX`] bytes. Ids hold no control characters (validated where they enter).

@@ -22,13 +22,12 @@ use domain::stats::{
 };
 use domain::trigger::{Invocation, InvocationStatus, Mode};
 
+use crate::columns::column_insert;
 use crate::db::{AnyConnection, Failure};
 use crate::schema::{flow_folders, flow_totals};
 
 /// Shards of one count on PostgreSQL.
 const SHARDS: u32 = 8;
-/// Rows per upsert statement.
-const CHUNK: usize = 250;
 
 /// What a count is kept under, before the folder is known: its flow instance's start says
 /// which folder.
@@ -215,38 +214,50 @@ impl Totals {
                 n,
             })
             .collect();
-        macro_rules! upsert {
-            ($c:expr, $values:expr) => {
-                diesel::insert_into(flow_totals::table)
-                    .values($values)
-                    .on_conflict((
-                        flow_totals::environment_id,
-                        flow_totals::flow_id,
-                        flow_totals::day,
-                        flow_totals::flow_version,
-                        flow_totals::folder_id,
-                        flow_totals::mode,
-                        flow_totals::metric,
-                        flow_totals::shard,
-                    ))
-                    .do_update()
-                    .set(flow_totals::n.eq(flow_totals::n + excluded(flow_totals::n)))
-                    .execute($c)
-            };
-        }
         match conn {
             // Row by row: diesel has no multi-row upsert for SQLite, and a transaction writes
             // few rows (a flow, version, mode and day each count a handful of metrics).
             AnyConnection::Sqlite(c) => {
                 for row in &rows {
-                    upsert!(c, row)?;
+                    diesel::insert_into(flow_totals::table)
+                        .values(row)
+                        .on_conflict((
+                            flow_totals::environment_id,
+                            flow_totals::flow_id,
+                            flow_totals::day,
+                            flow_totals::flow_version,
+                            flow_totals::folder_id,
+                            flow_totals::mode,
+                            flow_totals::metric,
+                            flow_totals::shard,
+                        ))
+                        .do_update()
+                        .set(flow_totals::n.eq(flow_totals::n + excluded(flow_totals::n)))
+                        .execute(c)?;
                 }
             }
+            // As arrays of columns: one statement text whatever the number of rows, which
+            // PostgreSQL plans once per connection (diesel's multi-row upsert it parsed and
+            // planned again in every transaction). In key order, as the arrays are.
             AnyConnection::Postgresql(c) => {
-                for chunk in rows.chunks(CHUNK) {
-                    let chunk: Vec<&TotalRow> = chunk.iter().collect();
-                    upsert!(c, chunk)?;
-                }
+                column_insert!(
+                    "flow_totals",
+                    rows,
+                    " ON CONFLICT (environment_id, flow_id, day, flow_version, folder_id, mode, \
+                     metric, shard) DO UPDATE SET n = flow_totals.n + excluded.n",
+                    {
+                        environment_id: Text,
+                        flow_id: Text,
+                        day: Text,
+                        flow_version: Int,
+                        folder_id: Text,
+                        mode: Text,
+                        metric: Text,
+                        shard: Int,
+                        n: BigInt,
+                    }
+                )
+                .run(c)?;
             }
         }
         Ok(())
