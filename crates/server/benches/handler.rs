@@ -5,7 +5,8 @@
 //!    whose one route reads the body and answers a small JSON document. What the HTTP stack
 //!    and the client cost, with no work behind them.
 //! 2. The service (release binary, SQLite): `GET /healthz`, then `POST /start` with one new
-//!    user per request, the same body shape as the bare handler receives.
+//!    user per request, the same body shape as the bare handler receives. Its
+//!    `WORKBENCH_SQLITE_SYNCHRONOUS` is the bench's (FULL, the default, unless set).
 //!
 //! Goal (issue 23): `/start` ≥ 25% of the bare handler's requests per second. The ledger: no
 //! answer but 200 from either, and after the engine's drain the service holds one invocation
@@ -176,9 +177,15 @@ async fn main() {
     assert_eq!(bare_run.failed, 0, "the bare handler failed requests");
     show("bare actix-web POST handler:", &bare_run);
 
+    // WORKBENCH_SQLITE_SYNCHRONOUS reaches the server as the bench was given it (FULL unless
+    // set).
+    let synchronous = std::env::var("WORKBENCH_SQLITE_SYNCHRONOUS").ok();
     let server = support::Server::start_with(
         TestDatabase::sqlite(),
-        &[("WORKBENCH_RATE_LIMIT_KEY", Some("off"))],
+        &[
+            ("WORKBENCH_RATE_LIMIT_KEY", Some("off")),
+            ("WORKBENCH_SQLITE_SYNCHRONOUS", synchronous.as_deref()),
+        ],
     )
     .await;
     let health = wrk(&server.url("/healthz"), None);
