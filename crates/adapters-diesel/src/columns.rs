@@ -8,6 +8,14 @@
 //! it once per connection and keeps it, and the rows travel as one array per column. SQLite
 //! has its own packed inserts (see [`crate::packed`]).
 //!
+//! Columns whose rows all hold one value are bound once, as that value, not as an array: the
+//! cards of a fan-out batch differ only in their ids, users and flow instances, and
+//! PostgreSQL reads each array of a multi-array `unnest` into a store of its own before
+//! inserting. Which columns are arrays is part of the statement's text, and diesel keeps a
+//! prepared statement per text for the connection's life; so columns are bound once by
+//! class, a class only when each of its columns holds one value, and a table has at most
+//! two to the power of its classes texts.
+//!
 //! [`column_insert!`] builds one from rows whose fields are named as their columns,
 //! so that the names and the arrays cannot come apart.
 
@@ -36,27 +44,36 @@ pub(crate) enum Column {
 pub(crate) struct ColumnInsert {
     table: &'static str,
     names: &'static [&'static str],
+    /// Each column's class: 0 for one always bound as an array, else the class of columns
+    /// bound once together (see the module's comment).
+    classes: &'static [u8],
     columns: Vec<Column>,
     /// What follows the rows (an `ON CONFLICT` clause), or nothing.
     tail: &'static str,
     rows: usize,
+    /// Which columns hold one value in every row, found when first rendered.
+    same: std::sync::OnceLock<Vec<bool>>,
 }
 
 impl ColumnInsert {
     pub(crate) fn new(
         table: &'static str,
         names: &'static [&'static str],
+        classes: &'static [u8],
         columns: Vec<Column>,
         tail: &'static str,
         rows: usize,
     ) -> Self {
         debug_assert_eq!(names.len(), columns.len(), "{table}");
+        debug_assert_eq!(names.len(), classes.len(), "{table}");
         ColumnInsert {
             table,
             names,
+            classes,
             columns,
             tail,
             rows,
+            same: std::sync::OnceLock::new(),
         }
     }
 
@@ -70,6 +87,7 @@ impl ColumnInsert {
     pub(crate) fn append(&mut self, more: ColumnInsert) -> bool {
         let alike = self.table == more.table
             && self.names == more.names
+            && self.classes == more.classes
             && self.columns.len() == more.columns.len()
             && self.tail == more.tail
             && self
@@ -94,7 +112,38 @@ impl ColumnInsert {
             }
         }
         self.rows += more.rows;
+        self.same = std::sync::OnceLock::new();
         true
+    }
+
+    /// For each column, whether it is bound once: its class is not 0 and each column of its
+    /// class holds one value in every row. None with fewer than two rows, nor when every
+    /// column would be (`unnest` needs an array to give the rows).
+    fn same(&self) -> &[bool] {
+        self.same.get_or_init(|| {
+            let none = vec![false; self.columns.len()];
+            if self.rows < 2 {
+                return none;
+            }
+            let mut varies = [false; 256];
+            varies[0] = true;
+            for (class, column) in self.classes.iter().zip(&self.columns) {
+                let class = usize::from(*class);
+                if !varies[class] && !column.one_value() {
+                    varies[class] = true;
+                }
+            }
+            let same: Vec<bool> = self
+                .classes
+                .iter()
+                .map(|c| !varies[usize::from(*c)])
+                .collect();
+            if same.iter().all(|s| *s) {
+                none
+            } else {
+                same
+            }
+        })
     }
 
     /// The length of each column.
@@ -123,6 +172,57 @@ impl ColumnInsert {
     }
 }
 
+impl Column {
+    /// Whether every row holds the first row's value.
+    fn one_value(&self) -> bool {
+        fn one<T: PartialEq>(v: &[T]) -> bool {
+            v.split_first()
+                .is_some_and(|(first, rest)| rest.iter().all(|x| x == first))
+        }
+        match self {
+            Column::Text(v) => one(v),
+            Column::OptText(v) => one(v),
+            Column::Int(v) => one(v),
+            Column::BigInt(v) => one(v),
+            Column::Bool(v) => one(v),
+            Column::Time(v) => one(v),
+            Column::OptTime(v) => one(v),
+        }
+    }
+
+    /// Binds the first row's value.
+    fn push_first<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        // Not reached with an empty column: a column is bound once only with two rows or more.
+        let missing = || diesel::result::Error::QueryBuilderError("an empty column".into());
+        match self {
+            Column::Text(v) => out.push_bind_param::<Text, _>(v.first().ok_or_else(missing)?),
+            Column::OptText(v) => {
+                out.push_bind_param::<Nullable<Text>, _>(v.first().ok_or_else(missing)?)
+            }
+            Column::Int(v) => out.push_bind_param::<Integer, _>(v.first().ok_or_else(missing)?),
+            Column::BigInt(v) => out.push_bind_param::<BigInt, _>(v.first().ok_or_else(missing)?),
+            Column::Bool(v) => out.push_bind_param::<Bool, _>(v.first().ok_or_else(missing)?),
+            Column::Time(v) => out.push_bind_param::<Millis, _>(v.first().ok_or_else(missing)?),
+            Column::OptTime(v) => {
+                out.push_bind_param::<Nullable<Millis>, _>(v.first().ok_or_else(missing)?)
+            }
+        }
+    }
+
+    /// Binds every row's value, as one array.
+    fn push_all<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        match self {
+            Column::Text(v) => out.push_bind_param::<Array<Text>, _>(v),
+            Column::OptText(v) => out.push_bind_param::<Array<Nullable<Text>>, _>(v),
+            Column::Int(v) => out.push_bind_param::<Array<Integer>, _>(v),
+            Column::BigInt(v) => out.push_bind_param::<Array<BigInt>, _>(v),
+            Column::Bool(v) => out.push_bind_param::<Array<Bool>, _>(v),
+            Column::Time(v) => out.push_bind_param::<Array<Millis>, _>(v),
+            Column::OptTime(v) => out.push_bind_param::<Array<Nullable<Millis>>, _>(v),
+        }
+    }
+}
+
 impl QueryId for ColumnInsert {
     type QueryId = ();
     const HAS_STATIC_QUERY_ID: bool = false;
@@ -139,20 +239,42 @@ impl QueryFragment<Pg> for ColumnInsert {
             }
             out.push_identifier(name)?;
         }
-        out.push_sql(") SELECT * FROM unnest(");
-        for (i, column) in self.columns.iter().enumerate() {
+        // `SELECT u.a, $1, u.c FROM unnest($2, $3) AS u(a, c)`: the columns of one value
+        // bound in the list, the others unnested under their own names.
+        let same = self.same();
+        out.push_sql(") SELECT ");
+        for (i, (name, column)) in self.names.iter().zip(&self.columns).enumerate() {
             if i > 0 {
                 out.push_sql(", ");
             }
-            match column {
-                Column::Text(v) => out.push_bind_param::<Array<Text>, _>(v)?,
-                Column::OptText(v) => out.push_bind_param::<Array<Nullable<Text>>, _>(v)?,
-                Column::Int(v) => out.push_bind_param::<Array<Integer>, _>(v)?,
-                Column::BigInt(v) => out.push_bind_param::<Array<BigInt>, _>(v)?,
-                Column::Bool(v) => out.push_bind_param::<Array<Bool>, _>(v)?,
-                Column::Time(v) => out.push_bind_param::<Array<Millis>, _>(v)?,
-                Column::OptTime(v) => out.push_bind_param::<Array<Nullable<Millis>>, _>(v)?,
+            if same.get(i).copied().unwrap_or(false) {
+                column.push_first(&mut out)?;
+            } else {
+                out.push_sql("u.");
+                out.push_identifier(name)?;
             }
+        }
+        out.push_sql(" FROM unnest(");
+        let varying = || {
+            self.names
+                .iter()
+                .zip(&self.columns)
+                .enumerate()
+                .filter(|(i, _)| !same.get(*i).copied().unwrap_or(false))
+                .map(|(_, pair)| pair)
+        };
+        for (i, (_, column)) in varying().enumerate() {
+            if i > 0 {
+                out.push_sql(", ");
+            }
+            column.push_all(&mut out)?;
+        }
+        out.push_sql(") AS u(");
+        for (i, (name, _)) in varying().enumerate() {
+            if i > 0 {
+                out.push_sql(", ");
+            }
+            out.push_identifier(name)?;
         }
         out.push_sql(")");
         out.push_sql(self.tail);
@@ -163,9 +285,11 @@ impl QueryFragment<Pg> for ColumnInsert {
 impl RunQueryDsl<PgConnection> for &ColumnInsert {}
 
 /// A [`ColumnInsert`] into `$table` of `$rows` (consumed), each field named as its column and
-/// given with its [`Column`] kind, followed by `$tail`.
+/// given with its [`Column`] kind and, after `@`, its class of columns bound once together
+/// (none: always an array), followed by `$tail`.
 macro_rules! column_insert {
-    ($table:literal, $rows:expr, $tail:literal, { $($field:ident: $kind:ident),+ $(,)? }) => {{
+    ($table:literal, $rows:expr, $tail:literal,
+     { $($field:ident: $kind:ident $(@ $class:literal)?),+ $(,)? }) => {{
         let rows = $rows;
         let count = rows.len();
         $(let mut $field = Vec::with_capacity(count);)+
@@ -175,12 +299,25 @@ macro_rules! column_insert {
         $crate::columns::ColumnInsert::new(
             $table,
             &[$(stringify!($field)),+],
+            &[$($crate::columns::class!($($class)?)),+],
             vec![$($crate::columns::Column::$kind($field)),+],
             $tail,
             count,
         )
     }};
 }
+
+/// A column's class in [`column_insert!`]: the one given, else 0.
+macro_rules! class {
+    () => {
+        0u8
+    };
+    ($class:literal) => {
+        $class
+    };
+}
+
+pub(crate) use class;
 
 pub(crate) use column_insert;
 
@@ -192,6 +329,7 @@ mod tests {
         ColumnInsert::new(
             table,
             &["id", "n"],
+            &[0, 1],
             vec![
                 Column::Text(ids.iter().map(|s| (*s).to_owned()).collect()),
                 Column::Int(vec![1; ids.len()]),
@@ -212,11 +350,62 @@ mod tests {
         let other_kinds = ColumnInsert::new(
             "t",
             &["id", "n"],
+            &[0, 1],
             vec![Column::Text(vec!["e".into()]), Column::BigInt(vec![1])],
             "",
             1,
         );
         assert!(!rows.append(other_kinds));
         assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+    }
+
+    fn sql(insert: &ColumnInsert) -> String {
+        diesel::debug_query::<Pg, _>(insert)
+            .to_string()
+            .split(" -- binds")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// A class of columns that hold one value in every row is bound once; any other column,
+    /// and every column of a single row, is an array; an append decides again.
+    #[test]
+    fn columns_of_one_value_are_bound_once_by_class() {
+        let mut rows = insert("t", &["a", "b"]);
+        assert_eq!(
+            sql(&rows),
+            r#"INSERT INTO "t" ("id", "n") SELECT u."id", $1 FROM unnest($2) AS u("id")"#
+        );
+        let one = insert("t", &["a"]);
+        let arrays = r#"INSERT INTO "t" ("id", "n") SELECT u."id", u."n" FROM unnest($1, $2) AS u("id", "n")"#;
+        assert_eq!(sql(&one), arrays);
+        let other_n = ColumnInsert::new(
+            "t",
+            &["id", "n"],
+            &[0, 1],
+            vec![Column::Text(vec!["c".into()]), Column::Int(vec![2])],
+            "",
+            1,
+        );
+        assert!(rows.append(other_n));
+        assert_eq!(sql(&rows), arrays);
+        // Class 0 is never bound once, even when its rows hold one value.
+        let same_ids = ColumnInsert::new(
+            "t",
+            &["id", "n", "m"],
+            &[0, 1, 1],
+            vec![
+                Column::Text(vec!["a".into(); 2]),
+                Column::Int(vec![1, 1]),
+                Column::OptTime(vec![None, None]),
+            ],
+            " ON CONFLICT DO NOTHING",
+            2,
+        );
+        assert_eq!(
+            sql(&same_ids),
+            r#"INSERT INTO "t" ("id", "n", "m") SELECT u."id", $1, $2 FROM unnest($3) AS u("id") ON CONFLICT DO NOTHING"#
+        );
     }
 }
