@@ -63,10 +63,12 @@ base=http://127.0.0.1:$port
 # The server is on loopback: never through a proxy the machine may set (curl, urllib, schemathesis).
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 # A debug binary on a loaded machine may take seconds to open its database: up to two minutes.
+# `/readyz`, not `/healthz`: while the process starts, `/healthz` answers 200 at once and every
+# other path 503 `not_ready` (contract §17), which a setup call made then would get.
 started=$(date +%s)
-until curl -fs --max-time 5 "$base/healthz" >/dev/null 2>&1; do
+until curl -fs --max-time 5 "$base/readyz" >/dev/null 2>&1; do
   if ! kill -0 "$server" 2>/dev/null || [ $(($(date +%s) - started)) -ge 120 ]; then
-    echo "the server did not answer $base/healthz within $(($(date +%s) - started)) s:" >&2
+    echo "the server was not ready ($base/readyz) within $(($(date +%s) - started)) s:" >&2
     if kill -0 "$server" 2>/dev/null; then
       echo "it is still running; its state:" >&2
       grep -E '^(State|Threads|VmRSS)' "/proc/$server/status" >&2 || true
@@ -88,7 +90,7 @@ until curl -fs --max-time 5 "$base/healthz" >/dev/null 2>&1; do
   fi
   sleep 0.1
 done
-echo "== the server answered after $(($(date +%s) - started)) s"
+echo "== the server was ready after $(($(date +%s) - started)) s"
 
 echo "== setting up fixed ids at $base"
 WB_BASE=$base WB_ENV=$env_id WB_SECRET=$secret WB_STATEFUL_CONFIG=$run/stateful.toml \
