@@ -1,5 +1,6 @@
 //! The multi-row inserts on PostgreSQL: one array per column, unnested into rows
-//! (`INSERT INTO t (a, b) SELECT * FROM unnest($1, $2)`).
+//! (`INSERT INTO t (a, b) SELECT u.a, u.b FROM unnest($1, $2) AS u(a, b)`), the columns of
+//! one value bound once instead (`SELECT u.a, $1 FROM unnest($2) AS u(a)`, below).
 //!
 //! diesel's multi-row `INSERT` binds every column of every row, so its text changes with the
 //! number of rows: PostgreSQL parses and plans it again at every execution (diesel keeps no
@@ -51,8 +52,9 @@ pub(crate) struct ColumnInsert {
     /// What follows the rows (an `ON CONFLICT` clause), or nothing.
     tail: &'static str,
     rows: usize,
-    /// Which columns hold one value in every row, found when first rendered.
-    same: std::sync::OnceLock<Vec<bool>>,
+    /// Which columns are bound once (see [`bound_once`]), decided where it is built and
+    /// appended to (the recorder's packing thread), not in the transaction.
+    once: Vec<bool>,
 }
 
 impl ColumnInsert {
@@ -70,10 +72,10 @@ impl ColumnInsert {
             table,
             names,
             classes,
-            columns,
             tail,
             rows,
-            same: std::sync::OnceLock::new(),
+            once: bound_once(classes, &columns, rows),
+            columns,
         }
     }
 
@@ -112,38 +114,8 @@ impl ColumnInsert {
             }
         }
         self.rows += more.rows;
-        self.same = std::sync::OnceLock::new();
+        self.once = bound_once(self.classes, &self.columns, self.rows);
         true
-    }
-
-    /// For each column, whether it is bound once: its class is not 0 and each column of its
-    /// class holds one value in every row. None with fewer than two rows, nor when every
-    /// column would be (`unnest` needs an array to give the rows).
-    fn same(&self) -> &[bool] {
-        self.same.get_or_init(|| {
-            let none = vec![false; self.columns.len()];
-            if self.rows < 2 {
-                return none;
-            }
-            let mut varies = [false; 256];
-            varies[0] = true;
-            for (class, column) in self.classes.iter().zip(&self.columns) {
-                let class = usize::from(*class);
-                if !varies[class] && !column.one_value() {
-                    varies[class] = true;
-                }
-            }
-            let same: Vec<bool> = self
-                .classes
-                .iter()
-                .map(|c| !varies[usize::from(*c)])
-                .collect();
-            if same.iter().all(|s| *s) {
-                none
-            } else {
-                same
-            }
-        })
     }
 
     /// The length of each column.
@@ -169,6 +141,30 @@ impl ColumnInsert {
             return Ok(0);
         }
         RunQueryDsl::execute(self, conn)
+    }
+}
+
+/// For each column, whether it is bound once: its class is not 0 and each column of its class
+/// holds one value in every row. None with fewer than two rows, nor when every column would
+/// be (`unnest` needs an array to give the rows).
+fn bound_once(classes: &[u8], columns: &[Column], rows: usize) -> Vec<bool> {
+    let none = vec![false; columns.len()];
+    if rows < 2 {
+        return none;
+    }
+    let mut varies = [false; 256];
+    varies[0] = true;
+    for (class, column) in classes.iter().zip(columns) {
+        let class = usize::from(*class);
+        if !varies[class] && !column.one_value() {
+            varies[class] = true;
+        }
+    }
+    let once: Vec<bool> = classes.iter().map(|c| !varies[usize::from(*c)]).collect();
+    if once.iter().all(|o| *o) {
+        none
+    } else {
+        once
     }
 }
 
@@ -241,7 +237,7 @@ impl QueryFragment<Pg> for ColumnInsert {
         }
         // `SELECT u.a, $1, u.c FROM unnest($2, $3) AS u(a, c)`: the columns of one value
         // bound in the list, the others unnested under their own names.
-        let same = self.same();
+        let same = &self.once;
         out.push_sql(") SELECT ");
         for (i, (name, column)) in self.names.iter().zip(&self.columns).enumerate() {
             if i > 0 {
@@ -347,16 +343,20 @@ mod tests {
         assert!(rows.append(insert("t", &["c"])));
         assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
         assert!(!rows.append(insert("u", &["d"])));
-        let other_kinds = ColumnInsert::new(
+        assert!(!rows.append(one_row(Column::BigInt(vec![1]))));
+        assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+    }
+
+    /// One row into `t`: an id, and `n`.
+    fn one_row(n: Column) -> ColumnInsert {
+        ColumnInsert::new(
             "t",
             &["id", "n"],
             &[0, 1],
-            vec![Column::Text(vec!["e".into()]), Column::BigInt(vec![1])],
+            vec![Column::Text(vec!["e".into()]), n],
             "",
             1,
-        );
-        assert!(!rows.append(other_kinds));
-        assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+        )
     }
 
     fn sql(insert: &ColumnInsert) -> String {
@@ -378,17 +378,12 @@ mod tests {
             r#"INSERT INTO "t" ("id", "n") SELECT u."id", $1 FROM unnest($2) AS u("id")"#
         );
         let one = insert("t", &["a"]);
-        let arrays = r#"INSERT INTO "t" ("id", "n") SELECT u."id", u."n" FROM unnest($1, $2) AS u("id", "n")"#;
-        assert_eq!(sql(&one), arrays);
-        let other_n = ColumnInsert::new(
-            "t",
-            &["id", "n"],
-            &[0, 1],
-            vec![Column::Text(vec!["c".into()]), Column::Int(vec![2])],
-            "",
-            1,
+        let arrays = concat!(
+            r#"INSERT INTO "t" ("id", "n") SELECT u."id", u."n" "#,
+            r#"FROM unnest($1, $2) AS u("id", "n")"#
         );
-        assert!(rows.append(other_n));
+        assert_eq!(sql(&one), arrays);
+        assert!(rows.append(one_row(Column::Int(vec![2]))));
         assert_eq!(sql(&rows), arrays);
         // Class 0 is never bound once, even when its rows hold one value.
         let same_ids = ColumnInsert::new(
@@ -405,7 +400,10 @@ mod tests {
         );
         assert_eq!(
             sql(&same_ids),
-            r#"INSERT INTO "t" ("id", "n", "m") SELECT u."id", $1, $2 FROM unnest($3) AS u("id") ON CONFLICT DO NOTHING"#
+            concat!(
+                r#"INSERT INTO "t" ("id", "n", "m") SELECT u."id", $1, $2 "#,
+                r#"FROM unnest($3) AS u("id") ON CONFLICT DO NOTHING"#
+            )
         );
     }
 }

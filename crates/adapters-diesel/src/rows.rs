@@ -273,7 +273,7 @@ pub(crate) fn event_row(e: &AnalyticsEvent) -> EventRow {
 /// Cards as one PostgreSQL insert of a column each (see [`crate::columns`]).
 pub(crate) fn card_columns(rows: Vec<CardRow>) -> ColumnInsert {
     column_insert!("card_instances", rows, "", {
-        // Classes: 1 the step of a flow, 2 the invocation, 3 the content, 4 the time.
+        // Classes: 1 the step of a flow, 2 the invocation, 3 the content, 4 the times.
         id: Text,
         environment_id: Text @ 1,
         user_id: Text,
@@ -290,9 +290,9 @@ pub(crate) fn card_columns(rows: Vec<CardRow>) -> ColumnInsert {
         platforms: Text @ 1,
         content: Text @ 3,
         context: Text @ 3,
-        embargo_until: OptTime @ 1,
-        expires_at: OptTime @ 1,
-        snoozed_until: OptTime @ 1,
+        embargo_until: OptTime @ 4,
+        expires_at: OptTime @ 4,
+        snoozed_until: OptTime @ 4,
         published_at: OptTime @ 4,
         created: Time @ 4,
         updated: Time @ 4,
@@ -323,7 +323,7 @@ pub(crate) fn invocation_columns(rows: Vec<InvocationRow>) -> ColumnInsert {
         rows,
         " ON CONFLICT (environment_id, id) DO NOTHING",
         {
-            // Classes: 1 the flow and the outcome, 2 the payload, 3 the time.
+            // Classes: 1 the flow, 2 the payload, 3 the time, 4 the outcome.
             environment_id: Text @ 1,
             id: Text,
             flow_id: Text @ 1,
@@ -334,13 +334,13 @@ pub(crate) fn invocation_columns(rows: Vec<InvocationRow>) -> ColumnInsert {
             payload: Text @ 2,
             strict_variables: Bool @ 1,
             bulk: Bool @ 1,
-            status: Text @ 1,
-            users_targeted: BigInt @ 1,
-            cards_created: BigInt @ 1,
-            errors: Text @ 1,
-            cursor: OptText @ 1,
-            lease_until: OptTime @ 1,
-            attempts: Int @ 1,
+            status: Text @ 4,
+            users_targeted: BigInt @ 4,
+            cards_created: BigInt @ 4,
+            errors: Text @ 4,
+            cursor: OptText @ 4,
+            lease_until: OptTime @ 4,
+            attempts: Int @ 4,
             created: Time @ 3,
             updated: Time @ 3,
         }
