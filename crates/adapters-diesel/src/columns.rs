@@ -237,13 +237,13 @@ impl QueryFragment<Pg> for ColumnInsert {
         }
         // `SELECT u.a, $1, u.c FROM unnest($2, $3) AS u(a, c)`: the columns of one value
         // bound in the list, the others unnested under their own names.
-        let same = &self.once;
+        let once = &self.once;
         out.push_sql(") SELECT ");
         for (i, (name, column)) in self.names.iter().zip(&self.columns).enumerate() {
             if i > 0 {
                 out.push_sql(", ");
             }
-            if same.get(i).copied().unwrap_or(false) {
+            if once.get(i).copied().unwrap_or(false) {
                 column.push_first(&mut out)?;
             } else {
                 out.push_sql("u.");
@@ -256,7 +256,7 @@ impl QueryFragment<Pg> for ColumnInsert {
                 .iter()
                 .zip(&self.columns)
                 .enumerate()
-                .filter(|(i, _)| !same.get(*i).copied().unwrap_or(false))
+                .filter(|(i, _)| !once.get(*i).copied().unwrap_or(false))
                 .map(|(_, pair)| pair)
         };
         for (i, (_, column)) in varying().enumerate() {
@@ -345,6 +345,62 @@ mod tests {
         assert!(!rows.append(insert("u", &["d"])));
         assert!(!rows.append(one_row(Column::BigInt(vec![1]))));
         assert_eq!((rows.len(), rows.columns_len()), (3, vec![3, 3]));
+    }
+
+    /// On PostgreSQL, rows inserted with some columns bound once and others as arrays read
+    /// back as they were written, each value in its row and column.
+    #[test]
+    fn rows_of_columns_bound_once_and_as_arrays_read_back_whole() {
+        use diesel::connection::SimpleConnection;
+        use diesel::Connection;
+        let Some(db) = crate::testing::TestDatabase::postgres() else {
+            return;
+        };
+        let mut conn = PgConnection::establish(db.url()).expect("connect");
+        conn.batch_execute("CREATE TABLE t (id TEXT, n INTEGER, m TIMESTAMP, s TEXT)")
+            .expect("table");
+        let insert = ColumnInsert::new(
+            "t",
+            &["id", "n", "m", "s"],
+            &[0, 1, 1, 2],
+            vec![
+                Column::Text(vec!["a".into(), "b".into(), "c".into()]),
+                Column::Int(vec![7; 3]),
+                Column::OptTime(vec![None; 3]),
+                Column::Text(vec!["x".into(), "y".into(), "x".into()]),
+            ],
+            "",
+            3,
+        );
+        assert!(sql(&insert).contains(r#"SELECT u."id", $1, $2, u."s" "#));
+        assert_eq!(insert.run(&mut conn).expect("insert"), 3);
+        let read: Vec<(String, i32, Option<chrono::NaiveDateTime>, String)> =
+            diesel::sql_query("SELECT id, n, m, s FROM t ORDER BY id")
+                .load::<ReadRow>(&mut conn)
+                .expect("read")
+                .into_iter()
+                .map(|r| (r.id, r.n, r.m, r.s))
+                .collect();
+        assert_eq!(
+            read,
+            vec![
+                ("a".to_owned(), 7, None, "x".to_owned()),
+                ("b".to_owned(), 7, None, "y".to_owned()),
+                ("c".to_owned(), 7, None, "x".to_owned()),
+            ]
+        );
+    }
+
+    #[derive(diesel::QueryableByName)]
+    struct ReadRow {
+        #[diesel(sql_type = Text)]
+        id: String,
+        #[diesel(sql_type = Integer)]
+        n: i32,
+        #[diesel(sql_type = Nullable<diesel::sql_types::Timestamp>)]
+        m: Option<chrono::NaiveDateTime>,
+        #[diesel(sql_type = Text)]
+        s: String,
     }
 
     /// One row into `t`: an id, and `n`.
