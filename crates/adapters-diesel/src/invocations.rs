@@ -7,7 +7,7 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::page::After;
 use domain::trigger::{
-    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus,
+    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus, SaveTurn,
 };
 use domain::{StorageError, Timestamp};
 
@@ -253,6 +253,76 @@ impl InvocationRepository for DieselInvocationRepository {
                 Ok((batches.len() - saved.len()) as u64)
             })
             .await
+    }
+
+    async fn save_after(&self, batch: BatchResult, after: SaveTurn) -> Result<u64, StorageError> {
+        let wait = self.db.request_wait();
+        self.db
+            .transaction(move |conn| {
+                let mut batch = [batch];
+                apply_cancels(conn, &mut batch)?;
+                save_followed(conn, &batch[0], || {
+                    after.wait(wait);
+                })
+            })
+            .await
+    }
+}
+
+/// Why the writes of [`save_followed`] were rolled back to their savepoint.
+enum Followed {
+    /// The batch's invocation is no longer at its starting cursor.
+    Stale,
+    Failed(Failure),
+}
+
+impl From<Failure> for Followed {
+    fn from(e: Failure) -> Self {
+        Followed::Failed(e)
+    }
+}
+
+impl From<diesel::result::Error> for Followed {
+    fn from(e: diesel::result::Error) -> Self {
+        Followed::Failed(Failure::Query(e))
+    }
+}
+
+/// [`InvocationRepository::save_after`] in its transaction: the batch's cards, events and
+/// outbox rows first, then `turn` (the wait for the save of the batch before), then its
+/// progress, fenced by the cursor it starts at. Returns 1, with everything it wrote rolled
+/// back to a savepoint, when its invocation is no longer at that cursor, or when its cards are
+/// already there: the unique card key (invocation, user, step) found them saved by the worker
+/// that took the invocation over (a card's random id colliding is not a case to plan for).
+fn save_followed(
+    conn: &mut AnyConnection,
+    batch: &BatchResult,
+    turn: impl FnOnce(),
+) -> Result<u64, Failure> {
+    let written = conn.transaction::<_, Followed, _>(|conn| {
+        let saved = [batch];
+        let mut totals = Totals::default();
+        RunWrites::of(&saved, conn.backend())
+            .map_err(Failure::Domain)?
+            .write(conn, &saved, &mut totals)?;
+        turn();
+        let ended = save_one(conn, batch)?.ok_or(Followed::Stale)?;
+        totals.ended(&ended, batch.status, batch.updated.naive_utc());
+        totals.flush(conn)?;
+        Ok(())
+    });
+    match written {
+        Ok(()) => Ok(0),
+        Err(Followed::Stale)
+        | Err(Followed::Failed(Failure::Query(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _,
+        )))) => {
+            // Nothing of it is committed: no feed is told of its cards.
+            crate::db::notices::discard();
+            Ok(1)
+        }
+        Err(Followed::Failed(failure)) => Err(failure),
     }
 }
 

@@ -882,7 +882,9 @@ mod engine {
     };
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::trigger::Mode;
-    use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
+    use domain::trigger::{
+        BatchResult, Invocation, InvocationRepository, InvocationStatus, SaveTurn,
+    };
     use domain::{Flow, FlowRepository};
     use serde_json::{json, Map};
 
@@ -1565,6 +1567,136 @@ mod engine {
         );
     }
 
+    async fn followed_batches_are_saved_after_the_one_before_and_fenced(url: &str) {
+        let db = with_flow(url).await;
+        let repo = std::sync::Arc::new(DieselInvocationRepository::new(db.clone()));
+        let cards = DieselCardRepository::new(db);
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let followed = |from: &str, to: &str, id: &str, user: &str| {
+            let mut b = batch(
+                Some(from),
+                Some(to),
+                vec![card(id, &format!("fin_{id}"), user, 5, 3)],
+            );
+            b.lease_until = Some(t(60));
+            b
+        };
+        let saved = |id: &'static str, user: &'static str| {
+            let cards = &cards;
+            async move { cards.get("env_a", user, id).await.expect("get").is_some() }
+        };
+        repo.save_batches(vec![batch(
+            None,
+            Some("u1"),
+            vec![card("crd_1", "fin_1", "u1", 5, 3)],
+        )])
+        .await
+        .expect("first");
+        // Two saves under way at once: the second writes its progress once the first's turn
+        // has ended, as the engine ends it.
+        let turn = SaveTurn::default();
+        let first = tokio::spawn({
+            let (repo, batch) = (repo.clone(), followed("u1", "u2", "crd_2", "u2"));
+            async move { repo.save_after(batch, SaveTurn::ended()).await }
+        });
+        let second = tokio::spawn({
+            let (repo, batch, after) = (
+                repo.clone(),
+                followed("u2", "u3", "crd_3", "u3"),
+                turn.clone(),
+            );
+            async move { repo.save_after(batch, after).await }
+        });
+        assert_eq!(first.await.expect("join").expect("first"), 0);
+        turn.end();
+        assert_eq!(second.await.expect("join").expect("second"), 0);
+        let at = repo
+            .get("env_a", "inv_1")
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!(
+            (at.cursor.as_deref(), at.users_targeted, at.cards_created),
+            (Some("u3"), 3, 3)
+        );
+        assert!(saved("crd_2", "u2").await && saved("crd_3", "u3").await);
+        // A batch whose batch before was not saved: nothing of it is written.
+        assert_eq!(
+            repo.save_after(followed("u5", "u6", "crd_6", "u6"), SaveTurn::ended())
+                .await
+                .expect("stale"),
+            1
+        );
+        assert!(!saved("crd_6", "u6").await);
+        // Cards of the same invocation, user and step saved first (by a worker that took the
+        // invocation over): refused by the unique card key, not failed, though the batch
+        // starts at the invocation's cursor.
+        let mut again = followed("u3", "u4", "crd_4", "u4");
+        let taken = repo.save_after(again.clone(), SaveTurn::ended()).await;
+        assert_eq!(taken.expect("saved"), 0);
+        let original = again.cards[0].as_ref().clone();
+        again.cards = vec![std::sync::Arc::new(CardInstance {
+            id: "crd_4b".into(),
+            ..original
+        })];
+        again.events = again
+            .cards
+            .iter()
+            .map(|c| card_event(c.clone(), None, None, t(3)))
+            .collect();
+        again.from_cursor = Some("u4".into());
+        again.cursor = Some("u5".into());
+        assert_eq!(
+            repo.save_after(again, SaveTurn::ended())
+                .await
+                .expect("refused, not failed"),
+            1
+        );
+        assert!(!saved("crd_4b", "u4").await);
+        let at = repo
+            .get("env_a", "inv_1")
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!((at.cursor.as_deref(), at.cards_created), (Some("u4"), 4));
+        if url.starts_with("sqlite") {
+            // SQLite takes one writer at a time: its engine has one save under way at most.
+            return;
+        }
+        // PostgreSQL: the next batch's writes go on while the save before it has not begun,
+        // and its progress waits for that one's turn.
+        let turn = SaveTurn::default();
+        let next = tokio::spawn({
+            let (repo, batch, after) = (
+                repo.clone(),
+                followed("u5", "u6", "crd_6", "u6"),
+                turn.clone(),
+            );
+            async move { repo.save_after(batch, after).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !next.is_finished(),
+            "waiting for the turn of the save before"
+        );
+        assert_eq!(
+            repo.save_after(followed("u4", "u5", "crd_5", "u5"), SaveTurn::ended())
+                .await
+                .expect("before"),
+            0
+        );
+        turn.end();
+        assert_eq!(next.await.expect("join").expect("next"), 0);
+        let at = repo
+            .get("env_a", "inv_1")
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!((at.cursor.as_deref(), at.cards_created), (Some("u6"), 6));
+    }
+
     async fn feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap(url: &str) {
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db.clone());
@@ -1655,6 +1787,7 @@ mod engine {
         a_save_stores_every_column_of_rows_written_in_runs,
         recorded_invocations_written_in_runs_come_back_as_asked,
         batches_apply_from_their_cursor_only,
+        followed_batches_are_saved_after_the_one_before_and_fenced,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
     );
 }

@@ -188,6 +188,9 @@ async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
         "  tag of {users} users to all cards active: {fan_out:.1} s ({:.0} cards/s)",
         users as f64 / fan_out
     );
+    let (cards, distinct) = cards_of(server.database_url(), &id);
+    assert_eq!((cards, distinct), (users, users), "one card per user");
+    println!("  ledger: {cards} cards stored, one per user");
     let raw = raw_insert(server.database_url(), users);
     println!("  raw INSERT ... SELECT of {users} rows into a scratch table: {raw:.2} s");
     let floor = schema_floor(server.database_url(), &id, users);
@@ -308,6 +311,33 @@ async fn drain(server: &support::Server, env: &str, flow: &str) {
         "  the engine drained the queued invocations {:.1} s after the load stopped",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The cards invocation `id` stored, and the users they are of, counted in the database.
+fn cards_of(url: &str, id: &str) -> (u64, u64) {
+    #[derive(diesel::QueryableByName)]
+    struct Counted {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        cards: i64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        users: i64,
+    }
+    use diesel::RunQueryDsl;
+    let query = diesel::sql_query(
+        "SELECT count(*) AS cards, count(DISTINCT user_id) AS users FROM card_instances \
+         WHERE invocation_id = $1",
+    );
+    let counted: Counted = match url.strip_prefix("sqlite://") {
+        Some(path) => query
+            .bind::<diesel::sql_types::Text, _>(id)
+            .get_result(&mut SqliteConnection::establish(path).expect("sqlite")),
+        None => query
+            .bind::<diesel::sql_types::Text, _>(id)
+            .get_result(&mut PgConnection::establish(url).expect("postgres")),
+    }
+    .expect("count the cards");
+    let count = |n: i64| u64::try_from(n).expect("a count");
+    (count(counted.cards), count(counted.users))
 }
 
 fn raw_insert(url: &str, rows: u64) -> f64 {

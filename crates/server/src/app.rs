@@ -115,7 +115,14 @@ impl App {
                 streams.clone(),
                 clock.clone(),
             )
-            .with_lease(engine_lease),
+            .with_lease(engine_lease)
+            // PostgreSQL writes transactions side by side, SQLite one at a time: there a
+            // fan-out's batch is written while the one before it is being saved
+            // (docs/benchmarks.md, "Two saves of a fan-out under way").
+            .with_saves_in_flight(match db.backend() {
+                adapters_diesel::Backend::Postgres => 2,
+                adapters_diesel::Backend::Sqlite => 1,
+            }),
         );
         let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
         tracing::info!(

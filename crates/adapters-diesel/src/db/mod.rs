@@ -258,6 +258,11 @@ impl Database {
         tokio::time::Instant::now() + self.waits.request
     }
 
+    /// How long a request waits for the database at most.
+    pub(crate) fn request_wait(&self) -> std::time::Duration {
+        self.waits.request
+    }
+
     pub(crate) fn timed_out(&self) -> StorageError {
         StorageError::Unavailable(format!(
             "the database did not answer within {} ms",

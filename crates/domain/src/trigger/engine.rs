@@ -4,15 +4,18 @@
 //! without losing or duplicating a card.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use chrono::Duration;
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use serde_json::json;
 
 use super::batch::{batch_for, default_stream_of, empty_batch, Audience};
 use super::invocation::{
-    BatchResult, Invocation, InvocationRepository, InvocationStatus, BATCH_USERS, CLAIM_PER_STEP,
-    FOLLOW_BATCHES, LEASE_SECONDS,
+    BatchResult, Invocation, InvocationRepository, InvocationStatus, SaveTurn, BATCH_USERS,
+    CLAIM_PER_STEP, FOLLOW_BATCHES, LEASE_SECONDS,
 };
 use super::plan::FlowPlan;
 use super::request::Target;
@@ -36,6 +39,7 @@ pub struct Engine {
     streams: Arc<dyn StreamRepository>,
     clock: Arc<dyn Clock>,
     stale: crate::health::Stale,
+    saves_in_flight: usize,
 }
 
 impl Engine {
@@ -59,6 +63,7 @@ impl Engine {
             streams,
             clock,
             stale: crate::health::Stale::default(),
+            saves_in_flight: 1,
         }
     }
 
@@ -74,6 +79,16 @@ impl Engine {
         self
     }
 
+    /// How many saves of one followed fan-out may be under way at once (1 unless set; at most
+    /// [`MAX_SAVES_IN_FLIGHT`]). With 2, a batch is written while the save of the batch before
+    /// it is still under way, and writes its progress once that one has ended
+    /// ([`InvocationRepository::save_after`]): for a database that writes transactions side by
+    /// side (PostgreSQL), not one that takes one writer at a time (SQLite).
+    pub fn with_saves_in_flight(mut self, saves: usize) -> Self {
+        self.saves_in_flight = saves.clamp(1, MAX_SAVES_IN_FLIGHT);
+        self
+    }
+
     /// Claims up to [`CLAIM_PER_STEP`] invocations and runs one batch of each, smallest first,
     /// until [`BATCH_USERS`] users are reached; saves them in one transaction. The ones left
     /// over are released unchanged, for the next step. Returns false when there was nothing to
@@ -84,7 +99,8 @@ impl Engine {
     ///
     /// A fan-out with users left after its batch is then followed, for up to
     /// [`FOLLOW_BATCHES`] more batches: its claim is kept by each save (`lease_until`), and
-    /// each next batch is read and built while the one before is being written.
+    /// each next batch is read and built while the one before is being written (and written
+    /// while it is, with [`with_saves_in_flight`](Self::with_saves_in_flight)).
     ///
     /// A batch that fails for its invocation's own reasons (its flow version or segment gone)
     /// fails the invocation; one that panics or fails unexpectedly is tried again, then fails
@@ -134,58 +150,130 @@ impl Engine {
         invocation.status = InvocationStatus::Running;
         invocation.cursor = batches[i].cursor.clone();
         batches[i].lease_until = Some(now + self.lease);
-        let mut saving = self.invocations.save_batches(batches);
-        // The followed invocation as the batch being saved found it (after the first round).
-        let mut before = invocation.clone();
+        // The saves under way, oldest first. Each next one waits for the turn of the one
+        // before it to write its progress, and at most `saves_in_flight` are under way.
+        let mut turn = SaveTurn::default();
+        let mut saving = FuturesOrdered::new();
+        saving.push_back(self.follow_save(
+            self.invocations.save_batches(batches),
+            turn.clone(),
+            claimed,
+            1,
+        ));
         let mut round = 1;
         loop {
             let now = self.clock.now();
-            let (saved, next) = futures_util::future::join(
-                unit::catch(saving),
-                self.run_guarded(&invocation, now, &mut configs, &mut streams),
-            )
-            .await;
-            let stale = match refused(saved)? {
-                Ok(stale) => stale,
-                Err(cause) => {
-                    // Saved one by one from where the failed save started, so that one bad
-                    // invocation fails alone (see [`Engine::save`]).
-                    let from = if round == 1 {
-                        &claimed[..]
-                    } else {
-                        std::slice::from_ref(&before)
-                    };
-                    self.one_by_one(from, cause, &mut configs, &mut streams)
-                        .await?;
-                    return Ok(true);
-                }
-            };
-            self.stale.add(stale);
-            if stale > 0 && round > 1 {
-                // The followed invocation was taken over (its lease had run out): the next
-                // batch would start from a cursor that is no longer its.
+            let build = self.run_guarded(&invocation, now, &mut configs, &mut streams);
+            let (next, saved) = build_while_saving(build, &mut saving).await;
+            let next = settled(next, &invocation, now);
+            if !self
+                .settle(saved, &mut saving, &mut configs, &mut streams)
+                .await?
+            {
                 return Ok(true);
             }
-            let mut next = settled(next, &invocation, now)?;
+            let mut next = next?;
             let more = round < FOLLOW_BATCHES
                 && next.status == InvocationStatus::Running
                 && next.cursor.is_some();
             if !more {
-                self.save(
-                    vec![next],
-                    std::slice::from_ref(&invocation),
-                    &mut configs,
-                    &mut streams,
-                )
-                .await?;
+                let rest = saving.by_ref().collect().await;
+                if self
+                    .settle(rest, &mut saving, &mut configs, &mut streams)
+                    .await?
+                {
+                    self.save(
+                        vec![next],
+                        std::slice::from_ref(&invocation),
+                        &mut configs,
+                        &mut streams,
+                    )
+                    .await?;
+                }
                 return Ok(true);
             }
             next.lease_until = Some(now + self.lease);
-            before = invocation.clone();
+            let from = invocation.clone();
             invocation.cursor = next.cursor.clone();
-            saving = self.invocations.save_batches(vec![next]);
             round += 1;
+            while saving.len() >= self.saves_in_flight {
+                let oldest = saving.next().await.into_iter().collect();
+                if !self
+                    .settle(oldest, &mut saving, &mut configs, &mut streams)
+                    .await?
+                {
+                    return Ok(true);
+                }
+            }
+            let after = std::mem::take(&mut turn);
+            saving.push_back(self.follow_save(
+                self.invocations.save_after(next, after),
+                turn.clone(),
+                vec![from],
+                round,
+            ));
         }
+    }
+
+    /// A save of a followed fan-out's batches: its outcome, once `save` has ended and `turn`
+    /// with it (also when this is dropped before: the step ended with an error).
+    async fn follow_save(
+        &self,
+        save: SaveFuture<'_>,
+        turn: SaveTurn,
+        from: Vec<Invocation>,
+        round: u32,
+    ) -> FollowSaved {
+        struct Ends(SaveTurn);
+        impl Drop for Ends {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
+        let _ends = Ends(turn);
+        let outcome = refused(unit::catch(save).await);
+        FollowSaved {
+            outcome,
+            from,
+            round,
+        }
+    }
+
+    /// Takes in the outcomes of a followed fan-out's saves, oldest first: false when the
+    /// fan-out is to stop, with every save still under way ended first. A save that failed
+    /// unexpectedly is run and saved again invocation by invocation from where it started
+    /// ([`Engine::one_by_one`]): the ones after it were refused, their batch before not saved.
+    /// A batch after the first found stale means the invocation was taken over (its lease had
+    /// run out): the next batch would start from a cursor that is no longer its.
+    async fn settle(
+        &self,
+        saved: Vec<FollowSaved>,
+        saving: &mut FuturesOrdered<impl Future<Output = FollowSaved>>,
+        configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
+        streams: &mut HashMap<String, String>,
+    ) -> Result<bool, StorageError> {
+        for saved in saved {
+            match saved.outcome? {
+                Ok(stale) => {
+                    self.stale.add(stale);
+                    if stale > 0 && saved.round > 1 {
+                        while let Some(later) = saving.next().await {
+                            if let Ok(Ok(stale)) = later.outcome {
+                                self.stale.add(stale);
+                            }
+                        }
+                        return Ok(false);
+                    }
+                }
+                Err(cause) => {
+                    while saving.next().await.is_some() {}
+                    self.one_by_one(&saved.from, cause, configs, streams)
+                        .await?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// [`Engine::run_batch`], with a panic or an unexpected storage error caught
@@ -490,5 +578,40 @@ fn failed_batch(invocation: &Invocation, failure: &unit::Failure, now: Timestamp
         status: InvocationStatus::Failed,
         errors: vec![failure.message()],
         ..empty_batch(invocation, now)
+    }
+}
+
+/// The most saves of one fan-out under way at once ([`Engine::with_saves_in_flight`]).
+pub const MAX_SAVES_IN_FLIGHT: usize = 4;
+
+/// A save, as the repository's port gives it.
+type SaveFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, StorageError>> + Send + 'a>>;
+
+/// The outcome of one save of a followed fan-out ([`Engine::step`]), with what it saved as it
+/// was before (to be run again should the save fail) and its round (1 for the step's first).
+struct FollowSaved {
+    outcome: Result<Result<u64, String>, StorageError>,
+    from: Vec<Invocation>,
+    round: u32,
+}
+
+/// Runs `build` to its end while the saves under way go on (so that each one's turn ends as
+/// soon as it does): its output, and the outcomes of the saves that ended meanwhile, oldest
+/// first.
+async fn build_while_saving<T, S>(
+    build: impl Future<Output = T>,
+    saving: &mut FuturesOrdered<S>,
+) -> (T, Vec<S::Output>)
+where
+    S: Future,
+{
+    let mut build = std::pin::pin!(build);
+    let mut saved = Vec::new();
+    loop {
+        match futures_util::future::select(build.as_mut(), saving.next()).await {
+            futures_util::future::Either::Left((built, _)) => return (built, saved),
+            futures_util::future::Either::Right((Some(done), _)) => saved.push(done),
+            futures_util::future::Either::Right((None, _)) => return (build.await, saved),
+        }
     }
 }

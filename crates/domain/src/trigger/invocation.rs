@@ -293,4 +293,65 @@ pub trait InvocationRepository: Send + Sync {
     /// batch's flow are read and applied ([`BatchResult::apply_cancels`]). A batch's errors
     /// replace the invocation's.
     async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError>;
+    /// Saves one batch of a fan-out the engine follows (a batch that starts at a cursor) as
+    /// [`save_batches`](Self::save_batches) would, while the save of the batch before it may
+    /// still be under way ([`Engine::with_saves_in_flight`](super::Engine::with_saves_in_flight)):
+    /// its instances, cards, events and outbox rows are written first, and its progress only
+    /// once `after` (that save's turn) has ended, or after at most the database's wait for a
+    /// request. Its progress is then fenced by its starting cursor like every batch's: when
+    /// the batch before was not saved, or its invocation was taken over (its cards found saved
+    /// by the worker that took it, through the unique card key), nothing of it is written and
+    /// 1 is returned, else 0.
+    async fn save_after(&self, batch: BatchResult, after: SaveTurn) -> Result<u64, StorageError>;
+}
+
+/// The turn of one save of a fan-out's batch, which the save of its next batch waits for
+/// before writing its progress ([`InvocationRepository::save_after`]). It ends once, when the
+/// save has ended, whether it committed or not; clones share it. The wait orders the saves,
+/// each batch's cursor fences them: a save that goes on after a wait ran out cannot save a
+/// batch whose batch before was not saved.
+///
+/// ```
+/// use std::time::Duration;
+/// use workbench_domain::trigger::SaveTurn;
+///
+/// let turn = SaveTurn::default();
+/// assert!(!turn.wait(Duration::from_millis(1)), "still under way");
+/// let ending = turn.clone();
+/// std::thread::spawn(move || ending.end());
+/// assert!(turn.wait(Duration::from_secs(30)));
+/// assert!(SaveTurn::ended().wait(Duration::ZERO));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SaveTurn(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl SaveTurn {
+    /// A turn that has ended: for a save that waits for none.
+    pub fn ended() -> Self {
+        let turn = SaveTurn::default();
+        turn.end();
+        turn
+    }
+
+    /// Ends the turn, waking whoever waits for it. Ending it again changes nothing.
+    pub fn end(&self) {
+        let (ended, waiting) = &*self.0;
+        *ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        waiting.notify_all();
+    }
+
+    /// Blocks the calling thread (one of its own, never an async runtime's) until the turn
+    /// has ended, at most `timeout`: whether it has.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let (ended, waiting) = &*self.0;
+        let guard = ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (guard, _) = waiting
+            .wait_timeout_while(guard, timeout, |ended| !*ended)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *guard
+    }
 }

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 pub use engine::Engine;
 pub use invocation::{
-    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus, BATCH_USERS,
-    LEASE_SECONDS,
+    BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus, SaveTurn,
+    BATCH_USERS, LEASE_SECONDS,
 };
 pub use request::{parse, CardOptions, FlowElement, Payload, Platforms, Target, TriggerRequest};
 pub use service::{PreparedElements, TriggerService, Triggered};

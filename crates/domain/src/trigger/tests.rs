@@ -588,6 +588,7 @@ pub(crate) fn card_flows() -> crate::flow::MockFlowRepository {
 }
 
 mod engine_steps {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
     use super::{default_stream, now, published};
@@ -596,12 +597,15 @@ mod engine_steps {
 
     use crate::audience::{MockEndUserRepository, MockSegmentRepository, MockStreamRepository};
     use crate::flow::MockFlowRepository;
+    use crate::page::After;
     use crate::trigger::engine::Engine;
     use crate::trigger::invocation::{
-        BatchResult, Invocation, InvocationStatus, MockInvocationRepository, BATCH_USERS,
-        CLAIM_PER_STEP, FOLLOW_BATCHES, LEASE_SECONDS,
+        BatchResult, Invocation, InvocationFilter, InvocationRepository, InvocationStatus,
+        MockInvocationRepository, SaveTurn, BATCH_USERS, CLAIM_PER_STEP, FOLLOW_BATCHES,
+        LEASE_SECONDS,
     };
     use crate::trigger::Mode;
+    use crate::{StorageError, Timestamp};
 
     fn invocation(id: &str, target: serde_json::Value) -> Invocation {
         Invocation {
@@ -644,6 +648,88 @@ mod engine_steps {
         tagged: u32,
         stale: fn(usize) -> u64,
     ) -> (Engine, Saves) {
+        let (engine, saves, _) = engine_of(claimed, tagged, 1, stale, |_| false);
+        (engine, saves)
+    }
+
+    /// The most saves that were under way at once.
+    type Most = Arc<AtomicUsize>;
+
+    /// An invocation repository whose saves reach `inner` when first polled (in the order they
+    /// were given), then stay under way for a few polls more, counting how many are under way
+    /// at once.
+    struct Overlapping {
+        inner: MockInvocationRepository,
+        now: AtomicUsize,
+        most: Most,
+    }
+
+    impl Overlapping {
+        async fn under_way<T>(&self, save: impl std::future::Future<Output = T>) -> T {
+            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            let saved = save.await;
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            saved
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl InvocationRepository for Overlapping {
+        async fn record_run(
+            &self,
+            runs: Vec<(Invocation, Option<BatchResult>)>,
+        ) -> Result<Vec<Option<Invocation>>, StorageError> {
+            self.inner.record_run(runs).await
+        }
+        async fn get(&self, env: &str, id: &str) -> Result<Option<Invocation>, StorageError> {
+            self.inner.get(env, id).await
+        }
+        async fn list(
+            &self,
+            env: &str,
+            flow: &str,
+            filter: InvocationFilter,
+            after: Option<After<String>>,
+            limit: u32,
+        ) -> Result<Vec<Invocation>, StorageError> {
+            self.inner.list(env, flow, filter, after, limit).await
+        }
+        async fn running_bulk(&self, env: &str) -> Result<u64, StorageError> {
+            self.inner.running_bulk(env).await
+        }
+        async fn claim(
+            &self,
+            now: Timestamp,
+            lease_until: Timestamp,
+            limit: u32,
+        ) -> Result<Vec<Invocation>, StorageError> {
+            self.inner.claim(now, lease_until, limit).await
+        }
+        async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError> {
+            self.under_way(self.inner.save_batches(batches)).await
+        }
+        async fn save_after(
+            &self,
+            batch: BatchResult,
+            after: SaveTurn,
+        ) -> Result<u64, StorageError> {
+            self.under_way(self.inner.save_after(batch, after)).await
+        }
+    }
+
+    /// [`engine_with`], with up to `in_flight` saves under way at once, and the save numbered
+    /// `n` failing unexpectedly when `fails(n)`.
+    fn engine_of(
+        claimed: Vec<Invocation>,
+        tagged: u32,
+        in_flight: usize,
+        stale: fn(usize) -> u64,
+        fails: fn(usize) -> bool,
+    ) -> (Engine, Saves, Most) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
         flows
@@ -672,12 +758,31 @@ mod engine_steps {
             .times(1)
             .withf(|_, _, limit| *limit == CLAIM_PER_STEP)
             .returning(move |_, _, _| Ok(claims.take().unwrap_or_default()));
-        let sink = saved.clone();
-        invocations.expect_save_batches().returning(move |batches| {
-            let mut saves = sink.lock().expect("saved");
+        let answer = move |saves: &mut Vec<Vec<BatchResult>>, batches| {
             saves.push(batches);
-            Ok(stale(saves.len() - 1))
-        });
+            let n = saves.len() - 1;
+            if fails(n) {
+                return Err(crate::StorageError::Internal(
+                    "injected: row refused".into(),
+                ));
+            }
+            Ok(stale(n))
+        };
+        let sink = saved.clone();
+        invocations
+            .expect_save_batches()
+            .returning(move |batches| answer(&mut sink.lock().expect("saved"), batches));
+        // A followed fan-out's next batches.
+        let sink = saved.clone();
+        invocations
+            .expect_save_after()
+            .returning(move |batch, _| answer(&mut sink.lock().expect("saved"), vec![batch]));
+        let most = Most::default();
+        let invocations = Overlapping {
+            inner: invocations,
+            now: AtomicUsize::new(0),
+            most: most.clone(),
+        };
         let mut clock = crate::time::MockClock::new();
         clock.expect_now().returning(now);
         let engine = Engine::new(
@@ -687,8 +792,9 @@ mod engine_steps {
             Arc::new(MockSegmentRepository::new()),
             Arc::new(streams),
             Arc::new(clock),
-        );
-        (engine, saved)
+        )
+        .with_saves_in_flight(in_flight);
+        (engine, saved, most)
     }
 
     /// An engine over mocks for failures: reading the users of a tag panics, and a save of a
@@ -948,6 +1054,88 @@ mod engine_steps {
         assert!(engine.step().await.expect("step"));
         assert_eq!(saves.lock().expect("saved").len(), 2, "no batch after it");
         assert_eq!(engine.take_stale(), 1);
+    }
+
+    /// The (starting, next) cursor of each batch saved, in order.
+    fn cursors(saves: &Saves) -> Vec<(Option<String>, Option<String>)> {
+        saves
+            .lock()
+            .expect("saved")
+            .iter()
+            .flatten()
+            .map(|b| (b.from_cursor.clone(), b.cursor.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn with_one_save_in_flight_each_next_batch_is_saved_once_the_save_before_ended() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves, most) = engine_of(vec![tag], 5_500, 1, |_| 0, |_| false);
+        assert!(engine.step().await.expect("step"));
+        assert_eq!(saves.lock().expect("saved").len(), 6);
+        assert_eq!(most.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn with_two_saves_in_flight_a_batch_is_saved_while_the_one_before_is() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves, most) = engine_of(vec![tag], 5_500, 2, |_| 0, |_| false);
+        assert!(engine.step().await.expect("step"));
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        let u = |n: u32| Some(format!("u{n:05}"));
+        let mut expected = vec![(None, u(999))];
+        for i in 1..5 {
+            expected.push((u(i * 1_000 - 1), u(i * 1_000 + 999)));
+        }
+        expected.push((u(4_999), u(4_999)));
+        assert_eq!(
+            cursors(&saves),
+            expected,
+            "each from the cursor of the one before"
+        );
+        assert_eq!(engine.take_stale(), 0);
+    }
+
+    #[tokio::test]
+    async fn with_two_saves_in_flight_a_failed_save_is_run_again_from_where_it_started() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        // The second save fails; the third, given before that was known, finds its batch
+        // before not saved (stale, as its fence answers).
+        let (engine, saves, _) = engine_of(
+            vec![tag],
+            (FOLLOW_BATCHES + 3) * 1_000,
+            2,
+            |n| u64::from(n == 2),
+            |n| n == 1,
+        );
+        assert!(engine.step().await.expect("step"));
+        let cursors = cursors(&saves);
+        assert_eq!(cursors.len(), 4, "{cursors:?}");
+        let again = &cursors[3];
+        assert_eq!(
+            again, &cursors[1],
+            "the failed batch, run again from its cursor"
+        );
+        assert_eq!(
+            engine.take_stale(),
+            0,
+            "a batch after a failed save is not stale"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_two_saves_in_flight_a_fan_out_taken_over_stops_and_counts_both() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves, _) = engine_of(
+            vec![tag],
+            (FOLLOW_BATCHES + 3) * 1_000,
+            2,
+            |n| u64::from(n >= 1),
+            |_| false,
+        );
+        assert!(engine.step().await.expect("step"));
+        assert_eq!(saves.lock().expect("saved").len(), 3, "no batch after them");
+        assert_eq!(engine.take_stale(), 2);
     }
 }
 
