@@ -460,8 +460,13 @@ pub(crate) fn apply_cancels(
     conn: &mut AnyConnection,
     batches: &mut [BatchResult],
 ) -> Result<(), Failure> {
-    // (environment, id) -> (flow, version, created): one read per environment (nearly always
-    // one), on the primary key.
+    let known = known(conn, batches)?;
+    apply_markers(conn, batches, &known)
+}
+
+/// The batches' invocations still stored: (environment, id) -> (flow, version, created), one
+/// read per environment (nearly always one), on the primary key.
+pub(crate) fn known(conn: &mut AnyConnection, batches: &[BatchResult]) -> Result<Known, Failure> {
     let mut by_env: HashMap<&str, Vec<&str>> = HashMap::new();
     for batch in batches.iter() {
         by_env
@@ -487,7 +492,7 @@ pub(crate) fn apply_cancels(
             known.insert((env.to_owned(), id), (flow, version, created));
         }
     }
-    apply_markers(conn, batches, &known)
+    Ok(known)
 }
 
 /// Each flow's cancel markers accepted since the oldest of its `known` invocations among

@@ -877,9 +877,11 @@ mod audience {
 mod engine {
     use super::Record;
 
+    use adapters_diesel::DieselCancelRepository;
     use adapters_diesel::{
         both_backends, DieselCardRepository, DieselFlowRepository, DieselInvocationRepository,
     };
+    use domain::cancel::{CancelFilter, CancelRepository, CancelTask};
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::trigger::Mode;
     use domain::trigger::{
@@ -1570,7 +1572,8 @@ mod engine {
     async fn followed_batches_are_saved_after_the_one_before_and_fenced(url: &str) {
         let db = with_flow(url).await;
         let repo = std::sync::Arc::new(DieselInvocationRepository::new(db.clone()));
-        let cards = DieselCardRepository::new(db);
+        let cards = DieselCardRepository::new(db.clone());
+        let postgres = !url.starts_with("sqlite");
         repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
@@ -1587,6 +1590,17 @@ mod engine {
             let cards = &cards;
             async move { cards.get("env_a", user, id).await.expect("get").is_some() }
         };
+        let at = || {
+            let repo = &repo;
+            async move {
+                let at = repo
+                    .get("env_a", "inv_1")
+                    .await
+                    .expect("get")
+                    .expect("exists");
+                (at.cursor, at.cards_created)
+            }
+        };
         repo.save_batches(vec![batch(
             None,
             Some("u1"),
@@ -1594,13 +1608,21 @@ mod engine {
         )])
         .await
         .expect("first");
-        // Two saves under way at once: the second writes its progress once the first's turn
-        // has ended, as the engine ends it.
+        // The second writes its progress once the first's turn has ended, as the engine ends
+        // it. On PostgreSQL both are under way at once; SQLite takes one writer at a time (its
+        // engine has one save under way at most).
         let turn = SaveTurn::default();
         let first = tokio::spawn({
             let (repo, batch) = (repo.clone(), followed("u1", "u2", "crd_2", "u2"));
             async move { repo.save_after(batch, SaveTurn::ended()).await }
         });
+        let first = if postgres {
+            Some(first)
+        } else {
+            assert_eq!(first.await.expect("join").expect("first"), 0);
+            turn.end();
+            None
+        };
         let second = tokio::spawn({
             let (repo, batch, after) = (
                 repo.clone(),
@@ -1609,16 +1631,22 @@ mod engine {
             );
             async move { repo.save_after(batch, after).await }
         });
-        assert_eq!(first.await.expect("join").expect("first"), 0);
-        turn.end();
+        if let Some(first) = first {
+            assert_eq!(first.await.expect("join").expect("first"), 0);
+            turn.end();
+        }
         assert_eq!(second.await.expect("join").expect("second"), 0);
-        let at = repo
+        let done = repo
             .get("env_a", "inv_1")
             .await
             .expect("get")
             .expect("exists");
         assert_eq!(
-            (at.cursor.as_deref(), at.users_targeted, at.cards_created),
+            (
+                done.cursor.as_deref(),
+                done.users_targeted,
+                done.cards_created
+            ),
             (Some("u3"), 3, 3)
         );
         assert!(saved("crd_2", "u2").await && saved("crd_3", "u3").await);
@@ -1630,39 +1658,31 @@ mod engine {
             1
         );
         assert!(!saved("crd_6", "u6").await);
-        // Cards of the same invocation, user and step saved first (by a worker that took the
-        // invocation over): refused by the unique card key, not failed, though the batch
-        // starts at the invocation's cursor.
-        let mut again = followed("u3", "u4", "crd_4", "u4");
-        let taken = repo.save_after(again.clone(), SaveTurn::ended()).await;
-        assert_eq!(taken.expect("saved"), 0);
-        let original = again.cards[0].as_ref().clone();
-        again.cards = vec![std::sync::Arc::new(CardInstance {
-            id: "crd_4b".into(),
-            ..original
-        })];
-        again.events = again
-            .cards
-            .iter()
-            .map(|c| card_event(c.clone(), None, None, t(3)))
-            .collect();
-        again.from_cursor = Some("u4".into());
-        again.cursor = Some("u5".into());
-        assert_eq!(
-            repo.save_after(again, SaveTurn::ended())
-                .await
-                .expect("refused, not failed"),
-            1
+        let taken = repo.save_after(followed("u3", "u4", "crd_4", "u4"), SaveTurn::ended());
+        assert_eq!(taken.await.expect("saved"), 0);
+        // The same invocation, user and step as a card already saved: the unique card key
+        // refuses it. The invocation moved on from where this batch starts (another worker
+        // saved these users): stale. Still where it starts: an error, not hidden as stale.
+        let same_step = |from: &str, to: &str, id: &str| {
+            let mut b = followed(from, to, id, "u4");
+            let card = CardInstance {
+                step_id: "step-crd_4".into(),
+                ..b.cards[0].as_ref().clone()
+            };
+            b.events = vec![card_event(card.clone().into(), None, None, t(3))];
+            b.cards = vec![card.into()];
+            b
+        };
+        let late = repo.save_after(same_step("u3", "u4", "crd_4b"), SaveTurn::ended());
+        assert_eq!(late.await.expect("refused as stale"), 1);
+        let wrong = repo.save_after(same_step("u4", "u5", "crd_4c"), SaveTurn::ended());
+        assert!(
+            wrong.await.is_err(),
+            "a refused card where the invocation is"
         );
-        assert!(!saved("crd_4b", "u4").await);
-        let at = repo
-            .get("env_a", "inv_1")
-            .await
-            .expect("get")
-            .expect("exists");
-        assert_eq!((at.cursor.as_deref(), at.cards_created), (Some("u4"), 4));
-        if url.starts_with("sqlite") {
-            // SQLite takes one writer at a time: its engine has one save under way at most.
+        assert!(!saved("crd_4b", "u4").await && !saved("crd_4c", "u4").await);
+        assert_eq!(at().await, (Some("u4".into()), 4));
+        if !postgres {
             return;
         }
         // PostgreSQL: the next batch's writes go on while the save before it has not begun,
@@ -1689,12 +1709,48 @@ mod engine {
         );
         turn.end();
         assert_eq!(next.await.expect("join").expect("next"), 0);
-        let at = repo
-            .get("env_a", "inv_1")
+        assert_eq!(at().await, (Some("u6".into()), 6));
+        // A cancel recorded while a batch waits for its turn is not held by it (the flow's
+        // lock is taken after the wait), and applies to that batch.
+        let turn = SaveTurn::default();
+        let next = tokio::spawn({
+            let (repo, batch, after) = (
+                repo.clone(),
+                followed("u6", "u7", "crd_7", "u7"),
+                turn.clone(),
+            );
+            async move { repo.save_after(batch, after).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let cancel = CancelTask::new(
+            "00000000-0000-4000-8000-000000000077".into(),
+            "env_a",
+            "flw_1",
+            CancelFilter {
+                end_user_id: Some("u7".into()),
+                cancel_cards: true,
+                ..Default::default()
+            },
+            t(4),
+        );
+        let recorded = DieselCancelRepository::new(db.clone());
+        tokio::time::timeout(std::time::Duration::from_secs(2), recorded.create(&cancel))
             .await
-            .expect("get")
-            .expect("exists");
-        assert_eq!((at.cursor.as_deref(), at.cards_created), (Some("u6"), 6));
+            .expect("recorded while the batch waits")
+            .expect("cancel");
+        assert!(!next.is_finished());
+        turn.end();
+        assert_eq!(next.await.expect("join").expect("next"), 0);
+        assert!(
+            !saved("crd_7", "u7").await,
+            "the cancel applies to the batch"
+        );
+        assert_eq!(at().await, (Some("u7".into()), 6));
+        // A cancel of the flow that covers none of a batch leaves it whole.
+        let uncovered = repo.save_after(followed("u7", "u8", "crd_8", "u8"), SaveTurn::ended());
+        assert_eq!(uncovered.await.expect("saved"), 0);
+        assert!(saved("crd_8", "u8").await);
+        assert_eq!(at().await, (Some("u8".into()), 7));
     }
 
     async fn feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap(url: &str) {

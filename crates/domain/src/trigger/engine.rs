@@ -172,7 +172,13 @@ impl Engine {
             {
                 return Ok(true);
             }
-            let mut next = next?;
+            let mut next = match next {
+                Ok(next) => next,
+                Err(e) => {
+                    self.drain(&mut saving, false).await;
+                    return Err(e);
+                }
+            };
             let more = round < FOLLOW_BATCHES
                 && next.status == InvocationStatus::Running
                 && next.cursor.is_some();
@@ -215,27 +221,30 @@ impl Engine {
         }
     }
 
-    /// A save of a followed fan-out's batches: its outcome, once `save` has ended and `turn`
-    /// with it (also when this is dropped before: the step ended with an error).
-    async fn follow_save(
-        &self,
-        save: SaveFuture<'_>,
+    /// A save of a followed fan-out's batches: its outcome, once `save` has ended, and `turn`
+    /// with it; `turn` also ends when this is dropped, polled or not.
+    fn follow_save<'a>(
+        &'a self,
+        save: SaveFuture<'a>,
         turn: SaveTurn,
         from: Vec<Invocation>,
         round: u32,
-    ) -> FollowSaved {
+    ) -> impl Future<Output = FollowSaved> + Send + 'a {
         struct Ends(SaveTurn);
         impl Drop for Ends {
             fn drop(&mut self) {
                 self.0.end();
             }
         }
-        let _ends = Ends(turn);
-        let outcome = refused(unit::catch(save).await);
-        FollowSaved {
-            outcome,
-            from,
-            round,
+        let ends = Ends(turn);
+        async move {
+            let outcome = refused(unit::catch(save).await);
+            drop(ends);
+            FollowSaved {
+                outcome,
+                from,
+                round,
+            }
         }
     }
 
@@ -244,7 +253,9 @@ impl Engine {
     /// unexpectedly is run and saved again invocation by invocation from where it started
     /// ([`Engine::one_by_one`]): the ones after it were refused, their batch before not saved.
     /// A batch after the first found stale means the invocation was taken over (its lease had
-    /// run out): the next batch would start from a cursor that is no longer its.
+    /// run out): the next batch would start from a cursor that is no longer its. An error
+    /// that waiting cures (an unreachable database) ends the step with it, once the saves
+    /// under way have ended.
     async fn settle(
         &self,
         saved: Vec<FollowSaved>,
@@ -253,27 +264,42 @@ impl Engine {
         streams: &mut HashMap<String, String>,
     ) -> Result<bool, StorageError> {
         for saved in saved {
-            match saved.outcome? {
-                Ok(stale) => {
+            match saved.outcome {
+                Ok(Ok(stale)) => {
                     self.stale.add(stale);
                     if stale > 0 && saved.round > 1 {
-                        while let Some(later) = saving.next().await {
-                            if let Ok(Ok(stale)) = later.outcome {
-                                self.stale.add(stale);
-                            }
-                        }
+                        self.drain(saving, true).await;
                         return Ok(false);
                     }
                 }
-                Err(cause) => {
-                    while saving.next().await.is_some() {}
+                Ok(Err(cause)) => {
+                    self.drain(saving, false).await;
                     self.one_by_one(&saved.from, cause, configs, streams)
                         .await?;
                     return Ok(false);
                 }
+                Err(e) => {
+                    self.drain(saving, false).await;
+                    return Err(e);
+                }
             }
         }
         Ok(true)
+    }
+
+    /// Waits for the saves still under way to end, so that none outlives the step. Those
+    /// that found their batch stale are counted with `count` (the fan-out was taken over),
+    /// not after a save before them failed (then they were refused for that).
+    async fn drain(
+        &self,
+        saving: &mut FuturesOrdered<impl Future<Output = FollowSaved>>,
+        count: bool,
+    ) {
+        while let Some(later) = saving.next().await {
+            if let (true, Ok(Ok(stale))) = (count, later.outcome) {
+                self.stale.add(stale);
+            }
+        }
     }
 
     /// [`Engine::run_batch`], with a panic or an unexpected storage error caught

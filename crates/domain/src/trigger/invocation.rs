@@ -296,19 +296,21 @@ pub trait InvocationRepository: Send + Sync {
     /// Saves one batch of a fan-out the engine follows (a batch that starts at a cursor) as
     /// [`save_batches`](Self::save_batches) would, while the save of the batch before it may
     /// still be under way ([`Engine::with_saves_in_flight`](super::Engine::with_saves_in_flight)):
-    /// its instances, cards, events and outbox rows are written first, and its progress only
-    /// once `after` (that save's turn) has ended, or after at most the database's wait for a
-    /// request. Its progress is then fenced by its starting cursor like every batch's: when
-    /// the batch before was not saved, or its invocation was taken over (its cards found saved
-    /// by the worker that took it, through the unique card key), nothing of it is written and
-    /// 1 is returned, else 0.
+    /// its cards, events and outbox rows are written first; then it waits for `after` (that
+    /// save's turn) to end, an error when it has not within the call's wait for the database;
+    /// then the cancel markers of its flow are read and applied (the batch written again when
+    /// one applies), and its progress saved, fenced by its starting cursor like every batch's.
+    /// When the batch before was not saved, or its invocation was taken over (its cards found
+    /// saved by the worker that took it, through the unique card key), nothing of it is
+    /// written and 1 is returned, else 0.
     async fn save_after(&self, batch: BatchResult, after: SaveTurn) -> Result<u64, StorageError>;
 }
 
 /// The turn of one save of a fan-out's batch, which the save of its next batch waits for
-/// before writing its progress ([`InvocationRepository::save_after`]). It ends once, when the
-/// save has ended, whether it committed or not; clones share it. The wait orders the saves,
-/// each batch's cursor fences them: a save that goes on after a wait ran out cannot save a
+/// before writing its progress ([`InvocationRepository::save_after`]). The engine ends it
+/// once it has the save's answer, whether it committed or not, or once it drops the save;
+/// clones share it. The wait orders the saves, each batch's cursor fences them: should a
+/// transaction outlive its call (its answer a timeout), the next batch's save cannot save a
 /// batch whose batch before was not saved.
 ///
 /// ```

@@ -648,31 +648,55 @@ mod engine_steps {
         tagged: u32,
         stale: fn(usize) -> u64,
     ) -> (Engine, Saves) {
-        let (engine, saves, _) = engine_of(claimed, tagged, 1, stale, |_| false);
+        let (engine, saves, _, _) = engine_of(claimed, tagged, 1, stale, |_| false);
         (engine, saves)
     }
 
     /// The most saves that were under way at once.
     type Most = Arc<AtomicUsize>;
 
+    /// For each followed batch's save, in order: whether the turn it was given had ended when
+    /// it reached the repository, and when it ended.
+    type Turns = Arc<Mutex<Vec<(bool, bool)>>>;
+
     /// An invocation repository whose saves reach `inner` when first polled (in the order they
-    /// were given), then stay under way for a few polls more, counting how many are under way
-    /// at once.
+    /// were given), then stay under way for a few polls more and end in the order given,
+    /// counting how many are under way at once.
     struct Overlapping {
         inner: MockInvocationRepository,
         now: AtomicUsize,
         most: Most,
+        turns: Turns,
+        /// Saves given so far, and saves ended.
+        given: AtomicUsize,
+        ended: AtomicUsize,
     }
 
     impl Overlapping {
-        async fn under_way<T>(&self, save: impl std::future::Future<Output = T>) -> T {
+        async fn under_way<T>(
+            &self,
+            save: impl std::future::Future<Output = T>,
+            after: Option<&SaveTurn>,
+        ) -> T {
+            let ended = || after.is_none_or(|a| a.wait(std::time::Duration::ZERO));
+            let at_first = ended();
+            let ticket = self.given.fetch_add(1, Ordering::SeqCst);
             let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             let saved = save.await;
+            // A few polls under way, then ended in the order given, as a database's commits
+            // of one fan-out end.
             for _ in 0..3 {
                 tokio::task::yield_now().await;
             }
+            while self.ended.load(Ordering::SeqCst) != ticket {
+                tokio::task::yield_now().await;
+            }
+            if after.is_some() {
+                self.turns.lock().expect("turns").push((at_first, ended()));
+            }
             self.now.fetch_sub(1, Ordering::SeqCst);
+            self.ended.fetch_add(1, Ordering::SeqCst);
             saved
         }
     }
@@ -710,14 +734,15 @@ mod engine_steps {
             self.inner.claim(now, lease_until, limit).await
         }
         async fn save_batches(&self, batches: Vec<BatchResult>) -> Result<u64, StorageError> {
-            self.under_way(self.inner.save_batches(batches)).await
+            self.under_way(self.inner.save_batches(batches), None).await
         }
         async fn save_after(
             &self,
             batch: BatchResult,
             after: SaveTurn,
         ) -> Result<u64, StorageError> {
-            self.under_way(self.inner.save_after(batch, after)).await
+            let save = self.inner.save_after(batch, after.clone());
+            self.under_way(save, Some(&after)).await
         }
     }
 
@@ -729,7 +754,7 @@ mod engine_steps {
         in_flight: usize,
         stale: fn(usize) -> u64,
         fails: fn(usize) -> bool,
-    ) -> (Engine, Saves, Most) {
+    ) -> (Engine, Saves, Most, Turns) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
         flows
@@ -777,11 +802,14 @@ mod engine_steps {
         invocations
             .expect_save_after()
             .returning(move |batch, _| answer(&mut sink.lock().expect("saved"), vec![batch]));
-        let most = Most::default();
+        let (most, turns) = (Most::default(), Turns::default());
         let invocations = Overlapping {
             inner: invocations,
             now: AtomicUsize::new(0),
             most: most.clone(),
+            turns: turns.clone(),
+            given: AtomicUsize::new(0),
+            ended: AtomicUsize::new(0),
         };
         let mut clock = crate::time::MockClock::new();
         clock.expect_now().returning(now);
@@ -794,7 +822,7 @@ mod engine_steps {
             Arc::new(clock),
         )
         .with_saves_in_flight(in_flight);
-        (engine, saved, most)
+        (engine, saved, most, turns)
     }
 
     /// An engine over mocks for failures: reading the users of a tag panics, and a save of a
@@ -1070,18 +1098,25 @@ mod engine_steps {
     #[tokio::test]
     async fn with_one_save_in_flight_each_next_batch_is_saved_once_the_save_before_ended() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, most) = engine_of(vec![tag], 5_500, 1, |_| 0, |_| false);
+        let (engine, saves, most, turns) = engine_of(vec![tag], 5_500, 1, |_| 0, |_| false);
         assert!(engine.step().await.expect("step"));
         assert_eq!(saves.lock().expect("saved").len(), 6);
         assert_eq!(most.load(Ordering::SeqCst), 1);
+        assert_eq!(*turns.lock().expect("turns"), [(true, true); 4]);
     }
 
     #[tokio::test]
     async fn with_two_saves_in_flight_a_batch_is_saved_while_the_one_before_is() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, most) = engine_of(vec![tag], 5_500, 2, |_| 0, |_| false);
+        let (engine, saves, most, turns) = engine_of(vec![tag], 5_500, 2, |_| 0, |_| false);
         assert!(engine.step().await.expect("step"));
         assert_eq!(most.load(Ordering::SeqCst), 2);
+        // Each was given the turn of the save before it: under way when it came, ended by the
+        // time it ended.
+        let turns = turns.lock().expect("turns").clone();
+        assert_eq!(turns.len(), 4);
+        assert_eq!(turns[0], (false, true), "{turns:?}");
+        assert!(turns.iter().all(|&(_, ended)| ended), "{turns:?}");
         let u = |n: u32| Some(format!("u{n:05}"));
         let mut expected = vec![(None, u(999))];
         for i in 1..5 {
@@ -1101,7 +1136,7 @@ mod engine_steps {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
         // The second save fails; the third, given before that was known, finds its batch
         // before not saved (stale, as its fence answers).
-        let (engine, saves, _) = engine_of(
+        let (engine, saves, _, _) = engine_of(
             vec![tag],
             (FOLLOW_BATCHES + 3) * 1_000,
             2,
@@ -1126,7 +1161,7 @@ mod engine_steps {
     #[tokio::test]
     async fn with_two_saves_in_flight_a_fan_out_taken_over_stops_and_counts_both() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, _) = engine_of(
+        let (engine, saves, _, _) = engine_of(
             vec![tag],
             (FOLLOW_BATCHES + 3) * 1_000,
             2,
