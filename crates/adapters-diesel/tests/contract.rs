@@ -1608,33 +1608,29 @@ mod engine {
         )])
         .await
         .expect("first");
+        // A followed batch's save, under way and waiting for the turn returned with it.
+        let spawn_after = |batch: BatchResult| {
+            let (turn, repo) = (SaveTurn::default(), repo.clone());
+            let after = turn.clone();
+            let save = tokio::spawn(async move { repo.save_after(batch, after).await });
+            (turn, save)
+        };
         // The second writes its progress once the first's turn has ended, as the engine ends
         // it. On PostgreSQL both are under way at once; SQLite takes one writer at a time (its
         // engine has one save under way at most).
-        let turn = SaveTurn::default();
-        let first = tokio::spawn({
-            let (repo, batch) = (repo.clone(), followed("u1", "u2", "crd_2", "u2"));
-            async move { repo.save_after(batch, SaveTurn::ended()).await }
-        });
+        let (ended, first) = spawn_after(followed("u1", "u2", "crd_2", "u2"));
+        ended.end();
         let first = if postgres {
             Some(first)
         } else {
             assert_eq!(first.await.expect("join").expect("first"), 0);
-            turn.end();
             None
         };
-        let second = tokio::spawn({
-            let (repo, batch, after) = (
-                repo.clone(),
-                followed("u2", "u3", "crd_3", "u3"),
-                turn.clone(),
-            );
-            async move { repo.save_after(batch, after).await }
-        });
+        let (turn, second) = spawn_after(followed("u2", "u3", "crd_3", "u3"));
         if let Some(first) = first {
             assert_eq!(first.await.expect("join").expect("first"), 0);
-            turn.end();
         }
+        turn.end();
         assert_eq!(second.await.expect("join").expect("second"), 0);
         let done = repo
             .get("env_a", "inv_1")
@@ -1687,15 +1683,7 @@ mod engine {
         }
         // PostgreSQL: the next batch's writes go on while the save before it has not begun,
         // and its progress waits for that one's turn.
-        let turn = SaveTurn::default();
-        let next = tokio::spawn({
-            let (repo, batch, after) = (
-                repo.clone(),
-                followed("u5", "u6", "crd_6", "u6"),
-                turn.clone(),
-            );
-            async move { repo.save_after(batch, after).await }
-        });
+        let (turn, next) = spawn_after(followed("u5", "u6", "crd_6", "u6"));
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         assert!(
             !next.is_finished(),
@@ -1712,15 +1700,7 @@ mod engine {
         assert_eq!(at().await, (Some("u6".into()), 6));
         // A cancel recorded while a batch waits for its turn is not held by it (the flow's
         // lock is taken after the wait), and applies to that batch.
-        let turn = SaveTurn::default();
-        let next = tokio::spawn({
-            let (repo, batch, after) = (
-                repo.clone(),
-                followed("u6", "u7", "crd_7", "u7"),
-                turn.clone(),
-            );
-            async move { repo.save_after(batch, after).await }
-        });
+        let (turn, next) = spawn_after(followed("u6", "u7", "crd_7", "u7"));
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let cancel = CancelTask::new(
             "00000000-0000-4000-8000-000000000077".into(),
