@@ -367,7 +367,9 @@ fn changed_by(batch: &BatchResult, markers: &Markers, known: &Known) -> bool {
     };
     let mut applied = batch.clone();
     applied.apply_cancels(found, *version, created.and_utc());
-    applied.status != batch.status || applied.cards.len() != batch.cards.len()
+    applied.status != batch.status
+        || applied.cursor != batch.cursor
+        || applied.cards.len() != batch.cards.len()
 }
 
 /// In a savepoint: `batch`'s cards, events and outbox rows; then `before`; then its progress,

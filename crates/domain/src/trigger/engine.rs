@@ -263,22 +263,25 @@ impl Engine {
         configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
         streams: &mut HashMap<String, String>,
     ) -> Result<bool, StorageError> {
-        for saved in saved {
-            match saved.outcome {
+        let mut saved = saved.into_iter();
+        while let Some(one) = saved.next() {
+            match one.outcome {
                 Ok(Ok(stale)) => {
                     self.stale.add(stale);
-                    if stale > 0 && saved.round > 1 {
+                    if stale > 0 && one.round > 1 {
+                        self.later(saved, true);
                         self.drain(saving, true).await;
                         return Ok(false);
                     }
                 }
                 Ok(Err(cause)) => {
+                    self.later(saved, false);
                     self.drain(saving, false).await;
-                    self.one_by_one(&saved.from, cause, configs, streams)
-                        .await?;
+                    self.one_by_one(&one.from, cause, configs, streams).await?;
                     return Ok(false);
                 }
                 Err(e) => {
+                    self.later(saved, false);
                     self.drain(saving, false).await;
                     return Err(e);
                 }
@@ -287,18 +290,34 @@ impl Engine {
         Ok(true)
     }
 
-    /// Waits for the saves still under way to end, so that none outlives the step. Those
-    /// that found their batch stale are counted with `count` (the fan-out was taken over),
-    /// not after a save before them failed (then they were refused for that).
+    /// Takes in the outcomes of saves given after the one that stopped a followed fan-out:
+    /// those found stale are counted with `count` (the fan-out was taken over), not after a
+    /// save before them failed (they were refused for that); a failure is logged, since no
+    /// one runs their batches again but the invocation's next claim.
+    fn later(&self, saved: impl IntoIterator<Item = FollowSaved>, count: bool) {
+        for later in saved {
+            match later.outcome {
+                Ok(Ok(stale)) if count => self.stale.add(stale),
+                Ok(Ok(_)) => {}
+                Ok(Err(cause)) => {
+                    tracing::warn!(round = later.round, cause = %cause, "a fan-out's save given after one that stopped it failed; its batch waits for the next claim")
+                }
+                Err(e) => {
+                    tracing::warn!(round = later.round, error = %e, "a fan-out's save given after one that stopped it failed; its batch waits for the next claim")
+                }
+            }
+        }
+    }
+
+    /// Waits for the saves still under way to end, so that none outlives the step, and takes
+    /// in their outcomes ([`Engine::later`]).
     async fn drain(
         &self,
         saving: &mut FuturesOrdered<impl Future<Output = FollowSaved>>,
         count: bool,
     ) {
         while let Some(later) = saving.next().await {
-            if let (true, Ok(Ok(stale))) = (count, later.outcome) {
-                self.stale.add(stale);
-            }
+            self.later([later], count);
         }
     }
 

@@ -300,9 +300,10 @@ pub trait InvocationRepository: Send + Sync {
     /// save's turn) to end, an error when it has not within the call's wait for the database;
     /// then the cancel markers of its flow are read and applied (the batch written again when
     /// one applies), and its progress saved, fenced by its starting cursor like every batch's.
-    /// When the batch before was not saved, or its invocation was taken over (its cards found
-    /// saved by the worker that took it, through the unique card key), nothing of it is
-    /// written and 1 is returned, else 0.
+    /// When the batch before was not saved, or its invocation was taken over, nothing of it is
+    /// written and 1 is returned, else 0. Cards refused by the unique card key count so only
+    /// when the invocation has moved on from the batch's cursor (another worker saved them);
+    /// while it is still there the refusal is the error ([`StorageError::UniqueViolation`]).
     async fn save_after(&self, batch: BatchResult, after: SaveTurn) -> Result<u64, StorageError>;
 }
 

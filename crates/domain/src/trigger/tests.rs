@@ -648,25 +648,30 @@ mod engine_steps {
         tagged: u32,
         stale: fn(usize) -> u64,
     ) -> (Engine, Saves) {
-        let (engine, saves, _, _) = engine_of(claimed, tagged, 1, stale, |_| false);
+        let (engine, saves, _) = engine_of(claimed, tagged, 1, stale, |_| None);
         (engine, saves)
     }
 
-    /// The most saves that were under way at once.
-    type Most = Arc<AtomicUsize>;
-
-    /// For each followed batch's save, in order: whether the turn it was given had ended when
-    /// it reached the repository, and when it ended.
-    type Turns = Arc<Mutex<Vec<(bool, bool)>>>;
+    /// What [`Overlapping`] saw of the saves.
+    #[derive(Default)]
+    struct Watched {
+        /// Saves under way now.
+        now: Arc<AtomicUsize>,
+        /// The most that were under way at once.
+        most: Arc<AtomicUsize>,
+        /// For each followed batch's save, in order: whether the turn it was given had ended
+        /// when it reached the repository, and when it ended.
+        turns: Arc<Mutex<Vec<(bool, bool)>>>,
+    }
 
     /// An invocation repository whose saves reach `inner` when first polled (in the order they
     /// were given), then stay under way for a few polls more and end in the order given,
     /// counting how many are under way at once.
     struct Overlapping {
         inner: MockInvocationRepository,
-        now: AtomicUsize,
-        most: Most,
-        turns: Turns,
+        now: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+        turns: Arc<Mutex<Vec<(bool, bool)>>>,
         /// Saves given so far, and saves ended.
         given: AtomicUsize,
         ended: AtomicUsize,
@@ -747,14 +752,15 @@ mod engine_steps {
     }
 
     /// [`engine_with`], with up to `in_flight` saves under way at once, and the save numbered
-    /// `n` failing unexpectedly when `fails(n)`.
+    /// `n` failing with `fails(n)` when that is some error. The repository's saves are
+    /// watched ([`Overlapping`]).
     fn engine_of(
         claimed: Vec<Invocation>,
         tagged: u32,
         in_flight: usize,
         stale: fn(usize) -> u64,
-        fails: fn(usize) -> bool,
-    ) -> (Engine, Saves, Most, Turns) {
+        fails: fn(usize) -> Option<StorageError>,
+    ) -> (Engine, Saves, Watched) {
         let mut flows = MockFlowRepository::new();
         // One read per flow version and step, however many invocations share it.
         flows
@@ -786,12 +792,10 @@ mod engine_steps {
         let answer = move |saves: &mut Vec<Vec<BatchResult>>, batches| {
             saves.push(batches);
             let n = saves.len() - 1;
-            if fails(n) {
-                return Err(crate::StorageError::Internal(
-                    "injected: row refused".into(),
-                ));
+            match fails(n) {
+                Some(e) => Err(e),
+                None => Ok(stale(n)),
             }
-            Ok(stale(n))
         };
         let sink = saved.clone();
         invocations
@@ -802,12 +806,12 @@ mod engine_steps {
         invocations
             .expect_save_after()
             .returning(move |batch, _| answer(&mut sink.lock().expect("saved"), vec![batch]));
-        let (most, turns) = (Most::default(), Turns::default());
+        let watched = Watched::default();
         let invocations = Overlapping {
             inner: invocations,
-            now: AtomicUsize::new(0),
-            most: most.clone(),
-            turns: turns.clone(),
+            now: watched.now.clone(),
+            most: watched.most.clone(),
+            turns: watched.turns.clone(),
             given: AtomicUsize::new(0),
             ended: AtomicUsize::new(0),
         };
@@ -822,7 +826,7 @@ mod engine_steps {
             Arc::new(clock),
         )
         .with_saves_in_flight(in_flight);
-        (engine, saved, most, turns)
+        (engine, saved, watched)
     }
 
     /// An engine over mocks for failures: reading the users of a tag panics, and a save of a
@@ -1095,28 +1099,32 @@ mod engine_steps {
             .collect()
     }
 
+    /// One step of `engine`, which must end within ten seconds.
+    async fn step_of(engine: &Engine) -> Result<bool, StorageError> {
+        tokio::time::timeout(std::time::Duration::from_secs(10), engine.step())
+            .await
+            .expect("the step ends")
+    }
+
     #[tokio::test]
     async fn with_one_save_in_flight_each_next_batch_is_saved_once_the_save_before_ended() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, most, turns) = engine_of(vec![tag], 5_500, 1, |_| 0, |_| false);
-        assert!(engine.step().await.expect("step"));
+        let (engine, saves, watched) = engine_of(vec![tag], 5_500, 1, |_| 0, |_| None);
+        assert!(step_of(&engine).await.expect("step"));
         assert_eq!(saves.lock().expect("saved").len(), 6);
-        assert_eq!(most.load(Ordering::SeqCst), 1);
-        assert_eq!(*turns.lock().expect("turns"), [(true, true); 4]);
+        assert_eq!(watched.most.load(Ordering::SeqCst), 1);
+        assert_eq!(*watched.turns.lock().expect("turns"), [(true, true); 4]);
     }
 
     #[tokio::test]
     async fn with_two_saves_in_flight_a_batch_is_saved_while_the_one_before_is() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, most, turns) = engine_of(vec![tag], 5_500, 2, |_| 0, |_| false);
-        assert!(engine.step().await.expect("step"));
-        assert_eq!(most.load(Ordering::SeqCst), 2);
+        let (engine, saves, watched) = engine_of(vec![tag], 5_500, 2, |_| 0, |_| None);
+        assert!(step_of(&engine).await.expect("step"));
+        assert_eq!(watched.most.load(Ordering::SeqCst), 2);
         // Each was given the turn of the save before it: under way when it came, ended by the
         // time it ended.
-        let turns = turns.lock().expect("turns").clone();
-        assert_eq!(turns.len(), 4);
-        assert_eq!(turns[0], (false, true), "{turns:?}");
-        assert!(turns.iter().all(|&(_, ended)| ended), "{turns:?}");
+        assert_eq!(*watched.turns.lock().expect("turns"), [(false, true); 4]);
         let u = |n: u32| Some(format!("u{n:05}"));
         let mut expected = vec![(None, u(999))];
         for i in 1..5 {
@@ -1136,14 +1144,14 @@ mod engine_steps {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
         // The second save fails; the third, given before that was known, finds its batch
         // before not saved (stale, as its fence answers).
-        let (engine, saves, _, _) = engine_of(
+        let (engine, saves, _) = engine_of(
             vec![tag],
             (FOLLOW_BATCHES + 3) * 1_000,
             2,
             |n| u64::from(n == 2),
-            |n| n == 1,
+            |n| (n == 1).then(|| StorageError::Internal("injected: row refused".into())),
         );
-        assert!(engine.step().await.expect("step"));
+        assert!(step_of(&engine).await.expect("step"));
         let cursors = cursors(&saves);
         assert_eq!(cursors.len(), 4, "{cursors:?}");
         let again = &cursors[3];
@@ -1159,16 +1167,36 @@ mod engine_steps {
     }
 
     #[tokio::test]
+    async fn with_two_saves_in_flight_an_unreachable_database_ends_the_step_after_both() {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        let (engine, saves, watched) = engine_of(
+            vec![tag],
+            (FOLLOW_BATCHES + 3) * 1_000,
+            2,
+            |n| u64::from(n == 2),
+            |n| (n == 1).then(|| StorageError::Unavailable("injected: unreachable".into())),
+        );
+        assert!(step_of(&engine).await.is_err());
+        assert_eq!(saves.lock().expect("saved").len(), 3);
+        assert_eq!(
+            watched.now.load(Ordering::SeqCst),
+            0,
+            "no save outlives the step"
+        );
+        assert_eq!(engine.take_stale(), 0);
+    }
+
+    #[tokio::test]
     async fn with_two_saves_in_flight_a_fan_out_taken_over_stops_and_counts_both() {
         let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, _, _) = engine_of(
+        let (engine, saves, _) = engine_of(
             vec![tag],
             (FOLLOW_BATCHES + 3) * 1_000,
             2,
             |n| u64::from(n >= 1),
-            |_| false,
+            |_| None,
         );
-        assert!(engine.step().await.expect("step"));
+        assert!(step_of(&engine).await.expect("step"));
         assert_eq!(saves.lock().expect("saved").len(), 3, "no batch after them");
         assert_eq!(engine.take_stale(), 2);
     }
