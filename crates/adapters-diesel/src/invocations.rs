@@ -406,24 +406,7 @@ fn wait_for(after: &SaveTurn, until: std::time::Instant) -> Result<(), Failure> 
 
 /// Whether `batch`'s invocation is still at the cursor the batch starts at, pending or running.
 fn at_cursor(conn: &mut AnyConnection, batch: &BatchResult) -> Result<bool, Failure> {
-    let key = invocations::table
-        .filter(invocations::environment_id.eq(&batch.environment_id))
-        .filter(invocations::id.eq(&batch.invocation_id))
-        .filter(
-            invocations::status
-                .eq(InvocationStatus::Pending.as_str())
-                .or(invocations::status.eq(InvocationStatus::Running.as_str())),
-        );
-    let found: i64 = match &batch.from_cursor {
-        Some(from) => key
-            .filter(invocations::cursor.eq(from))
-            .count()
-            .get_result(conn)?,
-        None => key
-            .filter(invocations::cursor.is_null())
-            .count()
-            .get_result(conn)?,
-    };
+    let found: i64 = at_start!(batch, |key| key.count().get_result(conn)?);
     Ok(found > 0)
 }
 
@@ -564,41 +547,50 @@ const ENDED: (
     invocations::created,
 );
 
+/// `$then` of `key`, the query of `$batch`'s invocation at the batch's starting point: its
+/// cursor and a status not yet final (a one-batch invocation keeps a null cursor from start
+/// to end). (`eq` OR `eq`, not `eq_any`: diesel caches the prepared statement only for a fixed
+/// number of binds, and this runs once per invocation — re-parsing it was ~15% of the
+/// server's CPU while a CSV task ran.) A macro: the two cursors' queries are of two types.
+macro_rules! at_start {
+    ($batch:expr, |$key:ident| $then:expr) => {{
+        let batch: &BatchResult = $batch;
+        let start = invocations::table
+            .filter(
+                invocations::environment_id
+                    .eq(&batch.environment_id)
+                    .and(invocations::id.eq(&batch.invocation_id)),
+            )
+            .filter(
+                invocations::status
+                    .eq(InvocationStatus::Pending.as_str())
+                    .or(invocations::status.eq(InvocationStatus::Running.as_str())),
+            );
+        match &batch.from_cursor {
+            Some(from) => {
+                let $key = start.filter(invocations::cursor.eq(from));
+                $then
+            }
+            None => {
+                let $key = start.filter(invocations::cursor.is_null());
+                $then
+            }
+        }
+    }};
+}
+use at_start;
+
 /// Saves one batch's progress, only from the cursor it started at; None when its invocation
 /// is no longer there, else what it is counted under.
 pub(crate) fn save_one(
     conn: &mut AnyConnection,
     batch: &BatchResult,
 ) -> Result<Option<Ended>, Failure> {
-    // A batch's starting point is the cursor and a status not yet final: a one-batch
-    // invocation keeps a null cursor from start to end. (`eq` OR `eq`, not `eq_any`: diesel
-    // caches the prepared statement only for a fixed number of binds, and this runs once per
-    // invocation — re-parsing it was ~15% of the server's CPU while a CSV task ran.)
-    let key = invocations::table
-        .filter(
-            invocations::environment_id
-                .eq(&batch.environment_id)
-                .and(invocations::id.eq(&batch.invocation_id)),
-        )
-        .filter(
-            invocations::status
-                .eq(InvocationStatus::Pending.as_str())
-                .or(invocations::status.eq(InvocationStatus::Running.as_str())),
-        );
-    // Applies only from the cursor this batch started at.
-    let updated = match &batch.from_cursor {
-        Some(from) => diesel::update(key.filter(invocations::cursor.eq(from)))
-            .set(progress(batch)?)
-            .returning(ENDED)
-            .get_result(conn)
-            .optional()?,
-        None => diesel::update(key.filter(invocations::cursor.is_null()))
-            .set(progress(batch)?)
-            .returning(ENDED)
-            .get_result(conn)
-            .optional()?,
-    };
-    Ok(updated)
+    Ok(at_start!(batch, |key| diesel::update(key)
+        .set(progress(batch)?)
+        .returning(ENDED)
+        .get_result(conn)
+        .optional()?))
 }
 
 #[cfg(test)]

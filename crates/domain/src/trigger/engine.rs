@@ -154,7 +154,7 @@ impl Engine {
         // before it to write its progress, and at most `saves_in_flight` are under way.
         let mut turn = SaveTurn::default();
         let mut saving = FuturesOrdered::new();
-        saving.push_back(self.follow_save(
+        saving.push_back(Self::follow_save(
             self.invocations.save_batches(batches),
             turn.clone(),
             claimed,
@@ -212,7 +212,7 @@ impl Engine {
                 }
             }
             let after = std::mem::take(&mut turn);
-            saving.push_back(self.follow_save(
+            saving.push_back(Self::follow_save(
                 self.invocations.save_after(next, after),
                 turn.clone(),
                 vec![from],
@@ -223,13 +223,12 @@ impl Engine {
 
     /// A save of a followed fan-out's batches: its outcome, once `save` has ended, and `turn`
     /// with it; `turn` also ends when this is dropped, polled or not.
-    fn follow_save<'a>(
-        &'a self,
-        save: SaveFuture<'a>,
+    fn follow_save(
+        save: SaveFuture<'_>,
         turn: SaveTurn,
         from: Vec<Invocation>,
         round: u32,
-    ) -> impl Future<Output = FollowSaved> + Send + 'a {
+    ) -> impl Future<Output = FollowSaved> + Send + '_ {
         struct Ends(SaveTurn);
         impl Drop for Ends {
             fn drop(&mut self) {
