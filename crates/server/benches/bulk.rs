@@ -10,7 +10,11 @@
 //!    rows/s end to end, and the
 //!    server's peak RSS growth while the upload is received (sampled from /proc every 5 ms);
 //! 3. a tag fan-out of BENCH_CANCEL users (default 100,000) to all cards active, then a cancel
-//!    of every instance of the flow, timed to `completed`.
+//!    of every instance of the flow, timed to `completed`; its ledger checks one cancelled card
+//!    per user in the database and in the task's counts;
+//! 4. BENCH_CANCEL_STARTS (default 20,000) `POST /start` calls of one user each, run by the
+//!    engine, then a cancel of every instance of that flow (one per invocation), with the same
+//!    ledger.
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -214,6 +218,50 @@ async fn cancel(server: &support::Server, flow: &str, users: u64) {
     while get(server, &url).await["data"]["status"] != "completed" {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    cancel_all(server, flow, users, "instances").await;
+}
+
+/// `n` invocations by `POST /start`, one user each (32 clients), all run by the engine; then
+/// a cancel of every instance of the flow.
+async fn cancel_of_starts(server: &support::Server, flow: &str, n: u64) {
+    let url = server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env));
+    let next = Arc::new(AtomicU64::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..32 {
+        let (client, url, secret, next) = (
+            server.client.clone(),
+            url.clone(),
+            server.admin_secret.clone(),
+            next.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let target = json!({"type": "user", "targetUserIds": [format!("s{i}")]});
+                let response = client
+                    .post(&url)
+                    .bearer_auth(&secret)
+                    .json(&json!({"flows": [{"target": target}]}))
+                    .send()
+                    .await
+                    .expect("start");
+                assert!(response.status().is_success(), "{}", response.status());
+            }
+        }));
+    }
+    for client in clients {
+        client.await.expect("client");
+    }
+    common::drained(server).await;
+    cancel_all(server, flow, n, "instances of as many invocations").await;
+}
+
+/// A cancel of every instance of the flow, timed to `completed`, with its ledger: `n`
+/// instances of one card each, every card cancelled.
+async fn cancel_all(server: &support::Server, flow: &str, users: u64, what: &str) {
     let started = Instant::now();
     let reply: Value = server
         .client
@@ -238,16 +286,37 @@ async fn cancel(server: &support::Server, flow: &str, users: u64) {
             assert_eq!(status["status"], "completed", "{status}");
             let took = started.elapsed().as_secs_f64();
             println!(
-                "  cancel of {} instances and {} cards: {took:.2} s",
+                "  cancel of {} {what} and {} cards: {took:.2} s",
                 status["actual"], status["cards"]["actual"]
             );
+            // The ledger: one instance and one card per user, each card cancelled with its
+            // instance, as the task counted.
+            assert_eq!(
+                (&status["actual"], &status["cards"]["actual"]),
+                (&json!(users), &json!(users)),
+                "{status}"
+            );
+            let stored = adapters_diesel::testing::raw_texts(
+                server.database_url(),
+                &format!(
+                    "SELECT CAST(count(*) AS TEXT) || '/' || CAST(count(CASE WHEN status = \
+                     'cancelled' AND instance_status = 'cancelled' THEN 1 END) AS TEXT) AS v \
+                     FROM card_instances WHERE flow_id = '{flow}'"
+                ),
+            );
+            assert_eq!(
+                stored,
+                [format!("{users}/{users}")],
+                "cards stored / cancelled"
+            );
+            println!("  ledger: {users} cards stored, every one cancelled");
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64) {
+async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64, starts: u64) {
     println!("{backend}:");
     let server = support::Server::start(db).await;
     let flow = common::published_flow(&server).await;
@@ -262,6 +331,8 @@ async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64) {
     .await;
     let flow = common::published_flow(&server).await;
     cancel(&server, &flow, users).await;
+    let flow = common::published_flow(&server).await;
+    cancel_of_starts(&server, &flow, starts).await;
 }
 
 fn main() {
@@ -271,19 +342,20 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    let (mib, users) = (
+    let (mib, users, starts) = (
         var("BENCH_CSV_MIB", 32) as usize,
         var("BENCH_CANCEL", 100_000),
+        var("BENCH_CANCEL_STARTS", 20_000),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     println!("bulk benchmarks: release binary");
-    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", mib, users));
+    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", mib, users, starts));
     if std::env::var_os("TEST_POSTGRES_URL").is_some() {
         if let Some(db) = TestDatabase::postgres() {
-            runtime.block_on(run(db, "PostgreSQL", mib, users));
+            runtime.block_on(run(db, "PostgreSQL", mib, users, starts));
         }
     }
 }
