@@ -7,7 +7,8 @@
 //! it. A batch starts after the last id the batch before looked at, so rows kept (an open
 //! card, an event a pending delivery is still to be built from) are looked at once per pass.
 //! Final invocations, whose ids a caller may choose, are found through the partial index
-//! `invocations_ended`.
+//! `invocations_ended`; one with a card of an active instance that can still be cancelled stays
+//! (cancel tasks find a flow's cards through its invocations).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::bulk::BulkStatus;
-use domain::card::CardStatus;
+use domain::card::{CardStatus, InstanceStatus};
 use domain::push::PushJobStatus;
 use domain::retention::{PruneBatch, PruneKind, PruneRepository};
 use domain::trigger::InvocationStatus;
@@ -349,10 +350,22 @@ fn prune(
         }
         PruneKind::Invocations => {
             let ended = || diesel::dsl::sql::<diesel::sql_types::Bool>(&ENDED);
+            // An invocation stays while a card of its can still be cancelled: cancel tasks find
+            // a flow's cards through its invocations (docs/architecture.md).
+            let cancellable = || {
+                diesel::dsl::not(diesel::dsl::exists(
+                    card_instances::table
+                        .filter(card_instances::environment_id.eq(invocations::environment_id))
+                        .filter(card_instances::invocation_id.eq(invocations::id))
+                        .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
+                        .filter(card_instances::status.eq_any(CardStatus::cancellable())),
+                ))
+            };
             if dry_run {
                 let n: i64 = invocations::table
                     .filter(ended())
                     .filter(invocations::updated.lt(At(cutoff)))
+                    .filter(cancellable())
                     .count()
                     .get_result(conn)?;
                 return Ok(one(u64::try_from(n).unwrap_or(0), None));
@@ -360,6 +373,7 @@ fn prune(
             let found: Vec<(String, String)> = invocations::table
                 .filter(ended())
                 .filter(invocations::updated.lt(At(cutoff)))
+                .filter(cancellable())
                 .order(invocations::updated)
                 .limit(rows)
                 .select((invocations::environment_id, invocations::id))

@@ -301,6 +301,9 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
     cancel_tasks (id) {
         id -> Text,
         environment_id -> Text,
@@ -318,6 +321,9 @@ diesel::table! {
         lease_until -> Nullable<Timestamp>,
         created -> Timestamp,
         updated -> Timestamp,
+        cursor_created -> Nullable<Millis>,
+        cursor_invocation -> Nullable<Text>,
+        cursor_user -> Nullable<Text>,
     }
 }
 

@@ -2423,7 +2423,7 @@ mod bulk_cancel_push {
     use domain::card::{card_event, CardInstance, CardRepository, CardStatus, Transition};
     use domain::push::{PushPlatform, PushPlatformRepository};
     use domain::trigger::Mode;
-    use domain::trigger::{BatchResult, InvocationRepository, InvocationStatus};
+    use domain::trigger::{BatchResult, Invocation, InvocationRepository, InvocationStatus};
     use domain::StorageError;
     use serde_json::Map;
 
@@ -3123,6 +3123,169 @@ mod bulk_cancel_push {
     /// Instances of a two-step flow (two cards each, the flow instance stored on its cards): a
     /// cancel batch takes whole instances; `cancelCards: false` stops them and leaves their
     /// cards; a stopped instance matches no later cancel.
+    /// A cancel goes through its flow's invocations in the order they were created, and through
+    /// each one's users in order: a batch full within an invocation stops there and the next
+    /// goes on after its last user; invocations of another version, or created after the task,
+    /// are not reached.
+    async fn a_cancel_walks_the_flows_invocations_and_their_users_in_order(url: &str) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db.clone());
+        let cancels = DieselCancelRepository::new(db.clone());
+        let at = |id: &str, version: u32, created: i64| Invocation {
+            flow_version: version,
+            created: t(created),
+            updated: t(created),
+            ..invocation(id, Mode::Live, id, false)
+        };
+        // inv_b is older than inv_a; inv_c is of version 2; inv_d comes after the cancels.
+        invocations
+            .record(vec![
+                at("inv_a", 1, 2),
+                at("inv_b", 1, 1),
+                at("inv_c", 2, 3),
+                at("inv_d", 1, 30),
+            ])
+            .await
+            .expect("record");
+        let of = |inv: &str, users: &[(&str, &[&str])], created: i64| {
+            let mut written = Vec::new();
+            for (user, steps) in users {
+                for step in *steps {
+                    written.push(CardInstance {
+                        step_id: (*step).into(),
+                        invocation_id: inv.into(),
+                        flow_version: if inv == "inv_c" { 2 } else { 1 },
+                        ..card(
+                            &format!("crd_{inv}_{user}_{step}"),
+                            &format!("fin_{inv}_{user}"),
+                            user,
+                            5,
+                            created,
+                        )
+                    });
+                }
+            }
+            let mut b = batch(None, None, written);
+            b.invocation_id = inv.into();
+            b
+        };
+        invocations
+            .save_batches(vec![
+                of(
+                    "inv_a",
+                    &[("u3", &["s1"]), ("u1", &["s1"]), ("u2", &["s1"])],
+                    3,
+                ),
+                of("inv_b", &[("u2", &["s1"]), ("u1", &["s1", "s2"])], 3),
+                of("inv_c", &[("u1", &["s1"])], 3),
+                of("inv_d", &[("u1", &["s1"])], 31),
+            ])
+            .await
+            .expect("save");
+        let status = |inv: &'static str, user: &'static str, step: &'static str| {
+            let cards = &cards;
+            async move {
+                let id = format!("crd_{inv}_{user}_{step}");
+                cards
+                    .get("env_a", user, &id)
+                    .await
+                    .expect("get")
+                    .expect(&id)
+                    .status
+            }
+        };
+        // u2 alone: one instance of each invocation of version 1 up to the task.
+        let u2 = cancel_task(
+            "00000000-0000-4000-8000-000000000001",
+            10,
+            CancelFilter {
+                end_user_id: Some("u2".into()),
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&u2).await.expect("create");
+        assert_eq!(cancels.count(&u2).await.expect("count"), (2, 2));
+        for expected in [1, 1, 0] {
+            let done = cancels.cancel_batch(&u2, 1, t(11)).await.expect("batch");
+            assert_eq!(done, Some(expected));
+        }
+        assert_eq!(status("inv_b", "u2", "s1").await, CardStatus::Cancelled);
+        assert_eq!(status("inv_a", "u2", "s1").await, CardStatus::Cancelled);
+        // Version 2 alone.
+        let v2 = cancel_task(
+            "00000000-0000-4000-8000-000000000002",
+            12,
+            CancelFilter {
+                flow_version: Some(2),
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&v2).await.expect("create");
+        assert_eq!(cancels.count(&v2).await.expect("count"), (1, 1));
+        for expected in [1, 0] {
+            let done = cancels.cancel_batch(&v2, 5, t(13)).await.expect("batch");
+            assert_eq!(done, Some(expected));
+        }
+        assert_eq!(status("inv_c", "u1", "s1").await, CardStatus::Cancelled);
+        // The rest, two instances a batch: inv_b's u1 (both cards) and inv_a's u1, which fills
+        // the batch within inv_a; then inv_a's u3; inv_c has nothing left, inv_d is too new.
+        let all = cancel_task(
+            "00000000-0000-4000-8000-000000000003",
+            14,
+            CancelFilter {
+                cancel_cards: true,
+                ..Default::default()
+            },
+        );
+        cancels.create(&all).await.expect("create");
+        assert_eq!(cancels.count(&all).await.expect("count"), (3, 4));
+        assert_eq!(
+            cancels.cancel_batch(&all, 2, t(15)).await.expect("batch"),
+            Some(2)
+        );
+        // Where the batch stopped is stored with it.
+        let stopped = raw_texts(
+            url,
+            "SELECT cursor_invocation || '/' || cursor_user AS v FROM cancel_tasks \
+             WHERE id = '00000000-0000-4000-8000-000000000003'",
+        );
+        assert_eq!(stopped, ["inv_a/u1"]);
+        for (inv, user, step, expected) in [
+            ("inv_b", "u1", "s1", CardStatus::Cancelled),
+            ("inv_b", "u1", "s2", CardStatus::Cancelled),
+            ("inv_a", "u1", "s1", CardStatus::Cancelled),
+            ("inv_a", "u3", "s1", CardStatus::Active),
+        ] {
+            assert_eq!(
+                status(inv, user, step).await,
+                expected,
+                "{inv} {user} {step}"
+            );
+        }
+        for expected in [1, 0, 0] {
+            let done = cancels.cancel_batch(&all, 2, t(15)).await.expect("batch");
+            assert_eq!(done, Some(expected));
+        }
+        assert_eq!(status("inv_a", "u3", "s1").await, CardStatus::Cancelled);
+        assert_eq!(status("inv_d", "u1", "s1").await, CardStatus::Active);
+        let stored = cancels
+            .get("env_a", &all.id)
+            .await
+            .expect("get")
+            .expect("task");
+        assert_eq!((stored.actual, stored.cards_actual), (3, 4));
+        // Nothing of the flow up to a task is left to cancel.
+        let again = cancel_task(
+            "00000000-0000-4000-8000-000000000004",
+            16,
+            CancelFilter::default(),
+        );
+        assert_eq!(cancels.count(&again).await.expect("count"), (0, 0));
+    }
+
     async fn a_cancel_takes_whole_instances_and_leaves_cards_when_asked(url: &str) {
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());
@@ -3589,6 +3752,7 @@ mod bulk_cancel_push {
         bulk_tasks_hold_slots_only_while_processing,
         cancels_mark_engine_batches_and_cancel_in_batches,
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
+        a_cancel_walks_the_flows_invocations_and_their_users_in_order,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
         calls_recorded_together_are_each_decided_as_if_alone,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,

@@ -98,7 +98,16 @@ fn seed(url: &str) {
              VALUES ('{id}', 'env_a', '{card}', 'u1', 'tok', 'app', 'fcm', '{status}', 0, '{OLD}', '{OLD}', '{OLD}')"
         ));
     }
+    // A final invocation with a card still open stays, for cancels to reach that card.
+    raw_execute(url, &format!(
+        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
+         VALUES ('{}', 'env_a', 'u1', 'fin_kept', 'inv_kept', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
+        old("crd", "kept"),
+        at(OLD),
+        at(OLD)
+    ));
     for (id, status, updated) in [
+        ("inv_kept", "completed", OLD.to_owned()),
         ("inv_pending", "pending", OLD.to_owned()),
         ("inv_running", "running", OLD.to_owned()),
         ("my-own-id", "completed", OLD.to_owned()),
@@ -222,6 +231,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
             old("crd", "pushing"),
             old("crd", "delivering"),
             old("crd", "justclosed"),
+            old("crd", "kept"),
         ])
     );
     assert_eq!(
@@ -236,7 +246,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
     assert_eq!(ids(url, "push_jobs", "id"), [old("psh", "pending")]);
     assert_eq!(
         ids(url, "invocations", "id"),
-        ["inv_fresh", "inv_pending", "inv_running"]
+        ["inv_fresh", "inv_kept", "inv_pending", "inv_running"]
     );
     assert_eq!(ids(url, "bulk_tasks", "CAST(id AS TEXT)"), ["2"]);
     assert_eq!(

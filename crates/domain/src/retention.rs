@@ -174,7 +174,8 @@ pub enum PruneKind {
     Attempts,
     /// Push jobs in a final state.
     PushJobs,
-    /// Final invocations.
+    /// Final invocations, once none of their cards can still be cancelled (a cancel of their
+    /// flow reaches its cards through them).
     Invocations,
     /// The rows of finished CSV tasks.
     BulkRows,
