@@ -165,26 +165,31 @@ impl DieselCancelRepository {
     }
 }
 
-/// The cards of the task's matching instances: its flow, the instance still active, created up
-/// to the task, narrowed by its filter. A flow instance is stored on its cards
-/// (`instance_status`, the same on each; migration 14), all made at one time, so these are the
-/// matching instances' cards. Callers narrow them to invocations, whose cards are read through
-/// `card_instances_once` (environment, invocation, user, step). Used where `?` gives a
-/// [`Failure`]: a version out of its column's range is an error.
+/// The task's version in its column's type: one out of that range is an error.
+fn version_of(t: &CancelTask) -> Result<Option<i32>, Failure> {
+    t.filter
+        .flow_version
+        .map(|v| write_number("cancel flow version", v))
+        .transpose()
+        .map_err(Failure::Domain)
+}
+
+/// The cards of the task's matching instances: its flow, the instance still active, narrowed
+/// by its filter's user and version. A flow instance is stored on its cards (`instance_status`,
+/// the same on each; migration 14), all made at one time, so these are the matching instances'
+/// cards. Callers narrow them to the task's invocations (created up to the task, the bound
+/// the markers use: a card's own time is when its batch was built, which may be after the
+/// task though saved before it), whose cards are read through `card_instances_once`
+/// (environment, invocation, user, step). Used where `?` gives a [`Failure`]: a version out of
+/// its column's range is an error.
 macro_rules! matching_cards {
     ($t:expr) => {{
         let t: &CancelTask = $t;
-        let version: Option<i32> = t
-            .filter
-            .flow_version
-            .map(|v| write_number("cancel flow version", v))
-            .transpose()
-            .map_err(Failure::Domain)?;
+        let version = version_of(t)?;
         let mut q = card_instances::table
             .filter(card_instances::environment_id.eq(t.environment_id.clone()))
             .filter(card_instances::flow_id.eq(t.flow_id.clone()))
             .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
-            .filter(card_instances::created.le(At(t.created.naive_utc())))
             .into_boxed();
         if let Some(user) = &t.filter.end_user_id {
             q = q.filter(card_instances::user_id.eq(user.clone()));
@@ -219,8 +224,7 @@ fn next_invocations(
     if let Some(inv) = &t.filter.invocation_id {
         q = q.filter(invocations::id.eq(inv.clone()));
     }
-    if let Some(v) = t.filter.flow_version {
-        let v: i32 = write_number("cancel flow version", v).map_err(Failure::Domain)?;
+    if let Some(v) = version_of(t)? {
         q = q.filter(invocations::flow_version.eq(v));
     }
     if let Some((created, id)) = after {
@@ -236,7 +240,7 @@ fn next_invocations(
 
 /// On PostgreSQL, the task's matching cards of a group of invocations, one lookup of
 /// `card_instances_once` per invocation ($1 the invocations, then the environment, flow,
-/// instance status, time, and the filter's user and version or null). Not `invocation_id =
+/// instance status, and the filter's user and version or null). Not `invocation_id =
 /// ANY(...)`, nor a join PostgreSQL may flatten (`OFFSET 0` keeps it from that): with
 /// statistics of a smaller table than the one read (a table just filled, before its next
 /// `ANALYZE`), those were planned as a scan of the environment's cards through
@@ -244,27 +248,21 @@ fn next_invocations(
 const PG_GROUP: &str = "FROM unnest($1::text[]) AS i (id) CROSS JOIN LATERAL (\
     SELECT c.id, c.invocation_id, c.user_id, c.flow_instance_id, c.status FROM card_instances c \
     WHERE c.environment_id = $2 AND c.invocation_id = i.id AND c.flow_id = $3 \
-    AND c.instance_status = $4 AND c.created <= $5 \
-    AND ($6::text IS NULL OR c.user_id = $6) AND ($7::integer IS NULL OR c.flow_version = $7) \
+    AND c.instance_status = $4 \
+    AND ($5::text IS NULL OR c.user_id = $5) AND ($6::integer IS NULL OR c.flow_version = $6) \
     OFFSET 0) c";
 
 /// `query` (of [`PG_GROUP`]'s binds) bound for the task and the invocations `names`.
 macro_rules! pg_group {
     ($query:expr, $t:expr, $names:expr) => {{
-        use diesel::sql_types::{Array, Integer, Nullable, Text, Timestamp};
+        use diesel::sql_types::{Array, Integer, Nullable, Text};
         let t: &CancelTask = $t;
-        let version: Option<i32> = t
-            .filter
-            .flow_version
-            .map(|v| write_number("cancel flow version", v))
-            .transpose()
-            .map_err(Failure::Domain)?;
+        let version = version_of(t)?;
         diesel::sql_query($query)
             .bind::<Array<Text>, _>($names)
             .bind::<Text, _>(t.environment_id.clone())
             .bind::<Text, _>(t.flow_id.clone())
             .bind::<Text, _>(InstanceStatus::Active.as_str())
-            .bind::<Timestamp, _>(t.created.naive_utc())
             .bind::<Nullable<Text>, _>(t.filter.end_user_id.clone())
             .bind::<Nullable<Integer>, _>(version)
     }};
@@ -291,7 +289,7 @@ fn group(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     Ok(match &mut *conn {
         AnyConnection::Postgresql(c) => {
-            let sql = format!("SELECT c.id, c.invocation_id, c.user_id {PG_GROUP} LIMIT $8");
+            let sql = format!("SELECT c.id, c.invocation_id, c.user_id {PG_GROUP} LIMIT $7");
             pg_group!(sql, t, names)
                 .bind::<diesel::sql_types::BigInt, _>(limit)
                 .load::<Found>(c)?
@@ -328,7 +326,7 @@ fn counted(
         AnyConnection::Postgresql(c) => {
             let sql = format!(
                 "SELECT count(DISTINCT c.flow_instance_id) AS instances, \
-                 count(*) FILTER (WHERE c.status = ANY($8)) AS cards {PG_GROUP}"
+                 count(*) FILTER (WHERE c.status = ANY($7)) AS cards {PG_GROUP}"
             );
             let n: Counted = pg_group!(sql, t, names)
                 .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(

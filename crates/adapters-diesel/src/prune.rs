@@ -353,35 +353,78 @@ fn prune(
             // An invocation stays while a card of its can still be cancelled: cancel tasks find
             // a flow's cards through its invocations (docs/architecture.md).
             let cancellable = || {
-                diesel::dsl::not(diesel::dsl::exists(
+                diesel::dsl::exists(
                     card_instances::table
                         .filter(card_instances::environment_id.eq(invocations::environment_id))
                         .filter(card_instances::invocation_id.eq(invocations::id))
                         .filter(card_instances::instance_status.eq(InstanceStatus::Active.as_str()))
                         .filter(card_instances::status.eq_any(CardStatus::cancellable())),
-                ))
+                )
             };
             if dry_run {
                 let n: i64 = invocations::table
                     .filter(ended())
                     .filter(invocations::updated.lt(At(cutoff)))
-                    .filter(cancellable())
+                    .filter(diesel::dsl::not(cancellable()))
                     .count()
                     .get_result(conn)?;
                 return Ok(one(u64::try_from(n).unwrap_or(0), None));
             }
-            let found: Vec<(String, String)> = invocations::table
+            // In the order (time ended, environment, id), after the last one the batch before
+            // looked at (`[microseconds, environment, id]`), so that an invocation kept is
+            // looked at once a pass.
+            let mut found = invocations::table
                 .filter(ended())
                 .filter(invocations::updated.lt(At(cutoff)))
-                .filter(cancellable())
-                .order(invocations::updated)
+                .order((
+                    invocations::updated,
+                    invocations::environment_id,
+                    invocations::id,
+                ))
                 .limit(rows)
-                .select((invocations::environment_id, invocations::id))
-                .load(conn)?;
-            let full = found.len() >= limit;
+                .select((
+                    invocations::environment_id,
+                    invocations::id,
+                    invocations::updated,
+                    cancellable(),
+                ))
+                .into_boxed();
+            let from = serde_json::from_str::<(i64, String, String)>(&after)
+                .ok()
+                .and_then(|(micros, env, id)| {
+                    Some((
+                        chrono::DateTime::from_timestamp_micros(micros)?.naive_utc(),
+                        env,
+                        id,
+                    ))
+                });
+            if let Some((ended_at, env, id)) = from {
+                found = found.filter(invocations::updated.ge(At(ended_at))).filter(
+                    invocations::updated
+                        .gt(At(ended_at))
+                        .or(invocations::updated.eq(At(ended_at)).and(
+                            invocations::environment_id.gt(env.clone()).or(
+                                invocations::environment_id
+                                    .eq(env)
+                                    .and(invocations::id.gt(id)),
+                            ),
+                        )),
+                );
+            }
+            let found: Vec<(String, String, NaiveDateTime, bool)> = found.load(conn)?;
+            let next =
+                found
+                    .last()
+                    .filter(|_| found.len() >= limit)
+                    .map(|(env, id, ended_at, _)| {
+                        serde_json::json!([ended_at.and_utc().timestamp_micros(), env, id])
+                            .to_string()
+                    });
             let mut by_env: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-            for (env, id) in found {
-                by_env.entry(env).or_default().push(id);
+            for (env, id, _, kept) in found {
+                if !kept {
+                    by_env.entry(env).or_default().push(id);
+                }
             }
             let mut n = 0;
             for (env, ids) in by_env {
@@ -394,8 +437,7 @@ fn prune(
                     .execute(c)
                 })?;
             }
-            // Nothing is kept among what was found: the next batch starts at the front again.
-            Ok(one(n, full.then(String::new)))
+            Ok(one(n, next))
         }
         PruneKind::BulkRows => {
             // The rows of a finished task, a batch at a time, in row order.

@@ -3120,9 +3120,6 @@ mod bulk_cancel_push {
         );
     }
 
-    /// Instances of a two-step flow (two cards each, the flow instance stored on its cards): a
-    /// cancel batch takes whole instances; `cancelCards: false` stops them and leaves their
-    /// cards; a stopped instance matches no later cancel.
     /// A cancel goes through its flow's invocations in the order they were created, and through
     /// each one's users in order: a batch full within an invocation stops there and the next
     /// goes on after its last user; invocations of another version, or created after the task,
@@ -3177,7 +3174,9 @@ mod bulk_cancel_push {
                     &[("u3", &["s1"]), ("u1", &["s1"]), ("u2", &["s1"])],
                     3,
                 ),
-                of("inv_b", &[("u2", &["s1"]), ("u1", &["s1", "s2"])], 3),
+                // Cards of a batch built after the cancels below are created, and saved before
+                // them: their invocation, not their own time, decides.
+                of("inv_b", &[("u2", &["s1"]), ("u1", &["s1", "s2"])], 40),
                 of("inv_c", &[("u1", &["s1"])], 3),
                 of("inv_d", &[("u1", &["s1"])], 31),
             ])
@@ -3286,6 +3285,9 @@ mod bulk_cancel_push {
         assert_eq!(cancels.count(&again).await.expect("count"), (0, 0));
     }
 
+    /// Instances of a two-step flow (two cards each, the flow instance stored on its cards): a
+    /// cancel batch takes whole instances; `cancelCards: false` stops them and leaves their
+    /// cards; a stopped instance matches no later cancel.
     async fn a_cancel_takes_whole_instances_and_leaves_cards_when_asked(url: &str) {
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());

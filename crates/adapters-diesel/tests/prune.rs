@@ -98,16 +98,22 @@ fn seed(url: &str) {
              VALUES ('{id}', 'env_a', '{card}', 'u1', 'tok', 'app', 'fcm', '{status}', 0, '{OLD}', '{OLD}', '{OLD}')"
         ));
     }
-    // A final invocation with a card still open stays, for cancels to reach that card.
-    raw_execute(url, &format!(
-        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
-         VALUES ('{}', 'env_a', 'u1', 'fin_kept', 'inv_kept', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
-        old("crd", "kept"),
-        at(OLD),
-        at(OLD)
-    ));
+    // A final invocation with a card still open stays, for cancels to reach that card; one
+    // whose open card's instance was stopped (cancelled, its cards left) goes.
+    for (card, invocation, instance_status) in [
+        (old("crd", "kept"), "inv_kept", "active"),
+        (old("crd", "stopped"), "inv_stopped", "cancelled"),
+    ] {
+        raw_execute(url, &format!(
+            "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated, instance_status) \
+             VALUES ('{card}', 'env_a', 'u1', 'fin_{invocation}', '{invocation}', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, '{instance_status}')",
+            at(OLD),
+            at(OLD)
+        ));
+    }
     for (id, status, updated) in [
         ("inv_kept", "completed", OLD.to_owned()),
+        ("inv_stopped", "cancelled", OLD.to_owned()),
         ("inv_pending", "pending", OLD.to_owned()),
         ("inv_running", "running", OLD.to_owned()),
         ("my-own-id", "completed", OLD.to_owned()),
@@ -193,7 +199,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
         (PruneKind::Deliveries, 1),
         (PruneKind::Attempts, 1),
         (PruneKind::PushJobs, 1),
-        (PruneKind::Invocations, 1),
+        (PruneKind::Invocations, 2),
         (PruneKind::BulkRows, 3),
         (PruneKind::BulkTasks, 1),
         (PruneKind::AccessTokens, 1),
@@ -232,6 +238,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
             old("crd", "delivering"),
             old("crd", "justclosed"),
             old("crd", "kept"),
+            old("crd", "stopped"),
         ])
     );
     assert_eq!(
@@ -264,6 +271,35 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
     assert_eq!(again.total(), 0);
 }
 
+/// Final invocations go a batch at a time in the order they ended, each batch after the last
+/// one the batch before looked at: one kept for its open card is looked at once, not again by
+/// every later batch.
+async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
+    let db = Database::connect(url, 4).expect("connect and migrate");
+    seed(url);
+    let repo = DieselPruneRepository::new(db.clone());
+    let cutoff = chrono::Utc::now() - chrono::Duration::days(1);
+    let (mut after, mut removed) = (None, Vec::new());
+    loop {
+        let batch = repo
+            .prune(PruneKind::Invocations, cutoff, after, 1, false)
+            .await
+            .expect("batch");
+        removed.push(batch.removed.iter().map(|(_, n)| n).sum::<u64>());
+        after = batch.next;
+        if after.is_none() {
+            break;
+        }
+        assert!(removed.len() < 10, "{removed:?}");
+    }
+    // inv_kept (kept), inv_stopped, my-own-id, then nothing left.
+    assert_eq!(removed, [0, 1, 1, 0]);
+    assert_eq!(
+        ids(url, "invocations", "id"),
+        ["inv_fresh", "inv_kept", "inv_pending", "inv_running"]
+    );
+}
+
 async fn sqlite_databases_new_and_old_give_freed_pages_back(url: &str) {
     if url.starts_with("sqlite://") {
         // A file made without incremental auto-vacuum (as every older version made them) is
@@ -290,6 +326,7 @@ async fn sqlite_databases_new_and_old_give_freed_pages_back(url: &str) {
 }
 
 both_backends!(
+    invocations_go_batch_by_batch_past_the_ones_kept,
     open_cards_and_pending_work_survive_a_prune_and_closed_ones_go,
     sqlite_databases_new_and_old_give_freed_pages_back,
 );

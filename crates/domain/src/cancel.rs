@@ -270,8 +270,8 @@ pub(crate) fn is_uuid(s: &str) -> bool {
 /// Storage of cancel tasks, and the cancelling itself (a port).
 ///
 /// [`count`](Self::count) and [`cancel_batch`](Self::cancel_batch) reach only active flow
-/// instances of the task's environment and flow created up to the task's `created`, narrowed
-/// by its filter. The engine's saves read the markers this stores in the same transaction as
+/// instances of the task's environment and flow whose invocation was created up to the task's
+/// `created` (the bound [`CancelTask::covers`] uses), narrowed by its filter. The engine's saves read the markers this stores in the same transaction as
 /// their cards and drop what a marker covers ([`CancelTask::covers`]); an implementation must
 /// keep that true across processes (see [`create`](Self::create)). Writes of a claimed task
 /// are fenced by its lease (docs/architecture.md, Time, leases and fencing).
@@ -310,7 +310,7 @@ pub trait CancelRepository: Send + Sync {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<Option<CancelTask>, StorageError>;
-    /// Active flow instances the task matches (created up to the task), and their open cards.
+    /// Active flow instances the task matches, and their open cards.
     ///
     /// Answers (instances, open cards); the cards are counted whether or not the task cancels
     /// them.
@@ -318,8 +318,9 @@ pub trait CancelRepository: Send + Sync {
     /// In one transaction, only while the task still holds `task.lease_until`: cancels up to
     /// `limit` matching active instances and (when the task says so) their open cards, writing
     /// a `card-cancelled` event for each, and adds the counts to the task. Returns how many
-    /// instances were cancelled; None, with nothing changed, when the lease has passed to
-    /// another holder.
+    /// instances were cancelled, fewer than `limit` only when none matching is left (the
+    /// service stops there); None, with nothing changed, when the lease has passed to another
+    /// holder.
     async fn cancel_batch(
         &self,
         task: &CancelTask,
