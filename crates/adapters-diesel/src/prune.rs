@@ -7,8 +7,9 @@
 //! it. A batch starts after the last id the batch before looked at, so rows kept (an open
 //! card, an event a pending delivery is still to be built from) are looked at once per pass.
 //! Final invocations, whose ids a caller may choose, are found through the partial index
-//! `invocations_ended`; one with a card of an active instance that can still be cancelled stays
-//! (cancel tasks find a flow's cards through its invocations).
+//! `invocations_ended`, a batch after the last one the batch before looked at; one with a card
+//! of an active instance that can still be cancelled stays (cancel tasks find a flow's cards
+//! through its invocations).
 
 use std::collections::BTreeMap;
 
@@ -371,8 +372,8 @@ fn prune(
                 return Ok(one(u64::try_from(n).unwrap_or(0), None));
             }
             // In the order (time ended, environment, id), after the last one the batch before
-            // looked at (`[microseconds, environment, id]`), so that an invocation kept is
-            // looked at once a pass.
+            // looked at (`[microseconds, environment, id]`; a pass starts with an empty one,
+            // read as the front), so that an invocation kept is looked at once a pass.
             let mut found = invocations::table
                 .filter(ended())
                 .filter(invocations::updated.lt(At(cutoff)))

@@ -277,6 +277,27 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
 async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
     let db = Database::connect(url, 4).expect("connect and migrate");
     seed(url);
+    // Beside the seed's: one ended at the same instant in another environment, and one ended
+    // a fraction of a second later with an open card.
+    raw_execute(url, &format!(
+        "INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_b', 'org_1', 'b', '{OLD}')"
+    ));
+    let late = "2020-01-01 00:00:00.123";
+    for (env, id, ended) in [("env_b", "inv_0", OLD), ("env_a", "inv_late", late)] {
+        raw_execute(url, &format!(
+            "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, fingerprint, target, payload, strict_variables, bulk, status, users_targeted, cards_created, errors, attempts, created, updated) \
+             VALUES ('{env}', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, 'completed', 1, 1, '[]', 0, {}, {})",
+            instant(url, OLD),
+            instant(url, ended)
+        ));
+    }
+    raw_execute(url, &format!(
+        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
+         VALUES ('{}', 'env_a', 'u1', 'fin_late', 'inv_late', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
+        old("crd", "late"),
+        instant(url, OLD),
+        instant(url, OLD)
+    ));
     let repo = DieselPruneRepository::new(db.clone());
     let cutoff = chrono::Utc::now() - chrono::Duration::days(1);
     let (mut after, mut removed) = (None, Vec::new());
@@ -292,11 +313,17 @@ async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
         }
         assert!(removed.len() < 10, "{removed:?}");
     }
-    // inv_kept (kept), inv_stopped, my-own-id, then nothing left.
-    assert_eq!(removed, [0, 1, 1, 0]);
+    // inv_kept (kept), inv_stopped, my-own-id, env_b's inv_0, inv_late (kept), then nothing.
+    assert_eq!(removed, [0, 1, 1, 1, 0, 0]);
     assert_eq!(
         ids(url, "invocations", "id"),
-        ["inv_fresh", "inv_kept", "inv_pending", "inv_running"]
+        [
+            "inv_fresh",
+            "inv_kept",
+            "inv_late",
+            "inv_pending",
+            "inv_running"
+        ]
     );
 }
 

@@ -271,10 +271,11 @@ pub(crate) fn is_uuid(s: &str) -> bool {
 ///
 /// [`count`](Self::count) and [`cancel_batch`](Self::cancel_batch) reach only active flow
 /// instances of the task's environment and flow whose invocation was created up to the task's
-/// `created` (the bound [`CancelTask::covers`] uses), narrowed by its filter. The engine's saves read the markers this stores in the same transaction as
-/// their cards and drop what a marker covers ([`CancelTask::covers`]); an implementation must
-/// keep that true across processes (see [`create`](Self::create)). Writes of a claimed task
-/// are fenced by its lease (docs/architecture.md, Time, leases and fencing).
+/// `created` (the bound [`CancelTask::covers`] uses), narrowed by its filter. The engine's
+/// saves read the markers this stores in the same transaction as their cards and drop what a
+/// marker covers ([`CancelTask::covers`]); an implementation must keep that true across
+/// processes (see [`create`](Self::create)). Writes of a claimed task are fenced by its lease
+/// (docs/architecture.md, Time, leases and fencing).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait CancelRepository: Send + Sync {
