@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
@@ -312,6 +312,10 @@ pub struct Pruner {
     clock: Arc<dyn Clock>,
     policy: RetentionPolicy,
     holder: String,
+    /// Where the last step stopped when it ran out of batches: the kind, and the `next` of its
+    /// last batch. The next step goes on from there, not from the front, where rows kept (open
+    /// cards, invocations kept for them) would be read again by every step of the pass.
+    resume: Mutex<Option<(PruneKind, Option<String>)>>,
 }
 
 impl Pruner {
@@ -328,6 +332,7 @@ impl Pruner {
             clock,
             policy,
             holder,
+            resume: Mutex::default(),
         }
     }
 
@@ -348,7 +353,8 @@ impl Pruner {
     }
 
     /// [`Pruner::pass`], stopping after `batches` transactions when given (a background
-    /// loop's step stays short): the rows removed, and whether the pass went to its end.
+    /// loop's step stays short): the rows removed, and whether the pass went to its end. A step
+    /// after one that stopped goes on where it stopped.
     pub async fn step(
         &self,
         dry_run: bool,
@@ -367,14 +373,33 @@ impl Pruner {
         let mut counts = PruneCounts::default();
         let mut left = batches;
         let mut done = true;
+        // A dry run is one whole pass, apart from the steps of the pruning itself.
+        let mut resume = match dry_run {
+            true => None,
+            false => self
+                .resume
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        };
+        let mut stopped = None;
         'kinds: for kind in PruneKind::ALL {
+            let mut after = None;
+            if let Some((at, next)) = &resume {
+                // The kinds before were done by the steps before.
+                if *at != kind {
+                    continue;
+                }
+                after = next.clone();
+                resume = None;
+            }
             let Some(cutoff) = kind.cutoff(&cutoffs) else {
                 continue;
             };
-            let mut after = None;
             loop {
                 if left == Some(0) {
                     done = false;
+                    stopped = Some((kind, after));
                     break 'kinds;
                 }
                 left = left.map(|n| n.saturating_sub(1));
@@ -404,6 +429,9 @@ impl Pruner {
                     }
                 }
             }
+        }
+        if !dry_run {
+            *self.resume.lock().unwrap_or_else(PoisonError::into_inner) = stopped;
         }
         if !dry_run && counts.total() > 0 {
             self.repo.compact().await?;
@@ -559,6 +587,70 @@ mod tests {
             .expect("leased");
         assert!(!done);
         assert_eq!(counts.get(PruneKind::Cards), 3_000);
+    }
+
+    #[tokio::test]
+    async fn a_step_goes_on_where_the_step_before_stopped() {
+        let mut repo = MockPruneRepository::new();
+        repo.expect_lease().returning(|_, _, _| Ok(true));
+        let seen: Arc<Mutex<Vec<Asked>>> = Arc::default();
+        let log = seen.clone();
+        repo.expect_prune()
+            .returning(move |kind, cutoff, after, limit, _| {
+                log.lock()
+                    .expect("lock")
+                    .push((kind, cutoff, after.clone(), limit));
+                // Cards: three batches of rows kept (open cards), nothing removed.
+                Ok(match (kind, after.as_deref()) {
+                    (PruneKind::Cards, None) => PruneBatch {
+                        removed: vec![(kind, 0)],
+                        next: Some("crd_1".into()),
+                    },
+                    (PruneKind::Cards, Some("crd_1")) => PruneBatch {
+                        removed: vec![(kind, 0)],
+                        next: Some("crd_2".into()),
+                    },
+                    (kind, _) => PruneBatch {
+                        removed: vec![(kind, 1)],
+                        next: None,
+                    },
+                })
+            });
+        repo.expect_compact().returning(|| Ok(()));
+        let pruner = Pruner::new(
+            Arc::new(repo),
+            clock(),
+            RetentionPolicy::default(),
+            "p6".into(),
+        );
+        let (_, done) = pruner
+            .step(false, Some(2))
+            .await
+            .expect("step")
+            .expect("leased");
+        assert!(!done);
+        let (counts, done) = pruner
+            .step(false, None)
+            .await
+            .expect("step")
+            .expect("leased");
+        assert!(done);
+        assert_eq!(counts.get(PruneKind::Cards), 1);
+        // The next pass starts at the front.
+        pruner
+            .step(false, Some(1))
+            .await
+            .expect("step")
+            .expect("leased");
+        let cards: Vec<Option<String>> = seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|s| s.0 == PruneKind::Cards)
+            .map(|s| s.2.clone())
+            .collect();
+        let at = |s: &str| Some(s.to_owned());
+        assert_eq!(cards, [None, at("crd_1"), at("crd_2"), None]);
     }
 
     #[tokio::test]
