@@ -399,7 +399,7 @@ fn walk(
             continue;
         }
         // More than that: one invocation at a time, up to the batch's end.
-        for (created, inv) in next.clone() {
+        for (created, inv) in next {
             if n == limit {
                 break;
             }
