@@ -11,9 +11,10 @@ use domain::{StorageError, Timestamp};
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::{corrupt, read_number, write_number};
 use crate::page::after;
-use crate::schema::{bulk_rows, bulk_tasks};
+use crate::schema::{bulk_chunks, bulk_tasks};
 
-const INSERT_CHUNK: usize = 1_000;
+/// Chunks read at a time while gathering a step's rows.
+const READ_CHUNKS: i64 = 4;
 /// Started tasks looked at per claim (another worker may take some meanwhile).
 const CLAIM_CANDIDATES: i64 = 32;
 
@@ -79,11 +80,15 @@ struct NewTask<'a> {
     updated: NaiveDateTime,
 }
 
+/// One batch of an upload's rows, stored as one row: `cells` is a JSON array of
+/// `[number, [cell, ...]]` in ascending order of number, `last_row` the last number.
 #[derive(Insertable)]
-#[diesel(table_name = bulk_rows)]
-struct RowRow {
+#[diesel(table_name = bulk_chunks)]
+struct ChunkRow {
     task_id: i64,
-    row_number: i64,
+    last_row: i64,
+    first_row: i64,
+    row_count: i32,
     cells: String,
 }
 
@@ -120,6 +125,44 @@ fn load(conn: &mut AnyConnection, env: &str, id: i64) -> Result<Option<TaskRow>,
         .select(TaskRow::as_select())
         .first(conn)
         .optional()?)
+}
+
+/// Drops a task's rows up to `cursor` from the chunk a step stopped within, if any: the rest
+/// of the chunk stays. Steps and chunks both hold 2,000 rows, so this is rare.
+fn trim_chunk(conn: &mut AnyConnection, task: i64, cursor: i64) -> Result<(), Failure> {
+    let within: Option<(i64, String)> = bulk_chunks::table
+        .filter(bulk_chunks::task_id.eq(task))
+        .filter(bulk_chunks::last_row.gt(cursor))
+        .filter(bulk_chunks::first_row.le(cursor))
+        .select((bulk_chunks::last_row, bulk_chunks::cells))
+        .first(conn)
+        .optional()?;
+    let Some((last, cells)) = within else {
+        return Ok(());
+    };
+    let mut rows: Vec<(u64, Vec<String>)> =
+        serde_json::from_str(&cells).map_err(|e| Failure::Domain(corrupt("bulk rows", e)))?;
+    let after = u64::try_from(cursor).unwrap_or(0);
+    rows.retain(|(n, _)| *n > after);
+    let Some(&(first, _)) = rows.first() else {
+        return Ok(());
+    };
+    let first: i64 = write_number("bulk row number", first).map_err(Failure::Domain)?;
+    let count: i32 = write_number("bulk rows in a chunk", rows.len()).map_err(Failure::Domain)?;
+    let cells =
+        serde_json::to_string(&rows).map_err(|e| Failure::Domain(corrupt("bulk rows", e)))?;
+    diesel::update(
+        bulk_chunks::table
+            .filter(bulk_chunks::task_id.eq(task))
+            .filter(bulk_chunks::last_row.eq(last)),
+    )
+    .set((
+        bulk_chunks::first_row.eq(first),
+        bulk_chunks::row_count.eq(count),
+        bulk_chunks::cells.eq(cells),
+    ))
+    .execute(conn)?;
+    Ok(())
 }
 
 pub struct DieselBulkRepository {
@@ -244,23 +287,26 @@ impl BulkRepository for DieselBulkRepository {
         &self,
         _environment_id: &str,
         id: i64,
-        rows: Vec<(u64, Vec<String>)>,
+        mut rows: Vec<(u64, Vec<String>)>,
     ) -> Result<(), StorageError> {
-        let rows: Vec<RowRow> = rows
-            .into_iter()
-            .map(|(number, cells)| {
-                Ok(RowRow {
-                    task_id: id,
-                    row_number: write_number("bulk row number", number)?,
-                    cells: serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()),
-                })
-            })
-            .collect::<Result<_, StorageError>>()?;
+        // One row of `bulk_chunks` for the whole batch: a CSV row costs no entry of its own in
+        // a table or an index (docs/scaling.md, CSV tasks on PostgreSQL).
+        rows.sort_unstable_by_key(|(number, _)| *number);
+        let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
+            return Ok(());
+        };
+        let chunk = ChunkRow {
+            task_id: id,
+            last_row: write_number("bulk row number", last)?,
+            first_row: write_number("bulk row number", first)?,
+            row_count: write_number("bulk rows in a chunk", rows.len())?,
+            cells: serde_json::to_string(&rows).map_err(|e| corrupt("bulk rows", e))?,
+        };
         self.db
             .transaction(move |conn| {
-                for chunk in rows.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(bulk_rows::table).values(chunk).execute(c))?;
-                }
+                diesel::insert_into(bulk_chunks::table)
+                    .values(&chunk)
+                    .execute(conn)?;
                 Ok(())
             })
             .await
@@ -332,7 +378,8 @@ impl BulkRepository for DieselBulkRepository {
                 } else {
                     diesel::update(task).set(set).execute(conn)?;
                 }
-                diesel::delete(bulk_rows::table.filter(bulk_rows::task_id.eq(id))).execute(conn)?;
+                diesel::delete(bulk_chunks::table.filter(bulk_chunks::task_id.eq(id)))
+                    .execute(conn)?;
                 Ok(true)
             })
             .await
@@ -417,27 +464,39 @@ impl BulkRepository for DieselBulkRepository {
         after: u64,
         limit: u32,
     ) -> Result<Vec<(u64, Vec<String>)>, StorageError> {
-        let after: i64 = write_number("bulk row number", after)?;
-        let rows: Vec<(i64, String)> = self
-            .db
-            .run(move |conn| {
-                Ok(bulk_rows::table
-                    .filter(bulk_rows::task_id.eq(id))
-                    .filter(bulk_rows::row_number.gt(after))
-                    .order(bulk_rows::row_number)
-                    .limit(i64::from(limit))
-                    .select((bulk_rows::row_number, bulk_rows::cells))
-                    .load(conn)?)
-            })
-            .await?;
-        rows.into_iter()
-            .map(|(number, cells)| {
-                Ok((
-                    read_number("bulk row number", number)?,
-                    serde_json::from_str(&cells).map_err(|e| corrupt("bulk row", e))?,
-                ))
-            })
-            .collect()
+        let mut from: i64 = write_number("bulk row number", after)?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut out: Vec<(u64, Vec<String>)> = Vec::new();
+        // The chunks that end after `after`, in order, until `limit` rows are gathered: a
+        // chunk's rows at or before `after` (a step that stopped within it) are passed over.
+        loop {
+            let chunks: Vec<(i64, String)> = self
+                .db
+                .run(move |conn| {
+                    Ok(bulk_chunks::table
+                        .filter(bulk_chunks::task_id.eq(id))
+                        .filter(bulk_chunks::last_row.gt(from))
+                        .order(bulk_chunks::last_row)
+                        .limit(READ_CHUNKS)
+                        .select((bulk_chunks::last_row, bulk_chunks::cells))
+                        .load(conn)?)
+                })
+                .await?;
+            let full = chunks.len() == usize::try_from(READ_CHUNKS).unwrap_or(0);
+            for (last, cells) in chunks {
+                let rows: Vec<(u64, Vec<String>)> =
+                    serde_json::from_str(&cells).map_err(|e| corrupt("bulk rows", e))?;
+                let left = limit.saturating_sub(out.len());
+                out.extend(rows.into_iter().filter(|(n, _)| *n > after).take(left));
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+                from = last;
+            }
+            if !full {
+                return Ok(out);
+            }
+        }
     }
 
     async fn save_progress(
@@ -504,13 +563,127 @@ impl BulkRepository for DieselBulkRepository {
                     }
                 }
                 diesel::delete(
-                    bulk_rows::table
-                        .filter(bulk_rows::task_id.eq(t.id))
-                        .filter(bulk_rows::row_number.le(cursor)),
+                    bulk_chunks::table
+                        .filter(bulk_chunks::task_id.eq(t.id))
+                        .filter(bulk_chunks::last_row.le(cursor)),
                 )
                 .execute(conn)?;
+                trim_chunk(conn, t.id, cursor)?;
                 Ok(true)
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel_migrations::MigrationHarness;
+    use domain::bulk::BulkRepository;
+
+    use super::DieselBulkRepository;
+    use crate::db::{AnyConnection, Database, DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+    use crate::testing::{raw_execute, raw_texts, TestDatabase};
+
+    /// Rows stored one each (`bulk_rows`, before migration 66) are read back the same from
+    /// their chunks after it, and the migration's `down` gives them back one each.
+    fn stored_rows_become_chunks(db: TestDatabase) {
+        let url = db.url();
+        let mut conn = DatabaseUrl::parse(url)
+            .expect("url")
+            .establish()
+            .expect("connect");
+        let next = |conn: &mut AnyConnection| {
+            match conn {
+                AnyConnection::Sqlite(c) => c.run_next_migration(SQLITE_MIGRATIONS),
+                AnyConnection::Postgresql(c) => c.run_next_migration(POSTGRES_MIGRATIONS),
+            }
+            .expect("migration")
+            .to_string()
+        };
+        while next(&mut conn) != "20261127000065" {}
+        const AT: &str = "'2026-11-27 10:00:00'";
+        for seed in [
+            format!("INSERT INTO organisations (id, name, created) VALUES ('org_1', 'o', {AT})"),
+            format!(
+                "INSERT INTO environments (id, organisation_id, name, created) \
+                 VALUES ('env_a', 'org_1', 'a', {AT})"
+            ),
+            format!(
+                "INSERT INTO action_flows (id, environment_id, organisation_id, name, name_folded, \
+                 description, folder_id, archived, latest_version, published_version, \
+                 draft_version, variables, revision, created, updated) VALUES ('flw_1', 'env_a', \
+                 'org_1', 'F', 'f', '', NULL, FALSE, 1, 1, NULL, '[]', 1, {AT}, {AT})"
+            ),
+        ] {
+            raw_execute(url, &seed);
+        }
+        raw_execute(
+            url,
+            "INSERT INTO bulk_tasks (id, environment_id, flow_id, mode, status, rows_total, \
+             rows_processed, rows_failed, errors, cursor, created, updated) VALUES (7, 'env_a', \
+             'flw_1', 'live', 'processing', 3, 1, 0, '[]', 1, '2026-11-27 10:00:00', \
+             '2026-11-27 10:00:00')",
+        );
+        let cells = [r#"["u1","a"]"#, r#"["u2","a, \"b\" | é"]"#, r#"["u3",""]"#];
+        for (n, cells) in (2..).zip(cells) {
+            raw_execute(
+                url,
+                &format!(
+                    "INSERT INTO bulk_rows (task_id, row_number, cells) VALUES (7, {n}, '{cells}')"
+                ),
+            );
+        }
+        let all = [
+            (2, ["u1", "a"]),
+            (3, ["u2", "a, \"b\" | é"]),
+            (4, ["u3", ""]),
+        ]
+        .map(|(n, cells)| (n, cells.map(str::to_owned).to_vec()))
+        .to_vec();
+        let database = Database::connect(url, 2).expect("the remaining migrations");
+        let repo = DieselBulkRepository::new(database);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let read = runtime
+            .block_on(repo.rows("env_a", 7, 0, 10))
+            .expect("rows");
+        assert_eq!(read, all);
+        let read = runtime.block_on(repo.rows("env_a", 7, 2, 1)).expect("rows");
+        assert_eq!(read, all[1..2]);
+
+        match &mut conn {
+            AnyConnection::Sqlite(c) => c.revert_last_migration(SQLITE_MIGRATIONS),
+            AnyConnection::Postgresql(c) => c.revert_last_migration(POSTGRES_MIGRATIONS),
+        }
+        .expect("down");
+        let back = raw_texts(
+            url,
+            "SELECT CAST(row_number AS TEXT) || ' ' || cells AS v FROM bulk_rows ORDER BY row_number",
+        );
+        let parsed: Vec<(u64, Vec<String>)> = back
+            .iter()
+            .map(|v| {
+                let (n, cells) = v.split_once(' ').expect("number and cells");
+                (
+                    n.parse().expect("number"),
+                    serde_json::from_str(cells).expect("cells"),
+                )
+            })
+            .collect();
+        assert_eq!(parsed, all);
+    }
+
+    #[test]
+    fn stored_rows_become_chunks_sqlite() {
+        stored_rows_become_chunks(TestDatabase::sqlite());
+    }
+
+    #[test]
+    fn stored_rows_become_chunks_postgres() {
+        if let Some(db) = TestDatabase::postgres() {
+            stored_rows_become_chunks(db);
+        }
     }
 }

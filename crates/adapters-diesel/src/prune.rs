@@ -27,7 +27,7 @@ use domain::{StorageError, Timestamp};
 use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::millis::At;
 use crate::schema::{
-    access_tokens, analytics_events, bulk_rows, bulk_tasks, card_instances, invocations, leases,
+    access_tokens, analytics_events, bulk_chunks, bulk_tasks, card_instances, invocations, leases,
     push_jobs, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
 
@@ -450,32 +450,41 @@ fn prune(
                 .load(conn)?;
             let mut n = 0u64;
             for task in tasks {
-                let numbers: Vec<i64> = bulk_rows::table
-                    .filter(bulk_rows::task_id.eq(task))
-                    .order(bulk_rows::row_number)
+                // Chunks of rows (`bulk_chunks`), counted by the rows they hold: up to
+                // `rows` of them, and at least one chunk.
+                let chunks: Vec<(i64, i32)> = bulk_chunks::table
+                    .filter(bulk_chunks::task_id.eq(task))
+                    .order(bulk_chunks::last_row)
                     .limit(rows)
-                    .select(bulk_rows::row_number)
+                    .select((bulk_chunks::last_row, bulk_chunks::row_count))
                     .load(conn)?;
-                let Some(last) = numbers.last() else {
+                if chunks.is_empty() {
                     continue;
-                };
+                }
                 if dry_run {
-                    let all: i64 = bulk_rows::table
-                        .filter(bulk_rows::task_id.eq(task))
-                        .count()
-                        .get_result(conn)?;
-                    n += u64::try_from(all).unwrap_or(0);
+                    let all: Option<i64> = bulk_chunks::table
+                        .filter(bulk_chunks::task_id.eq(task))
+                        .select(diesel::dsl::sum(bulk_chunks::row_count))
+                        .first(conn)?;
+                    n += u64::try_from(all.unwrap_or(0)).unwrap_or(0);
                     // One task per batch: the next starts after it.
                     return Ok(one(n, Some(task.to_string())));
                 }
-                n += count(
-                    diesel::delete(
-                        bulk_rows::table
-                            .filter(bulk_rows::task_id.eq(task))
-                            .filter(bulk_rows::row_number.le(last)),
-                    )
-                    .execute(conn)?,
-                );
+                let (mut last, mut held) = (0i64, 0u64);
+                for (chunk_last, count) in chunks {
+                    let count = u64::try_from(count).unwrap_or(0);
+                    if held > 0 && held + count > u64::try_from(rows).unwrap_or(u64::MAX) {
+                        break;
+                    }
+                    (last, held) = (chunk_last, held + count);
+                }
+                diesel::delete(
+                    bulk_chunks::table
+                        .filter(bulk_chunks::task_id.eq(task))
+                        .filter(bulk_chunks::last_row.le(last)),
+                )
+                .execute(conn)?;
+                n += held;
                 // One batch of one task per transaction; the same task again next.
                 return Ok(one(n, Some(task.saturating_sub(1).to_string())));
             }
@@ -495,15 +504,15 @@ fn prune(
                 .flatten();
             let mut n = 0;
             for id in ids {
-                let left: i64 = bulk_rows::table
-                    .filter(bulk_rows::task_id.eq(id))
+                let left: i64 = bulk_chunks::table
+                    .filter(bulk_chunks::task_id.eq(id))
                     .count()
                     .get_result(conn)?;
                 if dry_run {
                     n += 1;
                     continue;
                 }
-                // Its rows go first (bulk_rows), a batch at a time; a task with rows left
+                // Its rows go first (bulk_chunks), a batch at a time; a task with rows left
                 // waits for the next pass.
                 if left == 0 {
                     n += count(

@@ -348,9 +348,11 @@ diesel::table! {
 }
 
 diesel::table! {
-    bulk_rows (task_id, row_number) {
+    bulk_chunks (task_id, last_row) {
         task_id -> BigInt,
-        row_number -> BigInt,
+        last_row -> BigInt,
+        first_row -> BigInt,
+        row_count -> Integer,
         cells -> Text,
     }
 }
@@ -461,7 +463,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_attempts,
     cancel_tasks,
     bulk_tasks,
-    bulk_rows,
+    bulk_chunks,
     push_platforms,
     devices,
     push_jobs,

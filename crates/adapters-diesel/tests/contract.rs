@@ -2527,6 +2527,58 @@ mod bulk_cancel_push {
         );
     }
 
+    /// Rows stored in batches come back in order across them, a step at a time from any
+    /// cursor, and a step that stops within a batch leaves only that batch's rows after it.
+    async fn bulk_rows_are_read_across_batches_from_any_cursor(url: &str) {
+        let repo = DieselBulkRepository::new(with_flow(url).await);
+        let id = repo.create(&bulk_task()).await.expect("create");
+        assert!(repo.begin_upload("env_a", id, t(2)).await.expect("begin"));
+        for batch in [1..=3, 4..=4, 5..=9] {
+            let rows = batch
+                .rev()
+                .map(|n| (n, vec![format!("u{n}"), String::new()]));
+            repo.add_rows("env_a", id, rows.collect())
+                .await
+                .expect("rows");
+        }
+        repo.add_rows("env_a", id, vec![]).await.expect("no rows");
+        repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], 9, t(3))
+            .await
+            .expect("finish");
+        let numbers =
+            |page: Vec<(u64, Vec<String>)>| page.into_iter().map(|r| r.0).collect::<Vec<u64>>();
+        let read = |after, limit| repo.rows("env_a", id, after, limit);
+        assert_eq!(
+            numbers(read(0, 4).await.expect("rows")),
+            Vec::from([1, 2, 3, 4])
+        );
+        assert_eq!(
+            numbers(read(2, 5).await.expect("rows")),
+            Vec::from([3, 4, 5, 6, 7])
+        );
+        assert_eq!(numbers(read(7, 50).await.expect("rows")), Vec::from([8, 9]));
+        assert_eq!(numbers(read(9, 50).await.expect("rows")), Vec::<u64>::new());
+        assert_eq!(
+            read(4, 1).await.expect("rows"),
+            [(5, vec!["u5".to_owned(), String::new()])],
+            "cells come back as stored"
+        );
+        let mut step = repo
+            .claim(t(4), t(60), 5)
+            .await
+            .expect("claim")
+            .expect("task");
+        step.cursor = 6;
+        assert!(repo
+            .save_progress(&step, 0, 6, 0, vec![])
+            .await
+            .expect("save"));
+        assert_eq!(
+            numbers(read(0, 50).await.expect("rows")),
+            Vec::from([7, 8, 9])
+        );
+    }
+
     fn cancel_task(id: &str, created: i64, filter: CancelFilter) -> CancelTask {
         CancelTask::new(id.into(), "env_a", "flw_1", filter, t(created))
     }
@@ -3751,6 +3803,7 @@ mod bulk_cancel_push {
         devices_belong_to_one_user_and_move,
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
+        bulk_rows_are_read_across_batches_from_any_cursor,
         bulk_tasks_hold_slots_only_while_processing,
         cancels_mark_engine_batches_and_cancel_in_batches,
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,

@@ -131,11 +131,13 @@ fn seed(url: &str) {
             "INSERT INTO bulk_tasks (id, environment_id, flow_id, mode, status, rows_total, rows_processed, rows_failed, errors, cursor, created, updated) \
              VALUES ({id}, 'env_a', 'flw_1', 'live', '{status}', 3, 3, 0, '[]', 3, '{OLD}', '{OLD}')"
         ));
-        for row in 1..=3 {
+        // Its three rows in two chunks: rows 1 and 2, then row 3.
+        for (first, last, count, cells) in [(1, 2, 2, "[[1,[]],[2,[]]]"), (3, 3, 1, "[[3,[]]]")] {
             raw_execute(
                 url,
                 &format!(
-                    "INSERT INTO bulk_rows (task_id, row_number, cells) VALUES ({id}, {row}, '[]')"
+                    "INSERT INTO bulk_chunks (task_id, last_row, first_row, row_count, cells) \
+                     VALUES ({id}, {last}, {first}, {count}, '{cells}')"
                 ),
             );
         }
@@ -178,8 +180,8 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
             ("invocations", "id"),
             ("bulk_tasks", "CAST(id AS TEXT)"),
             (
-                "bulk_rows",
-                "CAST(task_id AS TEXT) || '/' || CAST(row_number AS TEXT)",
+                "bulk_chunks",
+                "CAST(task_id AS TEXT) || '/' || CAST(last_row AS TEXT)",
             ),
             ("access_tokens", "token_hash"),
         ]
@@ -257,7 +259,10 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
     );
     assert_eq!(ids(url, "bulk_tasks", "CAST(id AS TEXT)"), ["2"]);
     assert_eq!(
-        raw_texts(url, "SELECT CAST(COUNT(*) AS TEXT) AS v FROM bulk_rows"),
+        raw_texts(
+            url,
+            "SELECT CAST(SUM(row_count) AS TEXT) AS v FROM bulk_chunks"
+        ),
         ["3"]
     );
     assert_eq!(ids(url, "access_tokens", "token_hash"), ["t_valid"]);

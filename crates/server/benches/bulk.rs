@@ -9,6 +9,8 @@
 //!    `completed` (every row handed to the engine), then to the last row's cards: upload MiB/s,
 //!    rows/s end to end, and the
 //!    server's peak RSS growth while the upload is received (sampled from /proc every 5 ms);
+//!    its ledger checks, in the database, one completed invocation per row with one card of
+//!    the row's user;
 //! 3. a tag fan-out of BENCH_CANCEL users (default 100,000) to all cards active, then a cancel
 //!    of every instance of the flow, timed to `completed`; its ledger checks one cancelled card
 //!    per user in the database and in the task's counts;
@@ -148,6 +150,24 @@ async fn csv(server: &support::Server, flow: &str, mib: usize) {
         "  upload to the last row's cards created: {carded:.1} s, {:.0} rows/s end to end",
         rows as f64 / carded
     );
+    // The ledger: one invocation completed, one card and one user per row, in the database.
+    let stored = adapters_diesel::testing::raw_texts(
+        server.database_url(),
+        &format!(
+            "SELECT CAST((SELECT count(*) FROM invocations WHERE environment_id = '{env}' \
+             AND id LIKE 'csv-{task_id}-%' AND status = 'completed') AS TEXT) || '/' || \
+             CAST(count(*) AS TEXT) || '/' || CAST(count(DISTINCT user_id) AS TEXT) AS v \
+             FROM card_instances WHERE environment_id = '{env}' \
+             AND invocation_id LIKE 'csv-{task_id}-%'",
+            env = server.env
+        ),
+    );
+    assert_eq!(
+        stored,
+        [format!("{rows}/{rows}/{rows}")],
+        "invocations completed / cards / users"
+    );
+    println!("  ledger: {rows} rows, each an invocation completed with one card of its own user");
 }
 
 /// A CSV without `target.attributes.id`: each of its `rows` rows names one of `users` users
