@@ -34,6 +34,8 @@ pub struct DieselInvocationRepository {
     /// recorded), and each group saves a hop to the blocking pool. Started on first use; they
     /// end when the repository is dropped.
     recorder: std::sync::OnceLock<tokio::sync::mpsc::Sender<Pending>>,
+    /// The recorder's writing threads on PostgreSQL (see [`Self::with_writers`]).
+    writers: usize,
 }
 
 impl DieselInvocationRepository {
@@ -41,7 +43,19 @@ impl DieselInvocationRepository {
         Self {
             db,
             recorder: std::sync::OnceLock::new(),
+            writers: 1,
         }
+    }
+
+    /// On PostgreSQL, `writers` threads write the recorder's groups, each taking the next
+    /// group while the others write theirs (at least one). A writer waits on PostgreSQL for
+    /// most of a transaction, so two keep it busier where the cores have room: a CSV task's
+    /// rows went a sixth faster (docs/benchmarks.md, 2026-11-27). Under a `/start` load that
+    /// already fills the cores they did not (docs/benchmarks.md, "Not kept: two recorder
+    /// writers"). SQLite takes one writer at a time: one thread there, whatever `writers`.
+    pub fn with_writers(mut self, writers: usize) -> Self {
+        self.writers = writers.max(1);
+        self
     }
 
     fn recorder(&self) -> Result<&tokio::sync::mpsc::Sender<Pending>, StorageError> {
@@ -49,7 +63,7 @@ impl DieselInvocationRepository {
             return Ok(sender);
         }
         let (sender, queue) = tokio::sync::mpsc::channel::<Pending>(RECORDER_QUEUE);
-        start_recorder(self.db.clone(), queue).map_err(|e| {
+        start_recorder(self.db.clone(), queue, self.writers).map_err(|e| {
             StorageError::Unavailable(format!("cannot start the invocation recorder: {e}"))
         })?;
         // Two first callers at once: the second's threads end with its unused sender.

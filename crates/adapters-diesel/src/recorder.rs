@@ -48,11 +48,13 @@ pub(crate) struct Group {
 /// What a transaction recorded, freed on a thread of its own.
 pub(crate) type Spent = (Vec<Vec<Asked>>, Option<NewWrites>);
 
-/// The recorder's three threads: packing, writing, freeing. Each ends when the one before it
-/// does, the first when `queue`'s senders are gone.
+/// The recorder's threads: packing, writing (`writers` of them on PostgreSQL, one on
+/// SQLite), freeing. Each ends when the one before it does, the first when `queue`'s senders
+/// are gone.
 pub(crate) fn start_recorder(
     db: Database,
     mut queue: tokio::sync::mpsc::Receiver<Pending>,
+    writers: usize,
 ) -> std::io::Result<()> {
     let (spent, freed) = std::sync::mpsc::channel::<Spent>();
     std::thread::Builder::new()
@@ -76,16 +78,27 @@ pub(crate) fn start_recorder(
     let writer = db.clone();
     // Each thread's end is marked however it ends, and also when it never ran (its spawn
     // failed): the other does not wait for it.
-    let writing = Ending(next.clone(), Side::Writer);
+    // Several writers on PostgreSQL, each taking the next group: two groups written at once
+    // are two transactions, as from two processes, and a call asked in both is decided by the
+    // key of its invocation. The first writer to end ends the recorder.
+    let writers = match db.backend() {
+        Backend::Postgres => writers.max(1),
+        Backend::Sqlite => 1,
+    };
+    for _ in 0..writers {
+        let writing = Ending(next.clone(), Side::Writer);
+        let (writer, spent) = (writer.clone(), spent.clone());
+        std::thread::Builder::new()
+            .name("recorder".into())
+            .spawn(move || {
+                let ending = writing;
+                while let Some(group) = ending.0.take() {
+                    let _ = spent.send(record_group(&writer, group));
+                }
+            })?;
+    }
+    drop(spent);
     let packing = Ending(next, Side::Packer);
-    std::thread::Builder::new()
-        .name("recorder".into())
-        .spawn(move || {
-            let ending = writing;
-            while let Some(group) = ending.0.take() {
-                let _ = spent.send(record_group(&writer, group));
-            }
-        })?;
     std::thread::Builder::new()
         .name("recorder-pack".into())
         .spawn(move || {

@@ -2839,20 +2839,34 @@ mod bulk_cancel_push {
     /// the other finds it (or, asking with another fingerprint, is refused), and nothing of
     /// the other's run is saved.
     async fn calls_recorded_together_are_each_decided_as_if_alone(url: &str) {
+        recorded_together(&with_flow(url).await, 1, 0).await;
+    }
+
+    /// The same with two writing threads (PostgreSQL; one on SQLite): the calls of a pair may
+    /// be written by two transactions at once, one waiting on the other's key, or ended by
+    /// PostgreSQL to break a deadlock and run again.
+    async fn calls_written_by_two_writers_are_each_decided_as_if_alone(url: &str) {
         let db = with_flow(url).await;
-        let invocations = std::sync::Arc::new(DieselInvocationRepository::new(db.clone()));
+        for round in 0..4 {
+            recorded_together(&db, 2, round).await;
+        }
+    }
+
+    async fn recorded_together(db: &adapters_diesel::Database, writers: usize, round: usize) {
+        let invocations =
+            std::sync::Arc::new(DieselInvocationRepository::new(db.clone()).with_writers(writers));
         let cards = DieselCardRepository::new(db.clone());
         let mut tasks = Vec::new();
         for k in 0..48 {
             let invocations = invocations.clone();
             tasks.push(tokio::spawn(async move {
                 // Calls 2n and 2n + 1 ask for inv_n, one in three pairs with two fingerprints.
-                let id = format!("inv_{}", k / 2);
+                let id = format!("inv_{round}_{}", k / 2);
                 let fingerprint = if k % 6 == 5 { "other" } else { "fp" };
                 let mut made = card(
-                    &format!("crd_{k}"),
-                    &format!("fin_{k}"),
-                    &format!("u{k}"),
+                    &format!("crd_{round}_{k}"),
+                    &format!("fin_{round}_{k}"),
+                    &format!("u{round}_{k}"),
                     5,
                     3,
                 );
@@ -2874,16 +2888,20 @@ mod bulk_cancel_push {
             let (a, b) = (&answers[2 * n][0], &answers[2 * n + 1][0]);
             assert!(
                 a.is_none() != b.is_none(),
-                "inv_{n}: one records it, one finds it"
+                "inv_{round}_{n}: one records it, one finds it"
             );
             let first = if a.is_none() { 2 * n } else { 2 * n + 1 };
             for k in [2 * n, 2 * n + 1] {
                 let saved = cards
-                    .get("env_a", &format!("u{k}"), &format!("crd_{k}"))
+                    .get(
+                        "env_a",
+                        &format!("u{round}_{k}"),
+                        &format!("crd_{round}_{k}"),
+                    )
                     .await
                     .expect("get")
                     .is_some();
-                assert_eq!(saved, k == first, "crd_{k}");
+                assert_eq!(saved, k == first, "crd_{round}_{k}");
             }
         }
     }
@@ -3810,6 +3828,7 @@ mod bulk_cancel_push {
         a_cancel_walks_the_flows_invocations_and_their_users_in_order,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
         calls_recorded_together_are_each_decided_as_if_alone,
+        calls_written_by_two_writers_are_each_decided_as_if_alone,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,
     );
 }

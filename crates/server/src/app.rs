@@ -192,6 +192,21 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
+        // On PostgreSQL a CSV task's rows are recorded by a recorder of their own, with two
+        // writing threads: `/start` calls do not queue behind its transactions, and its rows
+        // are written two transactions at a time (docs/scaling.md, CSV tasks on PostgreSQL).
+        // On SQLite, which writes one transaction at a time, they share the `/start` recorder
+        // and its group commit.
+        let bulk_triggers = match db.backend() {
+            adapters_diesel::Backend::Postgres => Arc::new(TriggerService::new(
+                flows.clone(),
+                Arc::new(DieselInvocationRepository::new(db.clone()).with_writers(2)),
+                segments.clone(),
+                streams.clone(),
+                clock.clone(),
+            )),
+            adapters_diesel::Backend::Sqlite => triggers.clone(),
+        };
         let bulk_tasks = Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone()));
         let tasks = Arc::new(domain::tasks::TaskService::new(
             bulk_tasks.clone(),
@@ -203,7 +218,7 @@ impl App {
                 bulk_tasks,
                 flows.clone(),
                 users.clone(),
-                triggers.clone(),
+                bulk_triggers,
                 clock.clone(),
                 upload_key,
             )

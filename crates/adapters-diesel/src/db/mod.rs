@@ -530,7 +530,9 @@ impl Database {
     /// Like [`Database::transaction`], on the calling thread, which must be a thread of its own
     /// (not one of an async runtime): it blocks while waiting for its turn and the connection.
     /// Work that may ask to be run again ([`Failure::Retry`]): its transaction is then rolled
-    /// back and `None` returned.
+    /// back and `None` returned. So it is when PostgreSQL ended the transaction to break a
+    /// deadlock: two writers inserting the same keys in other orders (two processes, or a
+    /// recorder's two writers), of which the other went on.
     pub(crate) fn transaction_blocking_or_retry<T, F>(
         &self,
         work: F,
@@ -548,6 +550,7 @@ impl Database {
         let outcome = match written {
             Ok(value) => Ok(Some(value)),
             Err(Failure::Retry) => Ok(None),
+            Err(Failure::Query(e)) if deadlocked(&e) => Ok(None),
             Err(failure) => Err(StorageError::from(failure)),
         };
         // Its callers were answered by their deadline (contract §20); a connection that took
@@ -655,6 +658,15 @@ impl Database {
 /// says), while an immediate one waits its turn. diesel's MultiConnection delegates
 /// transaction state to the inner connection, so beginning on the inner connection and
 /// committing through the outer one is consistent.
+/// PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01), and running it
+/// again may succeed. diesel has no kind for it; the server's message names it.
+fn deadlocked(e: &diesel::result::Error) -> bool {
+    matches!(
+        e,
+        diesel::result::Error::DatabaseError(_, info) if info.message().starts_with("deadlock detected")
+    )
+}
+
 pub(crate) fn write_transaction<T, F>(conn: &mut AnyConnection, work: F) -> Result<T, Failure>
 where
     F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,

@@ -430,3 +430,45 @@ fn the_pool_opens_postgres_connections_as_calls_need_them_not_at_start() {
     drop(held);
     assert_eq!(open(&db), 3, "kept while they may be needed again");
 }
+
+/// Two transactions inserting the same keys in other orders deadlock; PostgreSQL ends one of
+/// them, which is then rolled back and reported to be run again, not failed.
+#[test]
+fn postgres_a_transaction_ended_to_break_a_deadlock_is_run_again() {
+    let Some(test) = crate::testing::TestDatabase::postgres() else {
+        return;
+    };
+    let db = Database::connect(test.url(), 2).expect("connect");
+    crate::testing::raw_execute(
+        test.url(),
+        "CREATE TABLE deadlocked (k INTEGER PRIMARY KEY)",
+    );
+    let between = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let writers: Vec<_> = [(1, 2), (2, 1)]
+        .into_iter()
+        .map(|(first, then)| {
+            let (db, between) = (db.clone(), between.clone());
+            std::thread::spawn(move || {
+                db.transaction_blocking_or_retry(move |conn| {
+                    let insert = |conn: &mut AnyConnection, k: i32| {
+                        diesel::sql_query(format!("INSERT INTO deadlocked (k) VALUES ({k})"))
+                            .execute(conn)
+                    };
+                    insert(conn, first)?;
+                    between.wait();
+                    insert(conn, then)?;
+                    Ok(())
+                })
+            })
+        })
+        .collect();
+    let outcomes: Vec<Option<()>> = writers
+        .into_iter()
+        .map(|w| w.join().expect("writer").expect("a retry, not an error"))
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| o.is_none()).count(),
+        1,
+        "one ended by the deadlock: {outcomes:?}"
+    );
+}
