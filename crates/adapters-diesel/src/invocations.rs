@@ -50,7 +50,7 @@ impl DieselInvocationRepository {
     /// On PostgreSQL, `writers` threads write the recorder's groups, each taking the next
     /// group while the others write theirs (at least one). A writer waits on PostgreSQL for
     /// most of a transaction, so two keep it busier where the cores have room: a CSV task's
-    /// rows went a sixth faster (docs/benchmarks.md, 2026-11-27). Under a `/start` load that
+    /// rows went about a fifth faster (docs/benchmarks.md, 2026-11-27). Under a `/start` load that
     /// already fills the cores they did not (docs/benchmarks.md, "Not kept: two recorder
     /// writers"). SQLite takes one writer at a time: one thread there, whatever `writers`.
     pub fn with_writers(mut self, writers: usize) -> Self {
