@@ -13,8 +13,9 @@ use crate::error::{corrupt, read_number, write_number};
 use crate::page::after;
 use crate::schema::{bulk_chunks, bulk_tasks};
 
-/// Chunks read at a time while gathering a step's rows.
-const READ_CHUNKS: i64 = 4;
+/// Chunks read by the largest of the reads that gather a step's rows: the first reads one
+/// (an upload's chunk holds a step's rows), each next one twice as many as the one before.
+const READ_CHUNKS: i64 = 256;
 /// Started tasks looked at per claim (another worker may take some meanwhile).
 const CLAIM_CANDIDATES: i64 = 32;
 
@@ -304,6 +305,18 @@ impl BulkRepository for DieselBulkRepository {
         };
         self.db
             .transaction(move |conn| {
+                // After every row stored before it: a row at or before the last one stored
+                // would be read out of order, or deleted before it is handled.
+                let stored: Option<i64> = bulk_chunks::table
+                    .filter(bulk_chunks::task_id.eq(chunk.task_id))
+                    .select(diesel::dsl::max(bulk_chunks::last_row))
+                    .first(conn)?;
+                if stored.is_some_and(|stored| stored >= chunk.first_row) {
+                    return Err(Failure::Domain(StorageError::UniqueViolation(format!(
+                        "bulk row {} is not after the rows stored",
+                        chunk.first_row
+                    ))));
+                }
                 diesel::insert_into(bulk_chunks::table)
                     .values(&chunk)
                     .execute(conn)?;
@@ -469,6 +482,7 @@ impl BulkRepository for DieselBulkRepository {
         let mut out: Vec<(u64, Vec<String>)> = Vec::new();
         // The chunks that end after `after`, in order, until `limit` rows are gathered: a
         // chunk's rows at or before `after` (a step that stopped within it) are passed over.
+        let mut read = 1;
         loop {
             let chunks: Vec<(i64, String)> = self
                 .db
@@ -477,12 +491,12 @@ impl BulkRepository for DieselBulkRepository {
                         .filter(bulk_chunks::task_id.eq(id))
                         .filter(bulk_chunks::last_row.gt(from))
                         .order(bulk_chunks::last_row)
-                        .limit(READ_CHUNKS)
+                        .limit(read)
                         .select((bulk_chunks::last_row, bulk_chunks::cells))
                         .load(conn)?)
                 })
                 .await?;
-            let full = chunks.len() == usize::try_from(READ_CHUNKS).unwrap_or(0);
+            let full = chunks.len() == usize::try_from(read).unwrap_or(0);
             for (last, cells) in chunks {
                 let rows: Vec<(u64, Vec<String>)> =
                     serde_json::from_str(&cells).map_err(|e| corrupt("bulk rows", e))?;
@@ -496,6 +510,7 @@ impl BulkRepository for DieselBulkRepository {
             if !full {
                 return Ok(out);
             }
+            read = (read * 2).min(READ_CHUNKS);
         }
     }
 
@@ -584,8 +599,8 @@ mod tests {
     use crate::db::{AnyConnection, Database, DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
     use crate::testing::{raw_execute, raw_texts, TestDatabase};
 
-    /// Rows stored one each (`bulk_rows`, before migration 66) are read back the same from
-    /// their chunks after it, and the migration's `down` gives them back one each.
+    /// Rows stored one each (`bulk_rows`, before migration 66) become chunks, which the
+    /// migration's `down` gives back one each, and are read back the same once migrated.
     fn stored_rows_become_chunks(db: TestDatabase) {
         let url = db.url();
         let mut conn = DatabaseUrl::parse(url)
@@ -640,19 +655,12 @@ mod tests {
         ]
         .map(|(n, cells)| (n, cells.map(str::to_owned).to_vec()))
         .to_vec();
-        let database = Database::connect(url, 2).expect("the remaining migrations");
-        let repo = DieselBulkRepository::new(database);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let read = runtime
-            .block_on(repo.rows("env_a", 7, 0, 10))
-            .expect("rows");
-        assert_eq!(read, all);
-        let read = runtime.block_on(repo.rows("env_a", 7, 2, 1)).expect("rows");
-        assert_eq!(read, all[1..2]);
-
+        // Migration 66, then its down: the rows come back one each, as they were.
+        assert_eq!(next(&mut conn), "20261127000066");
+        assert_eq!(
+            raw_texts(url, "SELECT CAST(COUNT(*) AS TEXT) AS v FROM bulk_chunks"),
+            ["3"]
+        );
         match &mut conn {
             AnyConnection::Sqlite(c) => c.revert_last_migration(SQLITE_MIGRATIONS),
             AnyConnection::Postgresql(c) => c.revert_last_migration(POSTGRES_MIGRATIONS),
@@ -660,7 +668,8 @@ mod tests {
         .expect("down");
         let back = raw_texts(
             url,
-            "SELECT CAST(row_number AS TEXT) || ' ' || cells AS v FROM bulk_rows ORDER BY row_number",
+            "SELECT CAST(row_number AS TEXT) || ' ' || cells AS v FROM bulk_rows \
+             ORDER BY row_number",
         );
         let parsed: Vec<(u64, Vec<String>)> = back
             .iter()
@@ -673,6 +682,20 @@ mod tests {
             })
             .collect();
         assert_eq!(parsed, all);
+
+        // Up again, with every migration after it: read through the repository.
+        let database = Database::connect(url, 2).expect("the remaining migrations");
+        let repo = DieselBulkRepository::new(database);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let read = runtime
+            .block_on(repo.rows("env_a", 7, 0, 10))
+            .expect("rows");
+        assert_eq!(read, all);
+        let read = runtime.block_on(repo.rows("env_a", 7, 2, 1)).expect("rows");
+        assert_eq!(read, all[1..2]);
     }
 
     #[test]

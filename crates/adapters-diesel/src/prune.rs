@@ -450,41 +450,34 @@ fn prune(
                 .load(conn)?;
             let mut n = 0u64;
             for task in tasks {
-                // Chunks of rows (`bulk_chunks`), counted by the rows they hold: up to
-                // `rows` of them, and at least one chunk.
-                let chunks: Vec<(i64, i32)> = bulk_chunks::table
+                // Its stored rows (`bulk_chunks`, up to 2,000 CSV rows to a database row), up
+                // to `rows` of them.
+                let chunks: Vec<i64> = bulk_chunks::table
                     .filter(bulk_chunks::task_id.eq(task))
                     .order(bulk_chunks::last_row)
                     .limit(rows)
-                    .select((bulk_chunks::last_row, bulk_chunks::row_count))
+                    .select(bulk_chunks::last_row)
                     .load(conn)?;
-                if chunks.is_empty() {
+                let Some(last) = chunks.last() else {
                     continue;
-                }
+                };
                 if dry_run {
-                    let all: Option<i64> = bulk_chunks::table
+                    let all: i64 = bulk_chunks::table
                         .filter(bulk_chunks::task_id.eq(task))
-                        .select(diesel::dsl::sum(bulk_chunks::row_count))
-                        .first(conn)?;
-                    n += u64::try_from(all.unwrap_or(0)).unwrap_or(0);
+                        .count()
+                        .get_result(conn)?;
+                    n += u64::try_from(all).unwrap_or(0);
                     // One task per batch: the next starts after it.
                     return Ok(one(n, Some(task.to_string())));
                 }
-                let (mut last, mut held) = (0i64, 0u64);
-                for (chunk_last, count) in chunks {
-                    let count = u64::try_from(count).unwrap_or(0);
-                    if held > 0 && held + count > u64::try_from(rows).unwrap_or(u64::MAX) {
-                        break;
-                    }
-                    (last, held) = (chunk_last, held + count);
-                }
-                diesel::delete(
-                    bulk_chunks::table
-                        .filter(bulk_chunks::task_id.eq(task))
-                        .filter(bulk_chunks::last_row.le(last)),
-                )
-                .execute(conn)?;
-                n += held;
+                n += count(
+                    diesel::delete(
+                        bulk_chunks::table
+                            .filter(bulk_chunks::task_id.eq(task))
+                            .filter(bulk_chunks::last_row.le(last)),
+                    )
+                    .execute(conn)?,
+                );
                 // One batch of one task per transaction; the same task again next.
                 return Ok(one(n, Some(task.saturating_sub(1).to_string())));
             }

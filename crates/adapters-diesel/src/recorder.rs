@@ -77,10 +77,12 @@ pub(crate) fn start_recorder(
     });
     let writer = db.clone();
     // Each thread's end is marked however it ends, and also when it never ran (its spawn
-    // failed): the other does not wait for it.
+    // failed): the others do not wait for it. The packer's mark is made first, so that a
+    // writer whose spawn fails ends the writers already started.
     // Several writers on PostgreSQL, each taking the next group: two groups written at once
     // are two transactions, as from two processes, and a call asked in both is decided by the
     // key of its invocation. The first writer to end ends the recorder.
+    let packing = Ending(next.clone(), Side::Packer);
     let writers = match db.backend() {
         Backend::Postgres => writers.max(1),
         Backend::Sqlite => 1,
@@ -98,7 +100,6 @@ pub(crate) fn start_recorder(
             })?;
     }
     drop(spent);
-    let packing = Ending(next, Side::Packer);
     std::thread::Builder::new()
         .name("recorder-pack".into())
         .spawn(move || {
@@ -177,7 +178,7 @@ fn asked_hash(i: &Invocation) -> u64 {
         .hash_one((i.environment_id.as_str(), i.id.as_str()))
 }
 
-/// The group the writer takes next, between the packing thread and the writer.
+/// The group a writer takes next, between the packing thread and the writers.
 #[derive(Default)]
 struct Next {
     slot: Mutex<Slot>,
@@ -194,8 +195,8 @@ struct Slot {
     group: Option<Group>,
     /// The packing thread has ended.
     packer_ended: bool,
-    /// The writing thread has ended: the calls packed after it are answered at once, as
-    /// calls of a recorder that stopped.
+    /// A writing thread has ended: the calls packed after it are answered at once, as calls
+    /// of a recorder that stopped.
     writer_ended: bool,
 }
 
@@ -260,15 +261,15 @@ impl Next {
     }
 }
 
-/// One of the two threads that share [`Next`].
+/// The packing thread, or one of the writing threads, that share [`Next`].
 #[derive(Clone, Copy, PartialEq)]
 enum Side {
     Packer,
     Writer,
 }
 
-/// Marks its thread ended when dropped, so that the other one does not wait for it; when the
-/// writer ends, the group waiting is dropped (its callers told the recorder stopped).
+/// Marks its thread ended when dropped, so that the others do not wait for it; when a writer
+/// ends, the group waiting is dropped (its callers told the recorder stopped).
 struct Ending(Arc<Next>, Side);
 
 impl Drop for Ending {

@@ -2542,6 +2542,16 @@ mod bulk_cancel_push {
                 .expect("rows");
         }
         repo.add_rows("env_a", id, vec![]).await.expect("no rows");
+        for late in [9, 2] {
+            assert!(
+                matches!(
+                    repo.add_rows("env_a", id, vec![(late, vec![]), (10, vec![])])
+                        .await,
+                    Err(StorageError::UniqueViolation(_))
+                ),
+                "row {late} comes after rows up to 9"
+            );
+        }
         repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], 9, t(3))
             .await
             .expect("finish");

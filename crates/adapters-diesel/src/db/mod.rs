@@ -652,21 +652,24 @@ impl Database {
     }
 }
 
+/// PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01), and running it
+/// again may succeed. diesel has no kind for it; the server's message names it, in English
+/// (`lc_messages`; docs/operations.md).
+fn deadlocked(e: &diesel::result::Error) -> bool {
+    match e {
+        diesel::result::Error::DatabaseError(_, info) => {
+            info.message().starts_with("deadlock detected")
+        }
+        _ => false,
+    }
+}
+
 /// Runs `work` in a transaction meant to write. On SQLite it starts with `BEGIN IMMEDIATE`,
 /// taking the write lock up front: a deferred transaction that reads and then writes cannot
 /// wait for the lock (SQLite answers "database is locked" at once, whatever `busy_timeout`
 /// says), while an immediate one waits its turn. diesel's MultiConnection delegates
 /// transaction state to the inner connection, so beginning on the inner connection and
 /// committing through the outer one is consistent.
-/// PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01), and running it
-/// again may succeed. diesel has no kind for it; the server's message names it.
-fn deadlocked(e: &diesel::result::Error) -> bool {
-    matches!(
-        e,
-        diesel::result::Error::DatabaseError(_, info) if info.message().starts_with("deadlock detected")
-    )
-}
-
 pub(crate) fn write_transaction<T, F>(conn: &mut AnyConnection, work: F) -> Result<T, Failure>
 where
     F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
