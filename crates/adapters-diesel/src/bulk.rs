@@ -296,6 +296,12 @@ impl BulkRepository for DieselBulkRepository {
         let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
             return Ok(());
         };
+        if let Some(twice) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(StorageError::UniqueViolation(format!(
+                "bulk row {} is in the batch twice",
+                twice[0].0
+            )));
+        }
         let chunk = ChunkRow {
             task_id: id,
             last_row: write_number("bulk row number", last)?,

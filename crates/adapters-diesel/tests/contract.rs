@@ -2542,6 +2542,14 @@ mod bulk_cancel_push {
                 .expect("rows");
         }
         repo.add_rows("env_a", id, vec![]).await.expect("no rows");
+        assert!(
+            matches!(
+                repo.add_rows("env_a", id, vec![(11, vec![]), (11, vec![])])
+                    .await,
+                Err(StorageError::UniqueViolation(_))
+            ),
+            "a row twice in a batch"
+        );
         for late in [9, 2] {
             assert!(
                 matches!(

@@ -224,9 +224,9 @@ pub trait BulkRepository: Send + Sync {
     /// Stores rows of an uploading task, each (row number, cells): numbers from 1 (the first
     /// row after the header) in file order, cells as read. Called in batches as the upload
     /// streams in, each batch's numbers after those of the batches before it (a batch with a
-    /// number at or before one stored is refused, [`StorageError::UniqueViolation`], nothing
-    /// of it stored), each batch in one transaction; rows of a batch stored stay when a later
-    /// one fails (failing the task deletes them).
+    /// number at or before one stored, or twice, is refused, [`StorageError::UniqueViolation`],
+    /// nothing of it stored), each batch in one transaction; rows of a batch stored stay when
+    /// a later one fails (failing the task deletes them).
     async fn add_rows(
         &self,
         environment_id: &str,
