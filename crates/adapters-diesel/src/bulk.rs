@@ -93,6 +93,27 @@ struct ChunkRow {
     cells: String,
 }
 
+impl ChunkRow {
+    /// The chunk of `rows` (in ascending order of number) of task `task`; none when empty.
+    fn of(task: i64, rows: &[(u64, Vec<String>)]) -> Result<Option<ChunkRow>, StorageError> {
+        let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
+            return Ok(None);
+        };
+        Ok(Some(ChunkRow {
+            task_id: task,
+            last_row: write_number("bulk row number", last)?,
+            first_row: write_number("bulk row number", first)?,
+            row_count: write_number("bulk rows in a chunk", rows.len())?,
+            cells: serde_json::to_string(rows).map_err(|e| corrupt("bulk rows", e))?,
+        }))
+    }
+}
+
+/// The rows a chunk's `cells` hold, as [`ChunkRow::of`] wrote them.
+fn chunk_rows(cells: &str) -> Result<Vec<(u64, Vec<String>)>, StorageError> {
+    serde_json::from_str(cells).map_err(|e| corrupt("bulk rows", e))
+}
+
 fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
     Ok(BulkTask {
         mode: Mode::parse(&row.mode).ok_or_else(|| corrupt("bulk task mode", &row.mode))?,
@@ -141,26 +162,21 @@ fn trim_chunk(conn: &mut AnyConnection, task: i64, cursor: i64) -> Result<(), Fa
     let Some((last, cells)) = within else {
         return Ok(());
     };
-    let mut rows: Vec<(u64, Vec<String>)> =
-        serde_json::from_str(&cells).map_err(|e| Failure::Domain(corrupt("bulk rows", e)))?;
+    let mut rows = chunk_rows(&cells).map_err(Failure::Domain)?;
     let after = u64::try_from(cursor).unwrap_or(0);
     rows.retain(|(n, _)| *n > after);
-    let Some(&(first, _)) = rows.first() else {
+    let Some(trimmed) = ChunkRow::of(task, &rows).map_err(Failure::Domain)? else {
         return Ok(());
     };
-    let first: i64 = write_number("bulk row number", first).map_err(Failure::Domain)?;
-    let count: i32 = write_number("bulk rows in a chunk", rows.len()).map_err(Failure::Domain)?;
-    let cells =
-        serde_json::to_string(&rows).map_err(|e| Failure::Domain(corrupt("bulk rows", e)))?;
     diesel::update(
         bulk_chunks::table
             .filter(bulk_chunks::task_id.eq(task))
             .filter(bulk_chunks::last_row.eq(last)),
     )
     .set((
-        bulk_chunks::first_row.eq(first),
-        bulk_chunks::row_count.eq(count),
-        bulk_chunks::cells.eq(cells),
+        bulk_chunks::first_row.eq(trimmed.first_row),
+        bulk_chunks::row_count.eq(trimmed.row_count),
+        bulk_chunks::cells.eq(trimmed.cells),
     ))
     .execute(conn)?;
     Ok(())
@@ -293,21 +309,14 @@ impl BulkRepository for DieselBulkRepository {
         // One row of `bulk_chunks` for the whole batch: a CSV row costs no entry of its own in
         // a table or an index (docs/scaling.md, CSV tasks on PostgreSQL).
         rows.sort_unstable_by_key(|(number, _)| *number);
-        let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
-            return Ok(());
-        };
         if let Some(twice) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(StorageError::UniqueViolation(format!(
                 "bulk row {} is in the batch twice",
                 twice[0].0
             )));
         }
-        let chunk = ChunkRow {
-            task_id: id,
-            last_row: write_number("bulk row number", last)?,
-            first_row: write_number("bulk row number", first)?,
-            row_count: write_number("bulk rows in a chunk", rows.len())?,
-            cells: serde_json::to_string(&rows).map_err(|e| corrupt("bulk rows", e))?,
+        let Some(chunk) = ChunkRow::of(id, &rows)? else {
+            return Ok(());
         };
         self.db
             .transaction(move |conn| {
@@ -504,8 +513,7 @@ impl BulkRepository for DieselBulkRepository {
                 .await?;
             let full = chunks.len() == usize::try_from(read).unwrap_or(0);
             for (last, cells) in chunks {
-                let rows: Vec<(u64, Vec<String>)> =
-                    serde_json::from_str(&cells).map_err(|e| corrupt("bulk rows", e))?;
+                let rows = chunk_rows(&cells)?;
                 let left = limit.saturating_sub(out.len());
                 out.extend(rows.into_iter().filter(|(n, _)| *n > after).take(left));
                 if out.len() >= limit {
