@@ -1,5 +1,6 @@
 //! The layering rule of docs/architecture.md, checked on the source: within each crate, no
-//! top-level module imports a module that imports it back, directly or through others.
+//! top-level module imports a module that imports it back, directly or through others; and no
+//! source file is longer than 800 lines outside its tests.
 //!
 //! A module's imports are the `crate::` paths in its files (comments left out): `crate::x::…`
 //! names module `x`, and a name re-exported at the crate root (`pub use x::{Name, …}` in
@@ -208,8 +209,51 @@ fn no_crate_has_an_import_cycle_between_its_top_level_modules() {
     assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
 }
 
+/// The longest a source file may be, its tests left out (`tests.rs`, `*_tests.rs` and an inline
+/// `#[cfg(test)] mod tests` at its end, as for the import check).
+const MOST_LINES: usize = 800;
+
+/// The lines of `text` before its inline test module, if any.
+fn lines_outside_tests(text: &str) -> usize {
+    let code = text
+        .find("#[cfg(test)]\nmod tests {")
+        .map_or(text, |at| &text[..at]);
+    code.lines().count()
+}
+
+#[test]
+fn no_source_file_is_longer_than_800_lines_outside_its_tests() {
+    let crates = workspace().join("crates");
+    let mut long = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&crates).expect("crates/").flatten() {
+        for file in files(&entry.path().join("src")) {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            if name == "tests.rs" || name.ends_with("_tests.rs") {
+                continue;
+            }
+            checked += 1;
+            let lines = lines_outside_tests(&std::fs::read_to_string(&file).unwrap_or_default());
+            if lines > MOST_LINES {
+                long.push(format!("{}: {lines}", file.display()));
+            }
+        }
+    }
+    assert!(checked > 100, "the crates' files were found ({checked})");
+    assert!(
+        long.is_empty(),
+        "files over {MOST_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
 #[test]
 fn the_check_sees_a_cycle_and_the_paths_it_is_made_of() {
+    assert_eq!(
+        lines_outside_tests("a\nb\n#[cfg(test)]\nmod tests {\nc\n}\n"),
+        2
+    );
+    assert_eq!(lines_outside_tests("a\n#[cfg(test)]\nfn f() {}\n"), 3);
     assert_eq!(
         crate_paths("use crate::{a::B, c, d::{e, f}};\nlet x = crate::g::h();"),
         ["a", "c", "d", "g"]

@@ -11,9 +11,9 @@ use domain::trigger::{
 };
 use domain::{StorageError, Timestamp};
 
-use crate::cancel::{apply_cancels, apply_markers, known, markers_for, Known, Markers};
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::write_number;
+use crate::markers::{apply_cancels, apply_markers, known, markers_for, Known, Markers};
 use crate::millis::At;
 use crate::page::after;
 use crate::recorder::*;

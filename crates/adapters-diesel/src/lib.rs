@@ -24,6 +24,7 @@ mod flows;
 mod folders;
 mod health;
 mod invocations;
+mod markers;
 mod millis;
 mod packed;
 mod page;

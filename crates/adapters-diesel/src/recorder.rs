@@ -8,9 +8,9 @@ use diesel::prelude::*;
 use domain::trigger::{BatchResult, Invocation};
 use domain::StorageError;
 
-use crate::cancel::{apply_markers, markers_for, Known};
 use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::error::write_number;
+use crate::markers::{apply_markers, markers_for, Known};
 use crate::millis::At;
 use crate::rows::*;
 use crate::schema::invocations;
