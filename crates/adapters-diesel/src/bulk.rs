@@ -321,7 +321,16 @@ impl BulkRepository for DieselBulkRepository {
         self.db
             .transaction(move |conn| {
                 // After every row stored before it: a row at or before the last one stored
-                // would be read out of order, or deleted before it is handled.
+                // would be read out of order, or deleted before it is handled. On PostgreSQL
+                // the task's row is locked first, so that two batches added at once are
+                // checked one after the other (SQLite writes one transaction at a time).
+                if let AnyConnection::Postgresql(c) = &mut *conn {
+                    bulk_tasks::table
+                        .filter(bulk_tasks::id.eq(chunk.task_id))
+                        .select(bulk_tasks::id)
+                        .for_no_key_update()
+                        .load::<i64>(c)?;
+                }
                 let stored: Option<i64> = bulk_chunks::table
                     .filter(bulk_chunks::task_id.eq(chunk.task_id))
                     .select(diesel::dsl::max(bulk_chunks::last_row))

@@ -2529,6 +2529,31 @@ mod bulk_cancel_push {
 
     /// Rows stored in batches come back in order across them, a step at a time from any
     /// cursor, and a step that stops within a batch leaves only that batch's rows after it.
+    /// Batches of one task added at once are checked one after the other: of two that
+    /// overlap, one is stored and the other refused, however they interleave.
+    async fn bulk_batches_added_at_once_are_checked_in_turn(url: &str) {
+        let repo = std::sync::Arc::new(DieselBulkRepository::new(with_flow(url).await));
+        for round in 0..20 {
+            let id = repo.create(&bulk_task()).await.expect("create");
+            assert!(repo.begin_upload("env_a", id, t(2)).await.expect("begin"));
+            let add = |numbers: std::ops::RangeInclusive<u64>| {
+                let repo = repo.clone();
+                let rows = numbers.map(|n| (n, vec![format!("u{n}")])).collect();
+                tokio::spawn(async move { repo.add_rows("env_a", id, rows).await })
+            };
+            let (first, second) = (add(1..=10), add(5..=15));
+            let outcomes = [
+                first.await.expect("join").is_ok(),
+                second.await.expect("join").is_ok(),
+            ];
+            assert_eq!(
+                outcomes.iter().filter(|stored| **stored).count(),
+                1,
+                "round {round}: {outcomes:?}"
+            );
+        }
+    }
+
     async fn bulk_rows_are_read_across_batches_from_any_cursor(url: &str) {
         let repo = DieselBulkRepository::new(with_flow(url).await);
         let id = repo.create(&bulk_task()).await.expect("create");
@@ -2766,8 +2791,11 @@ mod bulk_cancel_push {
             claimed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
             ["inv_2"]
         );
-        // A replay answers the stored invocation and saves nothing of its run.
-        let replay = run_of("inv_1", vec![card("crd_3", "fin_3", "u3", 5, 3)]);
+        // A replay answers the stored invocation and saves nothing of its run, whose card is
+        // of the user and step of a stored card (a second one would break the cards' key).
+        let mut again = card("crd_3", "fin_3", "u1", 5, 3);
+        again.step_id = "step-crd_1".into();
+        let replay = run_of("inv_1", vec![again]);
         let stored = invocations
             .record_run(vec![(
                 invocation("inv_1", Mode::Live, "fp", false),
@@ -2777,7 +2805,7 @@ mod bulk_cancel_push {
             .expect("replay");
         assert!(stored[0].is_some());
         assert!(cards
-            .get("env_a", "u3", "crd_3")
+            .get("env_a", "u1", "crd_3")
             .await
             .expect("get")
             .is_none());
@@ -3840,6 +3868,7 @@ mod bulk_cancel_push {
         publishing_a_card_queues_its_pushes_with_it,
         bulk_tasks_upload_once_and_progress_by_cursor,
         bulk_rows_are_read_across_batches_from_any_cursor,
+        bulk_batches_added_at_once_are_checked_in_turn,
         bulk_tasks_hold_slots_only_while_processing,
         cancels_mark_engine_batches_and_cancel_in_batches,
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
