@@ -311,7 +311,8 @@ pub(crate) fn distinct(all: &[(&Invocation, Option<&BatchResult>)]) -> bool {
 /// Records the calls of `group` in one transaction and answers each, on the writing thread;
 /// returns what they recorded, to be freed elsewhere. Every call is decided on its own, in
 /// queue order, as if it ran alone: an id that clashes refuses that call only, and an id asked
-/// by two calls is inserted by the first and found by the second.
+/// by two calls is inserted by the first and found by the second. Groups written at once (a
+/// recorder with two writers) are decided in the order they commit, as two processes' are.
 pub(crate) fn record_group(db: &Database, mut group: Group) -> Spent {
     // Calls whose caller gave up (its deadline passed while an earlier transaction hung) are
     // not recorded: it was answered 503. What was built for the group then covers calls left

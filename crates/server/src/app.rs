@@ -192,6 +192,14 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
+        if db.backend() == adapters_diesel::Backend::Postgres && settings.database_pool_size < 4 {
+            // The recorders' three writers take pool connections besides the calls.
+            tracing::warn!(
+                pool_size = settings.database_pool_size,
+                "a pool of fewer than 4 connections on PostgreSQL leaves requests waiting for \
+                 one while a CSV task is recorded (WORKBENCH_DATABASE_POOL_SIZE)"
+            );
+        }
         // On PostgreSQL a CSV task's rows are recorded by a recorder of their own, with two
         // writing threads: `/start` calls do not queue behind its transactions, and its rows
         // are written two transactions at a time (docs/scaling.md, CSV tasks on PostgreSQL).
