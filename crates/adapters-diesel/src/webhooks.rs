@@ -164,6 +164,9 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
             });
         }
     }
+    if !rows.is_empty() {
+        crate::db::notices::deliveries_queued();
+    }
     for chunk in rows.chunks(INSERT_CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
     }
@@ -440,6 +443,7 @@ impl WebhookRepository for DieselWebhookRepository {
                         })
                         .execute(conn)?;
                 }
+                crate::db::notices::deliveries_queued();
                 Ok(true)
             })
             .await
@@ -457,7 +461,7 @@ impl WebhookRepository for DieselWebhookRepository {
         let n = self
             .db
             .transaction(move |conn| {
-                Ok(diesel::update(
+                let n = diesel::update(
                     webhook_deliveries::table
                         .filter(webhook_deliveries::environment_id.eq(&env))
                         .filter(webhook_deliveries::subscription_id.eq(&sub))
@@ -473,7 +477,11 @@ impl WebhookRepository for DieselWebhookRepository {
                     webhook_deliveries::next_attempt_at.eq(now),
                     webhook_deliveries::updated.eq(now),
                 ))
-                .execute(conn)?)
+                .execute(conn)?;
+                if n > 0 {
+                    crate::db::notices::deliveries_queued();
+                }
+                Ok(n)
             })
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))

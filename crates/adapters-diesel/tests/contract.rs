@@ -2205,6 +2205,39 @@ mod webhooks {
         );
     }
 
+    /// Whether `queued` was notified, or is within 50 ms.
+    async fn woken(queued: &tokio::sync::Notify) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(50), queued.notified())
+            .await
+            .is_ok()
+    }
+
+    /// A committed transaction that queued deliveries wakes the delivery loop, once; the
+    /// writes that queue none do not.
+    async fn committed_deliveries_wake_the_delivery_loop(url: &str) {
+        let (db, repo) = setup(url).await;
+        let queued = db.deliveries_queued();
+        repo.create(&subscription("whk_all", &["card-published"], None), 100)
+            .await
+            .expect("create");
+        assert!(!woken(&queued).await, "a subscription queues nothing");
+        publish_three(&db).await;
+        assert!(woken(&queued).await, "the events queued deliveries");
+        assert!(!woken(&queued).await, "told once");
+        let job = repo
+            .claim(t(30), t(90), 10, vec![], 100)
+            .await
+            .expect("claim")
+            .remove(0);
+        assert!(!woken(&queued).await, "a claim queues nothing");
+        let event = job.event_id.to_string();
+        assert!(repo
+            .resend("env_a", "whk_all", &event, t(40))
+            .await
+            .expect("resend"));
+        assert!(woken(&queued).await, "a resend queued one");
+    }
+
     async fn claims_cap_each_subscription_and_skip_excluded_ones(url: &str) {
         let (db, repo) = setup(url).await;
         repo.create(&subscription("whk_a", &["card-published"], None), 100)
@@ -2401,6 +2434,7 @@ mod webhooks {
         custom_header_values_are_sealed_at_rest,
         an_edit_keeps_a_secret_and_a_state_changed_meanwhile,
         events_enqueue_matching_deliveries_in_their_transaction,
+        committed_deliveries_wake_the_delivery_loop,
         claims_cap_each_subscription_and_skip_excluded_ones,
         outcomes_decide_what_is_claimable_and_the_log_pages,
         a_stale_holders_outcome_changes_nothing,

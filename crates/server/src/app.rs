@@ -315,6 +315,7 @@ impl App {
     /// Starts every background loop under `supervisor`, and gives the HTTP state back.
     pub fn start_loops(self, supervisor: &Supervisor) -> AppState {
         let App { state, loops } = self;
+        let queued = loops.db.deliveries_queued();
         workers::spawn(supervisor, loops.engine, state.cards.clone(), 2);
         workers::spawn_checkpointer(supervisor, loops.db);
         workers::spawn_cancels(supervisor, loops.cancels);
@@ -322,6 +323,7 @@ impl App {
         workers::spawn_deliveries(
             supervisor,
             loops.deliveries,
+            queued,
             loops.webhook_concurrency,
             loops.webhook_lease,
         );

@@ -193,6 +193,38 @@ async fn pause_until_freed(stopping: &CancellationToken, freed: &Notify, length:
     }
 }
 
+/// After a claim of deliveries found nothing: `DELIVERY_IDLE` at least (a save that frees a
+/// slot, or the loops' stop, ends it sooner), then, until deliveries are queued in this
+/// process (`queued`), up to `idle` in all. The delivery loop claims as often as before while
+/// work comes, and rarely while none does.
+async fn pause_while_idle(
+    stopping: &CancellationToken,
+    freed: &Notify,
+    queued: &Notify,
+    idle: Duration,
+) {
+    tokio::select! {
+        () = tokio::time::sleep(DELIVERY_IDLE) => {}
+        () = freed.notified() => return,
+        () = stopping.cancelled() => return,
+    }
+    let rest = idle.saturating_sub(DELIVERY_IDLE);
+    if rest.is_zero() {
+        return;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(rest) => {}
+        () = queued.notified() => {}
+        () = freed.notified() => {}
+        () = stopping.cancelled() => {}
+    }
+}
+
+/// The next pause of an idle delivery loop: twice the last, at most `DELIVERY_IDLE_MOST`.
+fn longer(idle: Duration) -> Duration {
+    idle.saturating_mul(2).min(DELIVERY_IDLE_MOST)
+}
+
 /// Whether an error is the disk's lack of room (contract §18), which a loop waits out quietly.
 pub trait IsFull {
     fn is_full(&self) -> bool;
@@ -448,6 +480,10 @@ const MAX_UNSAVED: usize = 1_024;
 /// Outcomes saved per transaction, at most.
 const RECORD_BATCH: usize = 1_000;
 const DELIVERY_IDLE: Duration = Duration::from_millis(10);
+/// The longest pause of a delivery loop that keeps finding nothing due. Deliveries queued in
+/// this process end it; those queued by other processes, and retries coming due, wait for
+/// it (docs/operations.md, Background work).
+const DELIVERY_IDLE_MOST: Duration = Duration::from_millis(250);
 
 /// Webhook delivery: one loop claims due deliveries (per subscription at most `per_endpoint`
 /// calls in flight, so a slow endpoint cannot take the slots of healthy ones), each call runs in
@@ -461,6 +497,7 @@ const DELIVERY_IDLE: Duration = Duration::from_millis(10);
 pub fn spawn_deliveries(
     supervisor: &Supervisor,
     service: Arc<DeliveryService>,
+    queued: Arc<Notify>,
     per_endpoint: u32,
     lease: chrono::Duration,
 ) {
@@ -494,7 +531,7 @@ pub fn spawn_deliveries(
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     let attempts = supervisor.metrics.clone();
     supervisor.supervise("webhook", move || {
-        let (service, done, freed, in_flight, unsaved, loops, stopping, attempts) = (
+        let (service, done, freed, in_flight, unsaved, loops, stopping, attempts, queued) = (
             service.clone(),
             done.clone(),
             freed.clone(),
@@ -503,9 +540,11 @@ pub fn spawn_deliveries(
             loops.clone(),
             stopping.clone(),
             attempts.clone(),
+            queued.clone(),
         );
         async move {
             let mut pacing = Pacing::new("webhook");
+            let mut idle = DELIVERY_IDLE;
             loop {
                 if stopping.is_cancelled() {
                     // Claims no more; the calls in flight finish and their outcomes are saved
@@ -542,9 +581,11 @@ pub fn spawn_deliveries(
                     // subscription back within its threshold or a batch of outcomes is saved
                     // (the drain of a backlog waited a poll for each round of calls).
                     Ok(jobs) if jobs.is_empty() => {
-                        pause_until_freed(&stopping, &freed, DELIVERY_IDLE).await
+                        pause_while_idle(&stopping, &freed, &queued, idle).await;
+                        idle = longer(idle);
                     }
                     Ok(jobs) => {
+                        idle = DELIVERY_IDLE;
                         unsaved.fetch_add(jobs.len(), Ordering::AcqRel);
                         let mut counts = lock(&in_flight);
                         for job in jobs {
@@ -722,6 +763,55 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    /// An idle delivery loop pauses twice as long each time nothing is due, up to its most.
+    #[test]
+    fn an_idle_delivery_loop_pauses_longer_up_to_its_most() {
+        let mut idle = DELIVERY_IDLE;
+        let mut pauses = Vec::new();
+        for _ in 0..7 {
+            pauses.push(idle.as_millis());
+            idle = longer(idle);
+        }
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 250, 250]);
+    }
+
+    /// An idle pause lasts `DELIVERY_IDLE` at least, even when deliveries were queued before
+    /// it; past that, it ends when deliveries are queued, or at its length.
+    #[tokio::test]
+    async fn an_idle_pause_ends_when_deliveries_are_queued_but_not_before_its_least() {
+        let (stopping, freed, queued) = (CancellationToken::new(), Notify::new(), Notify::new());
+        queued.notify_one();
+        let began = Instant::now();
+        pause_while_idle(&stopping, &freed, &queued, DELIVERY_IDLE).await;
+        assert!(began.elapsed() >= DELIVERY_IDLE, "the least pause");
+        let began = Instant::now();
+        pause_while_idle(&stopping, &freed, &queued, DELIVERY_IDLE_MOST).await;
+        let woken = began.elapsed();
+        assert!(
+            woken >= DELIVERY_IDLE && woken < DELIVERY_IDLE_MOST,
+            "queued before the pause: it ends after its least ({woken:?})"
+        );
+        let queued = Arc::new(queued);
+        let later = queued.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            later.notify_one();
+        });
+        let began = Instant::now();
+        pause_while_idle(&stopping, &freed, &queued, Duration::from_secs(5)).await;
+        let woken = began.elapsed();
+        assert!(
+            woken >= Duration::from_millis(60) && woken < Duration::from_secs(4),
+            "queued during the pause ({woken:?})"
+        );
+        let began = Instant::now();
+        pause_while_idle(&stopping, &freed, &queued, Duration::from_millis(120)).await;
+        assert!(
+            began.elapsed() >= Duration::from_millis(120),
+            "nothing queued: its whole length"
+        );
+    }
+
     #[tokio::test]
     async fn a_loop_that_dies_is_started_again_counted_and_goes_on() {
         let loops = Arc::new(Loops::default());
@@ -838,7 +928,13 @@ mod tests {
             RetryPolicy::default(),
         ));
         let supervisor = Supervisor::new(Arc::new(Loops::default()), Metrics::new().expect("m"));
-        spawn_deliveries(&supervisor, service, 64, chrono::Duration::seconds(30));
+        spawn_deliveries(
+            &supervisor,
+            service,
+            Arc::default(),
+            64,
+            chrono::Duration::seconds(30),
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         while !disabled.load(Ordering::SeqCst) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -167,7 +167,8 @@ pub struct Database {
     /// How long calls waited for a connection: for a turn at the gate and for the pool
     /// (`workbench_db_pool_wait_seconds`).
     checkouts: Arc<domain::health::Durations>,
-    /// Told whose cards changed when a write transaction commits (contract §12).
+    /// Told whose cards changed when a write transaction commits (contract §12), and whether
+    /// it queued webhook deliveries.
     feed: notices::FeedSink,
 }
 
@@ -248,6 +249,13 @@ impl Database {
     /// changes come through [`crate::listen_for_feed`].
     pub fn tell_feed(&self, notices: Arc<dyn domain::feed::FeedNotices>) {
         self.feed.set(notices);
+    }
+
+    /// Notified each time a write transaction of this database (or of a clone) that queued
+    /// webhook deliveries commits, so that the delivery loop need not poll for them often.
+    /// Deliveries queued by other processes, and retries coming due, are not told.
+    pub fn deliveries_queued(&self) -> Arc<tokio::sync::Notify> {
+        self.feed.deliveries()
     }
 
     /// When a call starting now must be answered (contract §20): one deadline for the wait
