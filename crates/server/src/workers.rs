@@ -581,6 +581,12 @@ pub fn spawn_deliveries(
                     // subscription back within its threshold or a batch of outcomes is saved
                     // (the drain of a backlog waited a poll for each round of calls).
                     Ok(jobs) if jobs.is_empty() => {
+                        // Calls in flight or outcomes not yet saved: the loop is not idle, and
+                        // pauses as it did before it backed off (a backlog drained more slowly
+                        // on SQLite when it backed off between rounds of calls).
+                        if unsaved.load(Ordering::Acquire) > 0 {
+                            idle = DELIVERY_IDLE;
+                        }
                         pause_while_idle(&stopping, &freed, &queued, idle).await;
                         idle = longer(idle);
                     }
