@@ -134,14 +134,9 @@ fn graph(src: &Path) -> Graph {
         if module == "lib" || module == "main" {
             continue;
         }
-        let name = file.file_name().unwrap_or_default().to_string_lossy();
-        if name == "tests.rs" || name.ends_with("_tests.rs") {
+        let Some(text) = outside_tests(&file) else {
             continue;
-        }
-        let mut text = std::fs::read_to_string(&file).unwrap_or_default();
-        if let Some(at) = text.find("#[cfg(test)]\nmod tests {") {
-            text.truncate(at);
-        }
+        };
         let edges = graph.entry(module.clone()).or_default();
         for name in crate_paths(&code(&text)) {
             let target = exports.get(&name).cloned().unwrap_or(name);
@@ -186,21 +181,43 @@ fn cycle_from(graph: &Graph, start: &str) -> Option<Vec<String>> {
     walk(graph, start, start, &mut path, &mut seen).then_some(path)
 }
 
+/// Each crate of the workspace with a `src` folder: its name and that folder.
+fn crate_sources() -> Vec<(String, PathBuf)> {
+    let crates = workspace().join("crates");
+    std::fs::read_dir(&crates)
+        .expect("crates/")
+        .flatten()
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (name, entry.path().join("src"))
+        })
+        .filter(|(_, src)| src.is_dir())
+        .collect()
+}
+
+/// The text of a source file before its inline test module (`#[cfg(test)] mod tests` at its
+/// end); none for a file of tests (`tests.rs`, `*_tests.rs`).
+fn outside_tests(file: &Path) -> Option<String> {
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return None;
+    }
+    let mut text = std::fs::read_to_string(file).unwrap_or_default();
+    if let Some(at) = text.find("#[cfg(test)]\nmod tests {") {
+        text.truncate(at);
+    }
+    Some(text)
+}
+
 #[test]
 fn no_crate_has_an_import_cycle_between_its_top_level_modules() {
-    let crates = workspace().join("crates");
     let mut cycles = Vec::new();
     let mut checked = 0;
-    for entry in std::fs::read_dir(&crates).expect("crates/").flatten() {
-        let src = entry.path().join("src");
-        if !src.is_dir() {
-            continue;
-        }
+    for (name, src) in crate_sources() {
         let graph = graph(&src);
         checked += graph.len();
         for module in graph.keys() {
             if let Some(cycle) = cycle_from(&graph, module) {
-                let name = entry.file_name().to_string_lossy().into_owned();
                 cycles.push(format!("{name}: {} -> {module}", cycle.join(" -> ")));
             }
         }
@@ -209,31 +226,20 @@ fn no_crate_has_an_import_cycle_between_its_top_level_modules() {
     assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
 }
 
-/// The longest a source file may be, its tests left out (`tests.rs`, `*_tests.rs` and an inline
-/// `#[cfg(test)] mod tests` at its end, as for the import check).
+/// The longest a source file may be, its tests left out as for the import check.
 const MOST_LINES: usize = 800;
-
-/// The lines of `text` before its inline test module, if any.
-fn lines_outside_tests(text: &str) -> usize {
-    let code = text
-        .find("#[cfg(test)]\nmod tests {")
-        .map_or(text, |at| &text[..at]);
-    code.lines().count()
-}
 
 #[test]
 fn no_source_file_is_longer_than_800_lines_outside_its_tests() {
-    let crates = workspace().join("crates");
     let mut long = Vec::new();
     let mut checked = 0;
-    for entry in std::fs::read_dir(&crates).expect("crates/").flatten() {
-        for file in files(&entry.path().join("src")) {
-            let name = file.file_name().unwrap_or_default().to_string_lossy();
-            if name == "tests.rs" || name.ends_with("_tests.rs") {
+    for (_, src) in crate_sources() {
+        for file in files(&src) {
+            let Some(text) = outside_tests(&file) else {
                 continue;
-            }
+            };
             checked += 1;
-            let lines = lines_outside_tests(&std::fs::read_to_string(&file).unwrap_or_default());
+            let lines = text.lines().count();
             if lines > MOST_LINES {
                 long.push(format!("{}: {lines}", file.display()));
             }
@@ -249,11 +255,15 @@ fn no_source_file_is_longer_than_800_lines_outside_its_tests() {
 
 #[test]
 fn the_check_sees_a_cycle_and_the_paths_it_is_made_of() {
-    assert_eq!(
-        lines_outside_tests("a\nb\n#[cfg(test)]\nmod tests {\nc\n}\n"),
-        2
-    );
-    assert_eq!(lines_outside_tests("a\n#[cfg(test)]\nfn f() {}\n"), 3);
+    let dir = std::env::temp_dir().join(format!("layers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (code, tests) = (dir.join("code.rs"), dir.join("code_tests.rs"));
+    for file in [&code, &tests] {
+        std::fs::write(file, "a\nb\n#[cfg(test)]\nmod tests {\nc\n}\n").expect("write");
+    }
+    assert_eq!(outside_tests(&code).map(|t| t.lines().count()), Some(2));
+    assert_eq!(outside_tests(&tests), None);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         crate_paths("use crate::{a::B, c, d::{e, f}};\nlet x = crate::g::h();"),
         ["a", "c", "d", "g"]

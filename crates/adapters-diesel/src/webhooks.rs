@@ -28,37 +28,12 @@ use crate::schema::{
 };
 use crate::totals::{CardOf, Totals};
 
+mod pending;
 mod sealing;
+use pending::pending_subscriptions;
 use sealing::{open, seal};
 
 const INSERT_CHUNK: usize = 500;
-/// Subscriptions with pending work one claim looks at, at most.
-const MAX_SCANNED_SUBSCRIPTIONS: i64 = 10_000;
-
-#[derive(QueryableByName)]
-struct SubscriptionId {
-    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
-    id: Option<String>,
-}
-
-/// The distinct subscriptions with pending deliveries, by a recursive "loose index scan" over
-/// `webhook_deliveries_sub_due`: one probe per subscription, not one row per delivery.
-fn pending_subscriptions(conn: &mut AnyConnection) -> Result<Vec<String>, Failure> {
-    let sql = format!(
-        "WITH RECURSIVE subs(id) AS ( \
-           SELECT MIN(subscription_id) FROM webhook_deliveries WHERE status = '{pending}' \
-           UNION ALL \
-           SELECT (SELECT MIN(d.subscription_id) FROM webhook_deliveries d \
-                   WHERE d.status = '{pending}' AND d.subscription_id > subs.id) \
-           FROM subs WHERE subs.id IS NOT NULL \
-         ) SELECT id FROM subs WHERE id IS NOT NULL LIMIT {MAX_SCANNED_SUBSCRIPTIONS}",
-        pending = DeliveryStatus::Pending.as_str()
-    );
-    let rows: Vec<SubscriptionId> =
-        crate::per_backend!(&mut *conn, c => diesel::sql_query(&sql).load(c))?;
-    Ok(rows.into_iter().filter_map(|r| r.id).collect())
-}
-
 #[derive(Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = webhook_subscriptions, treat_none_as_null = true)]
 struct SubscriptionRow {
