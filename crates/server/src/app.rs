@@ -26,6 +26,10 @@ use secrecy::ExposeSecret;
 use crate::config::Settings;
 use crate::workers::{self, Supervisor};
 
+/// The recorder's writing threads for CSV rows on PostgreSQL (docs/scaling.md, CSV tasks on
+/// PostgreSQL).
+const CSV_WRITERS: usize = 2;
+
 /// A call to FCM, Google's token endpoint or APNs gives up after this.
 pub const PUSH_TIMEOUT_SECONDS: u64 = 15;
 
@@ -192,12 +196,17 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
-        if db.backend() == adapters_diesel::Backend::Postgres && settings.database_pool_size < 4 {
-            // The recorders' three writers take pool connections besides the calls.
+        // The recorders' writers (one for `/start`, `CSV_WRITERS` for CSV rows) take pool
+        // connections besides the calls, which need one more.
+        let least = 1 + CSV_WRITERS + 1;
+        if db.backend() == adapters_diesel::Backend::Postgres
+            && usize::try_from(settings.database_pool_size).is_ok_and(|size| size < least)
+        {
             tracing::warn!(
                 pool_size = settings.database_pool_size,
-                "a pool of fewer than 4 connections on PostgreSQL leaves requests waiting for \
-                 one while a CSV task is recorded (WORKBENCH_DATABASE_POOL_SIZE)"
+                least,
+                "a pool this small on PostgreSQL leaves requests waiting for a connection \
+                 while a CSV task is recorded (WORKBENCH_DATABASE_POOL_SIZE)"
             );
         }
         // On PostgreSQL a CSV task's rows are recorded by a recorder of their own, with two
@@ -208,7 +217,7 @@ impl App {
         let bulk_triggers = match db.backend() {
             adapters_diesel::Backend::Postgres => Arc::new(TriggerService::new(
                 flows.clone(),
-                Arc::new(DieselInvocationRepository::new(db.clone()).with_writers(2)),
+                Arc::new(DieselInvocationRepository::new(db.clone()).with_writers(CSV_WRITERS)),
                 segments.clone(),
                 streams.clone(),
                 clock.clone(),

@@ -169,7 +169,7 @@ pub struct Database {
     checkouts: Arc<domain::health::Durations>,
     /// Told whose cards changed when a write transaction commits (contract §12), and whether
     /// it queued webhook deliveries.
-    feed: notices::FeedSink,
+    told: notices::Told,
 }
 
 /// The buckets of the waits for a connection, in seconds: from a free connection at once to
@@ -240,7 +240,7 @@ impl Database {
             threads: Arc::new(threads::Threads::new(pool_size.max(1) as usize, "db-call")),
             canceller,
             checkouts: Arc::new(domain::health::Durations::new(CHECKOUT_BUCKETS)),
-            feed: Default::default(),
+            told: Default::default(),
         })
     }
 
@@ -248,14 +248,14 @@ impl Database {
     /// of a clone) commits card events (contract §12). On PostgreSQL, other processes'
     /// changes come through [`crate::listen_for_feed`].
     pub fn tell_feed(&self, notices: Arc<dyn domain::feed::FeedNotices>) {
-        self.feed.set(notices);
+        self.told.set(notices);
     }
 
     /// Notified each time a write transaction of this database (or of a clone) that queued
     /// webhook deliveries commits, so that the delivery loop need not poll for them often.
     /// Deliveries queued by other processes, and retries coming due, are not told.
     pub fn deliveries_queued(&self) -> Arc<tokio::sync::Notify> {
-        self.feed.deliveries()
+        self.told.deliveries()
     }
 
     /// When a call starting now must be answered (contract §20): one deadline for the wait
@@ -450,11 +450,11 @@ impl Database {
     {
         let deadline = self.deadline();
         let _turn = self.writers_turn(deadline).await?;
-        let feed = self.feed.clone();
+        let told = self.told.clone();
         let outcome = self
             .run_unreported(deadline, move |conn| {
                 let outcome = write_transaction(conn, work);
-                feed.tell(notices::take());
+                told.tell(notices::take());
                 outcome
             })
             .await;
@@ -501,7 +501,7 @@ impl Database {
         let deadline = self.deadline();
         let _turn = self.writers_turn(deadline).await?;
         let relax = self.synchronous == Synchronous::Full;
-        let feed = self.feed.clone();
+        let told = self.told.clone();
         let outcome = self
             .run_unreported(deadline, move |conn| {
                 let outcome = match conn {
@@ -528,7 +528,7 @@ impl Database {
                         work(conn)
                     }),
                 };
-                feed.tell(notices::take());
+                told.tell(notices::take());
                 outcome
             })
             .await;
@@ -554,7 +554,7 @@ impl Database {
         self.checkouts.observe(started.elapsed());
         let mut pooled = pooled.map_err(|e| StorageError::Unavailable(e.to_string()))?;
         let written = write_transaction(&mut pooled.conn, work);
-        self.feed.tell(notices::take());
+        self.told.tell(notices::take());
         let outcome = match written {
             Ok(value) => Ok(Some(value)),
             Err(Failure::Retry) => Ok(None),

@@ -55,12 +55,12 @@ pub(crate) struct Noted {
 /// Who is told what committed transactions noted, shared by every clone of a database: the
 /// process's feed notices (none until told), and the delivery loop's wake-up.
 #[derive(Clone, Default)]
-pub(crate) struct FeedSink {
+pub(crate) struct Told {
     feed: Arc<RwLock<Option<Arc<dyn FeedNotices>>>>,
     deliveries: Arc<Notify>,
 }
 
-impl FeedSink {
+impl Told {
     pub(crate) fn set(&self, notices: Arc<dyn FeedNotices>) {
         if let Ok(mut sink) = self.feed.write() {
             *sink = Some(notices);
