@@ -376,6 +376,7 @@ impl BulkRepository for DieselBulkRepository {
                     bulk_tasks::updated.eq(now),
                 ))
                 .execute(conn)?;
+                crate::db::notices::queued(crate::Work::CsvTasks);
                 Ok(())
             })
             .await

@@ -457,6 +457,7 @@ impl CancelRepository for DieselCancelRepository {
                 diesel::insert_into(cancel_tasks::table)
                     .values(&row)
                     .execute(conn)?;
+                crate::db::notices::queued(crate::Work::Cancels);
                 Ok(())
             })
             .await

@@ -52,6 +52,7 @@ pub use crypto::{KeyError, SecretBox};
 pub mod clock;
 pub use cards::DieselCardRepository;
 pub use clock::DatabaseClock;
+pub use db::notices::Work;
 pub use db::{
     apply_migrations, schema_status, Backend, Database, DatabaseError, DatabaseUrl, SchemaStatus,
     Synchronous, Waits, WAL_LIMIT_BYTES,

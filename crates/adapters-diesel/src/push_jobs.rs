@@ -126,12 +126,16 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
             });
         }
     }
+    if rows.is_empty() {
+        return Ok(());
+    }
     for chunk in rows.chunks(CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(push_jobs::table)
             .values(chunk)
             .on_conflict_do_nothing()
             .execute(c))?;
     }
+    crate::db::notices::queued(crate::Work::Pushes);
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 
 use diesel::prelude::*;
-use domain::trigger::{BatchResult, Invocation};
+use domain::trigger::{BatchResult, Invocation, InvocationStatus};
 use domain::StorageError;
 
 use crate::db::{AnyConnection, Backend, Database, Failure};
@@ -551,11 +551,22 @@ pub(crate) fn write_new(
     }
     let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
     writes.runs.write(conn, &runs, totals)?;
+    let mut for_engine = false;
     for (i, run) in new {
         totals.started(i);
-        if let Some(run) = run {
-            totals.ended(&Ended::of(i), run.status, run.updated.naive_utc());
+        match run {
+            Some(run) => {
+                totals.ended(&Ended::of(i), run.status, run.updated.naive_utc());
+                for_engine |= matches!(
+                    run.status,
+                    InvocationStatus::Pending | InvocationStatus::Running
+                );
+            }
+            None => for_engine = true,
         }
+    }
+    if for_engine {
+        crate::db::notices::queued(crate::Work::Invocations);
     }
     Ok(true)
 }

@@ -140,7 +140,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
         }
     }
     if !rows.is_empty() {
-        crate::db::notices::deliveries_queued();
+        crate::db::notices::queued(crate::Work::Deliveries);
     }
     for chunk in rows.chunks(INSERT_CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
@@ -418,7 +418,7 @@ impl WebhookRepository for DieselWebhookRepository {
                         })
                         .execute(conn)?;
                 }
-                crate::db::notices::deliveries_queued();
+                crate::db::notices::queued(crate::Work::Deliveries);
                 Ok(true)
             })
             .await
@@ -454,7 +454,7 @@ impl WebhookRepository for DieselWebhookRepository {
                 ))
                 .execute(conn)?;
                 if n > 0 {
-                    crate::db::notices::deliveries_queued();
+                    crate::db::notices::queued(crate::Work::Deliveries);
                 }
                 Ok(n)
             })

@@ -2216,7 +2216,7 @@ mod webhooks {
     /// that queue none do not.
     async fn committed_deliveries_wake_the_delivery_loop(url: &str) {
         let (db, repo) = setup(url).await;
-        let queued = db.deliveries_queued();
+        let queued = db.queued(adapters_diesel::Work::Deliveries);
         repo.create(&subscription("whk_all", &["card-published"], None), 100)
             .await
             .expect("create");
@@ -2776,6 +2776,68 @@ mod bulk_cancel_push {
         run
     }
 
+    async fn woken(queued: &tokio::sync::Notify) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(50), queued.notified())
+            .await
+            .is_ok()
+    }
+
+    /// A committed transaction wakes the loop of each kind of work it queued: invocations
+    /// left to the engine, a cancel task, a CSV task uploaded. Work run to its end when
+    /// recorded, and claims, wake none.
+    async fn committed_work_wakes_the_loop_that_claims_it(url: &str) {
+        use adapters_diesel::Work;
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        let [engine, cancels, csv] =
+            [Work::Invocations, Work::Cancels, Work::CsvTasks].map(|work| db.queued(work));
+        let run = run_of("inv_1", vec![card("crd_1", "fin_1", "u1", 5, 3)]);
+        invocations
+            .record_run(vec![(
+                invocation("inv_1", Mode::Live, "fp", false),
+                Some(run),
+            )])
+            .await
+            .expect("record");
+        assert!(!woken(&engine).await, "run to its end when recorded");
+        invocations
+            .record_run(vec![(invocation("inv_2", Mode::Live, "fp", false), None)])
+            .await
+            .expect("record");
+        assert!(woken(&engine).await, "left to the engine");
+        assert_eq!(
+            invocations
+                .claim(t(5), t(40), 10)
+                .await
+                .expect("claim")
+                .len(),
+            1
+        );
+        assert!(!woken(&engine).await, "a claim queues nothing");
+        let cancel = cancel_task(
+            "00000000-0000-4000-8000-000000000001",
+            4,
+            CancelFilter::default(),
+        );
+        DieselCancelRepository::new(db.clone())
+            .create(&cancel)
+            .await
+            .expect("cancel");
+        assert!(woken(&cancels).await, "a cancel task");
+        let repo = DieselBulkRepository::new(db.clone());
+        let id = repo.create(&bulk_task()).await.expect("create");
+        assert!(repo.begin_upload("env_a", id, t(2)).await.expect("begin"));
+        assert!(!woken(&csv).await, "an upload under way");
+        repo.finish_upload("env_a", id, vec!["target.attributes.id".into()], 0, t(3))
+            .await
+            .expect("finish");
+        assert!(woken(&csv).await, "an upload finished");
+        assert!(
+            !woken(&engine).await && !woken(&cancels).await,
+            "each its own"
+        );
+    }
+
     async fn a_run_is_saved_with_its_invocation_when_new_and_cancels_apply(url: &str) {
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());
@@ -3119,6 +3181,7 @@ mod bulk_cancel_push {
             .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
             .await
             .expect("record");
+        let queued = db.queued(adapters_diesel::Work::Pushes);
         // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not push.
         invocations
             .save_batches(vec![batch(
@@ -3133,6 +3196,7 @@ mod bulk_cancel_push {
             )])
             .await
             .expect("batch");
+        assert!(woken(&queued).await, "pushes queued wake the push loop");
         let claimed = jobs.claim(t(10), t(40), 10).await.expect("claim");
         let mut pairs: Vec<(String, String)> = claimed
             .iter()
@@ -3907,6 +3971,7 @@ mod bulk_cancel_push {
         a_cancel_takes_whole_instances_and_leaves_cards_when_asked,
         a_cancel_walks_the_flows_invocations_and_their_users_in_order,
         a_run_is_saved_with_its_invocation_when_new_and_cancels_apply,
+        committed_work_wakes_the_loop_that_claims_it,
         calls_recorded_together_are_each_decided_as_if_alone,
         calls_written_by_two_writers_are_each_decided_as_if_alone,
         push_platforms_are_unique_sealed_and_deleted_only_when_disabled,

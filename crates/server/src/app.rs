@@ -8,7 +8,7 @@ use std::time::Duration;
 use adapters_diesel::{
     Database, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
     DieselFolderRepository, DieselHealthProbe, DieselInvocationRepository, DieselSegmentRepository,
-    DieselSettingsRepository, DieselStreamRepository, SecretBox,
+    DieselSettingsRepository, DieselStreamRepository, SecretBox, Work,
 };
 use anyhow::Context;
 use api_actix::{AppState, Metrics};
@@ -324,20 +324,28 @@ impl App {
     /// Starts every background loop under `supervisor`, and gives the HTTP state back.
     pub fn start_loops(self, supervisor: &Supervisor) -> AppState {
         let App { state, loops } = self;
-        let queued = loops.db.deliveries_queued();
-        workers::spawn(supervisor, loops.engine, state.cards.clone(), 2);
-        workers::spawn_checkpointer(supervisor, loops.db);
-        workers::spawn_cancels(supervisor, loops.cancels);
-        workers::spawn_bulk(supervisor, loops.bulk);
+        // Each loop is woken by the work this process's commits queue for it.
+        let queued = |work| loops.db.queued(work);
+        let engine = queued(Work::Invocations);
+        workers::spawn(supervisor, loops.engine, engine, state.cards.clone(), 2);
+        workers::spawn_cancels(supervisor, loops.cancels, queued(Work::Cancels));
+        workers::spawn_bulk(supervisor, loops.bulk, queued(Work::CsvTasks));
         workers::spawn_deliveries(
             supervisor,
             loops.deliveries,
-            queued,
+            queued(Work::Deliveries),
             loops.webhook_concurrency,
             loops.webhook_lease,
         );
         // The lease outlasts a call's timeout and the saving of its outcome.
-        workers::spawn_pushes(supervisor, loops.pushes, lease(4 * PUSH_TIMEOUT_SECONDS));
+        let pushes = queued(Work::Pushes);
+        workers::spawn_pushes(
+            supervisor,
+            loops.pushes,
+            pushes,
+            lease(4 * PUSH_TIMEOUT_SECONDS),
+        );
+        workers::spawn_checkpointer(supervisor, loops.db);
         workers::spawn_pruner(supervisor, loops.pruner);
         state
     }

@@ -26,11 +26,18 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod pauses;
 mod pushes;
+use pauses::{pause, pause_until_freed, Idle};
 pub use pushes::spawn_pushes;
 
-/// Pause when there is nothing to do.
+/// A loop's pause after a step that found nothing to do, at least.
 const IDLE: Duration = Duration::from_millis(50);
+/// A loop's longest pause while each step finds nothing to do. Work queued in this process
+/// ends it once its [`IDLE`] has passed; work queued by other processes, and work that comes
+/// due with time (a retry, a lease run out), waits for it (docs/operations.md, Background
+/// work).
+const IDLE_MOST: Duration = Duration::from_millis(250);
 /// Pause after a storage error, so a database outage is not hammered.
 const BACKOFF: Duration = Duration::from_secs(1);
 const SCHEDULER_PERIOD: Duration = Duration::from_millis(500);
@@ -144,9 +151,10 @@ impl Supervisor {
         }
     }
 
-    /// Runs `step` forever under `name`: again at once after work, after [`IDLE`] when there
-    /// was none, after [`BACKOFF`] when it failed.
-    pub fn run_loop<F, Fut, E>(&self, name: &'static str, step: F)
+    /// Runs `step` forever under `name`: again at once after work, after an [`Idle`] pause
+    /// from [`IDLE`] up to [`IDLE_MOST`] when there was none (ended by `queued` once its least
+    /// has passed), after [`BACKOFF`] when it failed.
+    pub fn run_loop<F, Fut, E>(&self, name: &'static str, queued: Arc<Notify>, step: F)
     where
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<bool, E>> + Send,
@@ -155,74 +163,29 @@ impl Supervisor {
         let step = Arc::new(step);
         let (loops, stopping) = (self.loops.clone(), self.stopping.clone());
         self.supervise(name, move || {
-            let (step, loops, stopping) = (step.clone(), loops.clone(), stopping.clone());
+            let (step, loops, stopping, queued) = (
+                step.clone(),
+                loops.clone(),
+                stopping.clone(),
+                queued.clone(),
+            );
             async move {
                 let mut pacing = Pacing::new(name);
+                let mut idle = Idle::new(IDLE, IDLE_MOST);
                 while !stopping.is_cancelled() {
                     let outcome = reported(&loops, name, step()).await;
                     if outcome.is_ok() {
                         pacing.ok();
                     }
                     match outcome {
-                        Ok(true) => {}
-                        Ok(false) => pause(&stopping, IDLE).await,
+                        Ok(true) => idle.worked(),
+                        Ok(false) => idle.pause(&stopping, &queued, None).await,
                         Err(e) => pause(&stopping, pacing.failed(&e)).await,
                     }
                 }
             }
         });
     }
-}
-
-/// Sleeps for `length`, or until the loops are to stop.
-async fn pause(stopping: &CancellationToken, length: Duration) {
-    tokio::select! {
-        () = tokio::time::sleep(length) => {}
-        () = stopping.cancelled() => {}
-    }
-}
-
-/// Sleeps for `length`, or until a saver frees a slot (`freed`), or the loops are to stop. A
-/// claim loop whose slots are all taken goes on as soon as outcomes are saved, not a poll
-/// later. `freed` holds one permit for a save made while nothing waited, so none is missed.
-async fn pause_until_freed(stopping: &CancellationToken, freed: &Notify, length: Duration) {
-    tokio::select! {
-        () = tokio::time::sleep(length) => {}
-        () = freed.notified() => {}
-        () = stopping.cancelled() => {}
-    }
-}
-
-/// After a claim of deliveries found nothing: `DELIVERY_IDLE` at least (a save that frees a
-/// slot, or the loops' stop, ends it sooner), then, until deliveries are queued in this
-/// process (`queued`), up to `idle` in all. The delivery loop claims as often as before while
-/// work comes, and rarely while none does.
-async fn pause_while_idle(
-    stopping: &CancellationToken,
-    freed: &Notify,
-    queued: &Notify,
-    idle: Duration,
-) {
-    tokio::select! {
-        () = tokio::time::sleep(DELIVERY_IDLE) => {}
-        () = freed.notified() => return,
-        () = stopping.cancelled() => return,
-    }
-    let rest = idle.saturating_sub(DELIVERY_IDLE);
-    if rest.is_zero() {
-        return;
-    }
-    tokio::select! {
-        () = tokio::time::sleep(rest) => {}
-        () = queued.notified() => {}
-        () = freed.notified() => {}
-        () = stopping.cancelled() => {}
-    }
-}
-
-/// The next pause of an idle delivery loop: twice the last, at most `DELIVERY_IDLE_MOST`.
-fn longer(idle: Duration) -> Duration {
-    idle.saturating_mul(2).min(DELIVERY_IDLE_MOST)
 }
 
 /// Whether an error is the disk's lack of room (contract §18), which a loop waits out quietly.
@@ -321,16 +284,19 @@ async fn reported<T, E>(
     outcome
 }
 
+/// The engine's `engines` loops, woken by invocations `queued` in this process, and the
+/// scheduler.
 pub fn spawn(
     supervisor: &Supervisor,
     engine: Arc<Engine>,
+    queued: Arc<Notify>,
     cards: Arc<CardService>,
     engines: usize,
 ) {
     supervisor.metrics.stale_outcomes("invocation", 0);
     for _ in 0..engines {
         let (engine, metrics) = (engine.clone(), supervisor.metrics.clone());
-        supervisor.run_loop("engine", move || {
+        supervisor.run_loop("engine", queued.clone(), move || {
             let (engine, metrics) = (engine.clone(), metrics.clone());
             async move {
                 let outcome = engine.step().await;
@@ -393,11 +359,16 @@ pub fn spawn_checkpointer(supervisor: &Supervisor, db: adapters_diesel::Database
     });
 }
 
-/// The cancel worker: one task at a time, batch by batch.
-pub fn spawn_cancels(supervisor: &Supervisor, cancels: Arc<domain::cancel::CancelService>) {
+/// The cancel worker: one task at a time, batch by batch; woken by tasks `queued` in this
+/// process.
+pub fn spawn_cancels(
+    supervisor: &Supervisor,
+    cancels: Arc<domain::cancel::CancelService>,
+    queued: Arc<Notify>,
+) {
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("cancel", 0);
-    supervisor.run_loop("cancel", move || {
+    supervisor.run_loop("cancel", queued, move || {
         let (cancels, metrics) = (cancels.clone(), metrics.clone());
         async move {
             let outcome = cancels.step().await;
@@ -407,11 +378,17 @@ pub fn spawn_cancels(supervisor: &Supervisor, cancels: Arc<domain::cancel::Cance
     });
 }
 
-/// The CSV worker: hands uploaded rows to the engine, a step at a time.
-pub fn spawn_bulk(supervisor: &Supervisor, bulk: Arc<domain::bulk::BulkService>) {
+/// The CSV worker: hands uploaded rows to the engine, a step at a time; woken by uploads
+/// finished (`queued`) in this process. A task waiting for a slot of its environment waits
+/// for a poll, as work from another process does.
+pub fn spawn_bulk(
+    supervisor: &Supervisor,
+    bulk: Arc<domain::bulk::BulkService>,
+    queued: Arc<Notify>,
+) {
     let metrics = supervisor.metrics.clone();
     metrics.stale_outcomes("csv", 0);
-    supervisor.run_loop("bulk", move || {
+    supervisor.run_loop("bulk", queued, move || {
         let (bulk, metrics) = (bulk.clone(), metrics.clone());
         async move {
             let outcome = bulk.step().await;
@@ -479,11 +456,9 @@ pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Prun
 const MAX_UNSAVED: usize = 1_024;
 /// Outcomes saved per transaction, at most.
 const RECORD_BATCH: usize = 1_000;
+/// The delivery loop's pause after a claim that found nothing, at least; its longest is
+/// [`IDLE_MOST`].
 const DELIVERY_IDLE: Duration = Duration::from_millis(10);
-/// The longest pause of a delivery loop that keeps finding nothing due. Deliveries queued in
-/// this process end it; those queued by other processes, and retries coming due, wait for
-/// it (docs/operations.md, Background work).
-const DELIVERY_IDLE_MOST: Duration = Duration::from_millis(250);
 
 /// Webhook delivery: one loop claims due deliveries (per subscription at most `per_endpoint`
 /// calls in flight, so a slow endpoint cannot take the slots of healthy ones), each call runs in
@@ -544,7 +519,7 @@ pub fn spawn_deliveries(
         );
         async move {
             let mut pacing = Pacing::new("webhook");
-            let mut idle = DELIVERY_IDLE;
+            let mut idle = Idle::new(DELIVERY_IDLE, IDLE_MOST);
             loop {
                 if stopping.is_cancelled() {
                     // Claims no more; the calls in flight finish and their outcomes are saved
@@ -585,13 +560,12 @@ pub fn spawn_deliveries(
                         // pauses as it did before it backed off (a backlog drained more slowly
                         // on SQLite when it backed off between rounds of calls).
                         if unsaved.load(Ordering::Acquire) > 0 {
-                            idle = DELIVERY_IDLE;
+                            idle.worked();
                         }
-                        pause_while_idle(&stopping, &freed, &queued, idle).await;
-                        idle = longer(idle);
+                        idle.pause(&stopping, &queued, Some(&freed)).await;
                     }
                     Ok(jobs) => {
-                        idle = DELIVERY_IDLE;
+                        idle.worked();
                         unsaved.fetch_add(jobs.len(), Ordering::AcqRel);
                         let mut counts = lock(&in_flight);
                         for job in jobs {
@@ -769,55 +743,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    /// An idle delivery loop pauses twice as long each time nothing is due, up to its most.
-    #[test]
-    fn an_idle_delivery_loop_pauses_longer_up_to_its_most() {
-        let mut idle = DELIVERY_IDLE;
-        let mut pauses = Vec::new();
-        for _ in 0..7 {
-            pauses.push(idle.as_millis());
-            idle = longer(idle);
-        }
-        assert_eq!(pauses, [10, 20, 40, 80, 160, 250, 250]);
-    }
-
-    /// An idle pause lasts `DELIVERY_IDLE` at least, even when deliveries were queued before
-    /// it; past that, it ends when deliveries are queued, or at its length.
-    #[tokio::test]
-    async fn an_idle_pause_ends_when_deliveries_are_queued_but_not_before_its_least() {
-        let (stopping, freed, queued) = (CancellationToken::new(), Notify::new(), Notify::new());
-        queued.notify_one();
-        let began = Instant::now();
-        pause_while_idle(&stopping, &freed, &queued, DELIVERY_IDLE).await;
-        assert!(began.elapsed() >= DELIVERY_IDLE, "the least pause");
-        let began = Instant::now();
-        pause_while_idle(&stopping, &freed, &queued, Duration::from_secs(5)).await;
-        let woken = began.elapsed();
-        assert!(
-            woken >= DELIVERY_IDLE && woken < Duration::from_secs(4),
-            "queued before the pause: it ends after its least ({woken:?})"
-        );
-        let queued = Arc::new(queued);
-        let later = queued.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(60)).await;
-            later.notify_one();
-        });
-        let began = Instant::now();
-        pause_while_idle(&stopping, &freed, &queued, Duration::from_secs(5)).await;
-        let woken = began.elapsed();
-        assert!(
-            woken >= Duration::from_millis(60) && woken < Duration::from_secs(4),
-            "queued during the pause ({woken:?})"
-        );
-        let began = Instant::now();
-        pause_while_idle(&stopping, &freed, &queued, Duration::from_millis(120)).await;
-        assert!(
-            began.elapsed() >= Duration::from_millis(120),
-            "nothing queued: its whole length"
-        );
-    }
-
     #[tokio::test]
     async fn a_loop_that_dies_is_started_again_counted_and_goes_on() {
         let loops = Arc::new(Loops::default());
@@ -826,7 +751,7 @@ mod tests {
         let steps = Arc::new(AtomicUsize::new(0));
         let counted = steps.clone();
         // The second step panics (a fault outside any unit); the others do their work.
-        supervisor.run_loop("test", move || {
+        supervisor.run_loop("test", Arc::default(), move || {
             let n = counted.fetch_add(1, Ordering::SeqCst);
             async move {
                 if n == 1 {
@@ -970,7 +895,7 @@ mod stop_tests {
         let supervisor = Supervisor::new(Arc::new(Loops::default()), Metrics::new().expect("m"));
         let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (s, f) = (started.clone(), finished.clone());
-        supervisor.run_loop("slow", move || {
+        supervisor.run_loop("slow", Arc::default(), move || {
             let (s, f) = (s.clone(), f.clone());
             async move {
                 s.fetch_add(1, Ordering::SeqCst);

@@ -167,8 +167,8 @@ pub struct Database {
     /// How long calls waited for a connection: for a turn at the gate and for the pool
     /// (`workbench_db_pool_wait_seconds`).
     checkouts: Arc<domain::health::Durations>,
-    /// Told whose cards changed when a write transaction commits (contract §12), and whether
-    /// it queued webhook deliveries.
+    /// Told whose cards changed when a write transaction commits (contract §12), and which
+    /// kinds of background work it queued.
     told: notices::Told,
 }
 
@@ -252,10 +252,11 @@ impl Database {
     }
 
     /// Notified each time a write transaction of this database (or of a clone) that queued
-    /// webhook deliveries commits, so that the delivery loop need not poll for them often.
-    /// Deliveries queued by other processes, and retries coming due, are not told.
-    pub fn deliveries_queued(&self) -> Arc<tokio::sync::Notify> {
-        self.told.deliveries()
+    /// `work` commits, so that the loop claiming it need not poll for it often. Work queued by
+    /// other processes, and work that comes due with time (a retry, a lease run out), is not
+    /// told.
+    pub fn queued(&self, work: notices::Work) -> Arc<tokio::sync::Notify> {
+        self.told.queued(work)
     }
 
     /// When a call starting now must be answered (contract §20): one deadline for the wait

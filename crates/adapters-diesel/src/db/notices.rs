@@ -1,6 +1,6 @@
 //! What a write transaction changed that the process is told of once it commits, kept on the
 //! thread that runs it and forgotten when it rolls back: whose cards changed (contract §12),
-//! for the feed, and whether webhook deliveries were queued, for the delivery loop.
+//! for the feed, and which kinds of background work it queued, for the loops that claim them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -12,8 +12,32 @@ use tokio::sync::Notify;
 thread_local! {
     /// The users whose card events the transaction on this thread wrote, by environment.
     static PENDING: RefCell<BTreeMap<String, Vec<String>>> = const { RefCell::new(BTreeMap::new()) };
-    /// Whether the transaction on this thread queued webhook deliveries.
-    static QUEUED: Cell<bool> = const { Cell::new(false) };
+    /// The kinds of [`Work`] the transaction on this thread queued, one bit each.
+    static QUEUED: Cell<u8> = const { Cell::new(0) };
+}
+
+/// A kind of background work that a write transaction can make due, and a loop of the
+/// process claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Invocations for the engine: recorded and not run to their end in the request.
+    Invocations,
+    /// Webhook deliveries: events written, a delivery sent again, a backlog recovered.
+    Deliveries,
+    /// Push sends: events of cards with a push.
+    Pushes,
+    /// Cancel tasks accepted.
+    Cancels,
+    /// CSV tasks whose upload finished.
+    CsvTasks,
+}
+
+impl Work {
+    const COUNT: usize = 5;
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
 }
 
 /// Notes that cards of `users` in `env` changed in the transaction under way.
@@ -25,22 +49,22 @@ pub(crate) fn note(env: &str, users: &[&str]) {
     });
 }
 
-/// Notes that the transaction under way queued webhook deliveries.
-pub(crate) fn deliveries_queued() {
-    QUEUED.with(|queued| queued.set(true));
+/// Notes that the transaction under way queued `work`.
+pub(crate) fn queued(work: Work) {
+    QUEUED.with(|queued| queued.set(queued.get() | work.bit()));
 }
 
 /// Forgets what this thread noted: a transaction begins, or rolled back.
 pub(crate) fn discard() {
     PENDING.with(|pending| pending.borrow_mut().clear());
-    QUEUED.with(|queued| queued.set(false));
+    QUEUED.with(|queued| queued.set(0));
 }
 
 /// What this thread's committed transaction noted, taken.
 pub(crate) fn take() -> Noted {
     Noted {
         cards: PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut())),
-        deliveries: QUEUED.with(|queued| queued.replace(false)),
+        queued: QUEUED.with(|queued| queued.replace(0)),
     }
 }
 
@@ -48,40 +72,47 @@ pub(crate) fn take() -> Noted {
 pub(crate) struct Noted {
     /// Whose cards changed, by environment.
     cards: BTreeMap<String, Vec<String>>,
-    /// Whether it queued webhook deliveries.
-    deliveries: bool,
+    /// The kinds of work it queued, one bit each.
+    queued: u8,
 }
 
 /// Who is told what committed transactions noted, shared by every clone of a database: the
-/// process's feed notices (none until told), and the delivery loop's wake-up.
+/// process's feed notices (none until told), and the loops' wake-ups, one a kind of work.
 #[derive(Clone, Default)]
-pub(crate) struct Told {
-    feed: Arc<RwLock<Option<Arc<dyn FeedNotices>>>>,
-    deliveries: Arc<Notify>,
+pub(crate) struct Told(Arc<Listeners>);
+
+#[derive(Default)]
+struct Listeners {
+    feed: RwLock<Option<Arc<dyn FeedNotices>>>,
+    work: [Arc<Notify>; Work::COUNT],
 }
 
 impl Told {
     pub(crate) fn set(&self, notices: Arc<dyn FeedNotices>) {
-        if let Ok(mut sink) = self.feed.write() {
+        if let Ok(mut sink) = self.0.feed.write() {
             *sink = Some(notices);
         }
     }
 
-    /// Notified once each time committed transactions queued webhook deliveries (a permit is
-    /// kept while nobody waits).
-    pub(crate) fn deliveries(&self) -> Arc<Notify> {
-        self.deliveries.clone()
+    /// Notified once each time committed transactions queued `work` (a permit is kept while
+    /// nobody waits).
+    pub(crate) fn queued(&self, work: Work) -> Arc<Notify> {
+        self.0.work[work as usize].clone()
     }
 
     /// Tells what a committed transaction noted.
     pub(crate) fn tell(&self, noted: Noted) {
-        if noted.deliveries {
-            self.deliveries.notify_one();
+        if noted.queued != 0 {
+            for (i, wake) in self.0.work.iter().enumerate() {
+                if noted.queued & (1 << i) != 0 {
+                    wake.notify_one();
+                }
+            }
         }
         if noted.cards.is_empty() {
             return;
         }
-        let Some(sink) = self.feed.read().ok().and_then(|s| s.clone()) else {
+        let Some(sink) = self.0.feed.read().ok().and_then(|s| s.clone()) else {
             return;
         };
         for (env, users) in &noted.cards {

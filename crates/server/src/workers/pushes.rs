@@ -7,9 +7,15 @@ use super::*;
 const MAX_PUSHES_IN_FLIGHT: usize = 256;
 
 /// Push sending: one loop claims due pushes while fewer than [`MAX_PUSHES_IN_FLIGHT`] are in
-/// flight, each call runs in its own task, and outcomes are saved in batches. A lease that runs
-/// out (the process died) makes the push due again.
-pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: chrono::Duration) {
+/// flight, each call runs in its own task, and outcomes are saved in batches. While none is
+/// due it pauses longer each time, up to [`IDLE_MOST`], unless pushes are `queued` in this
+/// process. A lease that runs out (the process died) makes the push due again.
+pub fn spawn_pushes(
+    supervisor: &Supervisor,
+    service: Arc<PushService>,
+    queued: Arc<Notify>,
+    lease: chrono::Duration,
+) {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let recorder = service.clone();
     let counter = in_flight.clone();
@@ -32,16 +38,18 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
     );
     let (loops, stopping) = (supervisor.loops.clone(), supervisor.stopping());
     supervisor.supervise("push", move || {
-        let (service, done, freed, in_flight, loops, stopping) = (
+        let (service, done, freed, in_flight, loops, stopping, queued) = (
             service.clone(),
             done.clone(),
             freed.clone(),
             in_flight.clone(),
             loops.clone(),
             stopping.clone(),
+            queued.clone(),
         );
         async move {
             let mut pacing = Pacing::new("push");
+            let mut idle = Idle::new(IDLE, IDLE_MOST);
             loop {
                 if stopping.is_cancelled() {
                     // The pushes in flight finish and their outcomes are saved first.
@@ -65,8 +73,9 @@ pub fn spawn_pushes(supervisor: &Supervisor, service: Arc<PushService>, lease: c
                     pacing.ok();
                 }
                 match claimed {
-                    Ok(jobs) if jobs.is_empty() => pause(&stopping, IDLE).await,
+                    Ok(jobs) if jobs.is_empty() => idle.pause(&stopping, &queued, None).await,
                     Ok(jobs) => {
+                        idle.worked();
                         in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
                         for job in jobs {
                             let (service, done) = (service.clone(), done.clone());

@@ -1,0 +1,175 @@
+//! How the background loops pause: between polls, until a slot is freed, and while idle.
+
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Sleeps for `length`, or until the loops are to stop.
+pub(super) async fn pause(stopping: &CancellationToken, length: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(length) => {}
+        () = stopping.cancelled() => {}
+    }
+}
+
+/// Sleeps for `length`, or until a saver frees a slot (`freed`), or the loops are to stop. A
+/// claim loop whose slots are all taken goes on as soon as outcomes are saved, not a poll
+/// later. `freed` holds one permit for a save made while nothing waited, so none is missed.
+pub(super) async fn pause_until_freed(
+    stopping: &CancellationToken,
+    freed: &Notify,
+    length: Duration,
+) {
+    tokio::select! {
+        () = tokio::time::sleep(length) => {}
+        () = freed.notified() => {}
+        () = stopping.cancelled() => {}
+    }
+}
+
+/// The pauses of a loop whose steps find nothing to do: `least` after the first, twice the
+/// last after each next one, up to `most`; `least` again once a step finds work. A loop claims
+/// as often as with a fixed pause of `least` while work comes, and rarely while none does.
+pub(super) struct Idle {
+    least: Duration,
+    most: Duration,
+    next: Duration,
+}
+
+impl Idle {
+    pub(super) fn new(least: Duration, most: Duration) -> Self {
+        Idle {
+            least,
+            most,
+            next: least,
+        }
+    }
+
+    /// A step found work: the next pause is the least again.
+    pub(super) fn worked(&mut self) {
+        self.next = self.least;
+    }
+
+    /// The length of the next pause; the one after is twice as long, up to `most`.
+    fn next_length(&mut self) -> Duration {
+        let length = self.next;
+        self.next = self.next.saturating_mul(2).min(self.most);
+        length
+    }
+
+    /// The next pause: `least` at least (a slot `freed`, or the loops' stop, ends it sooner),
+    /// then, until work is `queued` in this process, up to its length in all. Work queued
+    /// before the pause (a permit `queued` kept) ends it once its least has passed.
+    pub(super) async fn pause(
+        &mut self,
+        stopping: &CancellationToken,
+        queued: &Notify,
+        freed: Option<&Notify>,
+    ) {
+        let length = self.next_length();
+        let freed = async {
+            match freed {
+                Some(freed) => freed.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(freed);
+        tokio::select! {
+            () = tokio::time::sleep(self.least) => {}
+            () = &mut freed => return,
+            () = stopping.cancelled() => return,
+        }
+        let rest = length.saturating_sub(self.least);
+        if rest.is_zero() {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(rest) => {}
+            () = queued.notified() => {}
+            () = &mut freed => {}
+            () = stopping.cancelled() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::workers::{DELIVERY_IDLE, IDLE, IDLE_MOST};
+
+    /// The lengths of `idle`'s next pauses, in milliseconds.
+    fn lengths(idle: &mut Idle, n: usize) -> Vec<u128> {
+        (0..n).map(|_| idle.next_length().as_millis()).collect()
+    }
+
+    /// An idle loop pauses twice as long each time nothing is due, up to its most, and the
+    /// least again once it finds work.
+    #[test]
+    fn an_idle_loop_pauses_longer_up_to_its_most_and_less_after_work() {
+        let mut idle = Idle::new(DELIVERY_IDLE, IDLE_MOST);
+        assert_eq!(lengths(&mut idle, 7), [10, 20, 40, 80, 160, 250, 250]);
+        idle.worked();
+        assert_eq!(lengths(&mut idle, 2), [10, 20]);
+        let mut idle = Idle::new(IDLE, IDLE_MOST);
+        assert_eq!(lengths(&mut idle, 5), [50, 100, 200, 250, 250]);
+    }
+
+    /// An idle pause lasts its least at least, even when work was queued before it; past
+    /// that, it ends when work is queued, or at its length. A slot freed ends it at once.
+    #[tokio::test]
+    async fn an_idle_pause_ends_when_work_is_queued_but_not_before_its_least() {
+        let (stopping, freed, queued) = (CancellationToken::new(), Notify::new(), Notify::new());
+        let long = Duration::from_secs(5);
+        queued.notify_one();
+        let began = Instant::now();
+        Idle::new(DELIVERY_IDLE, long)
+            .pause(&stopping, &queued, Some(&freed))
+            .await;
+        assert!(began.elapsed() >= DELIVERY_IDLE, "the least pause");
+        // Its first pause was its least: the next is twice that, and the permit kept
+        // before it ends it after its least.
+        let mut idle = Idle::new(Duration::from_millis(30), long);
+        idle.next = long;
+        queued.notify_one();
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, None).await;
+        let woken = began.elapsed();
+        assert!(
+            woken >= Duration::from_millis(30) && woken < Duration::from_secs(4),
+            "queued before the pause: it ends after its least ({woken:?})"
+        );
+        let queued = Arc::new(queued);
+        let later = queued.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            later.notify_one();
+        });
+        idle.next = long;
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, None).await;
+        let woken = began.elapsed();
+        assert!(
+            woken >= Duration::from_millis(60) && woken < Duration::from_secs(4),
+            "queued during the pause ({woken:?})"
+        );
+        freed.notify_one();
+        idle.next = long;
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, Some(&freed)).await;
+        assert!(
+            began.elapsed() < Duration::from_millis(30),
+            "a slot freed ends it at once"
+        );
+        idle.next = Duration::from_millis(120);
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, None).await;
+        assert!(
+            began.elapsed() >= Duration::from_millis(120),
+            "nothing queued: its whole length"
+        );
+    }
+}
