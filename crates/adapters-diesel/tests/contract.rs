@@ -2782,15 +2782,16 @@ mod bulk_cancel_push {
             .is_ok()
     }
 
-    /// A committed transaction wakes the loop of each kind of work it queued: invocations
-    /// left to the engine, a cancel task, a CSV task uploaded. Work run to its end when
-    /// recorded, and claims, wake none.
+    /// A committed transaction wakes the loops of each kind of work it queued (every loop
+    /// asked for it): invocations left to the engine, a cancel task, a CSV task uploaded. Work
+    /// run to its end when recorded, and claims, wake none.
     async fn committed_work_wakes_the_loop_that_claims_it(url: &str) {
         use adapters_diesel::Work;
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());
         let [engine, cancels, csv] =
             [Work::Invocations, Work::Cancels, Work::CsvTasks].map(|work| db.queued(work));
+        let other_engine = db.queued(Work::Invocations);
         let run = run_of("inv_1", vec![card("crd_1", "fin_1", "u1", 5, 3)]);
         invocations
             .record_run(vec![(
@@ -2805,6 +2806,7 @@ mod bulk_cancel_push {
             .await
             .expect("record");
         assert!(woken(&engine).await, "left to the engine");
+        assert!(woken(&other_engine).await, "each engine loop");
         assert_eq!(
             invocations
                 .claim(t(5), t(40), 10)
@@ -2814,6 +2816,17 @@ mod bulk_cancel_push {
             1
         );
         assert!(!woken(&engine).await, "a claim queues nothing");
+        // A run saved with its invocation and left running: users are left for the engine.
+        let mut run = batch(None, Some("u3"), vec![card("crd_3", "fin_3", "u3", 5, 3)]);
+        run.invocation_id = "inv_3".into();
+        invocations
+            .record_run(vec![(
+                invocation("inv_3", Mode::Live, "fp", false),
+                Some(run),
+            )])
+            .await
+            .expect("record");
+        assert!(woken(&engine).await, "a run not at its end");
         let cancel = cancel_task(
             "00000000-0000-4000-8000-000000000001",
             4,
@@ -3182,6 +3195,7 @@ mod bulk_cancel_push {
             .await
             .expect("record");
         let queued = db.queued(adapters_diesel::Work::Pushes);
+        assert!(!woken(&queued).await, "nothing queued yet");
         // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not push.
         invocations
             .save_batches(vec![batch(

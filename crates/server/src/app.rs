@@ -326,7 +326,7 @@ impl App {
         let App { state, loops } = self;
         // Each loop is woken by the work this process's commits queue for it.
         let queued = |work| loops.db.queued(work);
-        let engine = queued(Work::Invocations);
+        let engine = || queued(Work::Invocations);
         workers::spawn(supervisor, loops.engine, engine, state.cards.clone(), 2);
         workers::spawn_cancels(supervisor, loops.cancels, queued(Work::Cancels));
         workers::spawn_bulk(supervisor, loops.bulk, queued(Work::CsvTasks));

@@ -34,9 +34,9 @@ pub use pushes::spawn_pushes;
 /// A loop's pause after a step that found nothing to do, at least.
 const IDLE: Duration = Duration::from_millis(50);
 /// A loop's longest pause while each step finds nothing to do. Work queued in this process
-/// ends it once its [`IDLE`] has passed; work queued by other processes, and work that comes
-/// due with time (a retry, a lease run out), waits for it (docs/operations.md, Background
-/// work).
+/// ends it once its least pause ([`IDLE`], the delivery loop's [`DELIVERY_IDLE`]) has passed;
+/// work queued by other processes, and work that comes due with time (a retry, a lease run
+/// out), waits for it (docs/operations.md, Background work).
 const IDLE_MOST: Duration = Duration::from_millis(250);
 /// Pause after a storage error, so a database outage is not hammered.
 const BACKOFF: Duration = Duration::from_secs(1);
@@ -284,19 +284,19 @@ async fn reported<T, E>(
     outcome
 }
 
-/// The engine's `engines` loops, woken by invocations `queued` in this process, and the
-/// scheduler.
+/// The engine's `engines` loops, each woken by a wake-up of its own (from `queued`) when
+/// invocations are queued in this process, and the scheduler.
 pub fn spawn(
     supervisor: &Supervisor,
     engine: Arc<Engine>,
-    queued: Arc<Notify>,
+    queued: impl Fn() -> Arc<Notify>,
     cards: Arc<CardService>,
     engines: usize,
 ) {
     supervisor.metrics.stale_outcomes("invocation", 0);
     for _ in 0..engines {
         let (engine, metrics) = (engine.clone(), supervisor.metrics.clone());
-        supervisor.run_loop("engine", queued.clone(), move || {
+        supervisor.run_loop("engine", queued(), move || {
             let (engine, metrics) = (engine.clone(), metrics.clone());
             async move {
                 let outcome = engine.step().await;

@@ -251,10 +251,11 @@ impl Database {
         self.told.set(notices);
     }
 
-    /// Notified each time a write transaction of this database (or of a clone) that queued
-    /// `work` commits, so that the loop claiming it need not poll for it often. Work queued by
-    /// other processes, and work that comes due with time (a retry, a lease run out), is not
-    /// told.
+    /// A wake-up for one loop, notified each time a write transaction of this database (or of
+    /// a clone) that queued `work` commits, so that the loop claiming it need not poll for it
+    /// often; each call makes a new one, and every one asked for `work` is notified. Work
+    /// queued by other processes, and work that comes due with time (a retry, a lease run
+    /// out), is not told.
     pub fn queued(&self, work: notices::Work) -> Arc<tokio::sync::Notify> {
         self.told.queued(work)
     }

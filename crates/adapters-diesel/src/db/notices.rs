@@ -33,7 +33,7 @@ pub enum Work {
 }
 
 impl Work {
-    const COUNT: usize = 5;
+    const COUNT: usize = Work::CsvTasks as usize + 1;
 
     fn bit(self) -> u8 {
         1 << (self as u8)
@@ -77,14 +77,15 @@ pub(crate) struct Noted {
 }
 
 /// Who is told what committed transactions noted, shared by every clone of a database: the
-/// process's feed notices (none until told), and the loops' wake-ups, one a kind of work.
+/// process's feed notices (none until told), and the loops' wake-ups: each loop that asked for
+/// a kind of work has one of its own.
 #[derive(Clone, Default)]
 pub(crate) struct Told(Arc<Listeners>);
 
 #[derive(Default)]
 struct Listeners {
     feed: RwLock<Option<Arc<dyn FeedNotices>>>,
-    work: [Arc<Notify>; Work::COUNT],
+    work: [RwLock<Vec<Arc<Notify>>>; Work::COUNT],
 }
 
 impl Told {
@@ -94,18 +95,28 @@ impl Told {
         }
     }
 
-    /// Notified once each time committed transactions queued `work` (a permit is kept while
-    /// nobody waits).
+    /// A wake-up of its own for a loop: notified once each time committed transactions
+    /// queued `work` (a permit is kept while the loop does not wait), as is every other one
+    /// asked for the same work.
     pub(crate) fn queued(&self, work: Work) -> Arc<Notify> {
-        self.0.work[work as usize].clone()
+        let wake = Arc::new(Notify::new());
+        if let Ok(mut wakes) = self.0.work[work as usize].write() {
+            wakes.push(wake.clone());
+        }
+        wake
     }
 
     /// Tells what a committed transaction noted.
     pub(crate) fn tell(&self, noted: Noted) {
         if noted.queued != 0 {
-            for (i, wake) in self.0.work.iter().enumerate() {
-                if noted.queued & (1 << i) != 0 {
-                    wake.notify_one();
+            for (i, wakes) in self.0.work.iter().enumerate() {
+                if noted.queued & (1 << i) == 0 {
+                    continue;
+                }
+                if let Ok(wakes) = wakes.read() {
+                    for wake in wakes.iter() {
+                        wake.notify_one();
+                    }
                 }
             }
         }

@@ -119,50 +119,33 @@ mod tests {
     }
 
     /// An idle pause lasts its least at least, even when work was queued before it; past
-    /// that, it ends when work is queued, or at its length. A slot freed ends it at once.
+    /// that, it ends when work is queued, or at its length.
     #[tokio::test]
     async fn an_idle_pause_ends_when_work_is_queued_but_not_before_its_least() {
-        let (stopping, freed, queued) = (CancellationToken::new(), Notify::new(), Notify::new());
-        let long = Duration::from_secs(5);
-        queued.notify_one();
-        let began = Instant::now();
-        Idle::new(DELIVERY_IDLE, long)
-            .pause(&stopping, &queued, Some(&freed))
-            .await;
-        assert!(began.elapsed() >= DELIVERY_IDLE, "the least pause");
-        // Its first pause was its least: the next is twice that, and the permit kept
-        // before it ends it after its least.
-        let mut idle = Idle::new(Duration::from_millis(30), long);
-        idle.next = long;
+        let (stopping, queued) = (CancellationToken::new(), Arc::new(Notify::new()));
+        let least = Duration::from_millis(30);
+        let mut idle = Idle::new(least, Duration::from_secs(5));
+        idle.next = Duration::from_secs(5);
         queued.notify_one();
         let began = Instant::now();
         idle.pause(&stopping, &queued, None).await;
         let woken = began.elapsed();
         assert!(
-            woken >= Duration::from_millis(30) && woken < Duration::from_secs(4),
+            woken >= least && woken < Duration::from_secs(4),
             "queued before the pause: it ends after its least ({woken:?})"
         );
-        let queued = Arc::new(queued);
         let later = queued.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(60)).await;
             later.notify_one();
         });
-        idle.next = long;
+        idle.next = Duration::from_secs(5);
         let began = Instant::now();
         idle.pause(&stopping, &queued, None).await;
         let woken = began.elapsed();
         assert!(
             woken >= Duration::from_millis(60) && woken < Duration::from_secs(4),
             "queued during the pause ({woken:?})"
-        );
-        freed.notify_one();
-        idle.next = long;
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, Some(&freed)).await;
-        assert!(
-            began.elapsed() < Duration::from_millis(30),
-            "a slot freed ends it at once"
         );
         idle.next = Duration::from_millis(120);
         let began = Instant::now();
@@ -171,5 +154,41 @@ mod tests {
             began.elapsed() >= Duration::from_millis(120),
             "nothing queued: its whole length"
         );
+    }
+
+    /// A slot freed ends a pause at once, before or after its least; so does the loops' stop.
+    #[tokio::test]
+    async fn a_slot_freed_or_the_stop_ends_a_pause_at_once() {
+        let (stopping, queued) = (CancellationToken::new(), Notify::new());
+        let freed = Arc::new(Notify::new());
+        let least = Duration::from_millis(200);
+        let mut idle = Idle::new(least, Duration::from_secs(5));
+        freed.notify_one();
+        idle.next = Duration::from_secs(5);
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, Some(&freed)).await;
+        assert!(began.elapsed() < least, "freed before: within its least");
+        let later = freed.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            later.notify_one();
+        });
+        idle.next = Duration::from_secs(5);
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, Some(&freed)).await;
+        let woken = began.elapsed();
+        assert!(
+            woken >= Duration::from_millis(300) && woken < Duration::from_secs(4),
+            "freed past its least ({woken:?})"
+        );
+        let stop = stopping.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            stop.cancel();
+        });
+        idle.next = Duration::from_secs(5);
+        let began = Instant::now();
+        idle.pause(&stopping, &queued, None).await;
+        assert!(began.elapsed() < Duration::from_secs(4), "the stop ends it");
     }
 }
