@@ -2206,7 +2206,8 @@ mod webhooks {
     }
 
     /// Whether `queued` was notified, or is within 50 ms.
-    async fn woken(queued: &tokio::sync::Notify) -> bool {
+    /// Whether `queued` is notified within 50 ms (a permit kept counts).
+    pub(super) async fn woken(queued: &tokio::sync::Notify) -> bool {
         tokio::time::timeout(std::time::Duration::from_millis(50), queued.notified())
             .await
             .is_ok()
@@ -2462,6 +2463,7 @@ mod bulk_cancel_push {
 
     use super::engine::{batch, card, invocation, with_flow};
     use super::t;
+    use super::webhooks::woken;
 
     fn bulk_task() -> BulkTask {
         BulkTask::new("env_a", "flw_1", Mode::Live, t(1))
@@ -2776,12 +2778,6 @@ mod bulk_cancel_push {
         run
     }
 
-    async fn woken(queued: &tokio::sync::Notify) -> bool {
-        tokio::time::timeout(std::time::Duration::from_millis(50), queued.notified())
-            .await
-            .is_ok()
-    }
-
     /// A committed transaction wakes the loops of each kind of work it queued (every loop
     /// asked for it): invocations left to the engine, a cancel task, a CSV task uploaded. Work
     /// run to its end when recorded, and claims, wake none.
@@ -2792,19 +2788,21 @@ mod bulk_cancel_push {
         let [engine, cancels, csv] =
             [Work::Invocations, Work::Cancels, Work::CsvTasks].map(|work| db.queued(work));
         let other_engine = db.queued(Work::Invocations);
-        let run = run_of("inv_1", vec![card("crd_1", "fin_1", "u1", 5, 3)]);
-        invocations
-            .record_run(vec![(
-                invocation("inv_1", Mode::Live, "fp", false),
-                Some(run),
-            )])
-            .await
-            .expect("record");
+        let record = |id: &'static str, run: Option<BatchResult>| {
+            let invocations = &invocations;
+            async move {
+                let asked = invocation(id, Mode::Live, "fp", false);
+                let stored = invocations.record_run(vec![(asked, run)]).await;
+                assert_eq!(stored.expect("record"), vec![None], "{id} is new");
+            }
+        };
+        record(
+            "inv_1",
+            Some(run_of("inv_1", vec![card("crd_1", "fin_1", "u1", 5, 3)])),
+        )
+        .await;
         assert!(!woken(&engine).await, "run to its end when recorded");
-        invocations
-            .record_run(vec![(invocation("inv_2", Mode::Live, "fp", false), None)])
-            .await
-            .expect("record");
+        record("inv_2", None).await;
         assert!(woken(&engine).await, "left to the engine");
         assert!(woken(&other_engine).await, "each engine loop");
         assert_eq!(
@@ -2819,13 +2817,7 @@ mod bulk_cancel_push {
         // A run saved with its invocation and left running: users are left for the engine.
         let mut run = batch(None, Some("u3"), vec![card("crd_3", "fin_3", "u3", 5, 3)]);
         run.invocation_id = "inv_3".into();
-        invocations
-            .record_run(vec![(
-                invocation("inv_3", Mode::Live, "fp", false),
-                Some(run),
-            )])
-            .await
-            .expect("record");
+        record("inv_3", Some(run)).await;
         assert!(woken(&engine).await, "a run not at its end");
         let cancel = cancel_task(
             "00000000-0000-4000-8000-000000000001",

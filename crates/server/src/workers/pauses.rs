@@ -118,42 +118,51 @@ mod tests {
         assert_eq!(lengths(&mut idle, 5), [50, 100, 200, 250, 250]);
     }
 
+    /// How long a pause of `idle` lasts when it is to last `length`.
+    async fn timed(
+        idle: &mut Idle,
+        length: Duration,
+        stopping: &CancellationToken,
+        queued: &Notify,
+        freed: Option<&Notify>,
+    ) -> Duration {
+        idle.next = length;
+        let began = Instant::now();
+        idle.pause(stopping, queued, freed).await;
+        began.elapsed()
+    }
+
+    /// Runs `then` `ms` milliseconds from now.
+    fn in_ms(ms: u64, then: impl FnOnce() + Send + 'static) {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            then();
+        });
+    }
+
     /// An idle pause lasts its least at least, even when work was queued before it; past
     /// that, it ends when work is queued, or at its length.
     #[tokio::test]
     async fn an_idle_pause_ends_when_work_is_queued_but_not_before_its_least() {
         let (stopping, queued) = (CancellationToken::new(), Arc::new(Notify::new()));
-        let least = Duration::from_millis(30);
-        let mut idle = Idle::new(least, Duration::from_secs(5));
-        idle.next = Duration::from_secs(5);
+        let (least, long) = (Duration::from_millis(30), Duration::from_secs(5));
+        let mut idle = Idle::new(least, long);
         queued.notify_one();
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, None).await;
-        let woken = began.elapsed();
+        let woken = timed(&mut idle, long, &stopping, &queued, None).await;
         assert!(
             woken >= least && woken < Duration::from_secs(4),
             "queued before the pause: it ends after its least ({woken:?})"
         );
         let later = queued.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(60)).await;
-            later.notify_one();
-        });
-        idle.next = Duration::from_secs(5);
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, None).await;
-        let woken = began.elapsed();
+        in_ms(60, move || later.notify_one());
+        let woken = timed(&mut idle, long, &stopping, &queued, None).await;
         assert!(
             woken >= Duration::from_millis(60) && woken < Duration::from_secs(4),
             "queued during the pause ({woken:?})"
         );
-        idle.next = Duration::from_millis(120);
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, None).await;
-        assert!(
-            began.elapsed() >= Duration::from_millis(120),
-            "nothing queued: its whole length"
-        );
+        let whole = Duration::from_millis(120);
+        let woken = timed(&mut idle, whole, &stopping, &queued, None).await;
+        assert!(woken >= whole, "nothing queued: its whole length");
     }
 
     /// A slot freed ends a pause at once, before or after its least; so does the loops' stop.
@@ -161,34 +170,21 @@ mod tests {
     async fn a_slot_freed_or_the_stop_ends_a_pause_at_once() {
         let (stopping, queued) = (CancellationToken::new(), Notify::new());
         let freed = Arc::new(Notify::new());
-        let least = Duration::from_millis(200);
-        let mut idle = Idle::new(least, Duration::from_secs(5));
+        let (least, long) = (Duration::from_millis(200), Duration::from_secs(5));
+        let mut idle = Idle::new(least, long);
         freed.notify_one();
-        idle.next = Duration::from_secs(5);
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, Some(&freed)).await;
-        assert!(began.elapsed() < least, "freed before: within its least");
+        let woken = timed(&mut idle, long, &stopping, &queued, Some(&freed)).await;
+        assert!(woken < least, "freed before: within its least");
         let later = freed.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            later.notify_one();
-        });
-        idle.next = Duration::from_secs(5);
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, Some(&freed)).await;
-        let woken = began.elapsed();
+        in_ms(300, move || later.notify_one());
+        let woken = timed(&mut idle, long, &stopping, &queued, Some(&freed)).await;
         assert!(
             woken >= Duration::from_millis(300) && woken < Duration::from_secs(4),
             "freed past its least ({woken:?})"
         );
         let stop = stopping.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            stop.cancel();
-        });
-        idle.next = Duration::from_secs(5);
-        let began = Instant::now();
-        idle.pause(&stopping, &queued, None).await;
-        assert!(began.elapsed() < Duration::from_secs(4), "the stop ends it");
+        in_ms(300, move || stop.cancel());
+        let woken = timed(&mut idle, long, &stopping, &queued, None).await;
+        assert!(woken < Duration::from_secs(4), "the stop ends it");
     }
 }
