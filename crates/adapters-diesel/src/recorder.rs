@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 
 use diesel::prelude::*;
-use domain::trigger::{BatchResult, Invocation, InvocationStatus};
+use domain::trigger::{BatchResult, Invocation};
 use domain::StorageError;
 
 use crate::db::{AnyConnection, Backend, Database, Failure};
@@ -557,10 +557,7 @@ pub(crate) fn write_new(
         match run {
             Some(run) => {
                 totals.ended(&Ended::of(i), run.status, run.updated.naive_utc());
-                for_engine |= matches!(
-                    run.status,
-                    InvocationStatus::Pending | InvocationStatus::Running
-                );
+                for_engine |= !run.status.is_final();
             }
             None => for_engine = true,
         }

@@ -8,7 +8,7 @@ use domain::bulk::{BulkStatus, BulkTask};
 use domain::cancel::{CancelStatus, CancelTask};
 use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
-use domain::trigger::invocation::{InvocationFilter, InvocationStatus};
+use domain::trigger::invocation::InvocationFilter;
 use domain::trigger::Mode;
 use domain::{PageRequest, Permission};
 use maud::{html, Markup};
@@ -121,15 +121,11 @@ async fn runs_page(
     };
     // A later page is not read again as it runs: the first pages are, where new runs appear.
     let paged = from.invocations.is_some() || from.tasks.is_some();
-    let running = invocations.iter().any(|i| {
-        matches!(
-            i.status,
-            InvocationStatus::Pending | InvocationStatus::Running
-        )
-    }) || tasks.iter().any(|t| match t {
-        FlowTask::Csv(task) => csv_running(task),
-        FlowTask::Cancel(task) => task.status == CancelStatus::Processing,
-    });
+    let running = invocations.iter().any(|i| !i.status.is_final())
+        || tasks.iter().any(|t| match t {
+            FlowTask::Csv(task) => csv_running(task),
+            FlowTask::Cancel(task) => task.status == CancelStatus::Processing,
+        });
     let environments = environments(state, session).await?;
     let may_trigger = session.may(env, Permission::ActionFlowsTrigger);
     let title = format!("Runs of {}", flow.name);
@@ -485,10 +481,7 @@ async fn invocation(
             }
         }
     }
-    let running = matches!(
-        invocation.status,
-        InvocationStatus::Pending | InvocationStatus::Running
-    );
+    let running = !invocation.status.is_final();
     let environments = environments(&state, &session).await?;
     let title = format!("Invocation {id}");
     let frame = Frame {

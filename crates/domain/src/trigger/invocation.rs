@@ -65,6 +65,21 @@ crate::spelling::spelled!(InvocationStatus {
     Cancelled => "cancelled",
 });
 
+impl InvocationStatus {
+    /// Whether the invocation is over (completed, failed or cancelled): one pending or running
+    /// still has users for the engine to reach.
+    ///
+    /// ```
+    /// use workbench_domain::trigger::InvocationStatus;
+    ///
+    /// assert!(InvocationStatus::Completed.is_final());
+    /// assert!(!InvocationStatus::Running.is_final());
+    /// ```
+    pub fn is_final(self) -> bool {
+        !matches!(self, InvocationStatus::Pending | InvocationStatus::Running)
+    }
+}
+
 /// Which of a flow's invocations a list keeps (`GET .../invocations?status=&mode=`): each
 /// field given narrows it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
