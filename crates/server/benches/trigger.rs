@@ -81,7 +81,7 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let admin = server.admin_secret.clone();
     let env = server.env.clone();
     let flow = common::published_flow(&server).await;
-    let processes = common::setting("BENCH_PROCESSES", 1).clamp(1, 2);
+    let processes = common::processes(backend);
     let replica = (processes > 1).then(|| server.replica(&[]));
     if replica.is_some() {
         println!("  two processes on one database, requests alternating");
@@ -361,11 +361,11 @@ fn main() {
         .build()
         .expect("runtime");
     println!("trigger benchmarks: release binary, 2 HTTP workers, 2 engine loops");
-    // BENCH_BACKEND=postgres runs PostgreSQL alone.
-    if std::env::var("BENCH_BACKEND").as_deref() != Ok("postgres") {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
         runtime.block_on(run(TestDatabase::sqlite(), "SQLite", users));
     }
-    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+    if postgres {
         if let Some(db) = TestDatabase::postgres() {
             runtime.block_on(run(db, "PostgreSQL", users));
         }

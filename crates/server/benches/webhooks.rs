@@ -13,6 +13,10 @@
 //! Each part keeps a ledger: every event it made delivered to the healthy endpoint (by
 //! `webhook-id`), with the calls beyond one per event counted as duplicates; a part whose
 //! ledger does not close is void.
+//!
+//! BENCH_BACKEND=postgres runs PostgreSQL alone. BENCH_PROCESSES=2 (PostgreSQL) starts a second
+//! `workbench serve` on the same database: both run the engine and delivery loops of every
+//! part, and the triggers of 2 and 3 alternate between the two.
 
 mod common;
 #[allow(dead_code)]
@@ -111,15 +115,23 @@ fn execute(url: &str, sql: &str) {
     }
 }
 
-async fn latency_run(server: &support::Server, flow: &str, healthy: &Receiver, label: &str) -> f64 {
+async fn latency_run(
+    servers: &[&support::Server],
+    flow: &str,
+    healthy: &Receiver,
+    label: &str,
+) -> f64 {
     healthy.take();
-    let (client, url, secret) = (
-        server.client.clone(),
-        server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)),
-        server.admin_secret.clone(),
-    );
+    let server = servers[0];
+    let (client, secret) = (server.client.clone(), server.admin_secret.clone());
+    // Each trigger's server, by its number.
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| s.url(&format!("/v1/{}/action-flow/{flow}/start", s.env)))
+        .collect();
     let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
-        client.post(&url).bearer_auth(&secret).json(
+        let url = &urls[(n % urls.len() as u64) as usize];
+        client.post(url).bearer_auth(&secret).json(
             &json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("b{}", n % 20_000 + 1)]}}]}),
         )
     });
@@ -148,6 +160,11 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
         &[("WORKBENCH_SQLITE_SYNCHRONOUS", synchronous.as_deref())],
     )
     .await;
+    let replica = (common::processes(backend) > 1).then(|| server.replica(&[]));
+    if replica.is_some() {
+        println!("  two processes on one database");
+    }
+    let servers: Vec<&support::Server> = std::iter::once(&server).chain(&replica).collect();
     let flow = common::published_flow(&server).await;
     let healthy = Receiver::start().await;
     subscribe(&server, &healthy.url).await;
@@ -198,7 +215,7 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
 
     // 2. Latency at 500 events/s; 3. the same beside an endpoint that never answers.
     let alone = latency_run(
-        &server,
+        &servers,
         &flow,
         &healthy,
         "500 events/s, one healthy endpoint",
@@ -208,7 +225,7 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
     dead.answer(|_| 0);
     subscribe(&server, &dead.url).await;
     let beside = latency_run(
-        &server,
+        &servers,
         &flow,
         &healthy,
         "500 events/s, beside one that times out",
@@ -231,8 +248,11 @@ fn main() {
         .build()
         .expect("runtime");
     println!("webhook benchmarks: release binary, receiver on loopback in this process");
-    runtime.block_on(run(TestDatabase::sqlite(), "SQLite", events));
-    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
+        runtime.block_on(run(TestDatabase::sqlite(), "SQLite", events));
+    }
+    if postgres {
         if let Some(db) = TestDatabase::postgres() {
             runtime.block_on(run(db, "PostgreSQL", events));
         }

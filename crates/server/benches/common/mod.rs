@@ -21,6 +21,25 @@ pub fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// BENCH_PROCESSES, 1 or 2: how many `workbench serve` processes share the database (the
+/// second started with `Server::replica`). SQLite is for one process, so its runs keep one.
+pub fn processes(backend: &str) -> usize {
+    if backend == "SQLite" {
+        1
+    } else {
+        setting("BENCH_PROCESSES", 1).clamp(1, 2) as usize
+    }
+}
+
+/// Which backends to run: SQLite unless BENCH_BACKEND=postgres, PostgreSQL when
+/// TEST_POSTGRES_URL is set.
+pub fn backends() -> (bool, bool) {
+    (
+        std::env::var("BENCH_BACKEND").as_deref() != Ok("postgres"),
+        std::env::var_os("TEST_POSTGRES_URL").is_some(),
+    )
+}
+
 pub fn config() -> Value {
     json!({
         "type": "card", "initialSteps": ["s1"],
