@@ -143,7 +143,7 @@ async fn run(db: TestDatabase, backend: &str) {
     let streams = setting("BENCH_STREAMS", 10_000);
     let triggered = setting("BENCH_TRIGGERED", 1_000).min(streams);
     let rate = setting("BENCH_RATE", 500);
-    let processes = setting("BENCH_PROCESSES", 1);
+    let processes = common::processes(backend);
     println!("{backend} ({processes} process(es)):");
     let server =
         support::Server::start_with(db, &[("WORKBENCH_RATE_LIMIT_KEY", Some("off"))]).await;
@@ -296,11 +296,11 @@ async fn run(db: TestDatabase, backend: &str) {
 
 #[tokio::main]
 async fn main() {
-    let only = std::env::var("BENCH_BACKEND").ok();
-    if only.as_deref() != Some("postgres") {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
         run(TestDatabase::sqlite(), "SQLite").await;
     }
-    if only.as_deref() != Some("sqlite") {
+    if postgres {
         if let Some(db) = TestDatabase::postgres() {
             run(db, "PostgreSQL").await;
         }

@@ -69,14 +69,14 @@ async fn round(db: TestDatabase) {
 #[tokio::main]
 async fn main() {
     let rounds = common::setting("BENCH_ROUNDS", 3);
-    let only = std::env::var("BENCH_BACKEND").ok();
-    if only.as_deref() != Some("postgres") {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
         println!("SQLite:");
         for _ in 0..rounds {
             round(TestDatabase::sqlite()).await;
         }
     }
-    if only.as_deref() != Some("sqlite") && TestDatabase::postgres().is_some() {
+    if postgres && TestDatabase::postgres().is_some() {
         println!("PostgreSQL:");
         for _ in 0..rounds {
             round(TestDatabase::postgres().expect("it was there a moment ago")).await;

@@ -272,11 +272,11 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
 
 #[tokio::main]
 async fn main() {
-    let only = std::env::var("BENCH_BACKEND").ok();
-    if only.as_deref() != Some("postgres") {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
         run("SQLite", TestDatabase::sqlite).await;
     }
-    if only.as_deref() != Some("sqlite") && TestDatabase::postgres().is_some() {
+    if postgres && TestDatabase::postgres().is_some() {
         run("PostgreSQL", || {
             TestDatabase::postgres().expect("it was there a moment ago")
         })

@@ -259,11 +259,11 @@ async fn run(db: TestDatabase, backend: &str) {
 
 #[tokio::main]
 async fn main() {
-    let only = std::env::var("BENCH_BACKEND").ok();
-    if only.as_deref() != Some("postgres") {
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
         run(TestDatabase::sqlite(), "SQLite").await;
     }
-    if only.as_deref() != Some("sqlite") {
+    if postgres {
         if let Some(db) = TestDatabase::postgres() {
             run(db, "PostgreSQL").await;
         }

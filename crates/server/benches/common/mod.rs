@@ -31,12 +31,13 @@ pub fn processes(backend: &str) -> usize {
     }
 }
 
-/// Which backends to run: SQLite unless BENCH_BACKEND=postgres, PostgreSQL when
-/// TEST_POSTGRES_URL is set.
+/// Which backends to run, (SQLite, PostgreSQL): both, unless BENCH_BACKEND names one alone
+/// (`sqlite`, `postgres`); PostgreSQL only when TEST_POSTGRES_URL is set.
 pub fn backends() -> (bool, bool) {
+    let only = std::env::var("BENCH_BACKEND").ok();
     (
-        std::env::var("BENCH_BACKEND").as_deref() != Ok("postgres"),
-        std::env::var_os("TEST_POSTGRES_URL").is_some(),
+        only.as_deref() != Some("postgres"),
+        only.as_deref() != Some("sqlite") && std::env::var_os("TEST_POSTGRES_URL").is_some(),
     )
 }
 
