@@ -19,20 +19,33 @@ const READ_CHUNKS: i64 = 256;
 /// Started tasks looked at per claim (another worker may take some meanwhile).
 const CLAIM_CANDIDATES: i64 = 32;
 
+/// The statuses in which a bulk invocation holds a slot, as the partial index
+/// `invocations_bulk` spells them: written literally, since a bound status cannot choose a
+/// partial index.
+static HOLDING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "status IN ('{}', '{}')",
+        InvocationStatus::Pending.as_str(),
+        InvocationStatus::Running.as_str()
+    )
+});
+
+/// The count of `$env`'s bulk invocations that hold a slot, read through `invocations_bulk`:
+/// the bare column, not `= ?`, and [`HOLDING`] are the partial index's own condition.
+macro_rules! held_invocations {
+    ($env:expr) => {
+        crate::schema::invocations::table
+            .filter(crate::schema::invocations::environment_id.eq($env))
+            .filter(crate::schema::invocations::bulk)
+            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(&HOLDING))
+            .count()
+    };
+}
+
 /// Slots of `env` held (contract §10): bulk invocations pending or running, and processing
 /// tasks not queued.
 pub(crate) fn slots_held(conn: &mut AnyConnection, env: &str) -> Result<u64, Failure> {
-    use crate::schema::invocations;
-    let invocations: i64 = invocations::table
-        .filter(invocations::environment_id.eq(env))
-        // The bare column, not `= ?`: it is the partial index's own condition.
-        .filter(invocations::bulk)
-        .filter(invocations::status.eq_any([
-            InvocationStatus::Pending.as_str(),
-            InvocationStatus::Running.as_str(),
-        ]))
-        .count()
-        .get_result(conn)?;
+    let invocations: i64 = held_invocations!(env).get_result(conn)?;
     let tasks: i64 = bulk_tasks::table
         .filter(bulk_tasks::environment_id.eq(env))
         .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
@@ -619,7 +632,7 @@ mod tests {
     use diesel_migrations::MigrationHarness;
     use domain::bulk::BulkRepository;
 
-    use super::DieselBulkRepository;
+    use super::{DieselBulkRepository, HOLDING};
     use crate::db::{AnyConnection, Database, DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
     use crate::testing::{raw_execute, raw_texts, TestDatabase};
 
@@ -720,6 +733,37 @@ mod tests {
         assert_eq!(read, all);
         let read = runtime.block_on(repo.rows("env_a", 7, 2, 1)).expect("rows");
         assert_eq!(read, all[1..2]);
+    }
+
+    #[test]
+    fn held_slots_are_counted_through_their_partial_index() {
+        use diesel::prelude::*;
+        #[derive(diesel::QueryableByName)]
+        struct Step {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        let db = TestDatabase::sqlite();
+        let _migrated = Database::connect(db.url(), 1).expect("connect and migrate");
+        let mut conn = DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        let AnyConnection::Sqlite(conn) = &mut conn else {
+            panic!("sqlite")
+        };
+        let query = held_invocations!("env_a");
+        let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
+        let sql = sql.split(" -- binds").next().unwrap_or_default();
+        let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+            .bind::<diesel::sql_types::Text, _>("env_a")
+            .load(conn)
+            .expect("plan");
+        let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+        assert!(
+            plan.iter().any(|d| d.contains("invocations_bulk")),
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -1055,6 +1055,34 @@ mod engine {
         assert_eq!(repo.running_bulk("env_a").await.expect("count"), 1);
     }
 
+    /// Contract §10: a bulk invocation holds a slot while pending or running, never once it
+    /// ended (a CSV row's is written completed); invocations of `/start` hold none.
+    async fn only_pending_and_running_bulk_invocations_hold_slots(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db);
+        let mut all = Vec::new();
+        for (id, status, bulk) in [
+            ("inv_p", InvocationStatus::Pending, true),
+            ("inv_r", InvocationStatus::Running, true),
+            ("inv_c", InvocationStatus::Completed, true),
+            ("inv_f", InvocationStatus::Failed, true),
+            ("inv_x", InvocationStatus::Cancelled, true),
+            ("inv_n", InvocationStatus::Pending, false),
+        ] {
+            let mut i = invocation(id, Mode::Live, id, bulk);
+            i.status = status;
+            all.push(i);
+        }
+        repo.record(all).await.expect("record");
+        assert_eq!(repo.running_bulk("env_a").await.expect("slots"), 2);
+        assert_eq!(repo.running_bulk("env_b").await.expect("slots"), 0);
+        adapters_diesel::testing::raw_execute(
+            url,
+            "UPDATE invocations SET status = 'completed' WHERE id = 'inv_r'",
+        );
+        assert_eq!(repo.running_bulk("env_a").await.expect("slots"), 1);
+    }
+
     /// Concurrent calls are written together (group commit); each is still decided alone, in
     /// order: per id exactly one call inserts and the others find its row, and a call that
     /// clashes inserts none of its ids while the calls beside it go ahead.
@@ -1805,6 +1833,7 @@ mod engine {
     both_backends!(
         record_is_idempotent_and_all_or_nothing,
         racing_records_of_one_id_insert_it_once,
+        only_pending_and_running_bulk_invocations_hold_slots,
         records_written_together_are_each_decided_alone,
         a_claim_is_exclusive_until_its_lease_runs_out,
         replicas_with_skewed_clocks_share_no_lease_on_the_databases_time,
