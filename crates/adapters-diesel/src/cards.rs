@@ -21,6 +21,27 @@ impl DieselCardRepository {
     }
 }
 
+/// The cards due by `$now` (`At`), at most `$limit` of each kind: embargoes and snoozes ended,
+/// expiries come. Five reads, each served by its own (status, time) partial index, in one
+/// statement (`UNION ALL`, which diesel builds for each backend, not for `AnyConnection`; one
+/// read with OR would read every card).
+macro_rules! due_cards {
+    ($now:expr, $limit:expr) => {{
+        let due = |status: CardStatus| {
+            card_instances::table
+                .filter(card_instances::status.eq(status.as_str()))
+                .limit($limit)
+                .select(CardRow::as_select())
+        };
+        due(CardStatus::Embargoed)
+            .filter(card_instances::embargo_until.le($now))
+            .union_all(due(CardStatus::Snoozed).filter(card_instances::snoozed_until.le($now)))
+            .union_all(due(CardStatus::Embargoed).filter(card_instances::expires_at.le($now)))
+            .union_all(due(CardStatus::Active).filter(card_instances::expires_at.le($now)))
+            .union_all(due(CardStatus::Snoozed).filter(card_instances::expires_at.le($now)))
+    }};
+}
+
 #[async_trait]
 impl CardRepository for DieselCardRepository {
     async fn feed(
@@ -81,46 +102,9 @@ impl CardRepository for DieselCardRepository {
         let rows = self
             .db
             .run(move |conn| {
-                // Three queries, each served by its own (status, time) index; one query with
-                // OR would read every card.
-                let limit = i64::from(limit);
-                let mut rows: Vec<CardRow> = card_instances::table
-                    .filter(
-                        card_instances::status
-                            .eq(CardStatus::Embargoed.as_str())
-                            .and(card_instances::embargo_until.le(At(now))),
-                    )
-                    .limit(limit)
-                    .select(CardRow::as_select())
-                    .load(conn)?;
-                rows.extend(
-                    card_instances::table
-                        .filter(
-                            card_instances::status
-                                .eq(CardStatus::Snoozed.as_str())
-                                .and(card_instances::snoozed_until.le(At(now))),
-                        )
-                        .limit(limit)
-                        .select(CardRow::as_select())
-                        .load(conn)?,
-                );
-                for status in [
-                    CardStatus::Embargoed,
-                    CardStatus::Active,
-                    CardStatus::Snoozed,
-                ] {
-                    rows.extend(
-                        card_instances::table
-                            .filter(
-                                card_instances::status
-                                    .eq(status.as_str())
-                                    .and(card_instances::expires_at.le(At(now))),
-                            )
-                            .limit(limit)
-                            .select(CardRow::as_select())
-                            .load(conn)?,
-                    );
-                }
+                let mut rows: Vec<CardRow> = crate::per_backend!(&mut *conn, c => {
+                    due_cards!(At(now), i64::from(limit)).load(c)?
+                });
                 // A card may be due twice (an embargo and an expiry both past): once is enough.
                 let mut seen = std::collections::HashSet::new();
                 rows.retain(|r| seen.insert(r.id.clone()));
@@ -183,5 +167,51 @@ impl CardRepository for DieselCardRepository {
                 with_cards(conn, rows)
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each of the five reads of due cards goes through its own partial index, none through a
+    /// scan of every card.
+    #[test]
+    fn due_cards_are_read_through_their_partial_indexes() {
+        #[derive(diesel::QueryableByName)]
+        struct Step {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        let db = crate::testing::TestDatabase::sqlite();
+        let _migrated = crate::Database::connect(db.url(), 1).expect("connect and migrate");
+        let mut conn = crate::db::DatabaseUrl::parse(db.url())
+            .expect("url")
+            .establish()
+            .expect("connect");
+        let crate::db::AnyConnection::Sqlite(conn) = &mut conn else {
+            panic!("sqlite")
+        };
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0)
+            .expect("time")
+            .naive_utc();
+        let query = due_cards!(At(now), 10_i64);
+        let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
+        let sql = sql.split(" -- binds").next().unwrap_or_default();
+        let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+            .load(conn)
+            .expect("plan");
+        let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+        for index in [
+            "card_instances_embargo",
+            "card_instances_snooze",
+            "card_instances_expiry",
+        ] {
+            assert!(plan.iter().any(|d| d.contains(index)), "{index}: {plan:?}");
+        }
+        assert!(
+            !plan.iter().any(|d| d.starts_with("SCAN card_instances")),
+            "{plan:?}"
+        );
     }
 }

@@ -1751,6 +1751,76 @@ mod engine {
         assert_eq!(at().await, (Some("u9".into()), 7));
     }
 
+    /// The scheduler's read: embargoes and snoozes that ended and expiries that came, of open
+    /// cards only, each card once, at most `limit`.
+    async fn due_cards_are_those_whose_time_came_each_once(url: &str) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        let cards = DieselCardRepository::new(db);
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let at = |id: &str, status: CardStatus, set: &dyn Fn(&mut CardInstance)| {
+            let mut c = card(id, &format!("fin_{id}"), &format!("u_{id}"), 5, 1);
+            c.status = status;
+            set(&mut c);
+            c
+        };
+        let all = vec![
+            at("crd_e1", CardStatus::Embargoed, &|c| {
+                c.embargo_until = Some(t(50))
+            }),
+            at("crd_e2", CardStatus::Embargoed, &|c| {
+                c.embargo_until = Some(t(70))
+            }),
+            at("crd_s1", CardStatus::Snoozed, &|c| {
+                c.snoozed_until = Some(t(60))
+            }),
+            at("crd_s2", CardStatus::Snoozed, &|c| {
+                c.snoozed_until = Some(t(61))
+            }),
+            at("crd_x1", CardStatus::Active, &|c| {
+                c.expires_at = Some(t(10))
+            }),
+            at("crd_x2", CardStatus::Active, &|c| {
+                c.expires_at = Some(t(90))
+            }),
+            at("crd_x3", CardStatus::Snoozed, &|c| {
+                c.snoozed_until = Some(t(99));
+                c.expires_at = Some(t(20));
+            }),
+            // An embargo and an expiry both past: due once.
+            at("crd_x4", CardStatus::Embargoed, &|c| {
+                c.embargo_until = Some(t(30));
+                c.expires_at = Some(t(40));
+            }),
+            // Closed cards are never due.
+            at("crd_c1", CardStatus::Completed, &|c| {
+                c.expires_at = Some(t(10))
+            }),
+            at("crd_c2", CardStatus::Dismissed, &|c| {
+                c.snoozed_until = Some(t(10))
+            }),
+            at("crd_c3", CardStatus::Cancelled, &|c| {
+                c.embargo_until = Some(t(10))
+            }),
+        ];
+        repo.save_batches(vec![batch(None, None, all)])
+            .await
+            .expect("batch");
+        let mut due: Vec<String> = cards
+            .due(t(60), 100)
+            .await
+            .expect("due")
+            .into_iter()
+            .map(|c| c.id.to_string())
+            .collect();
+        due.sort();
+        assert_eq!(due, ["crd_e1", "crd_s1", "crd_x1", "crd_x3", "crd_x4"]);
+        assert_eq!(cards.due(t(60), 2).await.expect("due").len(), 2);
+        assert!(cards.due(t(0), 100).await.expect("due").is_empty());
+    }
+
     async fn feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap(url: &str) {
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db.clone());
@@ -1844,6 +1914,7 @@ mod engine {
         batches_apply_from_their_cursor_only,
         followed_batches_are_saved_after_the_one_before_and_fenced,
         feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap,
+        due_cards_are_those_whose_time_came_each_once,
     );
 }
 
