@@ -917,6 +917,19 @@ mod engine {
         db
     }
 
+    /// The flow of [`with_flow`] with one live invocation of it, `inv_1`, recorded; its
+    /// invocations and cards.
+    pub(super) async fn with_invocation(
+        url: &str,
+    ) -> (DieselInvocationRepository, DieselCardRepository) {
+        let db = with_flow(url).await;
+        let repo = DieselInvocationRepository::new(db.clone());
+        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        (repo, DieselCardRepository::new(db))
+    }
+
     pub(super) fn invocation(id: &str, mode: Mode, fingerprint: &str, bulk: bool) -> Invocation {
         Invocation {
             environment_id: "env_a".into(),
@@ -1397,12 +1410,7 @@ mod engine {
     /// On SQLite rows are inserted in runs that share all but their ids (see `packed`): every
     /// column of every row must come back as written, whatever the runs.
     async fn a_save_stores_every_column_of_rows_written_in_runs(url: &str) {
-        let db = with_flow(url).await;
-        let repo = DieselInvocationRepository::new(db.clone());
-        let cards = DieselCardRepository::new(db);
-        repo.record(vec![invocation("inv_1", Mode::Live, "f", false)])
-            .await
-            .expect("record");
+        let (repo, cards) = with_invocation(url).await;
         repo.claim(t(10), t(40), 1).await.expect("claim");
         // Four cards sharing all but their ids, with user ids JSON must escape (a run packed on
         // SQLite); a card with other content, times and status, and one like the first again
@@ -1514,12 +1522,7 @@ mod engine {
     }
 
     async fn batches_apply_from_their_cursor_only(url: &str) {
-        let db = with_flow(url).await;
-        let repo = DieselInvocationRepository::new(db.clone());
-        let cards = DieselCardRepository::new(db);
-        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
-            .await
-            .expect("record");
+        let (repo, cards) = with_invocation(url).await;
         repo.save_batches(vec![batch(
             None,
             Some("u1"),
@@ -1754,57 +1757,32 @@ mod engine {
     /// The scheduler's read: embargoes and snoozes that ended and expiries that came, of open
     /// cards only, each card once, at most `limit`.
     async fn due_cards_are_those_whose_time_came_each_once(url: &str) {
-        let db = with_flow(url).await;
-        let repo = DieselInvocationRepository::new(db.clone());
-        let cards = DieselCardRepository::new(db);
-        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
-            .await
-            .expect("record");
-        let at = |id: &str, status: CardStatus, set: &dyn Fn(&mut CardInstance)| {
+        let (repo, cards) = with_invocation(url).await;
+        // (card, status, embargo until, snoozed until, expires at), in seconds.
+        let all = [
+            ("crd_e1", CardStatus::Embargoed, Some(50), None, None),
+            ("crd_e2", CardStatus::Embargoed, Some(70), None, None),
+            ("crd_s1", CardStatus::Snoozed, None, Some(60), None),
+            ("crd_s2", CardStatus::Snoozed, None, Some(61), None),
+            ("crd_x1", CardStatus::Active, None, None, Some(10)),
+            ("crd_x2", CardStatus::Active, None, None, Some(90)),
+            ("crd_x3", CardStatus::Snoozed, None, Some(99), Some(20)),
+            // An embargo and an expiry both past: due once.
+            ("crd_x4", CardStatus::Embargoed, Some(30), None, Some(40)),
+            // Closed cards are never due.
+            ("crd_c1", CardStatus::Completed, None, None, Some(10)),
+            ("crd_c2", CardStatus::Dismissed, None, Some(10), None),
+            ("crd_c3", CardStatus::Cancelled, Some(10), None, None),
+        ]
+        .map(|(id, status, embargo, snooze, expiry)| {
             let mut c = card(id, &format!("fin_{id}"), &format!("u_{id}"), 5, 1);
             c.status = status;
-            set(&mut c);
+            c.embargo_until = embargo.map(t);
+            c.snoozed_until = snooze.map(t);
+            c.expires_at = expiry.map(t);
             c
-        };
-        let all = vec![
-            at("crd_e1", CardStatus::Embargoed, &|c| {
-                c.embargo_until = Some(t(50))
-            }),
-            at("crd_e2", CardStatus::Embargoed, &|c| {
-                c.embargo_until = Some(t(70))
-            }),
-            at("crd_s1", CardStatus::Snoozed, &|c| {
-                c.snoozed_until = Some(t(60))
-            }),
-            at("crd_s2", CardStatus::Snoozed, &|c| {
-                c.snoozed_until = Some(t(61))
-            }),
-            at("crd_x1", CardStatus::Active, &|c| {
-                c.expires_at = Some(t(10))
-            }),
-            at("crd_x2", CardStatus::Active, &|c| {
-                c.expires_at = Some(t(90))
-            }),
-            at("crd_x3", CardStatus::Snoozed, &|c| {
-                c.snoozed_until = Some(t(99));
-                c.expires_at = Some(t(20));
-            }),
-            // An embargo and an expiry both past: due once.
-            at("crd_x4", CardStatus::Embargoed, &|c| {
-                c.embargo_until = Some(t(30));
-                c.expires_at = Some(t(40));
-            }),
-            // Closed cards are never due.
-            at("crd_c1", CardStatus::Completed, &|c| {
-                c.expires_at = Some(t(10))
-            }),
-            at("crd_c2", CardStatus::Dismissed, &|c| {
-                c.snoozed_until = Some(t(10))
-            }),
-            at("crd_c3", CardStatus::Cancelled, &|c| {
-                c.embargo_until = Some(t(10))
-            }),
-        ];
+        })
+        .to_vec();
         repo.save_batches(vec![batch(None, None, all)])
             .await
             .expect("batch");
@@ -1822,12 +1800,7 @@ mod engine {
     }
 
     async fn feeds_order_by_priority_then_recency_and_transitions_are_compare_and_swap(url: &str) {
-        let db = with_flow(url).await;
-        let repo = DieselInvocationRepository::new(db.clone());
-        let cards = DieselCardRepository::new(db);
-        repo.record(vec![invocation("inv_1", Mode::Live, "fp", false)])
-            .await
-            .expect("record");
+        let (repo, cards) = with_invocation(url).await;
         let mut snoozed = card("crd_4", "fin_1", "u1", 9, 8);
         snoozed.status = CardStatus::Snoozed;
         snoozed.snoozed_until = Some(t(50));
