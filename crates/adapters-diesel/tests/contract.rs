@@ -1068,8 +1068,8 @@ mod engine {
         assert_eq!(repo.running_bulk("env_a").await.expect("count"), 1);
     }
 
-    /// Contract §10: a bulk invocation holds a slot while pending or running, never once it
-    /// ended (a CSV row's is written completed); invocations of `/start` hold none.
+    /// Contract §10: a bulk invocation (segment, tag or filter target) holds a slot while
+    /// pending or running, never once it ended; invocations that name their users hold none.
     async fn only_pending_and_running_bulk_invocations_hold_slots(url: &str) {
         let db = with_flow(url).await;
         let repo = DieselInvocationRepository::new(db);
@@ -1769,6 +1769,8 @@ mod engine {
             ("crd_x3", CardStatus::Snoozed, None, Some(99), Some(20)),
             // An embargo and an expiry both past: due once.
             ("crd_x4", CardStatus::Embargoed, Some(30), None, Some(40)),
+            // Expired while still embargoed.
+            ("crd_x5", CardStatus::Embargoed, Some(90), None, Some(40)),
             // Closed cards are never due.
             ("crd_c1", CardStatus::Completed, None, None, Some(10)),
             ("crd_c2", CardStatus::Dismissed, None, Some(10), None),
@@ -1794,7 +1796,10 @@ mod engine {
             .map(|c| c.id.to_string())
             .collect();
         due.sort();
-        assert_eq!(due, ["crd_e1", "crd_s1", "crd_x1", "crd_x3", "crd_x4"]);
+        assert_eq!(
+            due,
+            ["crd_e1", "crd_s1", "crd_x1", "crd_x3", "crd_x4", "crd_x5"]
+        );
         assert_eq!(cards.due(t(60), 2).await.expect("due").len(), 2);
         assert!(cards.due(t(0), 100).await.expect("due").is_empty());
     }
