@@ -37,7 +37,9 @@ macro_rules! held_invocations {
         crate::schema::invocations::table
             .filter(crate::schema::invocations::environment_id.eq($env))
             .filter(crate::schema::invocations::bulk)
-            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(&HOLDING))
+            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(
+                &*crate::bulk::HOLDING,
+            ))
             .count()
     };
 }
@@ -632,7 +634,7 @@ mod tests {
     use diesel_migrations::MigrationHarness;
     use domain::bulk::BulkRepository;
 
-    use super::{DieselBulkRepository, HOLDING};
+    use super::DieselBulkRepository;
     use crate::db::{AnyConnection, Database, DatabaseUrl, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
     use crate::testing::{raw_execute, raw_texts, TestDatabase};
 
@@ -738,28 +740,9 @@ mod tests {
     #[test]
     fn held_slots_are_counted_through_their_partial_index() {
         use diesel::prelude::*;
-        #[derive(diesel::QueryableByName)]
-        struct Step {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            detail: String,
-        }
-        let db = TestDatabase::sqlite();
-        let _migrated = Database::connect(db.url(), 1).expect("connect and migrate");
-        let mut conn = DatabaseUrl::parse(db.url())
-            .expect("url")
-            .establish()
-            .expect("connect");
-        let AnyConnection::Sqlite(conn) = &mut conn else {
-            panic!("sqlite")
-        };
         let query = held_invocations!("env_a");
         let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
-        let sql = sql.split(" -- binds").next().unwrap_or_default();
-        let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
-            .bind::<diesel::sql_types::Text, _>("env_a")
-            .load(conn)
-            .expect("plan");
-        let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+        let plan = crate::testing::sqlite_plan(sql.split(" -- binds").next().unwrap_or_default());
         assert!(
             plan.iter().any(|d| d.contains("invocations_bulk")),
             "{plan:?}"

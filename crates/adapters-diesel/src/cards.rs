@@ -178,30 +178,12 @@ mod tests {
     /// scan of every card.
     #[test]
     fn due_cards_are_read_through_their_partial_indexes() {
-        #[derive(diesel::QueryableByName)]
-        struct Step {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            detail: String,
-        }
-        let db = crate::testing::TestDatabase::sqlite();
-        let _migrated = crate::Database::connect(db.url(), 1).expect("connect and migrate");
-        let mut conn = crate::db::DatabaseUrl::parse(db.url())
-            .expect("url")
-            .establish()
-            .expect("connect");
-        let crate::db::AnyConnection::Sqlite(conn) = &mut conn else {
-            panic!("sqlite")
-        };
         let now = chrono::DateTime::from_timestamp(1_700_000_000, 0)
             .expect("time")
             .naive_utc();
         let query = due_cards!(At(now), 10_i64);
         let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
-        let sql = sql.split(" -- binds").next().unwrap_or_default();
-        let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
-            .load(conn)
-            .expect("plan");
-        let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+        let plan = crate::testing::sqlite_plan(sql.split(" -- binds").next().unwrap_or_default());
         for index in [
             "card_instances_embargo",
             "card_instances_snooze",

@@ -136,20 +136,6 @@ mod tests {
     /// never a scan of a table that holds every invocation, delivery and push ever made.
     #[test]
     fn backlog_counts_read_indexes_not_tables() {
-        #[derive(diesel::QueryableByName)]
-        struct Step {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            detail: String,
-        }
-        let db = crate::testing::TestDatabase::sqlite();
-        let _migrated = Database::connect(db.url(), 1).expect("connect and migrate");
-        let mut conn = crate::db::DatabaseUrl::parse(db.url())
-            .expect("url")
-            .establish()
-            .expect("connect");
-        let AnyConnection::Sqlite(conn) = &mut conn else {
-            panic!("sqlite")
-        };
         for (query, table, indexes) in [
             (
                 INVOCATIONS.as_str(),
@@ -163,10 +149,7 @@ mod tests {
             ),
             (PUSH_JOBS.as_str(), "push_jobs", &["push_jobs_due"][..]),
         ] {
-            let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {query}"))
-                .load(conn)
-                .expect("plan");
-            let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+            let plan = crate::testing::sqlite_plan(query);
             for index in indexes {
                 assert!(plan.iter().any(|d| d.contains(index)), "{index}: {plan:?}");
             }

@@ -164,3 +164,29 @@ pub fn raw_execute(url: &str, sql: &str) {
         diesel::sql_query(sql).execute(&mut c).expect("statement");
     }
 }
+
+/// The details of SQLite's `EXPLAIN QUERY PLAN` for `sql` (its parameters unbound: the plan
+/// does not depend on their values), on a new migrated database: for tests that a query reads
+/// the index meant for it.
+pub fn sqlite_plan(sql: &str) -> Vec<String> {
+    use diesel::RunQueryDsl;
+
+    #[derive(diesel::QueryableByName)]
+    struct Step {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        detail: String,
+    }
+    let db = TestDatabase::sqlite();
+    let _migrated = crate::Database::connect(db.url(), 1).expect("connect and migrate");
+    let mut conn = crate::db::DatabaseUrl::parse(db.url())
+        .expect("url")
+        .establish()
+        .expect("connect");
+    let crate::db::AnyConnection::Sqlite(conn) = &mut conn else {
+        panic!("sqlite")
+    };
+    let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+        .load(conn)
+        .expect("plan");
+    plan.into_iter().map(|s| s.detail).collect()
+}
