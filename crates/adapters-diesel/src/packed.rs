@@ -72,7 +72,7 @@ pub(crate) struct Statement {
 }
 
 impl Statement {
-    fn new(sql: &'static str, binds: Vec<Bind>) -> Self {
+    pub(crate) fn new(sql: &'static str, binds: Vec<Bind>) -> Self {
         debug_assert_eq!(sql.matches('?').count(), binds.len(), "{sql}");
         Statement { sql, binds }
     }

@@ -176,12 +176,7 @@ pub fn sqlite_plan(sql: &str) -> Vec<String> {
         #[diesel(sql_type = diesel::sql_types::Text)]
         detail: String,
     }
-    let db = TestDatabase::sqlite();
-    let _migrated = crate::Database::connect(db.url(), 1).expect("connect and migrate");
-    let mut conn = crate::db::DatabaseUrl::parse(db.url())
-        .expect("url")
-        .establish()
-        .expect("connect");
+    let (_db, mut conn) = sqlite_connection();
     let crate::db::AnyConnection::Sqlite(conn) = &mut conn else {
         panic!("sqlite")
     };
@@ -189,4 +184,38 @@ pub fn sqlite_plan(sql: &str) -> Vec<String> {
         .load(conn)
         .expect("plan");
     plan.into_iter().map(|s| s.detail).collect()
+}
+
+/// A connection to a new migrated SQLite database, with the database it is to (kept while
+/// the connection is used).
+fn sqlite_connection() -> (TestDatabase, crate::db::AnyConnection) {
+    let db = TestDatabase::sqlite();
+    let _migrated = crate::Database::connect(db.url(), 1).expect("connect and migrate");
+    let conn = crate::db::DatabaseUrl::parse(db.url())
+        .expect("url")
+        .establish()
+        .expect("connect");
+    (db, conn)
+}
+
+/// The statements diesel prepared and kept in its cache while `run` ran twice on a new
+/// migrated SQLite database, in order: for tests that a statement run in every transaction is
+/// prepared once per connection, not again at each execution.
+#[cfg(test)]
+pub(crate) fn sqlite_kept(mut run: impl FnMut(&mut crate::db::AnyConnection)) -> Vec<String> {
+    use diesel::connection::InstrumentationEvent;
+    use std::sync::{Arc, Mutex};
+
+    let (_db, mut conn) = sqlite_connection();
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let seen = kept.clone();
+    conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+        if let InstrumentationEvent::CacheQuery { sql, .. } = event {
+            seen.lock().expect("kept").push(sql.to_owned());
+        }
+    });
+    run(&mut conn);
+    run(&mut conn);
+    let kept = kept.lock().expect("kept").clone();
+    kept
 }

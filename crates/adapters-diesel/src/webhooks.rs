@@ -28,8 +28,10 @@ use crate::schema::{
 };
 use crate::totals::{CardOf, Totals};
 
+mod enqueue;
 mod pending;
 mod sealing;
+pub(crate) use enqueue::enqueue;
 use pending::pending_subscriptions;
 use sealing::{open, seal};
 
@@ -88,64 +90,6 @@ struct AttemptRow {
     response_body: String,
     next_attempt_at: Option<At>,
     created: At,
-}
-
-/// The outbox half of every event write: one pending delivery per enabled subscription that
-/// wants the event, in the caller's transaction.
-pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> Result<(), Failure> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let mut envs: Vec<&str> = events.iter().map(|e| e.environment_id()).collect();
-    envs.sort_unstable();
-    envs.dedup();
-    /// id, environment, types, card template filter, flow filter.
-    type Filter = (String, String, String, Option<String>, Option<String>);
-    let filters: Vec<Filter> = webhook_subscriptions::table
-        .filter(webhook_subscriptions::environment_id.eq_any(&envs))
-        .filter(webhook_subscriptions::enabled.eq(true))
-        .select((
-            webhook_subscriptions::id,
-            webhook_subscriptions::environment_id,
-            webhook_subscriptions::types,
-            webhook_subscriptions::card_template_id,
-            webhook_subscriptions::flow_id,
-        ))
-        .load(conn)?;
-    if filters.is_empty() {
-        return Ok(());
-    }
-    let mut rows = Vec::new();
-    for (id, env, types, template, flow) in filters {
-        let types: Vec<String> = serde_json::from_str(&types)
-            .map_err(|e| Failure::Domain(corrupt("webhook types", e)))?;
-        for event in events.iter().filter(|e| {
-            e.environment_id() == env
-                && domain::webhook::wants(&types, template.as_deref(), flow.as_deref(), e)
-        }) {
-            let at = event.created.naive_utc();
-            rows.push(DeliveryRow {
-                id: new_id(IdKind::Delivery),
-                environment_id: env.clone(),
-                subscription_id: id.clone(),
-                event_id: event.id.clone().into(),
-                event_name: event.name.clone(),
-                status: DeliveryStatus::Pending.as_str().into(),
-                attempts: 0,
-                trigger_kind: "scheduled".into(),
-                next_attempt_at: at,
-                created: at,
-                updated: at,
-            });
-        }
-    }
-    if !rows.is_empty() {
-        crate::db::notices::queued(crate::Work::Deliveries);
-    }
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
-    }
-    Ok(())
 }
 
 pub struct DieselWebhookRepository {
