@@ -61,7 +61,8 @@ pub(crate) enum Bind {
     OptTime(Option<NaiveDateTime>),
 }
 
-/// One packed multi-row insert, built apart from its execution: its SQL, with one `?` per
+/// One packed multi-row insert (or another statement run in every transaction on SQLite, such
+/// as the daily totals' upsert), built apart from its execution: its SQL, with one `?` per
 /// bind, and its binds in order. Unlike diesel's `sql_query`, which SQLite parses again at
 /// every execution (5% of the recorder's time), it is prepared once per connection and kept in
 /// diesel's statement cache, keyed by its SQL.
@@ -90,7 +91,7 @@ impl QueryId for Statement {
 
 impl QueryFragment<Sqlite> for Statement {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
-        // The SQL holds no `?` but its placeholders (no string literal of the packed inserts
+        // The SQL holds no `?` but its placeholders (no string literal given to `Statement::new`
         // has one), and `push_bind_param` writes each placeholder back.
         let mut pieces = self.sql.split('?');
         out.push_sql(pieces.next().unwrap_or_default());

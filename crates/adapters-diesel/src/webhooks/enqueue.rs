@@ -26,8 +26,9 @@ fn subscriptions_of(conn: &mut AnyConnection, envs: &[&str]) -> Result<Vec<Filte
     Ok(match conn {
         // One environment at a time: diesel prepares an `IN (...)` list again at every
         // execution on SQLite, where `= ?` it prepares once per connection (preparing the list
-        // was 2% of the recorder's time under a `/start` load); a transaction's events rarely
-        // come from more than one environment.
+        // was 2.2% of the samples of the recorder's writing thread under a `/start` load,
+        // docs/benchmarks.md, 2026-11-28, ba3aa9a); a transaction's events rarely come from
+        // more than one environment.
         AnyConnection::Sqlite(c) => {
             let mut all = Vec::new();
             for env in envs {
