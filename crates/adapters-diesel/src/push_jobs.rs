@@ -42,6 +42,39 @@ struct JobRow {
     updated: NaiveDateTime,
 }
 
+/// The enabled push platforms of `envs`: environment, app and platform.
+fn enabled_platforms(
+    conn: &mut AnyConnection,
+    envs: &[&str],
+) -> Result<Vec<(String, String, String)>, Failure> {
+    macro_rules! enabled {
+        ($envs:expr) => {
+            push_platforms::table
+                .filter($envs)
+                .filter(push_platforms::enabled.eq(true))
+                .select((
+                    push_platforms::environment_id,
+                    push_platforms::app_id,
+                    push_platforms::platform,
+                ))
+        };
+    }
+    Ok(match conn {
+        // One environment at a time, as `webhooks::enqueue` reads subscriptions: an `IN (...)`
+        // list diesel prepares again at every execution on SQLite, `= ?` once per connection.
+        AnyConnection::Sqlite(c) => {
+            let mut all = Vec::new();
+            for env in envs {
+                all.extend(enabled!(push_platforms::environment_id.eq(env)).load(c)?);
+            }
+            all
+        }
+        AnyConnection::Postgresql(c) => {
+            enabled!(push_platforms::environment_id.eq_any(envs)).load(c)?
+        }
+    })
+}
+
 /// The outbox half of every event write: one pending job per device of the card's user that
 /// the card reaches through an enabled platform of the device's app, in the caller's
 /// transaction. Which events and devices: `domain::push::{wants, targeted_platforms, reaches,
@@ -61,16 +94,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
     envs.dedup();
     // No enabled platform, no device to look up (the common case of a large fan-out).
     let mut enabled: HashMap<(String, String), Vec<String>> = HashMap::new();
-    let rows: Vec<(String, String, String)> = push_platforms::table
-        .filter(push_platforms::environment_id.eq_any(&envs))
-        .filter(push_platforms::enabled.eq(true))
-        .select((
-            push_platforms::environment_id,
-            push_platforms::app_id,
-            push_platforms::platform,
-        ))
-        .load(conn)?;
-    for (env, app, platform) in rows {
+    for (env, app, platform) in enabled_platforms(conn, &envs)? {
         enabled.entry((env, app)).or_default().push(platform);
     }
     if enabled.is_empty() {
@@ -361,5 +385,22 @@ impl PushJobRepository for DieselPushJobRepository {
             .await?;
         rows.map(|rows| rows.into_iter().map(status).collect())
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_platforms_read_for_each_transaction_is_prepared_once_per_connection_on_sqlite() {
+        let kept = crate::testing::sqlite_kept(|conn| {
+            let Ok(found) = enabled_platforms(conn, &["env_a", "env_b"]) else {
+                panic!("the read failed")
+            };
+            assert!(found.is_empty());
+        });
+        let reads = kept.iter().filter(|sql| sql.contains("push_platforms"));
+        assert_eq!(reads.count(), 1, "{kept:#?}");
     }
 }
