@@ -26,6 +26,7 @@ mod health;
 mod invocations;
 mod markers;
 mod millis;
+mod outbox;
 mod packed;
 mod page;
 mod prune;

@@ -43,36 +43,16 @@ struct JobRow {
 }
 
 /// The enabled push platforms of `envs`: environment, app and platform.
-fn enabled_platforms(
+pub(crate) fn enabled_platforms(
     conn: &mut AnyConnection,
     envs: &[&str],
 ) -> Result<Vec<(String, String, String)>, Failure> {
-    macro_rules! enabled {
-        ($envs:expr) => {
-            push_platforms::table
-                .filter($envs)
-                .filter(push_platforms::enabled.eq(true))
-                .select((
-                    push_platforms::environment_id,
-                    push_platforms::app_id,
-                    push_platforms::platform,
-                ))
-        };
-    }
-    Ok(match conn {
-        // One environment at a time, as `webhooks::enqueue` reads subscriptions: an `IN (...)`
-        // list diesel prepares again at every execution on SQLite, `= ?` once per connection.
-        AnyConnection::Sqlite(c) => {
-            let mut all = Vec::new();
-            for env in envs {
-                all.extend(enabled!(push_platforms::environment_id.eq(env)).load(c)?);
-            }
-            all
-        }
-        AnyConnection::Postgresql(c) => {
-            enabled!(push_platforms::environment_id.eq_any(envs)).load(c)?
-        }
-    })
+    crate::outbox::enabled_in!(
+        conn,
+        envs,
+        push_platforms,
+        (environment_id, app_id, platform)
+    )
 }
 
 /// The outbox half of every event write: one pending job per device of the card's user that
@@ -385,22 +365,5 @@ impl PushJobRepository for DieselPushJobRepository {
             .await?;
         rows.map(|rows| rows.into_iter().map(status).collect())
             .transpose()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_platforms_read_for_each_transaction_is_prepared_once_per_connection_on_sqlite() {
-        let kept = crate::testing::sqlite_kept(|conn| {
-            let Ok(found) = enabled_platforms(conn, &["env_a", "env_b"]) else {
-                panic!("the read failed")
-            };
-            assert!(found.is_empty());
-        });
-        let reads = kept.iter().filter(|sql| sql.contains("push_platforms"));
-        assert_eq!(reads.count(), 1, "{kept:#?}");
     }
 }

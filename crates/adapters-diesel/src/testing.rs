@@ -219,3 +219,16 @@ pub(crate) fn sqlite_kept(mut run: impl FnMut(&mut crate::db::AnyConnection)) ->
     let kept = kept.lock().expect("kept").clone();
     kept
 }
+
+/// Asserts that of the statements [`sqlite_kept`] lists for `run`, exactly one reads `table`.
+#[cfg(test)]
+pub(crate) fn sqlite_keeps_one_read_of(
+    table: &str,
+    run: impl FnMut(&mut crate::db::AnyConnection),
+) {
+    let kept = sqlite_kept(run);
+    let reads = kept
+        .iter()
+        .filter(|sql| sql.starts_with("SELECT") && sql.contains(table));
+    assert_eq!(reads.count(), 1, "{kept:#?}");
+}

@@ -32,6 +32,8 @@ mod enqueue;
 mod pending;
 mod sealing;
 pub(crate) use enqueue::enqueue;
+#[cfg(test)]
+pub(crate) use enqueue::subscriptions_of;
 use pending::pending_subscriptions;
 use sealing::{open, seal};
 

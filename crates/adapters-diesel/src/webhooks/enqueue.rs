@@ -8,41 +8,16 @@ use super::*;
 type Filter = (String, String, String, Option<String>, Option<String>);
 
 /// The enabled subscriptions of `envs`.
-fn subscriptions_of(conn: &mut AnyConnection, envs: &[&str]) -> Result<Vec<Filter>, Failure> {
-    macro_rules! enabled {
-        ($envs:expr) => {
-            webhook_subscriptions::table
-                .filter($envs)
-                .filter(webhook_subscriptions::enabled.eq(true))
-                .select((
-                    webhook_subscriptions::id,
-                    webhook_subscriptions::environment_id,
-                    webhook_subscriptions::types,
-                    webhook_subscriptions::card_template_id,
-                    webhook_subscriptions::flow_id,
-                ))
-        };
-    }
-    Ok(match conn {
-        // One environment at a time: diesel prepares an `IN (...)` list again at every
-        // execution on SQLite, where `= ?` it prepares once per connection (preparing the list
-        // was 2.2% of the samples of the recorder's writing thread under a `/start` load,
-        // docs/benchmarks.md, 2026-11-28, ba3aa9a); a transaction's events rarely come from
-        // more than one environment.
-        AnyConnection::Sqlite(c) => {
-            let mut all = Vec::new();
-            for env in envs {
-                all.extend(
-                    enabled!(webhook_subscriptions::environment_id.eq(env)).load::<Filter>(c)?,
-                );
-            }
-            all
-        }
-        // `= ANY($1)`: one statement whatever the number of environments.
-        AnyConnection::Postgresql(c) => {
-            enabled!(webhook_subscriptions::environment_id.eq_any(envs)).load(c)?
-        }
-    })
+pub(crate) fn subscriptions_of(
+    conn: &mut AnyConnection,
+    envs: &[&str],
+) -> Result<Vec<Filter>, Failure> {
+    crate::outbox::enabled_in!(
+        conn,
+        envs,
+        webhook_subscriptions,
+        (id, environment_id, types, card_template_id, flow_id)
+    )
 }
 
 /// The outbox half of every event write: one pending delivery per enabled subscription that
@@ -89,23 +64,4 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
         crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_subscriptions_read_for_each_transaction_is_prepared_once_per_connection_on_sqlite() {
-        let kept = crate::testing::sqlite_kept(|conn| {
-            let Ok(found) = subscriptions_of(conn, &["env_a", "env_b"]) else {
-                panic!("the read failed")
-            };
-            assert!(found.is_empty());
-        });
-        let reads = kept
-            .iter()
-            .filter(|sql| sql.contains("webhook_subscriptions"));
-        assert_eq!(reads.count(), 1, "{kept:#?}");
-    }
 }
