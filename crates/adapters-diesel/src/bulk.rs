@@ -741,8 +741,7 @@ mod tests {
     fn held_slots_are_counted_through_their_partial_index() {
         use diesel::prelude::*;
         let query = held_invocations!("env_a");
-        let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
-        let plan = crate::testing::sqlite_plan(sql.split(" -- binds").next().unwrap_or_default());
+        let plan = crate::testing::sqlite_query_plan(&query);
         assert!(
             plan.iter().any(|d| d.contains("invocations_bulk")),
             "{plan:?}"

@@ -182,8 +182,7 @@ mod tests {
             .expect("time")
             .naive_utc();
         let query = due_cards!(At(now), 10_i64);
-        let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
-        let plan = crate::testing::sqlite_plan(sql.split(" -- binds").next().unwrap_or_default());
+        let plan = crate::testing::sqlite_query_plan(&query);
         for index in [
             "card_instances_embargo",
             "card_instances_snooze",

@@ -614,35 +614,13 @@ mod tests {
 
     #[test]
     fn claims_read_each_status_through_its_partial_index() {
-        use diesel::sql_types::Timestamp as SqlTimestamp;
-        #[derive(diesel::QueryableByName)]
-        struct Step {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            detail: String,
-        }
-        let db = crate::testing::TestDatabase::sqlite();
-        let mut conn = crate::db::DatabaseUrl::parse(db.url())
-            .expect("url")
-            .establish()
-            .expect("connect");
-        crate::db::migrate(&mut conn).expect("migrate");
-        let AnyConnection::Sqlite(conn) = &mut conn else {
-            panic!("sqlite")
-        };
         let now = Utc.timestamp_opt(1_700_000_000, 0).unwrap().naive_utc();
         for (status, index) in DUE_STATUSES
             .iter()
             .zip(["invocations_pending", "invocations_running"])
         {
             let query = invocations_due!(status.as_str(), At(now), 10);
-            let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
-            let sql = sql.split(" -- binds").next().unwrap_or_default();
-            let plan: Vec<Step> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
-                .bind::<SqlTimestamp, _>(now)
-                .bind::<diesel::sql_types::BigInt, _>(10)
-                .load(conn)
-                .expect("plan");
-            let plan: Vec<String> = plan.into_iter().map(|s| s.detail).collect();
+            let plan = crate::testing::sqlite_query_plan(&query);
             assert!(
                 plan.iter().any(|d| d.contains(index))
                     && !plan.iter().any(|d| d.contains("TEMP B-TREE")),

@@ -186,6 +186,16 @@ pub fn sqlite_plan(sql: &str) -> Vec<String> {
     plan.into_iter().map(|s| s.detail).collect()
 }
 
+/// [`sqlite_plan`] of a diesel query, as diesel writes it for SQLite.
+#[cfg(test)]
+pub(crate) fn sqlite_query_plan<Q>(query: &Q) -> Vec<String>
+where
+    Q: diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite>,
+{
+    let sql = diesel::debug_query::<diesel::sqlite::Sqlite, _>(query).to_string();
+    sqlite_plan(sql.split(" -- binds").next().unwrap_or_default())
+}
+
 /// A connection to a new migrated SQLite database, with the database it is to (kept while
 /// the connection is used).
 fn sqlite_connection() -> (TestDatabase, crate::db::AnyConnection) {
