@@ -384,9 +384,7 @@ pub(crate) fn record_calls(
     let all = asked_in(calls);
     let mut totals = Totals::default();
     if all_new && distinct(&all) {
-        if !insert_new(conn, &all, built, &mut totals)? {
-            return Err(Failure::Retry);
-        }
+        insert_new(conn, &all, built, &mut totals)?;
         totals.flush(conn)?;
         return Ok(calls.iter().map(|c| vec![None; c.len()]).collect());
     }
@@ -439,10 +437,8 @@ pub(crate) fn record_calls(
         }
         answers.push(stored);
     }
-    if !insert_new(conn, &new, None, &mut totals)? {
-        // A racing request inserted some of these ids first: decide again.
-        return Err(Failure::Retry);
-    }
+    // A racing request may have inserted some of these ids first: then decided again.
+    insert_new(conn, &new, None, &mut totals)?;
     totals.flush(conn)?;
     Ok(answers)
 }
@@ -497,14 +493,15 @@ impl NewWrites {
 }
 
 /// Inserts invocations taken to be new, and the rows of their runs (cancel markers applied;
-/// the invocations known without reading), from `built` when it was built from `new`. False,
-/// with the runs not saved, when some of the invocations were stored already.
+/// the invocations known without reading), from `built` when it was built from `new`.
+/// [`Failure::Retry`], with the runs not saved, when some of the invocations were stored
+/// already.
 pub(crate) fn insert_new(
     conn: &mut AnyConnection,
     new: &[(&Invocation, Option<&BatchResult>)],
     built: Option<&NewWrites>,
     totals: &mut Totals,
-) -> Result<bool, Failure> {
+) -> Result<(), Failure> {
     let mut known: Known = HashMap::new();
     for (i, run) in new {
         if run.is_some() {
@@ -538,17 +535,15 @@ pub(crate) fn insert_new(
     write_new(conn, &writes, &new, totals)
 }
 
-/// Writes what was built from `new`, counted in `totals`; false, with the runs not written,
-/// when some of the invocations were stored already.
+/// Writes what was built from `new`, counted in `totals`; [`Failure::Retry`], with the runs
+/// not written, when some of the invocations were stored already.
 pub(crate) fn write_new(
     conn: &mut AnyConnection,
     writes: &NewWrites,
     new: &[(&Invocation, Option<&BatchResult>)],
     totals: &mut Totals,
-) -> Result<bool, Failure> {
-    if !writes.invocations.write(conn)? {
-        return Ok(false);
-    }
+) -> Result<(), Failure> {
+    writes.invocations.write(conn)?;
     let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
     writes.runs.write(conn, &runs, totals)?;
     let mut for_engine = false;
@@ -565,7 +560,7 @@ pub(crate) fn write_new(
     if for_engine {
         crate::db::notices::queued(crate::Work::Invocations);
     }
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -236,8 +236,9 @@ impl InvocationWrites {
         }
     }
 
-    /// True when every one was new (inserted).
-    pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<bool, Failure> {
+    /// Inserts them all; [`Failure::Retry`] when an id was stored already, leaving the
+    /// transaction to be rolled back (on PostgreSQL it is aborted).
+    pub(crate) fn write(&self, conn: &mut AnyConnection) -> Result<(), Failure> {
         match self {
             InvocationWrites::Sqlite {
                 rows,
@@ -254,9 +255,19 @@ impl InvocationWrites {
                         .do_nothing()
                         .execute(c))?;
                 }
-                Ok(inserted == rows.len())
+                if inserted == rows.len() {
+                    Ok(())
+                } else {
+                    Err(Failure::Retry)
+                }
             }
-            InvocationWrites::Postgres(insert) => Ok(run_columns(conn, insert)? == insert.len()),
+            InvocationWrites::Postgres(insert) => match run_columns(conn, insert) {
+                Err(Failure::Query(diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::UniqueViolation,
+                    info,
+                ))) if info.constraint_name() == Some(INVOCATIONS_KEY) => Err(Failure::Retry),
+                other => other.map(drop),
+            },
         }
     }
 }
