@@ -20,6 +20,7 @@
 //! [`column_insert!`] builds one from rows whose fields are named as their columns,
 //! so that the names and the arrays cannot come apart.
 
+use chrono::NaiveDateTime;
 use diesel::pg::{Pg, PgConnection};
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Integer, Nullable, Text};
@@ -37,6 +38,9 @@ pub(crate) enum Column {
     Bool(Vec<bool>),
     Time(Vec<At>),
     OptTime(Vec<Option<At>>),
+    /// Instants of a table that keeps diesel's `Timestamp` on both backends (webhook
+    /// deliveries); bound as `timestamp`, as [`At`] is on PostgreSQL.
+    Stamp(Vec<NaiveDateTime>),
 }
 
 /// An insert of rows as arrays of columns, built apart from its execution (on the recorder's
@@ -109,6 +113,7 @@ impl ColumnInsert {
                 (Column::Bool(a), Column::Bool(b)) => a.extend(b),
                 (Column::Time(a), Column::Time(b)) => a.extend(b),
                 (Column::OptTime(a), Column::OptTime(b)) => a.extend(b),
+                (Column::Stamp(a), Column::Stamp(b)) => a.extend(b),
                 // Not reached: every pair of columns is of one kind (checked above).
                 _ => {}
             }
@@ -131,6 +136,7 @@ impl ColumnInsert {
                 Column::Bool(v) => v.len(),
                 Column::Time(v) => v.len(),
                 Column::OptTime(v) => v.len(),
+                Column::Stamp(v) => v.len(),
             })
             .collect()
     }
@@ -183,6 +189,7 @@ impl Column {
             Column::Bool(v) => one(v),
             Column::Time(v) => one(v),
             Column::OptTime(v) => one(v),
+            Column::Stamp(v) => one(v),
         }
     }
 
@@ -202,6 +209,7 @@ impl Column {
             Column::OptTime(v) => {
                 out.push_bind_param::<Nullable<Millis>, _>(v.first().ok_or_else(missing)?)
             }
+            Column::Stamp(v) => out.push_bind_param::<Millis, _>(v.first().ok_or_else(missing)?),
         }
     }
 
@@ -215,6 +223,7 @@ impl Column {
             Column::Bool(v) => out.push_bind_param::<Array<Bool>, _>(v),
             Column::Time(v) => out.push_bind_param::<Array<Millis>, _>(v),
             Column::OptTime(v) => out.push_bind_param::<Array<Nullable<Millis>>, _>(v),
+            Column::Stamp(v) => out.push_bind_param::<Array<Millis>, _>(v),
         }
     }
 }

@@ -60,8 +60,36 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
     if !rows.is_empty() {
         crate::db::notices::queued(crate::Work::Deliveries);
     }
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_deliveries::table).values(chunk).execute(c))?;
+    match conn {
+        // One text for any number of rows, kept prepared (see `crate::columns`).
+        AnyConnection::Postgresql(c) => {
+            delivery_columns(rows).run(c)?;
+        }
+        AnyConnection::Sqlite(c) => {
+            for chunk in rows.chunks(INSERT_CHUNK) {
+                diesel::insert_into(webhook_deliveries::table)
+                    .values(chunk)
+                    .execute(c)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// Deliveries as one PostgreSQL insert of a column each.
+fn delivery_columns(rows: Vec<DeliveryRow>) -> crate::columns::ColumnInsert {
+    crate::columns::column_insert!("webhook_deliveries", rows, "", {
+        // Classes: 1 the subscription and the state, 2 the event's name, 3 the time.
+        id: Text,
+        environment_id: Text @ 1,
+        subscription_id: Text @ 1,
+        event_id: Text,
+        event_name: Text @ 2,
+        status: Text @ 1,
+        attempts: Int @ 1,
+        trigger_kind: Text @ 1,
+        next_attempt_at: Stamp @ 3,
+        created: Stamp @ 3,
+        updated: Stamp @ 3,
+    })
 }
