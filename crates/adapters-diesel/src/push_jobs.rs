@@ -133,11 +133,10 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
     if rows.is_empty() {
         return Ok(());
     }
-    // Each job's id is new: a plain insert (`ON CONFLICT DO NOTHING` never applied, and on
-    // PostgreSQL it inserts every row speculatively, at a cost; docs/benchmarks.md).
     for chunk in rows.chunks(CHUNK) {
         crate::per_backend!(&mut *conn, c => diesel::insert_into(push_jobs::table)
             .values(chunk)
+            .on_conflict_do_nothing()
             .execute(c))?;
     }
     crate::db::notices::queued(crate::Work::Pushes);
