@@ -181,8 +181,8 @@ impl RowWrites<EventRow> {
     }
 }
 
-/// New invocations to insert, built like [`CardWrites`]; each inserted only when its id is new
-/// in its environment.
+/// New invocations to insert, built like [`CardWrites`]: all of them, or none when an id is
+/// stored already in its environment ([`InvocationWrites::write`]).
 pub(crate) enum InvocationWrites {
     Sqlite {
         rows: Vec<InvocationRow>,
