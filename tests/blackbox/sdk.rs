@@ -532,7 +532,64 @@ async fn a_deleted_key_stops_its_tokens_at_once(s: Server) {
     );
 }
 
+/// Found by an outside probe: u1's own token moved u2's device to u1, and u1's pushes went to
+/// u2's phone. A user token registers new tokens and its own; another user's is 409 and stays
+/// where it is. A key still moves it (a shared device changes hands).
+async fn a_user_token_cannot_take_another_users_device(s: Server) {
+    let signer = Signer::ec();
+    let added = add_key(&s, json!({"name": "app", "publicKey": signer.public_pem})).await;
+    assert_eq!(added.status, 201, "{}", added.text);
+    let (u1, u2) = (
+        signer.sign("app", &claims("u1")),
+        signer.sign("app", &claims("u2")),
+    );
+    let body = json!({"appId": "com.example.app", "platform": "FCM"});
+    let put = |token: &str, user: &str| {
+        let (token, user, body) = (token.to_owned(), user.to_owned(), body.clone());
+        let s = &s;
+        async move {
+            as_user(
+                s,
+                "PUT",
+                &format!("/users/{user}/devices/phone-2"),
+                &token,
+                Some(body),
+            )
+            .await
+        }
+    };
+    assert_eq!(put(&u2, "u2").await.status, 200, "u2 registers its phone");
+    assert_eq!(put(&u2, "u2").await.status, 200, "and again");
+    put(&u1, "u1").await.problem(409, "device_taken");
+    let of = |user: &str, token: &str| {
+        let (user, token) = (user.to_owned(), token.to_owned());
+        let s = &s;
+        async move {
+            let listed = as_user(s, "GET", &format!("/users/{user}/devices"), &token, None).await;
+            assert_eq!(listed.status, 200, "{}", listed.text);
+            listed.body["data"].as_array().map_or(0, Vec::len)
+        }
+    };
+    assert_eq!(
+        (of("u1", &u1).await, of("u2", &u2).await),
+        (0, 1),
+        "nothing moved"
+    );
+    // A customer's key moves it.
+    let moved = call(
+        &s,
+        "PUT",
+        &format!("/v1/{}/users/u1/devices/phone-2", s.env),
+        Some(&s.admin_secret),
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(moved.status, 200, "{}", moved.text);
+    assert_eq!((of("u1", &u1).await, of("u2", &u2).await), (1, 0));
+}
+
 blackbox!(
+    a_user_token_cannot_take_another_users_device,
     sdk_keys_are_added_listed_changed_and_deleted,
     user_tokens_reach_their_own_user_and_nothing_else,
     every_refusal_has_its_reason,

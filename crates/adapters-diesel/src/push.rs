@@ -238,18 +238,57 @@ impl DieselDeviceRepository {
     }
 }
 
+fn device_row(d: &Device) -> DeviceRow {
+    DeviceRow {
+        environment_id: d.environment_id.clone(),
+        token: d.token.clone(),
+        user_id: d.user_id.clone(),
+        app_id: d.app_id.clone(),
+        platform: d.platform.clone(),
+        created: d.created.naive_utc(),
+        updated: d.updated.naive_utc(),
+    }
+}
+
 #[async_trait]
 impl DeviceRepository for DieselDeviceRepository {
+    async fn upsert_own(&self, d: &Device) -> Result<Option<Device>, StorageError> {
+        let row = device_row(d);
+        let stored = self
+            .db
+            .transaction(move |conn| {
+                // A new token is inserted; a token stored already is updated only where this
+                // user holds it. Either statement settles a race on its own: the insert's
+                // conflict waits for the other insert, the update sees the latest holder.
+                let inserted = crate::per_backend!(&mut *conn, c => diesel::insert_into(devices::table)
+                    .values(&row)
+                    .on_conflict((devices::environment_id, devices::token))
+                    .do_nothing()
+                    .execute(c))?;
+                let mine = devices::table
+                    .filter(devices::environment_id.eq(&row.environment_id))
+                    .filter(devices::token.eq(&row.token))
+                    .filter(devices::user_id.eq(&row.user_id));
+                if inserted == 0 {
+                    let updated = diesel::update(mine)
+                        .set((
+                            devices::app_id.eq(&row.app_id),
+                            devices::platform.eq(&row.platform),
+                            devices::updated.eq(row.updated),
+                        ))
+                        .execute(conn)?;
+                    if updated == 0 {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(mine.select(DeviceRow::as_select()).first(conn)?))
+            })
+            .await?;
+        Ok(stored.map(device))
+    }
+
     async fn upsert(&self, d: &Device) -> Result<Device, StorageError> {
-        let row = DeviceRow {
-            environment_id: d.environment_id.clone(),
-            token: d.token.clone(),
-            user_id: d.user_id.clone(),
-            app_id: d.app_id.clone(),
-            platform: d.platform.clone(),
-            created: d.created.naive_utc(),
-            updated: d.updated.naive_utc(),
-        };
+        let row = device_row(d);
         let stored = self
             .db
             .transaction(move |conn| {

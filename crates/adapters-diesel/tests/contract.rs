@@ -3212,7 +3212,25 @@ mod bulk_cancel_push {
         assert!(repo.of_user("env_a", "u1").await.expect("u1").is_empty());
         assert_eq!(repo.of_user("env_a", "u2").await.expect("u2").len(), 1);
         assert!(!repo.delete("env_a", "u1", "tok").await.expect("not u1's"));
+        // An end user's own registration: its token, new or its own, is written; another
+        // user's stays where it is.
+        assert_eq!(
+            repo.upsert_own(&device("u1", 3)).await.expect("take"),
+            None,
+            "u2 holds it"
+        );
+        assert_eq!(repo.of_user("env_a", "u2").await.expect("u2").len(), 1);
+        assert!(repo.of_user("env_a", "u1").await.expect("u1").is_empty());
+        let again = repo.upsert_own(&device("u2", 4)).await.expect("own");
+        assert_eq!(
+            again.map(|d| (d.user_id, d.created, d.updated)),
+            Some(("u2".to_owned(), t(1), t(4)))
+        );
         assert!(repo.delete("env_a", "u2", "tok").await.expect("delete"));
+        assert_eq!(
+            repo.upsert_own(&device("u1", 5)).await.expect("new"),
+            Some(device("u1", 5))
+        );
     }
 
     /// A card that notifies on iOS and Android, for user `user`.

@@ -178,6 +178,21 @@ impl ApiError {
         err
     }
 
+    /// 503 `processing_timeout`: the request arrived whole, but its work did not end within
+    /// `limit` and was stopped; it may be sent again.
+    pub fn processing_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "processing_timeout",
+            "Processing timeout",
+            format!(
+                "the request arrived whole but was not processed within {} s; it was stopped \
+                 and may be sent again",
+                limit.as_secs_f64()
+            ),
+        )
+    }
+
     /// 429 `rate_limited` (contract §16): `who` sent more than its limit; the next request
     /// may go in `retry_after` seconds.
     pub fn rate_limited(retry_after: u64, who: &str) -> Self {
@@ -386,6 +401,7 @@ fn conflict_code(kind: ConflictKind) -> &'static str {
         ConflictKind::PlatformEnabled => "platform_enabled",
         ConflictKind::SdkKeyNameTaken => "sdk_key_name_taken",
         ConflictKind::SdkKeyLimit => "sdk_key_limit_reached",
+        ConflictKind::DeviceTaken => "device_taken",
     }
 }
 

@@ -133,6 +133,8 @@ pub enum ConflictKind {
     SdkKeyNameTaken,
     /// The environment has the maximum number of SDK keys.
     SdkKeyLimit,
+    /// An end user's own token registering a device token that another user holds.
+    DeviceTaken,
 }
 
 /// What a use case answers when it does not succeed. The API layer maps each variant to one

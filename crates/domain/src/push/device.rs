@@ -35,6 +35,10 @@ pub trait DeviceRepository: Send + Sync {
     /// `updated`, and keeps its `created`. One atomic write: registrations of one token at once
     /// leave one device.
     async fn upsert(&self, device: &Device) -> Result<Device, StorageError>;
+    /// Like [`upsert`](Self::upsert), but a token another user of the environment holds stays
+    /// where it is: `None` then, and nothing written. One atomic write, as `upsert`: for an end
+    /// user's own token, which may not take another user's device.
+    async fn upsert_own(&self, device: &Device) -> Result<Option<Device>, StorageError>;
     /// Deletes the user's device with this token. False when the user has no such device (a
     /// token of another user is left alone).
     async fn delete(
@@ -103,8 +107,10 @@ impl DeviceService {
 
     /// `PUT .../users/{id}/devices/{token}` with `{"appId", "platform"}`. The user need not
     /// exist yet (SDKs may register before the user is sent). A token registered already, for
-    /// this user or another, moves to this user, app and platform. Answers the device as
-    /// stored.
+    /// this user or another, moves to this user, app and platform; but an end user's own token
+    /// ([`Principal::end_user`]) may not move another user's device, which fails with
+    /// [`DomainError::Conflict`] ([`ConflictKind::DeviceTaken`]) and changes nothing. Answers
+    /// the device as stored.
     ///
     /// Fails with [`DomainError::Validation`] listing every problem: `endUserId` not 1 to
     /// [`USER_ID_MAX_CHARS`](crate::audience::USER_ID_MAX_CHARS) characters without control
@@ -153,18 +159,28 @@ impl DeviceService {
             return Err(DomainError::Validation(errors));
         }
         let now = self.clock.now();
-        Ok(self
-            .devices
-            .upsert(&Device {
-                environment_id: env.as_str().to_owned(),
-                user_id: user_id.as_str().to_owned(),
-                token: token.to_owned(),
-                app_id: app_id.to_owned(),
-                platform: platform.to_owned(),
-                created: now,
-                updated: now,
+        let device = Device {
+            environment_id: env.as_str().to_owned(),
+            user_id: user_id.as_str().to_owned(),
+            token: token.to_owned(),
+            app_id: app_id.to_owned(),
+            platform: platform.to_owned(),
+            created: now,
+            updated: now,
+        };
+        if who.end_user.is_none() {
+            // A customer's key may move a token: a shared device changes hands.
+            return Ok(self.devices.upsert(&device).await?);
+        }
+        self.devices
+            .upsert_own(&device)
+            .await?
+            .ok_or_else(|| DomainError::Conflict {
+                kind: ConflictKind::DeviceTaken,
+                message: "the device token is registered to another end user; an end user's own \
+                          token cannot move it (a key with users:write can)"
+                    .into(),
             })
-            .await?)
     }
 
     /// The user's devices, by token; an unknown user has none.
