@@ -495,7 +495,81 @@ async fn a_restart_mid_task_resumes_it(mut s: Server) {
     assert_eq!(open_cards(&s), 5_000, "once each");
 }
 
+/// CPU time the process has used, user and system, in clock ticks (`/proc/<pid>/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // The fields after the command's closing parenthesis: utime and stime are the 12th and
+    // 13th of them.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).expect("fields");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .expect("ticks")
+    };
+    tick(11) + tick(12)
+}
+
+/// A header of very many columns (found by an outside probe: 200,000 columns kept both cores
+/// busy for half a minute after a 408) is refused while it arrives, naming the limit, and no
+/// work goes on after the answer. A header over 1,000 short columns is refused by its count.
+async fn a_header_of_many_columns_is_refused_at_once_and_nothing_runs_on(s: Server) {
+    let flow = published_flow(&s, false).await;
+    let mut header = String::from("target.attributes.id");
+    for i in 0..200_000 {
+        header.push_str(&format!(",target.attributes.c{i}"));
+    }
+    let body = format!("{header}\nu1{}\n", ",x".repeat(200_000)).into_bytes();
+    let task = new_task(&s, &flow, false).await;
+    let url = task["uploadUrl"].as_str().expect("url");
+    let sent = std::time::Instant::now();
+    let refused = upload(&s, url, "PUT", Some("text/csv"), body).await;
+    let took = sent.elapsed();
+    refused.problem(400, "invalid_csv");
+    assert!(
+        refused.text.contains("at most 1000 columns"),
+        "{}",
+        refused.text
+    );
+    assert!(took < Duration::from_secs(3), "answered in {took:?}");
+    let settled_task = settled(
+        &s,
+        task["statusUrl"].as_str().expect("status"),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(settled_task["status"], "failed");
+    // Nothing runs on: the process is as idle over the next 5 s as it was before.
+    let ticks_per_second = 100; // USER_HZ on Linux
+    let before = cpu_ticks(s.pid());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let used = cpu_ticks(s.pid()) - before;
+    assert!(
+        used * 100 < 5 * 5 * ticks_per_second,
+        "{used} ticks of CPU in the 5 s after the answer (5% of a core is 25)"
+    );
+
+    let mut columns: Vec<String> = (0..1_001)
+        .map(|i| format!("target.attributes.c{i}"))
+        .collect();
+    columns[0] = "target.attributes.id".into();
+    let task = new_task(&s, &flow, false).await;
+    let url = task["uploadUrl"].as_str().expect("url");
+    let body = format!("{}\nu1{}\n", columns.join(","), ",x".repeat(1_000)).into_bytes();
+    let refused = upload(&s, url, "PUT", Some("text/csv"), body).await;
+    refused.problem(400, "invalid_csv");
+    assert!(
+        refused
+            .text
+            .contains("the header has 1001 columns; at most 1000"),
+        "{}",
+        refused.text
+    );
+}
+
 blackbox!(
+    a_header_of_many_columns_is_refused_at_once_and_nothing_runs_on,
     a_csv_of_1000_rows_creates_1000_cards_and_a_second_upload_is_refused,
     uploads_are_checked_and_row_errors_listed,
     row_errors_across_chunks_and_steps_are_each_listed_once,

@@ -4,12 +4,17 @@
 
 use domain::id::{EnvironmentId, FlowId, TaskId};
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::web::Bytes;
 use actix_web::{web, HttpRequest, HttpResponse};
-use domain::bulk::{BulkTask, GrantError, UploadError, UploadGrant, MAX_UPLOAD_BYTES};
+use domain::bulk::csv::too_many_columns;
+use domain::bulk::{
+    BulkService, BulkTask, GrantError, UploadError, UploadGrant, MAX_COLUMNS, MAX_UPLOAD_BYTES,
+};
 use domain::trigger::Mode;
 use domain::DomainError;
 use futures_util::StreamExt;
@@ -218,14 +223,29 @@ pub async fn status(
     }))
 }
 
-/// Reads what the upload handler forwards, as a blocking `Read` for the CSV parser.
+/// The longest header row read, in bytes: [`MAX_COLUMNS`] columns of long names fit. A longer
+/// one is refused while it arrives, before it is split into columns.
+const MAX_HEADER_BYTES: usize = 256 * 1024;
+/// What the CSV reader may have read past the header row when it ends (its buffer).
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Reads what the upload handler forwards, as a blocking `Read` for the CSV parser. It stops
+/// (an error) once `cut` is set, when the request ended before the parse did, and while the
+/// header is read, past [`MAX_HEADER_BYTES`].
 struct ChunkReader {
     chunks: tokio::sync::mpsc::Receiver<Bytes>,
     current: Bytes,
+    cut: Arc<AtomicBool>,
+    /// Bytes read so far, while the header is read; `None` after it.
+    header_read: Option<usize>,
+    header_too_long: bool,
 }
 
 impl Read for ChunkReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cut.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("the upload was cut short"));
+        }
         while self.current.is_empty() {
             match self.chunks.blocking_recv() {
                 Some(next) => self.current = next,
@@ -233,16 +253,32 @@ impl Read for ChunkReader {
             }
         }
         let n = buf.len().min(self.current.len());
+        if let Some(read) = self.header_read.as_mut() {
+            *read += n;
+            if *read > MAX_HEADER_BYTES + READ_AHEAD {
+                self.header_too_long = true;
+                return Err(std::io::Error::other("the header row is too long"));
+            }
+        }
         buf[..n].copy_from_slice(&self.current[..n]);
         self.current = self.current.slice(n..);
         Ok(n)
     }
 }
 
+/// The refusal of a header row over [`MAX_HEADER_BYTES`] or [`MAX_COLUMNS`].
+fn header_too_long() -> String {
+    format!(
+        "invalid header: it is longer than {} KiB; a header has at most {MAX_COLUMNS} columns",
+        MAX_HEADER_BYTES / 1024
+    )
+}
+
 /// Parses the stream: checks the header, sends rows in batches. Returns (header, rows).
 fn parse(
     chunks: tokio::sync::mpsc::Receiver<Bytes>,
     rows: tokio::sync::mpsc::Sender<Vec<(u64, Vec<String>)>>,
+    cut: Arc<AtomicBool>,
 ) -> Result<(Vec<String>, u64), String> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -250,13 +286,26 @@ fn parse(
         .from_reader(ChunkReader {
             chunks,
             current: Bytes::new(),
+            cut: cut.clone(),
+            header_read: Some(0),
+            header_too_long: false,
         });
-    let header: Vec<String> = reader
-        .byte_headers()
-        .map_err(|e| format!("the header cannot be read: {e}"))?
-        .iter()
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
+    let header: Vec<String> = match reader.byte_headers() {
+        Ok(cells) if cells.len() > MAX_COLUMNS => {
+            return Err(format!("invalid header: {}", too_many_columns(cells.len())))
+        }
+        Ok(cells) => cells
+            .iter()
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect(),
+        Err(e) => {
+            if reader.get_ref().header_too_long {
+                return Err(header_too_long());
+            }
+            return Err(format!("the header cannot be read: {e}"));
+        }
+    };
+    reader.get_mut().header_read = None;
     if header.iter().all(String::is_empty) {
         return Err("the file is empty: it needs a header row".into());
     }
@@ -265,6 +314,9 @@ fn parse(
     let mut count = 0u64;
     let mut record = csv::ByteRecord::new();
     loop {
+        if cut.load(Ordering::Relaxed) {
+            return Err("the upload was cut short".into());
+        }
         match reader.read_byte_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {
@@ -314,7 +366,7 @@ fn upload_refused(e: UploadError) -> ApiError {
     request_body(content = String, content_type = "text/csv", description = "Header row, then one row per flow element; at most 32 MiB"),
     responses(
         (status = 200, description = "Stored; the task is processing", body = UploadedResponse),
-        (status = 400, description = "The header or a row cannot be read (`invalid_csv`); the task failed", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The header or a row cannot be read, or the header has more than 1,000 columns or 256 KiB (`invalid_csv`); the task failed", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Tampered with (`upload_url_invalid`) or expired (`upload_url_expired`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task already has its upload (`already_uploaded`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over 32 MiB; the task failed", body = Problem, content_type = "application/problem+json"),
@@ -342,9 +394,14 @@ pub async fn upload(
         .await
         .map_err(upload_refused)?;
 
+    let mut unfinished = Unfinished {
+        cut: Arc::new(AtomicBool::new(false)),
+        task: Some((state.bulk.clone(), grant.clone())),
+    };
     let (chunk_tx, chunk_rx) = tokio::sync::mpsc::channel::<Bytes>(8);
     let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<(u64, Vec<String>)>>(2);
-    let parser = actix_web::rt::task::spawn_blocking(move || parse(chunk_rx, rows_tx));
+    let cut = unfinished.cut.clone();
+    let parser = actix_web::rt::task::spawn_blocking(move || parse(chunk_rx, rows_tx, cut));
     let writer = {
         let (bulk, grant) = (state.bulk.clone(), grant.clone());
         actix_web::rt::spawn(async move {
@@ -414,18 +471,46 @@ pub async fn upload(
             ),
         ),
         (None, Ok((header, rows)), Ok(())) => {
+            unfinished.task = None;
             let task = state.bulk.finish_upload(&grant, header, rows).await?;
             return Ok(HttpResponse::Ok().json(UploadedResponse {
                 data: UploadedTask { task: task.into() },
             }));
         }
     };
+    unfinished.task = None;
     state
         .bulk
         .fail_upload(&grant, reason)
         .await
         .map_err(DomainError::Storage)?;
     Err(error)
+}
+
+/// An upload's request that may end before its parse does: when the request is dropped (the
+/// client went away, or the body's time ran out), the parse stops at its next read or row and
+/// frees its thread, and the task fails, instead of working on for nobody.
+struct Unfinished {
+    cut: Arc<AtomicBool>,
+    /// The task to fail if the request ends first; `None` once the handler settled it.
+    task: Option<(Arc<BulkService>, UploadGrant)>,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        self.cut.store(true, Ordering::Relaxed);
+        let Some((bulk, grant)) = self.task.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let reason = "the upload was cut short before it was read".to_owned();
+                if let Err(e) = bulk.fail_upload(&grant, reason).await {
+                    tracing::warn!(error = %e, "cannot fail the task of an upload cut short");
+                }
+            });
+        }
+    }
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

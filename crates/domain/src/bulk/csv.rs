@@ -1,13 +1,18 @@
 //! CSV files of a bulk start: the header validated once, each row mapped to a trigger element.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
 use crate::audience::filter::Filter;
 
+/// The refusal of a header of `columns` columns, over [`MAX_COLUMNS`].
+pub fn too_many_columns(columns: usize) -> String {
+    format!("the header has {columns} columns; at most {MAX_COLUMNS} are allowed")
+}
+
 /// One column of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Column {
     /// `target.attributes.<field>`; `id` is the end-user id.
     Attribute(String),
@@ -42,6 +47,10 @@ pub struct CsvHeader {
     columns: Vec<Column>,
 }
 
+/// The most columns a header may have: room for every `target.attributes.*`, variable,
+/// metadata and card option a flow uses, and a bound on the work a header can ask for.
+pub const MAX_COLUMNS: usize = 1_000;
+
 const CARD_OPTIONS: &[&str] = &[
     "priority",
     "expires",
@@ -61,9 +70,15 @@ impl CsvHeader {
     ///
     /// Fails with every problem of the header in one text (`; `-separated), each naming its
     /// column (from 1): a column that is none of those (or names no field), one that repeats
-    /// an earlier column, and a header without a `target.attributes.<field>` column.
+    /// an earlier column, and a header without a `target.attributes.<field>` column. A header
+    /// of more than [`MAX_COLUMNS`] columns fails with that alone, before any column is read.
+    /// The work is linear in the header's length.
     pub fn parse(names: &[String]) -> Result<CsvHeader, String> {
+        if names.len() > MAX_COLUMNS {
+            return Err(too_many_columns(names.len()));
+        }
         let mut columns = Vec::new();
+        let mut seen = HashSet::new();
         let mut problems = Vec::new();
         for (i, raw) in names.iter().enumerate() {
             let name = raw.trim().trim_start_matches('\u{feff}');
@@ -86,7 +101,7 @@ impl CsvHeader {
             };
             match column {
                 Some(c) if !matches!(&c, Column::Attribute(f) | Column::Variable(f) | Column::Metadata(f) | Column::NotificationDetail(f) if f.is_empty()) => {
-                    if columns.contains(&c) {
+                    if !seen.insert(c.clone()) {
                         problems.push(format!("column {} ({name:?}) repeats an earlier column", i + 1));
                     }
                     columns.push(c);

@@ -7,7 +7,7 @@ pub mod grant;
 mod matching;
 pub mod service;
 
-pub use csv::{CsvHeader, CsvRow};
+pub use csv::{CsvHeader, CsvRow, MAX_COLUMNS};
 pub use grant::{GrantError, UploadGrant};
 pub use service::BulkService;
 

@@ -102,6 +102,30 @@ fn headers_are_checked_column_by_column() {
 }
 
 #[test]
+fn a_header_over_the_column_limit_is_refused_by_its_count_and_repeats_are_found_linearly() {
+    let mut names = vec!["target.attributes.id".to_owned()];
+    names.extend((1..MAX_COLUMNS).map(|i| format!("target.attributes.c{i}")));
+    assert!(
+        CsvHeader::parse(&names).is_ok(),
+        "the limit itself is allowed"
+    );
+    names.push("target.attributes.one-more".into());
+    let err = CsvHeader::parse(&names).expect_err("over the limit");
+    assert!(err.contains("at most 1000"), "{err}");
+    // Many columns, each repeated: every repeat is named, in time linear in the header.
+    let mut repeated: Vec<String> = (0..400)
+        .map(|i| format!("target.attributes.r{i}"))
+        .collect();
+    repeated.extend(repeated.clone());
+    let err = CsvHeader::parse(&repeated).expect_err("repeats");
+    assert_eq!(
+        err.matches("repeats an earlier column").count(),
+        400,
+        "{err}"
+    );
+}
+
+#[test]
 fn rows_map_to_elements() {
     let header = CsvHeader::parse(&strings(&[
         "target.attributes.id",
