@@ -6,6 +6,8 @@ server at WB_BASE (environment WB_ENV, key WB_SECRET), and print the schemathesi
 configuration that gives those ids to every operation.
 """
 
+import base64
+import hashlib
 import json
 import os
 import sys
@@ -156,8 +158,16 @@ include-operation-id = {json.dumps(operations)}
 checks.{check}.enabled = false""", file=out)
 
 
-# The cursor of a page whose last item is `fuzz-user` (base64url, as routes/query.rs writes it).
-CURSOR = "ZnV6ei11c2Vy"
+def cursor_after(key):
+    """A cursor after the item keyed `key`, as routes/query.rs writes it: the base64url (no
+    padding) of the key and of the first 8 bytes of its check, SHA-256 of a fixed prefix and
+    the key."""
+    check = hashlib.sha256(b"workbench cursor\0" + key.encode()).digest()[:8]
+    return base64.urlsafe_b64encode(key.encode() + check).decode().rstrip("=")
+
+
+# The cursor of a page whose last item is `fuzz-user`.
+CURSOR = cursor_after("fuzz-user")
 
 # What JSON Schema cannot say, by the operations it concerns (docs/api.md lists the same).
 # Operations a request-and-response fuzzer cannot call: their answer does not end.

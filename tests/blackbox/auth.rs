@@ -106,7 +106,7 @@ async fn token_exchange_errors_follow_oauth_and_problem_shapes(server: Server) {
 }
 
 async fn revoking_a_key_revokes_its_tokens(server: Server) {
-    let auth = server.key(&["--role", "auth"]);
+    let auth = server.key(&["--role", "auth", "--role", "events"]);
     let created = call(
         &server,
         "POST",
@@ -190,7 +190,9 @@ async fn credentials_api_needs_the_auth_role_or_scope_and_validates_roles(server
         .await;
         assert_eq!(reply.problem(400, "validation_failed"), ["role"], "{role}");
     }
-    let made = call(
+    // Least privilege: `credentials:write` alone does not make a key that reads webhook
+    // secrets; a key holding what `workbench` grants does.
+    let denied = call(
         &server,
         "POST",
         &path,
@@ -198,7 +200,50 @@ async fn credentials_api_needs_the_auth_role_or_scope_and_validates_roles(server
         Some(json!({"role": "workbench"})),
     )
     .await;
-    assert_eq!(made.status, 201);
+    denied.problem(403, "forbidden");
+    assert!(
+        denied.text.contains("holds itself") && denied.text.contains("webhooks:read"),
+        "{}",
+        denied.text
+    );
+    let holder = server.key(&[
+        "--scope",
+        "credentials:write",
+        "--scope",
+        "webhooks:read",
+        "--scope",
+        "webhooks:write",
+        "--scope",
+        "notification_platforms:read",
+        "--scope",
+        "notification_platforms:write",
+        "--scope",
+        "sdk_keys:read",
+        "--scope",
+        "sdk_keys:write",
+        "--scope",
+        "users:read",
+        "--scope",
+        "users:write",
+    ]);
+    call(
+        &server,
+        "POST",
+        &path,
+        Some(&holder),
+        Some(json!({"role": "events"})),
+    )
+    .await
+    .problem(403, "forbidden");
+    let made = call(
+        &server,
+        "POST",
+        &path,
+        Some(&holder),
+        Some(json!({"role": "workbench"})),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text);
     assert_eq!(
         made.body["data"].as_object().map(|o| o.len()),
         Some(2),

@@ -791,6 +791,21 @@ fn trigger_corpus() -> Vec<Case> {
         with_options(r#"{"expiresInterval":"P100Y"}"#),
         Want::Handled,
     ));
+    // Found by an outside probe: payload parts beside `payload` were ignored without a word.
+    for part in ["cardOptions", "variables", "metadata"] {
+        add(trigger(
+            format!("{part} beside the payload"),
+            JSON,
+            with_element(&format!(
+                r#"{{"target":{TARGET},"{part}":{{"priority":5}}}}"#
+            )),
+            Want::Fields(match part {
+                "cardOptions" => &["flows[0].cardOptions"],
+                "variables" => &["flows[0].variables"],
+                _ => &["flows[0].metadata"],
+            }),
+        ));
+    }
     cases
 }
 
@@ -1277,6 +1292,56 @@ fn other_corpus() -> Vec<Case> {
     cases
 }
 
+/// Found by an outside probe: a cursor no page handed out, and OAuth parameters sent twice
+/// (RFC 6749 §3.2), were taken.
+fn query_and_form_corpus() -> Vec<Case> {
+    let long_cursor: &'static str =
+        Box::leak(format!("/v1/{{env}}/action-flow?cursor={}", "A".repeat(5_000)).into_boxed_str());
+    let form = Some("application/x-www-form-urlencoded");
+    let mut cases = vec![
+        case(
+            "a 5,000-character cursor",
+            "GET",
+            long_cursor,
+            None,
+            Vec::new(),
+            Want::Fields(&["cursor"]),
+        ),
+        case(
+            "a cursor that is base64 of an id",
+            "GET",
+            "/v1/{env}/action-flow?cursor=ZmxkXzE",
+            None,
+            Vec::new(),
+            Want::Fields(&["cursor"]),
+        ),
+    ];
+    for (name, body) in [
+        (
+            "grant_type twice",
+            "grant_type=password&grant_type=client_credentials&client_id=a&client_secret=b",
+        ),
+        (
+            "client_id twice",
+            "grant_type=client_credentials&client_id=x&client_id=y&client_secret=b",
+        ),
+        (
+            "client_secret twice",
+            "grant_type=client_credentials&client_id=x&client_secret=a&client_secret=b",
+        ),
+    ] {
+        cases.push(case(
+            name,
+            "POST",
+            "/oauth/token",
+            form,
+            body.as_bytes().to_vec(),
+            Want::Code(400, "invalid_request"),
+        ));
+    }
+    cases
+}
+
 /// Valid bodies to paths whose ids are hostile: at least 4xx, never a 5xx.
 fn path_corpus() -> Vec<Case> {
     let trigger = valid_trigger();
@@ -1355,6 +1420,7 @@ fn path_corpus() -> Vec<Case> {
 fn corpus() -> Vec<Case> {
     let mut cases = trigger_corpus();
     cases.extend(other_corpus());
+    cases.extend(query_and_form_corpus());
     cases.extend(path_corpus());
     cases
 }

@@ -307,6 +307,26 @@ impl KeyAccess {
         }
     }
 
+    /// The permissions `other` holds that this access does not: empty when a key with this
+    /// access may create a key with `other` (docs/api.md, Credentials: no key creates a key
+    /// that can do more than itself).
+    ///
+    /// ```
+    /// use workbench_domain::{KeyAccess, Permission, Role, Scope};
+    ///
+    /// let admin = KeyAccess::Scopes(Scope::ALL.to_vec());
+    /// assert!(admin.missing_of(&KeyAccess::Roles(vec![Role::Workbench])).is_empty());
+    /// let auth = KeyAccess::Roles(vec![Role::Auth]);
+    /// assert!(auth.missing_of(&KeyAccess::Roles(vec![Role::Workbench])).contains(&Permission::WebhooksRead));
+    /// ```
+    pub fn missing_of(&self, other: &KeyAccess) -> Vec<Permission> {
+        Scope::ALL
+            .iter()
+            .map(|s| Permission::granted_by(*s))
+            .filter(|p| other.allows(*p) && !self.allows(*p))
+            .collect()
+    }
+
     /// The legacy roles; empty for a fine-grained key.
     pub fn roles(&self) -> &[Role] {
         match self {

@@ -40,6 +40,27 @@ pub struct TokenResponse {
     pub expires_in: i64,
 }
 
+/// The form's parameters, each sent once: RFC 6749 §3.1 and §3.2 say a parameter must not
+/// repeat, and a proxy that reads the first of two values would see another client or grant
+/// than this service, which would read the last.
+fn one_value_each(pairs: Vec<(String, String)>) -> Result<HashMap<String, String>, ApiError> {
+    let mut form = HashMap::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        if form.contains_key(&name) {
+            let shown: String = name.chars().take(64).collect();
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "Invalid request",
+                format!("the parameter `{shown}` is sent more than once; send each once"),
+            )
+            .with_oauth_error("invalid_request"));
+        }
+        form.insert(name, value);
+    }
+    Ok(form)
+}
+
 fn invalid_client(detail: &str) -> ApiError {
     ApiError::unauthorized(detail.to_owned())
         .with_challenge(BASIC_CHALLENGE)
@@ -70,7 +91,7 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
     request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "A bearer token valid for one hour", body = TokenResponse),
-        (status = 400, description = "`grant_type` missing, or credentials both in the Authorization header and in the form (`invalid_request`); or `grant_type` not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`grant_type` missing, a parameter sent more than once, or credentials both in the Authorization header and in the form (`invalid_request`); or `grant_type` not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many exchanges from this client address or for this client id (`rate_limited`); `Retry-After` says when to try again", body = Problem, content_type = "application/problem+json"),
@@ -101,7 +122,7 @@ pub async fn token(
     if !is_form {
         return Err(ApiError::unsupported_media_type(FORM));
     }
-    let form: HashMap<String, String> = serde_urlencoded::from_bytes(&body).map_err(|e| {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
@@ -110,6 +131,7 @@ pub async fn token(
         )
         .with_oauth_error("invalid_request")
     })?;
+    let form = one_value_each(pairs)?;
     match form.get("grant_type").map(String::as_str) {
         Some("client_credentials") => {}
         None => {

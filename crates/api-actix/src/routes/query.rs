@@ -53,10 +53,7 @@ impl Query {
             Some(Err(_)) => Some(0),
         };
         let after = self.get("cursor").and_then(|c| {
-            let id = URL_SAFE_NO_PAD
-                .decode(&c)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok());
+            let id = read_cursor(&c);
             if id.is_none() {
                 errors.push(FieldError::new(
                     "cursor",
@@ -85,9 +82,47 @@ pub fn one_of<T: serde::de::DeserializeOwned>(value: &str) -> Option<T> {
         .ok()
 }
 
-/// The `next` of a page: the cursor after its last item.
+/// The longest cursor read, in characters: longer than any a page hands out (keys are ids and
+/// times), and a bound on the work a cursor can ask for.
+const MAX_CURSOR_CHARS: usize = 1_024;
+/// Bytes of the check a cursor carries after its key.
+const CHECK_BYTES: usize = 8;
+
+/// The check of a cursor's key: a cursor that no page handed out (made up, cut, or edited)
+/// fails it, so it is refused rather than read as a key. It is no secret and needs none: the
+/// key is a position in a list the caller may read anyway.
+fn check(key: &[u8]) -> [u8; CHECK_BYTES] {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(b"workbench cursor\0")
+        .chain_update(key)
+        .finalize();
+    let mut check = [0u8; CHECK_BYTES];
+    check.copy_from_slice(&digest[..CHECK_BYTES]);
+    check
+}
+
+/// The `next` of a page: the cursor after its last item, the base64url of its key and the
+/// key's check.
 pub fn cursor(after: Option<String>) -> Option<String> {
-    after.map(|id| URL_SAFE_NO_PAD.encode(id))
+    after.map(|id| {
+        let mut bytes = id.into_bytes();
+        let check = check(&bytes);
+        bytes.extend_from_slice(&check);
+        URL_SAFE_NO_PAD.encode(bytes)
+    })
+}
+
+/// The key a cursor of [`cursor`] carries; `None` for any text that no page handed out.
+fn read_cursor(text: &str) -> Option<String> {
+    if text.len() > MAX_CURSOR_CHARS {
+        return None;
+    }
+    let mut bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+    let at = bytes.len().checked_sub(CHECK_BYTES)?;
+    let given = bytes.split_off(at);
+    (given == check(&bytes)).then_some(())?;
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]
@@ -105,6 +140,29 @@ mod tests {
         let mut errors = Vec::new();
         let page = Query { pairs }.page(&mut errors);
         (page, errors)
+    }
+
+    #[test]
+    fn a_cursor_reads_back_its_key_and_nothing_else_is_a_cursor() {
+        let next = cursor(Some("2026-12-02T08:00:00Z fld_1".into())).expect("a cursor");
+        assert_eq!(
+            read_cursor(&next).as_deref(),
+            Some("2026-12-02T08:00:00Z fld_1")
+        );
+        let forged = URL_SAFE_NO_PAD.encode("fld_1");
+        let long = "A".repeat(5_000);
+        let cut = &next[..next.len() - 1];
+        for bad in [forged.as_str(), long.as_str(), cut, "", "eS1saXZl", "!!"] {
+            assert_eq!(read_cursor(bad), None, "{bad:?}");
+        }
+        // The format is fixed: .ci/api-fuzz-setup.py writes this cursor for its fuzzing.
+        assert_eq!(
+            cursor(Some("fuzz-user".into())).as_deref(),
+            Some("ZnV6ei11c2VyB-_Do16ECuk")
+        );
+        let (_, errors) = page(&format!("cursor={long}"));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].field, "cursor");
     }
 
     #[test]

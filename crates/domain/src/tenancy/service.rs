@@ -282,8 +282,10 @@ impl AuthService {
 
     /// Credentials API: a legacy key with one role (`events` or `workbench`) for this
     /// environment, in the caller's organisation. The caller needs
-    /// [`Permission::CredentialsWrite`] there; [`Role::Auth`] is a [`DomainError::Validation`]
-    /// on `role` (docs/api.md, Credentials).
+    /// [`Permission::CredentialsWrite`] there, and every permission of `role` itself (else
+    /// [`DomainError::Forbidden`] naming the scopes it lacks: a key never creates one that can
+    /// do more than itself); [`Role::Auth`] is a [`DomainError::Validation`] on `role`
+    /// (docs/api.md, Credentials).
     pub async fn create_credential(
         &self,
         principal: &Principal,
@@ -297,10 +299,20 @@ impl AuthService {
                 "must be `events` or `workbench`; keys with the `auth` role are created by an administrator",
             ));
         }
+        let access = KeyAccess::Roles(vec![role]);
+        let missing = principal.access.missing_of(&access);
+        if !missing.is_empty() {
+            let scopes: Vec<String> = missing.iter().map(|p| format!("`{}`", p.scope())).collect();
+            return Err(DomainError::Forbidden(format!(
+                "a key may only create keys whose permissions it holds itself: the role `{role}` \
+                 needs {} (or the role itself)",
+                scopes.join(", ")
+            )));
+        }
         self.issue_key(
             &principal.organisation_id,
             None,
-            KeyAccess::Roles(vec![role]),
+            access,
             EnvironmentGrant::Only(vec![environment_id.as_str().to_owned()]),
         )
         .await

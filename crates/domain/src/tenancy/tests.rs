@@ -231,7 +231,7 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
     let auth = Principal {
         key_id: "key_admin".into(),
         organisation_id: "org_1".into(),
-        access: KeyAccess::Roles(vec![Role::Auth]),
+        access: KeyAccess::Roles(vec![Role::Auth, Role::Workbench]),
         environment_ids: vec!["env_a".into()],
         end_user: None,
     };
@@ -245,6 +245,41 @@ async fn credentials_api_creates_single_role_keys_for_the_path_environment() {
             .await,
         Err(DomainError::Validation(_))
     ));
+    // Least privilege: the `auth` role alone, or `credentials:write` alone, holds none of
+    // what an `events` key can do; `credentials:write` with `webhooks:*` is still not
+    // `workbench`.
+    let only_auth = Principal {
+        access: KeyAccess::Roles(vec![Role::Auth]),
+        ..auth.clone()
+    };
+    let narrow = Principal {
+        access: KeyAccess::Scopes(vec![
+            Scope::CredentialsWrite,
+            Scope::WebhooksRead,
+            Scope::WebhooksWrite,
+        ]),
+        ..auth.clone()
+    };
+    for (who, role) in [
+        (&only_auth, Role::Events),
+        (&only_auth, Role::Workbench),
+        (&narrow, Role::Workbench),
+    ] {
+        match svc.create_credential(who, &"env_a".into(), role).await {
+            Err(DomainError::Forbidden(why)) => assert!(why.contains("holds itself"), "{why}"),
+            other => panic!("{role}: {other:?}"),
+        }
+    }
+    match svc
+        .create_credential(&narrow, &"env_a".into(), Role::Workbench)
+        .await
+    {
+        Err(DomainError::Forbidden(why)) => assert!(
+            why.contains("`notification_platforms:read`") && !why.contains("`webhooks:read`"),
+            "names only what it lacks: {why}"
+        ),
+        other => panic!("{other:?}"),
+    }
     let events = Principal {
         access: KeyAccess::Roles(vec![Role::Events]),
         ..auth

@@ -350,6 +350,7 @@ fn element(
     let target = target(errors, &raw_target, &format!("{path}.target"));
     let raw_payload = item.remove("payload").unwrap_or(Value::Null);
     let payload = payload(errors, &raw_payload, &format!("{path}.payload"));
+    misplaced(errors, &item, path);
     let invocation_id = match item.get("flowInvocationId") {
         None | Some(Value::Null) => None,
         Some(Value::String(id))
@@ -377,6 +378,23 @@ fn element(
             raw_payload,
         }),
         (target, _) => Err(Box::new(Draft { target, payload })),
+    }
+}
+
+/// The parts of a payload that belong under `payload`: sent beside it, they would be
+/// ignored, and the cards would silently lose their expiry, priority or values.
+const PAYLOAD_PARTS: [&str; 4] = ["cardOptions", "variables", "metadata", "notificationDetail"];
+
+/// Refuses each part of a payload placed on the element itself, naming where it belongs.
+fn misplaced(errors: &mut Vec<FieldError>, item: &Map<String, Value>, path: &str) {
+    for part in PAYLOAD_PARTS {
+        if item.contains_key(part) {
+            err(
+                errors,
+                format!("{path}.{part}"),
+                format!("belongs under `payload`: send it as `{path}.payload.{part}`"),
+            );
+        }
     }
 }
 

@@ -215,6 +215,32 @@ fn table_of_invalid_requests() {
 }
 
 #[test]
+fn payload_parts_beside_the_payload_are_refused_with_where_they_belong() {
+    let body = json!({"flows": [{
+        "target": {"type": "user", "targetUserIds": ["u1"]},
+        "cardOptions": {"priority": 9},
+        "variables": {"name": "Ada"},
+        "metadata": {"m": "1"},
+        "payload": {}
+    }]});
+    let errors = parse(&body).expect_err("refused");
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "flows[0].cardOptions",
+            "flows[0].variables",
+            "flows[0].metadata"
+        ]
+    );
+    assert!(
+        errors[0].message.contains("flows[0].payload.cardOptions"),
+        "{}",
+        errors[0].message
+    );
+}
+
+#[test]
 fn every_problem_of_every_element_is_reported() {
     let body = json!({"flows": [
         {"target": {"type": "tag"}, "payload": {"cardOptions": {"priority": 20}}},
