@@ -18,7 +18,7 @@ use crate::trigger::published_flow;
 
 const DEADLINE: Duration = Duration::from_secs(5);
 const FREEZE: Duration = Duration::from_secs(60);
-const SILENCE: Duration = Duration::from_secs(20);
+const SILENCE: Duration = Duration::from_secs(40);
 /// Requests per second over both processes.
 const RATE: u64 = 100;
 

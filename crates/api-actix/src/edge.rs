@@ -2,6 +2,8 @@
 //! capture, and the guarantee that every error response is a problem document.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -81,7 +83,7 @@ fn new_work(method: &str, route: &str) -> bool {
 }
 
 pub async fn edge(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
@@ -116,7 +118,7 @@ pub async fn edge(
         if new_work(&method, &route) {
             // Contract §18: below the low-disk guard, the last free space serves what was
             // promised; new work and new resources wait.
-            tracing::warn!(request_id = %id, method = %method, route = %route, "new work refused: free disk space is below WORKBENCH_MIN_FREE_DISK");
+            LOW_DISK.refused(&method, &route);
             state
                 .metrics
                 .observe(&method, &route, 503, started.elapsed());
@@ -143,6 +145,7 @@ pub async fn edge(
         .app_data::<web::Data<crate::BodyTimeout>>()
         .map(|t| t.0)
         .filter(|_| has_body(&req));
+    let whole = body_timeout.map(|_| watch_body(&mut req));
     let call = AssertUnwindSafe(next.call(req))
         .catch_unwind()
         .instrument(span.clone());
@@ -153,13 +156,15 @@ pub async fn edge(
             Err(_) => {
                 let route = route_of(&path);
                 span.record("route", route.as_str());
-                tracing::warn!(parent: &span, limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX), "request refused: its body did not arrive in time");
+                let arrived = whole.is_some_and(|w| w.load(Ordering::Relaxed));
+                let problem = timed_out(&span, limit, arrived);
                 if let Some(state) = &state {
+                    let status = problem.status_code().as_u16();
                     state
                         .metrics
-                        .observe(&method, &route, 408, started.elapsed());
+                        .observe(&method, &route, status, started.elapsed());
                 }
-                return Err(ApiError::body_timeout(limit).with_request_id(id).into());
+                return Err(problem.with_request_id(id).into());
             }
         },
     };
@@ -304,6 +309,99 @@ fn is_probe(route: &str) -> bool {
 }
 
 /// Whether the request announces a body: a non-zero length, or a chunked one.
+/// Marks when the request's body has been read to its end, so that a request whose time ran
+/// out is told apart: a body still arriving (408), or one that arrived whole and whose work
+/// took too long (503).
+fn watch_body(req: &mut ServiceRequest) -> Arc<AtomicBool> {
+    let whole = Arc::new(AtomicBool::new(false));
+    let watched = Watched {
+        inner: req.take_payload(),
+        whole: whole.clone(),
+    };
+    let boxed: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = <Watched as futures_util::Stream>::Item>>,
+    > = Box::pin(watched);
+    req.set_payload(actix_web::dev::Payload::from(boxed));
+    whole
+}
+
+/// A request's body, which says when it ended.
+struct Watched {
+    inner: actix_web::dev::Payload,
+    whole: Arc<AtomicBool>,
+}
+
+impl futures_util::Stream for Watched {
+    type Item = Result<actix_web::web::Bytes, actix_web::error::PayloadError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let polled = futures_util::StreamExt::poll_next_unpin(&mut self.inner, cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.whole.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+/// The answer to a request whose time ran out, logged once: 408 while its body was still
+/// arriving; 503 when it had arrived whole (the work was stopped, and may be tried again).
+fn timed_out(span: &tracing::Span, limit: std::time::Duration, arrived: bool) -> ApiError {
+    let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    if arrived {
+        tracing::warn!(parent: span, limit_ms, "request stopped: it was not processed in time");
+        ApiError::processing_timeout(limit)
+    } else {
+        tracing::warn!(parent: span, limit_ms, "request refused: its body did not arrive in time");
+        ApiError::body_timeout(limit)
+    }
+}
+
+/// The low-disk guard's refusals, logged once a minute at most with how many there were:
+/// each request has its own line already, and a line per refusal flooded the log.
+struct Throttled {
+    /// Refusals since the last line.
+    refused: AtomicU64,
+    /// When the last line was written, in seconds since `origin`; `u64::MAX` before the first.
+    last: AtomicU64,
+    origin: std::sync::OnceLock<Instant>,
+}
+
+/// How often the guard's refusals are logged at most.
+const REFUSALS_LOGGED_EVERY: u64 = 60;
+
+static LOW_DISK: Throttled = Throttled {
+    refused: AtomicU64::new(0),
+    last: AtomicU64::new(u64::MAX),
+    origin: std::sync::OnceLock::new(),
+};
+
+impl Throttled {
+    fn refused(&self, method: &str, route: &str) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let now = self.origin.get_or_init(Instant::now).elapsed().as_secs();
+        let last = self.last.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now.saturating_sub(last) >= REFUSALS_LOGGED_EVERY;
+        if due
+            && self
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let refused = self.refused.swap(0, Ordering::Relaxed);
+            tracing::warn!(
+                refused,
+                method = %method,
+                route = %route,
+                "new work refused: free disk space is below WORKBENCH_MIN_FREE_DISK \
+                 (refusals counted since the last such line; at most one a minute)"
+            );
+        }
+    }
+}
+
 fn has_body(req: &ServiceRequest) -> bool {
     let headers = req.headers();
     headers.contains_key(header::TRANSFER_ENCODING)

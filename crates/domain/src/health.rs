@@ -118,6 +118,16 @@ impl Loops {
         });
     }
 
+    /// The step `token` of `name` failed because the database did not answer. That is not
+    /// the loop's failure: `/readyz` judges the database itself, and a loop that backs off for
+    /// a while after it must not keep readiness down once the database answers again. A loop
+    /// failing for another reason stays failing since then.
+    pub fn ended_unavailable(&self, name: &'static str, token: u64) {
+        self.with(|l| {
+            Self::state(l, name).running.remove(&token);
+        });
+    }
+
     /// `name` died and was started again: its steps ended, not well.
     pub fn restarted(&self, name: &'static str, now: std::time::Instant) {
         self.with(|l| {
@@ -170,6 +180,24 @@ mod tests {
         let step = loops.started("bulk", t0 + Duration::from_secs(32));
         loops.ended("bulk", step, true, t0 + Duration::from_secs(33));
         assert!(loops.stalled(t0 + Duration::from_secs(34)).is_empty());
+    }
+
+    #[test]
+    fn steps_that_failed_on_an_unavailable_database_never_stall_a_loop() {
+        let loops = Loops::default();
+        let t0 = Instant::now();
+        // A long outage: every step fails for want of the database, then the loop backs off.
+        for second in 0..90 {
+            let step = loops.started("pruner", t0 + Duration::from_secs(second));
+            loops.ended_unavailable("pruner", step);
+        }
+        assert!(loops.stalled(t0 + Duration::from_secs(91)).is_empty());
+        // A failure of its own still counts from when it began.
+        let step = loops.started("pruner", t0 + Duration::from_secs(100));
+        loops.ended("pruner", step, false, t0 + Duration::from_secs(100));
+        let step = loops.started("pruner", t0 + Duration::from_secs(110));
+        loops.ended_unavailable("pruner", step);
+        assert_eq!(loops.stalled(t0 + Duration::from_secs(131)), vec!["pruner"]);
     }
 
     #[test]

@@ -18,8 +18,13 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 }
 
 /// Why the service must not start on `dir`: a full disk, or less free space than the guard.
-/// The message names the directory, its free bytes and the setting.
+/// The message names the directory, its free bytes and the setting. With the guard off
+/// (`min_free` 0) there is none, whatever the file system reports: some (FUSE, network
+/// mounts) report 0 bytes free and still take writes.
 pub fn start_problem(dir: &Path, min_free: u64) -> Option<String> {
+    if min_free == 0 {
+        return None;
+    }
     let free = free_bytes(dir).ok()?;
     let shown = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     if free == 0 {
@@ -28,7 +33,7 @@ pub fn start_problem(dir: &Path, min_free: u64) -> Option<String> {
             shown.display()
         ));
     }
-    (min_free > 0 && free < min_free).then(|| {
+    (free < min_free).then(|| {
         format!(
             "the data directory {} has {free} bytes free, below WORKBENCH_MIN_FREE_DISK ({min_free} bytes); free some space or lower the setting (0 turns it off)",
             shown.display()

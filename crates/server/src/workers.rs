@@ -191,17 +191,30 @@ impl Supervisor {
 /// Whether an error is the disk's lack of room (contract §18), which a loop waits out quietly.
 pub trait IsFull {
     fn is_full(&self) -> bool;
+    /// The database did not answer (a hang, a partition, a restart): not the loop's fault.
+    fn is_unavailable(&self) -> bool;
 }
 
 impl IsFull for StorageError {
     fn is_full(&self) -> bool {
         matches!(self, StorageError::Full(_))
     }
+
+    fn is_unavailable(&self) -> bool {
+        matches!(self, StorageError::Unavailable(_))
+    }
 }
 
 impl IsFull for domain::DomainError {
     fn is_full(&self) -> bool {
         matches!(self, domain::DomainError::Storage(StorageError::Full(_)))
+    }
+
+    fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            domain::DomainError::Storage(StorageError::Unavailable(_))
+        )
     }
 }
 
@@ -273,14 +286,19 @@ impl Pacing {
 }
 
 /// `work`, one step of `name`, reported to `loops` as it starts and ends.
-async fn reported<T, E>(
+/// A step that failed because the database did not answer is not the loop's failure
+/// ([`Loops::ended_unavailable`]): `/readyz` follows the database as soon as it answers.
+async fn reported<T, E: IsFull>(
     loops: &Loops,
     name: &'static str,
     work: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
     let step = loops.started(name, Instant::now());
     let outcome = work.await;
-    loops.ended(name, step, outcome.is_ok(), Instant::now());
+    match &outcome {
+        Err(e) if e.is_unavailable() => loops.ended_unavailable(name, step),
+        _ => loops.ended(name, step, outcome.is_ok(), Instant::now()),
+    }
     outcome
 }
 
