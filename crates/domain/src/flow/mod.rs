@@ -17,6 +17,7 @@
 pub mod config;
 pub mod machine;
 mod recent;
+pub mod steps;
 
 use crate::id::FlowId;
 use async_trait::async_trait;
