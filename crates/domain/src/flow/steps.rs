@@ -19,6 +19,7 @@ pub mod evaluate;
 mod graph;
 pub mod machine;
 mod properties;
+mod waits;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -171,9 +172,9 @@ crate::spelling::spelled!(OnKey {
 /// Checks the `steps` and `initialSteps` of a configuration for
 /// [`validate`](crate::flow::config::validate): step ids and types, each type's properties,
 /// every target, and the graph. Returns the typed steps when this part had no problem.
-pub(super) fn check<'v>(
+pub(super) fn check(
     p: &mut Problems,
-    config: &'v Map<String, Value>,
+    config: &Map<String, Value>,
     root: &Path<'_>,
     templates: &HashSet<&str>,
 ) -> Option<Program> {
@@ -242,7 +243,11 @@ pub fn missing_wait_variables(
     wait_variables(config)
         .into_iter()
         .filter(|(name, _)| !is_sent(name))
-        .filter(|(name, _)| defaults.get(name.as_str()).is_none_or(|d| d.default.is_none()))
+        .filter(|(name, _)| {
+            defaults
+                .get(name.as_str())
+                .is_none_or(|d| d.default.is_none())
+        })
         .map(|(name, steps)| {
             let steps: Vec<String> = steps.iter().map(|s| format!("`{s}`")).collect();
             FieldError::new(

@@ -127,9 +127,7 @@ pub(super) fn parse<'a>(
     path: &Path<'_>,
     depth: usize,
 ) -> Option<Condition> {
-    let Some(map) = object(cx.p, Some(value), path, true) else {
-        return None;
-    };
+    let map = object(cx.p, Some(value), path, true)?;
     let given: Vec<&str> = FORMS.into_iter().filter(|k| map.contains_key(*k)).collect();
     let form = match given.as_slice() {
         [form] => *form,
@@ -317,11 +315,14 @@ fn operand(cx: &mut Cx<'_, '_>, kind: &Kind, op: Op, value: &Value, path: &Path<
         }
         Kind::CardValue(_) if op.orders() => (!value.is_number())
             .then(|| format!("must be a number with `{op}`, not {}", show(value))),
-        Kind::CardValue(_) => (!matches!(
-            value,
-            Value::Number(_) | Value::String(_) | Value::Bool(_)
-        ))
-        .then(|| format!("must be a number, a string or a boolean, not {}", show(value))),
+        Kind::CardValue(_) => {
+            (!matches!(value, Value::Number(_) | Value::String(_) | Value::Bool(_))).then(|| {
+                format!(
+                    "must be a number, a string or a boolean, not {}",
+                    show(value)
+                )
+            })
+        }
     };
     match problem {
         Some(message) => {

@@ -169,7 +169,9 @@ fn compare(comparison: &Comparison, facts: &dyn Lookup) -> bool {
         return false;
     };
     let with = |want: fn(Ordering) -> bool| {
-        read(value, declared).and_then(|r| order(left, r)).is_some_and(want)
+        read(value, declared)
+            .and_then(|r| order(left, r))
+            .is_some_and(want)
     };
     match comparison.op {
         Op::Equals => read(value, declared).and_then(|r| equal(left, r)) == Some(true),

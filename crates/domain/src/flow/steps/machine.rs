@@ -308,9 +308,11 @@ pub fn transition(step: &StepDefinition, state: &StepState, event: Event<'_>) ->
         {
             match kind {
                 StepKind::Wait(w) => done(Outcome::Elapsed, StepData::None, &w.next),
-                StepKind::WaitForCard(w) => {
-                    done(Outcome::Timeout, StepData::None, w.follows(Outcome::Timeout))
-                }
+                StepKind::WaitForCard(w) => done(
+                    Outcome::Timeout,
+                    StepData::None,
+                    w.follows(Outcome::Timeout),
+                ),
                 StepKind::CreateCard(_) | StepKind::Branch(_) => unchanged(),
             }
         }
@@ -356,7 +358,10 @@ fn branch(step: &Branch, facts: &dyn Lookup) -> Transition {
         .conditions
         .iter()
         .position(|rule| evaluate(&rule.condition, facts));
-    match (held.and_then(|i| Some((i, step.conditions.get(i)?))), &step.otherwise) {
+    match (
+        held.and_then(|i| Some((i, step.conditions.get(i)?))),
+        &step.otherwise,
+    ) {
         (Some((i, rule)), _) => done(Outcome::Matched, StepData::Condition(i), &rule.next),
         (None, Some(otherwise)) => done(Outcome::Otherwise, StepData::None, otherwise),
         (None, None) => done(Outcome::Unmatched, StepData::None, &[]),
