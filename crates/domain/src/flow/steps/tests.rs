@@ -7,6 +7,7 @@ use super::*;
 use crate::flow::config::validate;
 
 mod conditions;
+mod docs;
 mod evaluator;
 mod machine;
 
