@@ -10,8 +10,8 @@
 //! - [`machine`]: [`StepState`] and [`transition`]: a step definition, its state and an
 //!   [`Event`] in, the new state and the steps that follow out.
 //!
-//! [`crate::flow::config::validate`] calls [`check`] for the `steps` and `initialSteps` of a
-//! configuration, so publishing and saving a draft refuse what this module refuses.
+//! [`crate::flow::config::validate`] checks the `steps` and `initialSteps` of a configuration
+//! here, so publishing and saving a draft refuse what this module refuses.
 
 pub mod condition;
 pub mod definition;
