@@ -414,7 +414,10 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 "required": ["id", "type", "properties"],
                 "properties": {
                     "id": {"type": "string", "description": "The step's key in `steps`"},
-                    "type": {"type": "string", "enum": step_types},
+                    "type": {"type": "string", "enum": step_types,
+                             "description": "`wait`, `wait-for-card` and `branch` are checked \
+                                 by every rule of contract §21 (docs/flows.md), but a flow is \
+                                 stored with `create-card` steps only until the service runs them"},
                     "next": {"type": "array", "items": {"type": "string"},
                              "description": "Steps that run after this one"},
                     "properties": {
@@ -686,7 +689,10 @@ mod tests {
                 .expect("schema")
         };
         let step = get("FlowStep");
-        assert_eq!(step["properties"]["type"]["enum"], json!(["create-card"]));
+        assert_eq!(
+            step["properties"]["type"]["enum"],
+            json!(["create-card", "wait", "wait-for-card", "branch"])
+        );
         let variable = get("VariableDefinition");
         assert_eq!(
             variable["properties"]["type"]["enum"],

@@ -6,9 +6,10 @@
 //! they are. What it does know is checked:
 //! - `type` is `card`; `version`, when present, is a string;
 //! - `steps` is a map; each step's `id` equals its key, its `type` is a known [`StepType`], each
-//!   `next` names a step; `initialSteps` is non-empty and names steps; every step is reachable
-//!   from `initialSteps`; the step graph has no cycle;
-//! - a `create-card` step names a card template of `cardTemplates`;
+//!   target names a step; `initialSteps` is non-empty and names steps; every step is reachable
+//!   from `initialSteps`; the step graph has no cycle; each step type's properties hold
+//!   (a `create-card` step names a card template of `cardTemplates`; waits, card listeners and
+//!   branches as [`super::steps`] checks them);
 //! - a card template has a non-empty `metadata.cardName`, a `metadata.delivery.priority` of
 //!   1–10 when given, views whose element keys are unique, known element types with their
 //!   required attributes (unknown element types pass untouched: the SDKs render them), and
@@ -17,23 +18,35 @@
 //! - a variable definition has a known `type` and `source`, a default of that type (a date is
 //!   RFC 3339 or matches `defaultFormatterOption`), and a boolean `required` when given.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
 use crate::FieldError;
 
-/// Step types the engine can run. Adding a step type means adding a variant here, its
-/// validation in this module (`validate_step_properties`), and its execution in the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Step types a configuration may use (contract §21). Adding a step type means adding a
+/// variant here, its definition and validation in [`super::steps`], and its execution in the
+/// engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StepType {
     /// `create-card`: creates a card for each targeted user from the card template its
     /// `properties.cardTemplateId` names.
     CreateCard,
+    /// `wait`: pauses its path for a duration, until an instant, or until a date variable's
+    /// instant moved by an offset.
+    Wait,
+    /// `wait-for-card`: listens to the card an earlier `create-card` step made and goes on by
+    /// how it closed, or by its timeout.
+    WaitForCard,
+    /// `branch`: goes on with the steps of the first condition that holds, else `otherwise`.
+    Branch,
 }
 
 crate::spelling::spelled!(StepType {
     CreateCard => "create-card",
+    Wait => "wait",
+    WaitForCard => "wait-for-card",
+    Branch => "branch",
 });
 
 /// The priorities a card may have, in a template's `metadata.delivery.priority` and a
@@ -59,18 +72,18 @@ pub const KNOWN_ELEMENTS: [(&str, &str); 4] = [
 /// nothing until a problem is reported, when it is rendered
 /// (`config.steps.s1.next[0]`, `config.cardTemplates["a b"]`).
 #[derive(Clone, Copy)]
-enum Path<'a> {
+pub(super) enum Path<'a> {
     Root(&'a str),
     Key(&'a Path<'a>, &'a str),
     Index(&'a Path<'a>, usize),
 }
 
 impl<'a> Path<'a> {
-    fn key(&'a self, key: &'a str) -> Path<'a> {
+    pub(super) fn key(&'a self, key: &'a str) -> Path<'a> {
         Path::Key(self, key)
     }
 
-    fn index(&'a self, index: usize) -> Path<'a> {
+    pub(super) fn index(&'a self, index: usize) -> Path<'a> {
         Path::Index(self, index)
     }
 }
@@ -100,17 +113,32 @@ impl std::fmt::Display for Path<'_> {
 }
 
 /// Collected problems.
-struct Problems {
+pub(super) struct Problems {
     errors: Vec<FieldError>,
 }
 
 impl Problems {
-    fn add(&mut self, path: &Path<'_>, message: impl Into<String>) {
+    /// An empty collection.
+    pub(super) fn new() -> Self {
+        Problems { errors: Vec::new() }
+    }
+
+    pub(super) fn add(&mut self, path: &Path<'_>, message: impl Into<String>) {
         self.errors.push(FieldError::new(path.to_string(), message));
+    }
+
+    /// A problem whose path was rendered earlier (checks that wait for the whole graph).
+    pub(super) fn add_field(&mut self, field: String, message: impl Into<String>) {
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    /// How many problems were collected so far.
+    pub(super) fn len(&self) -> usize {
+        self.errors.len()
     }
 }
 
-fn describe(value: &Value) -> &'static str {
+pub(super) fn describe(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -124,14 +152,51 @@ fn describe(value: &Value) -> &'static str {
 /// Validates a configuration. `path` is the name the configuration has in the request
 /// (`config`). Returns every problem found, ordered by path.
 pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
-    let mut p = Problems { errors: Vec::new() };
+    match validate_program(config, path) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors,
+    }
+}
+
+/// The problems of a valid configuration that this service cannot run yet: a `wait`,
+/// `wait-for-card` or `branch` step, at its `type`. [`validate`] checks every rule of those
+/// steps (contract §21); publishing, saving a draft and creating a flow also call this, so
+/// that no flow is stored whose steps would not run as written until the step engine does.
+pub fn unrunnable(config: &Value, path: &str) -> Vec<FieldError> {
+    let mut p = Problems::new();
+    let root = Path::Root(path);
+    let steps_path = root.key("steps");
+    let Some(steps) = config.get("steps").and_then(Value::as_object) else {
+        return p.errors;
+    };
+    for (id, step) in steps {
+        let kind = step.get("type").and_then(Value::as_str).unwrap_or_default();
+        if matches!(StepType::parse(kind), Some(t) if t != StepType::CreateCard) {
+            p.add(
+                &steps_path.key(id).key("type"),
+                format!(
+                    "`{kind}` steps are checked, but this service does not run them yet: a flow \
+                     can publish `create-card` steps only until it does (contract §21)"
+                ),
+            );
+        }
+    }
+    p.errors
+}
+
+/// [`validate`], with the typed steps of a configuration that has no problem.
+pub(super) fn validate_program(
+    config: &Value,
+    path: &str,
+) -> Result<super::steps::Program, Vec<FieldError>> {
+    let mut p = Problems::new();
     let root = Path::Root(path);
     let Some(config) = config.as_object() else {
         p.add(
             &root,
             format!("must be an object, not {}", describe(config)),
         );
-        return p.errors;
+        return Err(p.errors);
     };
     match config.get("type") {
         Some(Value::String(t)) if t == "card" => {}
@@ -151,20 +216,25 @@ pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
         &root.key("cardTemplates"),
         &flow_variables,
     );
-    steps(&mut p, config, &root, &templates);
+    let program = super::steps::check(&mut p, config, &root, &templates);
     // A stable order for callers: by path (the sort keeps problems of one path in order).
     p.errors.sort_by(|a, b| a.field.cmp(&b.field));
-    p.errors
+    match program {
+        Some(program) if p.errors.is_empty() => Ok(program),
+        // Steps that check out but no program would mean a step problem went unreported.
+        _ if p.errors.is_empty() => Err(vec![FieldError::new(path, "has no valid steps")]),
+        _ => Err(p.errors),
+    }
 }
 
-fn show(value: &Value) -> String {
+pub(super) fn show(value: &Value) -> String {
     match value {
         Value::String(s) => format!("`{s}`"),
         other => describe(other).to_owned(),
     }
 }
 
-fn object<'v>(
+pub(super) fn object<'v>(
     p: &mut Problems,
     value: Option<&'v Value>,
     path: &Path<'_>,
@@ -184,193 +254,8 @@ fn object<'v>(
     }
 }
 
-// ---- steps ----
-
-fn steps(
-    p: &mut Problems,
-    config: &Map<String, Value>,
-    root: &Path<'_>,
-    templates: &HashSet<&str>,
-) {
-    let steps_path = root.key("steps");
-    let initial_path = root.key("initialSteps");
-    let Some(steps) = object(p, config.get("steps"), &steps_path, true) else {
-        // Without steps, initialSteps cannot be checked against them; still check its shape.
-        string_list(p, config.get("initialSteps"), &initial_path, true);
-        return;
-    };
-    let mut graph: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (id, step) in steps {
-        let step_path = steps_path.key(id);
-        let Some(step) = object(p, Some(step), &step_path, true) else {
-            graph.insert(id, Vec::new());
-            continue;
-        };
-        match step.get("id") {
-            Some(Value::String(own)) if own == id => {}
-            Some(Value::String(own)) => p.add(
-                &step_path.key("id"),
-                format!("must equal the step's key `{id}`, not `{own}`"),
-            ),
-            Some(other) => p.add(
-                &step_path.key("id"),
-                format!("must be a string, not {}", describe(other)),
-            ),
-            None => p.add(
-                &step_path.key("id"),
-                format!("is required and must be `{id}`"),
-            ),
-        }
-        let step_type = match step.get("type") {
-            Some(Value::String(t)) => match StepType::parse(t) {
-                Some(known) => Some(known),
-                None => {
-                    let known: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
-                    p.add(
-                        &step_path.key("type"),
-                        format!("unknown step type `{t}` (known: {})", known.join(", ")),
-                    );
-                    None
-                }
-            },
-            Some(other) => {
-                p.add(
-                    &step_path.key("type"),
-                    format!("must be a string, not {}", describe(other)),
-                );
-                None
-            }
-            None => {
-                p.add(&step_path.key("type"), "is required");
-                None
-            }
-        };
-        let next_path = step_path.key("next");
-        let next = string_list(p, step.get("next"), &next_path, false);
-        let mut edges = Vec::with_capacity(next.len());
-        for (i, target) in next {
-            if steps.contains_key(target) {
-                edges.push(target);
-            } else {
-                p.add(&next_path.index(i), format!("names no step: `{target}`"));
-            }
-        }
-        graph.insert(id, edges);
-        if let Some(step_type) = step_type {
-            validate_step_properties(p, step_type, step, &step_path, templates);
-        }
-    }
-
-    let mut roots = Vec::new();
-    let initial = string_list(p, config.get("initialSteps"), &initial_path, true);
-    if config
-        .get("initialSteps")
-        .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
-    {
-        p.add(&initial_path, "must name at least one step");
-    }
-    for (i, id) in initial {
-        if steps.contains_key(id) {
-            roots.push(id);
-        } else {
-            p.add(&initial_path.index(i), format!("names no step: `{id}`"));
-        }
-    }
-    if !roots.is_empty() {
-        reachability_and_cycles(p, &graph, &roots, &steps_path);
-    }
-}
-
-fn validate_step_properties(
-    p: &mut Problems,
-    step_type: StepType,
-    step: &Map<String, Value>,
-    step_path: &Path<'_>,
-    templates: &HashSet<&str>,
-) {
-    let props_path = step_path.key("properties");
-    match step_type {
-        StepType::CreateCard => {
-            let Some(props) = object(p, step.get("properties"), &props_path, true) else {
-                return;
-            };
-            let template_path = props_path.key("cardTemplateId");
-            match props.get("cardTemplateId") {
-                Some(Value::String(id)) if templates.contains(id.as_str()) => {}
-                Some(Value::String(id)) => {
-                    p.add(&template_path, format!("names no card template: `{id}`"))
-                }
-                Some(other) => p.add(
-                    &template_path,
-                    format!("must be a string, not {}", describe(other)),
-                ),
-                None => p.add(&template_path, "is required"),
-            }
-            let output_path = props_path.key("output");
-            if let Some(output) = object(p, props.get("output"), &output_path, false) {
-                if output.get("type").is_some_and(|t| !t.is_string()) {
-                    p.add(&output_path.key("type"), "must be a string");
-                }
-            }
-        }
-    }
-}
-
-/// Every step reachable from the roots; no cycle. Iterative DFS with colours.
-fn reachability_and_cycles(
-    p: &mut Problems,
-    graph: &BTreeMap<&str, Vec<&str>>,
-    roots: &[&str],
-    steps_path: &Path<'_>,
-) {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Colour {
-        White,
-        Grey,
-        Black,
-    }
-    let mut colour: HashMap<&str, Colour> = graph.keys().map(|k| (*k, Colour::White)).collect();
-    let mut reported_cycle = HashSet::new();
-    for root in roots {
-        if colour.get(root) != Some(&Colour::White) {
-            continue;
-        }
-        // Stack of (node, index of the next edge to follow).
-        let mut stack: Vec<(&str, usize)> = vec![(root, 0)];
-        colour.insert(root, Colour::Grey);
-        while let Some((node, edge)) = stack.last_mut() {
-            let edges = graph.get(node).map(Vec::as_slice).unwrap_or(&[]);
-            if let Some(next) = edges.get(*edge) {
-                *edge += 1;
-                let (from, to) = (*node, *next);
-                match colour.get(to).copied() {
-                    Some(Colour::White) => {
-                        colour.insert(to, Colour::Grey);
-                        stack.push((to, 0));
-                    }
-                    Some(Colour::Grey) if reported_cycle.insert((from, to)) => {
-                        p.add(
-                            &steps_path.key(from).key("next"),
-                            format!("`{from}` → `{to}` closes a cycle; steps must form a directed acyclic graph"),
-                        );
-                    }
-                    _ => {}
-                }
-            } else {
-                colour.insert(node, Colour::Black);
-                stack.pop();
-            }
-        }
-    }
-    for (id, c) in &colour {
-        if *c == Colour::White {
-            p.add(&steps_path.key(id), "is not reachable from initialSteps");
-        }
-    }
-}
-
 /// A list of strings: (index, value) of the valid entries; problems for the others.
-fn string_list<'v>(
+pub(super) fn string_list<'v>(
     p: &mut Problems,
     value: Option<&'v Value>,
     path: &Path<'_>,

@@ -296,7 +296,10 @@ fn updated(flow: Flow, version: FlowVersion) -> Transition {
 }
 
 fn check_config(config: &Value) -> Result<(), DomainError> {
-    let errors: Vec<FieldError> = config::validate(config, "config");
+    let mut errors: Vec<FieldError> = config::validate(config, "config");
+    if errors.is_empty() {
+        errors = config::unrunnable(config, "config");
+    }
     if errors.is_empty() {
         Ok(())
     } else {

@@ -3,9 +3,10 @@
 //!
 //! [`FlowService`] is the use case the API calls. It decides every change of versions or of
 //! the archived state with the pure state machine of [`machine`], validates configurations
-//! with [`config`], and stores flows through the [`FlowRepository`] and [`SettingsRepository`]
-//! ports ([`FolderRepository`](crate::FolderRepository) to check the folder a flow is filed in). [`RecentFlows`] wraps
-//! a [`FlowRepository`] for the trigger's hot path.
+//! with [`config`] (whose step section is [`steps`]: the steps that wait and branch), and
+//! stores flows through the [`FlowRepository`] and [`SettingsRepository`] ports
+//! ([`FolderRepository`](crate::FolderRepository) to check the folder a flow is filed in).
+//! [`RecentFlows`] wraps a [`FlowRepository`] for the trigger's hot path.
 //!
 //! Every change to a flow is decided here, from the flow as stored, and saved with a
 //! compare-and-swap on the flow's `revision` together with the version row it touches, in one
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod machine;
 mod recent;
+pub mod steps;
 
 use crate::id::FlowId;
 use async_trait::async_trait;

@@ -810,3 +810,20 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     }
     Duration::try_milliseconds(total_ms)
 }
+
+/// A signed ISO 8601 duration: [`parse_duration`]'s text with an optional leading `-` (before
+/// the instant it moves) or `+`. None for anything else; never panics (chrono's durations are
+/// symmetric, so negating one cannot overflow).
+///
+/// ```
+/// use workbench_domain::trigger::request::parse_signed_duration;
+/// assert_eq!(parse_signed_duration("-P1D"), Some(chrono::Duration::days(-1)));
+/// assert_eq!(parse_signed_duration("+PT1H"), Some(chrono::Duration::hours(1)));
+/// assert_eq!(parse_signed_duration("--P1D"), None);
+/// ```
+pub fn parse_signed_duration(text: &str) -> Option<Duration> {
+    match text.strip_prefix('-') {
+        Some(rest) => Duration::zero().checked_sub(&parse_duration(rest)?),
+        None => parse_duration(text.strip_prefix('+').unwrap_or(text)),
+    }
+}

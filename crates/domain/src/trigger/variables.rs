@@ -85,8 +85,9 @@ fn definitions(config: &Value) -> Vec<(&str, &Map<String, Value>)> {
 /// at once, at `{path}.variables.<name>` (with `.valueIos` or `.valueAndroid` for those): a
 /// value not of the definition's type (`string` when it names none), a script variable sent,
 /// a variable the flow does not define when `strict` (ignored otherwise), and a flow-level
-/// variable with `required: true` that was not sent. Flow-level defaults fill in the variables
-/// not sent; template defaults apply when a card is rendered.
+/// variable with `required: true` that was not sent, or without a default that a `wait` step
+/// reads (`untilVariable`). Flow-level defaults fill in the variables not sent; template
+/// defaults apply when a card is rendered.
 pub fn resolve(
     config: &Value,
     payload: &Payload,
@@ -166,6 +167,13 @@ pub fn resolve(
                     },
                 );
             }
+        }
+    }
+    // A wait on a variable needs its date: without a value or a default it has no deadline.
+    let sent = |name: &str| payload.variables.iter().any(|(n, _)| n == name);
+    for problem in crate::flow::steps::missing_wait_variables(config, &sent, path) {
+        if !errors.iter().any(|e| e.field == problem.field) {
+            errors.push(problem);
         }
     }
     if errors.is_empty() {

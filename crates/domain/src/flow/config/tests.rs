@@ -375,7 +375,7 @@ fn table_of_valid_variations() {
 #[test]
 fn every_problem_is_reported_at_once() {
     let mut config = with("/type", json!("sms"));
-    config["steps"]["s2"]["type"] = json!("wait");
+    config["steps"]["s2"]["type"] = json!("send-email");
     config["cardTemplates"]["reminder"]["metadata"]["cardName"] = json!("");
     config["variables"]["due"]["default"] = json!(3);
     assert_eq!(
