@@ -260,11 +260,12 @@ impl DeviceRepository for DieselDeviceRepository {
                 // A new token is inserted; a token stored already is updated only where this
                 // user holds it. Either statement settles a race on its own: the insert's
                 // conflict waits for the other insert, the update sees the latest holder.
-                let inserted = crate::per_backend!(&mut *conn, c => diesel::insert_into(devices::table)
-                    .values(&row)
-                    .on_conflict((devices::environment_id, devices::token))
-                    .do_nothing()
-                    .execute(c))?;
+                let inserted = crate::per_backend!(&mut *conn, c =>
+                    diesel::insert_into(devices::table)
+                        .values(&row)
+                        .on_conflict((devices::environment_id, devices::token))
+                        .do_nothing()
+                        .execute(c))?;
                 let mine = devices::table
                     .filter(devices::environment_id.eq(&row.environment_id))
                     .filter(devices::token.eq(&row.token))

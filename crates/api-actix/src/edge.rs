@@ -119,6 +119,13 @@ pub async fn edge(
             // Contract §18: below the low-disk guard, the last free space serves what was
             // promised; new work and new resources wait.
             LOW_DISK.refused(&method, &route);
+            tracing::info!(
+                request_id = %id,
+                method = %method,
+                route = %route,
+                status = 503u16,
+                "request refused below the low-disk guard"
+            );
             state
                 .metrics
                 .observe(&method, &route, 503, started.elapsed());
@@ -308,7 +315,6 @@ fn is_probe(route: &str) -> bool {
     matches!(route, "/healthz" | "/readyz" | "/metrics")
 }
 
-/// Whether the request announces a body: a non-zero length, or a chunked one.
 /// Marks when the request's body has been read to its end, so that a request whose time ran
 /// out is told apart: a body still arriving (408), or one that arrived whole and whose work
 /// took too long (503).
@@ -402,6 +408,7 @@ impl Throttled {
     }
 }
 
+/// Whether the request announces a body: a non-zero length, or a chunked one.
 fn has_body(req: &ServiceRequest) -> bool {
     let headers = req.headers();
     headers.contains_key(header::TRANSFER_ENCODING)

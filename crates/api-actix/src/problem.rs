@@ -179,15 +179,16 @@ impl ApiError {
     }
 
     /// 503 `processing_timeout`: the request arrived whole, but its work did not end within
-    /// `limit` and was stopped; it may be sent again.
+    /// `limit` and was stopped where it stood.
     pub fn processing_timeout(limit: std::time::Duration) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "processing_timeout",
             "Processing timeout",
             format!(
-                "the request arrived whole but was not processed within {} s; it was stopped \
-                 and may be sent again",
+                "the request arrived whole but was not processed within {} s, and its work was \
+                 stopped where it stood: send it again only if it is idempotent (a start with \
+                 its flowInvocationId); a CSV upload's task has failed, create another",
                 limit.as_secs_f64()
             ),
         )

@@ -49,6 +49,9 @@ pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct Loops {
     loops: std::sync::Mutex<std::collections::BTreeMap<&'static str, LoopState>>,
+    /// Whether the database was last seen down by readiness, and when it was last seen
+    /// answering again after that ([`Loops::database`]).
+    database: std::sync::Mutex<(bool, Option<std::time::Instant>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,6 +60,8 @@ struct LoopState {
     running: std::collections::BTreeMap<u64, std::time::Instant>,
     /// The first failure since the last good step.
     failing_since: Option<std::time::Instant>,
+    /// The first failure for want of the database since the last good step.
+    unavailable_since: Option<std::time::Instant>,
     restarts: u64,
 }
 
@@ -79,6 +84,7 @@ impl Loops {
         loops.entry(name).or_insert(LoopState {
             running: std::collections::BTreeMap::new(),
             failing_since: None,
+            unavailable_since: None,
             restarts: 0,
         })
     }
@@ -112,20 +118,38 @@ impl Loops {
             s.running.remove(&token);
             if ok {
                 s.failing_since = None;
+                s.unavailable_since = None;
             } else {
                 s.failing_since.get_or_insert(now);
             }
         });
     }
 
-    /// The step `token` of `name` failed because the database did not answer. That is not
-    /// the loop's failure: `/readyz` judges the database itself, and a loop that backs off for
-    /// a while after it must not keep readiness down once the database answers again. A loop
-    /// failing for another reason stays failing since then.
-    pub fn ended_unavailable(&self, name: &'static str, token: u64) {
+    /// The step `token` of `name` failed because the database did not answer in time (a hang,
+    /// a partition, a restart, or a query of its own too slow). While the database is down
+    /// that is not the loop's failure: `/readyz` judges the database itself, and a loop that
+    /// backs off for a while must not keep readiness down once the database answers again.
+    /// Such failures count from when readiness last saw the database come back
+    /// ([`Loops::database`]): a loop that still fails so 30 s later is stalled.
+    pub fn ended_unavailable(&self, name: &'static str, token: u64, now: std::time::Instant) {
         self.with(|l| {
-            Self::state(l, name).running.remove(&token);
+            let s = Self::state(l, name);
+            s.running.remove(&token);
+            s.unavailable_since.get_or_insert(now);
         });
+    }
+
+    /// Readiness asked the database at `now`, and it answered or not.
+    pub fn database(&self, answers: bool, now: std::time::Instant) {
+        let mut seen = self
+            .database
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (answers, seen.0) {
+            (false, _) => seen.0 = true,
+            (true, true) => *seen = (false, Some(now)),
+            (true, false) => {}
+        }
     }
 
     /// `name` died and was started again: its steps ended, not well.
@@ -140,13 +164,21 @@ impl Loops {
 
     /// The loops stalled at `now`, by name.
     pub fn stalled(&self, now: std::time::Instant) -> Vec<&'static str> {
+        let back = self
+            .database
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1;
         self.with(|l| {
             l.iter()
                 .filter(|(_, s)| {
                     let since = |t: Option<std::time::Instant>| {
                         t.is_some_and(|t| now.saturating_duration_since(t) >= STALL_AFTER)
                     };
-                    since(s.running.values().min().copied()) || since(s.failing_since)
+                    let unavailable = s.unavailable_since.map(|t| back.map_or(t, |b| t.max(b)));
+                    since(s.running.values().min().copied())
+                        || since(s.failing_since)
+                        || since(unavailable)
                 })
                 .map(|(name, _)| *name)
                 .collect()
@@ -183,21 +215,32 @@ mod tests {
     }
 
     #[test]
-    fn steps_that_failed_on_an_unavailable_database_never_stall_a_loop() {
+    fn failures_for_want_of_the_database_count_from_when_it_came_back() {
         let loops = Loops::default();
         let t0 = Instant::now();
-        // A long outage: every step fails for want of the database, then the loop backs off.
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // A long outage that readiness sees: every step fails for want of the database.
+        loops.database(false, at(1));
         for second in 0..90 {
-            let step = loops.started("pruner", t0 + Duration::from_secs(second));
-            loops.ended_unavailable("pruner", step);
+            let step = loops.started("pruner", at(second));
+            loops.ended_unavailable("pruner", step, at(second));
         }
-        assert!(loops.stalled(t0 + Duration::from_secs(91)).is_empty());
-        // A failure of its own still counts from when it began.
-        let step = loops.started("pruner", t0 + Duration::from_secs(100));
-        loops.ended("pruner", step, false, t0 + Duration::from_secs(100));
-        let step = loops.started("pruner", t0 + Duration::from_secs(110));
-        loops.ended_unavailable("pruner", step);
-        assert_eq!(loops.stalled(t0 + Duration::from_secs(131)), vec!["pruner"]);
+        loops.database(false, at(89));
+        // It answers again: the loop, backing off, is not stalled.
+        loops.database(true, at(90));
+        assert!(loops.stalled(at(91)).is_empty());
+        assert!(loops.stalled(at(119)).is_empty());
+        // Still failing so 30 s after the database came back: its own queries are too slow.
+        assert_eq!(loops.stalled(at(120)), vec!["pruner"]);
+        let step = loops.started("pruner", at(121));
+        loops.ended("pruner", step, true, at(121));
+        assert!(loops.stalled(at(122)).is_empty());
+        // A failure of its own counts from when it began, whatever the database does.
+        let step = loops.started("pruner", at(130));
+        loops.ended("pruner", step, false, at(130));
+        loops.database(false, at(131));
+        loops.database(true, at(132));
+        assert_eq!(loops.stalled(at(161)), vec!["pruner"]);
     }
 
     #[test]

@@ -19,15 +19,14 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 
 /// Why the service must not start on `dir`: a full disk, or less free space than the guard.
 /// The message names the directory, its free bytes and the setting. With the guard off
-/// (`min_free` 0) there is none, whatever the file system reports: some (FUSE, network
-/// mounts) report 0 bytes free and still take writes.
+/// (`min_free` 0) a report of 0 bytes free is checked with a write, since some file systems
+/// (FUSE, network mounts) report 0 and still take writes: only a refused write stops it.
 pub fn start_problem(dir: &Path, min_free: u64) -> Option<String> {
-    if min_free == 0 {
-        return None;
-    }
     let free = free_bytes(dir).ok()?;
     let shown = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    if free == 0 {
+    // With the guard off the number is not trusted, a write is: only a disk that refuses one
+    // is full.
+    if free == 0 && (min_free > 0 || !takes_a_write(dir)) {
         return Some(format!(
             "the data directory {} is on a full disk (0 bytes free); free some space (WORKBENCH_MIN_FREE_DISK is {min_free} bytes)",
             shown.display()
@@ -39,6 +38,16 @@ pub fn start_problem(dir: &Path, min_free: u64) -> Option<String> {
             shown.display()
         )
     })
+}
+
+/// Whether `dir` takes a small durable write: a file of one page, synced, then removed.
+fn takes_a_write(dir: &Path) -> bool {
+    use std::io::Write;
+    let probe = dir.join(".workbench-space-probe");
+    let written = std::fs::File::create(&probe)
+        .and_then(|mut file| file.write_all(&[0u8; 4096]).and_then(|()| file.sync_all()));
+    let _ = std::fs::remove_file(&probe);
+    written.is_ok()
 }
 
 /// Samples the free space of `dir` into `storage` for as long as the process runs, logging
@@ -89,6 +98,15 @@ mod tests {
         let free = free_bytes(dir.path()).expect("statvfs");
         assert!(free > 0);
         assert_eq!(start_problem(dir.path(), 0), None, "the guard off");
+        assert!(
+            takes_a_write(dir.path()),
+            "a folder with room takes a write"
+        );
+        assert!(
+            !dir.path().join(".workbench-space-probe").exists(),
+            "the probe is removed"
+        );
+        assert!(!takes_a_write(&dir.path().join("missing")));
         assert_eq!(start_problem(dir.path(), 1), None);
         let problem = start_problem(dir.path(), u64::MAX).expect("below");
         assert!(problem.contains("WORKBENCH_MIN_FREE_DISK"), "{problem}");

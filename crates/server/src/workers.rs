@@ -296,7 +296,7 @@ async fn reported<T, E: IsFull>(
     let step = loops.started(name, Instant::now());
     let outcome = work.await;
     match &outcome {
-        Err(e) if e.is_unavailable() => loops.ended_unavailable(name, step),
+        Err(e) if e.is_unavailable() => loops.ended_unavailable(name, step, Instant::now()),
         _ => loops.ended(name, step, outcome.is_ok(), Instant::now()),
     }
     outcome

@@ -226,8 +226,8 @@ pub async fn status(
 /// The longest header row read, in bytes: [`MAX_COLUMNS`] columns of long names fit. A longer
 /// one is refused while it arrives, before it is split into columns.
 const MAX_HEADER_BYTES: usize = 256 * 1024;
-/// What the CSV reader may have read past the header row when it ends (its buffer).
-const READ_AHEAD: usize = 64 * 1024;
+/// The CSV reader's buffer: what it may have read past the header row when that ends.
+const READ_AHEAD: usize = 8 * 1024;
 
 /// Reads what the upload handler forwards, as a blocking `Read` for the CSV parser. It stops
 /// (an error) once `cut` is set, when the request ended before the parse did, and while the
@@ -249,6 +249,10 @@ impl Read for ChunkReader {
         while self.current.is_empty() {
             match self.chunks.blocking_recv() {
                 Some(next) => self.current = next,
+                // The sender also goes when the request is dropped: not the file's end then.
+                None if self.cut.load(Ordering::Relaxed) => {
+                    return Err(std::io::Error::other("the upload was cut short"))
+                }
                 None => return Ok(0),
             }
         }
@@ -281,6 +285,7 @@ fn parse(
     cut: Arc<AtomicBool>,
 ) -> Result<(Vec<String>, u64), String> {
     let mut reader = csv::ReaderBuilder::new()
+        .buffer_capacity(READ_AHEAD)
         .has_headers(true)
         .flexible(true)
         .from_reader(ChunkReader {
@@ -394,12 +399,14 @@ pub async fn upload(
         .await
         .map_err(upload_refused)?;
 
+    let (chunk_tx, chunk_rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<(u64, Vec<String>)>>(2);
+    // After the channels, so that when the request is dropped the flag is set before the
+    // chunks' sender goes (locals drop in reverse order): the parse sees a cut, not an end.
     let mut unfinished = Unfinished {
         cut: Arc::new(AtomicBool::new(false)),
         task: Some((state.bulk.clone(), grant.clone())),
     };
-    let (chunk_tx, chunk_rx) = tokio::sync::mpsc::channel::<Bytes>(8);
-    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<(u64, Vec<String>)>>(2);
     let cut = unfinished.cut.clone();
     let parser = actix_web::rt::task::spawn_blocking(move || parse(chunk_rx, rows_tx, cut));
     let writer = {

@@ -50,6 +50,21 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         tracing::warn!("not ready: storage full");
         return Err(ApiError::storage_full().with_reason("storage_full"));
     }
+    // The database first: the loops' failures for want of it are judged from when it was
+    // last seen coming back (health::Loops::database).
+    let database = state.health.ready().await;
+    state
+        .loops
+        .database(database.is_ok(), std::time::Instant::now());
+    if let Err(cause) = database {
+        tracing::warn!(%cause, "not ready");
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "Not ready",
+            "the database is unreachable or not migrated",
+        ));
+    }
     let stalled = state.loops.stalled(std::time::Instant::now());
     if !stalled.is_empty() {
         tracing::warn!(?stalled, "not ready: background loops stalled");
@@ -63,18 +78,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             ),
         ));
     }
-    match state.health.ready().await {
-        Ok(()) => Ok(HttpResponse::Ok().json(Status { status: "ready" })),
-        Err(cause) => {
-            tracing::warn!(%cause, "not ready");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
-                "Not ready",
-                "the database is unreachable or not migrated",
-            ))
-        }
-    }
+    Ok(HttpResponse::Ok().json(Status { status: "ready" }))
 }
 
 /// Prometheus metrics in the text exposition format.

@@ -239,8 +239,14 @@ pub fn missing_wait_variables(
     is_sent: &dyn Fn(&str) -> bool,
     path: &str,
 ) -> Vec<FieldError> {
+    // On the `/start` path for every element: a flow without such waits (most) costs a scan
+    // of its steps, nothing more.
+    let waits = wait_variables(config);
+    if waits.is_empty() {
+        return Vec::new();
+    }
     let defaults = declared_variables(config.get("variables"));
-    wait_variables(config)
+    waits
         .into_iter()
         .filter(|(name, _)| !is_sent(name))
         .filter(|(name, _)| {
