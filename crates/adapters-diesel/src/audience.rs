@@ -92,8 +92,8 @@ fn with_tags(
 /// yet (a new deployment's users just imported, before autovacuum analyses them), it can plan
 /// a bitmap scan of every row after the cursor, sorted to take the first page: each page of a
 /// fan-out then reads all the users left, a cost that grows with the square of the audience.
-/// Measured on 300,000 tagged users not yet analysed: 93 ms a page planned that way, 0.5 ms
-/// walking the index (docs/benchmarks.md, 2026-11-27). Three round trips more a page. For a
+/// Measured on a large tagged audience not yet analysed: a page planned that way took orders of
+/// magnitude longer than walking the index. Three round trips more a page. For a
 /// connection in no transaction (`Database::run`'s): inside one, diesel would make this a
 /// savepoint, and the setting would last to the end of the outer transaction.
 fn index_page<T>(

@@ -211,7 +211,7 @@ fn next_invocations(
 /// ANY(...)`, nor a join PostgreSQL may flatten (`OFFSET 0` keeps it from that): with
 /// statistics of a smaller table than the one read (a table just filled, before its next
 /// `ANALYZE`), those were planned as a scan of the environment's cards through
-/// `card_instances_feed`, 10–15 ms a group (docs/benchmarks.md, 2026-11-27).
+/// `card_instances_feed`, far slower a group than one lookup per invocation.
 const PG_GROUP: &str = "FROM unnest($1::text[]) AS i (id) CROSS JOIN LATERAL (\
     SELECT c.id, c.invocation_id, c.user_id, c.flow_instance_id, c.status FROM card_instances c \
     WHERE c.environment_id = $2 AND c.invocation_id = i.id AND c.flow_id = $3 \

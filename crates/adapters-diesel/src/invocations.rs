@@ -28,7 +28,7 @@ pub struct DieselInvocationRepository {
     /// one transaction: SQLite takes one writer at a time, so that thread does nothing but
     /// write. A thread before it builds each group's rows and packed statements
     /// ([`NewWrites`]) while the group before is written, and one after it frees what each
-    /// group recorded (in a CSV task's profile, building and freeing took half of the writing
+    /// group recorded (in a CSV task's profile, building and freeing took much of the writing
     /// thread's time). Threads rather than tasks, so that they work however busy their
     /// callers' runtimes are (a CSV step prepares its next rows while the last ones are
     /// recorded), and each group saves a hop to the blocking pool. Started on first use; they
@@ -50,9 +50,9 @@ impl DieselInvocationRepository {
     /// On PostgreSQL, `writers` threads write the recorder's groups, each taking the next
     /// group while the others write theirs (at least one). A writer waits on PostgreSQL for
     /// most of a transaction, so two keep it busier where the cores have room: a CSV task's
-    /// rows went about a fifth faster (docs/benchmarks.md, 2026-11-27). Under a `/start` load that
-    /// already fills the cores they did not (docs/benchmarks.md, "Not kept: two recorder
-    /// writers"). SQLite takes one writer at a time: one thread there, whatever `writers`.
+    /// rows went faster. Under a `/start` load that already fills the cores they did not (both
+    /// A/B measured; see the git history of docs/benchmarks.md). SQLite takes one writer at a
+    /// time: one thread there, whatever `writers`.
     pub fn with_writers(mut self, writers: usize) -> Self {
         self.writers = writers.max(1);
         self
@@ -564,7 +564,7 @@ const ENDED: (
 /// `$then` of `key`, the query of `$batch`'s invocation at the batch's starting point: its
 /// cursor and a status not yet final (a one-batch invocation keeps a null cursor from start
 /// to end). (`eq` OR `eq`, not `eq_any`: diesel caches the prepared statement only for a fixed
-/// number of binds, and this runs once per invocation — re-parsing it was ~15% of the
+/// number of binds, and this runs once per invocation — re-parsing it was a large share of the
 /// server's CPU while a CSV task ran.) A macro: the two cursors' queries are of two types.
 macro_rules! at_start {
     ($batch:expr, |$key:ident| $then:expr) => {{

@@ -1,9 +1,9 @@
 //! The instants of the tables written for every card (cards, their events, invocations and
 //! webhook attempts) as SQLite stores them: whole milliseconds since 1970 in an `INTEGER`,
 //! 6 bytes where diesel's `Timestamp` writes 23 characters of text. A card and what it causes
-//! hold about twenty instants, in rows and index entries: this is a seventh of a card's bytes
-//! at rest (issue 27, docs/benchmarks.md). PostgreSQL keeps its `timestamp` columns: the type
-//! below is diesel's `Timestamp` there.
+//! hold about twenty instants, in rows and index entries: this is a good share of a card's
+//! bytes at rest (issue 27, the bytes-per-card goal of docs/benchmarks.md). PostgreSQL keeps
+//! its `timestamp` columns: the type below is diesel's `Timestamp` there.
 //!
 //! An instant is millisecond-precise in the domain ([`domain::Timestamp`]), so none is cut.
 //! A text value still read from such a column (written before migration

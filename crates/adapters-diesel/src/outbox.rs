@@ -10,9 +10,8 @@ use crate::db::{AnyConnection, Failure};
 /// (diesel prepares an `IN (...)` list again at every execution on SQLite, where `= ?` it
 /// prepares once per connection; a transaction's events rarely come from more than one
 /// environment), on PostgreSQL by `all` at once (`= ANY($1)`: one statement whatever their
-/// number). Preparing the webhook subscriptions' `IN` list in every transaction was 2.2% of the
-/// samples of the recorder's writing thread under a `/start` load on SQLite
-/// (docs/benchmarks.md, 2026-11-28, ba3aa9a).
+/// number). Preparing the webhook subscriptions' `IN` list in every transaction showed in the
+/// profile of the recorder's writing thread under a `/start` load on SQLite.
 pub(crate) fn per_environment<T>(
     conn: &mut AnyConnection,
     envs: &[&str],

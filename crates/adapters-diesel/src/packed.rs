@@ -5,22 +5,21 @@
 //! `jsonb_each`, not `json_each`: each row's `value` is then a slice of the parsed array
 //! (SQLite's binary JSON), which `json_extract` reads as it is. `json_each` renders each row
 //! back into JSON text for every column read from it, and `json_extract` parses that text
-//! again: with a card's content among six columns that was a fifth of the recorder's time
-//! (docs/benchmarks.md, 2026-11-23, 5b08deb).
+//! again: with a card's content among six columns that was a large share of the recorder's
+//! time.
 //!
 //! Rows written together mostly differ only in their ids: the cards and events
 //! of one fan-out batch, the events of one cancel chunk, the cards of one-user invocations (with
 //! their contents when each has its own, as a CSV task's rows do), and the invocations of one
-//! recording (with their fingerprints, targets, payloads and times). diesel's multi-row `INSERT` binds
-//! every column of every row, and on SQLite each bind is a call into the library under its
-//! mutex, after formatting timestamps and cloning the shared card content per row: about half
-//! of the engine's write transaction in a profile of a 1,000,000-user fan-out, more than
-//! SQLite's own work of inserting the rows. PostgreSQL inserts columns instead (see
-//! [`crate::columns`]).
+//! recording (with their fingerprints, targets, payloads and times). diesel's multi-row
+//! `INSERT` binds every column of every row, and on SQLite each bind is a call into the library
+//! under its mutex, after formatting timestamps and cloning the shared card content per row: in
+//! a profile of a large fan-out, more of the engine's write transaction than SQLite's own work
+//! of inserting the rows. PostgreSQL inserts columns instead (see [`crate::columns`]).
 //!
 //! Rows are grouped as they come (consecutive rows, not sorted). Runs shorter than [`MIN_RUN`]
 //! are handed back for diesel's multi-row `INSERT`: one statement per row of a one-user
-//! invocation cost `/start` a sixth of its rate.
+//! invocation made `/start` measurably slower.
 //!
 //! `json_extract` ends a string at a NUL character, so packed strings must hold none: ids and
 //! user ids are refused with control characters (the domain's validation), and a card's content
@@ -64,8 +63,8 @@ pub(crate) enum Bind {
 /// One packed multi-row insert (or another statement run in every transaction on SQLite, such
 /// as the daily totals' upsert), built apart from its execution: its SQL, with one `?` per
 /// bind, and its binds in order. Unlike diesel's `sql_query`, which SQLite parses again at
-/// every execution (5% of the recorder's time), it is prepared once per connection and kept in
-/// diesel's statement cache, keyed by its SQL.
+/// every execution (a visible cost in the recorder's profile), it is prepared once per
+/// connection and kept in diesel's statement cache, keyed by its SQL.
 #[derive(Debug)]
 pub(crate) struct Statement {
     sql: &'static str,

@@ -65,12 +65,12 @@ pub(crate) fn start_recorder(
     // transaction is written are in the next one (on SQLite see `Next::joins`). Every group
     // costs its own statements (reads of the flows, cancels and subscriptions, then an insert
     // per table), each a round trip to PostgreSQL: a group per call as it came, several per
-    // transaction, held `/start` on PostgreSQL to a third of its throughput
-    // (docs/benchmarks.md, "One group per transaction"). A group handed over whole, closed to
-    // the calls that came while it waited for the writer, made a call wait for up to three
-    // transactions instead of two (docs/benchmarks.md, "The next group open until taken").
-    // One transaction per call (a CSV chunk) would rewrite the last pages of every table and
-    // index it appends to: a CSV task wrote a quarter more that way.
+    // transaction, held `/start` on PostgreSQL far below what one group per transaction
+    // makes. A group handed over whole, closed to the calls that came while it waited
+    // for the writer, made a call wait for up to three transactions instead of two (both
+    // measured; see the git history of docs/benchmarks.md). One transaction per call (a CSV
+    // chunk) would rewrite the last pages of every table and index it appends to: a CSV task
+    // wrote measurably more that way.
     let next = Arc::new(Next {
         joins: db.backend() == Backend::Postgres,
         ..Next::default()

@@ -321,7 +321,7 @@ pub(crate) const INVOCATIONS_KEY: &str = "invocations_pkey";
 /// Invocations as one PostgreSQL insert of a column each. A plain `INSERT`: an id stored
 /// already in its environment fails it on [`INVOCATIONS_KEY`], which the write turns into a
 /// retry. `ON CONFLICT DO NOTHING` would answer it by a count, but inserts each row
-/// speculatively, which took a third more time than the plain insert (docs/benchmarks.md).
+/// speculatively, which took measurably longer than the plain insert.
 pub(crate) fn invocation_columns(rows: Vec<InvocationRow>) -> ColumnInsert {
     column_insert!(
         "invocations",

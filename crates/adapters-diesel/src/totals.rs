@@ -256,8 +256,8 @@ fn next_shard() -> i32 {
 }
 
 /// The upsert of one row on SQLite, by a statement of one text, which diesel keeps prepared:
-/// it prepares its own upserts again at every execution (3.6% of the samples of the
-/// recorder's writing thread under a `/start` load, docs/benchmarks.md, 2026-11-28, ba3aa9a).
+/// it prepares its own upserts again at every execution (a visible share of the profile of the
+/// recorder's writing thread under a `/start` load).
 fn sqlite_upsert(row: TotalRow) -> Statement {
     Statement::new(
         "INSERT INTO flow_totals (environment_id, flow_id, day, flow_version, folder_id, mode, \

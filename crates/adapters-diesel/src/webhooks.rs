@@ -548,9 +548,9 @@ impl WebhookRepository for DieselWebhookRepository {
                 // out and the delivery was claimed again, so their outcome changes nothing.
                 let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
                 // Deliveries done, by attempt and claim: one statement per group (usually one).
-                // A delivery done leaves the outbox (issue 27: it was a third of a card's bytes
-                // at rest); the attempt log, written below, is its record, and a resend of its
-                // event is a new delivery.
+                // A delivery done leaves the outbox (issue 27: it was a large share of a card's
+                // bytes at rest); the attempt log, written below, is its record, and a resend of
+                // its event is a new delivery.
                 let mut delivered: BTreeMap<(u32, Option<NaiveDateTime>), Vec<&String>> =
                     BTreeMap::new();
                 for r in &records {

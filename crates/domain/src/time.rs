@@ -93,3 +93,95 @@ impl Clock for SystemClock {
         Utc::now().trunc_subsecs(3)
     }
 }
+
+/// An ISO 8601 duration: `P[nY][nM][nW][nD][T[nH][nM][nS]]` with whole numbers (seconds may
+/// have a fraction, kept to milliseconds). Years are 365 days and months 30 (a card expiry, not
+/// a calendar). None for anything else, and for a total past chrono's range: the arithmetic is
+/// checked, so no text can make it panic. Callers bound the result ([`crate::time::MAX_DURATION`]).
+///
+/// ```
+/// use workbench_domain::trigger::request::parse_duration;
+/// assert_eq!(parse_duration("PT1M30S"), Some(chrono::Duration::seconds(90)));
+/// assert_eq!(parse_duration("P290000000000000Y"), None);
+/// assert_eq!(parse_duration("1D"), None);
+/// ```
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let rest = text.strip_prefix('P')?;
+    if rest.is_empty() {
+        return None;
+    }
+    let (date, time) = match rest.split_once('T') {
+        Some((_, "")) => return None,
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut total_ms: i64 = 0;
+    let mut parse_part = |part: &str, units: &[(char, i64)]| -> Option<()> {
+        let mut number = String::new();
+        let mut last_unit = 0;
+        for c in part.chars() {
+            if c.is_ascii_digit() || c == '.' {
+                number.push(c);
+                continue;
+            }
+            let position = units.iter().position(|(u, _)| *u == c)?;
+            if number.is_empty() || position < last_unit {
+                return None;
+            }
+            last_unit = position + 1;
+            let ms_per_unit = units[position].1.checked_mul(1_000)?;
+            let (whole, fraction) = match number.split_once('.') {
+                None => (number.as_str(), ""),
+                Some(_) if c != 'S' => return None,
+                Some((whole, fraction)) => (whole, fraction),
+            };
+            if whole.is_empty() || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let whole: i64 = whole.parse().ok()?;
+            // Milliseconds of the fraction, rounded half up (`0.0005` is 1 ms).
+            let mut digits = fraction.bytes().map(|b| i64::from(b - b'0'));
+            let mut millis = 0;
+            for _ in 0..3 {
+                millis = millis * 10 + digits.next().unwrap_or(0);
+            }
+            if digits.next().is_some_and(|d| d >= 5) {
+                millis += 1;
+            }
+            let value = whole.checked_mul(ms_per_unit)?.checked_add(millis)?;
+            total_ms = total_ms.checked_add(value)?;
+            number.clear();
+        }
+        number.is_empty().then_some(())
+    };
+    parse_part(
+        date,
+        &[
+            ('Y', 365 * 86_400),
+            ('M', 30 * 86_400),
+            ('W', 7 * 86_400),
+            ('D', 86_400),
+        ],
+    )?;
+    if let Some(time) = time {
+        parse_part(time, &[('H', 3_600), ('M', 60), ('S', 1)])?;
+    }
+    Duration::try_milliseconds(total_ms)
+}
+
+/// A signed ISO 8601 duration: [`parse_duration`]'s text with an optional leading `-` (before
+/// the instant it moves) or `+`. None for anything else; never panics (chrono's durations are
+/// symmetric, so negating one cannot overflow).
+///
+/// ```
+/// use workbench_domain::trigger::request::parse_signed_duration;
+/// assert_eq!(parse_signed_duration("-P1D"), Some(chrono::Duration::days(-1)));
+/// assert_eq!(parse_signed_duration("+PT1H"), Some(chrono::Duration::hours(1)));
+/// assert_eq!(parse_signed_duration("--P1D"), None);
+/// ```
+pub fn parse_signed_duration(text: &str) -> Option<Duration> {
+    match text.strip_prefix('-') {
+        Some(rest) => Duration::zero().checked_sub(&parse_duration(rest)?),
+        None => parse_duration(text.strip_prefix('+').unwrap_or(text)),
+    }
+}

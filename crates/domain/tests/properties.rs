@@ -2332,19 +2332,19 @@ fn deeply_nested_documents_are_refused_without_overflow() {
 // ---------------------------------------------------------------------------------------------
 // Regressions: minimal inputs of failures the properties found.
 //
-// The first six failed on commit 8a7e22d (the parent of a580a5d "Robustness: bounded
-// times, ..."), found by running these properties there; they pass since a580a5d.
+// The first six failed on the code before the change "Robustness: bounded times, ..." (see
+// git), found by running these properties there; they pass since that change.
 // ---------------------------------------------------------------------------------------------
 
-/// `duration_of_any_string` on 8a7e22d: ``TimeDelta + TimeDelta` overflowed`` at
+/// `duration_of_any_string` before that change: ``TimeDelta + TimeDelta` overflowed`` at
 /// crates/domain/src/trigger/request.rs:584 (the parts were summed as unchecked Durations).
 #[test]
 fn regression_parse_duration_p1y106751990803m() {
     assert_eq!(parse_duration("P1Y106751990803M"), None);
 }
 
-/// `duration_of_well_formed_text_is_its_milliseconds` on 8a7e22d: a wrong value, not a panic
-/// (the parts were computed in f64: 9098272606266000.384 s).
+/// `duration_of_well_formed_text_is_its_milliseconds` before that change: a wrong value, not
+/// a panic (the parts were computed in f64: 9098272606266000.384 s).
 #[test]
 fn regression_parse_duration_pt2527297946185h_is_exact() {
     assert_eq!(
@@ -2353,7 +2353,8 @@ fn regression_parse_duration_pt2527297946185h_is_exact() {
     );
 }
 
-/// `trigger_request_almost_valid` on 8a7e22d: the same panic through the trigger parser.
+/// `trigger_request_almost_valid` before that change: the same panic through the trigger
+/// parser.
 #[test]
 fn regression_expires_interval_p1yt153722866755313h() {
     let body = json!({"flows": [{"payload": {"cardOptions": {"expiresInterval": "P1YT153722866755313H"}}}]});
@@ -2364,8 +2365,9 @@ fn regression_expires_interval_p1yt153722866755313h() {
     assert!(problems.iter().any(|p| p.field == "flows[0].target"));
 }
 
-/// `retry_policy_of_generated_schedules` on 8a7e22d: `TimeDelta::hours out of bounds` at
-/// crates/domain/src/retry.rs:32 (`Duration::hours(n)`; likewise `seconds`, line 30).
+/// `retry_policy_of_generated_schedules` before that change: `TimeDelta::hours out of
+/// bounds` at crates/domain/src/retry.rs:32 (`Duration::hours(n)`; likewise `seconds`, line
+/// 30).
 #[test]
 fn regression_retry_policy_2562047788016h() {
     assert!(RetryPolicy::parse("2562047788016h").is_err());
@@ -2376,7 +2378,7 @@ fn regression_retry_policy_9223372036854776s() {
     assert!(RetryPolicy::parse("9223372036854776s").is_err());
 }
 
-/// `retry_delays_are_bounded` on 8a7e22d: `TimeDelta::seconds out of bounds` at
+/// `retry_delays_are_bounded` before that change: `TimeDelta::seconds out of bounds` at
 /// crates/domain/src/retry.rs:67 (`Duration::seconds` of any `Retry-After` below 2^63).
 #[test]
 fn regression_delay_after_retry_after_9223372036854776() {

@@ -341,8 +341,8 @@ async fn cancel_all(servers: &[&support::Server], flow: &str, users: u64, what: 
         let status: Value = get(server, &status_url).await;
         if status["status"] != "processing" {
             let took = started.elapsed().as_secs_f64();
-            // A cancel far slower than its kind (one of 20,000 took 63 s on 2026-11-28, not
-            // seen again): every process's log and metrics are kept, before any check.
+            // A cancel far slower than its kind (seen once in a run, not reproduced since):
+            // every process's log and metrics are kept, before any check.
             if took > SLOW_CANCEL_SECONDS {
                 keep_slow(servers, &status, what).await;
             }

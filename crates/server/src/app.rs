@@ -121,8 +121,8 @@ impl App {
             )
             .with_lease(engine_lease)
             // PostgreSQL writes transactions side by side, SQLite one at a time: there a
-            // fan-out's batch is written while the one before it is being saved
-            // (docs/benchmarks.md, "Two saves of a fan-out under way").
+            // fan-out's batch is written while the one before it is being saved (measured; see
+            // the git history of docs/benchmarks.md).
             .with_saves_in_flight(match db.backend() {
                 adapters_diesel::Backend::Postgres => 2,
                 adapters_diesel::Backend::Sqlite => 1,

@@ -167,16 +167,16 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 }
 
 /// mimalloc rather than glibc's allocator: the engine and the CSV hand-over allocate many small
-/// short-lived values (JSON, ids, rows), and glibc's `malloc`/`free` were a fifth of the
-/// server's CPU (docs/benchmarks.md).
+/// short-lived values (JSON, ids, rows), and glibc's `malloc`/`free` took a large share of the
+/// server's CPU in profiles.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Transparent huge pages off for this process. mimalloc's heap is one reserved region, and
-/// with huge pages each page the process touches in it takes 2 MiB: an idle process held
-/// 40 MiB of them for a few MiB of values. Without, `/start` and the feed read are level
-/// (docs/benchmarks.md, "Idle memory"). The `no_thp` build of mimalloc stops it asking for
-/// them; this stops a kernel whose setting is `always` from giving them anyway.
+/// with huge pages each page the process touches in it takes 2 MiB: an idle process held many
+/// times the memory of its values, against the idle-RSS goal (docs/benchmarks.md). Without,
+/// `/start` and the feed read are level (A/B measured). The `no_thp` build of mimalloc stops it
+/// asking for them; this stops a kernel whose setting is `always` from giving them anyway.
 fn without_huge_pages() -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     rustix::thread::disable_transparent_huge_pages(true)?;

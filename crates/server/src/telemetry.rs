@@ -4,8 +4,8 @@
 //! A line is formatted where it is logged and written by a thread of its own, through a
 //! buffer flushed each time no line is waiting: a request's log line costs its worker no write
 //! to stderr, at most a wake-up of the writer (writing each line to stderr from the HTTP workers
-//! was 4.6% of the service's CPU under a `/start` load at b68ee1b, docs/benchmarks.md,
-//! 2026-11-27). No line is dropped: when [`WAITING_LINES`] wait, logging waits for the writer.
+//! was a visible share of the service's CPU under a `/start` load). No line is dropped: when
+//! [`WAITING_LINES`] wait, logging waits for the writer.
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
@@ -13,7 +13,8 @@ use tracing_subscriber::EnvFilter;
 use crate::config::LogFormat;
 
 /// Lines that may wait for the writer. The queue is allocated whole at start (32 bytes a
-/// line): with the library's default, 128,000, a process idled 4.7 MiB bigger (43.2 MiB).
+/// line): with the library's default, 128,000, an idle process was measurably bigger, against
+/// the idle-RSS goal (docs/benchmarks.md).
 const WAITING_LINES: usize = 8_192;
 
 /// Installs the logger; the returned guard writes out the lines still waiting when it is

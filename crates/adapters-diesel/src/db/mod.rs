@@ -27,12 +27,13 @@ pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migra
 pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 
 /// WAL pages after which a committing SQLite writer checkpoints by itself, 32 MiB (SQLite's
-/// default is 1,000 pages: with 4 KiB pages every other engine batch paid ~17 ms for it).
+/// default is 1,000 pages: with 4 KiB pages every other engine batch paid for a checkpoint).
 const WRITER_CHECKPOINT_PAGES: u32 = (32 << 20) / SQLITE_PAGE_SIZE;
 
 /// Page size of a new SQLite database (SQLite's default is 4,096). Fixed when the file is
 /// created: an existing database keeps its own (docs/operations.md says how to convert one).
-/// Measured in docs/benchmarks.md: wider pages split and link fewer pages per card written.
+/// Measured (see the git history of docs/benchmarks.md): wider pages split and link fewer
+/// pages per card written.
 const SQLITE_PAGE_SIZE: u32 = 8_192;
 
 /// Key of the PostgreSQL advisory lock held while migrations run, so that several processes
@@ -147,7 +148,8 @@ pub struct Database {
     /// SQLite only: its writers take turns here, first come first served. SQLite admits one
     /// writer at a time and lets the others poll with growing sleeps (its busy handler), so a
     /// long transaction (an engine step, a CSV chunk) starved short ones (a `/start`) that
-    /// slept through the moments the lock was free. Measured in docs/benchmarks.md.
+    /// slept through the moments the lock was free. Measured; see the git history of
+    /// docs/benchmarks.md.
     writers: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Writes refused for lack of space, and those that succeed (contract §18).
     storage: Arc<domain::health::Storage>,
@@ -218,8 +220,9 @@ impl Database {
             // PostgreSQL: connections open as calls need them, not all at start, and close
             // after 10 minutes unused; each is a server process. (With a minimum of idle
             // ones, r2d2 would open a spare at every checkout that takes the last.) SQLite's
-            // are a file handle and a page cache each, and opened as needed they cost
-            // `/start` 8% (docs/benchmarks.md, "Idle memory"): all open at start.
+            // are a file handle and a page cache each, and opened as needed they measurably
+            // slowed `/start`: all open at start (the idle-RSS goal of docs/benchmarks.md is
+            // met with them open).
             .min_idle((backend == Backend::Postgres).then_some(0))
             .connection_timeout(waits.pool)
             // Ping on checkout a connection idle for a while (see `calls::FRESH`): after a

@@ -311,12 +311,12 @@ impl DatabaseUrl {
                 // WAL is persistent (set once at pool creation). `synchronous` is FULL unless
                 // NORMAL is asked for (see [`Synchronous`]). The WAL is bounded at rest by the
                 // checkpointer ([`Database::checkpoint`]), not by `journal_size_limit`, which
-                // truncated it while busy (3% of `/start` throughput, docs/benchmarks.md).
+                // truncated it while busy (measurably slowing `/start`).
                 // Checkpoints are the background checkpointer's ([`Database::checkpoint`]): a
                 // writer checkpoints at commit only when the WAL passes 32 MiB,
                 // when the checkpointer has fallen behind or is not running. Temporary files
-                // (statement journals: a packed insert calls SQL functions, which may fail) in memory:
-                // on disk each was created and deleted per transaction.
+                // (statement journals: a packed insert calls SQL functions, which may fail) in
+                // memory: on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
                     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {}; \
                      PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY;",

@@ -20,8 +20,8 @@ use crate::{
 
 /// Rows prepared and recorded together within a step (see [`BulkService::step`]). A step's
 /// first chunk is prepared and its last recorded with nothing beside them, so smaller chunks
-/// overlap more of the step; measured in docs/benchmarks.md (2026-11-23, 385878e): 125 against 500,
-/// 250 and 64.
+/// overlap more of the step; A/B measured against larger and smaller chunks (see the git
+/// history of docs/benchmarks.md).
 pub(super) const CHUNK_ROWS: usize = 125;
 /// Chunks handed to the recorder and not yet recorded, at most, while the next is prepared:
 /// the recorder writes the chunks waiting in one transaction, so a chunk prepared while one is

@@ -160,7 +160,7 @@ pub type CardContext = JsonText;
 ///
 /// What is empty or false is left out (an absent `metadata`, `notificationDetail` or
 /// `variables` reads as `{}`, an absent `test` as `false`): a card's context is in every card
-/// row, and these were a tenth of its bytes at rest (issue 27).
+/// row, and these were a sizeable part of its bytes at rest (issue 27).
 pub fn trigger_context(
     test: bool,
     variables: impl Iterator<Item = (impl AsRef<str>, impl AsRef<str>)>,

@@ -1,8 +1,8 @@
 //! Flows read in the last second, kept for the hot path of triggers.
 //!
 //! Every `/start`, `/test` and CSV step reads its flow (is it published, archived, which
-//! version runs); at thousands of triggers a second that read was a quarter of a trigger's
-//! time (docs/benchmarks.md, Triggers and fan-out; docs/architecture.md, The engine).
+//! version runs); at thousands of triggers a second that read was a large share of a
+//! trigger's time (docs/architecture.md, The engine).
 //! [`RecentFlows`] wraps the repository: a flow read less than [`FLOW_TTL_MS`] ago is
 //! answered again, unless a flow was written since through this wrapper (every write of this
 //! process goes through it), which forgets every flow kept. So a process sees its own changes

@@ -24,15 +24,15 @@ pub const MAX_RUNNING_BULK: u64 = 5;
 /// Users handled per saved batch.
 pub const BATCH_USERS: u32 = 1_000;
 /// Invocations one engine step claims at most (see [`Engine::step`](super::Engine::step));
-/// its batches stay within [`BATCH_USERS`]. Measured in docs/benchmarks.md: 64 against 16
-/// (CSV rows +20%), then 256 against 64 once saves of one-user invocations were packed (CSV
-/// rows +20%, `/start` within the spread).
+/// its batches stay within [`BATCH_USERS`]. A/B measured against smaller claims: more CSV rows
+/// a second, and more again once saves of one-user invocations were packed, with `/start`
+/// within the spread (see the git history of docs/benchmarks.md).
 pub const CLAIM_PER_STEP: u32 = 256;
 /// How long a claimed invocation is a worker's before another may take it over (default).
 pub use crate::unit::LEASE_SECONDS;
 /// Batches of one fan-out a step runs after its first, each read and built while the one
-/// before is written (measured in docs/benchmarks.md, 2026-11-23, 385878e), before the step ends
-/// and the invocation goes back to being claimed with the others.
+/// before is written (a fan-out A/B measured faster that way), before the step ends and the
+/// invocation goes back to being claimed with the others.
 pub const FOLLOW_BATCHES: u32 = 32;
 /// An invocation with a live user target of at most this many users (a CSV row's limit) is
 /// executed when it is recorded, in the same transaction: its audience needs no reading, and

@@ -7,7 +7,7 @@ use super::*;
 use crate::flow::config::validate;
 
 mod conditions;
-mod docs;
+mod docs_tests;
 mod evaluator;
 mod machine;
 

@@ -12,7 +12,7 @@ use super::properties::{edges, owned, refuse_next, targets, Cx};
 use super::{OnKey, VariableType, MAX_WAIT, MIN_WAIT};
 use crate::flow::config::{describe, object, show, Path, Problems, StepType};
 use crate::time::parse_timestamp;
-use crate::trigger::request::{parse_duration, parse_signed_duration};
+use crate::time::{parse_duration, parse_signed_duration};
 
 pub(super) fn wait<'a>(
     cx: &mut Cx<'a, '_>,
