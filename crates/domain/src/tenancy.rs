@@ -317,7 +317,8 @@ impl KeyAccess {
     /// let admin = KeyAccess::Scopes(Scope::ALL.to_vec());
     /// assert!(admin.missing_of(&KeyAccess::Roles(vec![Role::Workbench])).is_empty());
     /// let auth = KeyAccess::Roles(vec![Role::Auth]);
-    /// assert!(auth.missing_of(&KeyAccess::Roles(vec![Role::Workbench])).contains(&Permission::WebhooksRead));
+    /// let workbench = KeyAccess::Roles(vec![Role::Workbench]);
+    /// assert!(auth.missing_of(&workbench).contains(&Permission::WebhooksRead));
     /// ```
     pub fn missing_of(&self, other: &KeyAccess) -> Vec<Permission> {
         Scope::ALL

@@ -59,3 +59,21 @@ pub fn caller(env: &str, access: KeyAccess) -> Principal {
         end_user: None,
     }
 }
+
+/// Sets the value at a JSON pointer of a test document, or with `Value::Null` removes it:
+/// the one-line variations of a valid configuration that validation tables are made of.
+/// Panics when the pointer's parent is missing or not a container (a test's own mistake).
+pub fn set_pointer(document: &mut serde_json::Value, pointer: &str, value: serde_json::Value) {
+    use serde_json::Value;
+    let (parent, key) = pointer.rsplit_once('/').expect("pointer");
+    match document.pointer_mut(parent) {
+        Some(Value::Object(map)) if value.is_null() => {
+            map.remove(key);
+        }
+        Some(Value::Object(map)) => {
+            map.insert(key.to_owned(), value);
+        }
+        Some(Value::Array(items)) => items[key.parse::<usize>().expect("index")] = value,
+        _ => panic!("{parent} is missing or not a container"),
+    }
+}

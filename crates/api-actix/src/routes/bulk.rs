@@ -371,10 +371,14 @@ fn upload_refused(e: UploadError) -> ApiError {
     request_body(content = String, content_type = "text/csv", description = "Header row, then one row per flow element; at most 32 MiB"),
     responses(
         (status = 200, description = "Stored; the task is processing", body = UploadedResponse),
-        (status = 400, description = "The header or a row cannot be read, or the header has more than 1,000 columns or 256 KiB (`invalid_csv`); the task failed", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "The header or a row cannot be read, or the header has more than \
+            1,000 columns or 256 KiB (`invalid_csv`); the task failed",
+            body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Tampered with (`upload_url_invalid`) or expired (`upload_url_expired`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task already has its upload (`already_uploaded`)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Over 32 MiB; the task failed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over 32 MiB; the task failed",
+            body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Content-Type is not text/csv", body = Problem, content_type = "application/problem+json"),
     )
 )]

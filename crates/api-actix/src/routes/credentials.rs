@@ -37,7 +37,11 @@ pub struct CredentialResponse {
         (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse,
             headers(("Location" = String, description = "Address of the key (where it is revoked)"))),
         (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks the scope `credentials:write` and the legacy role `auth`, or a permission of the role asked for: a key creates no key that can do more than itself (`forbidden`)", body = Problem, content_type = "application/problem+json"),
+        (status = 403,
+            description = "The key lacks the scope `credentials:write` and the legacy role \
+            `auth`, or a permission of the role asked for: a key creates no key that can do more \
+            than itself (`forbidden`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["credentials:write"]))
 )]

@@ -91,7 +91,10 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
     request_body(content = TokenRequest, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "A bearer token valid for one hour", body = TokenResponse),
-        (status = 400, description = "`grant_type` missing, a parameter sent more than once, or credentials both in the Authorization header and in the form (`invalid_request`); or `grant_type` not `client_credentials` (`unsupported_grant_type`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`grant_type` missing, a parameter sent more than once, or \
+            credentials both in the Authorization header and in the form (`invalid_request`); or \
+            `grant_type` not `client_credentials` (`unsupported_grant_type`)",
+            body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many exchanges from this client address or for this client id (`rate_limited`); `Retry-After` says when to try again", body = Problem, content_type = "application/problem+json"),

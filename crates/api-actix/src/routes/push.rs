@@ -402,7 +402,10 @@ pub async fn card_pushes(
     responses(
         (status = 200, description = "The device", body = DeviceResponse),
         (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "With an end user's own token: the device token is registered to another end user (`device_taken`); a key with `users:write` may move it", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "With an end user's own token: the device token is registered to \
+            another end user (`device_taken`); a key with `users:write` may move it",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]), ("userToken" = []))
 )]

@@ -43,20 +43,7 @@ fn valid() -> Value {
 /// Sets (or with `Value::Null`, removes) the value at a JSON pointer.
 fn with(pointer: &str, value: Value) -> Value {
     let mut config = valid();
-    let (parent, key) = pointer.rsplit_once('/').expect("pointer");
-    let target = config
-        .pointer_mut(parent)
-        .unwrap_or_else(|| panic!("no {parent}"));
-    match target {
-        Value::Object(map) if value.is_null() => {
-            map.remove(key);
-        }
-        Value::Object(map) => {
-            map.insert(key.to_owned(), value);
-        }
-        Value::Array(items) => items[key.parse::<usize>().expect("index")] = value,
-        _ => panic!("{parent} is not a container"),
-    }
+    crate::testing::set_pointer(&mut config, pointer, value);
     config
 }
 

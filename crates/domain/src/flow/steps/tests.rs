@@ -67,17 +67,7 @@ pub(super) fn with(pointer: &str, value: Value) -> Value {
 }
 
 pub(super) fn set(config: &mut Value, pointer: &str, value: Value) {
-    let (parent, key) = pointer.rsplit_once('/').expect("pointer");
-    match config.pointer_mut(parent).expect("parent") {
-        Value::Object(map) if value.is_null() => {
-            map.remove(key);
-        }
-        Value::Object(map) => {
-            map.insert(key.to_owned(), value);
-        }
-        Value::Array(items) => items[key.parse::<usize>().expect("index")] = value,
-        _ => panic!("{parent} is not a container"),
-    }
+    crate::testing::set_pointer(config, pointer, value);
 }
 
 pub(super) fn fields(config: &Value) -> Vec<String> {

@@ -11,8 +11,7 @@ use super::graph::{Ancestry, Edge, Site};
 use super::properties::{edges, owned, refuse_next, targets, Cx};
 use super::{OnKey, VariableType, MAX_WAIT, MIN_WAIT};
 use crate::flow::config::{describe, object, show, Path, Problems, StepType};
-use crate::time::parse_timestamp;
-use crate::time::{parse_duration, parse_signed_duration};
+use crate::time::{parse_duration, parse_signed_duration, parse_timestamp};
 
 pub(super) fn wait<'a>(
     cx: &mut Cx<'a, '_>,
