@@ -21,7 +21,7 @@ async fn cancel(s: &Server, flow: &str, body: Option<Value>) -> Reply {
 }
 
 /// Starts a cancel and polls it until it is no longer processing.
-async fn cancelled(s: &Server, flow: &str, body: Option<Value>) -> Value {
+pub(crate) async fn cancelled(s: &Server, flow: &str, body: Option<Value>) -> Value {
     let reply = cancel(s, flow, body).await;
     assert_eq!(reply.status, 202, "{}", reply.text);
     let data = &reply.body["data"];

@@ -23,6 +23,7 @@ mod receiver;
 mod retention;
 mod sdk;
 mod shutdown;
+mod steps;
 mod storage;
 mod support;
 mod trigger;

@@ -14,7 +14,7 @@ use crate::error::{corrupt, read_number, write_number};
 use crate::millis::At;
 use crate::page::after;
 use crate::rows::{CardRow, SharedParse};
-use crate::schema::{action_flows, cancel_tasks, card_instances, invocations};
+use crate::schema::{action_flows, cancel_tasks, card_instances, flow_instances, invocations};
 use crate::writes::insert_events;
 
 const CHUNK: usize = 500;
@@ -594,6 +594,13 @@ impl CancelRepository for DieselCancelRepository {
                     });
                 }
                 let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+                // The instances of a flow that waits or branches stop too (contract §21).
+                let mut instances: Vec<String> =
+                    rows.iter().map(|r| r.flow_instance_id.clone()).collect();
+                instances.sort_unstable();
+                instances.dedup();
+                let instances: Vec<&str> = instances.iter().map(String::as_str).collect();
+                cancel_instances(conn, &t.environment_id, &instances, now)?;
                 let now_at = now.naive_utc();
                 // The open cards to cancel with their instances (when asked), each updated once.
                 let mut events = Vec::new();
@@ -676,4 +683,31 @@ impl CancelRepository for DieselCancelRepository {
             })
             .await
     }
+}
+
+/// Inside a cancel's transaction: these instances of the environment, when still active, are
+/// cancelled; nothing of theirs runs again.
+fn cancel_instances(
+    conn: &mut AnyConnection,
+    environment_id: &str,
+    ids: &[&str],
+    at: Timestamp,
+) -> Result<(), Failure> {
+    for chunk in ids.chunks(500) {
+        diesel::update(
+            flow_instances::table
+                .filter(flow_instances::environment_id.eq(environment_id))
+                .filter(flow_instances::id.eq_any(chunk))
+                .filter(flow_instances::status.eq(InstanceStatus::Active.as_str())),
+        )
+        .set((
+            flow_instances::status.eq(InstanceStatus::Cancelled.as_str()),
+            flow_instances::due.eq(None::<At>),
+            flow_instances::lease_until.eq(None::<At>),
+            flow_instances::revision.eq(flow_instances::revision + 1),
+            flow_instances::updated.eq(At::of(at)),
+        ))
+        .execute(conn)?;
+    }
+    Ok(())
 }

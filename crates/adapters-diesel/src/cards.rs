@@ -138,6 +138,14 @@ impl CardRepository for DieselCardRepository {
                     ))
                     .execute(conn)?;
                     if changed == 1 {
+                        if c.status.is_closed() {
+                            crate::instances::card_closed(
+                                conn,
+                                &c.environment_id,
+                                &c.flow_instance_id,
+                                c.updated,
+                            )?;
+                        }
                         applied.push(t.event.clone());
                     }
                 }

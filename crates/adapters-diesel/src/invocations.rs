@@ -263,6 +263,7 @@ impl InvocationRepository for DieselInvocationRepository {
                 RunWrites::of(&saved, conn.backend())
                     .map_err(Failure::Domain)?
                     .write(conn, &saved, &mut totals)?;
+                crate::instances::insert_instances(conn, saved.iter().copied())?;
                 totals.flush(conn)?;
                 Ok((batches.len() - saved.len()) as u64)
             })
@@ -384,6 +385,7 @@ fn changed_by(batch: &BatchResult, markers: &Markers, known: &Known) -> bool {
     applied.status != batch.status
         || applied.cursor != batch.cursor
         || applied.cards.len() != batch.cards.len()
+        || applied.instances.len() != batch.instances.len()
 }
 
 /// In a savepoint: `batch`'s cards, events and outbox rows; then `before`; then its progress,
@@ -399,6 +401,7 @@ fn write_then_progress(
         RunWrites::of(&saved, conn.backend())
             .map_err(Failure::Domain)?
             .write(conn, &saved, &mut totals)?;
+        crate::instances::insert_instances(conn, saved)?;
         before(conn)?;
         let ended = save_one(conn, batch)?.ok_or(Followed::Stale)?;
         totals.ended(&ended, batch.status, batch.updated.naive_utc());

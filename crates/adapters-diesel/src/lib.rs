@@ -23,6 +23,7 @@ mod feed;
 mod flows;
 mod folders;
 mod health;
+mod instances;
 mod invocations;
 mod markers;
 mod millis;
@@ -62,6 +63,7 @@ pub use feed::{listen as listen_for_feed, DieselFeedRepository, CHANNEL as FEED_
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;
 pub use health::DieselHealthProbe;
+pub use instances::DieselInstanceRepository;
 pub use invocations::DieselInvocationRepository;
 pub use prune::DieselPruneRepository;
 pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};

@@ -27,8 +27,8 @@ use domain::{StorageError, Timestamp};
 use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::millis::At;
 use crate::schema::{
-    access_tokens, analytics_events, bulk_chunks, bulk_tasks, card_instances, invocations, leases,
-    push_jobs, webhook_attempts, webhook_deliveries, webhook_subscriptions,
+    access_tokens, analytics_events, bulk_chunks, bulk_tasks, card_instances, flow_instances,
+    invocations, leases, push_jobs, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
 
 /// The one lease of pruning.
@@ -137,18 +137,48 @@ fn prune_cards(
     limit: usize,
     dry_run: bool,
 ) -> Result<PruneBatch, Failure> {
-    let found: Vec<(String, String)> = card_instances::table
+    let found: Vec<(String, String, String)> = card_instances::table
         .filter(card_instances::id.lt(id_bound("crd", cutoff)))
         .filter(card_instances::id.gt(after))
         .filter(card_instances::status.eq_any(closed_cards()))
         .filter(card_instances::updated.lt(At(cutoff)))
         .order(card_instances::id)
         .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-        .select((card_instances::id, card_instances::environment_id))
+        .select((
+            card_instances::id,
+            card_instances::environment_id,
+            card_instances::flow_instance_id,
+        ))
         .load(conn)?;
-    let ids: Vec<String> = found.iter().map(|(id, _)| id.clone()).collect();
+    let ids: Vec<String> = found.iter().map(|(id, _, _)| id.clone()).collect();
     let next = next_of(&ids, limit);
     let mut kept = std::collections::HashSet::new();
+    // A card of an instance that still waits stays: a `wait-for-card` step may yet read how it
+    // closed.
+    let mut by_env_instances: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (_, env, instance) in &found {
+        by_env_instances
+            .entry(env.as_str())
+            .or_default()
+            .push(instance.as_str());
+    }
+    for (env, instances) in by_env_instances {
+        for chunk in instances.chunks(CHUNK) {
+            let waiting: Vec<String> = flow_instances::table
+                .filter(flow_instances::environment_id.eq(env))
+                .filter(flow_instances::id.eq_any(chunk))
+                .filter(flow_instances::status.eq(InstanceStatus::Active.as_str()))
+                .select(flow_instances::id)
+                .load(conn)?;
+            let waiting: std::collections::HashSet<String> = waiting.into_iter().collect();
+            kept.extend(
+                found
+                    .iter()
+                    .filter(|(_, e, i)| e == env && waiting.contains(i))
+                    .map(|(id, _, _)| id.clone()),
+            );
+        }
+    }
     for chunk in ids.chunks(CHUNK) {
         let pushing: Vec<String> = push_jobs::table
             .filter(push_jobs::status.eq(PushJobStatus::Pending.as_str()))
@@ -170,7 +200,7 @@ fn prune_cards(
         );
     }
     let mut by_env: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for (id, env) in found {
+    for (id, env, _) in found {
         if !kept.contains(&id) {
             by_env.entry(env).or_default().push(id);
         }
@@ -362,11 +392,21 @@ fn prune(
                         .filter(card_instances::status.eq_any(CardStatus::cancellable())),
                 )
             };
+            // And while an instance of its still waits: running on reads the invocation.
+            let waiting = || {
+                diesel::dsl::exists(
+                    flow_instances::table
+                        .filter(flow_instances::environment_id.eq(invocations::environment_id))
+                        .filter(flow_instances::invocation_id.eq(invocations::id))
+                        .filter(flow_instances::status.eq(InstanceStatus::Active.as_str())),
+                )
+            };
             if dry_run {
                 let n: i64 = invocations::table
                     .filter(ended())
                     .filter(invocations::updated.lt(At(cutoff)))
                     .filter(diesel::dsl::not(cancellable()))
+                    .filter(diesel::dsl::not(waiting()))
                     .count()
                     .get_result(conn)?;
                 return Ok(one(u64::try_from(n).unwrap_or(0), None));
@@ -387,7 +427,7 @@ fn prune(
                     invocations::environment_id,
                     invocations::id,
                     invocations::updated,
-                    cancellable(),
+                    cancellable().or(waiting()),
                 ))
                 .into_boxed();
             let from = serde_json::from_str::<(i64, String, String)>(&after)
@@ -430,6 +470,13 @@ fn prune(
             let mut n = 0;
             for (env, ids) in by_env {
                 n += delete_ids(conn, &ids, false, |c, chunk| {
+                    // Their instances, all final, go with them.
+                    diesel::delete(
+                        flow_instances::table
+                            .filter(flow_instances::environment_id.eq(&env))
+                            .filter(flow_instances::invocation_id.eq_any(chunk)),
+                    )
+                    .execute(c)?;
                     diesel::delete(
                         invocations::table
                             .filter(invocations::environment_id.eq(&env))

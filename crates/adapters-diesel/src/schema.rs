@@ -437,7 +437,29 @@ diesel::table! {
 
 diesel::joinable!(analytics_events -> card_instances (card_instance_id));
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::millis::Millis;
+
+    flow_instances (environment_id, id) {
+        environment_id -> Text,
+        id -> Text,
+        invocation_id -> Text,
+        flow_id -> Text,
+        flow_version -> Integer,
+        user_id -> Text,
+        status -> Text,
+        steps -> Text,
+        due -> Nullable<Millis>,
+        lease_until -> Nullable<Millis>,
+        revision -> BigInt,
+        created -> Millis,
+        updated -> Millis,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
+    flow_instances,
     sdk_keys,
     flow_folders,
     leases,

@@ -1011,6 +1011,7 @@ mod engine {
                 .map(|c| card_event(c.clone(), None, None, t(3)))
                 .collect(),
             cards,
+            instances: Vec::new(),
             updated: t(3),
             lease_until: None,
         }
@@ -4848,5 +4849,237 @@ mod lists {
         a_flows_invocations_list_newest_first_by_status_and_mode,
         a_flows_csv_tasks_list_newest_first_by_the_status_clients_see,
         a_flows_cancel_tasks_list_newest_first_by_status,
+    );
+}
+
+// ---- Flow instances (contract §21) ----
+
+mod instances {
+    use std::sync::Arc;
+
+    use adapters_diesel::{both_backends, DieselInstanceRepository};
+    use chrono::Duration;
+    use domain::card::{card_event, CardRepository, CardStatus, Transition};
+    use domain::flow::steps::run;
+    use domain::flow::steps::{CardClosure, InstanceState, Program, StepState};
+    use domain::trigger::instances::{FlowInstance, InstanceAdvance, InstanceRepository};
+    use domain::trigger::InvocationRepository;
+    use serde_json::{json, Map};
+
+    use adapters_diesel::{DieselCardRepository, DieselInvocationRepository};
+    use domain::trigger::Mode;
+
+    use super::engine::{batch, card, invocation, with_flow};
+    use super::t;
+    use super::Record;
+
+    /// `s1` makes a card; `listen` waits for it (an hour); `pause` waits a minute after `s1`.
+    fn program() -> Program {
+        Program::parse(&json!({"type": "card", "initialSteps": ["s1"],
+            "steps": {
+                "s1": {"id": "s1", "type": "create-card", "next": ["pause", "listen"],
+                       "properties": {"cardTemplateId": "t"}},
+                "pause": {"id": "pause", "type": "wait", "next": [],
+                          "properties": {"duration": "PT1M"}},
+                "listen": {"id": "listen", "type": "wait-for-card",
+                           "properties": {"cardStep": "s1", "timeout": "PT1H",
+                                          "on": {"submitted": []}}}
+            },
+            "cardTemplates": {"t": {"metadata": {"cardName": "T"}}}}))
+        .expect("valid")
+    }
+
+    /// `inv_1` with one user, `u1`: its card `crd_1` and its instance `fin_1` saved as the
+    /// engine saves a batch; the instances' repository.
+    async fn started(url: &str) -> (DieselInstanceRepository, Arc<dyn CardRepository>) {
+        let db = with_flow(url).await;
+        let invocations = DieselInvocationRepository::new(db.clone());
+        invocations
+            .record(vec![invocation("inv_1", Mode::Live, "fp", false)])
+            .await
+            .expect("record");
+        let cards = DieselCardRepository::new(db.clone());
+        let first = run::start(&program(), &Map::new(), t(0), &mut || "crd_1".to_owned());
+        let mut b = batch(None, None, vec![card("crd_1", "fin_1", "u1", 5, 0)]);
+        b.instances.push(FlowInstance {
+            environment_id: "env_a".into(),
+            id: "fin_1".into(),
+            invocation_id: "inv_1".into(),
+            flow_id: "flw_1".into(),
+            flow_version: 1,
+            user_id: "u1".into(),
+            state: first.state,
+            records: first.records,
+            due: first.due,
+            revision: 0,
+            created: t(0),
+            updated: t(0),
+        });
+        assert_eq!(invocations.save_batches(vec![b]).await.expect("save"), 0);
+        (DieselInstanceRepository::new(db), Arc::new(cards))
+    }
+
+    fn lease() -> Duration {
+        Duration::seconds(30)
+    }
+
+    /// The instance run on at `at`: its waits that came ended, nothing made.
+    fn advanced(mut instance: FlowInstance, at: i64) -> InstanceAdvance {
+        let on = run::resume(
+            &program(),
+            &Map::new(),
+            instance.records.clone(),
+            t(at),
+            &|_| None,
+            &mut || "crd_x".to_owned(),
+        );
+        instance.records = on.records;
+        instance.state = on.state;
+        instance.due = on.due;
+        instance.updated = t(at);
+        InstanceAdvance {
+            instance,
+            invocation_created: t(2),
+            cards: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    async fn a_claimed_instance_is_not_claimed_again_while_its_lease_lives(url: &str) {
+        let (repo, _) = started(url).await;
+        let claim = |at: i64| repo.claim_due(t(at), lease(), 10);
+        assert!(claim(59).await.expect("early").is_empty(), "not due yet");
+        let first = claim(60).await.expect("due");
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].id, "fin_1");
+        assert_eq!(first[0].due, Some(t(60)));
+        assert!(
+            claim(61).await.expect("held").is_empty(),
+            "while its lease lives"
+        );
+        let again = claim(90).await.expect("taken over");
+        assert_eq!(again.len(), 1, "once the lease ran out");
+        assert_ne!(again[0].revision, first[0].revision);
+        // Nothing of another environment is read through its id.
+        assert!(repo
+            .get("env_b", "inv_1", "u1")
+            .await
+            .expect("get")
+            .is_none());
+        assert!(repo
+            .get("env_a", "inv_1", "u1")
+            .await
+            .expect("get")
+            .is_some());
+    }
+
+    async fn a_stale_holders_save_changes_nothing(url: &str) {
+        let (repo, _) = started(url).await;
+        let old = repo
+            .claim_due(t(60), lease(), 10)
+            .await
+            .expect("first")
+            .remove(0);
+        let new = repo
+            .claim_due(t(95), lease(), 10)
+            .await
+            .expect("second")
+            .remove(0);
+        assert_eq!(
+            repo.advance(vec![advanced(old, 96)]).await.expect("stale"),
+            1,
+            "the first holder's save is refused"
+        );
+        let stored = repo
+            .get("env_a", "inv_1", "u1")
+            .await
+            .expect("get")
+            .expect("one");
+        assert!(matches!(
+            stored.records["pause"].state,
+            StepState::Waiting { .. }
+        ));
+        assert_eq!(
+            repo.advance(vec![advanced(new, 97)]).await.expect("save"),
+            0
+        );
+        let stored = repo
+            .get("env_a", "inv_1", "u1")
+            .await
+            .expect("get")
+            .expect("one");
+        assert!(matches!(
+            stored.records["pause"].state,
+            StepState::Done { .. }
+        ));
+        assert_eq!(stored.state, InstanceState::Active, "listen still waits");
+        assert_eq!(stored.due, Some(t(3600)));
+        assert!(
+            repo.claim_due(t(98), lease(), 10)
+                .await
+                .expect("none")
+                .is_empty(),
+            "a save ends the claim and the instance is due at its next deadline"
+        );
+    }
+
+    async fn a_card_that_closes_makes_its_instance_due_at_once(url: &str) {
+        let (repo, cards) = started(url).await;
+        // A holder claims it (the minute's wait), then the card is submitted.
+        let held = repo
+            .claim_due(t(60), lease(), 10)
+            .await
+            .expect("claim")
+            .remove(0);
+        let open = card("crd_1", "fin_1", "u1", 5, 0);
+        let submitted = domain::card::CardInstance {
+            status: CardStatus::Completed,
+            updated: t(61),
+            ..open
+        };
+        let event = card_event(
+            Arc::new(submitted),
+            Some(CardStatus::Active),
+            Some(json!({"rating": 4})),
+            t(61),
+        );
+        let closing = Transition {
+            from: CardStatus::Active,
+            event,
+        };
+        assert_eq!(cards.transition(vec![closing]).await.expect("submit"), 1);
+        // The holder read the card open: its save is refused.
+        assert_eq!(
+            repo.advance(vec![advanced(held, 62)]).await.expect("stale"),
+            1
+        );
+        let due = repo
+            .claim_due(t(62), lease(), 10)
+            .await
+            .expect("due at once");
+        assert_eq!(
+            due.len(),
+            1,
+            "due when the card closed, not at its deadline"
+        );
+        assert_eq!(due[0].due, Some(t(61)));
+        let closed = repo
+            .closed_cards("env_a", vec!["crd_1".into(), "crd_none".into()])
+            .await
+            .expect("closed");
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].1.closure, CardClosure::Submitted);
+        assert_eq!(closed[0].1.values.get("rating"), Some(&json!(4)));
+        assert!(repo
+            .closed_cards("env_b", vec!["crd_1".into()])
+            .await
+            .expect("other environment")
+            .is_empty());
+    }
+
+    both_backends!(
+        a_claimed_instance_is_not_claimed_again_while_its_lease_lives,
+        a_stale_holders_save_changes_nothing,
+        a_card_that_closes_makes_its_instance_due_at_once,
     );
 }

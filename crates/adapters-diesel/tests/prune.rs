@@ -111,7 +111,30 @@ fn seed(url: &str) {
             at(OLD)
         ));
     }
+    // Contract §21: a final invocation stays while an instance of its waits, and so does that
+    // instance's closed card (a `wait-for-card` step may yet read it); one whose instances
+    // have all ended goes, with them.
+    raw_execute(url, &format!(
+        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated, instance_status) \
+         VALUES ('{}', 'env_a', 'u1', 'fin_waits', 'inv_waits', 'flw_1', 1, 's1', 't1', 'T', 'completed', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, 'active')",
+        old("crd", "waits"),
+        at(OLD),
+        at(OLD)
+    ));
+    for (instance, invocation, status) in [
+        ("fin_waits", "inv_waits", "active"),
+        ("fin_ended", "inv_ended", "completed"),
+    ] {
+        raw_execute(url, &format!(
+            "INSERT INTO flow_instances (environment_id, id, invocation_id, flow_id, flow_version, user_id, status, steps, due, revision, created, updated) \
+             VALUES ('env_a', '{instance}', '{invocation}', 'flw_1', 1, 'u1', '{status}', '{{}}', NULL, 0, {}, {})",
+            at(OLD),
+            at(OLD)
+        ));
+    }
     for (id, status, updated) in [
+        ("inv_waits", "completed", OLD.to_owned()),
+        ("inv_ended", "completed", OLD.to_owned()),
         ("inv_kept", "completed", OLD.to_owned()),
         ("inv_stopped", "cancelled", OLD.to_owned()),
         ("inv_pending", "pending", OLD.to_owned()),
@@ -201,7 +224,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
         (PruneKind::Deliveries, 1),
         (PruneKind::Attempts, 1),
         (PruneKind::PushJobs, 1),
-        (PruneKind::Invocations, 2),
+        (PruneKind::Invocations, 3),
         // Stored rows are counted as stored: two chunks, of three CSV rows.
         (PruneKind::BulkRows, 2),
         (PruneKind::BulkTasks, 1),
@@ -242,6 +265,7 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
             old("crd", "justclosed"),
             old("crd", "kept"),
             old("crd", "stopped"),
+            old("crd", "waits"),
         ])
     );
     assert_eq!(
@@ -256,8 +280,15 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
     assert_eq!(ids(url, "push_jobs", "id"), [old("psh", "pending")]);
     assert_eq!(
         ids(url, "invocations", "id"),
-        ["inv_fresh", "inv_kept", "inv_pending", "inv_running"]
+        [
+            "inv_fresh",
+            "inv_kept",
+            "inv_pending",
+            "inv_running",
+            "inv_waits"
+        ]
     );
+    assert_eq!(ids(url, "flow_instances", "id"), ["fin_waits"]);
     assert_eq!(ids(url, "bulk_tasks", "CAST(id AS TEXT)"), ["2"]);
     assert_eq!(
         raw_texts(
@@ -319,8 +350,9 @@ async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
         }
         assert!(removed.len() < 10, "{removed:?}");
     }
-    // inv_kept (kept), inv_stopped, my-own-id, env_b's inv_0, inv_late (kept), then nothing.
-    assert_eq!(removed, [0, 1, 1, 1, 0, 0]);
+    // inv_ended, inv_kept (kept), inv_stopped, inv_waits (kept), my-own-id, env_b's inv_0,
+    // inv_late (kept), then nothing.
+    assert_eq!(removed, [1, 0, 1, 0, 1, 1, 0, 0]);
     assert_eq!(
         ids(url, "invocations", "id"),
         [
@@ -328,7 +360,8 @@ async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
             "inv_kept",
             "inv_late",
             "inv_pending",
-            "inv_running"
+            "inv_running",
+            "inv_waits"
         ]
     );
 }

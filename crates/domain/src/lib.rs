@@ -189,6 +189,7 @@ pub mod mocks {
     pub use crate::stats::MockStatsRepository;
     pub use crate::tenancy::MockTenancyRepository;
     pub use crate::time::MockClock;
+    pub use crate::trigger::instances::MockInstanceRepository;
     pub use crate::trigger::invocation::MockInvocationRepository;
     pub use crate::webhook::{MockWebhookRepository, MockWebhookTransport};
 }

@@ -27,6 +27,7 @@ fn futures(
     task_service: Arc<workbench_domain::tasks::TaskService>,
     trigger_service: Arc<workbench_domain::trigger::TriggerService>,
     engine: Arc<workbench_domain::trigger::Engine>,
+    waits: Arc<workbench_domain::trigger::waits::Waits>,
     delivery_service: Arc<workbench_domain::webhook::DeliveryService>,
     webhook_service: Arc<workbench_domain::webhook::WebhookService>,
 ) {
@@ -105,6 +106,7 @@ fn futures(
     send(trigger_service.invocations(any(), any(), any(), any(), any()));
     send(task_service.list(any(), any(), any(), any(), any()));
     send(engine.step());
+    send(waits.step());
     send(delivery_service.claim(any(), any(), any(), any()));
     send(delivery_service.attempt(any()));
     send(delivery_service.record(any()));

@@ -44,6 +44,7 @@ pub struct App {
 struct Loops {
     db: Database,
     engine: Arc<Engine>,
+    waits: Arc<domain::trigger::waits::Waits>,
     cancels: Arc<CancelService>,
     bulk: Arc<BulkService>,
     deliveries: Arc<DeliveryService>,
@@ -110,6 +111,14 @@ impl App {
             )
             .with_reread(reread),
         );
+        // Contract §21: flow instances that wait, run on as they come due.
+        let waits = Arc::new(domain::trigger::waits::Waits::new(
+            flows.clone(),
+            invocations.clone(),
+            Arc::new(adapters_diesel::DieselInstanceRepository::new(db.clone())),
+            streams.clone(),
+            clock.clone(),
+        ));
         let engine = Arc::new(
             Engine::new(
                 flows.clone(),
@@ -305,6 +314,7 @@ impl App {
             loops: Loops {
                 db,
                 engine,
+                waits,
                 cancels,
                 bulk,
                 deliveries,
@@ -328,6 +338,7 @@ impl App {
         let queued = |work| loops.db.queued(work);
         let engine = || queued(Work::Invocations);
         workers::spawn(supervisor, loops.engine, engine, state.cards.clone(), 2);
+        workers::spawn_waits(supervisor, loops.waits, queued(Work::Instances));
         workers::spawn_cancels(supervisor, loops.cancels, queued(Work::Cancels));
         workers::spawn_bulk(supervisor, loops.bulk, queued(Work::CsvTasks));
         workers::spawn_deliveries(

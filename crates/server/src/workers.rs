@@ -343,6 +343,26 @@ pub fn spawn(
     });
 }
 
+/// The loop of waiting flow instances (contract §21): claims the due ones and runs them on;
+/// woken at once when a card one of them listens to closes in this process, and otherwise
+/// looking again within [`IDLE_MOST`], so a deadline is met within a second.
+pub fn spawn_waits(
+    supervisor: &Supervisor,
+    waits: Arc<domain::trigger::waits::Waits>,
+    queued: Arc<Notify>,
+) {
+    let metrics = supervisor.metrics.clone();
+    metrics.stale_outcomes("instance", 0);
+    supervisor.run_loop("waits", queued, move || {
+        let (waits, metrics) = (waits.clone(), metrics.clone());
+        async move {
+            let step = waits.step().await?;
+            stale_outcomes(&metrics, "instance", step.stale);
+            Ok::<_, domain::StorageError>(step.claimed > 0)
+        }
+    });
+}
+
 /// How often the SQLite checkpointer copies the WAL into the database file.
 const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
 

@@ -30,10 +30,12 @@ pub enum Work {
     Cancels,
     /// CSV tasks whose upload finished.
     CsvTasks,
+    /// Flow instances made due at once: a card they listen to closed.
+    Instances,
 }
 
 impl Work {
-    const COUNT: usize = Work::CsvTasks as usize + 1;
+    const COUNT: usize = Work::Instances as usize + 1;
 
     fn bit(self) -> u8 {
         1 << (self as u8)

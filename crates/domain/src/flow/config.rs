@@ -158,32 +158,6 @@ pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
     }
 }
 
-/// The problems of a valid configuration that this service cannot run yet: a `wait`,
-/// `wait-for-card` or `branch` step, at its `type`. [`validate`] checks every rule of those
-/// steps (contract §21); publishing, saving a draft and creating a flow also call this, so
-/// that no flow is stored whose steps would not run as written until the step engine does.
-pub fn unrunnable(config: &Value, path: &str) -> Vec<FieldError> {
-    let mut p = Problems::new();
-    let root = Path::Root(path);
-    let steps_path = root.key("steps");
-    let Some(steps) = config.get("steps").and_then(Value::as_object) else {
-        return p.errors;
-    };
-    for (id, step) in steps {
-        let kind = step.get("type").and_then(Value::as_str).unwrap_or_default();
-        if matches!(StepType::parse(kind), Some(t) if t != StepType::CreateCard) {
-            p.add(
-                &steps_path.key(id).key("type"),
-                format!(
-                    "`{kind}` steps are checked, but this service does not run them yet: a flow \
-                     can publish `create-card` steps only until it does (contract §21)"
-                ),
-            );
-        }
-    }
-    p.errors
-}
-
 /// [`validate`], with the typed steps of a configuration that has no problem.
 pub(super) fn validate_program(
     config: &Value,

@@ -296,10 +296,7 @@ fn updated(flow: Flow, version: FlowVersion) -> Transition {
 }
 
 fn check_config(config: &Value) -> Result<(), DomainError> {
-    let mut errors: Vec<FieldError> = config::validate(config, "config");
-    if errors.is_empty() {
-        errors = config::unrunnable(config, "config");
-    }
+    let errors: Vec<FieldError> = config::validate(config, "config");
     if errors.is_empty() {
         Ok(())
     } else {

@@ -186,10 +186,7 @@ impl FlowService {
         let config_errors = request
             .config
             .as_ref()
-            .map(|c| match config::validate(c, "config") {
-                errors if errors.is_empty() => config::unrunnable(c, "config"),
-                errors => errors,
-            })
+            .map(|c| config::validate(c, "config"))
             .unwrap_or_default();
         if !config_errors.is_empty() {
             errors.extend(config_errors);

@@ -19,6 +19,7 @@ pub mod evaluate;
 mod graph;
 pub mod machine;
 mod properties;
+pub mod run;
 mod waits;
 
 use std::collections::{BTreeMap, HashSet};

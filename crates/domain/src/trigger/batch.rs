@@ -3,15 +3,20 @@
 
 use std::sync::Arc;
 
+use serde_json::{Map, Value};
+
+use super::instances::FlowInstance;
 use super::invocation::{BatchResult, Invocation, InvocationStatus, DEFAULT_PRIORITY};
 use super::plan::{CardStep, FlowPlan};
-use super::request::{CardOptions, Payload, Platforms};
-use super::variables::{Platform, ResolvedVariables};
+use super::request::{CardOptions, FlowElement, Payload, Platforms};
+use super::variables::{resolve, Platform, ResolvedVariables};
 use super::Mode;
 use crate::audience::{Stream, StreamRepository};
 use crate::card::{card_event, trigger_context, CardContent, CardInstance, CardStatus};
+use crate::flow::steps::run;
+use crate::flow::steps::Program;
 use crate::id::{new_id, IdKind};
-use crate::{StorageError, Timestamp};
+use crate::{DomainError, StorageError, Timestamp};
 
 /// The users of one batch, and where the next batch starts.
 pub(super) struct Audience {
@@ -35,7 +40,8 @@ pub(super) async fn default_stream_of(
 }
 
 /// One batch of `invocation` for `audience`: a flow instance per user, with a card and its
-/// event per `create-card` step.
+/// event per `create-card` step it reaches at once (every one, for a flow that neither waits
+/// nor branches; else those before its waits, and the instance itself, stored as it goes).
 pub(super) fn batch_for(
     invocation: &Invocation,
     plan: &FlowPlan,
@@ -46,10 +52,26 @@ pub(super) fn batch_for(
     now: Timestamp,
 ) -> BatchResult {
     let mut batch = empty_batch(invocation, now);
+    // What an instance's first run does depends on the invocation alone (its variables and
+    // the time), so it is run once, with placeholder card ids, for every user of the batch.
+    let first = plan.program.as_ref().map(|program| {
+        let mut n = 0usize;
+        run::start(program, &flow_variables(variables), now, &mut || {
+            n += 1;
+            n.to_string()
+        })
+    });
+    let steps: Vec<&CardStep> = match &first {
+        Some(first) => first
+            .cards
+            .iter()
+            .filter_map(|(step, _)| plan.card_step(step))
+            .collect(),
+        None => plan.cards.iter().collect(),
+    };
     // Everything but the ids and the user is the same for every card of a step: rendered
     // once per batch, shared by the cards.
-    let mut prototypes: Vec<CardInstance> = plan
-        .cards
+    let mut prototypes: Vec<CardInstance> = steps
         .iter()
         .map(|step| card_prototype(invocation, step, payload, variables, default_stream, now))
         .collect();
@@ -65,6 +87,7 @@ pub(super) fn batch_for(
         } else {
             prototypes.clone()
         };
+        let mut records = first.as_ref().map(|f| f.records.clone());
         for prototype in cards {
             let card = Arc::new(CardInstance {
                 id: new_id(IdKind::Card).into(),
@@ -72,8 +95,27 @@ pub(super) fn batch_for(
                 flow_instance_id: instance.clone(),
                 ..prototype
             });
+            if let Some(record) = records.as_mut().and_then(|r| r.get_mut(&card.step_id)) {
+                record.card = Some(card.id.to_string());
+            }
             batch.events.push(card_event(card.clone(), None, None, now));
             batch.cards.push(card);
+        }
+        if let (Some(first), Some(records)) = (&first, records) {
+            batch.instances.push(FlowInstance {
+                environment_id: invocation.environment_id.clone(),
+                id: instance,
+                invocation_id: invocation.id.to_string(),
+                flow_id: invocation.flow_id.clone(),
+                flow_version: invocation.flow_version,
+                user_id: user.clone(),
+                state: first.state,
+                records,
+                due: first.due,
+                revision: 0,
+                created: now,
+                updated: now,
+            });
         }
     }
     batch.users_targeted = audience.users.len() as u64;
@@ -85,6 +127,72 @@ pub(super) fn batch_for(
         InvocationStatus::Completed
     };
     batch
+}
+
+/// The flow variables an instance's conditions and waits read: each variable's value as the
+/// trigger resolved it (payload, else default), as text.
+pub(super) fn flow_variables(variables: &ResolvedVariables) -> Map<String, Value> {
+    variables
+        .values
+        .iter()
+        .map(|(name, v)| (name.clone(), Value::String(v.web.clone())))
+        .collect()
+}
+
+/// The cards, with their events, that the steps `made` ((step id, card id)) of one instance
+/// make when it runs on.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn instance_cards(
+    invocation: &Invocation,
+    plan: &FlowPlan,
+    payload: &Payload,
+    variables: &ResolvedVariables,
+    default_stream: &str,
+    instance: &FlowInstance,
+    made: &[(String, String)],
+    now: Timestamp,
+) -> (Vec<Arc<CardInstance>>, Vec<crate::card::AnalyticsEvent>) {
+    let mut cards = Vec::with_capacity(made.len());
+    let mut events = Vec::with_capacity(made.len());
+    for (step, id) in made {
+        let Some(step) = plan.card_step(step) else {
+            continue;
+        };
+        let card = Arc::new(CardInstance {
+            id: id.clone().into(),
+            user_id: instance.user_id.clone(),
+            flow_instance_id: instance.id.clone(),
+            ..card_prototype(invocation, step, payload, variables, default_stream, now)
+        });
+        events.push(card_event(card.clone(), None, None, now));
+        cards.push(card);
+    }
+    (cards, events)
+}
+
+/// The element an invocation stored (its target and payload) and its variables resolved
+/// against the flow version's configuration, as the trigger resolved them.
+pub(super) fn inputs_of(
+    invocation: &Invocation,
+    plan: &FlowPlan,
+) -> Result<(FlowElement, ResolvedVariables), DomainError> {
+    let element = super::request::parse_element(
+        serde_json::json!({"target": invocation.target.value(), "payload": invocation.payload.value()}),
+    )
+    .map_err(DomainError::Validation)?;
+    let variables = resolve(
+        &plan.config,
+        &element.payload,
+        invocation.strict_variables,
+        "payload",
+    )
+    .map_err(DomainError::Validation)?;
+    Ok((element, variables))
+}
+
+/// The program of a staged plan.
+pub(super) fn program_of(plan: &FlowPlan) -> Option<&Program> {
+    plan.program.as_deref()
 }
 
 /// A batch that changes nothing but ends the claim.
@@ -100,6 +208,7 @@ pub(super) fn empty_batch(invocation: &Invocation, now: Timestamp) -> BatchResul
         errors: Vec::new(),
         cards: Vec::new(),
         events: Vec::new(),
+        instances: Vec::new(),
         updated: now,
         lease_until: None,
     }

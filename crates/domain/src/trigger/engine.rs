@@ -10,16 +10,14 @@ use std::sync::Arc;
 
 use chrono::Duration;
 use futures_util::stream::{FuturesOrdered, StreamExt};
-use serde_json::json;
 
-use super::batch::{batch_for, default_stream_of, empty_batch, Audience};
+use super::batch::{batch_for, default_stream_of, empty_batch, inputs_of, Audience};
 use super::invocation::{
     BatchResult, Invocation, InvocationRepository, InvocationStatus, SaveTurn, BATCH_USERS,
     CLAIM_PER_STEP, FOLLOW_BATCHES, LEASE_SECONDS,
 };
 use super::plan::FlowPlan;
 use super::request::Target;
-use super::variables::resolve;
 use super::Mode;
 use crate::audience::{EndUserRepository, Filter, SegmentRepository, StreamRepository, UserQuery};
 use crate::flow::{FlowRepository, VersionRef};
@@ -433,17 +431,7 @@ impl Engine {
                 plan
             }
         };
-        let element = super::request::parse_element(
-            json!({"target": invocation.target.value(), "payload": invocation.payload.value()}),
-        )
-        .map_err(DomainError::Validation)?;
-        let variables = resolve(
-            &plan.config,
-            &element.payload,
-            invocation.strict_variables,
-            "payload",
-        )
-        .map_err(DomainError::Validation)?;
+        let (element, variables) = inputs_of(invocation, &plan)?;
         let audience = self.audience(invocation, &element.target).await?;
         let default_stream = match streams.get(env) {
             Some(id) => id.clone(),

@@ -163,6 +163,9 @@ pub struct BatchResult {
     /// One event per card, the first of its life (`card-published`, or `card-embargoed` for
     /// an embargoed card).
     pub events: Vec<AnalyticsEvent>,
+    /// For a flow that waits or branches: each user's flow instance, as its first run left it
+    /// (contract §21). Empty for a flow of `create-card` steps only.
+    pub instances: Vec<super::instances::FlowInstance>,
     /// When the batch was built: the invocation's `updated` once it is saved.
     pub updated: Timestamp,
     /// The claim after the save: `None` ends it (the next batch may be claimed by any worker
@@ -198,6 +201,7 @@ impl BatchResult {
                 .iter()
                 .any(|m| m.covers(&invocation, flow_version, invocation_created, user))
         };
+        self.instances.retain(|i| !covered(&i.user_id));
         let dropped: HashSet<String> = self
             .cards
             .iter()

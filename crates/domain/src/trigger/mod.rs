@@ -6,11 +6,13 @@
 mod batch;
 pub mod engine;
 pub mod idempotency;
+pub mod instances;
 pub mod invocation;
 pub mod plan;
 pub mod request;
 pub mod service;
 pub mod variables;
+pub mod waits;
 
 use sha2::{Digest, Sha256};
 

@@ -2,8 +2,11 @@
 //! published version never changes, and a CSV task runs one for every row.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use serde_json::Value;
+
+use crate::flow::steps::{Program, StepKind};
 
 use super::variables::ViewTemplate;
 
@@ -13,6 +16,10 @@ pub struct FlowPlan {
     /// The version's configuration, as stored.
     pub config: Value,
     pub(crate) cards: Vec<CardStep>,
+    /// For a configuration with a step that waits or branches (contract §21): its program,
+    /// which each flow instance runs, stored as it goes. `None` for one of `create-card` steps
+    /// only, whose cards are all made at once and which stores no instance.
+    pub(crate) program: Option<Arc<Program>>,
 }
 
 /// A `create-card` step and its card template, ready to render.
@@ -32,7 +39,24 @@ impl FlowPlan {
     /// breadth first, each once, with their templates compiled. Meant for a configuration that
     /// passed validation; a step naming a missing template gets an empty view.
     pub fn of(config: Value) -> Self {
-        let cards = steps_in_order(&config)
+        let program = Program::parse(&config).ok().filter(|p| {
+            p.steps
+                .values()
+                .any(|s| !matches!(s.kind, StepKind::CreateCard(_)))
+        });
+        let steps = match &program {
+            // Every `create-card` step: which of them an instance reaches is its own.
+            Some(program) => program
+                .steps
+                .values()
+                .filter_map(|s| match &s.kind {
+                    StepKind::CreateCard(c) => Some((s.id.clone(), c.card_template_id.clone())),
+                    _ => None,
+                })
+                .collect(),
+            None => steps_in_order(&config),
+        };
+        let cards = steps
             .into_iter()
             .map(|(step_id, template_id)| {
                 let template = config
@@ -55,7 +79,21 @@ impl FlowPlan {
                 }
             })
             .collect();
-        FlowPlan { config, cards }
+        FlowPlan {
+            config,
+            cards,
+            program: program.map(Arc::new),
+        }
+    }
+
+    /// Whether instances of this plan wait or branch, and so are stored as they go.
+    pub fn is_staged(&self) -> bool {
+        self.program.is_some()
+    }
+
+    /// The `create-card` step with this id.
+    pub(crate) fn card_step(&self, id: &str) -> Option<&CardStep> {
+        self.cards.iter().find(|c| c.step_id == id)
     }
 
     /// The templates (by id, each once) of the steps whose cards notify.

@@ -1257,6 +1257,7 @@ mod cancels_in_a_batch {
             errors: Vec::new(),
             cards: Vec::new(),
             events: Vec::new(),
+            instances: Vec::new(),
             updated: t(5),
             lease_until: None,
         };
@@ -1745,4 +1746,147 @@ fn a_fingerprint_keeps_128_bits_and_a_whole_hash_recorded_before_still_replays()
         ..asked
     };
     assert_eq!(decide(&asked, Some(&truncated)), Reuse::Conflict);
+}
+
+/// The worker of waiting instances over mocks: a due instance runs on and is saved with the
+/// cards its steps made; one whose invocation is gone fails alone.
+mod waits_steps {
+    use std::sync::{Arc, Mutex};
+
+    use chrono::Duration;
+    use serde_json::{json, Map};
+
+    use super::{default_stream, now, published};
+    use crate::audience::MockStreamRepository;
+    use crate::flow::steps::run;
+    use crate::flow::steps::{InstanceState, Program, StepState};
+    use crate::flow::MockFlowRepository;
+    use crate::trigger::instances::{FlowInstance, InstanceAdvance, MockInstanceRepository};
+    use crate::trigger::invocation::{Invocation, InvocationStatus, MockInvocationRepository};
+    use crate::trigger::waits::Waits;
+    use crate::trigger::Mode;
+
+    fn config() -> serde_json::Value {
+        json!({"type": "card", "initialSteps": ["s1"],
+            "steps": {
+                "s1": {"id": "s1", "type": "create-card", "next": ["pause"],
+                       "properties": {"cardTemplateId": "t"}},
+                "pause": {"id": "pause", "type": "wait", "next": ["s2"],
+                          "properties": {"duration": "PT1M"}},
+                "s2": {"id": "s2", "type": "create-card", "properties": {"cardTemplateId": "t"}}
+            },
+            "cardTemplates": {"t": {"metadata": {"cardName": "T"}}}})
+    }
+
+    fn instance(id: &str, invocation: &str) -> FlowInstance {
+        let program = Program::parse(&config()).expect("valid");
+        let first = run::start(&program, &Map::new(), now(), &mut || "crd_1".to_owned());
+        FlowInstance {
+            environment_id: "env".into(),
+            id: id.into(),
+            invocation_id: invocation.into(),
+            flow_id: "flw".into(),
+            flow_version: 1,
+            user_id: "u1".into(),
+            state: first.state,
+            records: first.records,
+            due: first.due,
+            revision: 7,
+            created: now(),
+            updated: now(),
+        }
+    }
+
+    fn invocation(id: &str) -> Invocation {
+        Invocation {
+            environment_id: "env".into(),
+            id: id.into(),
+            flow_id: "flw".into(),
+            mode: Mode::Live,
+            flow_version: 1,
+            fingerprint: id.into(),
+            target: json!({"type": "user", "targetUserIds": ["u1"]}).into(),
+            payload: json!({}).into(),
+            strict_variables: false,
+            bulk: false,
+            status: InvocationStatus::Completed,
+            users_targeted: 1,
+            cards_created: 1,
+            errors: Vec::new(),
+            cursor: None,
+            created: now(),
+            updated: now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_due_wait_makes_the_next_card_and_a_missing_invocation_fails_alone() {
+        let mut flows = MockFlowRepository::new();
+        flows.expect_get_version().times(1).returning(|_, _| {
+            let mut version = published(json!({}));
+            version.config = config();
+            Ok(Some(version))
+        });
+        let mut invocations = MockInvocationRepository::new();
+        invocations
+            .expect_get()
+            .returning(|_, id| Ok((id == "inv_1").then(|| invocation(id))));
+        let mut streams = MockStreamRepository::new();
+        streams
+            .expect_list()
+            .returning(|env, _| Ok(vec![default_stream(env)]));
+        let mut instances = MockInstanceRepository::new();
+        instances
+            .expect_claim_due()
+            .times(1)
+            .returning(|_, lease, limit| {
+                assert_eq!(lease, Duration::seconds(30));
+                assert!(limit > 0);
+                Ok(vec![
+                    instance("fin_1", "inv_1"),
+                    instance("fin_2", "inv_gone"),
+                ])
+            });
+        let saved: Arc<Mutex<Vec<InstanceAdvance>>> = Arc::default();
+        let keep = saved.clone();
+        instances
+            .expect_advance()
+            .times(1)
+            .returning(move |advances| {
+                keep.lock().expect("saves").extend(advances);
+                Ok(0)
+            });
+        let mut clock = crate::time::MockClock::new();
+        clock
+            .expect_now()
+            .returning(|| now() + Duration::seconds(61));
+        let waits = Waits::new(
+            Arc::new(flows),
+            Arc::new(invocations),
+            Arc::new(instances),
+            Arc::new(streams),
+            Arc::new(clock),
+        );
+        let step = waits.step().await.expect("a step");
+        assert_eq!((step.claimed, step.stale), (2, 0));
+        let saved = saved.lock().expect("saves");
+        let [ran, failed] = &saved[..] else {
+            panic!("two saves: {saved:?}");
+        };
+        assert_eq!(
+            ran.instance.revision, 7,
+            "fenced by the revision it was read at"
+        );
+        assert_eq!(ran.instance.state, InstanceState::Completed);
+        assert_eq!(ran.cards.len(), 1);
+        assert_eq!(ran.cards[0].step_id, "s2");
+        assert_eq!(ran.cards[0].flow_instance_id, "fin_1");
+        assert_eq!(ran.events.len(), 1);
+        assert_eq!(failed.instance.state, InstanceState::Failed);
+        assert!(failed.cards.is_empty());
+        assert!(matches!(
+            failed.instance.records["pause"].state,
+            StepState::Failed { .. }
+        ));
+    }
 }

@@ -10,6 +10,7 @@ mod conditions;
 mod docs_tests;
 mod evaluator;
 mod machine;
+mod runs;
 
 /// A valid configuration with every step type: a card, a listener on it, a timed wait, a
 /// branch on the card's values and on variables, and a wait on a date variable.

@@ -180,22 +180,6 @@ fn the_documented_examples_validate() {
 }
 
 #[test]
-fn the_documented_examples_are_not_stored_until_the_engine_runs_them() {
-    for (name, text) in EXAMPLES {
-        let refused = crate::flow::config::unrunnable(&parse(text), "config");
-        assert!(!refused.is_empty(), "{name}");
-        for problem in &refused {
-            assert!(
-                problem.field.starts_with("config.steps.") && problem.field.ends_with(".type"),
-                "{name}: {problem:?}"
-            );
-        }
-    }
-    let cards_only = serde_json::json!({"steps": {"a": {"type": "create-card"}}});
-    assert!(crate::flow::config::unrunnable(&cards_only, "config").is_empty());
-}
-
-#[test]
 fn the_documented_examples_are_the_documents() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/flows.md");
     // Out of the repository (the crate vendored alone) there is no document to hold them to.

@@ -1,0 +1,423 @@
+//! Flow instances stored as they go (contract §21; the port is
+//! [`domain::trigger::instances::InstanceRepository`]): written with the batch that starts them,
+//! claimed when due, and saved as they run on, each save fenced by the instance's revision.
+
+use async_trait::async_trait;
+use chrono::Duration;
+use diesel::prelude::*;
+use domain::card::CardStatus;
+use domain::flow::steps::run::{self, Records};
+use domain::flow::steps::{CardClosure, ClosedCard, InstanceState};
+use domain::trigger::instances::{FlowInstance, InstanceAdvance, InstanceRepository};
+use domain::trigger::{BatchResult, InvocationStatus};
+use domain::{StorageError, Timestamp};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::db::{AnyConnection, Database, Failure};
+use crate::error::{read_number, write_number};
+use crate::markers::markers_since;
+use crate::millis::At;
+use crate::schema::{analytics_events, card_instances, flow_instances, invocations};
+use crate::totals::Totals;
+use crate::writes::RunWrites;
+
+/// An instance as stored.
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = flow_instances, treat_none_as_default_value = false)]
+pub(crate) struct InstanceRow {
+    environment_id: String,
+    id: String,
+    invocation_id: String,
+    flow_id: String,
+    flow_version: i32,
+    user_id: String,
+    status: String,
+    steps: String,
+    due: Option<At>,
+    lease_until: Option<At>,
+    revision: i64,
+    created: At,
+    updated: At,
+}
+
+impl InstanceRow {
+    fn of(i: &FlowInstance) -> Result<Self, StorageError> {
+        Ok(InstanceRow {
+            environment_id: i.environment_id.clone(),
+            id: i.id.clone(),
+            invocation_id: i.invocation_id.clone(),
+            flow_id: i.flow_id.clone(),
+            flow_version: write_number("flow version", i.flow_version)?,
+            user_id: i.user_id.clone(),
+            status: i.state.as_str().to_owned(),
+            steps: run::encode(&i.records),
+            due: i.due.map(At::of),
+            lease_until: None,
+            revision: i.revision,
+            created: At::of(i.created),
+            updated: At::of(i.updated),
+        })
+    }
+
+    fn into_instance(self) -> Result<FlowInstance, StorageError> {
+        let corrupt =
+            |what: String| StorageError::Internal(format!("flow instance {}: {what}", self.id));
+        let state = InstanceState::parse(&self.status)
+            .ok_or_else(|| corrupt(format!("status `{}`", self.status)))?;
+        let records: Records = run::decode(&self.steps).map_err(corrupt)?;
+        Ok(FlowInstance {
+            flow_version: read_number("flow version", self.flow_version)?,
+            environment_id: self.environment_id,
+            id: self.id,
+            invocation_id: self.invocation_id,
+            flow_id: self.flow_id,
+            user_id: self.user_id,
+            state,
+            records,
+            due: self.due.map(At::utc),
+            revision: self.revision,
+            created: self.created.utc(),
+            updated: self.updated.utc(),
+        })
+    }
+}
+
+/// Inside a batch's save: the instances its batches start, in statements of 500 rows.
+pub(crate) fn insert_instances<'a>(
+    conn: &mut AnyConnection,
+    batches: impl IntoIterator<Item = &'a BatchResult>,
+) -> Result<(), Failure> {
+    let rows: Vec<InstanceRow> = batches
+        .into_iter()
+        .flat_map(|b| b.instances.iter())
+        .map(InstanceRow::of)
+        .collect::<Result<_, _>>()
+        .map_err(Failure::Domain)?;
+    for chunk in rows.chunks(500) {
+        // Multi-row inserts are outside MultiConnection's subset; both backends speak them.
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table)
+            .values(chunk)
+            .execute(c))?;
+    }
+    Ok(())
+}
+
+/// Inside a card's transition: the instance that made `card`, when it still waits, is due at
+/// once and its revision changes, so that a save that read the card still open changes nothing
+/// and the instance is run again with the card as it closed.
+pub(crate) fn card_closed(
+    conn: &mut AnyConnection,
+    environment_id: &str,
+    instance_id: &str,
+    at: Timestamp,
+) -> Result<(), Failure> {
+    let changed = diesel::update(
+        flow_instances::table
+            .filter(flow_instances::environment_id.eq(environment_id))
+            .filter(flow_instances::id.eq(instance_id))
+            .filter(flow_instances::status.eq(InstanceState::Active.as_str())),
+    )
+    .set((
+        flow_instances::due.eq(Some(At::of(at))),
+        flow_instances::lease_until.eq(None::<At>),
+        flow_instances::revision.eq(flow_instances::revision + 1),
+    ))
+    .execute(conn)?;
+    if changed > 0 {
+        crate::db::notices::queued(crate::Work::Instances);
+    }
+    Ok(())
+}
+
+/// Flow instances on diesel.
+#[derive(Clone)]
+pub struct DieselInstanceRepository {
+    db: Database,
+}
+
+impl DieselInstanceRepository {
+    /// Instances in `db`.
+    pub fn new(db: Database) -> Self {
+        Self { db }
+    }
+}
+
+/// How a card's final status closes a `wait-for-card` step.
+fn closure_of(status: CardStatus) -> Option<CardClosure> {
+    match status {
+        CardStatus::Completed => Some(CardClosure::Submitted),
+        CardStatus::Dismissed => Some(CardClosure::Dismissed),
+        CardStatus::Expired => Some(CardClosure::Expired),
+        CardStatus::Cancelled => Some(CardClosure::Cancelled),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl InstanceRepository for DieselInstanceRepository {
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<FlowInstance>, StorageError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let until = At::of(domain::time::saturating_after(now, lease));
+        let now = At::of(now);
+        let rows = self
+            .db
+            .claim_transaction(move |conn| {
+                // Oldest due first, through `flow_instances_due`; a claim whose lease has run out
+                // is taken over.
+                macro_rules! due {
+                    () => {
+                        flow_instances::table
+                            .filter(flow_instances::status.eq(InstanceState::Active.as_str()))
+                            .filter(flow_instances::due.le(now))
+                            .filter(
+                                flow_instances::lease_until
+                                    .is_null()
+                                    .or(flow_instances::lease_until.le(now)),
+                            )
+                            .order(flow_instances::due)
+                            .limit(limit)
+                            .select((flow_instances::environment_id, flow_instances::id))
+                    };
+                }
+                // Several processes share PostgreSQL: skip rows another one is claiming.
+                let keys: Vec<(String, String)> = match &mut *conn {
+                    AnyConnection::Postgresql(c) => due!().for_update().skip_locked().load(c)?,
+                    AnyConnection::Sqlite(c) => due!().load(c)?,
+                };
+                let mut by_env: HashMap<String, Vec<String>> = HashMap::new();
+                for (env, id) in keys {
+                    by_env.entry(env).or_default().push(id);
+                }
+                let mut rows: Vec<InstanceRow> = Vec::new();
+                for (env, ids) in by_env {
+                    let claimed = || {
+                        flow_instances::table
+                            .filter(flow_instances::environment_id.eq(&env))
+                            .filter(flow_instances::id.eq_any(&ids))
+                    };
+                    diesel::update(claimed())
+                        .set((
+                            flow_instances::lease_until.eq(Some(until)),
+                            flow_instances::revision.eq(flow_instances::revision + 1),
+                        ))
+                        .execute(conn)?;
+                    rows.extend(claimed().select(InstanceRow::as_select()).load(conn)?);
+                }
+                rows.sort_by_key(|r| r.due);
+                Ok(rows)
+            })
+            .await?;
+        rows.into_iter().map(InstanceRow::into_instance).collect()
+    }
+
+    async fn closed_cards(
+        &self,
+        environment_id: &str,
+        card_ids: Vec<String>,
+    ) -> Result<Vec<(String, ClosedCard)>, StorageError> {
+        let env = environment_id.to_owned();
+        self.db
+            .run(move |conn| {
+                let cards: Vec<(String, String)> = card_instances::table
+                    .filter(card_instances::id.eq_any(&card_ids))
+                    .filter(card_instances::environment_id.eq(&env))
+                    .select((card_instances::id, card_instances::status))
+                    .load(conn)?;
+                let mut closed = Vec::new();
+                for (id, status) in cards {
+                    let Some(closure) = CardStatus::parse(&status).and_then(closure_of) else {
+                        continue;
+                    };
+                    let mut values = Map::new();
+                    if closure == CardClosure::Submitted {
+                        let submitted: Option<Option<String>> = analytics_events::table
+                            .filter(analytics_events::environment_id.eq(&env))
+                            .filter(analytics_events::card_instance_id.eq(&id))
+                            .filter(analytics_events::status.eq(CardStatus::Completed.as_str()))
+                            .select(analytics_events::submitted)
+                            .first(conn)
+                            .optional()?;
+                        if let Some(Value::Object(v)) = submitted
+                            .flatten()
+                            .and_then(|text| serde_json::from_str(&text).ok())
+                        {
+                            values = v;
+                        }
+                    }
+                    closed.push((id, ClosedCard { closure, values }));
+                }
+                Ok(closed)
+            })
+            .await
+    }
+
+    async fn advance(&self, advances: Vec<InstanceAdvance>) -> Result<u64, StorageError> {
+        if advances.is_empty() {
+            return Ok(0);
+        }
+        self.db
+            .transaction(move |conn| {
+                let mut stale = 0;
+                let mut made = carrier();
+                let mut markers = HashMap::new();
+                for advance in advances {
+                    let InstanceAdvance {
+                        mut instance,
+                        invocation_created,
+                        cards,
+                        events,
+                    } = advance;
+                    let key = (instance.environment_id.clone(), instance.flow_id.clone());
+                    if !markers.contains_key(&key) {
+                        let found = markers_since(conn, &key.0, &key.1, invocation_created)?;
+                        markers.insert(key.clone(), found);
+                    }
+                    let covered = markers.get(&key).is_some_and(|found| {
+                        found.iter().any(|m| {
+                            m.covers(
+                                &instance.invocation_id,
+                                instance.flow_version,
+                                invocation_created,
+                                &instance.user_id,
+                            )
+                        })
+                    });
+                    let (cards, events) = if covered {
+                        run::cancel(&mut instance.records, instance.updated);
+                        instance.state = InstanceState::Cancelled;
+                        instance.due = None;
+                        (Vec::new(), Vec::new())
+                    } else {
+                        (cards, events)
+                    };
+                    if !save_one(conn, &instance)? {
+                        stale += 1;
+                        continue;
+                    }
+                    if !cards.is_empty() {
+                        let n = cards.len() as i64;
+                        diesel::update(
+                            invocations::table
+                                .filter(invocations::environment_id.eq(&instance.environment_id))
+                                .filter(invocations::id.eq(&instance.invocation_id)),
+                        )
+                        .set(invocations::cards_created.eq(invocations::cards_created + n))
+                        .execute(conn)?;
+                    }
+                    made.cards.extend(cards);
+                    made.events.extend(events);
+                }
+                if !made.cards.is_empty() {
+                    let mut totals = Totals::default();
+                    RunWrites::of(&[&made], conn.backend())
+                        .map_err(Failure::Domain)?
+                        .write(conn, &[&made], &mut totals)?;
+                    totals.flush(conn)?;
+                }
+                Ok(stale)
+            })
+            .await
+    }
+
+    async fn get(
+        &self,
+        environment_id: &str,
+        invocation_id: &str,
+        user_id: &str,
+    ) -> Result<Option<FlowInstance>, StorageError> {
+        let (env, inv, user) = (
+            environment_id.to_owned(),
+            invocation_id.to_owned(),
+            user_id.to_owned(),
+        );
+        let row: Option<InstanceRow> = self
+            .db
+            .run(move |conn| {
+                Ok(flow_instances::table
+                    .filter(flow_instances::environment_id.eq(env))
+                    .filter(flow_instances::invocation_id.eq(inv))
+                    .filter(flow_instances::user_id.eq(user))
+                    .select(InstanceRow::as_select())
+                    .first(conn)
+                    .optional()?)
+            })
+            .await?;
+        row.map(InstanceRow::into_instance).transpose()
+    }
+
+    async fn of_invocation(
+        &self,
+        environment_id: &str,
+        invocation_id: &str,
+        after_user: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<FlowInstance>, StorageError> {
+        let (env, inv) = (environment_id.to_owned(), invocation_id.to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<InstanceRow> = self
+            .db
+            .run(move |conn| {
+                let mut q = flow_instances::table
+                    .filter(flow_instances::environment_id.eq(env))
+                    .filter(flow_instances::invocation_id.eq(inv))
+                    .order(flow_instances::user_id)
+                    .limit(limit)
+                    .select(InstanceRow::as_select())
+                    .into_boxed();
+                if let Some(after) = after_user {
+                    q = q.filter(flow_instances::user_id.gt(after));
+                }
+                Ok(q.load(conn)?)
+            })
+            .await?;
+        rows.into_iter().map(InstanceRow::into_instance).collect()
+    }
+}
+
+/// Stores `instance` while its revision is the stored one; false (nothing written) otherwise.
+fn save_one(conn: &mut AnyConnection, instance: &FlowInstance) -> Result<bool, Failure> {
+    let row = InstanceRow::of(instance).map_err(Failure::Domain)?;
+    let changed = diesel::update(
+        flow_instances::table
+            .filter(flow_instances::environment_id.eq(&row.environment_id))
+            .filter(flow_instances::id.eq(&row.id))
+            .filter(flow_instances::revision.eq(row.revision)),
+    )
+    .set((
+        flow_instances::status.eq(&row.status),
+        flow_instances::steps.eq(&row.steps),
+        flow_instances::due.eq(row.due),
+        flow_instances::lease_until.eq(None::<At>),
+        flow_instances::revision.eq(flow_instances::revision + 1),
+        flow_instances::updated.eq(row.updated),
+    ))
+    .execute(conn)?;
+    Ok(changed == 1)
+}
+
+/// A batch that carries the cards of instances run on to the writes of cards and events, which
+/// take batches; its progress is never saved.
+fn carrier() -> BatchResult {
+    BatchResult {
+        environment_id: String::new(),
+        invocation_id: String::new(),
+        from_cursor: None,
+        cursor: None,
+        status: InvocationStatus::Running,
+        users_targeted: 0,
+        cards_created: 0,
+        errors: Vec::new(),
+        cards: Vec::<Arc<domain::card::CardInstance>>::new(),
+        events: Vec::new(),
+        instances: Vec::new(),
+        updated: Timestamp::default(),
+        lease_until: None,
+    }
+}

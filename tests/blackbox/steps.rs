@@ -1,0 +1,289 @@
+//! Flows that wait and branch (contract §21), end to end: the journeys docs/flows.md shows,
+//! a card closed before its wait starts, and a cancel during a wait.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::cancel::cancelled;
+use crate::support::{blackbox, call, Server};
+use crate::trigger::{feed, fire, flow_publishing, invocation_id, users};
+
+/// A card template whose headline is `text`, with a submit button.
+fn template(text: &str) -> Value {
+    json!({"metadata": {"cardName": text},
+           "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": text}}],
+                           "actions": [{"key": "ok", "type": "submitButton", "attributes": {"text": "OK"}}]}})
+}
+
+fn card_step(template: &str, next: &[&str]) -> Value {
+    json!({"type": "create-card", "properties": {"cardTemplateId": template}, "next": next})
+}
+
+/// A configuration of `steps` (each given its id) from `initial`, with a template per name.
+fn program(initial: &[&str], steps: Value, templates: &[&str], variables: Value) -> Value {
+    let mut steps = steps;
+    if let Some(all) = steps.as_object_mut() {
+        for (id, step) in all.iter_mut() {
+            step["id"] = json!(id);
+        }
+    }
+    let templates: serde_json::Map<String, Value> = templates
+        .iter()
+        .map(|t| ((*t).to_owned(), template(t)))
+        .collect();
+    json!({"type": "card", "initialSteps": initial, "variables": variables,
+           "steps": steps, "cardTemplates": templates})
+}
+
+/// The headlines of the user's open cards, sorted.
+async fn headlines(s: &Server, user: &str) -> Vec<String> {
+    let mut out: Vec<String> = feed(s, user)
+        .await
+        .iter()
+        .filter_map(|c| {
+            c["content"]["Web"]["defaultView"]["content"][0]["attributes"]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls the user's open cards until they are `want`, within `limit`.
+async fn headlines_become(s: &Server, user: &str, want: &[&str], limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let now = headlines(s, user).await;
+        if now == want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{user}: {now:?} after {:?}, not {want:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn start(s: &Server, flow: &str, user_ids: &[&str], variables: Value) -> String {
+    let reply = fire(
+        s,
+        flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": user_ids},
+                          "payload": {"variables": variables}}]}),
+    )
+    .await;
+    invocation_id(&reply)
+}
+
+async fn act(s: &Server, user: &str, headline: &str, action: Value) {
+    let card = feed(s, user)
+        .await
+        .into_iter()
+        .find(|c| {
+            c["content"]["Web"]["defaultView"]["content"][0]["attributes"]["text"] == headline
+        })
+        .unwrap_or_else(|| panic!("{user} has no card `{headline}`"));
+    let id = card["id"].as_str().expect("id");
+    let reply = call(
+        s,
+        "POST",
+        &format!("/v1/{}/users/{user}/cards/{id}/actions", s.env),
+        Some(&s.admin_secret),
+        Some(action),
+    )
+    .await;
+    assert!(reply.status < 300, "{}", reply.text);
+}
+
+/// The first journey of docs/flows.md, with a wait of 2 s: the reminder comes after the wait,
+/// not before, and within a second of its deadline.
+async fn a_reminder_comes_after_its_wait(s: Server) {
+    users(&s, json!([{"id": "u1"}])).await;
+    let config = program(
+        &["welcome"],
+        json!({"welcome": card_step("Welcome", &["pause"]),
+               "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["remind"]},
+               "remind": card_step("Reminder", &[])}),
+        &["Welcome", "Reminder"],
+        json!({}),
+    );
+    let flow = flow_publishing(&s, "Reminder", config).await;
+    let started = Instant::now();
+    start(&s, &flow, &["u1"], json!({})).await;
+    // The welcome card alone, until the wait ends.
+    headlines_become(&s, "u1", &["Welcome"], Duration::from_secs(10)).await;
+    headlines_become(&s, "u1", &["Reminder", "Welcome"], Duration::from_secs(10)).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2),
+        "after the wait: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "soon after its deadline: {waited:?}"
+    );
+}
+
+/// The second journey: a rating card, its wait, and a branch on the submitted value.
+async fn a_rating_branches_on_the_submitted_value(s: Server) {
+    users(&s, json!([{"id": "happy"}, {"id": "sad"}, {"id": "idle"}])).await;
+    let config = program(
+        &["rate"],
+        json!({"rate": card_step("Rate us", &["listen"]),
+               "listen": {"type": "wait-for-card",
+                          "properties": {"cardStep": "rate", "timeout": "PT2S",
+                                         "on": {"submitted": ["route"], "timeout": ["nudge"]}}},
+               "route": {"type": "branch", "properties": {
+                   "conditions": [{"if": {"variable": "steps.listen.values.rating",
+                                          "op": "greaterOrEqual", "value": 4},
+                                   "next": ["thanks"]}],
+                   "otherwise": ["sorry"]}},
+               "thanks": card_step("Thanks", &[]),
+               "sorry": card_step("What went wrong?", &[]),
+               "nudge": card_step("Still there?", &[])}),
+        &["Rate us", "Thanks", "What went wrong?", "Still there?"],
+        json!({}),
+    );
+    let flow = flow_publishing(&s, "Rating", config).await;
+    start(&s, &flow, &["happy", "sad", "idle"], json!({})).await;
+    for user in ["happy", "sad", "idle"] {
+        headlines_become(&s, user, &["Rate us"], Duration::from_secs(10)).await;
+    }
+    act(
+        &s,
+        "happy",
+        "Rate us",
+        json!({"action": "submit", "values": {"rating": 5}}),
+    )
+    .await;
+    act(
+        &s,
+        "sad",
+        "Rate us",
+        json!({"action": "submit", "values": {"rating": 2}}),
+    )
+    .await;
+    let took = headlines_become(&s, "happy", &["Thanks"], Duration::from_secs(5)).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "a submit resumes at once: {took:?}"
+    );
+    headlines_become(&s, "sad", &["What went wrong?"], Duration::from_secs(5)).await;
+    // The card stays in the feed when the wait times out.
+    headlines_become(
+        &s,
+        "idle",
+        &["Rate us", "Still there?"],
+        Duration::from_secs(10),
+    )
+    .await;
+}
+
+/// A card dismissed while an earlier wait runs is heard by the `wait-for-card` step that starts
+/// after it: nothing a user does is missed.
+async fn a_card_closed_before_its_wait_starts_is_heard(s: Server) {
+    users(&s, json!([{"id": "u1"}])).await;
+    let config = program(
+        &["ask"],
+        json!({"ask": card_step("Ask", &["pause"]),
+               "pause": {"type": "wait", "properties": {"duration": "PT1S"}, "next": ["listen"]},
+               "listen": {"type": "wait-for-card",
+                          "properties": {"cardStep": "ask", "timeout": "PT1H",
+                                         "on": {"closed": ["after"]}}},
+               "after": card_step("After", &[])}),
+        &["Ask", "After"],
+        json!({}),
+    );
+    let flow = flow_publishing(&s, "Early", config).await;
+    start(&s, &flow, &["u1"], json!({})).await;
+    headlines_become(&s, "u1", &["Ask"], Duration::from_secs(10)).await;
+    act(&s, "u1", "Ask", json!({"action": "dismiss"})).await;
+    headlines_become(&s, "u1", &["After"], Duration::from_secs(10)).await;
+}
+
+/// The third journey: a wait until a date variable minus a day; a trigger without the date is
+/// refused like a missing required variable.
+async fn a_wait_until_a_date_variable_less_a_day(s: Server) {
+    users(&s, json!([{"id": "u1"}])).await;
+    let config = program(
+        &["pause"],
+        json!({"pause": {"type": "wait",
+                         "properties": {"untilVariable": "renewal", "offset": "-P1D"},
+                         "next": ["remind"]},
+               "remind": card_step("Renewal tomorrow", &[])}),
+        &["Renewal tomorrow"],
+        json!({"renewal": {"type": "date", "source": "event"}}),
+    );
+    let flow = flow_publishing(&s, "Renewal", config).await;
+    let missing = fire(
+        &s,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]}, "payload": {}}]}),
+    )
+    .await;
+    let fields = missing.problem(400, "validation_failed");
+    assert!(
+        fields
+            .iter()
+            .any(|f| f == "flows[0].payload.variables.renewal"),
+        "{fields:?}"
+    );
+    let renewal = chrono::Utc::now() + chrono::Duration::days(1) + chrono::Duration::seconds(2);
+    let started = Instant::now();
+    start(
+        &s,
+        &flow,
+        &["u1"],
+        json!({"renewal": renewal.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        headlines(&s, "u1").await.is_empty(),
+        "nothing before the date less a day"
+    );
+    headlines_become(&s, "u1", &["Renewal tomorrow"], Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A cancel accepted during a wait: nothing of the instance runs after it.
+async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
+    users(&s, json!([{"id": "u1"}])).await;
+    let config = program(
+        &["first"],
+        json!({"first": card_step("First", &["pause"]),
+               "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["second"]},
+               "second": card_step("Second", &[])}),
+        &["First", "Second"],
+        json!({}),
+    );
+    let flow = flow_publishing(&s, "Cancelled", config).await;
+    start(&s, &flow, &["u1"], json!({})).await;
+    headlines_become(&s, "u1", &["First"], Duration::from_secs(10)).await;
+    let task = cancelled(&s, &flow, Some(json!({"cancelCards": false}))).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        headlines(&s, "u1").await,
+        ["First"],
+        "no card after the cancel"
+    );
+}
+
+blackbox!(
+    a_reminder_comes_after_its_wait,
+    a_rating_branches_on_the_submitted_value,
+    a_card_closed_before_its_wait_starts_is_heard,
+    a_wait_until_a_date_variable_less_a_day,
+    a_cancel_during_a_wait_stops_what_follows,
+);
