@@ -350,6 +350,11 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             &["200", "401", "403", "404"],
         ),
         (
+            "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}/users/{endUserId}",
+            "get",
+            &["200", "401", "403", "404"],
+        ),
+        (
             "/v1/{environmentId}/users/{endUserId}/cards",
             "get",
             &["200", "401", "403"],
@@ -582,7 +587,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 61, "a new endpoint must be added to this test");
+    assert_eq!(paths, 62, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     // End users' own tokens (contract §15): a second scheme, on their routes only.

@@ -114,9 +114,25 @@ async fn a_reminder_comes_after_its_wait(s: Server) {
     );
     let flow = flow_publishing(&s, "Reminder", config).await;
     let started = Instant::now();
-    start(&s, &flow, &["u1"], json!({})).await;
-    // The welcome card alone, until the wait ends.
+    let id = start(&s, &flow, &["u1"], json!({})).await;
+    // The welcome card alone, until the wait ends; the invocation runs while it waits.
     headlines_become(&s, "u1", &["Welcome"], Duration::from_secs(10)).await;
+    let waiting = invocation(&s, &flow, &id).await;
+    if started.elapsed() < Duration::from_millis(1_800) {
+        assert_eq!(waiting["status"], "running", "{waiting}");
+        assert_eq!(waiting["instances"]["active"], 1, "{waiting}");
+        assert_eq!(waiting["steps"]["pause"]["waiting"], 1, "{waiting}");
+        assert_eq!(
+            waiting["steps"]["welcome"]["outcomes"]["created"], 1,
+            "{waiting}"
+        );
+        let one = instance(&s, &flow, &id, "u1").await;
+        assert_eq!(one["state"], "active", "{one}");
+        assert_eq!(one["steps"][0]["stepId"], "welcome", "{one}");
+        assert!(one["steps"][0]["cardInstanceId"].is_string(), "{one}");
+        assert_eq!(one["steps"][1]["state"], "waiting", "{one}");
+        assert!(one["steps"][1]["deadline"].is_string(), "{one}");
+    }
     headlines_become(&s, "u1", &["Reminder", "Welcome"], Duration::from_secs(10)).await;
     let waited = started.elapsed();
     assert!(
@@ -127,6 +143,64 @@ async fn a_reminder_comes_after_its_wait(s: Server) {
         waited < Duration::from_secs(5),
         "soon after its deadline: {waited:?}"
     );
+    let done = invocation(&s, &flow, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["cardsCreated"], 2, "{done}");
+    assert_eq!(
+        done["instances"],
+        json!({"active": 0, "completed": 1, "cancelled": 0, "failed": 0})
+    );
+    assert_eq!(
+        done["steps"]["pause"],
+        json!({"reached": 1, "waiting": 0, "done": 1, "outcomes": {"elapsed": 1}})
+    );
+    let one = instance(&s, &flow, &id, "u1").await;
+    assert_eq!(one["state"], "completed", "{one}");
+    let steps: Vec<&str> = one["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["stepId"].as_str())
+        .collect();
+    assert_eq!(steps, ["welcome", "pause", "remind"]);
+    let absent = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/action-flow/{flow}/invocations/{id}/users/u2", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    absent.problem(404, "not_found");
+}
+
+async fn invocation(s: &Server, flow: &str, id: &str) -> Value {
+    let reply = call(
+        s,
+        "GET",
+        &format!("/v1/{}/action-flow/{flow}/invocations/{id}", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body["data"].clone()
+}
+
+async fn instance(s: &Server, flow: &str, id: &str, user: &str) -> Value {
+    let reply = call(
+        s,
+        "GET",
+        &format!(
+            "/v1/{}/action-flow/{flow}/invocations/{id}/users/{user}",
+            s.env
+        ),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.body["data"].clone()
 }
 
 /// The second journey: a rating card, its wait, and a branch on the submitted value.
@@ -150,7 +224,7 @@ async fn a_rating_branches_on_the_submitted_value(s: Server) {
         json!({}),
     );
     let flow = flow_publishing(&s, "Rating", config).await;
-    start(&s, &flow, &["happy", "sad", "idle"], json!({})).await;
+    let id = start(&s, &flow, &["happy", "sad", "idle"], json!({})).await;
     for user in ["happy", "sad", "idle"] {
         headlines_become(&s, user, &["Rate us"], Duration::from_secs(10)).await;
     }
@@ -182,6 +256,18 @@ async fn a_rating_branches_on_the_submitted_value(s: Server) {
         Duration::from_secs(10),
     )
     .await;
+    let done = invocation(&s, &flow, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["steps"]["listen"]["outcomes"],
+        json!({"submitted": 2, "timeout": 1}),
+        "{done}"
+    );
+    assert_eq!(
+        done["steps"]["route"]["outcomes"],
+        json!({"matched": 1, "otherwise": 1}),
+        "{done}"
+    );
 }
 
 /// A card dismissed while an earlier wait runs is heard by the `wait-for-card` step that starts
@@ -268,7 +354,7 @@ async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
         json!({}),
     );
     let flow = flow_publishing(&s, "Cancelled", config).await;
-    start(&s, &flow, &["u1"], json!({})).await;
+    let id = start(&s, &flow, &["u1"], json!({})).await;
     headlines_become(&s, "u1", &["First"], Duration::from_secs(10)).await;
     let task = cancelled(&s, &flow, Some(json!({"cancelCards": false}))).await;
     assert_eq!(task["status"], "completed", "{task}");
@@ -278,6 +364,12 @@ async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
         ["First"],
         "no card after the cancel"
     );
+    let one = instance(&s, &flow, &id, "u1").await;
+    assert_eq!(one["state"], "cancelled", "{one}");
+    assert_eq!(one["steps"][1]["state"], "cancelled", "{one}");
+    let done = invocation(&s, &flow, &id).await;
+    assert_eq!(done["instances"]["cancelled"], 1, "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
 }
 
 blackbox!(

@@ -6,6 +6,7 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::cancel::{CancelFilter, CancelRepository, CancelStatus, CancelTask};
 use domain::card::{cancel_card, CardStatus, InstanceStatus};
+use domain::flow::steps::{run, InstanceState};
 use domain::page::After;
 use domain::{StorageError, Timestamp};
 
@@ -686,28 +687,49 @@ impl CancelRepository for DieselCancelRepository {
 }
 
 /// Inside a cancel's transaction: these instances of the environment, when still active, are
-/// cancelled; nothing of theirs runs again.
+/// cancelled (nothing of theirs runs again), and their invocations' counts follow.
 fn cancel_instances(
     conn: &mut AnyConnection,
     environment_id: &str,
     ids: &[&str],
     at: Timestamp,
 ) -> Result<(), Failure> {
-    for chunk in ids.chunks(500) {
-        diesel::update(
+    let mut counts = crate::counts::Counts::new();
+    for chunk in ids.chunks(CHUNK) {
+        let active = || {
             flow_instances::table
                 .filter(flow_instances::environment_id.eq(environment_id))
                 .filter(flow_instances::id.eq_any(chunk))
-                .filter(flow_instances::status.eq(InstanceStatus::Active.as_str())),
-        )
-        .set((
-            flow_instances::status.eq(InstanceStatus::Cancelled.as_str()),
-            flow_instances::due.eq(None::<At>),
-            flow_instances::lease_until.eq(None::<At>),
-            flow_instances::revision.eq(flow_instances::revision + 1),
-            flow_instances::updated.eq(At::of(at)),
-        ))
-        .execute(conn)?;
+                .filter(flow_instances::status.eq(InstanceStatus::Active.as_str()))
+        };
+        let rows: Vec<(String, String)> = active()
+            .select((flow_instances::invocation_id, flow_instances::steps))
+            .load(conn)?;
+        if rows.is_empty() {
+            continue;
+        }
+        for (invocation, steps) in rows {
+            // Records that cannot be read still count the instance as cancelled.
+            let before = run::decode(&steps).unwrap_or_default();
+            let mut after = before.clone();
+            run::cancel(&mut after, at);
+            run::tally(
+                Some((&before, InstanceState::Active)),
+                (&after, InstanceState::Cancelled),
+                counts
+                    .entry((environment_id.to_owned(), invocation))
+                    .or_default(),
+            );
+        }
+        diesel::update(active())
+            .set((
+                flow_instances::status.eq(InstanceStatus::Cancelled.as_str()),
+                flow_instances::due.eq(None::<At>),
+                flow_instances::lease_until.eq(None::<At>),
+                flow_instances::revision.eq(flow_instances::revision + 1),
+                flow_instances::updated.eq(At::of(at)),
+            ))
+            .execute(conn)?;
     }
-    Ok(())
+    crate::counts::add(conn, &counts)
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::counts::Counts;
 use crate::db::{AnyConnection, Database, Failure};
 use crate::error::{read_number, write_number};
 use crate::markers::markers_since;
@@ -89,12 +90,24 @@ pub(crate) fn insert_instances<'a>(
     conn: &mut AnyConnection,
     batches: impl IntoIterator<Item = &'a BatchResult>,
 ) -> Result<(), Failure> {
-    let rows: Vec<InstanceRow> = batches
+    let instances: Vec<&FlowInstance> = batches
         .into_iter()
         .flat_map(|b| b.instances.iter())
-        .map(InstanceRow::of)
+        .collect();
+    if instances.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<InstanceRow> = instances
+        .iter()
+        .map(|i| InstanceRow::of(i))
         .collect::<Result<_, _>>()
         .map_err(Failure::Domain)?;
+    let mut counts = Counts::new();
+    for i in &instances {
+        let key = (i.environment_id.clone(), i.invocation_id.clone());
+        run::tally(None, (&i.records, i.state), counts.entry(key).or_default());
+    }
+    crate::counts::add(conn, &counts)?;
     for chunk in rows.chunks(500) {
         // Multi-row inserts are outside MultiConnection's subset; both backends speak them.
         crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table)
@@ -267,9 +280,11 @@ impl InstanceRepository for DieselInstanceRepository {
                 let mut stale = 0;
                 let mut made = carrier();
                 let mut markers = HashMap::new();
+                let mut counts = Counts::new();
                 for advance in advances {
                     let InstanceAdvance {
                         mut instance,
+                        before,
                         invocation_created,
                         cards,
                         events,
@@ -301,6 +316,16 @@ impl InstanceRepository for DieselInstanceRepository {
                         stale += 1;
                         continue;
                     }
+                    run::tally(
+                        Some((&before.0, before.1)),
+                        (&instance.records, instance.state),
+                        counts
+                            .entry((
+                                instance.environment_id.clone(),
+                                instance.invocation_id.clone(),
+                            ))
+                            .or_default(),
+                    );
                     if !cards.is_empty() {
                         let n = cards.len() as i64;
                         diesel::update(
@@ -314,6 +339,7 @@ impl InstanceRepository for DieselInstanceRepository {
                     made.cards.extend(cards);
                     made.events.extend(events);
                 }
+                crate::counts::add(conn, &counts)?;
                 if !made.cards.is_empty() {
                     let mut totals = Totals::default();
                     RunWrites::of(&[&made], conn.backend())
@@ -350,6 +376,17 @@ impl InstanceRepository for DieselInstanceRepository {
             })
             .await?;
         row.map(InstanceRow::into_instance).transpose()
+    }
+
+    async fn counts(
+        &self,
+        environment_id: &str,
+        invocation_id: &str,
+    ) -> Result<Vec<(String, String, i64)>, StorageError> {
+        let (env, inv) = (environment_id.to_owned(), invocation_id.to_owned());
+        self.db
+            .run(move |conn| crate::counts::of(conn, &env, &inv))
+            .await
     }
 
     async fn of_invocation(

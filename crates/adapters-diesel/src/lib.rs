@@ -14,6 +14,7 @@ mod bulk;
 mod cancel;
 mod cards;
 mod columns;
+mod counts;
 pub mod crypto;
 pub mod db;
 mod error;

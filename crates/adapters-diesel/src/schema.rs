@@ -458,8 +458,19 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    instance_counts (environment_id, invocation_id, step_id, metric) {
+        environment_id -> Text,
+        invocation_id -> Text,
+        step_id -> Text,
+        metric -> Text,
+        n -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     flow_instances,
+    instance_counts,
     sdk_keys,
     flow_folders,
     leases,

@@ -4925,6 +4925,7 @@ mod instances {
 
     /// The instance run on at `at`: its waits that came ended, nothing made.
     fn advanced(mut instance: FlowInstance, at: i64) -> InstanceAdvance {
+        let before = (instance.records.clone(), instance.state);
         let on = run::resume(
             &program(),
             &Map::new(),
@@ -4939,6 +4940,7 @@ mod instances {
         instance.updated = t(at);
         InstanceAdvance {
             instance,
+            before,
             invocation_created: t(2),
             cards: Vec::new(),
             events: Vec::new(),
@@ -5014,6 +5016,21 @@ mod instances {
         ));
         assert_eq!(stored.state, InstanceState::Active, "listen still waits");
         assert_eq!(stored.due, Some(t(3600)));
+        // Counted once: the stale save added nothing.
+        let counts = repo.counts("env_a", "inv_1").await.expect("counts");
+        let n = |step: &str, metric: &str| {
+            counts
+                .iter()
+                .find(|(s, m, _)| s == step && m == metric)
+                .map_or(0, |(_, _, n)| *n)
+        };
+        assert_eq!(n("", "active"), 1);
+        assert_eq!(n("pause", "reached"), 1);
+        assert_eq!(n("pause", "done"), 1);
+        assert_eq!(n("pause", "waiting"), 0);
+        assert_eq!(n("pause", "outcome.elapsed"), 1);
+        assert_eq!(n("listen", "waiting"), 1);
+        assert!(repo.counts("env_b", "inv_1").await.expect("b").is_empty());
         assert!(
             repo.claim_due(t(98), lease(), 10)
                 .await

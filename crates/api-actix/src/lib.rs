@@ -44,6 +44,8 @@ pub struct AppState {
     pub flows: Arc<FlowService>,
     pub audience: Arc<AudienceService>,
     pub triggers: Arc<TriggerService>,
+    /// Flow instances of flows that wait or branch (contract §21).
+    pub instances: Arc<domain::trigger::instances::InstanceService>,
     pub cards: Arc<CardService>,
     pub webhooks: Arc<domain::webhook::WebhookService>,
     pub cancels: Arc<domain::cancel::CancelService>,

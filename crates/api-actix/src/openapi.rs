@@ -12,8 +12,8 @@ use crate::problem::{problem, NotFound};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, feed, flows, folders, oauth, ops, push, sdk_keys,
-    stats, tasks, trigger, webhooks,
+    audience, bulk, credentials, environments, feed, flows, folders, instances, oauth, ops, push,
+    sdk_keys, stats, tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -34,7 +34,7 @@ every response carries `X-Request-Id`.",
         audience::update_segment, audience::delete_segment, audience::list_streams,
         audience::create_stream, audience::delete_stream,
         tasks::cancel, tasks::cancel_status, tasks::list, bulk::create_live, bulk::create_test, bulk::status, bulk::upload,
-        trigger::start, trigger::test, trigger::invocation, trigger::invocations, trigger::feed, feed::count, feed::stream, trigger::act, trigger::events,
+        trigger::start, trigger::test, trigger::invocation, instances::instance, trigger::invocations, trigger::feed, feed::count, feed::stream, trigger::act, trigger::events,
         webhooks::subscribe, webhooks::list, webhooks::get, webhooks::update, webhooks::disable, webhooks::enable,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend, webhooks::recover,
         push::list, push::create, push::update, push::delete, push::set_enabled, push::register_device, push::unregister_device, push::list_devices, push::card_pushes,

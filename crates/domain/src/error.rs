@@ -65,6 +65,8 @@ pub enum Resource {
     Device,
     /// An SDK key.
     SdkKey,
+    /// A user's flow instance in an invocation of a flow that waits or branches.
+    FlowInstance,
 }
 
 impl fmt::Display for Resource {
@@ -87,6 +89,7 @@ impl fmt::Display for Resource {
             Resource::PushPlatform => "push notification platform",
             Resource::Device => "device of this end user",
             Resource::SdkKey => "SDK key",
+            Resource::FlowInstance => "flow instance of this user in this invocation",
         })
     }
 }

@@ -111,13 +111,18 @@ impl App {
             )
             .with_reread(reread),
         );
-        // Contract §21: flow instances that wait, run on as they come due.
+        // Contract §21: flow instances that wait, run on as they come due, and read.
+        let instance_repo = Arc::new(adapters_diesel::DieselInstanceRepository::new(db.clone()));
         let waits = Arc::new(domain::trigger::waits::Waits::new(
             flows.clone(),
             invocations.clone(),
-            Arc::new(adapters_diesel::DieselInstanceRepository::new(db.clone())),
+            instance_repo.clone(),
             streams.clone(),
             clock.clone(),
+        ));
+        let instances = Arc::new(domain::trigger::instances::InstanceService::new(
+            invocations.clone(),
+            instance_repo,
         ));
         let engine = Arc::new(
             Engine::new(
@@ -267,6 +272,7 @@ impl App {
             )),
             feed,
             hub,
+            instances,
             sdk: Arc::new(domain::sdk::SdkKeyService::new(
                 Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
                 users.clone(),

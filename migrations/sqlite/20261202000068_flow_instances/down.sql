@@ -1,1 +1,2 @@
+DROP TABLE instance_counts;
 DROP TABLE flow_instances;

@@ -22,3 +22,15 @@ CREATE TABLE flow_instances (
 CREATE UNIQUE INDEX flow_instances_user ON flow_instances (environment_id, invocation_id, user_id);
 -- The worker's claim: active instances by when they are due.
 CREATE INDEX flow_instances_due ON flow_instances (due) WHERE status = 'active';
+-- What an invocation's instances did, counted as they go (in the transactions that change
+-- them): per instance state (`step_id` empty: `active`, `completed`, `cancelled`, `failed`),
+-- and per step `reached`, the steps in each state (`waiting`, `done`, `cancelled`, `failed`)
+-- and each outcome (`outcome.<name>`).
+CREATE TABLE instance_counts (
+    environment_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (environment_id, invocation_id, step_id, metric)
+);

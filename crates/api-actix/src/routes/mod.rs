@@ -7,6 +7,7 @@ pub mod environments;
 pub mod feed;
 pub mod flows;
 pub mod folders;
+pub mod instances;
 pub mod oauth;
 pub mod ops;
 pub mod push;

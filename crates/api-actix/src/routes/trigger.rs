@@ -1,9 +1,12 @@
 //! Triggering flows (spec 4.2 test/start, 4.3), invocation progress (contract §4), and the
 //! end-user card API the SDKs would call (contract §4).
 
+use std::collections::BTreeMap;
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
 use domain::id::{CardId, EndUserId, EnvironmentId, FlowId, InvocationId};
+use domain::trigger::instances::InvocationView;
 use domain::trigger::Mode;
 use domain::trigger::{Invocation, InvocationFilter, InvocationStatus};
 use domain::{FieldError, PageRequest, Permission};
@@ -11,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::instances::{counts_of, StepCountsDto};
 use super::query::{cursor, one_of, Query};
 use super::timestamp;
 use crate::auth::{Caller, UserCaller};
@@ -55,11 +59,38 @@ pub struct InvocationDto {
     pub created: String,
     #[schema(format = DateTime)]
     pub updated: String,
+    /// For a flow that waits or branches (contract §21): its instances by state (`active`,
+    /// `completed`, `cancelled`, `failed`). The invocation stays `running` while one is
+    /// `active`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instances: Option<BTreeMap<String, u64>>,
+    /// For a flow that waits or branches: per step id, the instances that reached it, wait at
+    /// it, are done with it, and by outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<BTreeMap<String, StepCountsDto>>,
+}
+
+impl From<InvocationView> for InvocationDto {
+    fn from(view: InvocationView) -> Self {
+        let status = view.status();
+        let (instances, steps) = match view.instances.map(counts_of) {
+            Some((instances, steps)) => (Some(instances), Some(steps)),
+            None => (None, None),
+        };
+        InvocationDto {
+            status: status.as_str(),
+            instances,
+            steps,
+            ..view.invocation.into()
+        }
+    }
 }
 
 impl From<Invocation> for InvocationDto {
     fn from(i: Invocation) -> Self {
         InvocationDto {
+            instances: None,
+            steps: None,
             created: timestamp(&i.created),
             updated: timestamp(&i.updated),
             flow_invocation_id: i.id.into(),
@@ -273,7 +304,7 @@ pub async fn invocation(
 ) -> Result<HttpResponse, ApiError> {
     let (env, flow, id) = path.into_inner();
     let invocation = state
-        .triggers
+        .instances
         .invocation(&caller.0, &env, &flow, &id)
         .await?;
     Ok(HttpResponse::Ok().json(InvocationResponse {
@@ -535,6 +566,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource(format!("{FLOW}/invocations/{{flowInvocationId}}"))
             .route(web::get().to(invocation)),
+    )
+    .service(
+        web::resource(format!(
+            "{FLOW}/invocations/{{flowInvocationId}}/users/{{endUserId}}"
+        ))
+        .route(web::get().to(super::instances::instance)),
     )
     .service(
         web::resource("/v1/{environmentId}/users/{endUserId}/cards").route(web::get().to(feed)),

@@ -2,15 +2,19 @@
 //! waits or branches reaches, with a record per step it reached, and when to look at it again.
 //! Their port; [`super::waits::Waits`] runs them on.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Duration;
 
+use super::invocation::{Invocation, InvocationRepository, InvocationStatus};
 use crate::card::{AnalyticsEvent, CardInstance};
 use crate::flow::steps::run::Records;
 use crate::flow::steps::{ClosedCard, InstanceState};
-use crate::{StorageError, Timestamp};
+use crate::id::{EnvironmentId, FlowId, InvocationId};
+use crate::tenancy::{Permission, Principal};
+use crate::{DomainError, Resource, StorageError, Timestamp};
 
 /// How many due instances one claim takes, oldest deadline first.
 pub const CLAIM_INSTANCES: usize = 500;
@@ -54,6 +58,8 @@ pub struct FlowInstance {
 pub struct InstanceAdvance {
     /// The instance as it is to be stored; its `revision` is the one it was read at.
     pub instance: FlowInstance,
+    /// Its records and state as they were read, for its invocation's counts.
+    pub before: (Records, InstanceState),
     /// When its invocation was created: the cancels of its flow accepted since then apply.
     pub invocation_created: Timestamp,
     /// The cards its steps made, shared with their events.
@@ -105,6 +111,15 @@ pub trait InstanceRepository: Send + Sync {
         user_id: &str,
     ) -> Result<Option<FlowInstance>, StorageError>;
 
+    /// What the invocation's instances did: `(step id, metric, count)`, the step id empty for
+    /// the instances' states (see [`crate::flow::steps::run::tally`]); none for an invocation
+    /// of a flow that neither waits nor branches.
+    async fn counts(
+        &self,
+        environment_id: &str,
+        invocation_id: &str,
+    ) -> Result<Vec<(String, String, i64)>, StorageError>;
+
     /// Up to `limit` instances of the invocation, in user order after `after_user`.
     async fn of_invocation(
         &self,
@@ -113,4 +128,160 @@ pub trait InstanceRepository: Send + Sync {
         after_user: Option<String>,
         limit: usize,
     ) -> Result<Vec<FlowInstance>, StorageError>;
+}
+
+/// What one step of an invocation's instances did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepCounts {
+    /// Instances that reached it.
+    pub reached: u64,
+    /// Of those, instances waiting at it now.
+    pub waiting: u64,
+    /// Of those, instances for which it is done.
+    pub done: u64,
+    /// The done ones by outcome.
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+/// What an invocation's instances did (contract §21): how many are in each state, and per
+/// step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceCounts {
+    /// By state: `active`, `completed`, `cancelled`, `failed` (each present, 0 or more).
+    pub instances: BTreeMap<String, u64>,
+    /// By step id.
+    pub steps: BTreeMap<String, StepCounts>,
+}
+
+impl InstanceCounts {
+    /// The counts of stored `(step id, metric, n)` rows; none when there are none.
+    pub fn of(rows: Vec<(String, String, i64)>) -> Option<Self> {
+        if rows.is_empty() {
+            return None;
+        }
+        let mut counts = InstanceCounts::default();
+        for state in InstanceState::ALL {
+            counts.instances.insert(state.as_str().to_owned(), 0);
+        }
+        for (step, metric, n) in rows {
+            let n = u64::try_from(n).unwrap_or(0);
+            if step.is_empty() {
+                counts.instances.insert(metric, n);
+                continue;
+            }
+            let entry = counts.steps.entry(step).or_default();
+            match metric.as_str() {
+                "reached" => entry.reached = n,
+                "waiting" => entry.waiting = n,
+                "done" => entry.done = n,
+                other => {
+                    if let Some(outcome) = other.strip_prefix("outcome.") {
+                        if n > 0 {
+                            entry.outcomes.insert(outcome.to_owned(), n);
+                        }
+                    }
+                }
+            }
+        }
+        Some(counts)
+    }
+
+    /// Instances with a step still waiting.
+    pub fn active(&self) -> u64 {
+        self.instances.get("active").copied().unwrap_or(0)
+    }
+}
+
+/// An invocation with what its instances did, for a flow that waits or branches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvocationView {
+    /// The invocation as stored.
+    pub invocation: Invocation,
+    /// Its instances' counts; none for a flow that neither waits nor branches.
+    pub instances: Option<InstanceCounts>,
+}
+
+impl InvocationView {
+    /// Its status as users see it: `running` while an instance of it still waits, even once
+    /// every user had its batch.
+    pub fn status(&self) -> InvocationStatus {
+        match (&self.instances, self.invocation.status) {
+            (Some(counts), InvocationStatus::Completed) if counts.active() > 0 => {
+                InvocationStatus::Running
+            }
+            (_, status) => status,
+        }
+    }
+}
+
+/// Reads of flow instances for the API: an invocation with its instances' counts, and one
+/// user's instance.
+pub struct InstanceService {
+    invocations: Arc<dyn InvocationRepository>,
+    instances: Arc<dyn InstanceRepository>,
+}
+
+impl InstanceService {
+    /// Reads through these ports.
+    pub fn new(
+        invocations: Arc<dyn InvocationRepository>,
+        instances: Arc<dyn InstanceRepository>,
+    ) -> Self {
+        Self {
+            invocations,
+            instances,
+        }
+    }
+
+    /// The invocation `id` of the flow, with its instances' counts. Needs
+    /// [`Permission::ActionFlowsRead`]; another flow's invocation is [`DomainError::NotFound`].
+    pub async fn invocation(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        id: &InvocationId,
+    ) -> Result<InvocationView, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let invocation = self
+            .invocations
+            .get(env, id)
+            .await?
+            .filter(|i| i.flow_id == flow_id.as_str())
+            .ok_or(DomainError::NotFound(Resource::Invocation))?;
+        let instances = InstanceCounts::of(self.instances.counts(env, id).await?);
+        Ok(InvocationView {
+            invocation,
+            instances,
+        })
+    }
+
+    /// The instance of `user` in the invocation `id` of the flow. Needs
+    /// [`Permission::ActionFlowsRead`]. An invocation of another flow, or a user it did not
+    /// reach with a stored instance, is [`DomainError::NotFound`].
+    pub async fn instance(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        id: &InvocationId,
+        user: &str,
+    ) -> Result<FlowInstance, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        self.invocations
+            .get(env, id)
+            .await?
+            .filter(|i| i.flow_id == flow_id.as_str())
+            .ok_or(DomainError::NotFound(Resource::Invocation))?;
+        let mut instance = self
+            .instances
+            .get(env, id, user)
+            .await?
+            .ok_or(DomainError::NotFound(Resource::FlowInstance))?;
+        if instance.state == InstanceState::Cancelled {
+            // A cancel stops an instance in one statement; its steps read as it left them.
+            crate::flow::steps::run::cancel(&mut instance.records, instance.updated);
+        }
+        Ok(instance)
+    }
 }

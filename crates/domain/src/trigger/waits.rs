@@ -184,6 +184,7 @@ impl Waits {
             // Claimed before its time (a card closing that concerned none of its waits): stored
             // again as it was, due at its deadline.
             return Ok(Some(InstanceAdvance {
+                before: (instance.records.clone(), instance.state),
                 instance: next,
                 invocation_created,
                 cards: Vec::new(),
@@ -209,6 +210,7 @@ impl Waits {
             now,
         );
         Ok(Some(InstanceAdvance {
+            before: (instance.records.clone(), instance.state),
             instance: next,
             invocation_created,
             cards,
@@ -249,6 +251,7 @@ fn listened_cards(program: &crate::flow::steps::Program, records: &Records) -> V
 
 /// An instance stored failed: its waiting steps failed with `error`.
 fn failed(instance: FlowInstance, error: &str, now: Timestamp) -> InstanceAdvance {
+    let before = (instance.records.clone(), instance.state);
     let mut next = instance;
     for record in next.records.values_mut() {
         if !record.state.is_final() {
@@ -262,6 +265,7 @@ fn failed(instance: FlowInstance, error: &str, now: Timestamp) -> InstanceAdvanc
     next.due = None;
     next.updated = now;
     InstanceAdvance {
+        before,
         invocation_created: next.created,
         instance: next,
         cards: Vec::new(),

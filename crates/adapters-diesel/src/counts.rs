@@ -1,0 +1,72 @@
+//! What an invocation's flow instances did, counted as they go (`instance_counts`), in the
+//! transaction that changes them (contract §21; the metrics are those of
+//! [`domain::flow::steps::run::tally`]).
+
+use std::collections::BTreeMap;
+
+use diesel::prelude::*;
+use diesel::upsert::excluded;
+
+use crate::db::{AnyConnection, Failure};
+use crate::schema::instance_counts;
+
+/// Counts by (environment, invocation), then by (step id, metric).
+pub(crate) type Counts = BTreeMap<(String, String), BTreeMap<(String, String), i64>>;
+
+#[derive(Insertable)]
+#[diesel(table_name = instance_counts)]
+struct CountRow<'a> {
+    environment_id: &'a str,
+    invocation_id: &'a str,
+    step_id: &'a str,
+    metric: &'a str,
+    n: i64,
+}
+
+/// Adds `counts` to the stored ones, a row at a time (an instance change touches a few).
+pub(crate) fn add(conn: &mut AnyConnection, counts: &Counts) -> Result<(), Failure> {
+    for ((env, invocation), deltas) in counts {
+        for ((step, metric), n) in deltas {
+            if *n == 0 {
+                continue;
+            }
+            let row = CountRow {
+                environment_id: env,
+                invocation_id: invocation,
+                step_id: step,
+                metric,
+                n: *n,
+            };
+            // ON CONFLICT is outside MultiConnection's subset; both backends speak it.
+            crate::per_backend!(&mut *conn, c => diesel::insert_into(instance_counts::table)
+                .values(&row)
+                .on_conflict((
+                    instance_counts::environment_id,
+                    instance_counts::invocation_id,
+                    instance_counts::step_id,
+                    instance_counts::metric,
+                ))
+                .do_update()
+                .set(instance_counts::n.eq(instance_counts::n + excluded(instance_counts::n)))
+                .execute(c))?;
+        }
+    }
+    Ok(())
+}
+
+/// The stored counts of an invocation: `(step id, metric, n)`.
+pub(crate) fn of(
+    conn: &mut AnyConnection,
+    environment_id: &str,
+    invocation_id: &str,
+) -> Result<Vec<(String, String, i64)>, Failure> {
+    Ok(instance_counts::table
+        .filter(instance_counts::environment_id.eq(environment_id))
+        .filter(instance_counts::invocation_id.eq(invocation_id))
+        .select((
+            instance_counts::step_id,
+            instance_counts::metric,
+            instance_counts::n,
+        ))
+        .load(conn)?)
+}
