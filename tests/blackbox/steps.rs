@@ -372,10 +372,86 @@ async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
     assert_eq!(done["status"], "completed", "{done}");
 }
 
+/// A publish with `cancelActiveInstances` cancels the instances of older versions that wait,
+/// and their cards; a start of the new version runs.
+async fn a_publish_can_cancel_the_instances_of_older_versions(s: Server) {
+    users(&s, json!([{"id": "u1"}, {"id": "u2"}])).await;
+    let config = |second: &str| {
+        program(
+            &["first"],
+            json!({"first": card_step("First", &["pause"]),
+                   "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["second"]},
+                   "second": card_step(second, &[])}),
+            &["First", second],
+            json!({}),
+        )
+    };
+    let flow = flow_publishing(&s, "Versions", config("Second")).await;
+    let old = start(&s, &flow, &["u1"], json!({})).await;
+    headlines_become(&s, "u1", &["First"], Duration::from_secs(10)).await;
+    let publish = format!("/v1/{}/action-flow/{flow}/config/publish", s.env);
+    let bad = call(
+        &s,
+        "POST",
+        &publish,
+        Some(&s.admin_secret),
+        Some(json!({"config": config("Other"), "cancelActiveInstances": "yes"})),
+    )
+    .await;
+    assert_eq!(
+        bad.problem(400, "validation_failed"),
+        ["cancelActiveInstances"]
+    );
+    let published = call(
+        &s,
+        "POST",
+        &publish,
+        Some(&s.admin_secret),
+        Some(json!({"config": config("Other"), "cancelActiveInstances": true})),
+    )
+    .await;
+    assert_eq!(published.status, 200, "{}", published.text);
+    assert_eq!(published.body["data"]["version"], 2);
+    let task = published.body["data"]["cancelTaskId"]
+        .as_str()
+        .expect("cancelTaskId")
+        .to_owned();
+    let status = format!("/v1/{}/action-flow/{flow}/task/{task}/status", s.env);
+    let started = Instant::now();
+    let done = loop {
+        let reply = call(&s, "GET", &status, Some(&s.admin_secret), None).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        if reply.body["status"] != "processing" {
+            break reply.body;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}",
+            reply.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["actual"], 1, "{done}");
+    // Its card cancelled, its wait stopped: nothing after it.
+    headlines_become(&s, "u1", &[], Duration::from_secs(5)).await;
+    let fresh = start(&s, &flow, &["u2"], json!({})).await;
+    headlines_become(&s, "u2", &["First"], Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(headlines(&s, "u1").await.is_empty());
+    assert_eq!(headlines(&s, "u2").await, ["First", "Other"]);
+    assert_eq!(instance(&s, &flow, &old, "u1").await["state"], "cancelled");
+    assert_eq!(
+        instance(&s, &flow, &fresh, "u2").await["state"],
+        "completed"
+    );
+}
+
 blackbox!(
     a_reminder_comes_after_its_wait,
     a_rating_branches_on_the_submitted_value,
     a_card_closed_before_its_wait_starts_is_heard,
     a_wait_until_a_date_variable_less_a_day,
     a_cancel_during_a_wait_stops_what_follows,
+    a_publish_can_cancel_the_instances_of_older_versions,
 );

@@ -29,6 +29,7 @@ pub(crate) struct TaskRow {
     end_user_id: Option<String>,
     invocation_id: Option<String>,
     flow_version: Option<i32>,
+    before_version: Option<i32>,
     cancel_cards: bool,
     status: String,
     expected: Option<i64>,
@@ -54,6 +55,10 @@ pub(crate) fn task(row: TaskRow) -> Result<CancelTask, StorageError> {
             invocation_id: row.invocation_id,
             flow_version: row
                 .flow_version
+                .map(|v| read_number("cancel flow version", v))
+                .transpose()?,
+            before_version: row
+                .before_version
                 .map(|v| read_number("cancel flow version", v))
                 .transpose()?,
             cancel_cards: row.cancel_cards,
@@ -142,6 +147,16 @@ fn version_of(t: &CancelTask) -> Result<Option<i32>, Failure> {
         .map_err(Failure::Domain)
 }
 
+/// The version before which the task's instances are (a publish's cancel), in its column's
+/// type.
+fn before_of(t: &CancelTask) -> Result<Option<i32>, Failure> {
+    t.filter
+        .before_version
+        .map(|v| write_number("cancel flow version", v))
+        .transpose()
+        .map_err(Failure::Domain)
+}
+
 /// The cards of the task's matching instances: its flow, the instance still active, narrowed
 /// by its filter's user and version. A flow instance is stored on its cards (`instance_status`,
 /// the same on each; migration 14), all made at one time, so these are the matching instances'
@@ -167,6 +182,9 @@ macro_rules! matching_cards {
         }
         if let Some(v) = version {
             q = q.filter(card_instances::flow_version.eq(v));
+        }
+        if let Some(v) = before_of(t)? {
+            q = q.filter(card_instances::flow_version.lt(v));
         }
         q
     }};
@@ -195,6 +213,9 @@ fn next_invocations(
     if let Some(v) = version_of(t)? {
         q = q.filter(invocations::flow_version.eq(v));
     }
+    if let Some(v) = before_of(t)? {
+        q = q.filter(invocations::flow_version.lt(v));
+    }
     if let Some((created, id)) = after {
         // The first bound alone lets the index be read from that instant on.
         q = q.filter(invocations::created.ge(At(*created))).filter(
@@ -208,7 +229,7 @@ fn next_invocations(
 
 /// On PostgreSQL, the task's matching cards of a group of invocations, one lookup of
 /// `card_instances_once` per invocation ($1 the invocations, then the environment, flow,
-/// instance status, and the filter's user and version or null). Not `invocation_id =
+/// instance status, and the filter's user, version and version bound, or null). Not `invocation_id =
 /// ANY(...)`, nor a join PostgreSQL may flatten (`OFFSET 0` keeps it from that): with
 /// statistics of a smaller table than the one read (a table just filled, before its next
 /// `ANALYZE`), those were planned as a scan of the environment's cards through
@@ -218,6 +239,7 @@ const PG_GROUP: &str = "FROM unnest($1::text[]) AS i (id) CROSS JOIN LATERAL (\
     WHERE c.environment_id = $2 AND c.invocation_id = i.id AND c.flow_id = $3 \
     AND c.instance_status = $4 \
     AND ($5::text IS NULL OR c.user_id = $5) AND ($6::integer IS NULL OR c.flow_version = $6) \
+    AND ($7::integer IS NULL OR c.flow_version < $7) \
     OFFSET 0) c";
 
 /// `query` (of [`PG_GROUP`]'s binds) bound for the task and the invocations `names`.
@@ -233,6 +255,7 @@ macro_rules! pg_group {
             .bind::<Text, _>(InstanceStatus::Active.as_str())
             .bind::<Nullable<Text>, _>(t.filter.end_user_id.clone())
             .bind::<Nullable<Integer>, _>(version)
+            .bind::<Nullable<Integer>, _>(before_of(t)?)
     }};
 }
 
@@ -257,7 +280,7 @@ fn group(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     Ok(match &mut *conn {
         AnyConnection::Postgresql(c) => {
-            let sql = format!("SELECT c.id, c.invocation_id, c.user_id {PG_GROUP} LIMIT $7");
+            let sql = format!("SELECT c.id, c.invocation_id, c.user_id {PG_GROUP} LIMIT $8");
             pg_group!(sql, t, names)
                 .bind::<diesel::sql_types::BigInt, _>(limit)
                 .load::<Found>(c)?
@@ -294,7 +317,7 @@ fn counted(
         AnyConnection::Postgresql(c) => {
             let sql = format!(
                 "SELECT count(DISTINCT c.flow_instance_id) AS instances, \
-                 count(*) FILTER (WHERE c.status = ANY($7)) AS cards {PG_GROUP}"
+                 count(*) FILTER (WHERE c.status = ANY($8)) AS cards {PG_GROUP}"
             );
             let n: Counted = pg_group!(sql, t, names)
                 .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(
@@ -435,6 +458,11 @@ impl CancelRepository for DieselCancelRepository {
             end_user_id: t.filter.end_user_id.clone(),
             invocation_id: t.filter.invocation_id.clone(),
             flow_version,
+            before_version: t
+                .filter
+                .before_version
+                .map(|v| write_number("cancel flow version", v))
+                .transpose()?,
             cancel_cards: t.filter.cancel_cards,
             status: t.status.as_str().into(),
             expected: None,
@@ -684,6 +712,43 @@ impl CancelRepository for DieselCancelRepository {
             })
             .await
     }
+}
+
+/// Inside a publish's transaction (contract §21, `cancelActiveInstances`): the cancel task of
+/// the flow's active instances of the versions before the one published, cards included. The
+/// flow's row is locked by the publish's own update, as [`CancelRepository::create`] locks it.
+pub(crate) fn insert_publish_cancel(
+    conn: &mut AnyConnection,
+    environment_id: &str,
+    flow_id: &str,
+    older: &domain::flow::CancelOlder,
+) -> Result<(), Failure> {
+    let row = TaskRow {
+        id: older.task_id.clone(),
+        environment_id: environment_id.to_owned(),
+        flow_id: flow_id.to_owned(),
+        end_user_id: None,
+        invocation_id: None,
+        flow_version: None,
+        before_version: Some(
+            write_number("cancel flow version", older.before_version).map_err(Failure::Domain)?,
+        ),
+        cancel_cards: true,
+        status: CancelStatus::Processing.as_str().into(),
+        expected: None,
+        actual: 0,
+        cards_expected: None,
+        cards_actual: 0,
+        errors: "[]".into(),
+        lease_until: None,
+        created: older.at.naive_utc(),
+        updated: older.at.naive_utc(),
+    };
+    diesel::insert_into(cancel_tasks::table)
+        .values(&row)
+        .execute(conn)?;
+    crate::db::notices::queued(crate::Work::Cancels);
+    Ok(())
 }
 
 /// Inside a cancel's transaction: these instances of the environment, when still active, are

@@ -310,32 +310,7 @@ impl FlowRepository for DieselFlowRepository {
                 if diesel::update(target).set(&row).execute(conn)? == 0 {
                     return Err(Failure::Domain(StorageError::StaleRevision));
                 }
-                match &change {
-                    VersionChange::None => {}
-                    VersionChange::Insert(version) => insert_version(conn, version)?,
-                    VersionChange::Update(version) => {
-                        let version_row =
-                            VersionRow::from_version(version).map_err(Failure::Domain)?;
-                        let key = action_flow_versions::table.filter(
-                            action_flow_versions::flow_id
-                                .eq(&version_row.flow_id)
-                                .and(action_flow_versions::version.eq(version_row.version)),
-                        );
-                        diesel::update(key).set(&version_row).execute(conn)?;
-                    }
-                    VersionChange::Delete(number_to_delete) => {
-                        let version: i32 = write_number("flow version number", *number_to_delete)
-                            .map_err(Failure::Domain)?;
-                        diesel::delete(
-                            action_flow_versions::table.filter(
-                                action_flow_versions::flow_id
-                                    .eq(&row.id)
-                                    .and(action_flow_versions::version.eq(version)),
-                            ),
-                        )
-                        .execute(conn)?;
-                    }
-                }
+                apply(conn, &row, &change)?;
                 Ok(())
             })
             .await
@@ -401,4 +376,38 @@ impl SettingsRepository for DieselSettingsRepository {
             })
             .await
     }
+}
+
+/// Applies `change` to the version rows of the flow `row`, in the save's transaction.
+fn apply(conn: &mut AnyConnection, row: &FlowRow, change: &VersionChange) -> Result<(), Failure> {
+    match change {
+        VersionChange::None => {}
+        VersionChange::Insert(version) => insert_version(conn, version)?,
+        VersionChange::Update(version) => {
+            let version_row = VersionRow::from_version(version).map_err(Failure::Domain)?;
+            let key = action_flow_versions::table.filter(
+                action_flow_versions::flow_id
+                    .eq(&version_row.flow_id)
+                    .and(action_flow_versions::version.eq(version_row.version)),
+            );
+            diesel::update(key).set(&version_row).execute(conn)?;
+        }
+        VersionChange::Delete(number_to_delete) => {
+            let version: i32 =
+                write_number("flow version number", *number_to_delete).map_err(Failure::Domain)?;
+            diesel::delete(
+                action_flow_versions::table.filter(
+                    action_flow_versions::flow_id
+                        .eq(&row.id)
+                        .and(action_flow_versions::version.eq(version)),
+                ),
+            )
+            .execute(conn)?;
+        }
+        VersionChange::Cancelling(change, older) => {
+            apply(conn, row, change)?;
+            crate::cancel::insert_publish_cancel(conn, &row.environment_id, &row.id, older)?;
+        }
+    }
+    Ok(())
 }

@@ -324,6 +324,7 @@ diesel::table! {
         cursor_created -> Nullable<Millis>,
         cursor_invocation -> Nullable<Text>,
         cursor_user -> Nullable<Text>,
+        before_version -> Nullable<Integer>,
     }
 }
 

@@ -12,8 +12,8 @@ use crate::problem::{problem, NotFound};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, feed, flows, folders, instances, oauth, ops, push,
-    sdk_keys, stats, tasks, trigger, webhooks,
+    audience, bulk, credentials, environments, feed, flows, folders, instances, oauth, ops,
+    publish, push, sdk_keys, stats, tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -26,8 +26,8 @@ every response carries `X-Request-Id`.",
     ),
     paths(
         folders::list, folders::create, folders::get, folders::rename, folders::delete,
-        flows::list, flows::create, flows::get, flows::update, flows::get_config, flows::publish,
-        flows::save_draft, flows::discard_draft, flows::approve_draft, flows::publish_draft,
+        flows::list, flows::create, flows::get, flows::update, flows::get_config, publish::publish,
+        flows::save_draft, flows::discard_draft, flows::approve_draft, publish::publish_draft,
         flows::archive, flows::unarchive, flows::get_settings, flows::put_settings,
         audience::put_user, audience::get_user, audience::delete_user, audience::list_users,
         audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Duration;
-use rand::RngCore;
+
 use serde_json::Value;
 
 use crate::flow::MAX_FLOW_VERSION;
@@ -53,6 +53,9 @@ pub struct CancelFilter {
     pub flow_version: Option<u32>,
     /// False: the instances stop and their cards stay in the feeds.
     pub cancel_cards: bool,
+    /// Only the instances of versions before this one: set by a publish with
+    /// `cancelActiveInstances` (contract §21), never by a request's body.
+    pub before_version: Option<u32>,
 }
 
 impl CancelFilter {
@@ -207,6 +210,7 @@ impl CancelTask {
                 .as_deref()
                 .is_none_or(|i| i == invocation_id)
             && self.filter.flow_version.is_none_or(|v| v == flow_version)
+            && self.filter.before_version.is_none_or(|v| flow_version < v)
             && self
                 .filter
                 .end_user_id
@@ -241,31 +245,8 @@ impl CancelTask {
     }
 }
 
-/// A random (version 4) UUID, lowercase.
-pub fn new_uuid() -> String {
-    let mut b = [0u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex = crate::secret::hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// Whether `s` is a UUID as [`new_uuid`] writes them (any letter case).
-pub(crate) fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.char_indices().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == '-',
-            _ => c.is_ascii_hexdigit(),
-        })
-}
+pub(crate) use crate::id::is_uuid;
+pub use crate::id::new_uuid;
 
 /// Storage of cancel tasks, and the cancelling itself (a port).
 ///
@@ -576,6 +557,21 @@ mod tests {
             .expect("time")
     }
 
+    #[test]
+    fn a_publishs_cancel_covers_the_versions_before_it_only() {
+        let t = task(CancelFilter {
+            before_version: Some(3),
+            cancel_cards: true,
+            ..Default::default()
+        });
+        assert!(t.covers("inv", 1, t.created, "u1"));
+        assert!(t.covers("inv", 2, t.created, "u1"));
+        assert!(!t.covers("inv", 3, t.created, "u1"), "the version published");
+        assert!(!t.covers("inv", 4, t.created, "u1"));
+        assert!(t.covers_invocation("inv", 2, t.created));
+        assert!(!t.covers_invocation("inv", 3, t.created));
+    }
+
     fn task(filter: CancelFilter) -> CancelTask {
         CancelTask::new(new_uuid(), "env", "flw", filter, t(10))
     }
@@ -591,7 +587,8 @@ mod tests {
                 end_user_id: Some("u1".into()),
                 invocation_id: Some("i1".into()),
                 flow_version: Some(2),
-                cancel_cards: false
+                cancel_cards: false,
+                before_version: None,
             }
         );
         let Err(DomainError::Validation(errors)) = CancelFilter::parse(Some(

@@ -319,6 +319,12 @@ impl FlowRepository for MemoryStore {
         expected_revision: i64,
         change: VersionChange,
     ) -> Result<(), StorageError> {
+        if matches!(change, VersionChange::Cancelling(..)) {
+            // Refused before anything changes: a publish's cancel would be lost here.
+            return Err(StorageError::Internal(
+                "the in-memory store keeps no cancel tasks".into(),
+            ));
+        }
         let mut state = self.state()?;
         let stored = state
             .flows
@@ -349,6 +355,7 @@ impl FlowRepository for MemoryStore {
             VersionChange::Delete(number) => {
                 versions.remove(&number);
             }
+            VersionChange::Cancelling(..) => {}
         }
         let saved = Flow {
             revision: expected_revision.saturating_add(1),

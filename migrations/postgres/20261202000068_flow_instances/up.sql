@@ -34,3 +34,6 @@ CREATE TABLE instance_counts (
     n BIGINT NOT NULL,
     PRIMARY KEY (environment_id, invocation_id, step_id, metric)
 );
+-- A publish with `cancelActiveInstances` accepts a cancel task of the instances of the versions
+-- before the one it published.
+ALTER TABLE cancel_tasks ADD COLUMN before_version INTEGER;

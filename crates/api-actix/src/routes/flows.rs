@@ -109,10 +109,14 @@ pub struct ConfigRecordDto {
     pub approved_by: Option<String>,
     #[schema(format = DateTime)]
     pub published: Option<String>,
+    /// Only after a publish with `cancelActiveInstances` (contract §21): the cancel task of the
+    /// older versions' active instances (`GET .../task/{cancelTaskId}/status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel_task_id: Option<String>,
 }
 
 impl ConfigRecordDto {
-    fn new(flow: &Flow, version: FlowVersion) -> Self {
+    pub(super) fn new(flow: &Flow, version: FlowVersion) -> Self {
         ConfigRecordDto {
             status: match version.shown_status(flow) {
                 ShownStatus::Draft => "DRAFT",
@@ -127,6 +131,7 @@ impl ConfigRecordDto {
             created_by: version.created_by,
             approved_by: version.approved_by,
             config: version.config,
+            cancel_task_id: None,
         }
     }
 }
@@ -189,7 +194,7 @@ fn summary(state: &AppState, flow: Flow) -> HttpResponse {
     })
 }
 
-fn record(flow: &Flow, version: FlowVersion) -> HttpResponse {
+pub(super) fn record(flow: &Flow, version: FlowVersion) -> HttpResponse {
     HttpResponse::Ok().json(ConfigRecordResponse {
         data: ConfigRecordDto::new(flow, version),
     })
@@ -197,7 +202,7 @@ fn record(flow: &Flow, version: FlowVersion) -> HttpResponse {
 
 /// The configuration in a publish or draft body: the body itself, or its `config` member
 /// when the body is `{"config": {...}}`.
-fn config_of(object: Map<String, Value>) -> Value {
+pub(super) fn config_of(object: Map<String, Value>) -> Value {
     match object.get("config") {
         Some(Value::Object(_)) if !object.contains_key("type") && !object.contains_key("steps") => {
             object
@@ -462,34 +467,6 @@ pub async fn get_config(
     Ok(record(&flow, version))
 }
 
-/// Publish a new version from the configuration in the body (or `{"config": ...}`).
-#[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish", tag = "action-flows", operation_id = "publishActionFlowConfig",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration"),
-    responses(
-        (status = 200, description = "The new PUBLISHED version", body = ConfigRecordResponse),
-        (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
-    ),
-    security(("bearer" = ["action_flows:write"]))
-)]
-pub async fn publish(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
-    let config = config_of(json_object(&req, &body)?);
-    let (flow, version) = state.flows.publish(&caller.0, &env, &id, config).await?;
-    Ok(record(&flow, version))
-}
-
 /// Save the draft (validated like a publish). Replacing a draft clears its approval.
 #[utoipa::path(
     put, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "saveActionFlowDraft",
@@ -554,28 +531,6 @@ pub async fn approve_draft(
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
     let (flow, version) = state.flows.approve_draft(&caller.0, &env, &id).await?;
-    Ok(record(&flow, version))
-}
-
-/// Publish the draft (approved first when approvals are enabled).
-#[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish", tag = "action-flows", operation_id = "publishActionFlowDraft",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    responses(
-        (status = 200, description = "The draft, now PUBLISHED", body = ConfigRecordResponse),
-        (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
-    ),
-    security(("bearer" = ["action_flows:write"]))
-)]
-pub async fn publish_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let (flow, version) = state.flows.publish_draft(&caller.0, &env, &id).await?;
     Ok(record(&flow, version))
 }
 
@@ -687,7 +642,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::get().to(list))
             .route(web::post().to(create)),
     )
-    .service(web::resource(format!("{FLOW}/config/publish")).route(web::post().to(publish)))
+    .service(
+        web::resource(format!("{FLOW}/config/publish"))
+            .route(web::post().to(super::publish::publish)),
+    )
     .service(
         web::resource(format!("{FLOW}/config/draft"))
             .route(web::put().to(save_draft))
@@ -697,7 +655,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource(format!("{FLOW}/config/draft/approve")).route(web::post().to(approve_draft)),
     )
     .service(
-        web::resource(format!("{FLOW}/config/draft/publish")).route(web::post().to(publish_draft)),
+        web::resource(format!("{FLOW}/config/draft/publish"))
+            .route(web::post().to(super::publish::publish_draft)),
     )
     .service(
         web::resource(format!("{FLOW}/config/{{flowConfigVersion}}"))

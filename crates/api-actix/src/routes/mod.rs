@@ -10,6 +10,7 @@ pub mod folders;
 pub mod instances;
 pub mod oauth;
 pub mod ops;
+pub mod publish;
 pub mod push;
 pub mod query;
 pub mod sdk_keys;

@@ -250,6 +250,22 @@ pub enum VersionChange {
     Update(FlowVersion),
     /// Delete the version with this number (a discarded draft).
     Delete(u32),
+    /// The change, and with it a cancel task of the flow's active instances of the versions
+    /// before the one published (a publish with `cancelActiveInstances`, contract §21).
+    Cancelling(Box<VersionChange>, CancelOlder),
+}
+
+/// A cancel task a publish writes with its version: it cancels the flow's active instances of
+/// every version before `before_version`, and their open cards, as `POST .../task/cancel`
+/// does (docs/api.md, Cancel).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelOlder {
+    /// The task's id, a UUID, which the publish answers.
+    pub task_id: String,
+    /// The version published.
+    pub before_version: u32,
+    /// When the publish was decided: the task covers the invocations created up to then.
+    pub at: Timestamp,
 }
 
 /// List filters, applied together.

@@ -442,6 +442,33 @@ impl FlowService {
         with_version(self.command(who, env, id, Command::PublishDraft).await?)
     }
 
+    /// Publishes `config` as a new version ([`publish`](Self::publish)), or the draft when
+    /// `config` is `None` ([`publish_draft`](Self::publish_draft)), and in the same transaction
+    /// accepts a cancel task of the flow's active instances of older versions (contract §21,
+    /// `cancelActiveInstances`). Answers the flow, the version and the task's id.
+    ///
+    /// Needs [`Permission::ActionFlowsWrite`] and, for the cancel,
+    /// [`Permission::ActionFlowsTrigger`]; then fails as the publish would.
+    pub async fn publish_cancelling(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &FlowId,
+        config: Option<Value>,
+    ) -> Result<(Flow, FlowVersion, String), DomainError> {
+        who.authorize(env, Permission::ActionFlowsTrigger)?;
+        let command = match config {
+            Some(config) => Command::Publish(config),
+            None => Command::PublishDraft,
+        };
+        let task_id = crate::id::new_uuid();
+        let transition = self
+            .command_cancelling(who, env, id, command, Some(&task_id))
+            .await?;
+        let (flow, version) = with_version(transition)?;
+        Ok((flow, version, task_id))
+    }
+
     /// Archives (`true`) or unarchives (`false`) the flow, and answers it. A flow already so
     /// keeps its `updated` time. Versions stay as they are; they show `ARCHIVED` while the
     /// flow is archived ([`FlowVersion::shown_status`]).
@@ -497,6 +524,19 @@ impl FlowService {
         id: &str,
         command: Command,
     ) -> Result<machine::Transition, DomainError> {
+        self.command_cancelling(who, env, id, command, None).await
+    }
+
+    /// [`command`](Self::command); with `cancel_task`, a publish also writes a cancel task of
+    /// that id for the instances of older versions, in the same transaction.
+    async fn command_cancelling(
+        &self,
+        who: &Principal,
+        env: &str,
+        id: &str,
+        command: Command,
+        cancel_task: Option<&str>,
+    ) -> Result<machine::Transition, DomainError> {
         // Every command of the state machine changes the flow.
         who.authorize(env, Permission::ActionFlowsWrite)?;
         let approvals_enabled =
@@ -521,11 +561,18 @@ impl FlowService {
                 now,
             };
             let transition = machine::decide(&flow, draft.as_ref(), command, &context)?;
-            Ok((
-                transition.flow.clone(),
-                transition.change.clone(),
-                transition,
-            ))
+            let change = match (cancel_task, &transition.version) {
+                (Some(task_id), Some(version)) => VersionChange::Cancelling(
+                    Box::new(transition.change.clone()),
+                    CancelOlder {
+                        task_id: task_id.to_owned(),
+                        before_version: version.version,
+                        at: now,
+                    },
+                ),
+                _ => transition.change.clone(),
+            };
+            Ok((transition.flow.clone(), change, transition))
         })
         .await
     }

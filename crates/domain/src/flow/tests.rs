@@ -248,6 +248,47 @@ async fn publish_creates_the_next_version_with_compare_and_swap() {
     assert_eq!(published.version, 3);
 }
 
+/// Contract §21: a publish with `cancelActiveInstances` writes, with its version, a cancel task
+/// of the instances of the versions before it; it needs the cancel's permission too.
+#[tokio::test]
+async fn a_publish_that_cancels_older_instances_saves_the_task_with_its_version() {
+    let mut m = Mocks::new().approvals(false).stored(Flow {
+        latest_version: 2,
+        published_version: Some(2),
+        ..flow()
+    });
+    m.flows
+        .expect_save()
+        .withf(|_, _, change| {
+            matches!(change, VersionChange::Cancelling(inner, older)
+                if matches!(**inner, VersionChange::Insert(ref v) if v.version == 3)
+                    && older.before_version == 3
+                    && older.at == t0()
+                    && crate::cancel::is_uuid(&older.task_id))
+        })
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    let svc = m.service();
+    let writer = who("key_a");
+    let refused = svc
+        .publish_cancelling(&writer, &ENV.into(), &"flw_1".into(), Some(config()))
+        .await
+        .expect_err("a writer alone cannot cancel");
+    assert!(matches!(refused, DomainError::Forbidden(_)), "{}", code(&refused));
+    let mut both = who("key_a");
+    both.access = KeyAccess::Scopes(vec![
+        Scope::ActionFlowsRead,
+        Scope::ActionFlowsWrite,
+        Scope::ActionFlowsTrigger,
+    ]);
+    let (_, version, task) = svc
+        .publish_cancelling(&both, &ENV.into(), &"flw_1".into(), Some(config()))
+        .await
+        .expect("published");
+    assert_eq!(version.version, 3);
+    assert!(crate::cancel::is_uuid(&task), "{task}");
+}
+
 #[tokio::test]
 async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
     let mut m = Mocks::new().approvals(false);

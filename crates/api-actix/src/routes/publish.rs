@@ -1,0 +1,122 @@
+//! Publishing a flow's configuration, directly or from its draft, optionally cancelling the
+//! active instances of its older versions (contract §21, `cancelActiveInstances`).
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use domain::id::{EnvironmentId, FlowId};
+use domain::{FieldError, Flow, FlowVersion, Permission};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::flows::{config_of, ConfigRecordDto, ConfigRecordResponse};
+use crate::auth::Caller;
+use crate::body::json_object;
+use crate::problem::{ApiError, Problem};
+use crate::AppState;
+
+/// `cancelActiveInstances` taken out of a publish body: absent or `false` is false; any other
+/// value than a boolean is a problem at its name.
+fn cancel_active(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
+    match body.remove("cancelActiveInstances") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(false),
+        Some(Value::Bool(true)) => Ok(true),
+        Some(_) => Err(ApiError::validation(vec![FieldError::new(
+            "cancelActiveInstances",
+            "must be true or false",
+        )])),
+    }
+}
+
+fn answer(flow: &Flow, version: FlowVersion, task: Option<String>) -> HttpResponse {
+    let mut data = ConfigRecordDto::new(flow, version);
+    data.cancel_task_id = task;
+    HttpResponse::Ok().json(ConfigRecordResponse { data })
+}
+
+/// Publish a new version from the configuration in the body (or `{"config": ...}`). With
+/// `"cancelActiveInstances": true` beside it, the active instances of older versions are
+/// cancelled as by a cancel task, whose id the answer carries in `data.cancelTaskId`.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish", tag = "action-flows", operation_id = "publishActionFlowConfig",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration, with an optional `cancelActiveInstances` boolean"),
+    responses(
+        (status = 200, description = "The new PUBLISHED version; with `cancelActiveInstances`, also `cancelTaskId`", body = ConfigRecordResponse),
+        (status = 400, description = "`invalid_config`: every problem, with its path; `validation_failed`: `cancelActiveInstances` not a boolean", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::problem::NotFound),
+        (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["action_flows:write"]))
+)]
+pub async fn publish(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    let mut body = json_object(&req, &body)?;
+    if cancel_active(&mut body)? {
+        let config = config_of(body);
+        let (flow, version, task) = state
+            .flows
+            .publish_cancelling(&caller.0, &env, &id, Some(config))
+            .await?;
+        return Ok(answer(&flow, version, Some(task)));
+    }
+    let config = config_of(body);
+    let (flow, version) = state.flows.publish(&caller.0, &env, &id, config).await?;
+    Ok(answer(&flow, version, None))
+}
+
+/// Publish the draft (approved first when approvals are enabled). An optional JSON body
+/// `{"cancelActiveInstances": true}` cancels the active instances of older versions as by a
+/// cancel task, whose id the answer carries in `data.cancelTaskId`.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish", tag = "action-flows", operation_id = "publishActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body(content = PublishDraftRequest, description = "Optional"),
+    responses(
+        (status = 200, description = "The draft, now PUBLISHED; with `cancelActiveInstances`, also `cancelTaskId`", body = ConfigRecordResponse),
+        (status = 400, description = "`validation_failed`: `cancelActiveInstances` not a boolean", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, response = crate::problem::NotFound),
+        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = ["action_flows:write"]))
+)]
+pub async fn publish_draft(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(EnvironmentId, FlowId)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (env, id) = path.into_inner();
+    // No body, as before the option existed, publishes alone.
+    let cancel = if body.iter().all(u8::is_ascii_whitespace) {
+        false
+    } else {
+        cancel_active(&mut json_object(&req, &body)?)?
+    };
+    if cancel {
+        let (flow, version, task) = state
+            .flows
+            .publish_cancelling(&caller.0, &env, &id, None)
+            .await?;
+        return Ok(answer(&flow, version, Some(task)));
+    }
+    let (flow, version) = state.flows.publish_draft(&caller.0, &env, &id).await?;
+    Ok(answer(&flow, version, None))
+}
+
+/// The optional body of `POST .../config/draft/publish`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the request; the body is read by hand above
+#[schema(example = json!({"cancelActiveInstances": true}))]
+pub struct PublishDraftRequest {
+    /// Cancel the active instances of the flow's older versions (contract §21).
+    cancel_active_instances: Option<bool>,
+}
