@@ -162,3 +162,69 @@ async fn a_replica_five_minutes_ahead_steals_no_lease_and_times_no_card_wrong() 
         (shown - started).num_milliseconds()
     );
 }
+
+/// Contract §21 on §19's clock: with one of two processes 40 s ahead, no wait ends early,
+/// whichever process starts the flow or claims the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_forty_seconds_ahead_ends_no_wait_early() {
+    let Some(db) = prerequisites() else { return };
+    let a = Server::start(db).await;
+    let b = a.replica(&[
+        ("LD_PRELOAD", Some(LIBFAKETIME)),
+        ("FAKETIME", Some("+40")),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", Some("1")),
+        ("FAKETIME_NO_CACHE", Some("1")),
+    ]);
+    let ids: Vec<String> = (0..20).map(|i| format!("skew{i:02}")).collect();
+    users(
+        &a,
+        json!(ids.iter().map(|id| json!({"id": id})).collect::<Vec<_>>()),
+    )
+    .await;
+    let config = crate::steps::program(
+        &["first"],
+        json!({"first": crate::steps::card_step("First", &["pause"]),
+               "pause": {"type": "wait", "properties": {"duration": "PT5S"}, "next": ["second"]},
+               "second": crate::steps::card_step("Second", &[])}),
+        &["First", "Second"],
+        json!({}),
+    );
+    let flow = crate::trigger::flow_publishing(&a, "Skew", config).await;
+    // Half started through each process.
+    let started = std::time::Instant::now();
+    for (n, id) in ids.iter().enumerate() {
+        let through = if n % 2 == 0 { &a } else { &b };
+        let reply = fire(
+            through,
+            &flow,
+            "start",
+            json!({"flows": [{"target": {"type": "user", "targetUserIds": [id]}}]}),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let last_start = started.elapsed();
+    // Until the earliest deadline (5 s after the first start), nobody has a second card.
+    while started.elapsed() < Duration::from_millis(4_800) {
+        for id in &ids {
+            let seen = crate::steps::headlines(&a, id).await;
+            assert!(
+                !seen.iter().any(|h| h == "Second"),
+                "{id} at {:?}: {seen:?}",
+                started.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Then each gets it, within a few seconds of the last deadline.
+    let limit = last_start + Duration::from_secs(15);
+    for id in &ids {
+        loop {
+            if crate::steps::headlines(&a, id).await == ["First", "Second"] {
+                break;
+            }
+            assert!(started.elapsed() < limit, "{id}: no second card");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -8,20 +8,26 @@ use serde_json::{json, Value};
 use crate::cancel::cancelled;
 use crate::support::{blackbox, call, Server};
 use crate::trigger::{feed, fire, flow_publishing, invocation_id, users};
+use adapters_diesel::testing::raw_texts;
 
 /// A card template whose headline is `text`, with a submit button.
-fn template(text: &str) -> Value {
+pub(crate) fn template(text: &str) -> Value {
     json!({"metadata": {"cardName": text},
            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": text}}],
                            "actions": [{"key": "ok", "type": "submitButton", "attributes": {"text": "OK"}}]}})
 }
 
-fn card_step(template: &str, next: &[&str]) -> Value {
+pub(crate) fn card_step(template: &str, next: &[&str]) -> Value {
     json!({"type": "create-card", "properties": {"cardTemplateId": template}, "next": next})
 }
 
 /// A configuration of `steps` (each given its id) from `initial`, with a template per name.
-fn program(initial: &[&str], steps: Value, templates: &[&str], variables: Value) -> Value {
+pub(crate) fn program(
+    initial: &[&str],
+    steps: Value,
+    templates: &[&str],
+    variables: Value,
+) -> Value {
     let mut steps = steps;
     if let Some(all) = steps.as_object_mut() {
         for (id, step) in all.iter_mut() {
@@ -37,7 +43,7 @@ fn program(initial: &[&str], steps: Value, templates: &[&str], variables: Value)
 }
 
 /// The headlines of the user's open cards, sorted.
-async fn headlines(s: &Server, user: &str) -> Vec<String> {
+pub(crate) async fn headlines(s: &Server, user: &str) -> Vec<String> {
     let mut out: Vec<String> = feed(s, user)
         .await
         .iter()
@@ -447,6 +453,79 @@ async fn a_publish_can_cancel_the_instances_of_older_versions(s: Server) {
     );
 }
 
+/// `kill -9` while 10,000 waits are due, then a restart: every user's second card exists once,
+/// and the counts add up.
+async fn a_kill_9_while_waits_are_due_loses_and_repeats_nothing(mut s: Server) {
+    let list: Vec<Value> = (0..10_000)
+        .map(|i| json!({"id": format!("w{i:05}"), "tags": ["waits"]}))
+        .collect();
+    users(&s, Value::Array(list)).await;
+    let config = program(
+        &["first"],
+        json!({"first": card_step("First", &["pause"]),
+               "pause": {"type": "wait", "properties": {"duration": "PT3S"}, "next": ["second"]},
+               "second": card_step("Second", &[])}),
+        &["First", "Second"],
+        json!({}),
+    );
+    let flow = flow_publishing(&s, "Crash", config).await;
+    let id = invocation_id(
+        &fire(
+            &s,
+            &flow,
+            "start",
+            json!({"flows": [{"target": {"type": "tag", "tagName": "waits"}}]}),
+        )
+        .await,
+    );
+    // Kill the server once some second cards are made, while the others are due.
+    let started = Instant::now();
+    let mut seen = Value::Null;
+    while started.elapsed() < Duration::from_secs(60) {
+        seen = invocation(&s, &flow, &id).await;
+        let cards = seen["cardsCreated"].as_u64().unwrap_or(0);
+        if cards > 10_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        seen["cardsCreated"].as_u64().unwrap_or(0) > 10_000,
+        "{seen}"
+    );
+    s.kill_and_restart();
+    let started = Instant::now();
+    let done = loop {
+        let now = invocation(&s, &flow, &id).await;
+        if now["status"] == "completed" {
+            break now;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "before the kill: {seen}; now: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        done["cardsCreated"], 20_000,
+        "before the kill: {seen}; after: {done}"
+    );
+    assert_eq!(done["instances"]["completed"], 10_000, "{done}");
+    assert_eq!(done["steps"]["second"]["reached"], 10_000, "{done}");
+    let stored = raw_texts(
+        s.database_url(),
+        "SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances WHERE step_id = 'second'",
+    );
+    assert_eq!(stored, ["10000"], "one second card per user");
+    for user in ["w00000", "w04999", "w09999"] {
+        assert_eq!(
+            headlines(&s, user).await,
+            ["First", "Second"],
+            "{user} has each card once"
+        );
+    }
+}
+
 blackbox!(
     a_reminder_comes_after_its_wait,
     a_rating_branches_on_the_submitted_value,
@@ -454,4 +533,5 @@ blackbox!(
     a_wait_until_a_date_variable_less_a_day,
     a_cancel_during_a_wait_stops_what_follows,
     a_publish_can_cancel_the_instances_of_older_versions,
+    a_kill_9_while_waits_are_due_loses_and_repeats_nothing,
 );

@@ -566,7 +566,10 @@ mod tests {
         });
         assert!(t.covers("inv", 1, t.created, "u1"));
         assert!(t.covers("inv", 2, t.created, "u1"));
-        assert!(!t.covers("inv", 3, t.created, "u1"), "the version published");
+        assert!(
+            !t.covers("inv", 3, t.created, "u1"),
+            "the version published"
+        );
         assert!(!t.covers("inv", 4, t.created, "u1"));
         assert!(t.covers_invocation("inv", 2, t.created));
         assert!(!t.covers_invocation("inv", 3, t.created));

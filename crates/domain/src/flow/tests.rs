@@ -274,7 +274,11 @@ async fn a_publish_that_cancels_older_instances_saves_the_task_with_its_version(
         .publish_cancelling(&writer, &ENV.into(), &"flw_1".into(), Some(config()))
         .await
         .expect_err("a writer alone cannot cancel");
-    assert!(matches!(refused, DomainError::Forbidden(_)), "{}", code(&refused));
+    assert!(
+        matches!(refused, DomainError::Forbidden(_)),
+        "{}",
+        code(&refused)
+    );
     let mut both = who("key_a");
     both.access = KeyAccess::Scopes(vec![
         Scope::ActionFlowsRead,
