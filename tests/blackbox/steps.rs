@@ -274,6 +274,24 @@ async fn a_rating_branches_on_the_submitted_value(s: Server) {
         json!({"matched": 1, "otherwise": 1}),
         "{done}"
     );
+    // The day's totals (contract §14) count the steps too.
+    let stats = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/action-flow/{flow}/stats", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    assert_eq!(stats.status, 200, "{}", stats.text);
+    let day = &stats.body["data"]["days"][0];
+    assert_eq!(
+        day["steps"]["listen"],
+        json!({"reached": 3, "outcomes": {"submitted": 2, "timeout": 1}}),
+        "{day}"
+    );
+    assert_eq!(day["steps"]["rate"]["outcomes"]["created"], 3, "{day}");
+    assert_eq!(day["steps"]["thanks"]["reached"], 1, "{day}");
 }
 
 /// A card dismissed while an earlier wait runs is heard by the `wait-for-card` step that starts

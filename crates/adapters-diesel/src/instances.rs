@@ -9,10 +9,10 @@ use domain::card::CardStatus;
 use domain::flow::steps::run::{self, Records};
 use domain::flow::steps::{CardClosure, ClosedCard, InstanceState};
 use domain::trigger::instances::{FlowInstance, InstanceAdvance, InstanceRepository};
-use domain::trigger::{BatchResult, InvocationStatus};
+use domain::trigger::{BatchResult, InvocationStatus, Mode};
 use domain::{StorageError, Timestamp};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::counts::Counts;
@@ -85,10 +85,73 @@ impl InstanceRow {
     }
 }
 
-/// Inside a batch's save: the instances its batches start, in statements of 500 rows.
+/// The modes of invocations, by (environment, id): what their instances' daily totals are kept
+/// under. One read per environment.
+fn modes<'a>(
+    conn: &mut AnyConnection,
+    keys: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<HashMap<(String, String), &'static str>, Failure> {
+    let mut by_env: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (env, invocation) in keys {
+        by_env.entry(env).or_default().push(invocation);
+    }
+    let mut out = HashMap::new();
+    for (env, mut ids) in by_env {
+        ids.sort_unstable();
+        ids.dedup();
+        for chunk in ids.chunks(500) {
+            let rows: Vec<(String, String)> = invocations::table
+                .filter(invocations::environment_id.eq(env))
+                .filter(invocations::id.eq_any(chunk))
+                .select((invocations::id, invocations::mode))
+                .load(conn)?;
+            for (id, mode) in rows {
+                let mode = Mode::parse(&mode).unwrap_or(Mode::Live).as_str();
+                out.insert((env.to_owned(), id), mode);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the changes of instances add up to: their invocations' counts and the daily totals of
+/// their steps. `changes` are each instance as it is now, with its records and state before
+/// (none for a new one).
+fn count<'a>(
+    conn: &mut AnyConnection,
+    changes: &[(&'a FlowInstance, Option<(&'a Records, InstanceState)>)],
+    totals: &mut Totals,
+) -> Result<(), Failure> {
+    let modes = modes(
+        conn,
+        changes
+            .iter()
+            .map(|(i, _)| (i.environment_id.as_str(), i.invocation_id.as_str())),
+    )?;
+    let mut counts = Counts::new();
+    for (instance, before) in changes {
+        let mut deltas = BTreeMap::new();
+        run::tally(*before, (&instance.records, instance.state), &mut deltas);
+        let key = (
+            instance.environment_id.clone(),
+            instance.invocation_id.clone(),
+        );
+        let mode = modes.get(&key).copied().unwrap_or(Mode::Live.as_str());
+        totals.steps(instance, mode, &deltas);
+        let sums = counts.entry(key).or_default();
+        for (metric, n) in deltas {
+            *sums.entry(metric).or_insert(0) += n;
+        }
+    }
+    crate::counts::add(conn, &counts)
+}
+
+/// Inside a batch's save: the instances its batches start, in statements of 500 rows, and what
+/// they count.
 pub(crate) fn insert_instances<'a>(
     conn: &mut AnyConnection,
     batches: impl IntoIterator<Item = &'a BatchResult>,
+    totals: &mut Totals,
 ) -> Result<(), Failure> {
     let instances: Vec<&FlowInstance> = batches
         .into_iter()
@@ -102,12 +165,8 @@ pub(crate) fn insert_instances<'a>(
         .map(|i| InstanceRow::of(i))
         .collect::<Result<_, _>>()
         .map_err(Failure::Domain)?;
-    let mut counts = Counts::new();
-    for i in &instances {
-        let key = (i.environment_id.clone(), i.invocation_id.clone());
-        run::tally(None, (&i.records, i.state), counts.entry(key).or_default());
-    }
-    crate::counts::add(conn, &counts)?;
+    let changes: Vec<_> = instances.iter().map(|i| (*i, None)).collect();
+    count(conn, &changes, totals)?;
     for chunk in rows.chunks(500) {
         // Multi-row inserts are outside MultiConnection's subset; both backends speak them.
         crate::per_backend!(&mut *conn, c => diesel::insert_into(flow_instances::table)
@@ -280,7 +339,7 @@ impl InstanceRepository for DieselInstanceRepository {
                 let mut stale = 0;
                 let mut made = carrier();
                 let mut markers = HashMap::new();
-                let mut counts = Counts::new();
+                let mut saved = Vec::new();
                 for advance in advances {
                     let InstanceAdvance {
                         mut instance,
@@ -316,16 +375,6 @@ impl InstanceRepository for DieselInstanceRepository {
                         stale += 1;
                         continue;
                     }
-                    run::tally(
-                        Some((&before.0, before.1)),
-                        (&instance.records, instance.state),
-                        counts
-                            .entry((
-                                instance.environment_id.clone(),
-                                instance.invocation_id.clone(),
-                            ))
-                            .or_default(),
-                    );
                     if !cards.is_empty() {
                         let n = cards.len() as i64;
                         diesel::update(
@@ -338,15 +387,20 @@ impl InstanceRepository for DieselInstanceRepository {
                     }
                     made.cards.extend(cards);
                     made.events.extend(events);
+                    saved.push((instance, before));
                 }
-                crate::counts::add(conn, &counts)?;
+                let mut totals = Totals::default();
+                let changes: Vec<_> = saved
+                    .iter()
+                    .map(|(i, (records, state))| (i, Some((records, *state))))
+                    .collect();
+                count(conn, &changes, &mut totals)?;
                 if !made.cards.is_empty() {
-                    let mut totals = Totals::default();
                     RunWrites::of(&[&made], conn.backend())
                         .map_err(Failure::Domain)?
                         .write(conn, &[&made], &mut totals)?;
-                    totals.flush(conn)?;
                 }
+                totals.flush(conn)?;
                 Ok(stale)
             })
             .await

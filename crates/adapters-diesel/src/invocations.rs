@@ -263,7 +263,7 @@ impl InvocationRepository for DieselInvocationRepository {
                 RunWrites::of(&saved, conn.backend())
                     .map_err(Failure::Domain)?
                     .write(conn, &saved, &mut totals)?;
-                crate::instances::insert_instances(conn, saved.iter().copied())?;
+                crate::instances::insert_instances(conn, saved.iter().copied(), &mut totals)?;
                 totals.flush(conn)?;
                 Ok((batches.len() - saved.len()) as u64)
             })
@@ -401,7 +401,7 @@ fn write_then_progress(
         RunWrites::of(&saved, conn.backend())
             .map_err(Failure::Domain)?
             .write(conn, &saved, &mut totals)?;
-        crate::instances::insert_instances(conn, saved)?;
+        crate::instances::insert_instances(conn, saved, &mut totals)?;
         before(conn)?;
         let ended = save_one(conn, batch)?.ok_or(Followed::Stale)?;
         totals.ended(&ended, batch.status, batch.updated.naive_utc());

@@ -16,9 +16,10 @@ use chrono::{NaiveDate, NaiveDateTime};
 use diesel::prelude::*;
 use domain::card::{AnalyticsEvent, CardInstance};
 use domain::stats::{
-    event_metric, CANCELLED, CARDS_CREATED, COMPLETED, FAILED, STARTED, WEBHOOKS_FAILED,
+    event_metric, CANCELLED, CARDS_CREATED, COMPLETED, FAILED, STARTED, STEPS, WEBHOOKS_FAILED,
     WEBHOOKS_SUCCEEDED,
 };
+use domain::trigger::instances::FlowInstance;
 use domain::trigger::{Invocation, InvocationStatus, Mode};
 
 use crate::columns::column_insert;
@@ -126,6 +127,35 @@ impl Totals {
         for card in cards {
             let key = self.of_card(card, card.created.naive_utc().date(), CARDS_CREATED.into());
             self.add(key, 1);
+        }
+    }
+
+    /// What a change of a flow instance added to its steps (contract §21): per step, `reached`
+    /// and each outcome (`steps.<id>.reached`, `steps.<id>.outcome.<name>`), on the day of the
+    /// change; the `deltas` of [`domain::flow::steps::run::tally`].
+    pub(crate) fn steps(
+        &mut self,
+        instance: &FlowInstance,
+        mode: &'static str,
+        deltas: &BTreeMap<(String, String), i64>,
+    ) {
+        for ((step, metric), n) in deltas {
+            let counted = metric == "reached" || metric.starts_with("outcome.");
+            if step.is_empty() || !counted || *n <= 0 {
+                continue;
+            }
+            self.add(
+                Pending {
+                    environment_id: instance.environment_id.clone(),
+                    flow_id: instance.flow_id.clone(),
+                    flow_version: i32::try_from(instance.flow_version).unwrap_or(i32::MAX),
+                    mode,
+                    started: instance.created.naive_utc(),
+                    day: instance.updated.naive_utc().date(),
+                    metric: format!("{STEPS}{step}.{metric}"),
+                },
+                *n,
+            );
         }
     }
 

@@ -38,6 +38,9 @@ pub const CARDS_CREATED: &str = "cards.created";
 pub const WEBHOOKS_SUCCEEDED: &str = "webhooks.succeeded";
 /// Webhook deliveries that failed for good.
 pub const WEBHOOKS_FAILED: &str = "webhooks.failed";
+/// The prefix of a flow step's metrics (contract §21): `steps.<id>.reached` and
+/// `steps.<id>.outcome.<name>`.
+pub const STEPS: &str = "steps.";
 
 /// The metric of an analytics event: `events.` and its name.
 pub fn event_metric(name: &str) -> String {

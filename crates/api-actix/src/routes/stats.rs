@@ -1,11 +1,13 @@
 //! Statistics (contract §14): what a flow, or the flows of a folder, did day by day, from
 //! daily totals that outlive the rows they count.
 
+use std::collections::BTreeMap;
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::id::{EnvironmentId, FlowId, FolderId};
 use domain::stats::{
     event_names, DayTotals, Stats, StatsQuery, CANCELLED, CARDS_CREATED, COMPLETED, FAILED,
-    STARTED, WEBHOOKS_FAILED, WEBHOOKS_SUCCEEDED,
+    STARTED, STEPS, WEBHOOKS_FAILED, WEBHOOKS_SUCCEEDED,
 };
 use domain::Permission;
 use serde::Serialize;
@@ -59,6 +61,42 @@ pub struct StatsDay {
     /// `card-completed` ÷ `card-published`; null when nothing was published.
     #[schema(example = 0.6017)]
     pub completion_rate: Option<f64>,
+    /// For a flow that waits or branches (contract §21): per step id, how many instances
+    /// reached it that day, and how many it ended for by outcome. Absent when none did.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(example = json!({"listen": {"reached": 118, "outcomes": {"submitted": 71, "timeout": 30}}}))]
+    pub steps: BTreeMap<String, StepDay>,
+}
+
+/// What one step did on one day.
+#[derive(Serialize, ToSchema, Default)]
+pub struct StepDay {
+    /// Instances that reached the step.
+    pub reached: u64,
+    /// Instances it ended for, by outcome.
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+/// The steps' counts of a day, from its `steps.<id>.reached` and `steps.<id>.outcome.<name>`
+/// metrics.
+fn steps_of(d: &DayTotals) -> BTreeMap<String, StepDay> {
+    let mut steps: BTreeMap<String, StepDay> = BTreeMap::new();
+    for (metric, n) in &d.counts {
+        let Some(rest) = metric.strip_prefix(STEPS) else {
+            continue;
+        };
+        if let Some(step) = rest.strip_suffix(".reached") {
+            steps.entry(step.to_owned()).or_default().reached += n;
+        } else if let Some((step, outcome)) = rest.rsplit_once(".outcome.") {
+            *steps
+                .entry(step.to_owned())
+                .or_default()
+                .outcomes
+                .entry(outcome.to_owned())
+                .or_insert(0) += n;
+        }
+    }
+    steps
 }
 
 impl From<&DayTotals> for StatsDay {
@@ -86,6 +124,7 @@ impl From<&DayTotals> for StatsDay {
                 failed: d.count(WEBHOOKS_FAILED),
             },
             completion_rate: d.completion_rate(),
+            steps: steps_of(d),
         }
     }
 }
