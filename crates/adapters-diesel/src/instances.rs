@@ -283,10 +283,23 @@ impl InstanceRepository for DieselInstanceRepository {
                     rows.extend(claimed().select(InstanceRow::as_select()).load(conn)?);
                 }
                 rows.sort_by_key(|r| r.due);
-                Ok(rows)
+                // One that cannot be read fails alone, stored failed, and is claimed no more.
+                let mut claimed = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let key = (row.environment_id.clone(), row.invocation_id.clone());
+                    let id = row.id.clone();
+                    match row.into_instance() {
+                        Ok(instance) => claimed.push(instance),
+                        Err(e) => {
+                            tracing::error!(instance = %id, error = %e, "a flow instance cannot be read; it is failed");
+                            unreadable(conn, key, &id, now)?;
+                        }
+                    }
+                }
+                Ok(claimed)
             })
             .await?;
-        rows.into_iter().map(InstanceRow::into_instance).collect()
+        Ok(rows)
     }
 
     async fn closed_cards(
@@ -470,6 +483,39 @@ impl InstanceRepository for DieselInstanceRepository {
             .await?;
         rows.into_iter().map(InstanceRow::into_instance).collect()
     }
+}
+
+/// Fails a stored instance of `(environment, invocation)` that its row cannot be read back
+/// into: it is claimed no more, and its invocation counts it failed.
+fn unreadable(
+    conn: &mut AnyConnection,
+    (env, invocation): (String, String),
+    id: &str,
+    at: At,
+) -> Result<(), Failure> {
+    diesel::update(
+        flow_instances::table
+            .filter(flow_instances::environment_id.eq(&env))
+            .filter(flow_instances::id.eq(id)),
+    )
+    .set((
+        flow_instances::status.eq(InstanceState::Failed.as_str()),
+        flow_instances::due.eq(None::<At>),
+        flow_instances::lease_until.eq(None::<At>),
+        flow_instances::updated.eq(at),
+    ))
+    .execute(conn)?;
+    let deltas = BTreeMap::from([
+        (
+            (String::new(), InstanceState::Active.as_str().to_owned()),
+            -1,
+        ),
+        (
+            (String::new(), InstanceState::Failed.as_str().to_owned()),
+            1,
+        ),
+    ]);
+    crate::counts::add(conn, &Counts::from([((env, invocation), deltas)]))
 }
 
 /// Stores `instance` while its revision is the stored one; false (nothing written) otherwise.

@@ -5094,9 +5094,42 @@ mod instances {
             .is_empty());
     }
 
+    /// A stored instance that cannot be read back fails alone: the claim goes on without it.
+    async fn an_unreadable_instance_fails_alone(url: &str) {
+        let (repo, _) = started(url).await;
+        adapters_diesel::testing::raw_execute(
+            url,
+            "UPDATE flow_instances SET steps = '{\"s1\": {\"s\": \"teleported\", \"t\": 0}}'",
+        );
+        assert!(repo
+            .claim_due(t(60), lease(), 10)
+            .await
+            .expect("claim")
+            .is_empty());
+        let stored = adapters_diesel::testing::raw_texts(
+            url,
+            "SELECT status AS v FROM flow_instances WHERE id = 'fin_1'",
+        );
+        assert_eq!(stored, ["failed"]);
+        assert!(repo
+            .claim_due(t(90), lease(), 10)
+            .await
+            .expect("again")
+            .is_empty());
+        let counts = repo.counts("env_a", "inv_1").await.expect("counts");
+        let n = |metric: &str| {
+            counts
+                .iter()
+                .find(|(s, m, _)| s.is_empty() && m == metric)
+                .map_or(0, |(_, _, n)| *n)
+        };
+        assert_eq!((n("active"), n("failed")), (0, 1));
+    }
+
     both_backends!(
         a_claimed_instance_is_not_claimed_again_while_its_lease_lives,
         a_stale_holders_save_changes_nothing,
         a_card_that_closes_makes_its_instance_due_at_once,
+        an_unreadable_instance_fails_alone,
     );
 }

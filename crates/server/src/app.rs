@@ -495,6 +495,7 @@ mod tests {
             "push",
             "push-saver",
             "scheduler",
+            "waits",
             "webhook",
             "webhook-saver",
         ];
