@@ -95,6 +95,8 @@ pub async fn publish_draft(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (env, id) = path.into_inner();
+    // The key first, then the body (docs/architecture.md, A request).
+    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
     // No body, as before the option existed, publishes alone.
     let cancel = if body.iter().all(u8::is_ascii_whitespace) {
         false
