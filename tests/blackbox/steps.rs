@@ -106,14 +106,14 @@ async fn act(s: &Server, user: &str, headline: &str, action: Value) {
     assert!(reply.status < 300, "{}", reply.text);
 }
 
-/// The first journey of docs/flows.md, with a wait of 2 s: the reminder comes after the wait,
+/// The first journey of docs/flows.md, with a wait of 6 s: the reminder comes after the wait,
 /// not before, and within a second of its deadline.
 async fn a_reminder_comes_after_its_wait(s: Server) {
     users(&s, json!([{"id": "u1"}])).await;
     let config = program(
         &["welcome"],
         json!({"welcome": card_step("Welcome", &["pause"]),
-               "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["remind"]},
+               "pause": {"type": "wait", "properties": {"duration": "PT6S"}, "next": ["remind"]},
                "remind": card_step("Reminder", &[])}),
         &["Welcome", "Reminder"],
         json!({}),
@@ -124,7 +124,11 @@ async fn a_reminder_comes_after_its_wait(s: Server) {
     // The welcome card alone, until the wait ends; the invocation runs while it waits.
     headlines_become(&s, "u1", &["Welcome"], Duration::from_secs(10)).await;
     let waiting = invocation(&s, &flow, &id).await;
-    if started.elapsed() < Duration::from_millis(1_800) {
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "read while it waits"
+    );
+    {
         assert_eq!(waiting["status"], "running", "{waiting}");
         assert_eq!(waiting["instances"]["active"], 1, "{waiting}");
         assert_eq!(waiting["steps"]["pause"]["waiting"], 1, "{waiting}");
@@ -142,11 +146,11 @@ async fn a_reminder_comes_after_its_wait(s: Server) {
     headlines_become(&s, "u1", &["Reminder", "Welcome"], Duration::from_secs(10)).await;
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_secs(2),
+        waited >= Duration::from_secs(6),
         "after the wait: {waited:?}"
     );
     assert!(
-        waited < Duration::from_secs(5),
+        waited < Duration::from_secs(10),
         "soon after its deadline: {waited:?}"
     );
     let done = invocation(&s, &flow, &id).await;
@@ -216,7 +220,7 @@ async fn a_rating_branches_on_the_submitted_value(s: Server) {
         &["rate"],
         json!({"rate": card_step("Rate us", &["listen"]),
                "listen": {"type": "wait-for-card",
-                          "properties": {"cardStep": "rate", "timeout": "PT2S",
+                          "properties": {"cardStep": "rate", "timeout": "PT5S",
                                          "on": {"submitted": ["route"], "timeout": ["nudge"]}}},
                "route": {"type": "branch", "properties": {
                    "conditions": [{"if": {"variable": "steps.listen.values.rating",
@@ -301,7 +305,7 @@ async fn a_card_closed_before_its_wait_starts_is_heard(s: Server) {
     let config = program(
         &["ask"],
         json!({"ask": card_step("Ask", &["pause"]),
-               "pause": {"type": "wait", "properties": {"duration": "PT1S"}, "next": ["listen"]},
+               "pause": {"type": "wait", "properties": {"duration": "PT5S"}, "next": ["listen"]},
                "listen": {"type": "wait-for-card",
                           "properties": {"cardStep": "ask", "timeout": "PT1H",
                                          "on": {"closed": ["after"]}}},
@@ -310,10 +314,21 @@ async fn a_card_closed_before_its_wait_starts_is_heard(s: Server) {
         json!({}),
     );
     let flow = flow_publishing(&s, "Early", config).await;
-    start(&s, &flow, &["u1"], json!({})).await;
+    let id = start(&s, &flow, &["u1"], json!({})).await;
     headlines_become(&s, "u1", &["Ask"], Duration::from_secs(10)).await;
     act(&s, "u1", "Ask", json!({"action": "dismiss"})).await;
-    headlines_become(&s, "u1", &["After"], Duration::from_secs(10)).await;
+    // The card closed while `pause` waited: `listen` had not started.
+    let one = instance(&s, &flow, &id, "u1").await;
+    let pause = &one["steps"][1];
+    assert_eq!(
+        (pause["stepId"].as_str(), pause["state"].as_str()),
+        (Some("pause"), Some("waiting")),
+        "{one}"
+    );
+    assert_eq!(one["steps"].as_array().map(Vec::len), Some(2), "{one}");
+    headlines_become(&s, "u1", &["After"], Duration::from_secs(15)).await;
+    let one = instance(&s, &flow, &id, "u1").await;
+    assert_eq!(one["steps"][2]["outcome"], "dismissed", "{one}");
 }
 
 /// The third journey: a wait until a date variable minus a day; a trigger without the date is
@@ -338,6 +353,22 @@ async fn a_wait_until_a_date_variable_less_a_day(s: Server) {
     )
     .await;
     let fields = missing.problem(400, "validation_failed");
+    assert!(
+        fields
+            .iter()
+            .any(|f| f == "flows[0].payload.variables.renewal"),
+        "{fields:?}"
+    );
+    // A value that is no instant has no deadline either.
+    let unreadable = fire(
+        &s,
+        &flow,
+        "start",
+        json!({"flows": [{"target": {"type": "user", "targetUserIds": ["u1"]},
+                          "payload": {"variables": {"renewal": "next tuesday"}}}]}),
+    )
+    .await;
+    let fields = unreadable.problem(400, "validation_failed");
     assert!(
         fields
             .iter()
@@ -372,7 +403,7 @@ async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
     let config = program(
         &["first"],
         json!({"first": card_step("First", &["pause"]),
-               "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["second"]},
+               "pause": {"type": "wait", "properties": {"duration": "PT5S"}, "next": ["second"]},
                "second": card_step("Second", &[])}),
         &["First", "Second"],
         json!({}),
@@ -382,7 +413,7 @@ async fn a_cancel_during_a_wait_stops_what_follows(s: Server) {
     headlines_become(&s, "u1", &["First"], Duration::from_secs(10)).await;
     let task = cancelled(&s, &flow, Some(json!({"cancelCards": false}))).await;
     assert_eq!(task["status"], "completed", "{task}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         headlines(&s, "u1").await,
         ["First"],
@@ -404,7 +435,7 @@ async fn a_publish_can_cancel_the_instances_of_older_versions(s: Server) {
         program(
             &["first"],
             json!({"first": card_step("First", &["pause"]),
-                   "pause": {"type": "wait", "properties": {"duration": "PT2S"}, "next": ["second"]},
+                   "pause": {"type": "wait", "properties": {"duration": "PT4S"}, "next": ["second"]},
                    "second": card_step(second, &[])}),
             &["First", second],
             json!({}),
@@ -461,9 +492,9 @@ async fn a_publish_can_cancel_the_instances_of_older_versions(s: Server) {
     headlines_become(&s, "u1", &[], Duration::from_secs(5)).await;
     let fresh = start(&s, &flow, &["u2"], json!({})).await;
     headlines_become(&s, "u2", &["First"], Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    headlines_become(&s, "u2", &["First", "Other"], Duration::from_secs(15)).await;
+    // By now u1's old wait would have ended too.
     assert!(headlines(&s, "u1").await.is_empty());
-    assert_eq!(headlines(&s, "u2").await, ["First", "Other"]);
     assert_eq!(instance(&s, &flow, &old, "u1").await["state"], "cancelled");
     assert_eq!(
         instance(&s, &flow, &fresh, "u2").await["state"],
@@ -507,9 +538,10 @@ async fn a_kill_9_while_waits_are_due_loses_and_repeats_nothing(mut s: Server) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let made = seen["cardsCreated"].as_u64().unwrap_or(0);
     assert!(
-        seen["cardsCreated"].as_u64().unwrap_or(0) > 10_000,
-        "{seen}"
+        made > 10_000 && made < 20_000,
+        "killed while waits were due: {seen}"
     );
     s.kill_and_restart();
     let started = Instant::now();

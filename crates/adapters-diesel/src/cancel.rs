@@ -767,9 +767,18 @@ fn cancel_instances(
                 .filter(flow_instances::id.eq_any(chunk))
                 .filter(flow_instances::status.eq(InstanceStatus::Active.as_str()))
         };
-        let rows: Vec<(String, String)> = active()
-            .select((flow_instances::invocation_id, flow_instances::steps))
-            .load(conn)?;
+        // Locked on PostgreSQL, so that a waits save committed meanwhile is either seen here or
+        // finds the row cancelled; counted only as this update changes them.
+        let rows: Vec<(String, String)> = match &mut *conn {
+            AnyConnection::Postgresql(c) => active()
+                .select((flow_instances::invocation_id, flow_instances::steps))
+                .order(flow_instances::id)
+                .for_update()
+                .load(c)?,
+            AnyConnection::Sqlite(c) => active()
+                .select((flow_instances::invocation_id, flow_instances::steps))
+                .load(c)?,
+        };
         if rows.is_empty() {
             continue;
         }

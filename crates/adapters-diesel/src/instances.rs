@@ -349,10 +349,31 @@ impl InstanceRepository for DieselInstanceRepository {
         }
         self.db
             .transaction(move |conn| {
+                let mut advances = advances;
+                // Rows are locked in one order, (environment, id), as cancels lock them.
+                advances.sort_by(|a, b| {
+                    (&a.instance.environment_id, &a.instance.id)
+                        .cmp(&(&b.instance.environment_id, &b.instance.id))
+                });
+                // Each flow's cancels since its oldest invocation here, read once.
+                let mut since: BTreeMap<(String, String), Timestamp> = BTreeMap::new();
+                for a in &advances {
+                    let key = (
+                        a.instance.environment_id.clone(),
+                        a.instance.flow_id.clone(),
+                    );
+                    let at = since.entry(key).or_insert(a.invocation_created);
+                    *at = (*at).min(a.invocation_created);
+                }
+                let mut markers = HashMap::new();
+                for ((env, flow), at) in since {
+                    let found = markers_since(conn, &env, &flow, at)?;
+                    markers.insert((env, flow), found);
+                }
                 let mut stale = 0;
                 let mut made = carrier();
-                let mut markers = HashMap::new();
                 let mut saved = Vec::new();
+                let mut cards_created: BTreeMap<(String, String), i64> = BTreeMap::new();
                 for advance in advances {
                     let InstanceAdvance {
                         mut instance,
@@ -362,10 +383,6 @@ impl InstanceRepository for DieselInstanceRepository {
                         events,
                     } = advance;
                     let key = (instance.environment_id.clone(), instance.flow_id.clone());
-                    if !markers.contains_key(&key) {
-                        let found = markers_since(conn, &key.0, &key.1, invocation_created)?;
-                        markers.insert(key.clone(), found);
-                    }
                     let covered = markers.get(&key).is_some_and(|found| {
                         found.iter().any(|m| {
                             m.covers(
@@ -377,6 +394,8 @@ impl InstanceRepository for DieselInstanceRepository {
                         })
                     });
                     let (cards, events) = if covered {
+                        // Nothing of the run happens: its steps stop as they were read.
+                        instance.records = before.0.clone();
                         run::cancel(&mut instance.records, instance.updated);
                         instance.state = InstanceState::Cancelled;
                         instance.due = None;
@@ -389,18 +408,26 @@ impl InstanceRepository for DieselInstanceRepository {
                         continue;
                     }
                     if !cards.is_empty() {
-                        let n = cards.len() as i64;
-                        diesel::update(
-                            invocations::table
-                                .filter(invocations::environment_id.eq(&instance.environment_id))
-                                .filter(invocations::id.eq(&instance.invocation_id)),
-                        )
-                        .set(invocations::cards_created.eq(invocations::cards_created + n))
-                        .execute(conn)?;
+                        let key = (
+                            instance.environment_id.clone(),
+                            instance.invocation_id.clone(),
+                        );
+                        *cards_created.entry(key).or_insert(0) += cards.len() as i64;
                     }
                     made.cards.extend(cards);
                     made.events.extend(events);
                     saved.push((instance, before));
+                }
+                // Then the invocations' rows, in key order, then their counts: the order of the
+                // engine's saves (an invocation's row before its counts).
+                for ((env, invocation), n) in cards_created {
+                    diesel::update(
+                        invocations::table
+                            .filter(invocations::environment_id.eq(env))
+                            .filter(invocations::id.eq(invocation)),
+                    )
+                    .set(invocations::cards_created.eq(invocations::cards_created + n))
+                    .execute(conn)?;
                 }
                 let mut totals = Totals::default();
                 let changes: Vec<_> = saved

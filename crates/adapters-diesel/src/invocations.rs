@@ -401,9 +401,10 @@ fn write_then_progress(
         RunWrites::of(&saved, conn.backend())
             .map_err(Failure::Domain)?
             .write(conn, &saved, &mut totals)?;
-        crate::instances::insert_instances(conn, saved, &mut totals)?;
         before(conn)?;
         let ended = save_one(conn, batch)?.ok_or(Followed::Stale)?;
+        // After the invocation's row, as every save orders them: then its instances' counts.
+        crate::instances::insert_instances(conn, saved, &mut totals)?;
         totals.ended(&ended, batch.status, batch.updated.naive_utc());
         totals.flush(conn)?;
         Ok(())

@@ -28,7 +28,8 @@ use crate::db::{AnyConnection, Backend, Database, Failure};
 use crate::millis::At;
 use crate::schema::{
     access_tokens, analytics_events, bulk_chunks, bulk_tasks, card_instances, flow_instances,
-    invocations, leases, push_jobs, webhook_attempts, webhook_deliveries, webhook_subscriptions,
+    instance_counts, invocations, leases, push_jobs, webhook_attempts, webhook_deliveries,
+    webhook_subscriptions,
 };
 
 /// The one lease of pruning.
@@ -475,6 +476,12 @@ fn prune(
                         flow_instances::table
                             .filter(flow_instances::environment_id.eq(&env))
                             .filter(flow_instances::invocation_id.eq_any(chunk)),
+                    )
+                    .execute(c)?;
+                    diesel::delete(
+                        instance_counts::table
+                            .filter(instance_counts::environment_id.eq(&env))
+                            .filter(instance_counts::invocation_id.eq_any(chunk)),
                     )
                     .execute(c)?;
                     diesel::delete(

@@ -132,6 +132,15 @@ fn seed(url: &str) {
             at(OLD)
         ));
     }
+    for invocation in ["inv_waits", "inv_ended"] {
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO instance_counts (environment_id, invocation_id, step_id, metric, n) \
+             VALUES ('env_a', '{invocation}', '', 'completed', 1)"
+            ),
+        );
+    }
     for (id, status, updated) in [
         ("inv_waits", "completed", OLD.to_owned()),
         ("inv_ended", "completed", OLD.to_owned()),
@@ -289,6 +298,11 @@ async fn open_cards_and_pending_work_survive_a_prune_and_closed_ones_go(url: &st
         ]
     );
     assert_eq!(ids(url, "flow_instances", "id"), ["fin_waits"]);
+    assert_eq!(
+        ids(url, "instance_counts", "invocation_id"),
+        ["inv_waits"],
+        "an invocation's counts go with it"
+    );
     assert_eq!(ids(url, "bulk_tasks", "CAST(id AS TEXT)"), ["2"]);
     assert_eq!(
         raw_texts(

@@ -231,6 +231,37 @@ pub fn wait_variables(config: &Value) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// The problems of a trigger element whose value of a variable a wait reads is not an RFC 3339
+/// timestamp: the wait would have no deadline. The declared `date` type lets a value through
+/// in the variable's display format too; a wait needs an instant. `value_of` gives a
+/// variable's resolved value (payload, else default); `path` as for
+/// [`missing_wait_variables`].
+pub fn unreadable_wait_dates(
+    config: &Value,
+    value_of: &dyn Fn(&str) -> Option<String>,
+    path: &str,
+) -> Vec<FieldError> {
+    let waits = wait_variables(config);
+    let mut out = Vec::new();
+    for (name, steps) in waits {
+        let Some(value) = value_of(&name) else {
+            continue;
+        };
+        if crate::time::parse_timestamp(&value).is_ok() {
+            continue;
+        }
+        let steps: Vec<String> = steps.iter().map(|s| format!("`{s}`")).collect();
+        out.push(FieldError::new(
+            format!("{path}.variables.{name}"),
+            format!(
+                "must be an RFC 3339 timestamp: the wait step {} waits until it",
+                steps.join(", ")
+            ),
+        ));
+    }
+    out
+}
+
 /// The problems of a trigger element whose payload leaves out a variable a wait reads when
 /// that variable has no default: such a wait would have no deadline. `is_sent` says whether
 /// the payload carries a variable; `path` is the element's payload path

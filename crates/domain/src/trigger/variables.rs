@@ -176,6 +176,12 @@ pub fn resolve(
             errors.push(problem);
         }
     }
+    let value_of = |name: &str| values.get(name).map(|v| v.web.clone());
+    for problem in crate::flow::steps::unreadable_wait_dates(config, &value_of, path) {
+        if !errors.iter().any(|e| e.field == problem.field) {
+            errors.push(problem);
+        }
+    }
     if errors.is_empty() {
         Ok(ResolvedVariables { values })
     } else {

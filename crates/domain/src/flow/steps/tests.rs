@@ -454,6 +454,27 @@ fn wait_variables_are_listed_and_a_trigger_without_them_is_refused() {
 }
 
 #[test]
+fn a_wait_date_that_is_no_instant_is_refused_at_its_path() {
+    let config = valid();
+    let value = |v: &'static str| move |n: &str| (n == "renewal").then(|| v.to_owned());
+    for bad in ["22/11/2026", "next tuesday", "", "2027-13-01T00:00:00Z"] {
+        let found = unreadable_wait_dates(&config, &value(bad), "flows[0].payload");
+        let fields: Vec<&str> = found.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["flows[0].payload.variables.renewal"], "{bad}");
+    }
+    for good in ["2027-01-01T00:00:00Z", "2027-01-01T00:00:00.123+02:00"] {
+        assert!(
+            unreadable_wait_dates(&config, &value(good), "p").is_empty(),
+            "{good}"
+        );
+    }
+    assert!(
+        unreadable_wait_dates(&config, &|_| None, "p").is_empty(),
+        "absent: not this rule's"
+    );
+}
+
+#[test]
 fn spellings_round_trip() {
     for ty in StepType::ALL {
         assert_eq!(StepType::parse(ty.as_str()), Some(ty));
