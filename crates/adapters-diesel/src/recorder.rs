@@ -546,6 +546,9 @@ pub(crate) fn write_new(
     writes.invocations.write(conn)?;
     let runs: Vec<&BatchResult> = new.iter().filter_map(|(_, run)| *run).collect();
     writes.runs.write(conn, &runs, totals)?;
+    // A run of a flow that waits or branches stores its instances (after the invocations'
+    // rows, as every save orders them).
+    crate::instances::insert_instances(conn, runs.iter().copied(), totals)?;
     let mut for_engine = false;
     for (i, run) in new {
         totals.started(i);

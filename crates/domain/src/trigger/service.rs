@@ -407,8 +407,7 @@ impl TriggerService {
         let Target::Users(ids) = &element.target else {
             return Ok(None);
         };
-        // A flow that waits or branches stores its instances as they go: the engine runs it.
-        if invocation.mode != Mode::Live || ids.len() > INLINE_USERS || plan.is_staged() {
+        if invocation.mode != Mode::Live || ids.len() > INLINE_USERS {
             return Ok(None);
         }
         let env = &invocation.environment_id;
