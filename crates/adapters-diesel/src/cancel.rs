@@ -787,13 +787,21 @@ fn cancel_instances(
             let before = run::decode(&steps).unwrap_or_default();
             let mut after = before.clone();
             run::cancel(&mut after, at);
+            let mut deltas = std::collections::BTreeMap::new();
             run::tally(
                 Some((&before, InstanceState::Active)),
                 (&after, InstanceState::Cancelled),
-                counts
-                    .entry((environment_id.to_owned(), invocation))
-                    .or_default(),
+                &mut deltas,
             );
+            let sums = counts
+                .entry((environment_id.to_owned(), invocation))
+                .or_default();
+            // As the waits loop stores them: `reached` and `done` follow from the others.
+            for (metric, n) in deltas {
+                if !matches!(metric.1.as_str(), "reached" | "done") {
+                    *sums.entry(metric).or_insert(0) += n;
+                }
+            }
         }
         diesel::update(active())
             .set((

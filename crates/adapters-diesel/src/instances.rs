@@ -140,6 +140,10 @@ fn count<'a>(
         totals.steps(instance, mode, &deltas);
         let sums = counts.entry(key).or_default();
         for (metric, n) in deltas {
+            // `reached` and `done` follow from the others when read: not stored.
+            if matches!(metric.1.as_str(), "reached" | "done") {
+                continue;
+            }
             *sums.entry(metric).or_insert(0) += n;
         }
     }

@@ -112,8 +112,10 @@ pub trait InstanceRepository: Send + Sync {
     ) -> Result<Option<FlowInstance>, StorageError>;
 
     /// What the invocation's instances did: `(step id, metric, count)`, the step id empty for
-    /// the instances' states (see [`crate::flow::steps::run::tally`]); none for an invocation
-    /// of a flow that neither waits nor branches.
+    /// the instances' states; per step the steps `waiting`, `cancelled`, `failed` and
+    /// `outcome.<name>` (the metrics of [`crate::flow::steps::run::tally`] but `reached` and
+    /// `done`, which follow from those); none for an invocation of a flow that neither waits
+    /// nor branches.
     async fn counts(
         &self,
         environment_id: &str,
@@ -170,12 +172,18 @@ impl InstanceCounts {
                 continue;
             }
             let entry = counts.steps.entry(step).or_default();
+            // Stored: the steps waiting, cancelled, failed and done by outcome; reached and done
+            // follow.
             match metric.as_str() {
-                "reached" => entry.reached = n,
-                "waiting" => entry.waiting = n,
-                "done" => entry.done = n,
+                "waiting" => {
+                    entry.waiting = n;
+                    entry.reached += n;
+                }
+                "cancelled" | "failed" => entry.reached += n,
                 other => {
                     if let Some(outcome) = other.strip_prefix("outcome.") {
+                        entry.done += n;
+                        entry.reached += n;
                         if n > 0 {
                             entry.outcomes.insert(outcome.to_owned(), n);
                         }

@@ -1,0 +1,279 @@
+//! Flows that wait (contract §21), against the real binary (release build), on SQLite and,
+//! when TEST_POSTGRES_URL is set, PostgreSQL.
+//!
+//! `cargo bench -p server --bench waits` runs:
+//! 1. `POST /start` of one user per request, 32 clients for 10 s, to a one-step flow (a card)
+//!    and to a three-step flow (card, `wait P1D`, card), alternating four times each in the same
+//!    minutes (A/B): requests/s and p99. Ledger: every invocation of each run completes with one
+//!    card, and each three-step one leaves one instance waiting.
+//! 2. A tag of BENCH_WAITS users (default 20,000) through card → `wait PT20S` → card: how late
+//!    each second card is made after its deadline (p50, p99, max, the first and the last), on
+//!    the database's own times. Ledger: every user has each card once.
+//! 3. (SQLite) the bytes a waiting instance takes at rest: `flow_instances` and its indexes, read
+//!    with `dbstat`, over the instances of the second part while they wait.
+//!
+//! BENCH_BACKEND=sqlite or postgres runs one backend.
+
+mod common;
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "../../../tests/blackbox/support.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use adapters_diesel::testing::{raw_texts, TestDatabase};
+use serde_json::{json, Value};
+
+/// A flow of `steps` from `first`, their cards of one template, published.
+async fn flow(server: &support::Server, name: &str, first: &str, steps: Value) -> String {
+    let (admin, env) = (&server.admin_secret, &server.env);
+    let template = json!({"metadata": {"cardName": "Bench"},
+        "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}});
+    let config = json!({"type": "card", "initialSteps": [first], "steps": steps,
+                        "cardTemplates": {"t1": template}});
+    let created: Value = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow")))
+        .bearer_auth(admin)
+        .json(&json!({"name": name}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = created["data"]["id"].as_str().expect("id").to_owned();
+    let published = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow/{id}/config/publish")))
+        .bearer_auth(admin)
+        .json(&config)
+        .send()
+        .await
+        .expect("publish");
+    assert!(published.status().is_success(), "{}", published.status());
+    id
+}
+
+fn card(id: &str, next: &[&str]) -> Value {
+    json!({"id": id, "type": "create-card", "properties": {"cardTemplateId": "t1"}, "next": next})
+}
+
+fn wait(id: &str, duration: &str, next: &[&str]) -> Value {
+    json!({"id": id, "type": "wait", "properties": {"duration": duration}, "next": next})
+}
+
+/// One number a query's single row answers, as text.
+fn number(url: &str, sql: &str) -> f64 {
+    raw_texts(url, sql)
+        .first()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a number from {sql}"))
+}
+
+/// Waits until no invocation is pending or running (a staged flow's are completed once every
+/// user had its batch), then checks the ledger of the run whose users start with `prefix`.
+async fn settled(server: &support::Server, flow: &str, prefix: &str, staged: bool) -> u64 {
+    common::drained(server).await;
+    let url = server.database_url();
+    let started = number(
+        url,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM invocations WHERE flow_id = '{flow}' AND target LIKE '%\"{prefix}%'"),
+    ) as u64;
+    let completed = number(
+        url,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM invocations WHERE flow_id = '{flow}' AND target LIKE '%\"{prefix}%' AND status = 'completed' AND cards_created = 1"),
+    ) as u64;
+    assert_eq!(
+        completed, started,
+        "every {prefix} start completed with one card"
+    );
+    let cards = number(
+        url,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND user_id LIKE '{prefix}%'"),
+    ) as u64;
+    assert_eq!(cards, started, "one card per {prefix} start");
+    if staged {
+        let waiting = number(
+            url,
+            &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM flow_instances WHERE flow_id = '{flow}' AND user_id LIKE '{prefix}%' AND status = 'active'"),
+        ) as u64;
+        assert_eq!(waiting, started, "one waiting instance per {prefix} start");
+    }
+    started
+}
+
+async fn starts(server: &support::Server) {
+    let one = flow(server, "One step", "s1", json!({"s1": card("s1", &[])})).await;
+    let three = flow(
+        server,
+        "Three steps",
+        "s1",
+        json!({"s1": card("s1", &["pause"]), "pause": wait("pause", "P1D", &["s2"]),
+               "s2": card("s2", &[])}),
+    )
+    .await;
+    let mut figures: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..4 {
+        for (n, (flow, staged)) in [(&one, false), (&three, true)].into_iter().enumerate() {
+            let prefix = format!("r{round}f{n}u");
+            let (rps, p99) = common::starts(server, flow, &prefix).await;
+            let ledger = settled(server, flow, &prefix, staged).await;
+            println!(
+                "  round {round}, {} flow: {rps:.0} req/s, p99 {p99:.2} ms; ledger {ledger} starts, each one card{}",
+                if staged { "three-step" } else { "one-step" },
+                if staged { " and one waiting instance" } else { "" }
+            );
+            figures[n].push((rps, p99));
+        }
+    }
+    let mean = |f: &[(f64, f64)], i: usize| {
+        f.iter()
+            .map(|x| if i == 0 { x.0 } else { x.1 })
+            .sum::<f64>()
+            / f.len() as f64
+    };
+    let (one_rps, three_rps) = (mean(&figures[0], 0), mean(&figures[1], 0));
+    println!(
+        "  /start, mean of 4: one-step {one_rps:.0} req/s (p99 {:.2} ms), three-step {three_rps:.0} req/s (p99 {:.2} ms): {:+.1}%",
+        mean(&figures[0], 1),
+        mean(&figures[1], 1),
+        (three_rps / one_rps - 1.0) * 100.0
+    );
+}
+
+/// The lateness of each second card after its deadline, in milliseconds, from the database's
+/// own times of the two cards of each instance.
+fn lateness(url: &str, flow: &str, wait_ms: u64) -> Vec<f64> {
+    let gap = if url.starts_with("sqlite://") {
+        "b.created - a.created".to_owned()
+    } else {
+        "EXTRACT(EPOCH FROM (b.created - a.created)) * 1000".to_owned()
+    };
+    raw_texts(
+        url,
+        &format!(
+            "SELECT CAST({gap} - {wait_ms} AS TEXT) AS v FROM card_instances a JOIN card_instances b \
+             ON b.flow_instance_id = a.flow_instance_id AND b.step_id = 's2' \
+             WHERE a.flow_id = '{flow}' AND a.step_id = 's1'"
+        ),
+    )
+    .iter()
+    .filter_map(|v| v.parse().ok())
+    .collect()
+}
+
+async fn due_waits(server: &support::Server, backend: &str, users: u64) {
+    let env = &server.env;
+    common::seed_users(server.database_url(), env, users);
+    let wait_s = 20;
+    let flow = flow(
+        server,
+        "Waits",
+        "s1",
+        json!({"s1": card("s1", &["pause"]), "pause": wait("pause", &format!("PT{wait_s}S"), &["s2"]),
+               "s2": card("s2", &[])}),
+    )
+    .await;
+    let started = Instant::now();
+    let reply = server
+        .client
+        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/start")))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
+        .send()
+        .await
+        .expect("start");
+    assert!(reply.status().is_success(), "{}", reply.status());
+    // Every user had its batch: the stored invocation is completed (its instances wait).
+    let url = server.database_url();
+    loop {
+        let done = raw_texts(
+            url,
+            &format!("SELECT status AS v FROM invocations WHERE flow_id = '{flow}'"),
+        );
+        if done == ["completed"] {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(wait_s), "{done:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "  {users} users to their first card and a waiting instance: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if backend == "SQLite" {
+        let bytes = number(
+            url,
+            "SELECT CAST(SUM(pgsize) AS TEXT) AS v FROM dbstat WHERE name = 'flow_instances' \
+             OR name LIKE 'sqlite_autoindex_flow_instances%' OR name LIKE 'flow_instances_%'",
+        );
+        // Every stored instance waits (the first part's too, on `P1D`): the table's bytes are
+        // theirs.
+        let stored = number(
+            url,
+            "SELECT CAST(COUNT(*) AS TEXT) AS v FROM flow_instances WHERE status = 'active'",
+        );
+        let all = number(
+            url,
+            "SELECT CAST(COUNT(*) AS TEXT) AS v FROM flow_instances",
+        );
+        assert_eq!(stored, all, "every stored instance waits");
+        println!(
+            "  storage per waiting instance (flow_instances and its indexes, dbstat, {stored} instances): {:.0} bytes",
+            bytes / stored
+        );
+    }
+    let limit = Duration::from_secs(wait_s + 120);
+    loop {
+        let made = number(
+            url,
+            &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND step_id = 's2'"),
+        ) as u64;
+        if made == users {
+            break;
+        }
+        assert!(started.elapsed() < limit, "{made} of {users} second cards");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let distinct = number(
+        url,
+        &format!("SELECT CAST(COUNT(DISTINCT user_id) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND step_id = 's2'"),
+    ) as u64;
+    assert_eq!(distinct, users, "each user's second card once");
+    let mut late = lateness(url, &flow, wait_s * 1000);
+    assert_eq!(late.len() as u64, users, "ledger: a second card per first");
+    late.sort_by(f64::total_cmp);
+    let at = |p: f64| late[((late.len() as f64 * p).ceil() as usize).clamp(1, late.len()) - 1];
+    println!(
+        "  {users} waits of {wait_s} s falling due together: second card after its deadline p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (first {:.0} ms); ledger: {users} second cards, one per user",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        late[0]
+    );
+}
+
+async fn run(db: TestDatabase, backend: &str) {
+    println!("{backend}:");
+    let server = support::Server::start(db).await;
+    starts(&server).await;
+    due_waits(&server, backend, common::setting("BENCH_WAITS", 20_000)).await;
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("waits benchmarks: release binary, 2 HTTP workers, 2 engine loops, one waits loop");
+    let (sqlite, postgres) = common::backends();
+    if sqlite {
+        runtime.block_on(run(TestDatabase::sqlite(), "SQLite"));
+    }
+    if postgres {
+        if let Some(db) = TestDatabase::postgres() {
+            runtime.block_on(run(db, "PostgreSQL"));
+        }
+    }
+}
