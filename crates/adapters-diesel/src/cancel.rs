@@ -229,10 +229,10 @@ fn next_invocations(
 
 /// On PostgreSQL, the task's matching cards of a group of invocations, one lookup of
 /// `card_instances_once` per invocation ($1 the invocations, then the environment, flow,
-/// instance status, and the filter's user, version and version bound, or null). Not `invocation_id =
-/// ANY(...)`, nor a join PostgreSQL may flatten (`OFFSET 0` keeps it from that): with
-/// statistics of a smaller table than the one read (a table just filled, before its next
-/// `ANALYZE`), those were planned as a scan of the environment's cards through
+/// instance status, and the filter's user, version and version bound, or null). Not
+/// `invocation_id = ANY(...)`, nor a join PostgreSQL may flatten (`OFFSET 0` keeps it from
+/// that): with statistics of a smaller table than the one read (a table just filled, before
+/// its next `ANALYZE`), those were planned as a scan of the environment's cards through
 /// `card_instances_feed`, far slower a group than one lookup per invocation.
 const PG_GROUP: &str = "FROM unnest($1::text[]) AS i (id) CROSS JOIN LATERAL (\
     SELECT c.id, c.invocation_id, c.user_id, c.flow_instance_id, c.status FROM card_instances c \

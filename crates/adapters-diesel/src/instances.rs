@@ -295,7 +295,11 @@ impl InstanceRepository for DieselInstanceRepository {
                     match row.into_instance() {
                         Ok(instance) => claimed.push(instance),
                         Err(e) => {
-                            tracing::error!(instance = %id, error = %e, "a flow instance cannot be read; it is failed");
+                            tracing::error!(
+                                instance = %id,
+                                error = %e,
+                                "a flow instance cannot be read; it is failed"
+                            );
                             unreadable(conn, key, &id, now)?;
                         }
                     }

@@ -161,7 +161,8 @@ pub struct InstanceResponse {
 /// reached (contract §21).
 #[utoipa::path(
     get,
-    path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}/users/{endUserId}",
+    path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}\
+        /users/{endUserId}",
     tag = "triggers", operation_id = "getInvocationInstance",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
@@ -170,7 +171,8 @@ pub struct InstanceResponse {
         ("endUserId" = String, Path, description = "A user the invocation reached"),
     ),
     responses(
-        (status = 200, description = "The instance and the steps it reached", body = InstanceResponse),
+        (status = 200, description = "The instance and the steps it reached",
+            body = InstanceResponse),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))

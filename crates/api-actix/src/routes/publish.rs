@@ -36,15 +36,31 @@ fn answer(flow: &Flow, version: FlowVersion, task: Option<String>) -> HttpRespon
 /// `"cancelActiveInstances": true` beside it, the active instances of older versions are
 /// cancelled as by a cancel task, whose id the answer carries in `data.cancelTaskId`.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish", tag = "action-flows", operation_id = "publishActionFlowConfig",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration, with an optional `cancelActiveInstances` boolean"),
+    post,
+    path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/publish",
+    tag = "action-flows",
+    operation_id = "publishActionFlowConfig",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id"),
+    ),
+    request_body(
+        content = crate::schemas::FlowConfig,
+        description = "The configuration (docs/flows.md), or an object whose `config` member is \
+            the configuration, with an optional `cancelActiveInstances` boolean"
+    ),
     responses(
-        (status = 200, description = "The new PUBLISHED version; with `cancelActiveInstances`, also `cancelTaskId`", body = ConfigRecordResponse),
-        (status = 400, description = "`invalid_config`: every problem, with its path; `validation_failed`: `cancelActiveInstances` not a boolean", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`approvals_enabled`: publish an approved draft instead; or `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The new PUBLISHED version; with \
+            `cancelActiveInstances`, also `cancelTaskId`", body = ConfigRecordResponse),
+        (status = 400, description = "`invalid_config`: every problem, with its path; \
+            `validation_failed`: `cancelActiveInstances` not a boolean",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: publish an approved draft instead; \
+            or `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)",
+            body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`draft_exists`, `flow_archived` or `concurrent_change`",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -75,15 +91,26 @@ pub async fn publish(
 /// `{"cancelActiveInstances": true}` cancels the active instances of older versions as by a
 /// cancel task, whose id the answer carries in `data.cancelTaskId`.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish", tag = "action-flows", operation_id = "publishActionFlowDraft",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post,
+    path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/publish",
+    tag = "action-flows",
+    operation_id = "publishActionFlowDraft",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id"),
+    ),
     request_body(content = PublishDraftRequest, description = "Optional"),
     responses(
-        (status = 200, description = "The draft, now PUBLISHED; with `cancelActiveInstances`, also `cancelTaskId`", body = ConfigRecordResponse),
-        (status = 400, description = "`validation_failed`: `cancelActiveInstances` not a boolean", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`approvals_enabled`: the draft is not approved; or `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The draft, now PUBLISHED; with `cancelActiveInstances`, \
+            also `cancelTaskId`", body = ConfigRecordResponse),
+        (status = 400, description = "`validation_failed`: `cancelActiveInstances` not a boolean",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`approvals_enabled`: the draft is not approved; or \
+            `forbidden` (`cancelActiveInstances` needs `action_flows:trigger` too)",
+            body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`flow_archived` or `concurrent_change`",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]

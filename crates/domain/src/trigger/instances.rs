@@ -9,11 +9,12 @@ use async_trait::async_trait;
 use chrono::Duration;
 
 use super::invocation::{Invocation, InvocationRepository, InvocationStatus};
+use super::service::reads::flow_invocation;
 use crate::card::{AnalyticsEvent, CardInstance};
 use crate::flow::steps::run::Records;
 use crate::flow::steps::{ClosedCard, InstanceState};
 use crate::id::{EnvironmentId, FlowId, InvocationId};
-use crate::tenancy::{Permission, Principal};
+use crate::tenancy::Principal;
 use crate::{DomainError, Resource, StorageError, Timestamp};
 
 /// How many due instances one claim takes, oldest deadline first.
@@ -241,8 +242,9 @@ impl InstanceService {
         }
     }
 
-    /// The invocation `id` of the flow, with its instances' counts. Needs
-    /// [`Permission::ActionFlowsRead`]; another flow's invocation is [`DomainError::NotFound`].
+    /// The invocation `id` of the flow, with its instances' counts. Needs `action_flows:read`
+    /// ([`Permission::ActionFlowsRead`](crate::tenancy::Permission::ActionFlowsRead)); another
+    /// flow's invocation is [`DomainError::NotFound`].
     pub async fn invocation(
         &self,
         who: &Principal,
@@ -250,13 +252,7 @@ impl InstanceService {
         flow_id: &FlowId,
         id: &InvocationId,
     ) -> Result<InvocationView, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        let invocation = self
-            .invocations
-            .get(env, id)
-            .await?
-            .filter(|i| i.flow_id == flow_id.as_str())
-            .ok_or(DomainError::NotFound(Resource::Invocation))?;
+        let invocation = flow_invocation(&*self.invocations, who, env, flow_id, id).await?;
         let instances = InstanceCounts::of(self.instances.counts(env, id).await?);
         Ok(InvocationView {
             invocation,
@@ -264,9 +260,9 @@ impl InstanceService {
         })
     }
 
-    /// The instance of `user` in the invocation `id` of the flow. Needs
-    /// [`Permission::ActionFlowsRead`]. An invocation of another flow, or a user it did not
-    /// reach with a stored instance, is [`DomainError::NotFound`].
+    /// The instance of `user` in the invocation `id` of the flow. Needs `action_flows:read`.
+    /// An invocation of another flow, or a user it did not reach with a stored instance, is
+    /// [`DomainError::NotFound`].
     pub async fn instance(
         &self,
         who: &Principal,
@@ -275,12 +271,7 @@ impl InstanceService {
         id: &InvocationId,
         user: &str,
     ) -> Result<FlowInstance, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        self.invocations
-            .get(env, id)
-            .await?
-            .filter(|i| i.flow_id == flow_id.as_str())
-            .ok_or(DomainError::NotFound(Resource::Invocation))?;
+        flow_invocation(&*self.invocations, who, env, flow_id, id).await?;
         let mut instance = self
             .instances
             .get(env, id, user)

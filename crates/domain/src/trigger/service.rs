@@ -2,7 +2,7 @@
 //! flow, records its invocation (running it at once when its audience is a few known users)
 //! and reads invocations back.
 
-mod reads;
+pub(crate) mod reads;
 
 use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::trigger::FlowElement;

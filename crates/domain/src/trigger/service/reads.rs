@@ -19,12 +19,7 @@ impl TriggerService {
         flow_id: &FlowId,
         id: &InvocationId,
     ) -> Result<Invocation, DomainError> {
-        who.authorize(env, Permission::ActionFlowsRead)?;
-        self.invocations
-            .get(env, id)
-            .await?
-            .filter(|i| i.flow_id == flow_id)
-            .ok_or(DomainError::NotFound(Resource::Invocation))
+        flow_invocation(&*self.invocations, who, env, flow_id, id).await
     }
 
     /// One page of the flow's invocations that match `filter`, newest first (by `created`,
@@ -66,4 +61,22 @@ impl TriggerService {
             newest_first_key(&i.created, &i.id)
         }))
     }
+}
+
+/// The invocation `id` of the flow, read through `invocations` for `who`: needs
+/// `action_flows:read`; another flow's, or none, is [`DomainError::NotFound`] of
+/// [`Resource::Invocation`].
+pub(crate) async fn flow_invocation(
+    invocations: &dyn crate::trigger::invocation::InvocationRepository,
+    who: &Principal,
+    env: &EnvironmentId,
+    flow_id: &FlowId,
+    id: &InvocationId,
+) -> Result<Invocation, DomainError> {
+    who.authorize(env, Permission::ActionFlowsRead)?;
+    invocations
+        .get(env, id)
+        .await?
+        .filter(|i| i.flow_id == flow_id)
+        .ok_or(DomainError::NotFound(Resource::Invocation))
 }
