@@ -24,8 +24,8 @@ struct CountRow<'a> {
 }
 
 /// Adds `counts` to the stored ones, in key order: on PostgreSQL one upsert statement per 500
-/// rows (a recording of 256 one-user starts adds some 1,500 rows; a statement each was most of
-/// its transaction), on SQLite one per row.
+/// rows (a recording of 256 one-user starts adds three rows for each, and a round trip each
+/// would be most of its transaction), on SQLite one per row, which is no round trip there.
 pub(crate) fn add(conn: &mut AnyConnection, counts: &Counts) -> Result<(), Failure> {
     let rows: Vec<CountRow<'_>> = counts
         .iter()
