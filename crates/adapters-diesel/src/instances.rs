@@ -425,7 +425,8 @@ impl InstanceRepository for DieselInstanceRepository {
                             instance.environment_id.clone(),
                             instance.invocation_id.clone(),
                         );
-                        *cards_created.entry(key).or_insert(0) += cards.len() as i64;
+                        *cards_created.entry(key).or_insert(0) +=
+                            i64::try_from(cards.len()).unwrap_or(i64::MAX);
                     }
                     made.cards.extend(cards);
                     made.events.extend(events);
@@ -494,34 +495,6 @@ impl InstanceRepository for DieselInstanceRepository {
         self.db
             .run(move |conn| crate::counts::of(conn, &env, &inv))
             .await
-    }
-
-    async fn of_invocation(
-        &self,
-        environment_id: &str,
-        invocation_id: &str,
-        after_user: Option<String>,
-        limit: usize,
-    ) -> Result<Vec<FlowInstance>, StorageError> {
-        let (env, inv) = (environment_id.to_owned(), invocation_id.to_owned());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<InstanceRow> = self
-            .db
-            .run(move |conn| {
-                let mut q = flow_instances::table
-                    .filter(flow_instances::environment_id.eq(env))
-                    .filter(flow_instances::invocation_id.eq(inv))
-                    .order(flow_instances::user_id)
-                    .limit(limit)
-                    .select(InstanceRow::as_select())
-                    .into_boxed();
-                if let Some(after) = after_user {
-                    q = q.filter(flow_instances::user_id.gt(after));
-                }
-                Ok(q.load(conn)?)
-            })
-            .await?;
-        rows.into_iter().map(InstanceRow::into_instance).collect()
     }
 }
 

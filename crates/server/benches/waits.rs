@@ -28,7 +28,8 @@ use serde_json::{json, Value};
 async fn flow(server: &support::Server, name: &str, first: &str, steps: Value) -> String {
     let (admin, env) = (&server.admin_secret, &server.env);
     let template = json!({"metadata": {"cardName": "Bench"},
-        "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}});
+        "defaultView": {"content": [
+            {"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}});
     let config = json!({"type": "card", "initialSteps": [first], "steps": steps,
                         "cardTemplates": {"t1": template}});
     let created: Value = server
@@ -71,33 +72,43 @@ fn number(url: &str, sql: &str) -> f64 {
         .unwrap_or_else(|| panic!("a number from {sql}"))
 }
 
+/// `COUNT(*)` of `table` rows that match `filter`.
+fn count(url: &str, table: &str, filter: &str) -> u64 {
+    number(
+        url,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM {table} WHERE {filter}"),
+    ) as u64
+}
+
 /// Waits until no invocation is pending or running (a staged flow's are completed once every
 /// user had its batch), then checks the ledger of the run whose users start with `prefix`.
 async fn settled(server: &support::Server, flow: &str, prefix: &str, staged: bool) -> u64 {
     common::drained(server).await;
     let url = server.database_url();
-    let started = number(
+    let started = count(
         url,
-        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM invocations WHERE flow_id = '{flow}' AND target LIKE '%\"{prefix}%'"),
-    ) as u64;
-    let completed = number(
+        "invocations",
+        &format!("flow_id = '{flow}' AND target LIKE '%\"{prefix}%'"),
+    );
+    let ours = format!("flow_id = '{flow}' AND target LIKE '%\"{prefix}%'");
+    let completed = count(
         url,
-        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM invocations WHERE flow_id = '{flow}' AND target LIKE '%\"{prefix}%' AND status = 'completed' AND cards_created = 1"),
-    ) as u64;
+        "invocations",
+        &format!("{ours} AND status = 'completed' AND cards_created = 1"),
+    );
     assert_eq!(
         completed, started,
         "every {prefix} start completed with one card"
     );
-    let cards = number(
-        url,
-        &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND user_id LIKE '{prefix}%'"),
-    ) as u64;
+    let theirs = format!("flow_id = '{flow}' AND user_id LIKE '{prefix}%'");
+    let cards = count(url, "card_instances", &theirs);
     assert_eq!(cards, started, "one card per {prefix} start");
     if staged {
-        let waiting = number(
+        let waiting = count(
             url,
-            &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM flow_instances WHERE flow_id = '{flow}' AND user_id LIKE '{prefix}%' AND status = 'active'"),
-        ) as u64;
+            "flow_instances",
+            &format!("{theirs} AND status = 'active'"),
+        );
         assert_eq!(waiting, started, "one waiting instance per {prefix} start");
     }
     started
@@ -120,9 +131,14 @@ async fn starts(server: &support::Server) {
             let (rps, p99) = common::starts(server, flow, &prefix).await;
             let ledger = settled(server, flow, &prefix, staged).await;
             println!(
-                "  round {round}, {} flow: {rps:.0} req/s, p99 {p99:.2} ms; ledger {ledger} starts, each one card{}",
+                "  round {round}, {} flow: {rps:.0} req/s, p99 {p99:.2} ms; \
+                 ledger {ledger} starts, each one card{}",
                 if staged { "three-step" } else { "one-step" },
-                if staged { " and one waiting instance" } else { "" }
+                if staged {
+                    " and one waiting instance"
+                } else {
+                    ""
+                }
             );
             figures[n].push((rps, p99));
         }
@@ -135,7 +151,8 @@ async fn starts(server: &support::Server) {
     };
     let (one_rps, three_rps) = (mean(&figures[0], 0), mean(&figures[1], 0));
     println!(
-        "  /start, mean of 4: one-step {one_rps:.0} req/s (p99 {:.2} ms), three-step {three_rps:.0} req/s (p99 {:.2} ms): {:+.1}%",
+        "  /start, mean of 4: one-step {one_rps:.0} req/s (p99 {:.2} ms), \
+         three-step {three_rps:.0} req/s (p99 {:.2} ms): {:+.1}%",
         mean(&figures[0], 1),
         mean(&figures[1], 1),
         (three_rps / one_rps - 1.0) * 100.0
@@ -155,7 +172,8 @@ fn lateness(url: &str, flow: &str, wait_ms: u64) -> Vec<f64> {
     raw_texts(
         url,
         &format!(
-            "SELECT CAST({gap} - {wait_ms} AS TEXT) AS v FROM card_instances a JOIN card_instances b \
+            "SELECT CAST({gap} - {wait_ms} AS TEXT) AS v \
+             FROM card_instances a JOIN card_instances b \
              ON b.flow_instance_id = a.flow_instance_id AND b.step_id = 's2' \
              WHERE a.flow_id = '{flow}' AND a.step_id = 's1'"
         ),
@@ -173,7 +191,8 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
         server,
         "Waits",
         "s1",
-        json!({"s1": card("s1", &["pause"]), "pause": wait("pause", &format!("PT{wait_s}S"), &["s2"]),
+        json!({"s1": card("s1", &["pause"]),
+               "pause": wait("pause", &format!("PT{wait_s}S"), &["s2"]),
                "s2": card("s2", &[])}),
     )
     .await;
@@ -222,7 +241,8 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
         );
         assert_eq!(stored, all, "every stored instance waits");
         println!(
-            "  storage per waiting instance (flow_instances and its indexes, dbstat, {stored} instances): {:.0} bytes",
+            "  storage per waiting instance (flow_instances and its indexes, dbstat, \
+             {stored} instances): {:.0} bytes",
             bytes / stored
         );
     }
@@ -230,7 +250,10 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
     loop {
         let made = number(
             url,
-            &format!("SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND step_id = 's2'"),
+            &format!(
+                "SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances \
+                 WHERE flow_id = '{flow}' AND step_id = 's2'"
+            ),
         ) as u64;
         if made == users {
             break;
@@ -240,7 +263,10 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
     }
     let distinct = number(
         url,
-        &format!("SELECT CAST(COUNT(DISTINCT user_id) AS TEXT) AS v FROM card_instances WHERE flow_id = '{flow}' AND step_id = 's2'"),
+        &format!(
+            "SELECT CAST(COUNT(DISTINCT user_id) AS TEXT) AS v FROM card_instances \
+             WHERE flow_id = '{flow}' AND step_id = 's2'"
+        ),
     ) as u64;
     assert_eq!(distinct, users, "each user's second card once");
     let mut late = lateness(url, &flow, wait_s * 1000);
@@ -248,7 +274,9 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
     late.sort_by(f64::total_cmp);
     let at = |p: f64| late[((late.len() as f64 * p).ceil() as usize).clamp(1, late.len()) - 1];
     println!(
-        "  {users} waits of {wait_s} s falling due together: second card after its deadline p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (first {:.0} ms); ledger: {users} second cards, one per user",
+        "  {users} waits of {wait_s} s falling due together: second card after its deadline \
+         p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (first {:.0} ms); \
+         ledger: {users} second cards, one per user",
         at(0.5),
         at(0.99),
         at(1.0),

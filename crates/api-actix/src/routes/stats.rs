@@ -64,7 +64,8 @@ pub struct StatsDay {
     /// For a flow that waits or branches (contract §21): per step id, how many instances
     /// reached it that day, and how many it ended for by outcome. Absent when none did.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    #[schema(example = json!({"listen": {"reached": 118, "outcomes": {"submitted": 71, "timeout": 30}}}))]
+    #[schema(example = json!({"listen": {"reached": 118,
+        "outcomes": {"submitted": 71, "timeout": 30}}}))]
     pub steps: BTreeMap<String, StepDay>,
 }
 

@@ -176,9 +176,10 @@ pub(super) fn inputs_of(
     invocation: &Invocation,
     plan: &FlowPlan,
 ) -> Result<(FlowElement, ResolvedVariables), DomainError> {
-    let element = super::request::parse_element(
-        serde_json::json!({"target": invocation.target.value(), "payload": invocation.payload.value()}),
-    )
+    let element = super::request::parse_element(serde_json::json!({
+        "target": invocation.target.value(),
+        "payload": invocation.payload.value(),
+    }))
     .map_err(DomainError::Validation)?;
     let variables = resolve(
         &plan.config,

@@ -122,15 +122,6 @@ pub trait InstanceRepository: Send + Sync {
         environment_id: &str,
         invocation_id: &str,
     ) -> Result<Vec<(String, String, i64)>, StorageError>;
-
-    /// Up to `limit` instances of the invocation, in user order after `after_user`.
-    async fn of_invocation(
-        &self,
-        environment_id: &str,
-        invocation_id: &str,
-        after_user: Option<String>,
-        limit: usize,
-    ) -> Result<Vec<FlowInstance>, StorageError>;
 }
 
 /// What one step of an invocation's instances did.

@@ -86,11 +86,6 @@ impl FlowPlan {
         }
     }
 
-    /// Whether instances of this plan wait or branch, and so are stored as they go.
-    pub fn is_staged(&self) -> bool {
-        self.program.is_some()
-    }
-
     /// The `create-card` step with this id.
     pub(crate) fn card_step(&self, id: &str) -> Option<&CardStep> {
         self.cards.iter().find(|c| c.step_id == id)
