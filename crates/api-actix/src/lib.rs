@@ -45,7 +45,7 @@ pub struct AppState {
     pub audience: Arc<AudienceService>,
     pub triggers: Arc<TriggerService>,
     /// Flow instances of flows that wait or branch (contract §21).
-    pub instances: Arc<domain::trigger::instances::InstanceService>,
+    pub instances: Arc<domain::trigger::views::InstanceService>,
     pub cards: Arc<CardService>,
     pub webhooks: Arc<domain::webhook::WebhookService>,
     pub cancels: Arc<domain::cancel::CancelService>,
@@ -95,6 +95,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::credentials::configure(cfg);
     routes::folders::configure(cfg);
     routes::flows::configure(cfg);
+    routes::publish::configure(cfg);
+    routes::configs::configure(cfg);
+    routes::settings::configure(cfg);
     routes::audience::configure(cfg);
     routes::webhooks::configure(cfg);
     routes::tasks::configure(cfg);

@@ -12,8 +12,8 @@ use crate::problem::{problem, NotFound};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::routes::{
-    audience, bulk, credentials, environments, feed, flows, folders, instances, oauth, ops,
-    publish, push, sdk_keys, stats, tasks, trigger, webhooks,
+    audience, bulk, configs, credentials, environments, feed, flows, folders, instances, oauth,
+    ops, publish, push, sdk_keys, settings, stats, tasks, trigger, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -26,9 +26,9 @@ every response carries `X-Request-Id`.",
     ),
     paths(
         folders::list, folders::create, folders::get, folders::rename, folders::delete,
-        flows::list, flows::create, flows::get, flows::update, flows::get_config, publish::publish,
-        flows::save_draft, flows::discard_draft, flows::approve_draft, publish::publish_draft,
-        flows::archive, flows::unarchive, flows::get_settings, flows::put_settings,
+        flows::list, flows::create, flows::get, flows::update, configs::get_config, publish::publish,
+        configs::save_draft, configs::discard_draft, configs::approve_draft, publish::publish_draft,
+        flows::archive, flows::unarchive, settings::get_settings, settings::put_settings,
         audience::put_user, audience::get_user, audience::delete_user, audience::list_users,
         audience::put_users, audience::create_segment, audience::list_segments, audience::get_segment,
         audience::update_segment, audience::delete_segment, audience::list_streams,

@@ -8,9 +8,8 @@
 //! steps of the configuration, every step is reachable and the steps form no cycle, a step's
 //! `cardTemplateId` names a template, and every `%{name}` names a variable.
 
-use domain::flow::config::{
-    StepType, KNOWN_ELEMENTS, PRIORITIES, VARIABLE_SOURCES, VARIABLE_TYPES,
-};
+use domain::flow::config::{KNOWN_ELEMENTS, PRIORITIES, VARIABLE_SOURCES, VARIABLE_TYPES};
+use domain::flow::steps::StepType;
 use domain::trigger::request::{
     MAX_FLOW_ELEMENTS, MAX_INVOCATION_ID_CHARS, MAX_NOTIFICATION_DETAIL_BYTES, MAX_TARGET_USERS,
 };

@@ -21,7 +21,7 @@ use workbench_domain::audience::EndUser;
 use workbench_domain::bulk::{CsvHeader, UploadGrant};
 use workbench_domain::cancel::CancelFilter;
 use workbench_domain::card::content::CardContent;
-use workbench_domain::flow::config;
+use workbench_domain::flow::{config, values};
 use workbench_domain::push::PlatformInput;
 use workbench_domain::retry::RetryPolicy;
 use workbench_domain::time::{
@@ -1918,11 +1918,11 @@ proptest! {
         ]),
         text in prop_oneof![date_text(), small_string()],
     ) {
-        if let Err(message) = config::check_value(&var_type, &value, pattern.as_deref()) {
+        if let Err(message) = values::check_value(&var_type, &value, pattern.as_deref()) {
             prop_assert!(!message.is_empty());
         }
         if let Some(pattern) = &pattern {
-            let _ = config::matches_pattern(&text, pattern);
+            let _ = values::matches_pattern(&text, pattern);
         }
     }
 

@@ -120,7 +120,7 @@ impl App {
             streams.clone(),
             clock.clone(),
         ));
-        let instances = Arc::new(domain::trigger::instances::InstanceService::new(
+        let instances = Arc::new(domain::trigger::views::InstanceService::new(
             invocations.clone(),
             instance_repo,
         ));

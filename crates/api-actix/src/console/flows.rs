@@ -12,8 +12,9 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::page::{self, respond, see_other, Frame, Problems};
-use super::session::{Posted, Refusal, Session, ROOT};
+use super::page::{self, Frame, Problems};
+use super::session::{Posted, Refusal, Session};
+use super::shell::{respond, see_other, ROOT};
 use super::{environments, failed};
 use crate::AppState;
 

@@ -8,8 +8,9 @@ use domain::{Folder, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::page::{self, respond, see_other, Frame, Problems};
-use super::session::{Posted, Refusal, Session, ROOT};
+use super::page::{self, Frame, Problems};
+use super::session::{Posted, Refusal, Session};
+use super::shell::{respond, see_other, ROOT};
 use super::{environments, outcome};
 use crate::AppState;
 

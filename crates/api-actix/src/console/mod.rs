@@ -19,6 +19,7 @@ mod page;
 mod push;
 mod runs;
 mod session;
+mod shell;
 mod webhooks;
 
 use actix_web::http::{header, StatusCode};
@@ -28,8 +29,10 @@ use domain::{DomainError, Permission};
 use maud::html;
 use serde::Deserialize;
 
-use page::{respond, see_other, Problems};
-use session::{Posted, Refusal, Session, ROOT};
+use page::Problems;
+use session::{Posted, Refusal, Session};
+use shell::ROOT;
+use shell::{respond, see_other};
 
 use crate::AppState;
 
@@ -113,7 +116,7 @@ fn first_section(session: &Session, env: &str) -> Option<&'static str> {
 fn nothing_to_show(session: &Session) -> HttpResponse {
     respond(
         StatusCode::FORBIDDEN,
-        page::bare(
+        shell::bare(
             "Nothing to show",
             html! {
                 h1 { "Nothing to show" }
@@ -205,7 +208,7 @@ fn sign_in_form(
 ) -> HttpResponse {
     respond(
         status,
-        page::bare(
+        shell::bare(
             "Sign in",
             html! {
                 h1 { "Sign in" }

@@ -1,20 +1,14 @@
 //! The console's page frame and the pieces every page shares: the navigation, the environment
-//! switcher, messages, form fields with their errors in place, and the answer's headers.
+//! switcher, form fields with their errors in place, and the answer's headers.
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use domain::tenancy::Environment;
 use domain::DomainError;
-use maud::{html, Markup, DOCTYPE};
+use maud::{html, Markup};
 
-use super::session::{Refusal, Session, ROOT};
-
-/// What the console's pages may load: only this origin's own assets, no inline script, calls
-/// back to this origin only (the script reads progress again and uploads files), and no frame
-/// of another site around them.
-const POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
-                      connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
-                      base-uri 'none'";
+use super::session::{Refusal, Session};
+use super::shell::{document, message, ROOT};
 
 /// One page: its title, the section it belongs to, the environment it shows.
 pub(crate) struct Frame<'a> {
@@ -23,53 +17,6 @@ pub(crate) struct Frame<'a> {
     pub(crate) env: &'a str,
     pub(crate) environments: &'a [Environment],
     pub(crate) session: &'a Session,
-}
-
-/// An HTML answer with the console's headers: never cached (a page may show a new key's
-/// secret), never framed, nothing loaded from elsewhere.
-pub(crate) fn respond(status: StatusCode, body: Markup) -> HttpResponse {
-    HttpResponse::build(status)
-        .content_type("text/html; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .insert_header((header::CONTENT_SECURITY_POLICY, POLICY))
-        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
-        .insert_header((header::REFERRER_POLICY, "same-origin"))
-        .body(body.into_string())
-}
-
-/// A `303 See Other` to `to` (after a change, so that reloading does not send it again).
-pub(crate) fn see_other(to: &str) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, to.to_owned()))
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .finish()
-}
-
-fn document(title: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Workbench" }
-                link rel="stylesheet" href={ (ROOT) "/assets/console.css" };
-                script src={ (ROOT) "/assets/console.js" } defer {}
-            }
-            body { (body) }
-        }
-    }
-}
-
-/// A page without a session: sign-in, and the console's refusals.
-pub(crate) fn bare(title: &str, content: Markup) -> Markup {
-    document(
-        title,
-        html! {
-            header.top { span.brand { "Workbench" } }
-            main #main { (content) }
-        },
-    )
 }
 
 /// A page of an environment, with the navigation of what the key may read.
@@ -119,21 +66,6 @@ pub(crate) fn frame(frame: &Frame<'_>, content: Markup) -> Markup {
 /// The hidden field every change carries.
 pub(crate) fn csrf(session: &Session) -> Markup {
     html! { input type="hidden" name="csrf" value=(session.csrf); }
-}
-
-/// A message page (a refusal, an error), with a way back in.
-pub(crate) fn message(status: StatusCode, title: &str, text: &str) -> HttpResponse {
-    respond(
-        status,
-        bare(
-            title,
-            html! {
-                h1 { (title) }
-                p role="alert" { (text) }
-                p { a href={ (ROOT) "/" } { "Back to the console" } }
-            },
-        ),
-    )
 }
 
 /// A domain error as the console shows it: the status the API would answer, the message, and

@@ -10,8 +10,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::environments;
-use super::page::{self, respond, see_other, Frame, Problems};
-use super::session::{Posted, Refusal, Session, ROOT};
+use super::page::{self, Frame, Problems};
+use super::session::{Posted, Refusal, Session};
+use super::shell::{respond, see_other, ROOT};
 use crate::AppState;
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {

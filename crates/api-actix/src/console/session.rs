@@ -21,13 +21,11 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::shell::{message, ROOT};
 use crate::AppState;
 
 /// The cookie that holds the session's access token.
 pub(crate) const COOKIE: &str = "workbench_console";
-
-/// Where the console lives; the cookie is sent to nothing else.
-pub(crate) const ROOT: &str = "/console";
 
 /// A signed-in console user: the key's principal, and the token forms must carry.
 pub(crate) struct Session {
@@ -103,28 +101,28 @@ impl ResponseError for Refusal {
                 }
                 response.finish()
             }
-            Refusal::CrossSite => super::page::message(
+            Refusal::CrossSite => message(
                 StatusCode::FORBIDDEN,
                 "Refused",
                 "This change was not sent from a page of this console, so it was not made. Reload the page and try again.",
             ),
-            Refusal::BadForm(why) => super::page::message(
+            Refusal::BadForm(why) => message(
                 StatusCode::BAD_REQUEST,
                 "The form cannot be read",
                 why,
             ),
-            Refusal::NotFound => super::page::message(
+            Refusal::NotFound => message(
                 StatusCode::NOT_FOUND,
                 "Not found",
                 "There is no such page.",
             ),
-            Refusal::TooLarge => super::page::message(
+            Refusal::TooLarge => message(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "The form is too large",
                 "The console reads forms of up to 1 MiB.",
             ),
             Refusal::Limited(e) => {
-                let mut page = super::page::message(
+                let mut page = message(
                     e.status_code(),
                     "Too many requests",
                     "This key is past its rate limit. Wait a moment and try again.",
@@ -135,7 +133,7 @@ impl ResponseError for Refusal {
                 }
                 page
             }
-            Refusal::Failed => super::page::message(
+            Refusal::Failed => message(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Something went wrong",
                 "The service could not answer. Try again shortly.",

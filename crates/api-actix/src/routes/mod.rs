@@ -2,6 +2,7 @@
 
 pub mod audience;
 pub mod bulk;
+pub mod configs;
 pub mod credentials;
 pub mod environments;
 pub mod feed;
@@ -14,6 +15,7 @@ pub mod publish;
 pub mod push;
 pub mod query;
 pub mod sdk_keys;
+pub mod settings;
 pub mod stats;
 pub mod tasks;
 pub mod trigger;

@@ -7,7 +7,7 @@ use domain::{FieldError, Flow, FlowVersion, Permission};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::flows::{config_of, ConfigRecordDto, ConfigRecordResponse};
+use super::configs::{config_of, ConfigRecordDto, ConfigRecordResponse};
 use crate::auth::Caller;
 use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
@@ -148,4 +148,14 @@ pub async fn publish_draft(
 pub struct PublishDraftRequest {
     /// Cancel the active instances of the flow's older versions (contract §21).
     cancel_active_instances: Option<bool>,
+}
+
+/// The publish routes; registered before `configs`', whose `config/{version}` matches them too.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    const FLOW: &str = "/v1/{environmentId}/action-flow/{flowConfigId}";
+    cfg.service(web::resource(format!("{FLOW}/config/publish")).route(web::post().to(publish)))
+        .service(
+            web::resource(format!("{FLOW}/config/draft/publish"))
+                .route(web::post().to(publish_draft)),
+        );
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::card::{AnalyticsEvent, CardAction, CardInstance};
 use domain::id::{CardId, EndUserId, EnvironmentId, FlowId, InvocationId};
-use domain::trigger::instances::InvocationView;
+use domain::trigger::views::InvocationView;
 use domain::trigger::Mode;
 use domain::trigger::{Invocation, InvocationFilter, InvocationStatus};
 use domain::{FieldError, PageRequest, Permission};

@@ -22,32 +22,11 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::problems::{describe, object, show, Path, Problems};
+use super::steps::properties::check;
+use super::steps::Program;
+use super::values::check_value;
 use crate::FieldError;
-
-/// Step types a configuration may use (contract §21). Adding a step type means adding a
-/// variant here, its definition and validation in [`super::steps`], and its execution in the
-/// engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StepType {
-    /// `create-card`: creates a card for each targeted user from the card template its
-    /// `properties.cardTemplateId` names.
-    CreateCard,
-    /// `wait`: pauses its path for a duration, until an instant, or until a date variable's
-    /// instant moved by an offset.
-    Wait,
-    /// `wait-for-card`: listens to the card an earlier `create-card` step made and goes on by
-    /// how it closed, or by its timeout.
-    WaitForCard,
-    /// `branch`: goes on with the steps of the first condition that holds, else `otherwise`.
-    Branch,
-}
-
-crate::spelling::spelled!(StepType {
-    CreateCard => "create-card",
-    Wait => "wait",
-    WaitForCard => "wait-for-card",
-    Branch => "branch",
-});
 
 /// The priorities a card may have, in a template's `metadata.delivery.priority` and a
 /// trigger's `cardOptions.priority`.
@@ -68,84 +47,11 @@ pub const KNOWN_ELEMENTS: [(&str, &str); 4] = [
     ("submitButton", "text"),
 ];
 
-/// The JSON path of the value being looked at, as a chain of borrowed segments: it costs
-/// nothing until a problem is reported, when it is rendered
-/// (`config.steps.s1.next[0]`, `config.cardTemplates["a b"]`).
-#[derive(Clone, Copy)]
-pub(super) enum Path<'a> {
-    Root(&'a str),
-    Key(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-}
-
-impl<'a> Path<'a> {
-    pub(super) fn key(&'a self, key: &'a str) -> Path<'a> {
-        Path::Key(self, key)
-    }
-
-    pub(super) fn index(&'a self, index: usize) -> Path<'a> {
-        Path::Index(self, index)
-    }
-}
-
-impl std::fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Path::Root(name) => f.write_str(name),
-            Path::Key(parent, key) => {
-                let plain = !key.is_empty()
-                    && key
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                if plain {
-                    write!(f, "{parent}.{key}")
-                } else {
-                    write!(
-                        f,
-                        "{parent}[{}]",
-                        serde_json::to_string(key).unwrap_or_default()
-                    )
-                }
-            }
-            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
-        }
-    }
-}
-
-/// Collected problems.
-pub(super) struct Problems {
-    errors: Vec<FieldError>,
-}
-
-impl Problems {
-    /// An empty collection.
-    pub(super) fn new() -> Self {
-        Problems { errors: Vec::new() }
-    }
-
-    pub(super) fn add(&mut self, path: &Path<'_>, message: impl Into<String>) {
-        self.errors.push(FieldError::new(path.to_string(), message));
-    }
-
-    /// A problem whose path was rendered earlier (checks that wait for the whole graph).
-    pub(super) fn add_field(&mut self, field: String, message: impl Into<String>) {
-        self.errors.push(FieldError::new(field, message));
-    }
-
-    /// How many problems were collected so far.
-    pub(super) fn len(&self) -> usize {
-        self.errors.len()
-    }
-}
-
-pub(super) fn describe(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+impl Program {
+    /// The program of a configuration, or every problem [`validate`] finds in it (paths under
+    /// `config`).
+    pub fn parse(config: &Value) -> Result<Program, Vec<FieldError>> {
+        validate_program(config, "config")
     }
 }
 
@@ -159,10 +65,7 @@ pub fn validate(config: &Value, path: &str) -> Vec<FieldError> {
 }
 
 /// [`validate`], with the typed steps of a configuration that has no problem.
-pub(super) fn validate_program(
-    config: &Value,
-    path: &str,
-) -> Result<super::steps::Program, Vec<FieldError>> {
+fn validate_program(config: &Value, path: &str) -> Result<Program, Vec<FieldError>> {
     let mut p = Problems::new();
     let root = Path::Root(path);
     let Some(config) = config.as_object() else {
@@ -170,7 +73,7 @@ pub(super) fn validate_program(
             &root,
             format!("must be an object, not {}", describe(config)),
         );
-        return Err(p.errors);
+        return Err(p.into_sorted());
     };
     match config.get("type") {
         Some(Value::String(t)) if t == "card" => {}
@@ -190,81 +93,14 @@ pub(super) fn validate_program(
         &root.key("cardTemplates"),
         &flow_variables,
     );
-    let program = super::steps::check(&mut p, config, &root, &templates);
-    // A stable order for callers: by path (the sort keeps problems of one path in order).
-    p.errors.sort_by(|a, b| a.field.cmp(&b.field));
+    let program = check(&mut p, config, &root, &templates);
+    // A stable order for callers: by path.
+    let errors = p.into_sorted();
     match program {
-        Some(program) if p.errors.is_empty() => Ok(program),
+        Some(program) if errors.is_empty() => Ok(program),
         // Steps that check out but no program would mean a step problem went unreported.
-        _ if p.errors.is_empty() => Err(vec![FieldError::new(path, "has no valid steps")]),
-        _ => Err(p.errors),
-    }
-}
-
-pub(super) fn show(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!("`{s}`"),
-        other => describe(other).to_owned(),
-    }
-}
-
-pub(super) fn object<'v>(
-    p: &mut Problems,
-    value: Option<&'v Value>,
-    path: &Path<'_>,
-    required: bool,
-) -> Option<&'v Map<String, Value>> {
-    match value {
-        Some(Value::Object(map)) => Some(map),
-        None if !required => None,
-        None => {
-            p.add(path, "is required and must be an object");
-            None
-        }
-        Some(other) => {
-            p.add(path, format!("must be an object, not {}", describe(other)));
-            None
-        }
-    }
-}
-
-/// A list of strings: (index, value) of the valid entries; problems for the others.
-pub(super) fn string_list<'v>(
-    p: &mut Problems,
-    value: Option<&'v Value>,
-    path: &Path<'_>,
-    required: bool,
-) -> Vec<(usize, &'v str)> {
-    match value {
-        None | Some(Value::Null) if required => {
-            p.add(
-                path,
-                "is required and must be a non-empty array of step ids",
-            );
-            Vec::new()
-        }
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, item)| match item {
-                Value::String(s) => Some((i, s.as_str())),
-                other => {
-                    p.add(
-                        &path.index(i),
-                        format!("must be a string, not {}", describe(other)),
-                    );
-                    None
-                }
-            })
-            .collect(),
-        Some(other) => {
-            p.add(
-                path,
-                format!("must be an array of strings, not {}", describe(other)),
-            );
-            Vec::new()
-        }
+        _ if errors.is_empty() => Err(vec![FieldError::new(path, "has no valid steps")]),
+        _ => Err(errors),
     }
 }
 
@@ -337,89 +173,6 @@ fn variables<'v>(p: &mut Problems, value: Option<&'v Value>, path: &Path<'_>) ->
         }
     }
     defs.keys().map(String::as_str).collect()
-}
-
-/// Checks that `value` has the variable type `var_type`. Shared with the trigger, which
-/// type-checks the variables a request sends.
-pub fn check_value(
-    var_type: &str,
-    value: &Value,
-    date_pattern: Option<&str>,
-) -> Result<(), String> {
-    let ok = match (var_type, value) {
-        (_, Value::Null) => true,
-        ("string", Value::String(_)) => true,
-        ("number", Value::Number(_)) => true,
-        ("number", Value::String(s)) => s.trim().parse::<f64>().is_ok_and(f64::is_finite),
-        ("boolean", Value::Bool(_)) => true,
-        ("boolean", Value::String(s)) => s == "true" || s == "false",
-        ("date", Value::String(s)) => {
-            crate::time::parse_timestamp(s).is_ok()
-                || date_pattern.is_some_and(|pat| matches_pattern(s, pat))
-        }
-        _ => false,
-    };
-    if ok {
-        Ok(())
-    } else if var_type == "date" {
-        Err(match date_pattern {
-            Some(pat) => format!(
-                "must be a date: RFC 3339 or the pattern `{pat}`, not {}",
-                show(value)
-            ),
-            None => format!("must be an RFC 3339 date, not {}", show(value)),
-        })
-    } else {
-        Err(format!("must be a {var_type}, not {}", show(value)))
-    }
-}
-
-/// Whether `text` fits a date pattern such as `dd/MM/yyyy HH:mm`: each run of a pattern
-/// letter (y, M, d, H, h, m, s, S) stands for that many digits (`yyyy` four, `M` one or two
-/// with `MM` exactly two), `a` for AM/PM; anything else must appear literally.
-pub fn matches_pattern(text: &str, pattern: &str) -> bool {
-    let pat: Vec<char> = pattern.chars().collect();
-    let txt: Vec<char> = text.chars().collect();
-    let (mut i, mut j) = (0, 0);
-    while i < pat.len() {
-        let c = pat[i];
-        let mut run = 1;
-        while i + run < pat.len() && pat[i + run] == c {
-            run += 1;
-        }
-        match c {
-            'y' | 'M' | 'd' | 'H' | 'h' | 'm' | 's' | 'S' => {
-                let digits = txt[j..].iter().take_while(|c| c.is_ascii_digit()).count();
-                // A single letter means "one or two digits"; more letters mean exactly that many.
-                let take = if run == 1 { digits.min(2) } else { run };
-                if digits < take || take == 0 {
-                    return false;
-                }
-                j += take;
-            }
-            'a' => {
-                let rest: String = txt[j..]
-                    .iter()
-                    .take(2)
-                    .collect::<String>()
-                    .to_ascii_uppercase();
-                if rest != "AM" && rest != "PM" {
-                    return false;
-                }
-                j += 2;
-            }
-            literal => {
-                for _ in 0..run {
-                    if txt.get(j) != Some(&literal) {
-                        return false;
-                    }
-                    j += 1;
-                }
-            }
-        }
-        i += run;
-    }
-    j == txt.len()
 }
 
 // ---- card templates ----

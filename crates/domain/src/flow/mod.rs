@@ -17,8 +17,10 @@
 
 pub mod config;
 pub mod machine;
+mod problems;
 mod recent;
 pub mod steps;
+pub mod values;
 
 use crate::id::FlowId;
 use async_trait::async_trait;

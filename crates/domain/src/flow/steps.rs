@@ -14,21 +14,22 @@
 //! here, so publishing and saving a draft refuse what this module refuses.
 
 pub mod condition;
+pub(super) mod context;
 pub mod definition;
 pub mod evaluate;
 mod graph;
 pub mod machine;
-mod properties;
+pub(super) mod properties;
 pub mod run;
+pub mod vocabulary;
 mod waits;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use chrono::Duration;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::config::{Path, Problems, StepType};
 use crate::FieldError;
+use context::declared_variables;
 
 pub use condition::{Comparison, Condition, Op, Subject};
 pub use definition::{
@@ -39,175 +40,10 @@ pub use machine::{
     first_reached, instance_state, transition, wait_deadline, CardClosure, ClosedCard, Deadline,
     Event, InstanceState, Start, StepData, StepError, StepState, StepStatus, Transition,
 };
-
-/// The most steps a configuration may hold.
-pub const MAX_STEPS: usize = 50;
-/// The most conditions a `branch` step may hold.
-pub const MAX_CONDITIONS: usize = 10;
-/// How deep conditions may nest: a comparison alone is 1, each `all`, `any` or `not` around it
-/// adds 1.
-pub const MAX_CONDITION_DEPTH: usize = 5;
-/// The shortest wait and the shortest `wait-for-card` timeout.
-pub const MIN_WAIT: Duration = Duration::seconds(1);
-/// The longest wait and the longest `wait-for-card` timeout; also how far a `wait`'s `offset`
-/// may move its date, either way, and how far ahead a deadline may be before it is capped.
-pub const MAX_WAIT: Duration = Duration::days(365);
-
-/// The declared type of a flow variable (`config.variables.<name>.type`): what a condition's
-/// value must be, and how the evaluator reads the variable's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum VariableType {
-    /// A JSON number, or a string that reads as a finite number.
-    Number,
-    /// A string, compared exactly.
-    String,
-    /// An RFC 3339 timestamp, compared as an instant.
-    Date,
-    /// `true` or `false` (or those strings).
-    Boolean,
-}
-
-crate::spelling::spelled!(VariableType {
-    Number => "number",
-    String => "string",
-    Date => "date",
-    Boolean => "boolean",
-});
-
-/// How a step ended: what `done` records, what `steps.<id>.outcome` reads, and what the
-/// per-step counts are kept by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Outcome {
-    /// A `create-card` step made its card.
-    Created,
-    /// A `wait` step's deadline came.
-    Elapsed,
-    /// A `wait` step's deadline had passed when it started: it ended at once.
-    Past,
-    /// A `wait` step's deadline was more than [`MAX_WAIT`] ahead when it started: it ended at
-    /// once rather than wait that long.
-    Capped,
-    /// The card a `wait-for-card` step listens to was submitted.
-    Submitted,
-    /// That card was dismissed.
-    Dismissed,
-    /// That card expired.
-    Expired,
-    /// That card was cancelled.
-    Cancelled,
-    /// The `wait-for-card` step's timeout passed while the card was open.
-    Timeout,
-    /// A `branch` step's condition held (which one, [`StepData::Condition`] says).
-    Matched,
-    /// No condition of a `branch` step held and it has `otherwise`.
-    Otherwise,
-    /// No condition of a `branch` step held and it has no `otherwise`: the path ends.
-    Unmatched,
-}
-
-crate::spelling::spelled!(Outcome {
-    Created => "created",
-    Elapsed => "elapsed",
-    Past => "past",
-    Capped => "capped",
-    Submitted => "submitted",
-    Dismissed => "dismissed",
-    Expired => "expired",
-    Cancelled => "cancelled",
-    Timeout => "timeout",
-    Matched => "matched",
-    Otherwise => "otherwise",
-    Unmatched => "unmatched",
-});
-
-/// The outcomes a `wait` step can record.
-pub const WAIT_OUTCOMES: [Outcome; 3] = [Outcome::Elapsed, Outcome::Past, Outcome::Capped];
-/// The outcomes a `wait-for-card` step can record.
-pub const CARD_OUTCOMES: [Outcome; 5] = [
-    Outcome::Submitted,
-    Outcome::Dismissed,
-    Outcome::Expired,
-    Outcome::Cancelled,
-    Outcome::Timeout,
-];
-
-impl Outcome {
-    /// The outcomes a step of `step_type` can record, for checking a condition's value against
-    /// them; empty for steps whose outcome a condition may not read.
-    pub fn possible(step_type: StepType) -> &'static [Outcome] {
-        match step_type {
-            StepType::Wait => &WAIT_OUTCOMES,
-            StepType::WaitForCard => &CARD_OUTCOMES,
-            StepType::CreateCard | StepType::Branch => &[],
-        }
-    }
-}
-
-/// A key of a `wait-for-card` step's `properties.on`: an outcome, or `closed` for every way
-/// the card can close that is not named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum OnKey {
-    /// The card was submitted.
-    Submitted,
-    /// The card was dismissed.
-    Dismissed,
-    /// The card expired.
-    Expired,
-    /// The card was cancelled.
-    Cancelled,
-    /// The timeout passed while the card was open (`closed` does not cover it).
-    Timeout,
-    /// Every closed state not named by its own key.
-    Closed,
-}
-
-crate::spelling::spelled!(OnKey {
-    Submitted => "submitted",
-    Dismissed => "dismissed",
-    Expired => "expired",
-    Cancelled => "cancelled",
-    Timeout => "timeout",
-    Closed => "closed",
-});
-
-/// Checks the `steps` and `initialSteps` of a configuration for
-/// [`validate`](crate::flow::config::validate): step ids and types, each type's properties,
-/// every target, and the graph. Returns the typed steps when this part had no problem.
-pub(super) fn check(
-    p: &mut Problems,
-    config: &Map<String, Value>,
-    root: &Path<'_>,
-    templates: &HashSet<&str>,
-) -> Option<Program> {
-    let before = p.len();
-    let variables = declared_variables(config.get("variables"));
-    let program = properties::check_steps(p, config, root, templates, &variables);
-    program.filter(|_| p.len() == before)
-}
-
-/// A flow variable as a wait or a condition sees it: its declared type (None when the type is
-/// missing or unknown, a problem reported on the definition) and its default.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Declared<'v> {
-    pub(super) ty: Option<VariableType>,
-    pub(super) default: Option<&'v Value>,
-}
-
-fn declared_variables(value: Option<&Value>) -> BTreeMap<&str, Declared<'_>> {
-    let Some(defs) = value.and_then(Value::as_object) else {
-        return BTreeMap::new();
-    };
-    defs.iter()
-        .map(|(name, def)| {
-            let ty = def
-                .get("type")
-                .and_then(Value::as_str)
-                .and_then(VariableType::parse);
-            let default = def.get("default").filter(|d| !d.is_null());
-            (name.as_str(), Declared { ty, default })
-        })
-        .collect()
-}
+pub use vocabulary::{
+    OnKey, Outcome, StepType, VariableType, CARD_OUTCOMES, MAX_CONDITIONS, MAX_CONDITION_DEPTH,
+    MAX_STEPS, MAX_WAIT, MIN_WAIT, WAIT_OUTCOMES,
+};
 
 /// The flow variables the configuration's `wait` steps read (`properties.untilVariable`), each
 /// with the ids of the steps that read it. Read from the JSON as it is: for a configuration

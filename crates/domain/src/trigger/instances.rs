@@ -8,14 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::Duration;
 
-use super::invocation::{Invocation, InvocationRepository, InvocationStatus};
-use super::service::reads::flow_invocation;
 use crate::card::{AnalyticsEvent, CardInstance};
 use crate::flow::steps::run::Records;
 use crate::flow::steps::{ClosedCard, InstanceState};
-use crate::id::{EnvironmentId, FlowId, InvocationId};
-use crate::tenancy::Principal;
-use crate::{DomainError, Resource, StorageError, Timestamp};
+use crate::{StorageError, Timestamp};
 
 /// How many due instances one claim takes, oldest deadline first.
 pub const CLAIM_INSTANCES: usize = 500;
@@ -189,89 +185,5 @@ impl InstanceCounts {
     /// Instances with a step still waiting.
     pub fn active(&self) -> u64 {
         self.instances.get("active").copied().unwrap_or(0)
-    }
-}
-
-/// An invocation with what its instances did, for a flow that waits or branches.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InvocationView {
-    /// The invocation as stored.
-    pub invocation: Invocation,
-    /// Its instances' counts; none for a flow that neither waits nor branches.
-    pub instances: Option<InstanceCounts>,
-}
-
-impl InvocationView {
-    /// Its status as users see it: `running` while an instance of it still waits, even once
-    /// every user had its batch.
-    pub fn status(&self) -> InvocationStatus {
-        match (&self.instances, self.invocation.status) {
-            (Some(counts), InvocationStatus::Completed) if counts.active() > 0 => {
-                InvocationStatus::Running
-            }
-            (_, status) => status,
-        }
-    }
-}
-
-/// Reads of flow instances for the API: an invocation with its instances' counts, and one
-/// user's instance.
-pub struct InstanceService {
-    invocations: Arc<dyn InvocationRepository>,
-    instances: Arc<dyn InstanceRepository>,
-}
-
-impl InstanceService {
-    /// Reads through these ports.
-    pub fn new(
-        invocations: Arc<dyn InvocationRepository>,
-        instances: Arc<dyn InstanceRepository>,
-    ) -> Self {
-        Self {
-            invocations,
-            instances,
-        }
-    }
-
-    /// The invocation `id` of the flow, with its instances' counts. Needs `action_flows:read`
-    /// ([`Permission::ActionFlowsRead`](crate::tenancy::Permission::ActionFlowsRead)); another
-    /// flow's invocation is [`DomainError::NotFound`].
-    pub async fn invocation(
-        &self,
-        who: &Principal,
-        env: &EnvironmentId,
-        flow_id: &FlowId,
-        id: &InvocationId,
-    ) -> Result<InvocationView, DomainError> {
-        let invocation = flow_invocation(&*self.invocations, who, env, flow_id, id).await?;
-        let instances = InstanceCounts::of(self.instances.counts(env, id).await?);
-        Ok(InvocationView {
-            invocation,
-            instances,
-        })
-    }
-
-    /// The instance of `user` in the invocation `id` of the flow. Needs `action_flows:read`.
-    /// An invocation of another flow, or a user it did not reach with a stored instance, is
-    /// [`DomainError::NotFound`].
-    pub async fn instance(
-        &self,
-        who: &Principal,
-        env: &EnvironmentId,
-        flow_id: &FlowId,
-        id: &InvocationId,
-        user: &str,
-    ) -> Result<FlowInstance, DomainError> {
-        flow_invocation(&*self.invocations, who, env, flow_id, id).await?;
-        let mut instance = self
-            .instances
-            .get(env, id, user)
-            .await?
-            .ok_or(DomainError::NotFound(Resource::FlowInstance))?;
-        if instance.state == InstanceState::Cancelled {
-            // A cancel stops an instance in one statement; its steps read as it left them.
-            crate::flow::steps::run::cancel(&mut instance.records, instance.updated);
-        }
-        Ok(instance)
     }
 }

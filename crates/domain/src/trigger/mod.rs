@@ -12,6 +12,7 @@ pub mod plan;
 pub mod request;
 pub mod service;
 pub mod variables;
+pub mod views;
 pub mod waits;
 
 use sha2::{Digest, Sha256};

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::request::Payload;
 use crate::card::content::{push_json_escaped, push_json_string};
-use crate::flow::config::check_value;
+use crate::flow::values::check_value;
 use crate::FieldError;
 
 /// A variable's value on each platform.

@@ -1,6 +1,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::flow::values::matches_pattern;
 
 /// A valid configuration: two steps, two templates, flow and template variables.
 fn valid() -> Value {

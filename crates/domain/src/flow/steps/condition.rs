@@ -5,10 +5,11 @@
 
 use serde_json::{Map, Value};
 
+use super::context::Cx;
 use super::graph::Ancestry;
-use super::properties::Cx;
-use super::{Outcome, VariableType, MAX_CONDITION_DEPTH};
-use crate::flow::config::{check_value, describe, object, show, Path, StepType};
+use super::vocabulary::{Outcome, StepType, VariableType, MAX_CONDITION_DEPTH};
+use crate::flow::problems::{describe, object, show, Path};
+use crate::flow::values::check_value;
 use crate::time::parse_timestamp;
 
 /// A condition of a branch.

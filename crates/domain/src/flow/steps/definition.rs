@@ -4,12 +4,10 @@
 use std::collections::BTreeMap;
 
 use chrono::Duration;
-use serde_json::Value;
 
 use super::condition::Condition;
-use super::{OnKey, Outcome, VariableType};
-use crate::flow::config::StepType;
-use crate::{FieldError, Timestamp};
+use super::vocabulary::{OnKey, Outcome, StepType, VariableType};
+use crate::Timestamp;
 
 /// One step of a configuration: its id (its key in `steps`) and what it does.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,12 +164,6 @@ pub struct Program {
 }
 
 impl Program {
-    /// The program of a configuration, or every problem [`crate::flow::config::validate`]
-    /// finds in it (paths under `config`).
-    pub fn parse(config: &Value) -> Result<Program, Vec<FieldError>> {
-        crate::flow::config::validate_program(config, "config")
-    }
-
     /// The step with this id.
     pub fn step(&self, id: &str) -> Option<&StepDefinition> {
         self.steps.get(id)

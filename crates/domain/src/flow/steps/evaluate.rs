@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Number, Value};
 
 use super::condition::{Comparison, Condition, Op, Subject};
-use super::{Outcome, VariableType};
+use super::vocabulary::{Outcome, VariableType};
 use crate::time::parse_timestamp;
 use crate::Timestamp;
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
-use crate::flow::config::{Path, Problems};
+use crate::flow::problems::{Path, Problems};
 
 /// Which list of a step an edge comes from, so a problem names that list.
 #[derive(Debug, Clone, Copy)]

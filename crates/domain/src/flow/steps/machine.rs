@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::definition::{Branch, StepDefinition, StepKind, WaitForCard, WaitUntil};
 use super::evaluate::{evaluate, Lookup};
-use super::{Outcome, MAX_WAIT};
+use super::vocabulary::{Outcome, MAX_WAIT};
 use crate::time::{checked_after, parse_timestamp, saturating_after};
 use crate::Timestamp;
 

@@ -6,28 +6,26 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::context::{declared_variables, edges, owned, refuse_next, targets, Cx, Declared, Scope};
 use super::definition::{Branch, CreateCard, Program, Rule, StepDefinition, StepKind};
-use super::graph::{self, Ancestry, Edge, Site};
+use super::graph::{self, Edge, Site};
+use super::vocabulary::{StepType, MAX_CONDITIONS, MAX_STEPS};
 use super::{condition, waits};
-use super::{Declared, MAX_CONDITIONS, MAX_STEPS};
-use crate::flow::config::{describe, object, string_list, Path, Problems, StepType};
+use crate::flow::problems::{describe, object, string_list, Path, Problems};
 
-/// What the checks of one step may look up about the rest of the configuration.
-pub(super) struct Scope<'a> {
-    /// Every step's type, as written (None when it is missing or unknown).
-    pub(super) kinds: BTreeMap<&'a str, Option<StepType>>,
-    /// The flow's variables.
-    pub(super) variables: &'a BTreeMap<&'a str, Declared<'a>>,
-    templates: &'a HashSet<&'a str>,
-    steps: &'a Map<String, Value>,
-}
-
-/// The state of a check: the problems, the scope, and the ancestry claims that can only be
-/// checked once the whole graph is known.
-pub(super) struct Cx<'a, 'p> {
-    pub(super) p: &'p mut Problems,
-    pub(super) scope: Scope<'a>,
-    pub(super) ancestry: Vec<Ancestry<'a>>,
+/// Checks the `steps` and `initialSteps` of a configuration for
+/// [`validate`](crate::flow::config::validate): step ids and types, each type's properties,
+/// every target, and the graph. Returns the typed steps when this part had no problem.
+pub(in crate::flow) fn check(
+    p: &mut Problems,
+    config: &Map<String, Value>,
+    root: &Path<'_>,
+    templates: &HashSet<&str>,
+) -> Option<Program> {
+    let before = p.len();
+    let variables = declared_variables(config.get("variables"));
+    let program = check_steps(p, config, root, templates, &variables);
+    program.filter(|_| p.len() == before)
 }
 
 /// Checks `steps` and `initialSteps`; the program when every step parsed (the caller still
@@ -184,53 +182,6 @@ fn check_type(
     };
     p.add(&step_path.key("type"), message);
     None
-}
-
-/// The ids of a list of step ids that name steps; a problem for each that does not.
-pub(super) fn targets<'a>(
-    cx: &mut Cx<'a, '_>,
-    value: Option<&'a Value>,
-    path: &Path<'_>,
-    required: bool,
-) -> Vec<&'a str> {
-    let mut out = Vec::new();
-    for (i, target) in string_list(cx.p, value, path, required) {
-        if cx.scope.steps.contains_key(target) {
-            out.push(target);
-        } else {
-            cx.p.add(&path.index(i), format!("names no step: `{target}`"));
-        }
-    }
-    out
-}
-
-pub(super) fn edges<'a>(targets: &[&'a str], site: Site<'a>) -> Vec<Edge<'a>> {
-    targets.iter().map(|target| Edge { target, site }).collect()
-}
-
-pub(super) fn owned(ids: &[&str]) -> Vec<String> {
-    ids.iter().map(|id| (*id).to_owned()).collect()
-}
-
-/// A `next` on a step type whose properties say where each path goes would make a path
-/// ambiguous; an empty one says nothing and passes.
-pub(super) fn refuse_next(
-    p: &mut Problems,
-    step: &Map<String, Value>,
-    step_path: &Path<'_>,
-    why: &str,
-) {
-    match step.get("next") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) if items.is_empty() => {}
-        Some(_) => {
-            let ty = step.get("type").and_then(Value::as_str).unwrap_or_default();
-            p.add(
-                &step_path.key("next"),
-                format!("is refused on `{ty}` steps: {why}"),
-            );
-        }
-    }
 }
 
 fn create_card<'a>(

@@ -18,7 +18,7 @@ use super::machine::{
     instance_state, transition, ClosedCard, Event, InstanceState, Start, StepData, StepError,
     StepState, StepStatus,
 };
-use super::Outcome;
+use super::vocabulary::Outcome;
 use crate::Timestamp;
 
 /// What an instance records of one step it reached.

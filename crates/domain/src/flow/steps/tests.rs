@@ -1,6 +1,7 @@
 //! Validation of steps that wait and branch, through `config::validate` as publishing calls
 //! it. The machine, the evaluator and the documented examples have their own child modules.
 
+use chrono::Duration;
 use serde_json::{json, Value};
 
 use super::*;

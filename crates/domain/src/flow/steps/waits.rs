@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use chrono::Duration;
 use serde_json::{Map, Value};
 
+use super::context::{edges, owned, refuse_next, targets, Cx};
 use super::definition::{StepKind, Wait, WaitForCard, WaitUntil};
 use super::graph::{Ancestry, Edge, Site};
-use super::properties::{edges, owned, refuse_next, targets, Cx};
-use super::{OnKey, VariableType, MAX_WAIT, MIN_WAIT};
-use crate::flow::config::{describe, object, show, Path, Problems, StepType};
+use super::vocabulary::{OnKey, StepType, VariableType, MAX_WAIT, MIN_WAIT};
+use crate::flow::problems::{describe, object, show, Path, Problems};
 use crate::time::{parse_duration, parse_signed_duration, parse_timestamp};
 
 pub(super) fn wait<'a>(

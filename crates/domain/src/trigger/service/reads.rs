@@ -5,6 +5,7 @@ use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::page::{bad_cursor, newest_first_key, parse_newest_first_key, After, Page, PageRequest};
 use crate::tenancy::{Permission, Principal};
 use crate::trigger::invocation::{Invocation, InvocationFilter};
+use crate::trigger::views::flow_invocation;
 use crate::{DomainError, Resource};
 
 impl TriggerService {
@@ -61,22 +62,4 @@ impl TriggerService {
             newest_first_key(&i.created, &i.id)
         }))
     }
-}
-
-/// The invocation `id` of the flow, read through `invocations` for `who`: needs
-/// `action_flows:read`; another flow's, or none, is [`DomainError::NotFound`] of
-/// [`Resource::Invocation`].
-pub(crate) async fn flow_invocation(
-    invocations: &dyn crate::trigger::invocation::InvocationRepository,
-    who: &Principal,
-    env: &EnvironmentId,
-    flow_id: &FlowId,
-    id: &InvocationId,
-) -> Result<Invocation, DomainError> {
-    who.authorize(env, Permission::ActionFlowsRead)?;
-    invocations
-        .get(env, id)
-        .await?
-        .filter(|i| i.flow_id == flow_id)
-        .ok_or(DomainError::NotFound(Resource::Invocation))
 }
