@@ -14,7 +14,8 @@ fn main() {
                 given.to_owned()
             } else {
                 println!(
-                    "cargo:warning=WORKBENCH_BUILD_COMMIT is not a plain commit name (at most 64 letters, digits, '.', '-' or '_'); using unknown"
+                    "cargo:warning=WORKBENCH_BUILD_COMMIT is not a plain commit name (at most 64 \
+                        letters, digits, '.', '-' or '_'); using unknown"
                 );
                 "unknown".to_owned()
             }

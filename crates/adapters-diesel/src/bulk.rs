@@ -226,7 +226,8 @@ impl BulkRepository for DieselBulkRepository {
                     created: t.created.naive_utc(),
                     updated: t.updated.naive_utc(),
                 };
-                let id: i64 = crate::per_backend!(&mut *conn, c => diesel::insert_into(bulk_tasks::table)
+                let id: i64 = crate::per_backend!(&mut *conn,
+                    c => diesel::insert_into(bulk_tasks::table)
                     .values(&new)
                     .returning(bulk_tasks::id)
                     .get_result(c))?;

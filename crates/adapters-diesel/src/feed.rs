@@ -4,9 +4,9 @@
 //! Every write of card events goes through [`crate::writes::enqueue`], which notes the events'
 //! users here (kept by `db::notices` for the transaction under way). A write transaction that
 //! commits tells them to the process's [`FeedNotices`] (registered with
-//! [`crate::Database::tell_feed`]); one that rolls back tells nothing. On PostgreSQL the same transaction also sends them with `NOTIFY` on the channel
-//! [`CHANNEL`], delivered at its commit, and [`listen`] hands those of other processes to
-//! their own notices.
+//! [`crate::Database::tell_feed`]); one that rolls back tells nothing. On PostgreSQL the same
+//! transaction also sends them with `NOTIFY` on the channel [`CHANNEL`], delivered at its commit,
+//! and [`listen`] hands those of other processes to their own notices.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -150,8 +150,8 @@ impl InvocationRepository for DieselInvocationRepository {
         let rows = self
             .db
             .run(move |conn| {
-                // Read through `invocations_flow` backwards: (flow, created, id) on SQLite, with the
-                // environment first on PostgreSQL.
+                // Read through `invocations_flow` backwards: (flow, created, id) on SQLite, with
+                // the environment first on PostgreSQL.
                 let mut query = invocations::table
                     .filter(invocations::environment_id.eq(env))
                     .filter(invocations::flow_id.eq(flow))

@@ -37,8 +37,10 @@ macro_rules! enabled_in {
         $crate::outbox::per_environment(
             $conn,
             $envs,
-            |c, env| $crate::outbox::enabled_in!(@read c, $table, $table::environment_id.eq(env), $columns),
-            |c, envs| $crate::outbox::enabled_in!(@read c, $table, $table::environment_id.eq_any(envs), $columns),
+            |c, env| $crate::outbox::enabled_in!(@read c, $table, $table::environment_id.eq(env),
+                $columns),
+            |c, envs| $crate::outbox::enabled_in!(@read c, $table,
+                $table::environment_id.eq_any(envs), $columns),
         )
     };
     (@read $c:ident, $table:ident, $envs:expr, ($($column:ident),+ $(,)?)) => {

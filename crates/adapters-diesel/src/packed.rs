@@ -451,7 +451,8 @@ mod tests {
     fn card_inserts_take_their_first_columns_from_the_packed_rows() {
         let narrow = card_insert(4);
         assert!(narrow.starts_with(
-            "INSERT INTO card_instances (id, user_id, flow_instance_id, invocation_id, content, context, environment_id,"
+            "INSERT INTO card_instances (id, user_id, flow_instance_id, invocation_id, content, \
+                context, environment_id,"
         ));
         assert!(narrow.contains("json_extract(value, '$[3]'), ?, ?"));
         assert!(!narrow.contains("'$[4]'"));

@@ -566,19 +566,21 @@ impl WebhookRepository for DieselWebhookRepository {
                         write_number("webhook attempt number", attempt.saturating_sub(1))
                             .map_err(Failure::Domain)?;
                     for chunk in ids.chunks(INSERT_CHUNK) {
-                            let targets = webhook_deliveries::table
-                                .filter(webhook_deliveries::id.eq_any(chunk))
-                                .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
-                                .filter(webhook_deliveries::attempts.eq(before));
-                            let saved: Vec<String> = match lease {
-                                Some(lease) => diesel::delete(targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)))
-                                    .returning(webhook_deliveries::id)
-                                    .get_results(conn)?,
-                                None => diesel::delete(targets)
-                                    .returning(webhook_deliveries::id)
-                                    .get_results(conn)?,
-                            };
-                            held.extend(saved);
+                        let targets = webhook_deliveries::table
+                            .filter(webhook_deliveries::id.eq_any(chunk))
+                            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
+                            .filter(webhook_deliveries::attempts.eq(before));
+                        let saved: Vec<String> = match lease {
+                            Some(lease) => diesel::delete(
+                                targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)),
+                            )
+                            .returning(webhook_deliveries::id)
+                            .get_results(conn)?,
+                            None => diesel::delete(targets)
+                                .returning(webhook_deliveries::id)
+                                .get_results(conn)?,
+                        };
+                        held.extend(saved);
                     }
                 }
                 for r in &records {
@@ -605,12 +607,15 @@ impl WebhookRepository for DieselWebhookRepository {
                             webhook_deliveries::next_attempt_at.eq(next),
                             webhook_deliveries::updated.eq(at),
                         );
-                        let changed = match r.lease {
-                            Some(lease) => diesel::update(targets.filter(webhook_deliveries::next_attempt_at.eq(lease.naive_utc())))
+                        let changed =
+                            match r.lease {
+                                Some(lease) => diesel::update(targets.filter(
+                                    webhook_deliveries::next_attempt_at.eq(lease.naive_utc()),
+                                ))
                                 .set(values)
                                 .execute(conn)?,
-                            None => diesel::update(targets).set(values).execute(conn)?,
-                        };
+                                None => diesel::update(targets).set(values).execute(conn)?,
+                            };
                         if changed == 1 {
                             held.insert(delivery.clone());
                         }
@@ -649,12 +654,15 @@ impl WebhookRepository for DieselWebhookRepository {
                     .collect::<Result<_, StorageError>>()
                     .map_err(Failure::Domain)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(webhook_attempts::table).values(chunk).execute(c))?;
+                    crate::per_backend!(&mut *conn,
+                        c => diesel::insert_into(webhook_attempts::table).values(chunk)
+                            .execute(c))?;
                 }
                 // The subscription's health as the kept outcomes say.
                 for r in &kept {
                     let at = r.at.naive_utc();
-                    let sub = webhook_subscriptions::table.filter(webhook_subscriptions::id.eq(&r.subscription_id));
+                    let sub = webhook_subscriptions::table
+                        .filter(webhook_subscriptions::id.eq(&r.subscription_id));
                     match &r.subscription {
                         None => {}
                         Some(SubscriptionChange::Recovered) => {
@@ -663,9 +671,11 @@ impl WebhookRepository for DieselWebhookRepository {
                                 .execute(conn)?;
                         }
                         Some(SubscriptionChange::Failing { since }) => {
-                            diesel::update(sub.filter(webhook_subscriptions::failing_since.is_null()))
-                                .set(webhook_subscriptions::failing_since.eq(since.naive_utc()))
-                                .execute(conn)?;
+                            diesel::update(
+                                sub.filter(webhook_subscriptions::failing_since.is_null()),
+                            )
+                            .set(webhook_subscriptions::failing_since.eq(since.naive_utc()))
+                            .execute(conn)?;
                         }
                         Some(SubscriptionChange::Disable { reason }) => {
                             diesel::update(sub)

@@ -134,7 +134,8 @@ impl RowWrites<CardRow> {
             RowWrites::Sqlite { packed, rows } => {
                 run_packed(conn, packed)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
+                    crate::per_backend!(&mut *conn,
+                        c => diesel::insert_into(card_instances::table).values(chunk).execute(c))?;
                 }
             }
             RowWrites::Postgres(insert) => {
@@ -170,7 +171,9 @@ impl RowWrites<EventRow> {
             RowWrites::Sqlite { packed, rows } => {
                 run_packed(conn, packed)?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn, c => diesel::insert_into(analytics_events::table).values(chunk).execute(c))?;
+                    crate::per_backend!(&mut *conn,
+                        c => diesel::insert_into(analytics_events::table).values(chunk)
+                            .execute(c))?;
                 }
             }
             RowWrites::Postgres(insert) => {
@@ -249,7 +252,8 @@ impl InvocationWrites {
                 let other: Vec<&InvocationRow> = other.iter().map(|&i| &rows[i]).collect();
                 for chunk in other.chunks(INSERT_CHUNK / 2) {
                     let chunk: Vec<&InvocationRow> = chunk.to_vec();
-                    inserted += crate::per_backend!(&mut *conn, c => diesel::insert_into(invocations::table)
+                    inserted += crate::per_backend!(&mut *conn,
+                        c => diesel::insert_into(invocations::table)
                         .values(chunk)
                         .on_conflict((invocations::environment_id, invocations::id))
                         .do_nothing()

@@ -775,7 +775,8 @@ mod audience {
     async fn segments_round_trip_with_their_filter(url: &str) {
         let (db, _) = seeded(url).await;
         let repo = DieselSegmentRepository::new(db);
-        let source = json!({"match": "any", "conditions": [{"field": "attributes.country", "op": "in", "value": ["NZ", "AU"]}]});
+        let source = json!({"match": "any", "conditions": [{"field": "attributes.country",
+            "op": "in", "value": ["NZ", "AU"]}]});
         let segment = Segment {
             id: "seg_1".into(),
             environment_id: "env_a".into(),
@@ -1324,7 +1325,8 @@ mod engine {
             b.invocation_id = inv.into();
             b
         };
-        // inv_2's batch is stale (it was taken over and saved meanwhile): skipped, the others saved.
+        // inv_2's batch is stale (it was taken over and saved meanwhile): skipped, the others
+        // saved.
         repo.save_batches(vec![of("inv_2", "crd_2", "u2")])
             .await
             .expect("taken over and saved");
@@ -2128,7 +2130,11 @@ mod webhooks {
         );
         assert_eq!(repo.get("env_b", "whk_1").await.expect("other env"), None);
         assert_eq!(repo.list("env_a").await.expect("list").len(), 2);
-        let stored = raw_texts(url, "SELECT secret || ' ' || previous_secret AS v FROM webhook_subscriptions WHERE id = 'whk_1'");
+        let stored = raw_texts(
+            url,
+            "SELECT secret || ' ' || previous_secret AS v FROM webhook_subscriptions WHERE id = \
+                'whk_1'",
+        );
         assert_eq!(stored.len(), 1);
         assert!(
             !stored[0].contains("whsec_"),
@@ -2206,7 +2212,8 @@ mod webhooks {
         // A row of an older version, in plain text.
         adapters_diesel::testing::raw_execute(
             url,
-            r#"UPDATE webhook_subscriptions SET headers = '{"Authorization":"Bearer receiver-credential"}' WHERE id = 'whk_h'"#,
+            r#"UPDATE webhook_subscriptions
+               SET headers = '{"Authorization":"Bearer receiver-credential"}' WHERE id = 'whk_h'"#,
         );
         assert_eq!(
             repo.get("env_a", "whk_h").await.expect("get"),
@@ -3285,7 +3292,8 @@ mod bulk_cancel_push {
             .expect("record");
         let queued = db.queued(adapters_diesel::Work::Pushes);
         assert!(!woken(&queued).await, "nothing queued yet");
-        // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not push.
+        // u1 and u2 get a notifying card; u3 (no device) too; the Web-only card of u2 does not
+        // push.
         invocations
             .save_batches(vec![batch(
                 None,

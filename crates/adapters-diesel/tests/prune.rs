@@ -28,12 +28,35 @@ fn seed(url: &str) {
     // An instant of the tables whose instants are milliseconds on SQLite.
     let at = |text: &str| instant(url, text);
     for sql in [
-        format!("INSERT INTO organisations (id, name, created) VALUES ('org_1', 'default', '{OLD}')"),
-        format!("INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_a', 'org_1', 'a', '{OLD}')"),
-        format!("INSERT INTO action_flows (id, environment_id, organisation_id, name, name_folded, description, folder_id, archived, latest_version, published_version, draft_version, variables, revision, created, updated) VALUES ('flw_1', 'env_a', 'org_1', 'F', 'f', '', NULL, FALSE, 1, 1, NULL, '[]', 1, '{OLD}', '{OLD}')"),
-        format!("INSERT INTO webhook_subscriptions (id, environment_id, url, method, headers, types, secret, enabled, created, updated) VALUES ('whk_1', 'env_a', 'https://example.com', 'POST', '{{}}', '[]', 'sealed', TRUE, '{OLD}', '{OLD}')"),
-        format!("INSERT INTO api_keys (id, organisation_id, name, secret_hash, roles, scopes, all_environments, created) VALUES ('key_1', 'org_1', NULL, 'hash', '[]', '[]', TRUE, '{OLD}')"),
-        format!("INSERT INTO access_tokens (token_hash, key_id, created, expires) VALUES ('t_expired', 'key_1', '{OLD}', '{OLD}'), ('t_valid', 'key_1', '{OLD}', '2999-01-01 00:00:00')"),
+        format!(
+            "INSERT INTO organisations (id, name, created) VALUES ('org_1', 'default', \
+            '{OLD}')"
+        ),
+        format!(
+            "INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_a', \
+            'org_1', 'a', '{OLD}')"
+        ),
+        format!(
+            "INSERT INTO action_flows (id, environment_id, organisation_id, name, name_folded, \
+            description, folder_id, archived, latest_version, published_version, draft_version, \
+                variables, revision, created, updated) VALUES ('flw_1', 'env_a', 'org_1', 'F', \
+                    'f', '', NULL, FALSE, 1, 1, NULL, '[]', 1, '{OLD}', '{OLD}')"
+        ),
+        format!(
+            "INSERT INTO webhook_subscriptions (id, environment_id, url, method, headers, \
+            types, secret, enabled, created, updated) VALUES ('whk_1', 'env_a', \
+                'https://example.com', 'POST', '{{}}', '[]', 'sealed', TRUE, '{OLD}', '{OLD}')"
+        ),
+        format!(
+            "INSERT INTO api_keys (id, organisation_id, name, secret_hash, roles, scopes, \
+            all_environments, created) VALUES ('key_1', 'org_1', NULL, 'hash', '[]', '[]', TRUE, \
+                '{OLD}')"
+        ),
+        format!(
+            "INSERT INTO access_tokens (token_hash, key_id, created, expires) VALUES \
+            ('t_expired', 'key_1', '{OLD}', '{OLD}'), ('t_valid', 'key_1', '{OLD}', '2999-01-01 \
+                00:00:00')"
+        ),
     ] {
         raw_execute(url, &sql);
     }
@@ -48,12 +71,18 @@ fn seed(url: &str) {
         (old("crd", "justclosed"), "completed", now.clone()),
     ];
     for (id, status, updated) in &cards {
-        raw_execute(url, &format!(
-            "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
-             VALUES ('{id}', 'env_a', 'u1', 'fin_{id}', 'inv_{id}', 'flw_1', 1, 's1', 't1', 'T', '{status}', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
-            at(OLD),
-            at(updated)
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, \
+                invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, \
+                    priority, stream_ids, platforms, content, context, created, updated) \
+             VALUES ('{id}', 'env_a', 'u1', 'fin_{id}', 'inv_{id}', 'flw_1', 1, 's1', 't1', 'T', \
+                 '{status}', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
+                at(OLD),
+                at(updated)
+            ),
+        );
     }
     // Events: one old without deliveries, one old whose delivery is pending, one fresh.
     for (id, card, created) in [
@@ -65,38 +94,57 @@ fn seed(url: &str) {
         ),
         (fresh("evt", "new"), old("crd", "active"), now.clone()),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, created) VALUES ('{id}', 'env_a', '{card}', 'card-published', 'active', {})",
+        raw_execute(
+            url,
+            &format!(
+            "INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, \
+                created) VALUES ('{id}', 'env_a', '{card}', 'card-published', 'active', {})",
             at(&created)
-        ));
+        ),
+        );
     }
     for (id, event, status) in [
         (old("whd", "pending"), old("evt", "pending"), "pending"),
         (old("whd", "done"), old("evt", "gone"), "delivered"),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO webhook_deliveries (id, environment_id, subscription_id, event_id, event_name, status, attempts, next_attempt_at, created, updated, trigger_kind) \
-             VALUES ('{id}', 'env_a', 'whk_1', '{event}', 'card-published', '{status}', 1, '{OLD}', '{OLD}', '{OLD}', 'event')"
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO webhook_deliveries (id, environment_id, subscription_id, event_id, \
+                event_name, status, attempts, next_attempt_at, created, updated, trigger_kind) \
+             VALUES ('{id}', 'env_a', 'whk_1', '{event}', 'card-published', '{status}', 1, \
+                 '{OLD}', '{OLD}', '{OLD}', 'event')"
+            ),
+        );
     }
     for (id, delivery) in [
         (old("wha", "done"), old("whd", "done")),
         (old("wha", "live"), old("whd", "pending")),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO webhook_attempts (id, subscription_id, delivery_id, event_id, event_name, attempt, duration_ms, response_body, created, trigger_kind) \
-             VALUES ('{id}', 'whk_1', '{delivery}', 'evt_x', 'card-published', 1, 5, '', {}, 'event')",
+        raw_execute(
+            url,
+            &format!(
+            "INSERT INTO webhook_attempts (id, subscription_id, delivery_id, event_id, event_name, \
+                attempt, duration_ms, response_body, created, trigger_kind) \
+             VALUES ('{id}', 'whk_1', '{delivery}', 'evt_x', 'card-published', 1, 5, '', {}, \
+                 'event')",
             at(OLD)
-        ));
+        ),
+        );
     }
     for (id, card, status) in [
         (old("psh", "pending"), old("crd", "pushing"), "pending"),
         (old("psh", "sent"), old("crd", "closed"), "sent"),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO push_jobs (id, environment_id, card_instance_id, user_id, token, app_id, platform, status, attempts, next_attempt_at, created, updated) \
-             VALUES ('{id}', 'env_a', '{card}', 'u1', 'tok', 'app', 'fcm', '{status}', 0, '{OLD}', '{OLD}', '{OLD}')"
-        ));
+        raw_execute(
+            url,
+            &format!(
+            "INSERT INTO push_jobs (id, environment_id, card_instance_id, user_id, token, app_id, \
+                platform, status, attempts, next_attempt_at, created, updated) \
+             VALUES ('{id}', 'env_a', '{card}', 'u1', 'tok', 'app', 'fcm', '{status}', 0, '{OLD}', \
+                 '{OLD}', '{OLD}')"
+        ),
+        );
     }
     // A final invocation with a card still open stays, for cancels to reach that card; one
     // whose open card's instance was stopped (cancelled, its cards left) goes.
@@ -104,33 +152,52 @@ fn seed(url: &str) {
         (old("crd", "kept"), "inv_kept", "active"),
         (old("crd", "stopped"), "inv_stopped", "cancelled"),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated, instance_status) \
-             VALUES ('{card}', 'env_a', 'u1', 'fin_{invocation}', '{invocation}', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, '{instance_status}')",
-            at(OLD),
-            at(OLD)
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, \
+                invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, \
+                    priority, stream_ids, platforms, content, context, created, updated, \
+                        instance_status) \
+             VALUES ('{card}', 'env_a', 'u1', 'fin_{invocation}', '{invocation}', 'flw_1', 1, \
+                 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, \
+                     '{instance_status}')",
+                at(OLD),
+                at(OLD)
+            ),
+        );
     }
     // Contract §21: a final invocation stays while an instance of its waits, and so does that
     // instance's closed card (a `wait-for-card` step may yet read it); one whose instances
     // have all ended goes, with them.
-    raw_execute(url, &format!(
-        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated, instance_status) \
-         VALUES ('{}', 'env_a', 'u1', 'fin_waits', 'inv_waits', 'flw_1', 1, 's1', 't1', 'T', 'completed', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, 'active')",
+    raw_execute(
+        url,
+        &format!(
+        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, \
+            flow_id, flow_version, step_id, template_id, template_name, status, priority, \
+                stream_ids, platforms, content, context, created, updated, instance_status) \
+         VALUES ('{}', 'env_a', 'u1', 'fin_waits', 'inv_waits', 'flw_1', 1, 's1', 't1', 'T', \
+             'completed', 0, '[]', '[]', '{{}}', '{{}}', {}, {}, 'active')",
         old("crd", "waits"),
         at(OLD),
         at(OLD)
-    ));
+    ),
+    );
     for (instance, invocation, status) in [
         ("fin_waits", "inv_waits", "active"),
         ("fin_ended", "inv_ended", "completed"),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO flow_instances (environment_id, id, invocation_id, flow_id, flow_version, user_id, status, steps, due, revision, created, updated) \
-             VALUES ('env_a', '{instance}', '{invocation}', 'flw_1', 1, 'u1', '{status}', '{{}}', NULL, 0, {}, {})",
+        raw_execute(
+            url,
+            &format!(
+            "INSERT INTO flow_instances (environment_id, id, invocation_id, flow_id, flow_version, \
+                user_id, status, steps, due, revision, created, updated) \
+             VALUES ('env_a', '{instance}', '{invocation}', 'flw_1', 1, 'u1', '{status}', '{{}}', \
+                 NULL, 0, {}, {})",
             at(OLD),
             at(OLD)
-        ));
+        ),
+        );
     }
     for invocation in ["inv_waits", "inv_ended"] {
         raw_execute(
@@ -151,18 +218,29 @@ fn seed(url: &str) {
         ("my-own-id", "completed", OLD.to_owned()),
         ("inv_fresh", "completed", now.clone()),
     ] {
-        raw_execute(url, &format!(
-            "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, fingerprint, target, payload, strict_variables, bulk, status, users_targeted, cards_created, errors, attempts, created, updated) \
-             VALUES ('env_a', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, '{status}', 1, 1, '[]', 0, {}, {})",
-            at(OLD),
-            at(&updated)
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, \
+                fingerprint, target, payload, strict_variables, bulk, status, users_targeted, \
+                    cards_created, errors, attempts, created, updated) \
+             VALUES ('env_a', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, \
+                 '{status}', 1, 1, '[]', 0, {}, {})",
+                at(OLD),
+                at(&updated)
+            ),
+        );
     }
     for (id, status) in [(1, "completed"), (2, "processing")] {
-        raw_execute(url, &format!(
-            "INSERT INTO bulk_tasks (id, environment_id, flow_id, mode, status, rows_total, rows_processed, rows_failed, errors, cursor, created, updated) \
-             VALUES ({id}, 'env_a', 'flw_1', 'live', '{status}', 3, 3, 0, '[]', 3, '{OLD}', '{OLD}')"
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO bulk_tasks (id, environment_id, flow_id, mode, status, rows_total, \
+                rows_processed, rows_failed, errors, cursor, created, updated) \
+             VALUES ({id}, 'env_a', 'flw_1', 'live', '{status}', 3, 3, 0, '[]', 3, '{OLD}', \
+                 '{OLD}')"
+            ),
+        );
         // Its three rows in two chunks: rows 1 and 2, then row 3.
         for (first, last, count, cells) in [(1, 2, 2, "[[1,[]],[2,[]]]"), (3, 3, 1, "[[3,[]]]")] {
             raw_execute(
@@ -330,25 +408,41 @@ async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
     seed(url);
     // Beside the seed's: one ended at the same instant in another environment, and one ended
     // a fraction of a second later with an open card.
-    raw_execute(url, &format!(
-        "INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_b', 'org_1', 'b', '{OLD}')"
-    ));
+    raw_execute(
+        url,
+        &format!(
+        "INSERT INTO environments (id, organisation_id, name, created) VALUES ('env_b', 'org_1', \
+            'b', '{OLD}')"
+    ),
+    );
     let late = "2020-01-01 00:00:00.123";
     for (env, id, ended) in [("env_b", "inv_0", OLD), ("env_a", "inv_late", late)] {
-        raw_execute(url, &format!(
-            "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, fingerprint, target, payload, strict_variables, bulk, status, users_targeted, cards_created, errors, attempts, created, updated) \
-             VALUES ('{env}', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, 'completed', 1, 1, '[]', 0, {}, {})",
-            instant(url, OLD),
-            instant(url, ended)
-        ));
+        raw_execute(
+            url,
+            &format!(
+                "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, \
+                fingerprint, target, payload, strict_variables, bulk, status, users_targeted, \
+                    cards_created, errors, attempts, created, updated) \
+             VALUES ('{env}', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, \
+                 'completed', 1, 1, '[]', 0, {}, {})",
+                instant(url, OLD),
+                instant(url, ended)
+            ),
+        );
     }
-    raw_execute(url, &format!(
-        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, created, updated) \
-         VALUES ('{}', 'env_a', 'u1', 'fin_late', 'inv_late', 'flw_1', 1, 's1', 't1', 'T', 'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
+    raw_execute(
+        url,
+        &format!(
+        "INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, \
+            flow_id, flow_version, step_id, template_id, template_name, status, priority, \
+                stream_ids, platforms, content, context, created, updated) \
+         VALUES ('{}', 'env_a', 'u1', 'fin_late', 'inv_late', 'flw_1', 1, 's1', 't1', 'T', \
+             'active', 0, '[]', '[]', '{{}}', '{{}}', {}, {})",
         old("crd", "late"),
         instant(url, OLD),
         instant(url, OLD)
-    ));
+    ),
+    );
     let repo = DieselPruneRepository::new(db.clone());
     let cutoff = chrono::Utc::now() - chrono::Duration::days(1);
     let (mut after, mut removed) = (None, Vec::new());

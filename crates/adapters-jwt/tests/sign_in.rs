@@ -92,7 +92,8 @@ proptest! {
     /// A genuine token changed anywhere is refused, whether or not the genuine one was
     /// remembered first: nothing it did not sign gets in.
     #[test]
-    fn a_mutated_token_never_signs_in(at in any::<prop::sample::Index>(), with in any::<u8>(), remembered in any::<bool>()) {
+    fn a_mutated_token_never_signs_in(at in any::<prop::sample::Index>(), with in any::<u8>(),
+        remembered in any::<bool>()) {
         let service = service();
         let token = genuine();
         if remembered {
@@ -110,7 +111,8 @@ proptest! {
                 let decoded = |t: &str| -> Vec<Vec<u8>> {
                     use base64::Engine;
                     t.split('.')
-                        .map(|p| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).unwrap_or_default())
+                        .map(|p| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p)
+                            .unwrap_or_default())
                         .collect()
                 };
                 prop_assert_eq!(decoded(&mutated), decoded(&token));

@@ -28,7 +28,8 @@ fn key(pem: &str) -> VerifyingKey {
 }
 
 fn claims() -> Value {
-    json!({"sub": "u1", "iat": 1_800_000_000, "exp": 1_800_003_600, "iss": "https://auth.example.com"})
+    json!({"sub": "u1", "iat": 1_800_000_000, "exp": 1_800_003_600,
+        "iss": "https://auth.example.com"})
 }
 
 fn signed(alg: Algorithm, private: &str, claims: &Value) -> String {
@@ -89,7 +90,8 @@ fn a_jwks_is_read_key_by_key() {
     let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
     let jwks = json!({"keys": [
         {"kty": "RSA", "n": b64(&rsa.n().to_bytes_be()), "e": b64(&rsa.e().to_bytes_be())},
-        {"kty": "EC", "crv": "P-256", "x": b64(point.x().expect("x")), "y": b64(point.y().expect("y"))}
+        {"kty": "EC", "crv": "P-256", "x": b64(point.x().expect("x")),
+            "y": b64(point.y().expect("y"))}
     ]});
     let keys = JwtVerifier::default()
         .read_keys(&PublicKeyInput::Jwks(jwks))
@@ -205,7 +207,8 @@ proptest! {
     /// A signed token changed anywhere either fails or still says exactly what was signed:
     /// nothing unsigned is ever accepted.
     #[test]
-    fn a_mutated_token_never_verifies_other_claims(at in any::<prop::sample::Index>(), with in any::<u8>()) {
+    fn a_mutated_token_never_verifies_other_claims(at in any::<prop::sample::Index>(),
+        with in any::<u8>()) {
         let token = signed(Algorithm::ES256, EC_PRIVATE, &claims());
         let mut bytes = token.into_bytes();
         let i = at.index(bytes.len());

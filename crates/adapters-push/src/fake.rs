@@ -266,7 +266,8 @@ impl FakeProviders {
         if state.issued.get(bearer).map(String::as_str) != Some(project) {
             return reply(
                 401,
-                json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": "Request had invalid authentication credentials."}}),
+                json!({"error": {"code": 401, "status": "UNAUTHENTICATED",
+                    "message": "Request had invalid authentication credentials."}}),
             );
         }
         let message = r.json()["message"].clone();
@@ -274,15 +275,18 @@ impl FakeProviders {
         if state.dead.contains(&token) {
             return reply(
                 404,
-                json!({"error": {"code": 404, "status": "NOT_FOUND", "message": "Requested entity was not found.",
-                "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "UNREGISTERED"}]}}),
+                json!({"error": {"code": 404, "status": "NOT_FOUND",
+                    "message": "Requested entity was not found.",
+                "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+                    "errorCode": "UNREGISTERED"}]}}),
             );
         }
         if let Some(n) = state.unavailable.get_mut(&token).filter(|n| **n > 0) {
             *n -= 1;
             return reply(
                 503,
-                json!({"error": {"code": 503, "status": "UNAVAILABLE", "message": "The service is currently unavailable."}}),
+                json!({"error": {"code": 503, "status": "UNAVAILABLE",
+                    "message": "The service is currently unavailable."}}),
             );
         }
         if !message["data"]
@@ -291,7 +295,8 @@ impl FakeProviders {
         {
             return reply(
                 400,
-                json!({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "data values must be strings"}}),
+                json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                    "message": "data values must be strings"}}),
             );
         }
         reply(

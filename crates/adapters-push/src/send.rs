@@ -429,7 +429,8 @@ impl HttpPushSender {
         };
         let report = classify_apns(status, after, &body);
         if !with_certificate
-            && matches!(&report.outcome, SendOutcome::Transient { reason, .. } if reason.contains("ExpiredProviderToken"))
+            && matches!(&report.outcome, SendOutcome::Transient { reason,
+                .. } if reason.contains("ExpiredProviderToken"))
         {
             self.forget_apns_provider_token(principal, property("teamId"), &platform.credential);
         }

@@ -191,7 +191,8 @@ async fn apns_with_a_provider_token_over_http2() {
     assert_eq!(
         first.json(),
         json!({"aps": {"alert": {"title": "Hi", "body": "Your order shipped"}},
-               "workbench": {"cardInstanceId": "crd_1", "streamId": "str_all", "detail": {"deepLink": "app://orders/1"}}})
+               "workbench": {"cardInstanceId": "crd_1", "streamId": "str_all",
+                   "detail": {"deepLink": "app://orders/1"}}})
     );
     assert_eq!(
         first.header("authorization"),
@@ -216,7 +217,8 @@ async fn apns_with_a_provider_token_over_http2() {
     );
     let refused = s.send(&other, "aa11", &message()).await;
     assert!(
-        matches!(refused.outcome, SendOutcome::Refused(ref why) if why.contains("InvalidProviderToken")),
+        matches!(refused.outcome,
+            SendOutcome::Refused(ref why) if why.contains("InvalidProviderToken")),
         "{refused:?}"
     );
 }
@@ -237,7 +239,8 @@ async fn apns_with_a_certificate_uses_it_as_the_tls_identity() {
     // key make an identity and the topic is the certificate's bundle id.
     let report = s.send(&ios, "aa11", &message()).await;
     assert!(
-        matches!(report.outcome, SendOutcome::Refused(ref why) if why.contains("MissingProviderToken")),
+        matches!(report.outcome,
+            SendOutcome::Refused(ref why) if why.contains("MissingProviderToken")),
         "{report:?}"
     );
     let r = &fake.received()[0];
@@ -263,7 +266,8 @@ fn provider_answers_are_classified_by_their_documented_codes() {
     assert!(matches!(
         fcm(
             400,
-            json!({"error": {"status": "INVALID_ARGUMENT", "message": "The registration token is not a valid FCM registration token"}})
+            json!({"error": {"status": "INVALID_ARGUMENT",
+                "message": "The registration token is not a valid FCM registration token"}})
         ),
         SendOutcome::DeadToken(_)
     ));

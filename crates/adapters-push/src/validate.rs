@@ -202,7 +202,11 @@ fn certificate(
         ));
     }
     if !cert.issuer().to_string().contains(APPLE_ISSUER) {
-        errors.push(FieldError::new("platformPrincipal", "is not an Apple-issued certificate (issuer must be Apple Worldwide Developer Relations)"));
+        errors.push(FieldError::new(
+            "platformPrincipal",
+            "is not an Apple-issued certificate (issuer must be Apple Worldwide Developer \
+                Relations)",
+        ));
     }
     let has = |oid: &str| {
         cert.extensions()
@@ -277,7 +281,11 @@ fn token_key(
 ) -> Result<BTreeMap<String, String>, CredentialProblem> {
     let mut errors = Vec::new();
     if !apple_id(key_id) {
-        errors.push(FieldError::new("platformPrincipal", "must be the 10-character key id of the .p8 signing key (or, for certificate authentication, a PEM certificate)"));
+        errors.push(FieldError::new(
+            "platformPrincipal",
+            "must be the 10-character key id of the .p8 signing key (or, for certificate \
+                authentication, a PEM certificate)",
+        ));
     }
     let team = input.property("teamId").unwrap_or_default();
     if !apple_id(team) {
@@ -424,11 +432,49 @@ mod tests {
         assert_eq!(facts["CertificateFingerprint"].len(), 64);
         let other_key = push_certificate(CertificateSpec::default()).private_key;
         let cases: Vec<(&str, CertificateSpec, Option<String>, &str)> = vec![
-            ("expired", CertificateSpec { expires_year: 2020, ..Default::default() }, None, "expired"),
-            ("not apple", CertificateSpec { apple_issuer: false, ..Default::default() }, None, "Apple-issued"),
-            ("production only, for sandbox", CertificateSpec { sandbox: false, ..Default::default() }, None, "sandbox"),
-            ("wrong key", CertificateSpec::default(), Some(other_key), "not the private key"),
-            ("encrypted key", CertificateSpec::default(), Some("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA\n-----END ENCRYPTED PRIVATE KEY-----".into()), "passphrase"),
+            (
+                "expired",
+                CertificateSpec {
+                    expires_year: 2020,
+                    ..Default::default()
+                },
+                None,
+                "expired",
+            ),
+            (
+                "not apple",
+                CertificateSpec {
+                    apple_issuer: false,
+                    ..Default::default()
+                },
+                None,
+                "Apple-issued",
+            ),
+            (
+                "production only, for sandbox",
+                CertificateSpec {
+                    sandbox: false,
+                    ..Default::default()
+                },
+                None,
+                "sandbox",
+            ),
+            (
+                "wrong key",
+                CertificateSpec::default(),
+                Some(other_key),
+                "not the private key",
+            ),
+            (
+                "encrypted key",
+                CertificateSpec::default(),
+                Some(
+                    "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA\n-----END ENCRYPTED PRIVATE \
+                    KEY-----"
+                        .into(),
+                ),
+                "passphrase",
+            ),
         ];
         for (name, spec, key, needle) in cases {
             let cert = push_certificate(spec);

@@ -141,7 +141,8 @@ pub async fn edge(
             .insert(crate::client::ClientAddress(address));
     }
     let client = client.map(|a| a.to_string()).unwrap_or_default();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, route = tracing::field::Empty, client = %client);
+    let span = tracing::info_span!("request", request_id = %id, method = %method,
+        route = tracing::field::Empty, client = %client);
 
     // The request cannot be kept aside (actix needs sole ownership of it while routing), so
     // a failure that leaves no response is answered by returning the problem as an error that
@@ -224,7 +225,8 @@ pub async fn edge(
             });
         if !is_problem {
             if let Some(err) = response.response().error() {
-                tracing::debug!(parent: &span, error = %err, "framework error replaced by a problem");
+                tracing::debug!(parent: &span, error = %err,
+                    "framework error replaced by a problem");
             }
             let (request, original) = response.into_parts();
             let mut replacement = ApiError::from_status(status).error_response();

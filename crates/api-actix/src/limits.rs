@@ -75,7 +75,8 @@ impl Rate {
         }
         let wrong = || {
             format!(
-                "must be `off` or a rate such as `200/s`, `10/min` or `1000/h` (1 to {} per period), got `{text}`",
+                "must be `off` or a rate such as `200/s`, `10/min` or `1000/h` (1 to {} per \
+                    period), got `{text}`",
                 Self::MAX_COUNT
             )
         };

@@ -309,19 +309,23 @@ fn backlog_families(backlog: &Backlog) -> Vec<MetricFamily> {
         (
             "invocations",
             "Invocations recorded and not yet run to the end",
-            "How long the oldest invocation not yet run to the end has waited since it was recorded, by the database's clock (0 when there is none)",
+            "How long the oldest invocation not yet run to the end has waited since it was \
+                recorded, by the database's clock (0 when there is none)",
             backlog.invocations,
         ),
         (
             "webhook_deliveries",
-            "Webhook deliveries not yet delivered, failed or cancelled: due, waiting for a retry, or in hand",
-            "How long the webhook delivery due the longest has been due, by the database's clock (0 when none is due)",
+            "Webhook deliveries not yet delivered, failed or cancelled: due, waiting for a retry, \
+                or in hand",
+            "How long the webhook delivery due the longest has been due, by the database's clock \
+                (0 when none is due)",
             backlog.webhook_deliveries,
         ),
         (
             "push_jobs",
             "Pushes not yet sent or failed: due, waiting for a retry, or in hand",
-            "How long the push due the longest has been due, by the database's clock (0 when none is due)",
+            "How long the push due the longest has been due, by the database's clock (0 when none \
+                is due)",
             backlog.push_jobs,
         ),
     ];
@@ -612,7 +616,10 @@ mod tests {
         m.webhook_attempt(AttemptKind::Success, Duration::from_millis(20));
         let text = m.render().expect("render");
         assert!(text.contains("workbench_webhook_attempts_total{outcome=\"timeout\"} 1"));
-        assert!(text.contains("workbench_webhook_delivery_duration_seconds_bucket{le=\"0.025\"} 1"));
+        assert!(text.contains(
+            "workbench_webhook_delivery_duration_seconds_bucket{le=\"0.025\"} \
+            1"
+        ));
         assert!(text.contains("workbench_webhook_delivery_duration_seconds_count 2"));
     }
 
@@ -665,7 +672,8 @@ mod tests {
         );
         let text = m.render().expect("render");
         assert!(text.contains(
-            "workbench_http_requests_total{method=\"GET\",route=\"/v1/{environmentId}/workbench-folder\",status=\"200\"} 1"
+            "workbench_http_requests_total{method=\"GET\",route=\"/v1/{environmentId}/workbench-fol\
+                der\",status=\"200\"} 1"
         ), "{text}");
         assert!(text.contains("workbench_http_request_duration_seconds_bucket"));
         m.worker_restarted("engine", 0);

@@ -416,17 +416,31 @@ impl From<DomainError> for ApiError {
                 err.0.title = "Invalid configuration";
                 err
             }
-            DomainError::InvocationMismatch(detail) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invocation_mismatch", "Invocation mismatch", detail)
-            }
-            DomainError::RateLimited { retry_after_seconds, message } => {
-                let mut err = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too many requests", message);
+            DomainError::InvocationMismatch(detail) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invocation_mismatch",
+                "Invocation mismatch",
+                detail,
+            ),
+            DomainError::RateLimited {
+                retry_after_seconds,
+                message,
+            } => {
+                let mut err = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "Too many requests",
+                    message,
+                );
                 err.0.retry_after = Some(retry_after_seconds);
                 err
             }
-            DomainError::ApprovalRequired(detail) => {
-                ApiError::new(StatusCode::FORBIDDEN, "approvals_enabled", "Approval required", detail)
-            }
+            DomainError::ApprovalRequired(detail) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "approvals_enabled",
+                "Approval required",
+                detail,
+            ),
             DomainError::LegacyFcmKey(detail) => ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "legacy_fcm_key_unsupported",
@@ -439,13 +453,19 @@ impl From<DomainError> for ApiError {
                 "Not found",
                 format!("no such {resource} in this environment"),
             ),
-            DomainError::Conflict { kind, message } => {
-                ApiError::new(StatusCode::CONFLICT, conflict_code(kind), "Conflict", message)
-            }
-            DomainError::Unauthenticated => ApiError::unauthorized(
-                "the credential is missing, invalid, expired or revoked, or has no access to this environment",
+            DomainError::Conflict { kind, message } => ApiError::new(
+                StatusCode::CONFLICT,
+                conflict_code(kind),
+                "Conflict",
+                message,
             ),
-            DomainError::Forbidden(detail) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail),
+            DomainError::Unauthenticated => ApiError::unauthorized(
+                "the credential is missing, invalid, expired or revoked, or has no access to this \
+                    environment",
+            ),
+            DomainError::Forbidden(detail) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
+            }
             DomainError::TokenRefused(TokenRefusal::OtherUser) => ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",

@@ -71,7 +71,10 @@ const NOT_IN_NAMES: &str =
 /// Characters that show nothing (`domain::name::is_invisible`), as ranges of a class: white
 /// space, then the zero-width, blank and filler characters, then the tag characters (written
 /// as themselves: they lie beyond `\\uFFFF`).
-const INVISIBLE: &str = "\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u00ad\\u034f\\u115f\\u1160\\u180e\\u200b-\\u200f\\u2060-\\u2064\\u2800\\u3164\\ufeff\\uffa0\u{e0000}-\u{e007f}";
+const INVISIBLE: &str =
+    "\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\
+        \\u3000\\u00ad\\u034f\\u115f\\u1160\\u180e\\u200b-\\u200f\\u2060-\\u2064\\u2800\\u3164\\ufe\
+            ff\\uffa0\u{e0000}-\u{e007f}";
 
 /// A name by `domain::name`: 1 to `max` characters, no control or bidirectional control
 /// character, at least one visible one.
@@ -123,24 +126,34 @@ fn sdk_key(create: bool) -> Value {
     let mut schema = json!({
         "type": "object",
         "properties": {
-            "name": {"type": "string", "pattern": format!("^[A-Za-z0-9._-]{{1,{SDK_KEY_NAME_MAX_CHARS}}}$"),
-                "description": "What tokens name as their header's `kid`; unique in the environment"},
+            "name": {"type": "string",
+                "pattern": format!("^[A-Za-z0-9._-]{{1,{SDK_KEY_NAME_MAX_CHARS}}}$"),
+                "description":
+                    "What tokens name as their header's `kid`; unique in the environment"},
             "publicKey": {"type": "string", "minLength": 1, "maxLength": 16_384,
-                "description": "A PEM public key (`PUBLIC KEY`, or `RSA PUBLIC KEY`): RSA of 2048 to 4096 bits, or EC P-256"},
+                "description":
+                    "A PEM public key (`PUBLIC KEY`, or `RSA PUBLIC KEY`): RSA of 2048 to 4096 \
+                        bits, or EC P-256"},
             "jwks": {"type": "object", "required": ["keys"],
-                "description": "A JSON Web Key Set of RSA (2048 to 4096 bits) or EC P-256 keys, instead of `publicKey`",
+                "description":
+                    "A JSON Web Key Set of RSA (2048 to 4096 bits) or EC P-256 keys, instead of \
+                        `publicKey`",
                 "properties": {"keys": {"type": "array", "minItems": 1, "maxItems": MAX_JWKS_KEYS,
                     "items": {"type": "object", "required": ["kty"]}}}},
-            "maxTokenExpiryDays": {"type": "integer", "minimum": 1, "maximum": MAX_TOKEN_EXPIRY_DAYS,
-                "description": "The longest a token may live, `exp - iat`; 7 when a new key has none"},
+            "maxTokenExpiryDays": {"type": "integer", "minimum": 1,
+                "maximum": MAX_TOKEN_EXPIRY_DAYS,
+                "description":
+                    "The longest a token may live, `exp - iat`; 7 when a new key has none"},
             "allowedIssuers": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_ISSUERS,
                 "items": text(1, ISSUER_MAX_CHARS),
-                "description": "When not empty, a token's `iss` must be one of them; null or [] for any"},
+                "description":
+                    "When not empty, a token's `iss` must be one of them; null or [] for any"},
             "claimMappings": {"type": ["object", "null"], "maxProperties": MAX_CLAIM_MAPPINGS,
                 "propertyNames": text(1, CLAIM_MAX_CHARS),
                 "additionalProperties": {"type": "string",
                     "pattern": format!("^attributes\\.[\\s\\S]{{1,{ATTRIBUTE_NAME_MAX_CHARS}}}$")},
-                "description": "A claim → `attributes.<name>`: set on the user when a token is first seen"},
+                "description":
+                    "A claim → `attributes.<name>`: set on the user when a token is first seen"},
         },
     });
     if create {
@@ -177,9 +190,11 @@ fn bodies() -> Vec<(&'static str, Value)> {
     let user_id = text(1, USER_ID_MAX_CHARS);
     let user_fields = json!({
         "testUser": {"type": ["boolean", "null"]},
-        "tags": {"type": ["array", "null"], "maxItems": MAX_TAGS_PER_USER, "items": text(1, TAG_MAX_CHARS)},
+        "tags": {"type": ["array", "null"], "maxItems": MAX_TAGS_PER_USER, "items": text(1,
+            TAG_MAX_CHARS)},
         "attributes": {"type": ["object", "null"], "maxProperties": MAX_ATTRIBUTES_PER_USER,
-            "propertyNames": {"type": "string", "minLength": 1, "maxLength": ATTRIBUTE_NAME_MAX_CHARS},
+            "propertyNames": {"type": "string", "minLength": 1,
+                "maxLength": ATTRIBUTE_NAME_MAX_CHARS},
             "additionalProperties": {"type": ["string", "number", "boolean"],
                 "maxLength": domain::audience::ATTRIBUTE_VALUE_MAX_CHARS},
             "description": "String, number or boolean values"},
@@ -200,8 +215,10 @@ fn bodies() -> Vec<(&'static str, Value)> {
             "conditions": {"type": "array", "minItems": 1,
                 "maxItems": domain::audience::filter::MAX_CONDITIONS,
                 "items": {"type": "object", "required": ["field", "op"], "properties": {
-                    "field": {"type": "string", "pattern": "^(id|testUser|tags|attributes\\.[\\s\\S]+)$"},
-                    "op": {"type": "string", "enum": ["eq", "neq", "in", "contains", "exists", "gt", "lt"]},
+                    "field": {"type": "string",
+                        "pattern": "^(id|testUser|tags|attributes\\.[\\s\\S]+)$"},
+                    "op": {"type": "string", "enum": ["eq", "neq", "in", "contains", "exists",
+                        "gt", "lt"]},
                     "value": {"type": ["string", "number", "boolean", "array", "null"]}}}},
         },
     });
@@ -209,7 +226,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
         (
             "PutUserRequest",
             json!({
-                "type": "object", "description": "The whole user: omitted fields take their defaults",
+                "type": "object",
+                    "description": "The whole user: omitted fields take their defaults",
                 "properties": user_fields,
                 "example": {"testUser": false, "tags": ["vip"], "attributes": {"country": "NZ"}},
             }),
@@ -218,9 +236,11 @@ fn bodies() -> Vec<(&'static str, Value)> {
             "BatchRequest",
             json!({
                 "type": "object", "required": ["users"],
-                "properties": {"users": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_USERS,
+                "properties": {"users": {"type": "array", "minItems": 1,
+                    "maxItems": MAX_BATCH_USERS,
                     "items": {"type": "object", "required": ["id"], "properties": batch_user}}},
-                "example": {"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2", "testUser": true}]},
+                "example": {"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2",
+                    "testUser": true}]},
             }),
         ),
         ("SegmentFilter", filter),
@@ -228,7 +248,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
             "SegmentRequest",
             json!({
                 "type": "object", "required": ["name", "filter"],
-                "properties": {"name": name_schema(NAME_MAX_CHARS), "filter": reference("SegmentFilter")},
+                "properties": {"name": name_schema(NAME_MAX_CHARS),
+                    "filter": reference("SegmentFilter")},
                 "example": {"name": "NZ VIPs", "filter": {"match": "all", "conditions": [
                     {"field": "attributes.country", "op": "eq", "value": "NZ"},
                     {"field": "tags", "op": "contains", "value": "vip"}]}},
@@ -247,7 +268,9 @@ fn bodies() -> Vec<(&'static str, Value)> {
             json!({
                 "type": "object", "required": ["name"],
                 "properties": {"name": folder_name(),
-                    "parentId": {"type": ["string", "null"], "description": "The parent folder; omitted, null or \"\" for a root folder"}},
+                    "parentId": {"type": ["string", "null"],
+                        "description":
+                            "The parent folder; omitted, null or \"\" for a root folder"}},
                 "example": {"name": "Q4 campaigns", "parentId": null},
             }),
         ),
@@ -256,7 +279,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
             json!({
                 "type": "object", "required": ["name"],
                 "properties": {"name": folder_name(),
-                    "parentId": {"type": ["string", "null"], "description": "The current parent, if sent: folders cannot be moved"}},
+                    "parentId": {"type": ["string", "null"],
+                        "description": "The current parent, if sent: folders cannot be moved"}},
                 "example": {"name": "Q1 campaigns"},
             }),
         ),
@@ -277,13 +301,15 @@ fn bodies() -> Vec<(&'static str, Value)> {
                 "properties": {
                     "appId": app_id(), "platform": platform(),
                     "platformCredential": {"type": "string", "maxLength": 16384, "pattern": "\\S",
-                        "description": "Service-account JSON (GCM/FCM), the certificate's private key \
+                        "description":
+                            "Service-account JSON (GCM/FCM), the certificate's private key \
                             (iOS certificate), or the .p8 signing key (iOS token)"},
                     "platformPrincipal": {"type": ["string", "null"], "maxLength": 16384,
                         "description": "Empty (GCM/FCM), the PEM certificate (iOS certificate), or \
                             the key id (iOS token)"},
                     "platformProperties": {"type": ["object", "null"],
-                        "propertyNames": {"type": "string", "enum": ["channelId", "restrictedPackageName", "teamId", "bundleId"]},
+                        "propertyNames": {"type": "string", "enum": ["channelId",
+                            "restrictedPackageName", "teamId", "bundleId"]},
                         "additionalProperties": {"type": "string"}},
                 },
                 // A .p8 key made for this example only: Apple never issued it, so pushes with it
@@ -305,7 +331,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
             "PlatformEnabledRequest",
             json!({
                 "type": "object", "required": ["id", "enabled"],
-                "properties": {"id": {"type": "string", "minLength": 1, "description": "The platform's id"},
+                "properties": {"id": {"type": "string", "minLength": 1,
+                    "description": "The platform's id"},
                                "enabled": {"type": "boolean"}},
             }),
         ),
@@ -325,11 +352,13 @@ fn bodies() -> Vec<(&'static str, Value)> {
                 "type": "object",
                 "properties": {
                     "endUserId": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
-                    "flowInvocationId": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
+                    "flowInvocationId": {"type": ["string", "null"], "minLength": 1,
+                        "maxLength": 255},
                     "flowConfigVersion": {"type": ["integer", "null"], "minimum": 1,
                                           "maximum": domain::flow::MAX_FLOW_VERSION},
                     "cancelCards": {"type": ["boolean", "null"],
-                        "description": "Default true; false stops the instances and leaves their cards"},
+                        "description":
+                            "Default true; false stops the instances and leaves their cards"},
                 },
                 "example": {"endUserId": "user-1", "cancelCards": true},
             }),
@@ -341,7 +370,9 @@ fn bodies() -> Vec<(&'static str, Value)> {
                 "description": "`snoozeUntil` is required with `snooze` and must be in the future",
                 "properties": {
                     "action": {"type": "string", "enum": ["submit", "dismiss", "snooze"]},
-                    "values": {"type": ["object", "null"], "description": "With `submit`: the user's input, passed to `card-completed`"},
+                    "values": {"type": ["object", "null"],
+                        "description":
+                            "With `submit`: the user's input, passed to `card-completed`"},
                     "snoozeUntil": {"type": ["string", "null"], "format": "date-time"},
                 },
                 "example": {"action": "submit", "values": {"answer": "yes"}},
@@ -360,7 +391,10 @@ fn bodies() -> Vec<(&'static str, Value)> {
 }
 
 /// The signing key of the push platform example.
-const EXAMPLE_P8_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgUWvlIdjjdauOF75L\nH03I5BU0kPRpccE1fppfh9hxoEOhRANCAAS6lW6Xe7o9v7VcwiD1e52FRX14kkoX\ndJBDgAWtKqTH7pu1J4NUfo/5bmmgWrtns7YecvzGJi2eBl/TbnfQtkao\n-----END PRIVATE KEY-----";
+const EXAMPLE_P8_KEY: &str = "-----BEGIN PRIVATE \
+        KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgUWvlIdjjdauOF75L\nH03I5BU0kPRpccE\
+            1fppfh9hxoEOhRANCAAS6lW6Xe7o9v7VcwiD1e52FRX14kkoX\ndJBDgAWtKqTH7pu1J4NUfo/5bmmgWrtns7Ye\
+                cvzGJi2eBl/TbnfQtkao\n-----END PRIVATE KEY-----";
 
 /// Every schema of this module, by component name.
 pub fn schemas() -> Vec<(&'static str, Value)> {
@@ -398,9 +432,11 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                                      "description": "The steps that run first"},
                     "steps": {"type": "object", "additionalProperties": reference("FlowStep"),
                               "description": "Steps by id"},
-                    "cardTemplates": {"type": "object", "additionalProperties": reference("CardTemplate"),
+                    "cardTemplates": {"type": "object",
+                        "additionalProperties": reference("CardTemplate"),
                                       "description": "Card templates by id"},
-                    "variables": {"type": "object", "additionalProperties": reference("VariableDefinition"),
+                    "variables": {"type": "object",
+                        "additionalProperties": reference("VariableDefinition"),
                                   "description": "Variables every template may use, by name"},
                 },
                 "examples": examples,
@@ -423,8 +459,10 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         "type": "object",
                         "required": ["cardTemplateId"],
                         "properties": {
-                            "cardTemplateId": {"type": "string", "description": "A key of `cardTemplates`"},
-                            "output": {"type": "object", "properties": {"type": {"type": "string"}}},
+                            "cardTemplateId": {"type": "string",
+                                "description": "A key of `cardTemplates`"},
+                            "output": {"type": "object",
+                                "properties": {"type": {"type": "string"}}},
                         },
                     },
                 },
@@ -454,7 +492,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         "properties": {"attributes": {"type": "object", "properties": {
                             "title": {"type": "string"}, "body": {"type": "string"}}}},
                     },
-                    "variables": {"type": "object", "additionalProperties": reference("VariableDefinition"),
+                    "variables": {"type": "object",
+                        "additionalProperties": reference("VariableDefinition"),
                                   "description": "Variables of this template only, by name"},
                 },
             }),
@@ -496,7 +535,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                     "type": {"type": "string", "enum": VARIABLE_TYPES},
                     "source": {"type": "string", "enum": VARIABLE_SOURCES},
                     "required": {"type": "boolean"},
-                    "default": {"type": ["string", "number", "boolean", "null"], "description": "A value of the variable's type; a date is RFC 3339 \
+                    "default": {"type": ["string", "number", "boolean", "null"],
+                        "description": "A value of the variable's type; a date is RFC 3339 \
                         or matches `defaultFormatterOption`"},
                     "defaultFormatter": {"type": "string"},
                     "defaultFormatterOption": {"type": ["string", "null"],
@@ -508,7 +548,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
             "TriggerRequestBody",
             json!({
                 "type": "object",
-                "description": "Every element starts one invocation; every problem of every element \
+                "description":
+                    "Every element starts one invocation; every problem of every element \
                     is reported at once.",
                 "required": ["flows"],
                 "properties": {
@@ -516,7 +557,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                               "items": reference("TriggerElement")},
                     "options": {"type": ["object", "null"], "properties": {
                         "strictVariables": {"type": ["boolean", "null"],
-                            "description": "Refuse variables the flow does not define (default false)"}}},
+                            "description":
+                                "Refuse variables the flow does not define (default false)"}}},
                 },
                 "examples": trigger_examples,
             }),
@@ -538,30 +580,40 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                                     {"type": ["string", "number", "boolean"]},
                                     {"type": "object", "required": ["value"], "properties": {
                                         "value": {"type": ["string", "number", "boolean"]},
-                                        "valueIos": {"type": ["string", "number", "boolean", "null"]},
-                                        "valueAndroid": {"type": ["string", "number", "boolean", "null"]}}}
+                                        "valueIos": {"type": ["string", "number", "boolean",
+                                            "null"]},
+                                        "valueAndroid": {"type": ["string", "number", "boolean",
+                                            "null"]}}}
                                 ]}},
                             "cardOptions": {"type": ["object", "null"], "properties": {
-                                "priority": {"type": ["integer", "null"], "minimum": PRIORITIES.start(),
+                                "priority": {"type": ["integer", "null"],
+                                    "minimum": PRIORITIES.start(),
                                              "maximum": PRIORITIES.end()},
                                 "expires": {"type": ["string", "null"], "format": "date-time"},
-                                "expiresInterval": {"type": ["string", "null"], "format": "duration",
+                                "expiresInterval": {"type": ["string", "null"],
+                                    "format": "duration",
                                     "description": "Positive, at most 100 years (P36525D)"},
                                 "embargo": {"type": ["string", "null"], "format": "date-time"},
-                                "targetStreamIds": {"type": ["array", "null"], "items": {"type": "string"}},
+                                "targetStreamIds": {"type": ["array", "null"],
+                                    "items": {"type": "string"}},
                                 "targetPlatforms": {"type": ["object", "null"], "properties": {
                                     "Web": {"type": "boolean"}, "iOS": {"type": "boolean"},
                                     "Android": {"type": "boolean"}}},
                             }},
                             "notificationDetail": {"type": ["object", "null"],
-                                "description": format!("At most {MAX_NOTIFICATION_DETAIL_BYTES} bytes as JSON")},
+                                "description":
+                                    format!("At most {MAX_NOTIFICATION_DETAIL_BYTES} bytes as \
+                                        JSON")},
                             "metadata": {"type": ["object", "null"]},
                         },
                     },
                     "flowInvocationId": {
-                        "type": ["string", "null"], "minLength": 1, "maxLength": MAX_INVOCATION_ID_CHARS,
-                        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\\u009f]*$",
-                        "description": "The idempotency key, unique within the request; generated when absent",
+                        "type": ["string", "null"], "minLength": 1,
+                            "maxLength": MAX_INVOCATION_ID_CHARS,
+                        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*\\S[^\\u0000-\\u001f\\u007f-\
+                            \\u009f]*$",
+                        "description":
+                            "The idempotency key, unique within the request; generated when absent",
                     },
                 },
             }),
@@ -573,7 +625,8 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                 "oneOf": [
                     {"type": "object", "required": ["type", "targetUserIds"], "properties": {
                         "type": {"type": "string", "enum": ["user"]},
-                        "targetUserIds": {"type": "array", "minItems": 1, "maxItems": MAX_TARGET_USERS,
+                        "targetUserIds": {"type": "array", "minItems": 1,
+                            "maxItems": MAX_TARGET_USERS,
                             "items": {"type": "string", "minLength": 1,
                                       "maxLength": domain::audience::USER_ID_MAX_CHARS,
                                       "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"}}}},

@@ -83,10 +83,13 @@ fn problem_answer(status: StatusCode) -> Vec<u8> {
             "the request line or a header is not valid HTTP/1.1",
         ),
     };
-    tracing::warn!(request_id = %request_id, status = status.as_u16(), code, "request refused before routing: {detail}");
+    tracing::warn!(request_id = %request_id, status = status.as_u16(), code,
+        "request refused before routing: {detail}");
     let body = ApiError::new(status, code, title, detail).json();
     let mut answer = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nx-request-id: {request_id}\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: \
+            {}\r\nx-request-id: {request_id}\r\nx-content-type-options: nosniff\r\nconnection: \
+                close\r\n\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or("Client Error"),
         body.len()
@@ -173,7 +176,8 @@ mod tests {
 
     #[test]
     fn the_dispatchers_own_answers_are_recognised_and_nothing_else() {
-        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\ndate: Wed, 25 Nov 2026 11:04:01 GMT\r\n\r\n";
+        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\ndate: \
+            Wed, 25 Nov 2026 11:04:01 GMT\r\n\r\n";
         assert_eq!(
             bare_error(bare).map(|(at, s, end)| (at, s.as_u16(), end)),
             Some((0, 400, bare.len()))
@@ -182,9 +186,11 @@ mod tests {
         let at = pipelined.len();
         pipelined.extend_from_slice(bare);
         assert_eq!(bare_error(&pipelined).map(|(a, _, _)| a), Some(at));
-        let problem = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: 10\r\n\r\n{\"a\":\"b\"}";
+        let problem = b"HTTP/1.1 400 Bad Request\r\ncontent-type: \
+            application/problem+json\r\ncontent-length: 10\r\n\r\n{\"a\":\"b\"}";
         assert_eq!(bare_error(problem), None);
-        let too_large = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\ndate: x\r\n\r\n";
+        let too_large = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: \
+            0\r\nconnection: close\r\ndate: x\r\n\r\n";
         assert_eq!(bare_error(too_large).map(|(_, s, _)| s.as_u16()), Some(431));
     }
 

@@ -20,7 +20,8 @@ fn big_config() -> Value {
         steps.insert(
             format!("s{i}"),
             json!({"id": format!("s{i}"), "type": "create-card", "next": next,
-                   "properties": {"cardTemplateId": format!("t{}", i % 20), "output": {"type": "default"}}}),
+                   "properties": {"cardTemplateId": format!("t{}", i % 20),
+                       "output": {"type": "default"}}}),
         );
     }
     let mut templates = Map::new();
@@ -28,17 +29,23 @@ fn big_config() -> Value {
         templates.insert(
             format!("t{t}"),
             json!({
-                "metadata": {"cardName": format!("Card {t}"), "cardDescription": "d", "delivery": {"priority": 1 + t % 10}},
+                "metadata": {"cardName": format!("Card {t}"), "cardDescription": "d",
+                    "delivery": {"priority": 1 + t % 10}},
                 "variables": {"amount": {"type": "number", "source": "static", "default": 10},
-                              "due": {"type": "date", "source": "event", "default": "22/11/2026", "defaultFormatterOption": "dd/MM/yyyy"}},
+                              "due": {"type": "date", "source": "event", "default": "22/11/2026",
+                                  "defaultFormatterOption": "dd/MM/yyyy"}},
                 "defaultView": {
                     "content": [
-                        {"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}},
-                        {"key": "t", "type": "text", "attributes": {"text": "Pay %{amount} by %{due}"}},
-                        {"key": "i", "type": "image", "attributes": {"src": "%{assetv1:logo}", "label": "logo"}}
+                        {"key": "h", "type": "headline",
+                            "attributes": {"text": "Hello %{firstName}"}},
+                        {"key": "t", "type": "text",
+                            "attributes": {"text": "Pay %{amount} by %{due}"}},
+                        {"key": "i", "type": "image", "attributes": {"src": "%{assetv1:logo}",
+                            "label": "logo"}}
                     ],
                     "actions": [
-                        {"key": "ok", "type": "submitButton", "attributes": {"text": "OK", "values": {"answer": "yes"}}},
+                        {"key": "ok", "type": "submitButton", "attributes": {"text": "OK",
+                            "values": {"answer": "yes"}}},
                         {"key": "no", "type": "submitButton", "attributes": {"text": "No"}}
                     ]
                 },
@@ -48,7 +55,8 @@ fn big_config() -> Value {
     }
     json!({
         "type": "card", "version": "1", "initialSteps": ["s0"],
-        "variables": {"firstName": {"type": "string", "source": "event", "default": "there", "required": true}},
+        "variables": {"firstName": {"type": "string", "source": "event", "default": "there",
+            "required": true}},
         "steps": steps, "cardTemplates": templates
     })
 }
@@ -76,5 +84,11 @@ fn main() {
     rounds.sort_by(f64::total_cmp);
     let median = rounds[rounds.len() / 2];
     println!("config validation: 50 steps, 20 templates, {size} bytes of JSON");
-    println!("  median of 5 one-second rounds: {median:.0} validations/s ({:.1} µs each), min {:.0}, max {:.0}", 1e6 / median, rounds[0], rounds[4]);
+    println!(
+        "  median of 5 one-second rounds: {median:.0} validations/s ({:.1} µs each), min \
+        {:.0}, max {:.0}",
+        1e6 / median,
+        rounds[0],
+        rounds[4]
+    );
 }

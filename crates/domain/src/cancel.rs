@@ -64,8 +64,8 @@ impl CancelFilter {
     /// No body (or `null` fields) matches every instance and cancels their cards. Every
     /// problem comes back at once as [`DomainError::Validation`]: `endUserId` and
     /// `flowInvocationId` must be strings of 1 to 255 characters, `flowConfigVersion` a whole
-    /// number from 1 to [`MAX_FLOW_VERSION`], `cancelCards` a boolean; a body that is not an object is a problem of
-    /// the body as a whole (field `""`).
+    /// number from 1 to [`MAX_FLOW_VERSION`], `cancelCards` a boolean; a body that is not an object
+    /// is a problem of the body as a whole (field `""`).
     ///
     /// ```
     /// use serde_json::json;
@@ -358,7 +358,8 @@ pub trait CancelRepository: Send + Sync {
 /// let service = CancelService::new(Arc::new(tasks), Arc::new(flows), Arc::new(clock));
 /// let who = Principal::trusted("support-desk", "org_1", &["env_1"]);
 ///
-/// let task = service.start(&who, &"env_1".into(), &"flw_1".into(), Some(&json!({"endUserId": "u1"}))).await?;
+/// let task = service.start(&who, &"env_1".into(), &"flw_1".into(),
+///     Some(&json!({"endUserId": "u1"}))).await?;
 /// assert_eq!(task.status, CancelStatus::Processing);
 /// assert_eq!((task.id.len(), task.progress()), (36, 0)); // a UUID; nothing counted yet
 ///
@@ -583,7 +584,9 @@ mod tests {
     fn bodies_parse_with_defaults_and_every_problem() {
         let f = CancelFilter::parse(None).expect("no body");
         assert!(f.cancel_cards && f.end_user_id.is_none());
-        let f = CancelFilter::parse(Some(&json!({"endUserId": "u1", "flowInvocationId": "i1", "flowConfigVersion": 2, "cancelCards": false, "other": 1}))).expect("full");
+        let f = CancelFilter::parse(Some(&json!({"endUserId": "u1", "flowInvocationId": "i1",
+            "flowConfigVersion": 2, "cancelCards": false, "other": 1})))
+        .expect("full");
         assert_eq!(
             f,
             CancelFilter {
@@ -595,7 +598,8 @@ mod tests {
             }
         );
         let Err(DomainError::Validation(errors)) = CancelFilter::parse(Some(
-            &json!({"endUserId": 3, "flowInvocationId": "", "flowConfigVersion": 0, "cancelCards": "yes"}),
+            &json!({"endUserId": 3, "flowInvocationId": "", "flowConfigVersion": 0,
+                "cancelCards": "yes"}),
         )) else {
             panic!("invalid")
         };

@@ -249,7 +249,8 @@ impl AnalyticsEvent {
                 "flowInstanceId": card.flow_instance_id,
                 "flowInvocationId": card.invocation_id,
                 "flowConfigId": card.flow_id,
-                "triggerEventSource": if context.get("test").and_then(Value::as_bool) == Some(true) { "test" } else { "api" },
+                "triggerEventSource": if context.get("test").and_then(Value::as_bool) == Some(true)
+                    { "test" } else { "api" },
                 "eventDetail": detail("variables"),
                 "eventNotificationDetail": detail("notificationDetail"),
             },
@@ -417,11 +418,13 @@ pub enum CardAction {
 /// let service = CardService::new(Arc::new(cards), Arc::new(clock));
 /// let sdk = Principal::trusted("sdk", "org_1", &["env_1"]);
 ///
-/// let dismissed = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Dismiss).await?;
+/// let dismissed = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(),
+///     CardAction::Dismiss).await?;
 /// assert_eq!(dismissed.status, CardStatus::Dismissed);
 ///
 /// // A snooze must end in the future.
-/// let snooze = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(), CardAction::Snooze(now)).await;
+/// let snooze = service.act(&sdk, &"env_1".into(), &"u1".into(), &"crd_1".into(),
+///     CardAction::Snooze(now)).await;
 /// let Err(DomainError::Validation(problems)) = snooze else { panic!("{snooze:?}") };
 /// assert_eq!(problems[0].field, "snoozeUntil");
 /// # Ok::<(), DomainError>(())

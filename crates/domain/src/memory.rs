@@ -1,9 +1,10 @@
 //! In-memory stores of folders, flows and settings (feature `memory`), for tests and for
 //! services that keep these in memory. It keeps no environments of its own: any environment
-//! id names one (the database adapters refuse an id with no environment row). [`MemoryStore`] implements [`FolderRepository`],
-//! [`FlowRepository`] and [`SettingsRepository`] over one lock, so that deleting a folder
-//! un-files its flows atomically, as the ports require. It passes the same port contract
-//! ([`contract`](crate::contract), feature `contract`) as the SQLite and PostgreSQL adapters.
+//! id names one (the database adapters refuse an id with no environment row). [`MemoryStore`]
+//! implements [`FolderRepository`], [`FlowRepository`] and [`SettingsRepository`] over one lock, so
+//! that deleting a folder un-files its flows atomically, as the ports require. It passes the same
+//! port contract ([`contract`](crate::contract), feature `contract`) as the SQLite and PostgreSQL
+//! adapters.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -60,7 +60,8 @@ pub fn problem(name: &str, max_chars: usize) -> Option<String> {
         Some("must not contain control characters".into())
     } else if name.chars().any(is_bidi_control) {
         Some(
-            "must not contain bidirectional control characters (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)"
+            "must not contain bidirectional control characters (U+061C, U+200E, U+200F, U+202A to \
+                U+202E, U+2066 to U+2069)"
                 .into(),
         )
     } else {

@@ -45,7 +45,8 @@ impl Retention {
         }
         let wrong = || {
             format!(
-                "must be a duration from 1m to 100y such as `90m`, `12h` or `30d` (units m, h, d, w, y), or `off`; got `{text}`"
+                "must be a duration from 1m to 100y such as `90m`, `12h` or `30d` (units m, h, d, \
+                    w, y), or `off`; got `{text}`"
             )
         };
         let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(wrong)?;

@@ -11,7 +11,8 @@ macro_rules! spelled {
     ($ty:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
         impl $ty {
             #[doc = concat!("Every `", stringify!($ty), "`, in a fixed order.")]
-            pub const ALL: [$ty; $crate::spelling::spelled!(@count $($variant)+)] = [$($ty::$variant),+];
+            pub const ALL:
+                [$ty; $crate::spelling::spelled!(@count $($variant)+)] = [$($ty::$variant),+];
 
             #[doc = concat!("The spelling of the API and of storage: ", $("`", $text, "` "),+)]
             pub const fn as_str(self) -> &'static str {
@@ -37,7 +38,8 @@ macro_rules! spelled {
         }
     };
     (@count) => { 0usize };
-    (@count $head:ident $($tail:ident)*) => { 1usize + $crate::spelling::spelled!(@count $($tail)*) };
+    (@count $head:ident $($tail:ident)*)
+        => { 1usize + $crate::spelling::spelled!(@count $($tail)*) };
 }
 
 pub(crate) use spelled;

@@ -127,7 +127,8 @@ where
             Ok(outcome) => return Ok(outcome),
             Err(panic) => format!("panic: {panic}"),
         };
-        tracing::warn!(unit, id, attempt, cause = %cause, "a unit of background work failed; trying it again");
+        tracing::warn!(unit, id, attempt, cause = %cause,
+            "a unit of background work failed; trying it again");
     }
     Err(Failure::new(unit, id, cause))
 }

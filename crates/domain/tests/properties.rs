@@ -195,7 +195,8 @@ fn arb_string() -> BoxedStrategy<String> {
         6 => small_string(),
         1 => Just("\u{0}".to_owned()),
         1 => ("[ -~]{1,4}", 200usize..1_500).prop_map(|(s, n)| s.repeat(n)),
-        1 => (any::<char>(), 1usize..3_000).prop_map(|(c, n)| std::iter::repeat_n(c, n).collect::<String>()),
+        1 => (any::<char>(), 1usize..3_000).prop_map(|(c, n)| std::iter::repeat_n(c,
+            n).collect::<String>()),
         1 => rfc3339_like(),
         1 => iso_duration_like(),
     ]
@@ -613,7 +614,8 @@ fn near_card_options() -> BoxedStrategy<Value> {
 fn near_variable() -> BoxedStrategy<Value> {
     prop_oneof![
         4 => arb_scalar(),
-        3 => (some(arb_scalar()), rarely(arb_json()), rarely(arb_json()), prop::option::weighted(0.3, arb_scalar()))
+        3 => (some(arb_scalar()), rarely(arb_json()), rarely(arb_json()),
+            prop::option::weighted(0.3, arb_scalar()))
             .prop_map(|(value, ios, android, ios_scalar)| {
                 object(vec![
                     ("value", value),
@@ -770,7 +772,8 @@ fn date_text() -> BoxedStrategy<String> {
 
 fn variable_definition() -> BoxedStrategy<Value> {
     let types = prop_oneof![
-        6 => prop::sample::select(vec!["number", "string", "date", "boolean"]).prop_map(Value::from),
+        6 => prop::sample::select(vec!["number", "string", "date",
+            "boolean"]).prop_map(Value::from),
         1 => arb_json(),
     ];
     let sources = prop_oneof![
@@ -826,7 +829,8 @@ fn variable_definitions() -> BoxedStrategy<Value> {
     prop_oneof![
         6 => prop::collection::vec(
             (
-                prop_oneof![4 => prop::sample::select(VAR_NAMES).prop_map(str::to_owned), 1 => small_string()],
+                prop_oneof![4 => prop::sample::select(VAR_NAMES).prop_map(str::to_owned),
+                    1 => small_string()],
                 variable_definition(),
             ),
             0..4,
@@ -843,7 +847,8 @@ fn view_element() -> BoxedStrategy<Value> {
         1 => arb_json(),
     ];
     let element_type = prop_oneof![
-        6 => prop::sample::select(vec!["headline", "text", "image", "submitButton", "futureElement"])
+        6 => prop::sample::select(vec!["headline", "text", "image", "submitButton",
+            "futureElement"])
             .prop_map(Value::from),
         1 => arb_json(),
     ];
@@ -877,7 +882,8 @@ fn view() -> BoxedStrategy<Value> {
     };
     prop_oneof![
         9 => (some(list()), prop::option::weighted(0.5, list()))
-            .prop_map(|(content, actions)| object(vec![("content", content), ("actions", actions)])),
+            .prop_map(|(content, actions)| object(vec![("content", content), ("actions",
+                actions)])),
         1 => arb_json(),
     ]
     .boxed()
@@ -1083,7 +1089,8 @@ fn valid_flow_config() -> Value {
         "version": "1",
         "initialSteps": ["s1"],
         "variables": {
-            "firstName": {"type": "string", "source": "event", "default": "there", "required": true},
+            "firstName": {"type": "string", "source": "event", "default": "there",
+                "required": true},
             "due": {"type": "date", "source": "event", "default": "2026-12-01T00:00:00Z"}
         },
         "steps": {
@@ -1098,9 +1105,11 @@ fn valid_flow_config() -> Value {
                 "variables": {"amount": {"type": "number", "source": "static", "default": 10}},
                 "defaultView": {
                     "content": [
-                        {"key": "h1", "type": "headline", "attributes": {"text": "Hello %{firstName}"}},
+                        {"key": "h1", "type": "headline",
+                            "attributes": {"text": "Hello %{firstName}"}},
                         {"key": "img", "type": "image", "attributes": {"src": "%{assetv1:logo}"}},
-                        {"key": "t1", "type": "text", "attributes": {"text": "You owe %{amount} by %{due}"}}
+                        {"key": "t1", "type": "text",
+                            "attributes": {"text": "You owe %{amount} by %{due}"}}
                     ],
                     "actions": [{"key": "go", "type": "submitButton", "attributes": {"text": "OK"}}]
                 },
@@ -1192,8 +1201,10 @@ fn resolved_variables() -> BoxedStrategy<ResolvedVariables> {
             1 => small_string(),
         ],
         prop_oneof![
-            3 => value().prop_map(|v| PlatformValues { web: v.clone(), ios: v.clone(), android: v }),
-            1 => (value(), value(), value()).prop_map(|(web, ios, android)| PlatformValues { web, ios, android }),
+            3 => value().prop_map(|v| PlatformValues { web: v.clone(), ios: v.clone(),
+                android: v }),
+            1 => (value(), value(), value()).prop_map(|(web, ios, android)| PlatformValues { web,
+                ios, android }),
         ],
         0..5,
     )
@@ -1372,7 +1383,8 @@ fn arb_in_range_timestamp() -> BoxedStrategy<Timestamp> {
         1 => Just(EARLIEST),
         1 => Just(latest()),
         1 => (0i64..=10_000).prop_filter_map("ms", DateTime::from_timestamp_millis),
-        1 => (LATEST_MS - 10_000..=LATEST_MS).prop_filter_map("ms", DateTime::from_timestamp_millis),
+        1 => (LATEST_MS - 10_000..=LATEST_MS).prop_filter_map("ms",
+            DateTime::from_timestamp_millis),
         // Below a millisecond, and leap seconds.
         1 => (0i64..=LATEST_MS / 1_000, 0u32..1_000_000_000)
             .prop_filter_map("in range", |(s, n)| DateTime::from_timestamp(s, n).filter(in_range)),
@@ -1418,7 +1430,8 @@ fn end_user() -> BoxedStrategy<EndUser> {
         prop::collection::vec(
             (
                 prop_oneof![
-                    3 => prop::sample::select(vec!["country", "age", "a.b", ""]).prop_map(str::to_owned),
+                    3 => prop::sample::select(vec!["country", "age", "a.b",
+                        ""]).prop_map(str::to_owned),
                     1 => small_string(),
                 ],
                 prop_oneof![4 => arb_scalar(), 1 => arb_json()],
@@ -1782,7 +1795,8 @@ proptest! {
     #[test]
     fn trigger_element_of_arbitrary_json(item in prop_oneof![near_element(), any_json()]) {
         match request::parse_element(item) {
-            Ok(element) => prop_assert!(element.invocation_id.as_ref().is_none_or(|i| !i.is_empty())),
+            Ok(element) =>
+                prop_assert!(element.invocation_id.as_ref().is_none_or(|i| !i.is_empty())),
             Err(problems) => check_problems(&problems)?,
         }
     }
@@ -1795,7 +1809,8 @@ proptest! {
     // ---- durations ----
 
     #[test]
-    fn duration_of_any_string(text in prop_oneof![arb_string(), iso_duration_like(), chars_string(40)]) {
+    fn duration_of_any_string(text in prop_oneof![arb_string(), iso_duration_like(),
+        chars_string(40)]) {
         if let Some(d) = parse_duration(&text) {
             prop_assert!(d >= Duration::zero(), "{text:?} gave {d:?}");
             prop_assert_eq!(d.subsec_nanos() % 1_000_000, 0, "milliseconds");
@@ -1873,18 +1888,21 @@ proptest! {
             prop_assert!(saturated <= t);
         }
         let written = format_timestamp(&saturated);
-        prop_assert!(written.as_bytes()[..4].iter().all(u8::is_ascii_digit) && written.as_bytes()[4] == b'-', "{}", written);
+        prop_assert!(written.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+            && written.as_bytes()[4] == b'-', "{}", written);
     }
 
     // ---- filters ----
 
     #[test]
-    fn filter_of_arbitrary_json(value in any_json(), users in prop::collection::vec(end_user(), 0..3)) {
+    fn filter_of_arbitrary_json(value in any_json(), users in prop::collection::vec(end_user(),
+        0..3)) {
         check_filter(&value, &users)?;
     }
 
     #[test]
-    fn filter_almost_valid(value in near_filter(), users in prop::collection::vec(end_user(), 1..4)) {
+    fn filter_almost_valid(value in near_filter(), users in prop::collection::vec(end_user(),
+        1..4)) {
         check_filter(&value, &users)?;
     }
 
@@ -1908,12 +1926,14 @@ proptest! {
     #[test]
     fn variable_values_and_date_patterns(
         var_type in prop_oneof![
-            4 => prop::sample::select(vec!["number", "string", "date", "boolean"]).prop_map(str::to_owned),
+            4 => prop::sample::select(vec!["number", "string", "date",
+                "boolean"]).prop_map(str::to_owned),
             1 => small_string(),
         ],
         value in prop_oneof![arb_scalar(), date_text().prop_map(Value::String), arb_json()],
         pattern in prop::option::of(prop_oneof![
-            prop::sample::select(vec!["dd/MM/yyyy", "yyyy-MM-dd HH:mm a", "d/M/y h:m:s a", "a", "aa", "MMMMMMMMMMMMMMMMMMMM"]).prop_map(str::to_owned),
+            prop::sample::select(vec!["dd/MM/yyyy", "yyyy-MM-dd HH:mm a", "d/M/y h:m:s a", "a",
+                "aa", "MMMMMMMMMMMMMMMMMMMM"]).prop_map(str::to_owned),
             small_string(),
         ]),
         text in prop_oneof![date_text(), small_string()],
@@ -1954,7 +1974,8 @@ proptest! {
                 ]).prop_map(str::to_owned),
                 1 => (
                     prop::sample::select(vec!["\u{feff}", " ", "\t", "\u{feff} ", " \u{feff}"]),
-                    prop::sample::select(vec!["target.attributes.id", "flowInvocationId", "payload.variables.name"]),
+                    prop::sample::select(vec!["target.attributes.id", "flowInvocationId",
+                        "payload.variables.name"]),
                 ).prop_map(|(pad, name)| format!("{pad}{name}{pad}")),
                 1 => small_string(),
             ],
@@ -1966,7 +1987,8 @@ proptest! {
                 3 => Just(String::new()),
                 3 => "[a-zA-Z0-9|]{0,10}",
                 2 => (-3i64..15).prop_map(|n| n.to_string()),
-                1 => prop::sample::select(vec!["Web|iOS", "Android", "|", "||", "web", " 5", "5.0", "99999999999999999999"]).prop_map(str::to_owned),
+                1 => prop::sample::select(vec!["Web|iOS", "Android", "|", "||", "web", " 5", "5.0",
+                    "99999999999999999999"]).prop_map(str::to_owned),
                 1 => rfc3339_like(),
                 1 => iso_duration_like(),
                 1 => arb_string(),
@@ -2087,7 +2109,8 @@ proptest! {
         config in prop_oneof![near_flow_config(), Just(valid_flow_config())],
         sent in prop::collection::vec(
             (
-                prop_oneof![3 => prop::sample::select(VAR_NAMES).prop_map(str::to_owned), 1 => small_string()],
+                prop_oneof![3 => prop::sample::select(VAR_NAMES).prop_map(str::to_owned),
+                    1 => small_string()],
                 arb_json(), prop::option::of(arb_json()), prop::option::of(arb_json()),
             ),
             0..5,
@@ -2108,7 +2131,8 @@ proptest! {
     }
 
     #[test]
-    fn stored_card_content_of_any_text(text in prop_oneof![arb_string(), any_json().prop_map(|v| v.to_string())]) {
+    fn stored_card_content_of_any_text(text in prop_oneof![arb_string(),
+        any_json().prop_map(|v| v.to_string())]) {
         let content = CardContent::stored(text);
         let _ = content.notifies();
         let _ = content.views(&["Web".to_owned(), "*".to_owned()]);
@@ -2132,7 +2156,8 @@ proptest! {
     }
 
     #[test]
-    fn folder_names_and_upload_tokens(text in prop_oneof![arb_string(), chars_string(40), "[A-Za-z0-9_.|-]{0,40}"]) {
+    fn folder_names_and_upload_tokens(text in prop_oneof![arb_string(), chars_string(40),
+        "[A-Za-z0-9_.|-]{0,40}"]) {
         for problem in workbench_domain::folder::validate_name("name", &text) {
             prop_assert!(!problem.message.is_empty());
         }
@@ -2142,7 +2167,8 @@ proptest! {
     // ---- retry schedules ----
 
     #[test]
-    fn retry_policy_of_any_string(text in prop_oneof![arb_string(), chars_string(40), "[0-9a-z, ]{0,40}"]) {
+    fn retry_policy_of_any_string(text in prop_oneof![arb_string(), chars_string(40),
+        "[0-9a-z, ]{0,40}"]) {
         match RetryPolicy::parse(&text) {
             Ok(policy) => prop_assert!(policy.retries() <= 20),
             Err(message) => prop_assert!(!message.is_empty()),
@@ -2161,7 +2187,8 @@ proptest! {
                 }
             }
             (Err(message), None) => prop_assert!(!message.is_empty()),
-            _ => prop_assert!(false, "{:?} parsed as {:?}, expected steps {:?}", schedule.text, parsed, schedule.steps),
+            _ => prop_assert!(false, "{:?} parsed as {:?}, expected steps {:?}", schedule.text,
+                parsed, schedule.steps),
         }
     }
 
@@ -2193,7 +2220,8 @@ proptest! {
                 if let Some(asked) = retry_after {
                     let asked_ms = i128::from(asked) * 1_000;
                     let floor = asked_ms.min(i128::from(step_ms) * 2);
-                    prop_assert!(i128::from(ms) >= floor, "Retry-After {asked} s not honoured: {delay:?}");
+                    prop_assert!(i128::from(ms) >= floor,
+                        "Retry-After {asked} s not honoured: {delay:?}");
                 }
             }
         }
@@ -2315,12 +2343,15 @@ fn request_size_limits() {
 fn deeply_nested_documents_are_refused_without_overflow() {
     // As deep as serde_json's parser lets a body be (128), in every place the parsers recurse.
     let deep = wrap(json!("%{name}"), vec![(true, String::new()); 120]);
-    let body = json!({"flows": [{"target": {"type": "filters", "filter": {"conditions": [{"field": "id", "op": "in", "value": deep}]}},
-                                 "payload": {"notificationDetail": {"d": deep}, "metadata": {"m": deep}, "variables": {"v": deep}}}]});
+    let body = json!({"flows": [{"target": {"type": "filters",
+        "filter": {"conditions": [{"field": "id", "op": "in", "value": deep}]}},
+                                 "payload": {"notificationDetail": {"d": deep},
+                                     "metadata": {"m": deep}, "variables": {"v": deep}}}]});
     let problems = request::parse(&body).expect_err("refused");
     assert!(!problems.is_empty());
     let config = json!({"type": "card", "cardTemplates": {"t": {"metadata": {"cardName": "n"},
-        "defaultView": {"content": [{"key": "k", "type": "x", "attributes": {"a": deep}}]}, "notification": deep}}});
+        "defaultView": {"content": [{"key": "k", "type": "x", "attributes": {"a": deep}}]},
+            "notification": deep}}});
     assert!(!config::validate(&config, "config").is_empty());
     let template = json!({"defaultView": deep, "notification": deep});
     let vars = ResolvedVariables {
@@ -2357,7 +2388,8 @@ fn regression_parse_duration_pt2527297946185h_is_exact() {
 /// parser.
 #[test]
 fn regression_expires_interval_p1yt153722866755313h() {
-    let body = json!({"flows": [{"payload": {"cardOptions": {"expiresInterval": "P1YT153722866755313H"}}}]});
+    let body = json!({"flows": [{"payload": {"cardOptions": {"expiresInterval":
+        "P1YT153722866755313H"}}}]});
     let problems = request::parse(&body).expect_err("refused");
     assert!(problems
         .iter()
@@ -2476,8 +2508,10 @@ proptest! {
             allowed_issuers: vec![],
         };
         // Half the cases put the times near `now`, where the boundaries are.
-        let close = |t: Option<i64>| t.map(|t| if t % 2 == 0 { now.saturating_add(near) } else { t });
-        let claims = TokenClaims { sub, exp: close(exp), iat: close(iat), nbf: close(nbf), iss: None, other: Default::default() };
+        let close = |t: Option<i64>|
+            t.map(|t| if t % 2 == 0 { now.saturating_add(near) } else { t });
+        let claims = TokenClaims { sub, exp: close(exp), iat: close(iat), nbf: close(nbf),
+            iss: None, other: Default::default() };
         if check_claims(&claims, &policy, "u1", now).is_ok() {
             let (exp, iat) = (claims.exp.unwrap_or_default(), claims.iat.unwrap_or_default());
             prop_assert_eq!(claims.sub.as_deref(), Some("u1"));

@@ -113,7 +113,8 @@ async fn csv(server: &support::Server, flow: &str, mib: usize) {
     sampler.join().expect("sampler");
     assert!(reply.status().is_success(), "{}", reply.status());
     println!(
-        "  upload of {:.1} MiB ({rows} rows): {uploaded:.2} s ({:.1} MiB/s, {:.0} rows/s stored); peak RSS growth while receiving {:.1} MiB",
+        "  upload of {:.1} MiB ({rows} rows): {uploaded:.2} s ({:.1} MiB/s, {:.0} rows/s stored); \
+            peak RSS growth while receiving {:.1} MiB",
         size as f64 / 1048576.0,
         size as f64 / 1048576.0 / uploaded,
         rows as f64 / uploaded,
@@ -130,7 +131,8 @@ async fn csv(server: &support::Server, flow: &str, mib: usize) {
     }
     let total = started.elapsed().as_secs_f64();
     println!(
-        "  upload to task completed (every row handed to the engine): {total:.1} s, {:.0} rows/s end to end",
+        "  upload to task completed (every row handed to the engine): {total:.1} s, {:.0} rows/s \
+            end to end",
         rows as f64 / total
     );
     // Then until the engine has run the last row's invocation (it takes the oldest first):
@@ -182,7 +184,8 @@ async fn by_attribute(server: &support::Server, flow: &str, rows: u64, users: u6
         users,
         &format!(
             "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
-             SELECT '{}', 'a' || n, FALSE, '{{\"member\":\"m' || n || '\"}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM series;",
+             SELECT '{}', 'a' || n, FALSE, '{{\"member\":\"m' || n || '\"}}', CURRENT_TIMESTAMP, \
+                 CURRENT_TIMESTAMP FROM series;",
             server.env
         ),
     );
@@ -214,7 +217,8 @@ async fn by_attribute(server: &support::Server, flow: &str, rows: u64, users: u6
     }
     let took = started.elapsed().as_secs_f64();
     println!(
-        "  CSV of {rows} rows matched by attribute against {users} users, upload to task completed: {took:.2} s ({:.1} ms a row)",
+        "  CSV of {rows} rows matched by attribute against {users} users, upload to task \
+            completed: {took:.2} s ({:.1} ms a row)",
         took * 1000.0 / rows as f64
     );
 }

@@ -72,7 +72,8 @@ async fn hold(holder: Holder, permit: tokio::sync::OwnedSemaphorePermit) {
     let mut permit = Some(permit);
     let mut socket = TcpStream::connect(&address).await.expect("connect");
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {secret}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {secret}\r\nAccept: \
+            text/event-stream\r\n\r\n"
     );
     socket.write_all(request.as_bytes()).await.expect("request");
     let mut buffer = Vec::with_capacity(1024);
@@ -153,7 +154,10 @@ async fn run(db: TestDatabase, backend: &str) {
 
     let (without, p99_without) = common::starts(&server, &flow, "before").await;
     common::drained(&server).await;
-    println!("  POST /start, no stream open, {CLIENTS} clients: {without:>7.0} req/s  p99 {p99_without:.2} ms");
+    println!(
+        "  POST /start, no stream open, {CLIENTS} clients: {without:>7.0} req/s  p99 \
+        {p99_without:.2} ms"
+    );
 
     let rss_before = holder.rss_bytes();
     let sent: Sent = Arc::default();
@@ -217,11 +221,16 @@ async fn run(db: TestDatabase, backend: &str) {
             sent.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            sent.lock().expect("sent").entry(user).or_default().push_back(Instant::now());
+            sent.lock()
+                .expect("sent")
+                .entry(user)
+                .or_default()
+                .push_back(Instant::now());
             let response = client
                 .post(&url)
                 .bearer_auth(&secret)
-                .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("s{user}")]}}]}))
+                .json(&json!({"flows": [{"target": {"type": "user",
+                    "targetUserIds": [format!("s{user}")]}}]}))
                 .send()
                 .await
                 .expect("start");
@@ -252,7 +261,9 @@ async fn run(db: TestDatabase, backend: &str) {
         })
         .count();
     println!(
-        "  {n} triggers at {rate}/s for {triggered} users: {} events received ({} unexpected, {stray} on untriggered streams, {wrong} users off count); trigger → event p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+        "  {n} triggers at {rate}/s for {triggered} users: {} events received ({} unexpected, \
+            {stray} on untriggered streams, {wrong} users off count); trigger → event p50 {:.1} \
+                ms  p99 {:.1} ms  max {:.1} ms",
         latencies.len(),
         received.unexpected.load(Ordering::Relaxed),
         pct(&latencies, 0.5),
@@ -280,14 +291,22 @@ async fn run(db: TestDatabase, backend: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let (again, p99_again) = common::starts(&server, &flow, "again").await;
-    println!("  POST /start, the streams closed again, {CLIENTS} clients: {again:>7.0} req/s  p99 {p99_again:.2} ms");
+    println!(
+        "  POST /start, the streams closed again, {CLIENTS} clients: {again:>7.0} req/s  p99 \
+        {p99_again:.2} ms"
+    );
     println!(
         "  with the streams open: {:.1}% of the mean of the figures without",
         with / ((without + again) / 2.0) * 100.0
     );
-    println!("  POST /start, {streams} streams open, {CLIENTS} clients: {with:>7.0} req/s  p99 {p99_with:.2} ms ({:.1}% of the figure without)", with / without * 100.0);
     println!(
-        "  RSS of the process holding the streams: {} MB before, {} MB open, {} MB after the triggers",
+        "  POST /start, {streams} streams open, {CLIENTS} clients: {with:>7.0} req/s  p99 \
+        {p99_with:.2} ms ({:.1}% of the figure without)",
+        with / without * 100.0
+    );
+    println!(
+        "  RSS of the process holding the streams: {} MB before, {} MB open, {} MB after the \
+            triggers",
         rss_before >> 20,
         rss_open >> 20,
         rss_after >> 20

@@ -52,7 +52,8 @@ function init(args)
 end
 function request()
   n = n + 1
-  local body = '{{"flows":[{{"target":{{"type":"user","targetUserIds":["w' .. tid .. '-' .. n .. '"]}}}}]}}'
+  local body = '{{"flows":[{{"target":{{"type":"user","targetUserIds":["w'
+    .. tid .. '-' .. n .. '"]}}}}]}}'
   return wrk.format(nil, nil, nil, body)
 end
 "#,

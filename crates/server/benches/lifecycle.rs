@@ -221,7 +221,8 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
     };
     let closed = all.len() as u64 == n && events == expected;
     println!(
-        "    ledger: {n} sent, {} answered 2xx; {events} of {expected} events delivered ({} calls, {} duplicates): {}",
+        "    ledger: {n} sent, {} answered 2xx; {events} of {expected} events delivered ({} calls, \
+            {} duplicates): {}",
         all.len(),
         calls,
         calls.saturating_sub(events),
@@ -254,8 +255,10 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
         let steady = sizes[recent..].iter().sum::<u64>() as f64
             / counts[recent..].iter().sum::<u64>().max(1) as f64;
         println!(
-            "  pruned: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards made, {kept} kept at the end; \
-             last 2 min {growth:+.1}%; {:.0} bytes per card kept at the end, {steady:.0} over the last 2 min",
+            "  pruned: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards made, {kept} kept at \
+                the end; \
+             last 2 min {growth:+.1}%; {:.0} bytes per card kept at the end, {steady:.0} over the \
+                 last 2 min",
             last as f64 / kept.max(1) as f64
         );
     }
@@ -263,7 +266,8 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
         let (p50, p99, sizes, made, _, _) = phase(make(), "off").await;
         let (first, last) = (sizes[0], *sizes.last().unwrap_or(&0));
         println!(
-            "  retention off: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards, {:.1} MB at the end, {:.0} bytes each",
+            "  retention off: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards, {:.1} MB at \
+                the end, {:.0} bytes each",
             mb(last),
             last.saturating_sub(first) as f64 / made.max(1) as f64
         );

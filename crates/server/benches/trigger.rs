@@ -97,7 +97,11 @@ async fn run(db: TestDatabase, backend: &str, users: u64) {
     let (client, secret, at) = (server.client.clone(), admin.clone(), base.clone());
     let start_path = format!("/v1/{env}/action-flow/{flow}/start");
     let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
-        client.post(format!("{}{start_path}", at(n))).bearer_auth(&secret).json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("user{n}")]}}]}))
+        client
+            .post(format!("{}{start_path}", at(n)))
+            .bearer_auth(&secret)
+            .json(&json!({"flows": [{"target": {"type": "user",
+                "targetUserIds": [format!("user{n}")]}}]}))
     });
     let (client, at) = (server.client.clone(), base.clone());
     let health: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> =
@@ -131,15 +135,27 @@ async fn loads(
     feed: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>,
 ) {
     let (rps, p50, p99) = closed_loop(health.clone()).await;
-    println!("  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    println!(
+        "  GET /healthz (HTTP stack baseline), {CLIENTS} clients: {rps:>7.0} req/s  p50 \
+        {p50:.2} ms  p99 {p99:.2} ms"
+    );
     let (rps, p50, p99) = closed_loop(trigger.clone()).await;
-    println!("  POST /start, 1 user each, {CLIENTS} clients:      {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    println!(
+        "  POST /start, 1 user each, {CLIENTS} clients:      {rps:>7.0} req/s  p50 {p50:.2} \
+        ms  p99 {p99:.2} ms"
+    );
     let (sent, p50, p99, max) = common::open_loop(trigger, 2_000).await;
-    println!("  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms");
+    println!(
+        "  POST /start at 2,000 req/s for 10 s ({sent} sent): p50 {p50:.2} ms  p99 {p99:.2} \
+        ms  max {max:.2} ms"
+    );
     // Let the engine drain what the load queued before the fan-out is timed.
     drain(server, env, flow).await;
     let (rps, p50, p99) = closed_loop(feed).await;
-    println!("  GET /users/{{id}}/cards, {CLIENTS} clients:       {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    println!(
+        "  GET /users/{{id}}/cards, {CLIENTS} clients:       {rps:>7.0} req/s  p50 {p50:.2} \
+        ms  p99 {p99:.2} ms"
+    );
 }
 
 async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
@@ -195,7 +211,8 @@ async fn fan_out(server: &support::Server, env: &str, flow: &str, users: u64) {
     println!("  raw INSERT ... SELECT of {users} rows into a scratch table: {raw:.2} s");
     let floor = schema_floor(server.database_url(), &id, users);
     println!(
-        "  as many cards and events by INSERT ... SELECT alone (1,000 users per transaction): {floor:.1} s"
+        "  as many cards and events by INSERT ... SELECT alone (1,000 users per transaction): \
+            {floor:.1} s"
     );
 }
 
@@ -222,8 +239,10 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
     );
     // One row of each, read once (untimed) into temporary tables.
     let samples = format!(
-        "CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' LIMIT 1; \
-         CREATE TEMP TABLE floor_e AS SELECT * FROM analytics_events WHERE card_instance_id = (SELECT id FROM floor_c);"
+        "CREATE TEMP TABLE floor_c AS SELECT * FROM card_instances WHERE invocation_id = '{id}' \
+            LIMIT 1; \
+         CREATE TEMP TABLE floor_e AS SELECT * FROM analytics_events WHERE card_instance_id = \
+             (SELECT id FROM floor_c);"
     );
     let chunk = |from: u64| {
         let rows = if sqlite {
@@ -236,15 +255,21 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
         };
         format!(
             "{begin}; \
-             INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, invocation_id, flow_id, flow_version, \
-              step_id, template_id, template_name, status, priority, stream_ids, platforms, content, context, embargo_until, \
+             INSERT INTO card_instances (id, environment_id, user_id, flow_instance_id, \
+                 invocation_id, flow_id, flow_version, \
+              step_id, template_id, template_name, status, priority, stream_ids, platforms, \
+                  content, context, embargo_until, \
               expires_at, snoozed_until, published_at, created, updated, instance_status) \
              SELECT {crd}, c.environment_id, {user}, {fin}, 'floor', c.flow_id, c.flow_version, \
-              c.step_id, c.template_id, c.template_name, c.status, c.priority, c.stream_ids, c.platforms, c.content, c.context, \
-              c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, c.updated, c.instance_status \
+              c.step_id, c.template_id, c.template_name, c.status, c.priority, c.stream_ids, \
+                  c.platforms, c.content, c.context, \
+              c.embargo_until, c.expires_at, c.snoozed_until, c.published_at, c.created, \
+                  c.updated, c.instance_status \
              FROM floor_c c, {rows}; \
-             INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, previous_status, submitted, published_at, created) \
-             SELECT {evt}, e.environment_id, {crd}, e.name, e.status, e.previous_status, e.submitted, e.published_at, e.created \
+             INSERT INTO analytics_events (id, environment_id, card_instance_id, name, status, \
+                 previous_status, submitted, published_at, created) \
+             SELECT {evt}, e.environment_id, {crd}, e.name, e.status, e.previous_status, \
+                 e.submitted, e.published_at, e.created \
              FROM floor_e e, {rows}; \
              COMMIT;",
             begin = if sqlite { "BEGIN IMMEDIATE" } else { "BEGIN" },
@@ -264,7 +289,8 @@ fn schema_floor(url: &str, id: &str, users: u64) -> f64 {
         let setup = format!(
             "PRAGMA busy_timeout = 30000; {samples} \
              CREATE TEMP TABLE floor_series (n INTEGER PRIMARY KEY); \
-             INSERT INTO floor_series WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {users}) SELECT n FROM r;"
+             INSERT INTO floor_series WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM \
+                 r WHERE n < {users}) SELECT n FROM r;"
         );
         run(&mut conn, &setup, &chunks)
     } else {
@@ -345,8 +371,10 @@ fn raw_insert(url: &str, rows: u64) -> f64 {
     common::with_series(
         url,
         rows,
-        "CREATE TABLE scratch (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, content TEXT NOT NULL, created TIMESTAMP NOT NULL); \
-         INSERT INTO scratch SELECT 'crd' || n, 'b' || n, '{\"Web\":{}}', CURRENT_TIMESTAMP FROM series;",
+        "CREATE TABLE scratch (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, content TEXT NOT NULL, \
+            created TIMESTAMP NOT NULL); \
+         INSERT INTO scratch SELECT 'crd' || n, 'b' || n, '{\"Web\":{}}', CURRENT_TIMESTAMP FROM \
+             series;",
     );
     started.elapsed().as_secs_f64()
 }

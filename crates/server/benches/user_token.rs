@@ -228,7 +228,10 @@ async fn run(db: TestDatabase, backend: &str) {
         for (i, (name, bearer)) in variants.iter().enumerate() {
             let (rps, p50, p99) = feed_loop(&server, bearer.clone()).await;
             figures[i].push(rps);
-            println!("  round {round}, {name:<26} {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+            println!(
+                "  round {round}, {name:<26} {CLIENTS} clients: {rps:>7.0} req/s  p50 \
+                {p50:.2} ms  p99 {p99:.2} ms"
+            );
         }
     }
     let median = |v: &[f64]| {
@@ -240,7 +243,8 @@ async fn run(db: TestDatabase, backend: &str) {
     for (i, (name, _)) in variants.iter().enumerate().skip(1) {
         let token = median(&figures[i]);
         println!(
-            "  {name}: {:.1}% of the customer key's throughput (medians {token:.0} / {key:.0} req/s)",
+            "  {name}: {:.1}% of the customer key's throughput (medians {token:.0} / {key:.0} \
+                req/s)",
             token / key * 100.0
         );
     }
@@ -254,7 +258,10 @@ async fn run(db: TestDatabase, backend: &str) {
         )
     });
     let (rps, p50, p99) = feed_loop(&server, cold).await;
-    println!("  ES256 token, new on every request, {CLIENTS} clients: {rps:>7.0} req/s  p50 {p50:.2} ms  p99 {p99:.2} ms");
+    println!(
+        "  ES256 token, new on every request, {CLIENTS} clients: {rps:>7.0} req/s  p50 \
+        {p50:.2} ms  p99 {p99:.2} ms"
+    );
 }
 
 #[tokio::main]

@@ -132,7 +132,8 @@ async fn latency_run(
     let trigger: Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync> = Arc::new(move |n| {
         let url = &urls[(n % urls.len() as u64) as usize];
         client.post(url).bearer_auth(&secret).json(
-            &json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("b{}", n % 20_000 + 1)]}}]}),
+            &json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("b{}",
+                n % 20_000 + 1)]}}]}),
         )
     });
     let (sent, ..) = common::open_loop(trigger, 500).await;
@@ -141,7 +142,8 @@ async fn latency_run(
     let all = latencies(&got);
     let p95 = pct(&all, 0.95);
     println!(
-        "  {label}: {} events, event→delivery p50 {:.1} ms  p95 {p95:.1} ms  p99 {:.1} ms  max {:.1} ms",
+        "  {label}: {} events, event→delivery p50 {:.1} ms  p95 {p95:.1} ms  p99 {:.1} ms  max \
+            {:.1} ms",
         all.len(),
         pct(&all, 0.5),
         pct(&all, 0.99),
@@ -184,7 +186,8 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
     wait_for(&healthy, events as usize, Duration::from_secs(600)).await;
     let pipeline = started.elapsed().as_secs_f64();
     println!(
-        "  fan-out of {events} users with delivery of their {events} events: {pipeline:.1} s ({:.0} deliveries/s, engine included)",
+        "  fan-out of {events} users with delivery of their {events} events: {pipeline:.1} s \
+            ({:.0} deliveries/s, engine included)",
         events as f64 / pipeline
     );
     ledger(&healthy, events as usize).await;
@@ -232,7 +235,8 @@ async fn run(db: TestDatabase, backend: &str, events: u64) {
     )
     .await;
     println!(
-        "  healthy endpoint p95 beside a dead one: {:+.0}% ({} calls to the dead endpoint in flight or done)",
+        "  healthy endpoint p95 beside a dead one: {:+.0}% ({} calls to the dead endpoint in \
+            flight or done)",
         (beside / alone - 1.0) * 100.0,
         dead.len()
     );

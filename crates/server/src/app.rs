@@ -472,10 +472,12 @@ mod tests {
         let id = flow["data"]["id"].as_str().expect("id").to_owned();
         let config = serde_json::json!({
             "type": "card", "initialSteps": ["s1"],
-            "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
+            "steps": {"s1": {"id": "s1", "type": "create-card",
+                "properties": {"cardTemplateId": "t1"}}},
             "cardTemplates": {"t1": {
                 "metadata": {"cardName": "Welcome card"},
-                "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}
+                "defaultView": {"content": [{"key": "h", "type": "headline",
+                    "attributes": {"text": "Hello"}}]}
             }}
         });
         let published = call(

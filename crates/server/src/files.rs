@@ -76,7 +76,8 @@ pub fn load_or_create_key(path: &Path) -> anyhow::Result<String> {
     if !path.exists() {
         let key = adapters_diesel::SecretBox::generate_key();
         if write_private(path, format!("{key}\n").as_bytes(), false)? {
-            tracing::info!(path = %path.display(), "generated the secret key file; back it up with the database");
+            tracing::info!(path = %path.display(),
+                "generated the secret key file; back it up with the database");
         }
     }
     let key = std::fs::read_to_string(path)

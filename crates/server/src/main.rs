@@ -231,7 +231,8 @@ async fn run(cli: Cli, settings: Settings, huge_pages: std::io::Result<()>) -> E
             Some(meant) => tracing::warn!(
                 %variable,
                 did_you_mean = %meant,
-                "not a setting, ignored: did you mean {meant}? (docs/configuration.md lists the WORKBENCH_* variables)"
+                "not a setting, ignored: did you mean {meant}? (docs/configuration.md lists the \
+                    WORKBENCH_* variables)"
             ),
             None => tracing::warn!(
                 %variable,
@@ -406,7 +407,8 @@ async fn migrate(settings: Settings) -> anyhow::Result<()> {
             .context("migration task failed")?;
         match outcome {
             Err(DatabaseError::Connect(why)) if std::time::Instant::now() < give_up => {
-                tracing::warn!(error = %why, "the database is unreachable; trying again (WORKBENCH_DATABASE_WAIT)");
+                tracing::warn!(error = %why,
+                    "the database is unreachable; trying again (WORKBENCH_DATABASE_WAIT)");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             outcome => break outcome,
@@ -546,7 +548,10 @@ async fn list_envs(settings: Settings) -> anyhow::Result<()> {
         .map_err(admin_error)?;
     let envs: Vec<_> = envs
         .into_iter()
-        .map(|e| json!({"organisationId": e.organisation_id, "environmentId": e.id, "name": e.name, "created": e.created}))
+        .map(|e| {
+            json!({"organisationId": e.organisation_id, "environmentId": e.id, "name": e.name,
+            "created": e.created})
+        })
         .collect();
     println!("{}", json!({ "data": envs }));
     Ok(())
@@ -764,7 +769,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if !stopped {
         tracing::warn!(
             timeout_seconds = options.shutdown_timeout.as_secs(),
-            "background loops still busy after the shutdown timeout; what they hold is taken over when its lease runs out"
+            "background loops still busy after the shutdown timeout; what they hold is taken over \
+                when its lease runs out"
         );
     }
     match serving.await {

@@ -24,7 +24,10 @@ pub fn target(listen: &str) -> anyhow::Result<SocketAddr> {
         });
     }
     if address.port() == 0 {
-        bail!("WORKBENCH_LISTEN has port 0 (a free port picked at start): there is no fixed port to probe");
+        bail!(
+            "WORKBENCH_LISTEN has port 0 (a free port picked at start): there is no fixed port \
+            to probe"
+        );
     }
     Ok(address)
 }

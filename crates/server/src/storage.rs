@@ -28,13 +28,15 @@ pub fn start_problem(dir: &Path, min_free: u64) -> Option<String> {
     // is full.
     if free == 0 && (min_free > 0 || !takes_a_write(dir)) {
         return Some(format!(
-            "the data directory {} is on a full disk (0 bytes free); free some space (WORKBENCH_MIN_FREE_DISK is {min_free} bytes)",
+            "the data directory {} is on a full disk (0 bytes free); free some space \
+                (WORKBENCH_MIN_FREE_DISK is {min_free} bytes)",
             shown.display()
         ));
     }
     (free < min_free).then(|| {
         format!(
-            "the data directory {} has {free} bytes free, below WORKBENCH_MIN_FREE_DISK ({min_free} bytes); free some space or lower the setting (0 turns it off)",
+            "the data directory {} has {free} bytes free, below WORKBENCH_MIN_FREE_DISK \
+                ({min_free} bytes); free some space or lower the setting (0 turns it off)",
             shown.display()
         )
     })
@@ -69,7 +71,8 @@ pub fn spawn_sampler(dir: PathBuf, storage: Arc<Storage>) {
                 (false, true) => tracing::warn!(
                     free_bytes = storage.free_bytes().unwrap_or(0),
                     dir = %dir.display(),
-                    "free disk space is below WORKBENCH_MIN_FREE_DISK: new work is refused until space returns"
+                    "free disk space is below WORKBENCH_MIN_FREE_DISK: new work is refused until \
+                        space returns"
                 ),
                 (true, false) => tracing::info!(
                     free_bytes = storage.free_bytes().unwrap_or(0),

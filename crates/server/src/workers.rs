@@ -1,7 +1,7 @@
 //! Background work of `serve`: the engine that executes recorded invocations, the
-//! scheduler that moves cards on time, webhook delivery and push sending. All keep their state in the database, so stopping the
-//! process at any point (even `kill -9`) loses nothing: an invocation's lease runs out and
-//! the next worker resumes it from its last saved batch.
+//! scheduler that moves cards on time, webhook delivery and push sending. All keep their state in
+//! the database, so stopping the process at any point (even `kill -9`) loses nothing: an
+//! invocation's lease runs out and the next worker resumes it from its last saved batch.
 //!
 //! Every loop runs under a [`Supervisor`] (contract §10): a loop that dies (a panic that
 //! escaped its unit) is started again after a back-off, counted in
@@ -141,7 +141,8 @@ impl Supervisor {
                 }
                 this.loops.restarted(name, Instant::now());
                 this.metrics.worker_restarted(name, 1);
-                tracing::error!(worker = name, %cause, restart_in = ?pause, "a background loop died; starting it again");
+                tracing::error!(worker = name, %cause, restart_in = ?pause,
+                    "a background loop died; starting it again");
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = this.stopping.cancelled() => return,
@@ -251,7 +252,8 @@ impl Pacing {
     /// A step succeeded.
     fn ok(&mut self) {
         if let Some(since) = self.full_since.take() {
-            tracing::info!(worker = self.name, lasted = ?since.elapsed(), "storage has room again; the loop goes on");
+            tracing::info!(worker = self.name, lasted = ?since.elapsed(),
+                "storage has room again; the loop goes on");
             self.pause = FULL_PAUSE_FIRST;
         }
     }
@@ -270,12 +272,14 @@ impl Pacing {
                 self.summary_at = now;
                 self.failures = 1;
                 self.pause = FULL_PAUSE_FIRST;
-                tracing::warn!(worker = self.name, error = %error, "storage full: the loop backs off until space returns");
+                tracing::warn!(worker = self.name, error = %error,
+                    "storage full: the loop backs off until space returns");
             }
             Some(since) => {
                 self.pause = (self.pause * 2).min(FULL_PAUSE_MAX);
                 if now.duration_since(self.summary_at) >= FULL_SUMMARY {
-                    tracing::warn!(worker = self.name, failures = self.failures, lasted = ?since.elapsed(), "storage still full");
+                    tracing::warn!(worker = self.name, failures = self.failures,
+                        lasted = ?since.elapsed(), "storage still full");
                     self.summary_at = now;
                     self.failures = 0;
                 }
@@ -736,7 +740,8 @@ where
                 return batch;
             }
             Err(e) if e.is_unexpected() => {
-                tracing::warn!(worker = name, error = %e, outcomes = batch.len(), "cannot save outcomes; saving them one by one");
+                tracing::warn!(worker = name, error = %e, outcomes = batch.len(),
+                    "cannot save outcomes; saving them one by one");
                 break;
             }
             Err(e) => tokio::time::sleep(pacing.failed(&e)).await,

@@ -108,7 +108,8 @@ impl Canceller {
                     .bind::<diesel::sql_types::Timestamp, _>(process.started)
                     .execute(c);
                     if let Err(e) = cancelled {
-                        tracing::debug!(error = %e, pid = process.pid, "cancelling a given-up query failed");
+                        tracing::debug!(error = %e, pid = process.pid,
+                            "cancelling a given-up query failed");
                         conn = None;
                     }
                 }

@@ -87,7 +87,8 @@ fn recorded(conn: &mut AnyConnection) -> Result<Vec<String>, DatabaseError> {
             "SELECT to_regclass('__diesel_schema_migrations') IS NOT NULL AS present"
         }
         AnyConnection::Sqlite(_) => {
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__diesel_schema_migrations') AS present"
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = \
+                '__diesel_schema_migrations') AS present"
         }
     };
     let present = diesel::sql_query(probe)
@@ -199,7 +200,8 @@ fn incremental_vacuum(c: &mut diesel::SqliteConnection) -> Result<(), DatabaseEr
     let began = std::time::Instant::now();
     c.batch_execute("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
         .map_err(|e| failed(&e))?;
-    tracing::info!(took = ?began.elapsed(), "the SQLite database now gives freed pages back (incremental auto-vacuum)");
+    tracing::info!(took = ?began.elapsed(),
+        "the SQLite database now gives freed pages back (incremental auto-vacuum)");
     Ok(())
 }
 

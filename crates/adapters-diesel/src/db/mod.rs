@@ -74,7 +74,10 @@ pub enum DatabaseError {
     #[error("cannot apply migrations: {0}")]
     Migrate(String),
     /// The database was migrated by a newer version of the service (contract §17).
-    #[error("the database's schema ({database}) is newer than this binary knows ({binary}): run the newer version, or restore a backup taken before it migrated")]
+    #[error(
+        "the database's schema ({database}) is newer than this binary knows ({binary}): run \
+        the newer version, or restore a backup taken before it migrated"
+    )]
     NewerSchema { database: String, binary: String },
     /// Migrations were not to be applied (`--no-migrate`), and some are pending.
     #[error("the database lacks migrations {}: run `workbench migrate` first", .0.join(", "))]

@@ -11,7 +11,8 @@ use tokio::sync::Notify;
 
 thread_local! {
     /// The users whose card events the transaction on this thread wrote, by environment.
-    static PENDING: RefCell<BTreeMap<String, Vec<String>>> = const { RefCell::new(BTreeMap::new()) };
+    static PENDING: RefCell<BTreeMap<String,
+        Vec<String>>> = const { RefCell::new(BTreeMap::new()) };
     /// The kinds of [`Work`] the transaction on this thread queued, one bit each.
     static QUEUED: Cell<u8> = const { Cell::new(0) };
 }

@@ -318,8 +318,10 @@ impl DatabaseUrl {
                 // (statement journals: a packed insert calls SQL functions, which may fail) in
                 // memory: on disk each was created and deleted per transaction.
                 conn.batch_execute(&format!(
-                    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = {}; \
-                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY;",
+                    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = \
+                        {}; \
+                     PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}; PRAGMA temp_store = \
+                         MEMORY;",
                     self.synchronous.pragma()
                 ))
                 .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?;

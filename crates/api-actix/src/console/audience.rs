@@ -38,8 +38,10 @@ fn tabs(env: &str, current: &str) -> Markup {
     html! {
         nav aria-label="Audience" {
             ul.actions {
-                @for (path, name) in [("users", "End users"), ("segments", "Segments"), ("streams", "Streams")] {
-                    li { a href={ (ROOT) "/" (env) "/" (path) } aria-current=[(path == current).then_some("page")] { (name) } }
+                @for (path, name) in [("users", "End users"), ("segments", "Segments"), ("streams",
+                    "Streams")] {
+                    li { a href={ (ROOT) "/" (env) "/" (path) }
+                        aria-current=[(path == current).then_some("page")] { (name) } }
                 }
             }
         }
@@ -95,7 +97,8 @@ async fn users(
     };
     let content = html! {
         (tabs(&env, "users"))
-        form.inline method="get" action={ (ROOT) "/" (env) "/users" } role="search" aria-label="Find end users" {
+        form.inline method="get" action={ (ROOT) "/" (env) "/users" } role="search"
+            aria-label="Find end users" {
             div.field {
                 label for="user-id" { "User id" }
                 input #user-id type="text" name="id";
@@ -108,7 +111,8 @@ async fn users(
         }
         div.scroll { table {
             caption.muted { (found.items.len()) " users" }
-            thead { tr { th scope="col" { "Id" } th scope="col" { "Test user" } th scope="col" { "Tags" } } }
+            thead { tr { th scope="col" { "Id" } th scope="col" { "Test user" } th scope="col" {
+                "Tags" } } }
             tbody { @for u in &found.items { tr {
                 td { a href={ (ROOT) "/" (env) "/users/" (page::url_path(&u.id)) } { (u.id) } }
                 td { @if u.test_user { "yes" } }
@@ -161,7 +165,8 @@ async fn user(
         (tabs(&env, "users"))
         section.card aria-labelledby="about" {
             h2 #about { "About" }
-            p { "Test user: " @if found.test_user { "yes" } @else { "no" } " · tags: " (found.tags.join(", ")) }
+            p { "Test user: " @if found.test_user { "yes" } @else { "no" } " · tags: "
+                (found.tags.join(", ")) }
             h3 { "Attributes" }
             (page::pre(&attributes))
         }
@@ -169,9 +174,11 @@ async fn user(
             h2 #devices { "Devices" }
             @if devices.is_empty() { p.muted { "None." } } @else {
                 div.scroll { table {
-                    thead { tr { th scope="col" { "App" } th scope="col" { "Platform" } th scope="col" { "Token" } th scope="col" { "Registered" } } }
+                    thead { tr { th scope="col" { "App" } th scope="col" { "Platform" } th
+                        scope="col" { "Token" } th scope="col" { "Registered" } } }
                     tbody { @for d in &devices { tr {
-                        td { (d.app_id) } td { (d.platform) } td { code { (d.token) } } td { (d.created.format("%Y-%m-%d %H:%M")) }
+                        td { (d.app_id) } td { (d.platform) } td { code { (d.token) } } td {
+                            (d.created.format("%Y-%m-%d %H:%M")) }
                     } } }
                 } }
             }
@@ -180,10 +187,12 @@ async fn user(
             h2 #cards { "Open cards" }
             @if cards.is_empty() { p.muted { "None." } } @else {
                 div.scroll { table {
-                    thead { tr { th scope="col" { "Card" } th scope="col" { "Status" } th scope="col" { "Flow" } th scope="col" { "Created" } } }
+                    thead { tr { th scope="col" { "Card" } th scope="col" { "Status" } th
+                        scope="col" { "Flow" } th scope="col" { "Created" } } }
                     tbody { @for c in &cards { tr.card-row {
                         td { (c.template_name) } td { span.status { (c.status.as_str()) } }
-                        td { a href={ (ROOT) "/" (env) "/flows/" (c.flow_id) } { code { (c.flow_id) } } }
+                        td { a href={ (ROOT) "/" (env) "/flows/" (c.flow_id) } { code { (c.flow_id)
+                            } } }
                         td { (c.created.format("%Y-%m-%d %H:%M")) }
                     } } }
                 } }
@@ -238,7 +247,8 @@ async fn segments_page(
     let content = html! {
         (tabs(env, "segments"))
         div.scroll { table {
-            thead { tr { th scope="col" { "Name" } th scope="col" { "Filter" } @if may_write { th scope="col" { span.muted { "Actions" } } } } }
+            thead { tr { th scope="col" { "Name" } th scope="col" { "Filter" } @if may_write { th
+                scope="col" { span.muted { "Actions" } } } } }
             tbody { @for s in &list { tr {
                 td { a href={ (ROOT) "/" (env) "/users?segment=" (s.id) } { (s.name) } }
                 td { code { (s.filter.source.to_string()) } }
@@ -262,7 +272,8 @@ async fn segments_page(
                         (page::field_errors("segment-filter-errors", &filter_errors))
                         textarea #segment-filter name="filter" rows="5" spellcheck="false"
                             aria-invalid=[(!filter_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!filter_errors.is_empty()).then_some("segment-filter-errors")] { (form.filter) }
+                            aria-describedby=[(!filter_errors.is_empty())
+                                .then_some("segment-filter-errors")] { (form.filter) }
                     }
                     button type="submit" { "Create segment" }
                 }
@@ -360,7 +371,8 @@ async fn streams_page(
         (tabs(env, "streams"))
         (page::alert(problems, &["name"]))
         div.scroll { table {
-            thead { tr { th scope="col" { "Name" } th scope="col" { "Id" } @if may_write { th scope="col" { span.muted { "Actions" } } } } }
+            thead { tr { th scope="col" { "Name" } th scope="col" { "Id" } @if may_write { th
+                scope="col" { span.muted { "Actions" } } } } }
             tbody { @for s in &list { tr {
                 td { (s.name) @if s.is_default { " " span.status { "default" } } }
                 td { code { (s.id) } }
@@ -377,7 +389,8 @@ async fn streams_page(
                 h2 #new-stream { "New stream" }
                 form.inline method="post" action={ (ROOT) "/" (env) "/streams" } {
                     (page::csrf(session))
-                    (page::text_field("stream-name", "Name", "name", sent.map_or("", |s| s.name.as_str()), "name", problems))
+                    (page::text_field("stream-name", "Name", "name", sent.map_or("",
+                        |s| s.name.as_str()), "name", problems))
                     button type="submit" { "Create stream" }
                 }
             }

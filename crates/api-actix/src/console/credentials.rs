@@ -126,7 +126,8 @@ async fn render(
         div.scroll { table {
             thead { tr {
                 th scope="col" { "Client id" } th scope="col" { "Name" } th scope="col" { "Access" }
-                th scope="col" { "Created" } th scope="col" { "Last used" } th scope="col" { "Revoked" }
+                th scope="col" { "Created" } th scope="col" { "Last used" } th scope="col" {
+                    "Revoked" }
                 @if may_write { th scope="col" { span.muted { "Actions" } } }
             } }
             tbody { @for k in &keys.items { tr {
@@ -138,15 +139,18 @@ async fn render(
                 td { @if let Some(t) = k.key.revoked { (t.format("%Y-%m-%d %H:%M")) } }
                 @if may_write { td {
                     @if k.key.revoked.is_none() {
-                        form method="post" action={ (ROOT) "/" (env) "/credentials/" (k.key.id) "/revoke" } {
+                        form method="post" action={ (ROOT) "/" (env) "/credentials/" (k.key.id)
+                            "/revoke" } {
                             (page::csrf(session))
-                            button.danger type="submit" aria-label={ "Revoke " (k.key.id) } { "Revoke" }
+                            button.danger type="submit" aria-label={ "Revoke " (k.key.id) } {
+                                "Revoke" }
                         }
                     }
                 } }
             } } }
         } }
-        (page::pages(&format!("{ROOT}/{env}/credentials"), &[], "after", after, keys.next_after.as_deref()))
+        (page::pages(&format!("{ROOT}/{env}/credentials"), &[], "after", after,
+            keys.next_after.as_deref()))
         @if may_write {
             section.card aria-labelledby="create" {
                 h2 #create { "New key" }
@@ -158,7 +162,8 @@ async fn render(
                             aria-invalid=[(!role_errors.is_empty()).then_some("true")]
                             aria-describedby=[(!role_errors.is_empty()).then_some("role-errors")] {
                             option value="events" { "events: Action Flows, end users and cards" }
-                            option value="workbench" { "workbench: webhooks, push platforms, SDK keys and end users" }
+                            option value="workbench" {
+                                "workbench: webhooks, push platforms, SDK keys and end users" }
                         }
                         (page::field_errors("role-errors", &role_errors))
                     }

@@ -116,17 +116,20 @@ async fn list_page(
         .map(|p| p.about("folderId", false))
         .unwrap_or_default();
     let content = html! {
-        form.inline method="get" action={ (ROOT) "/" (env) "/flows" } role="search" aria-label="Filter flows" {
+        form.inline method="get" action={ (ROOT) "/" (env) "/flows" } role="search"
+            aria-label="Filter flows" {
             div.field {
                 label for="filter-name" { "Name contains" }
-                input #filter-name type="text" name="name" value=(query.name.as_deref().unwrap_or(""));
+                input #filter-name type="text" name="name"
+                    value=(query.name.as_deref().unwrap_or(""));
             }
             div.field {
                 label for="filter-status" { "Status" }
                 select #filter-status name="status" {
                     option value="" { "Any" }
                     @for s in [FlowStatus::Draft, FlowStatus::Published, FlowStatus::Archived] {
-                        option value=(s.as_str()) selected[query.status.as_deref() == Some(s.as_str())] { (s.as_str()) }
+                        option value=(s.as_str())
+                            selected[query.status.as_deref() == Some(s.as_str())] { (s.as_str()) }
                     }
                 }
             }
@@ -134,9 +137,11 @@ async fn list_page(
                 label for="filter-folder" { "Folder" }
                 select #filter-folder name="folder" {
                     option value="" { "Any" }
-                    option value="none" selected[query.folder.as_deref() == Some("none")] { "Uncategorized" }
+                    option value="none" selected[query.folder.as_deref() == Some("none")] {
+                        "Uncategorized" }
                     @for f in &folders {
-                        option value=(f.id) selected[query.folder.as_deref() == Some(f.id.as_str())] { (f.name) }
+                        option value=(f.id)
+                            selected[query.folder.as_deref() == Some(f.id.as_str())] { (f.name) }
                     }
                 }
             }
@@ -145,7 +150,8 @@ async fn list_page(
         div.scroll {
             table {
                 caption.muted { (flows.items.len()) " flows" }
-                thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Folder" } th scope="col" { "Published" } th scope="col" { "Draft" } } }
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" {
+                    "Folder" } th scope="col" { "Published" } th scope="col" { "Draft" } } }
                 tbody {
                     @for f in &flows.items {
                         tr {
@@ -170,15 +176,19 @@ async fn list_page(
                 (page::alert(problems, &["name", "folderId"]))
                 form method="post" action={ (ROOT) "/" (env) "/flows" } {
                     (page::csrf(session))
-                    (page::text_field("flow-name", "Name", "name", values.map_or("", |v| v.name.as_str()), "name", problems))
+                    (page::text_field("flow-name", "Name", "name", values.map_or("",
+                        |v| v.name.as_str()), "name", problems))
                     div.field {
                         label for="flow-folder" { "Folder" }
                         select #flow-folder name="folder_id"
                             aria-invalid=[(!folder_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!folder_errors.is_empty()).then_some("flow-folder-errors")] {
+                            aria-describedby=[(!folder_errors.is_empty())
+                                .then_some("flow-folder-errors")] {
                             option value="" { "Uncategorized" }
                             @for f in &folders {
-                                option value=(f.id) selected[values.is_some_and(|v| v.folder_id == f.id.as_str())] { (f.name) }
+                                option value=(f.id)
+                                    selected[values.is_some_and(|v| v.folder_id == f.id.as_str())]
+                                        { (f.name) }
                             }
                         }
                         (page::field_errors("flow-folder-errors", &folder_errors))
@@ -188,7 +198,8 @@ async fn list_page(
                         select #flow-example name="example" {
                             option value="" { "An empty flow" }
                             @for (key, name, _) in examples() {
-                                option value=(key) selected[values.is_some_and(|v| v.example == key)] { (name) }
+                                option value=(key)
+                                    selected[values.is_some_and(|v| v.example == key)] { (name) }
                             }
                         }
                     }
@@ -378,7 +389,8 @@ async fn flow_page(
                     "Versions: "
                     @for n in (1..=flow.latest_version).rev() {
                         a href={ (base) "?version=" (n) }
-                          aria-current=[config.as_ref().is_some_and(|c| c.version == n).then_some("page")] { "v" (n) }
+                          aria-current=[config.as_ref().is_some_and(|c| c.version == n)
+                              .then_some("page")] { "v" (n) }
                         " "
                     }
                 }
@@ -386,14 +398,20 @@ async fn flow_page(
             @if session.may(env, Permission::ActionFlowsWrite) {
                 div.actions {
                     @if flow.archived {
-                        form method="post" action={ (base) "/archive/unarchive" } { (page::csrf(session)) button.secondary type="submit" { "Unarchive" } }
+                        form method="post" action={ (base) "/archive/unarchive" } {
+                            (page::csrf(session)) button.secondary type="submit" { "Unarchive" } }
                     } @else {
-                        form method="post" action={ (base) "/archive/archive" } { (page::csrf(session)) button.secondary type="submit" { "Archive" } }
+                        form method="post" action={ (base) "/archive/archive" } {
+                            (page::csrf(session)) button.secondary type="submit" { "Archive" } }
                     }
                     @if flow.draft_version.is_some() && !flow.archived {
-                        form method="post" action={ (base) "/draft/approve" } { (page::csrf(session)) button.secondary type="submit" { "Approve draft" } }
-                        form method="post" action={ (base) "/draft/publish" } { (page::csrf(session)) button type="submit" { "Publish draft" } }
-                        form method="post" action={ (base) "/discard" } { (page::csrf(session)) button.danger type="submit" { "Discard draft" } }
+                        form method="post" action={ (base) "/draft/approve" } {
+                            (page::csrf(session)) button.secondary type="submit" { "Approve draft"
+                                } }
+                        form method="post" action={ (base) "/draft/publish" } {
+                            (page::csrf(session)) button type="submit" { "Publish draft" } }
+                        form method="post" action={ (base) "/discard" } { (page::csrf(session))
+                            button.danger type="submit" { "Discard draft" } }
                     }
                 }
             }
@@ -401,7 +419,8 @@ async fn flow_page(
         section.card aria-labelledby="configuration" {
             h2 #configuration {
                 "Configuration"
-                @if let Some(v) = &config { " (v" (v.version) ", " (v.status.as_str()) @if v.approved_by.is_some() { ", approved" } ")" }
+                @if let Some(v) = &config { " (v" (v.version) ", " (v.status.as_str()) @if
+                    v.approved_by.is_some() { ", approved" } ")" }
             }
             @if may_write {
                 (page::alert(editor_problems, &[""]))
@@ -414,7 +433,8 @@ async fn flow_page(
                         (page::field_errors("config-errors", &errors))
                         textarea #config name="config" spellcheck="false"
                             aria-invalid=[(!errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!errors.is_empty()).then_some("config-errors")] { (editor_text) }
+                            aria-describedby=[(!errors.is_empty()).then_some("config-errors")] {
+                                (editor_text) }
                     }
                     div.actions {
                         button.secondary type="button" data-format="config" hidden { "Format" }
@@ -448,19 +468,23 @@ fn test_form(
     html! {
         section.card aria-labelledby="test" {
             h2 #test { "Test trigger" }
-            p.muted { "Sends the draft (or the latest published version) to test users only; other users are left out." }
+            p.muted { "Sends the draft (or the latest published version) to test users only; other \
+                users are left out." }
             form method="post" action={ (base) "/test" } {
                 (page::csrf(session))
                 div.field {
                     label for="test-users" { "Test users (ids, separated by commas)" }
-                    input #test-users type="text" name="users" value=(sent.map_or("", |s| s.users.as_str()))
+                    input #test-users type="text" name="users" value=(sent.map_or("",
+                        |s| s.users.as_str()))
                         aria-invalid=[(!users_errors.is_empty()).then_some("true")]
-                        aria-describedby=[(!users_errors.is_empty()).then_some("test-users-errors")];
+                        aria-describedby=[(!users_errors.is_empty())
+                            .then_some("test-users-errors")];
                     (page::field_errors("test-users-errors", &users_errors))
                 }
                 div.field {
                     label {
-                        input type="checkbox" name="all" value="on" checked[sent.is_some_and(|s| s.all.is_some())];
+                        input type="checkbox" name="all" value="on"
+                            checked[sent.is_some_and(|s| s.all.is_some())];
                         " All test users"
                     }
                 }
@@ -468,7 +492,8 @@ fn test_form(
                     label for="test-variables" { "Variables (a JSON object)" }
                     textarea #test-variables name="variables" rows="4" spellcheck="false"
                         aria-invalid=[(!variable_errors.is_empty()).then_some("true")]
-                        aria-describedby=[(!variable_errors.is_empty()).then_some("test-variables-errors")] {
+                        aria-describedby=[(!variable_errors.is_empty())
+                            .then_some("test-variables-errors")] {
                         (sent.map_or("{}", |s| s.variables.as_str()))
                     }
                     (page::field_errors("test-variables-errors", &variable_errors))

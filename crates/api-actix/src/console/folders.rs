@@ -97,11 +97,13 @@ async fn render(
                             label for="folder-parent" { "In" }
                             select #folder-parent name="parent_id"
                                 aria-invalid=[(!parent_errors.is_empty()).then_some("true")]
-                                aria-describedby=[(!parent_errors.is_empty()).then_some("folder-parent-errors")] {
+                                aria-describedby=[(!parent_errors.is_empty())
+                                    .then_some("folder-parent-errors")] {
                                 option value="" { "(top level)" }
                                 @for f in &folders {
                                     option value=(f.id)
-                                        selected[create_values.is_some_and(|c| c.parent_id == f.id.as_str())] { (path_of(&folders, f)) }
+                                        selected[create_values.is_some_and(|c| c.parent_id == f.id
+                                            .as_str())] { (path_of(&folders, f)) }
                                 }
                             }
                             (page::field_errors("folder-parent-errors", &parent_errors))
@@ -151,29 +153,34 @@ fn branch(
                     Some(Failed::Rename(id, typed, _)) if *id == f.id.as_str() => *typed,
                     _ => f.name.as_str(),
                 };
-                @let deleting = matches!(failed_change, Some(Failed::Delete(id, _)) if *id == f.id.as_str());
+                @let deleting = matches!(failed_change, Some(Failed::Delete(id,
+                    _)) if *id == f.id.as_str());
                 (page::alert(problems, &["name"]))
                 div.actions {
                     strong { (f.name) }
                     @if may_rename {
-                        form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/rename" } {
+                        form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/rename" }
+                            {
                             (page::csrf(session))
                             div.inline {
-                                (page::text_field(&format!("rename-{}", f.id), &format!("New name for {}", f.name),
+                                (page::text_field(&format!("rename-{}", f.id),
+                                    &format!("New name for {}", f.name),
                                     "name", typed, "name", problems))
                                 button.secondary type="submit" { "Rename" }
                             }
                         }
                     }
                     @if may_delete {
-                        form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/delete" } {
+                        form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/delete" }
+                            {
                             (page::csrf(session))
                             button.danger type="submit" aria-label={ "Delete " (f.name) }
                                 aria-describedby=[deleting.then_some("delete-problem")] { "Delete" }
                         }
                     }
                 }
-                @let children = folders.iter().any(|c| c.parent_id.as_deref() == Some(f.id.as_str()));
+                @let children = folders.iter().any(|c| c.parent_id.as_deref() == Some(f.id
+                    .as_str()));
                 @if children {
                     ul { (branch(folders, Some(f.id.as_str()), session, env, failed_change)) }
                 }

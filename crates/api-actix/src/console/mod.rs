@@ -120,7 +120,9 @@ fn nothing_to_show(session: &Session) -> HttpResponse {
             "Nothing to show",
             html! {
                 h1 { "Nothing to show" }
-                p role="alert" { "This key may read none of the console's sections (flows, folders, audience, webhooks, push platforms, credentials) in any environment it may use." }
+                p role="alert" {
+                    "This key may read none of the console's sections (flows, folders, audience, \
+                        webhooks, push platforms, credentials) in any environment it may use." }
                 form method="post" action={ (ROOT) "/sign-out" } {
                     (page::csrf(session))
                     button type="submit" { "Sign out" }
@@ -212,7 +214,8 @@ fn sign_in_form(
             "Sign in",
             html! {
                 h1 { "Sign in" }
-                p { "Sign in with an API key's client id and secret. The console can do what the key may do." }
+                p { "Sign in with an API key's client id and secret. The console can do what the \
+                    key may do." }
                 (page::notice(note))
                 @if let Some(error) = error {
                     div.alert role="alert" { p { (error) } }

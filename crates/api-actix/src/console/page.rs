@@ -34,7 +34,8 @@ pub(crate) fn frame(frame: &Frame<'_>, content: Markup) -> Markup {
                             @if frame.session.may(env, permission) {
                                 li {
                                     a href={ (ROOT) "/" (env) "/" (path) }
-                                      aria-current=[(frame.section == path).then_some("page")] { (name) }
+                                      aria-current=[(frame.section == path).then_some("page")] {
+                                          (name) }
                                 }
                             }
                         }
@@ -126,7 +127,8 @@ pub(crate) fn alert(problems: Option<&Problems>, shown: &[&str]) -> Markup {
         @if let Some(p) = problems {
             div.alert role="alert" {
                 p { (p.message) }
-                @let rest: Vec<&(String, String)> = p.fields.iter().filter(|(f, _)| !at_field(f)).collect();
+                @let rest: Vec<&(String, String)> = p.fields.iter().filter(|(f,
+                    _)| !at_field(f)).collect();
                 (field_errors("", &rest))
             }
         }

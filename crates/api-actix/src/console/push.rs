@@ -149,8 +149,11 @@ async fn render(
                     form method="post" action={ (ROOT) "/" (env) "/push/enabled" } {
                         (page::csrf(session))
                         input type="hidden" name="id" value=(p.id);
-                        input type="hidden" name="enabled" value=(if p.enabled { "false" } else { "true" });
-                        button.secondary type="submit" aria-label={ (if p.enabled { "Disable " } else { "Enable " }) (p.app_id) " " (p.platform) } {
+                        input type="hidden" name="enabled"
+                            value=(if p.enabled { "false" } else { "true" });
+                        button.secondary type="submit" aria-label={
+                            (if p.enabled { "Disable " } else { "Enable " }) (p.app_id) " "
+                                (p.platform) } {
                             @if p.enabled { "Disable" } @else { "Enable" }
                         }
                     }
@@ -158,7 +161,8 @@ async fn render(
                         (page::csrf(session))
                         input type="hidden" name="app_id" value=(p.app_id);
                         input type="hidden" name="platform" value=(p.platform);
-                        button.danger type="submit" aria-label={ "Delete " (p.app_id) " " (p.platform) } { "Delete" }
+                        button.danger type="submit" aria-label={ "Delete " (p.app_id) " "
+                            (p.platform) } { "Delete" }
                     }
                 } } }
             } } }
@@ -166,42 +170,54 @@ async fn render(
         @if may_write {
             section.card aria-labelledby="create" {
                 h2 #create { "New platform" }
-                p.muted { "The credential is checked when it is saved: its type, its key, its expiry." }
-                (page::alert(problems, &["appId", "platform", "platformCredential", "platformPrincipal", "platformProperties"]))
+                p.muted { "The credential is checked when it is saved: its type, its key, its \
+                    expiry." }
+                (page::alert(problems, &["appId", "platform", "platformCredential",
+                    "platformPrincipal", "platformProperties"]))
                 form method="post" action={ (ROOT) "/" (env) "/push" } {
                     (page::csrf(session))
-                    (page::text_field("app-id", "App id (bundle id or package name)", "app_id", &form.app_id, "appId", problems))
+                    (page::text_field("app-id", "App id (bundle id or package name)", "app_id",
+                        &form.app_id, "appId", problems))
                     div.field {
                         label for="platform" { "Platform" }
                         select #platform name="platform"
                             aria-invalid=[(!platform_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!platform_errors.is_empty()).then_some("platform-errors")] {
+                            aria-describedby=[(!platform_errors.is_empty())
+                                .then_some("platform-errors")] {
                             @for value in domain::push::PLATFORMS {
-                                option value=(value) selected[form.platform == value] { (platform_name(value)) }
+                                option value=(value) selected[form.platform == value] {
+                                    (platform_name(value)) }
                             }
                         }
                         (page::field_errors("platform-errors", &platform_errors))
                     }
                     div.field.wide {
-                        label for="credential" { "Credential (a service account's JSON, a certificate's private key or a .p8 key)" }
+                        label for="credential" {
+                            "Credential (a service account's JSON, a certificate's private key or \
+                                a .p8 key)" }
                         (page::field_errors("credential-errors", &credential_errors))
                         textarea #credential name="credential" rows="6" spellcheck="false"
                             aria-invalid=[(!credential_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!credential_errors.is_empty()).then_some("credential-errors")] {}
+                            aria-describedby=[(!credential_errors.is_empty())
+                                .then_some("credential-errors")] {}
                     }
                     div.field.wide {
-                        label for="principal" { "Principal (a certificate, a key id; empty for FCM)" }
+                        label for="principal" {
+                            "Principal (a certificate, a key id; empty for FCM)" }
                         (page::field_errors("principal-errors", &principal_errors))
                         textarea #principal name="principal" rows="3" spellcheck="false"
                             aria-invalid=[(!principal_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!principal_errors.is_empty()).then_some("principal-errors")] { (form.principal) }
+                            aria-describedby=[(!principal_errors.is_empty())
+                                .then_some("principal-errors")] { (form.principal) }
                     }
                     div.field.wide {
-                        label for="properties" { "Properties (a JSON object, e.g. teamId and bundleId for a .p8 key)" }
+                        label for="properties" {
+                            "Properties (a JSON object, e.g. teamId and bundleId for a .p8 key)" }
                         (page::field_errors("properties-errors", &property_errors))
                         textarea #properties name="properties" rows="3" spellcheck="false"
                             aria-invalid=[(!property_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!property_errors.is_empty()).then_some("properties-errors")] { (form.properties) }
+                            aria-describedby=[(!property_errors.is_empty())
+                                .then_some("properties-errors")] { (form.properties) }
                     }
                     button type="submit" { "Create platform" }
                 }

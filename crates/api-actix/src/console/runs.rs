@@ -143,14 +143,18 @@ async fn runs_page(
         p { a href=(base) { "Back to the flow" } @if running { " · " a href=(here) { "Refresh" } } }
         (page::alert(problems, &["flowConfigVersion"]))
         div #live data-poll=[(running && !paged).then_some("1000")] data-poll-url=(here) {
-            p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them." } @else { "Nothing runs now." } }
+            p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them."
+                } @else { "Nothing runs now." } }
             section.card aria-labelledby="invocations" {
                 h2 #invocations { "Invocations" }
                 @if invocations.is_empty() { p.muted { "None yet." } } @else {
                     div.scroll { table {
-                        thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th scope="col" { "Status" } th scope="col" { "Users" } th scope="col" { "Cards" } th scope="col" { "Started" } } }
+                        thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th
+                            scope="col" { "Status" } th scope="col" { "Users" } th scope="col" {
+                                "Cards" } th scope="col" { "Started" } } }
                         tbody { @for i in &invocations { tr {
-                            td { a href={ (base) "/invocations/" (page::url_path(&i.id)) } { code { (i.id) } } }
+                            td { a href={ (base) "/invocations/" (page::url_path(&i.id)) } { code {
+                                (i.id) } } }
                             td { (i.mode.as_str()) }
                             td { span.status { (i.status.as_str()) } }
                             td { (i.users_targeted) }
@@ -159,24 +163,28 @@ async fn runs_page(
                         } } }
                     } }
                 }
-                (page::pages(&here, &[("tasks", from.tasks.as_deref().unwrap_or(""))], "invocations",
+                (page::pages(&here, &[("tasks", from.tasks.as_deref().unwrap_or(""))],
+                    "invocations",
                     from.invocations.as_deref(), next_invocations.as_deref()))
             }
             section.card aria-labelledby="tasks" {
                 h2 #tasks { "Tasks" }
                 @if tasks.is_empty() { p.muted { "None yet." } } @else {
                     div.scroll { table {
-                        thead { tr { th scope="col" { "Task" } th scope="col" { "Status" } th scope="col" { "Progress" } th scope="col" { "Started" } } }
+                        thead { tr { th scope="col" { "Task" } th scope="col" { "Status" } th
+                            scope="col" { "Progress" } th scope="col" { "Started" } } }
                         tbody { @for t in &tasks { tr.task-row {
                             @match t {
                                 FlowTask::Csv(task) => {
-                                    td { a href={ (base) "/csv/" (task.id) } { "CSV " (task.id) } " (" (task.mode.as_str()) ")" }
+                                    td { a href={ (base) "/csv/" (task.id) } { "CSV " (task.id) }
+                                        " (" (task.mode.as_str()) ")" }
                                     td { span.status { (task.public_status().as_str()) } }
                                     td { (csv_progress(task)) }
                                     td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
                                 }
                                 FlowTask::Cancel(task) => {
-                                    td { a href={ (base) "/cancel/" (task.id) } { "Cancel " (task.id) } }
+                                    td { a href={ (base) "/cancel/" (task.id) } { "Cancel "
+                                        (task.id) } }
                                     td { span.status { (task.status.as_str()) } }
                                     td { (cancel_progress(task)) }
                                     td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
@@ -185,7 +193,8 @@ async fn runs_page(
                         } } }
                     } }
                 }
-                (page::pages(&here, &[("invocations", from.invocations.as_deref().unwrap_or(""))], "tasks",
+                (page::pages(&here, &[("invocations", from.invocations.as_deref().unwrap_or(""))],
+                    "tasks",
                     from.tasks.as_deref(), next_tasks.as_deref()))
             }
         }
@@ -211,12 +220,15 @@ async fn runs_page(
             }
             section.card aria-labelledby="cancel" {
                 h2 #cancel { "Cancel" }
-                p.muted { "Ends the flow's instances (all, or those of one version) and, unless unticked, their cards." }
+                p.muted { "Ends the flow's instances (all, or those of one version) and, unless \
+                    unticked, their cards." }
                 form.inline method="post" action={ (base) "/cancel" } {
                     (page::csrf(session))
-                    (page::text_field("cancel-version", "Version (empty: every version)", "version", typed_version, "flowConfigVersion", problems))
+                    (page::text_field("cancel-version", "Version (empty: every version)",
+                        "version", typed_version, "flowConfigVersion", problems))
                     div.field {
-                        label { input type="checkbox" name="cards" value="on" checked; " Cancel their cards" }
+                        label { input type="checkbox" name="cards" value="on" checked;
+                            " Cancel their cards" }
                     }
                     button.danger type="submit" { "Cancel instances" }
                 }
@@ -234,7 +246,8 @@ fn csv_running(task: &BulkTask) -> bool {
 
 fn csv_progress(task: &BulkTask) -> Markup {
     html! {
-        progress max=(task.rows_total.max(1)) value=(task.rows_processed) aria-label="Rows handed to the engine" {}
+        progress max=(task.rows_total.max(1)) value=(task.rows_processed)
+            aria-label="Rows handed to the engine" {}
         " " (task.rows_processed) " of " (task.rows_total) " rows"
         @if task.rows_failed > 0 { ", " (task.rows_failed) " refused" }
     }
@@ -296,7 +309,8 @@ async fn create_csv(
         session: &session,
     };
     let content = html! {
-        p { "Task " (task.id) " (" (task.mode.as_str()) ") waits for its file: choose it within five minutes." }
+        p { "Task " (task.id) " (" (task.mode.as_str())
+            ") waits for its file: choose it within five minutes." }
         section.card aria-labelledby="file" {
             h2 #file { "The file" }
             form #upload data-upload=(format!("/uploads/csv/{token}")) data-then=(task_page) {
@@ -311,7 +325,9 @@ async fn create_csv(
                 }
                 p #upload-result role="status" {}
             }
-            noscript { p.alert { "Uploading a file from this page needs the console's script. The API takes it too: PUT the file to the task's upload URL." } }
+            noscript { p.alert {
+                "Uploading a file from this page needs the console's script. The API takes it too: \
+                    PUT the file to the task's upload URL." } }
         }
         p { a href=(task_page) { "The task's progress" } }
     };
@@ -344,16 +360,19 @@ async fn csv_task(
     };
     let here = format!("{ROOT}/{env}/flows/{id}/csv/{}", task.id);
     let content = html! {
-        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href=(here) { "Refresh" } } }
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a
+            href=(here) { "Refresh" } } }
         div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
             section.card aria-labelledby="progress" {
                 h2 #progress { "Progress" }
-                p aria-live="polite" { "Status " span.status #task-status { (task.public_status().as_str()) } " · " (task.mode.as_str()) }
+                p aria-live="polite" { "Status " span.status #task-status {
+                    (task.public_status().as_str()) } " · " (task.mode.as_str()) }
                 p { (csv_progress(&task)) }
                 @if !task.errors.is_empty() {
                     h3 { "Refused rows" }
                     ul.errors { @for e in task.errors.iter().take(100) {
-                        li { @if e.row == 0 { "The file: " } @else { "Row " (e.row) ": " } (e.message) }
+                        li { @if e.row == 0 { "The file: " } @else { "Row " (e.row) ": " }
+                            (e.message) }
                     } }
                 }
             }
@@ -440,11 +459,13 @@ async fn cancel_task(
     };
     let here = format!("{ROOT}/{env}/flows/{id}/cancel/{}", task.id);
     let content = html! {
-        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a href=(here) { "Refresh" } } }
+        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a
+            href=(here) { "Refresh" } } }
         div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
             section.card aria-labelledby="progress" {
                 h2 #progress { "Progress" }
-                p aria-live="polite" { "Status " span.status #task-status { (task.status.as_str()) } }
+                p aria-live="polite" { "Status " span.status #task-status { (task.status.as_str())
+                    } }
                 p { (cancel_progress(&task)) }
             }
         }
@@ -522,7 +543,8 @@ async fn invocation(
                 p.muted { "No card in the named users' feeds from this invocation." }
             } @else {
                 div.scroll { table {
-                    thead { tr { th scope="col" { "User" } th scope="col" { "Card" } th scope="col" { "Status" } th scope="col" { "Content" } } }
+                    thead { tr { th scope="col" { "User" } th scope="col" { "Card" } th scope="col"
+                        { "Status" } th scope="col" { "Content" } } }
                     tbody { @for c in &cards { tr.card-row {
                         td { (c.user_id) }
                         td { (c.template_name) }

@@ -104,18 +104,15 @@ impl ResponseError for Refusal {
             Refusal::CrossSite => message(
                 StatusCode::FORBIDDEN,
                 "Refused",
-                "This change was not sent from a page of this console, so it was not made. Reload the page and try again.",
+                "This change was not sent from a page of this console, so it was not made. Reload \
+                    the page and try again.",
             ),
-            Refusal::BadForm(why) => message(
-                StatusCode::BAD_REQUEST,
-                "The form cannot be read",
-                why,
-            ),
-            Refusal::NotFound => message(
-                StatusCode::NOT_FOUND,
-                "Not found",
-                "There is no such page.",
-            ),
+            Refusal::BadForm(why) => {
+                message(StatusCode::BAD_REQUEST, "The form cannot be read", why)
+            }
+            Refusal::NotFound => {
+                message(StatusCode::NOT_FOUND, "Not found", "There is no such page.")
+            }
             Refusal::TooLarge => message(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "The form is too large",
@@ -129,7 +126,8 @@ impl ResponseError for Refusal {
                 );
                 // When to try again, as the API says it.
                 if let Some(after) = e.error_response().headers().get(header::RETRY_AFTER) {
-                    page.headers_mut().insert(header::RETRY_AFTER, after.clone());
+                    page.headers_mut()
+                        .insert(header::RETRY_AFTER, after.clone());
                 }
                 page
             }

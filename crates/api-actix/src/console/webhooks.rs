@@ -95,13 +95,15 @@ fn fields(prefix: &str, form: &SubscriptionForm, problems: Option<&Problems>) ->
         fieldset.field {
             legend { "Events" }
             @for t in EVENT_TYPES {
-                label { input type="checkbox" name="types" value=(t) checked[form.types.iter().any(|s| s == t)]; " " (t) }
+                label { input type="checkbox" name="types" value=(t)
+                    checked[form.types.iter().any(|s| s == t)]; " " (t) }
             }
             (page::field_errors(&format!("{prefix}-types-errors"), &type_errors))
         }
         div.field {
             label for={ (prefix) "-description" } { "Description" }
-            input id={ (prefix) "-description" } type="text" name="description" value=(form.description);
+            input id={ (prefix) "-description" } type="text" name="description"
+                value=(form.description);
             (page::field_errors(&format!("{prefix}-description-errors"), &description_errors))
         }
     }
@@ -142,7 +144,8 @@ async fn list_page(
     let content = html! {
         div.scroll { table {
             caption.muted { (subscriptions.len()) " subscriptions" }
-            thead { tr { th scope="col" { "URL" } th scope="col" { "Events" } th scope="col" { "State" } th scope="col" { "Description" } } }
+            thead { tr { th scope="col" { "URL" } th scope="col" { "Events" } th scope="col" {
+                "State" } th scope="col" { "Description" } } }
             tbody { @for s in &subscriptions { tr {
                 td { a href={ (ROOT) "/" (env) "/webhooks/" (s.id) } { (s.url) } }
                 td { (s.types.join(", ")) }
@@ -297,12 +300,16 @@ async fn subscription_page(
             @if may_write {
                 div.actions {
                     @if subscription.enabled {
-                        form method="post" action={ (base) "/do/disable" } { (page::csrf(session)) button.secondary type="submit" { "Disable" } }
+                        form method="post" action={ (base) "/do/disable" } { (page::csrf(session))
+                            button.secondary type="submit" { "Disable" } }
                     } @else {
-                        form method="post" action={ (base) "/do/enable" } { (page::csrf(session)) button.secondary type="submit" { "Enable" } }
+                        form method="post" action={ (base) "/do/enable" } { (page::csrf(session))
+                            button.secondary type="submit" { "Enable" } }
                     }
-                    form method="post" action={ (base) "/do/rotate" } { (page::csrf(session)) button.secondary type="submit" { "Rotate secret" } }
-                    form method="post" action={ (base) "/do/test" } { (page::csrf(session)) button type="submit" { "Send test" } }
+                    form method="post" action={ (base) "/do/rotate" } { (page::csrf(session))
+                        button.secondary type="submit" { "Rotate secret" } }
+                    form method="post" action={ (base) "/do/test" } { (page::csrf(session)) button
+                        type="submit" { "Send test" } }
                 }
             }
         }
@@ -322,7 +329,8 @@ async fn subscription_page(
             @if may_write {
                 form.inline method="post" action={ (base) "/recover" } {
                     (page::csrf(session))
-                    (page::text_field("since", "Queue again what failed since (RFC 3339, e.g. 2026-01-31T00:00:00Z)",
+                    (page::text_field("since",
+                        "Queue again what failed since (RFC 3339, e.g. 2026-01-31T00:00:00Z)",
                         "since", shown.since.unwrap_or(""), "since", shown.action.as_ref()))
                     button.secondary type="submit" { "Recover" }
                 }
@@ -332,8 +340,10 @@ async fn subscription_page(
             } @else {
                 div.scroll { table {
                     thead { tr {
-                        th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "Try" }
-                        th scope="col" { "Status" } th scope="col" { "Duration" } th scope="col" { "Response" }
+                        th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "Try"
+                            }
+                        th scope="col" { "Status" } th scope="col" { "Duration" } th scope="col" {
+                            "Response" }
                         @if may_write { th scope="col" { span.muted { "Actions" } } }
                     } }
                     tbody { @for a in &attempts { tr.attempt-row {
@@ -346,12 +356,14 @@ async fn subscription_page(
                             (None, None) => { "–" }
                         } }
                         td { (a.duration_ms) " ms" }
-                        td { @if !a.response_body.is_empty() { details { summary { "Body" } pre { (a.response_body) } } } }
+                        td { @if !a.response_body.is_empty() { details { summary { "Body" } pre {
+                            (a.response_body) } } } }
                         @if may_write { td {
                             form method="post" action={ (base) "/resend" } {
                                 (page::csrf(session))
                                 input type="hidden" name="event_id" value=(a.event_id);
-                                button.secondary type="submit" aria-label={ "Resend " (a.event_id) } { "Resend" }
+                                button.secondary type="submit" aria-label={ "Resend " (a.event_id)
+                                    } { "Resend" }
                             }
                         } }
                     } } }

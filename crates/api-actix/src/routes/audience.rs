@@ -226,8 +226,10 @@ fn user_list_query(
 
 /// Create or replace an end user (the whole user: omitted fields take their defaults).
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "putEndUser",
-    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
+    put, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience",
+        operation_id = "putEndUser",
+    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String,
+        Path, description = "Your id for the user")),
     request_body = crate::schemas::PutUserRequest,
     responses(
         (status = 200, description = "The user as stored", body = EndUserResponse),
@@ -255,8 +257,10 @@ pub async fn put_user(
 
 /// Get an end user.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "getEndUser",
-    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
+    get, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience",
+        operation_id = "getEndUser",
+    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String,
+        Path, description = "Your id for the user")),
     responses(
         (status = 200, description = "The user", body = EndUserResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -275,8 +279,10 @@ pub async fn get_user(
 
 /// Delete an end user and its tags.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience", operation_id = "deleteEndUser",
-    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String, Path, description = "Your id for the user")),
+    delete, path = "/v1/{environmentId}/users/{endUserId}", tag = "audience",
+        operation_id = "deleteEndUser",
+    params(("environmentId" = String, Path, description = "Environment id"), ("endUserId" = String,
+        Path, description = "Your id for the user")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, response = crate::problem::NotFound),
@@ -299,14 +305,17 @@ pub async fn delete_user(
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("tag" = Option<String>, Query, description = "Only users with this tag"),
-        ("segmentId" = Option<String>, Query, description = "Only users the segment's filter matches"),
+        ("segmentId" = Option<String>, Query,
+            description = "Only users the segment's filter matches"),
         ("testUser" = Option<bool>, Query, description = "Only test (true) or live (false) users"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of users", body = EndUserListResponse),
-        (status = 400, description = "A query parameter is invalid, or segmentId is not a segment", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A query parameter is invalid, or segmentId is not a segment",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:read"]))
 )]
@@ -335,8 +344,10 @@ pub async fn list_users(
     request_body = crate::schemas::BatchRequest,
     responses(
         (status = 200, description = "How many users were stored", body = BatchResponse),
-        (status = 400, description = "Every invalid field, as `users[i].field`; nothing is stored", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 32 MiB", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Every invalid field, as `users[i].field`; nothing is stored",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 32 MiB", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -406,7 +417,8 @@ fn segment_body(req: &HttpRequest, body: &[u8]) -> Result<(String, Value), ApiEr
     responses(
         (status = 201, description = "The segment", body = SegmentResponse,
             headers(("Location" = String, description = "Address of the segment"))),
-        (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Every problem of the name and the filter", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -453,8 +465,10 @@ pub async fn list_segments(
 
 /// Get a segment.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience", operation_id = "getSegment",
-    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
+    get, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience",
+        operation_id = "getSegment",
+    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String,
+        Path, description = "Segment id")),
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -475,12 +489,15 @@ pub async fn get_segment(
 
 /// Replace a segment's name and filter.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience", operation_id = "updateSegment",
-    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
+    put, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience",
+        operation_id = "updateSegment",
+    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String,
+        Path, description = "Segment id")),
     request_body = crate::schemas::SegmentRequest,
     responses(
         (status = 200, description = "The segment", body = SegmentResponse),
-        (status = 400, description = "Every problem of the name and the filter", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Every problem of the name and the filter", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["users:write"]))
@@ -506,8 +523,10 @@ pub async fn update_segment(
 
 /// Delete a segment.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience", operation_id = "deleteSegment",
-    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String, Path, description = "Segment id")),
+    delete, path = "/v1/{environmentId}/segments/{segmentId}", tag = "audience",
+        operation_id = "deleteSegment",
+    params(("environmentId" = String, Path, description = "Environment id"), ("segmentId" = String,
+        Path, description = "Segment id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, response = crate::problem::NotFound),
@@ -552,8 +571,10 @@ pub async fn list_streams(
     responses(
         (status = 201, description = "The stream", body = StreamResponse,
             headers(("Location" = String, description = "Address of the stream"))),
-        (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A stream has this name (`stream_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid name", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 409, description = "A stream has this name (`stream_name_taken`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
 )]
@@ -583,12 +604,15 @@ pub async fn create_stream(
 
 /// Delete a stream (not `All cards`).
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/streams/{streamId}", tag = "audience", operation_id = "deleteStream",
-    params(("environmentId" = String, Path, description = "Environment id"), ("streamId" = String, Path, description = "Stream id")),
+    delete, path = "/v1/{environmentId}/streams/{streamId}", tag = "audience",
+        operation_id = "deleteStream",
+    params(("environmentId" = String, Path, description = "Environment id"), ("streamId" = String,
+        Path, description = "Stream id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`All cards` cannot be deleted (`default_stream`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`All cards` cannot be deleted (`default_stream`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["users:write"]))
 )]

@@ -158,10 +158,14 @@ async fn create(
 
 /// Create a live bulk start task (published flows; every user).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task", tag = "triggers", operation_id = "createCsvTask",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task", tag = "triggers",
+        operation_id = "createCsvTask",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+        (status = 201,
+            description = "The pending task, its upload URL (5 minutes) and its status URL",
+                body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::problem::NotFound),
     ),
@@ -178,10 +182,14 @@ pub async fn create_live(
 
 /// Create a test bulk start task (the draft if any; test users only).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test", tag = "triggers", operation_id = "createCsvTestTask",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/test", tag = "triggers",
+        operation_id = "createCsvTestTask",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Action Flow id")),
     responses(
-        (status = 201, description = "The pending task, its upload URL (5 minutes) and its status URL", body = BulkCreatedResponse,
+        (status = 201,
+            description = "The pending task, its upload URL (5 minutes) and its status URL",
+                body = BulkCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::problem::NotFound),
     ),
@@ -198,7 +206,8 @@ pub async fn create_test(
 
 /// The status of a bulk start task (live or test).
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status", tag = "triggers", operation_id = "csvTaskStatus",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/csv-task/{taskId}/status",
+        tag = "triggers", operation_id = "csvTaskStatus",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
@@ -206,7 +215,8 @@ pub async fn create_test(
     ),
     responses(
         (status = 200, description = "The task", body = BulkStatusResponse),
-        (status = 400, description = "The task id is not a positive whole number", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The task id is not a positive whole number", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
@@ -368,18 +378,23 @@ fn upload_refused(e: UploadError) -> ApiError {
 #[utoipa::path(
     put, path = "/uploads/csv/{token}", tag = "triggers", operation_id = "uploadCsv",
     params(("token" = String, Path, description = "From the task's `uploadUrl`")),
-    request_body(content = String, content_type = "text/csv", description = "Header row, then one row per flow element; at most 32 MiB"),
+    request_body(content = String, content_type = "text/csv",
+        description = "Header row, then one row per flow element; at most 32 MiB"),
     responses(
         (status = 200, description = "Stored; the task is processing", body = UploadedResponse),
         (status = 400,
             description = "The header or a row cannot be read, or the header has more than \
             1,000 columns or 256 KiB (`invalid_csv`); the task failed",
             body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Tampered with (`upload_url_invalid`) or expired (`upload_url_expired`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The task already has its upload (`already_uploaded`)", body = Problem, content_type = "application/problem+json"),
+        (status = 403,
+            description = "Tampered with (`upload_url_invalid`) or expired (`upload_url_expired`)",
+                body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The task already has its upload (`already_uploaded`)",
+            body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over 32 MiB; the task failed",
             body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Content-Type is not text/csv", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Content-Type is not text/csv", body = Problem,
+            content_type = "application/problem+json"),
     )
 )]
 pub async fn upload(

@@ -105,15 +105,18 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
 
 /// Get a configuration version: a number, or `latest` (the newest of any status).
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/{flowConfigVersion}", tag = "action-flows", operation_id = "getActionFlowConfig",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/{flowConfigVersion}",
+        tag = "action-flows", operation_id = "getActionFlowConfig",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Flow id"),
-        ("flowConfigVersion" = crate::schemas::VersionRef, Path, description = "A version number (1 to 4294967295) or `latest`"),
+        ("flowConfigVersion" = crate::schemas::VersionRef, Path,
+            description = "A version number (1 to 4294967295) or `latest`"),
     ),
     responses(
         (status = 200, description = "The configuration record", body = ConfigRecordResponse),
-        (status = 400, description = "The version is neither a number nor `latest`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The version is neither a number nor `latest`",
+            body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
@@ -135,14 +138,20 @@ pub async fn get_config(
 
 /// Save the draft (validated like a publish). Replacing a draft clears its approval.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "saveActionFlowDraft",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
-    request_body(content = crate::schemas::FlowConfig, description = "The configuration (docs/flows.md), or an object whose `config` member is the configuration"),
+    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
+        tag = "action-flows", operation_id = "saveActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
+    request_body(content = crate::schemas::FlowConfig,
+        description = "The configuration (docs/flows.md), or an object whose `config` member is \
+            the configuration"),
     responses(
         (status = 200, description = "The DRAFT version", body = ConfigRecordResponse),
-        (status = 400, description = "`invalid_config`: every problem, with its path", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_config`: every problem, with its path",
+            body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`flow_archived` or `concurrent_change`", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -162,8 +171,10 @@ pub async fn save_draft(
 
 /// Discard the draft. Its version number is not given again.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft", tag = "action-flows", operation_id = "discardActionFlowDraft",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    delete, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft",
+        tag = "action-flows", operation_id = "discardActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 204, description = "Discarded"),
         (status = 404, response = crate::problem::NotFound),
@@ -182,8 +193,10 @@ pub async fn discard_draft(
 
 /// Approve the draft: by a credential other than the one that saved it.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/approve", tag = "action-flows", operation_id = "approveActionFlowDraft",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/config/draft/approve",
+        tag = "action-flows", operation_id = "approveActionFlowDraft",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The approved DRAFT version", body = ConfigRecordResponse),
         (status = 404, response = crate::problem::NotFound),

@@ -30,13 +30,17 @@ pub struct CredentialResponse {
 
 /// Create a legacy key with one role for this environment.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/credentials", tag = "credentials", operation_id = "createCredential",
+    post, path = "/v1/{environmentId}/credentials", tag = "credentials",
+        operation_id = "createCredential",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::CreateCredentialRequest,
     responses(
-        (status = 201, description = "The new key and its secret (shown once)", body = CredentialResponse,
-            headers(("Location" = String, description = "Address of the key (where it is revoked)"))),
-        (status = 400, description = "Unknown role", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "The new key and its secret (shown once)",
+            body = CredentialResponse,
+            headers(("Location" = String,
+                description = "Address of the key (where it is revoked)"))),
+        (status = 400, description = "Unknown role", body = Problem,
+            content_type = "application/problem+json"),
         (status = 403,
             description = "The key lacks the scope `credentials:write` and the legacy role \
             `auth`, or a permission of the role asked for: a key creates no key that can do more \
@@ -128,10 +132,12 @@ pub struct KeyListResponse {
 /// The keys that may use this environment (granted it, or every environment), revoked ones
 /// included, by client id.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/credentials", tag = "credentials", operation_id = "listCredentials",
+    get, path = "/v1/{environmentId}/credentials", tag = "credentials",
+        operation_id = "listCredentials",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
@@ -161,8 +167,10 @@ pub async fn list(
 
 /// Revoke a key (its access tokens die with it).
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/credentials/{clientId}", tag = "credentials", operation_id = "revokeCredential",
-    params(("environmentId" = String, Path, description = "Environment id"), ("clientId" = String, Path, description = "Key id")),
+    delete, path = "/v1/{environmentId}/credentials/{clientId}", tag = "credentials",
+        operation_id = "revokeCredential",
+    params(("environmentId" = String, Path, description = "Environment id"), ("clientId" = String,
+        Path, description = "Key id")),
     responses(
         (status = 204, description = "Revoked"),
         (status = 404, response = crate::problem::NotFound),

@@ -40,7 +40,8 @@ impl From<Environment> for EnvironmentDto {
 #[utoipa::path(
     get, path = "/v1/environments", tag = "credentials", operation_id = "listEnvironments",
     responses(
-        (status = 200, description = "The environments, oldest first", body = EnvironmentListResponse),
+        (status = 200, description = "The environments, oldest first",
+            body = EnvironmentListResponse),
     ),
     security(("bearer" = []))
 )]

@@ -48,7 +48,8 @@ pub struct CardCountResponse {
 
 /// How many cards the user's feed holds: the badge count.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/cards/count", tag = "cards", operation_id = "countCards",
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/count", tag = "cards",
+        operation_id = "countCards",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),
@@ -84,15 +85,18 @@ pub async fn count(
 /// its key is revoked (or its SDK key deleted), found at the next change or within 15 s, and
 /// when the service stops.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/cards/stream", tag = "cards", operation_id = "streamCards",
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/stream", tag = "cards",
+        operation_id = "streamCards",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),
         ("streamId" = Option<String>, Query, description = "Only cards in this stream"),
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (an `id:` the stream sent)"),
+        ("Last-Event-ID" = Option<String>, Header,
+            description = "Resume after this event (an `id:` the stream sent)"),
     ),
     responses(
-        (status = 200, description = "Server-Sent Events, until the client leaves", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events, until the client leaves",
+            content_type = "text/event-stream", body = String),
     ),
     security(("bearer" = ["cards:write"]), ("userToken" = []))
 )]
@@ -184,7 +188,8 @@ async fn next(mut open: Box<Open>) -> Option<(Result<Bytes, actix_web::Error>, B
                     open.pending.extend(changes.events.into_iter().map(frame));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "a feed stream could not read its changes; reading again shortly");
+                    tracing::warn!(error = %e,
+                        "a feed stream could not read its changes; reading again shortly");
                     tokio::time::sleep(RETRY_READ).await;
                 }
             }

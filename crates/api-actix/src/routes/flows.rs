@@ -104,7 +104,8 @@ pub struct CreateFlowRequest {
 /// Body of a metadata update.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; bodies are read field by field (crate::body)
-#[schema(example = json!({"actionFlow": {"name": "Welcome v2", "description": "The first card, reworded"}}))]
+#[schema(example = json!({"actionFlow": {"name": "Welcome v2",
+    "description": "The first card, reworded"}}))]
 pub struct UpdateFlowRequest {
     /// Any of `name`, `description`, `folderId` (null un-files).
     #[schema(rename = "actionFlow", value_type = Object)]
@@ -179,14 +180,18 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
 
 /// List flows, newest first. Filters apply together.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow", tag = "action-flows", operation_id = "listActionFlows",
+    get, path = "/v1/{environmentId}/action-flow", tag = "action-flows",
+        operation_id = "listActionFlows",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("name" = Option<String>, Query, description = "Case-insensitive part of the name"),
-        ("status" = Option<String>, Query, description = "DRAFT (never published), PUBLISHED (published, not archived) or ARCHIVED"),
+        ("status" = Option<String>, Query,
+            description = "DRAFT (never published), PUBLISHED (published, not archived) or \
+                ARCHIVED"),
         ("folderId" = Option<String>, Query, description = "Only flows filed in this folder"),
         ("uncategorized" = Option<bool>, Query, description = "true: only flows in no folder"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
@@ -215,12 +220,17 @@ pub async fn list(
 
 /// Create a flow; with a `config`, its version 1 is a draft.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow", tag = "action-flows", operation_id = "createActionFlow",
+    post, path = "/v1/{environmentId}/action-flow", tag = "action-flows",
+        operation_id = "createActionFlow",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = CreateFlowRequest,
     responses(
-        (status = 201, description = "The flow", body = FlowSummaryResponse, headers(("Location" = String, description = "Address of the flow"))),
-        (status = 400, description = "`validation_failed` (name, description, folderId) or `invalid_config` (with every configuration problem)", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "The flow", body = FlowSummaryResponse,
+            headers(("Location" = String, description = "Address of the flow"))),
+        (status = 400,
+            description = "`validation_failed` (name, description, folderId) or `invalid_config` \
+                (with every configuration problem)", body = Problem,
+                    content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
@@ -256,8 +266,10 @@ pub async fn create(
 
 /// Get a flow's summary.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows", operation_id = "getActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows",
+        operation_id = "getActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow summary", body = FlowSummaryResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -276,12 +288,16 @@ pub async fn get(
 
 /// Update a flow's name, description or folder.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows", operation_id = "updateActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    put, path = "/v1/{environmentId}/action-flow/{flowConfigId}", tag = "action-flows",
+        operation_id = "updateActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     request_body = UpdateFlowRequest,
     responses(
         (status = 200, description = "The updated summary", body = FlowSummaryResponse),
-        (status = 400, description = "Invalid name or description, or folderId not a folder of this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Invalid name or description, or folderId not a folder of this \
+                environment", body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:write"]))
@@ -328,8 +344,10 @@ pub async fn update(
 
 /// Archive a flow: it no longer starts, its versions show ARCHIVED.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/archive", tag = "action-flows", operation_id = "archiveActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/archive", tag = "action-flows",
+        operation_id = "archiveActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The archived flow", body = FlowSummaryResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -348,8 +366,10 @@ pub async fn archive(
 
 /// Unarchive a flow.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/unarchive", tag = "action-flows", operation_id = "unarchiveActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/unarchive", tag = "action-flows",
+        operation_id = "unarchiveActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     responses(
         (status = 200, description = "The flow", body = FlowSummaryResponse),
         (status = 404, response = crate::problem::NotFound),

@@ -64,7 +64,8 @@ fn found(folder: Folder) -> HttpResponse {
 
 /// List every folder of the environment (roots and sub-folders), sorted by name.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "listFolders",
+    get, path = "/v1/{environmentId}/workbench-folder", tag = "folders",
+        operation_id = "listFolders",
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
         (status = 200, description = "Every folder, sorted by name", body = FolderListResponse),
@@ -84,14 +85,18 @@ pub async fn list(
 
 /// Create a folder, at the root or under a parent (at most three levels deep).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/workbench-folder", tag = "folders", operation_id = "createFolder",
+    post, path = "/v1/{environmentId}/workbench-folder", tag = "folders",
+        operation_id = "createFolder",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::CreateFolderRequest,
     responses(
         (status = 201, description = "The folder", body = FolderResponse,
             headers(("Location" = String, description = "Address of the new folder"))),
-        (status = 400, description = "Invalid name or parentId (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Invalid name or parentId (`validation_failed`), or malformed JSON \
+                (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A sibling has this name (`folder_name_taken`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["workbench_folders:create"]))
 )]
@@ -126,8 +131,10 @@ pub async fn create(
 
 /// Get one folder.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "getFolder",
-    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    get, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders",
+        operation_id = "getFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String,
+        Path, description = "Folder id")),
     responses(
         (status = 200, description = "The folder", body = FolderResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -145,14 +152,19 @@ pub async fn get(
 
 /// Rename a folder. Folders cannot move: a `parentId` other than the current one is refused.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "renameFolder",
-    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    put, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders",
+        operation_id = "renameFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String,
+        Path, description = "Folder id")),
     request_body = crate::schemas::RenameFolderRequest,
     responses(
         (status = 200, description = "The renamed folder", body = FolderResponse),
-        (status = 400, description = "Invalid name (`validation_failed`), or malformed JSON (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Invalid name (`validation_failed`), or malformed JSON \
+                (`malformed_json`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "A sibling has this name (`folder_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A sibling has this name (`folder_name_taken`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["workbench_folders:update"]))
 )]
@@ -181,12 +193,16 @@ pub async fn rename(
 
 /// Delete a folder without sub-folders; Action Flows filed in it become uncategorised.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders", operation_id = "deleteFolder",
-    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String, Path, description = "Folder id")),
+    delete, path = "/v1/{environmentId}/workbench-folder/{folderId}", tag = "folders",
+        operation_id = "deleteFolder",
+    params(("environmentId" = String, Path, description = "Environment id"), ("folderId" = String,
+        Path, description = "Folder id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "The folder has sub-folders (`folder_has_children`): delete them first", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "The folder has sub-folders (`folder_has_children`): delete them first",
+                body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["workbench_folders:delete"]))
 )]

@@ -101,9 +101,15 @@ fn basic_credentials(req: &HttpRequest) -> Result<Option<(String, String)>, ApiE
             credentials both in the Authorization header and in the form (`invalid_request`); or \
             `grant_type` not `client_credentials` (`unsupported_grant_type`)",
             body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Unknown client, wrong secret or revoked key (`error`: `invalid_client`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not application/x-www-form-urlencoded", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many exchanges from this client address or for this client id (`rate_limited`); `Retry-After` says when to try again", body = Problem, content_type = "application/problem+json"),
+        (status = 401,
+            description = "Unknown client, wrong secret or revoked key (`error`: \
+                `invalid_client`)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not application/x-www-form-urlencoded",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 429,
+            description = "Too many exchanges from this client address or for this client id \
+                (`rate_limited`); `Retry-After` says when to try again", body = Problem,
+                    content_type = "application/problem+json"),
     ),
     // HTTP Basic (`client_secret_basic`), or no Authorization header and the credentials in
     // the form (`client_secret_post`).
@@ -173,7 +179,8 @@ pub async fn token(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
                 "Invalid request",
-                "credentials were sent both in the Authorization header and in the form (a secret, or another client id); send them in one",
+                "credentials were sent both in the Authorization header and in the form (a secret, \
+                    or another client id); send them in one",
             )
             .with_oauth_error("invalid_request"))
         }

@@ -31,7 +31,11 @@ pub async fn healthz() -> HttpResponse {
 #[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
         (status = 200, description = "Ready to serve", body = Status),
-        (status = 503, description = "Database unreachable, migrations pending, a background loop stalled (named in `detail`), or storage full (`code` and `reason` `storage_full`), or the process is shutting down (`reason` `shutting_down`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503,
+            description = "Database unreachable, migrations pending, a background loop stalled \
+                (named in `detail`), or storage full (`code` and `reason` `storage_full`), or the \
+                    process is shutting down (`reason` `shutting_down`)", body = Problem,
+                        content_type = "application/problem+json"),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if state
@@ -87,9 +91,13 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 /// token when that is set.
 #[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "metrics",
     responses(
-        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain; version=0.0.4"),
-        (status = 401, description = "Not a loopback client, and the bearer token is missing or not the metrics token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not a loopback client, and no metrics token is set", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Prometheus text format", body = String,
+            content_type = "text/plain; version=0.0.4"),
+        (status = 401,
+            description = "Not a loopback client, and the bearer token is missing or not the \
+                metrics token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a loopback client, and no metrics token is set",
+            body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn metrics(
     request: HttpRequest,
@@ -131,7 +139,8 @@ pub fn metrics_access(
             StatusCode::FORBIDDEN,
             "forbidden",
             "Forbidden",
-            "/metrics answers loopback clients only; set WORKBENCH_METRICS_TOKEN to let others in with it",
+            "/metrics answers loopback clients only; set WORKBENCH_METRICS_TOKEN to let others in \
+                with it",
         ));
     };
     let presented = authorization

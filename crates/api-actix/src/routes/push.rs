@@ -93,10 +93,12 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
 
 /// Every push platform of the environment.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "listPushPlatforms",
+    get, path = "/v1/{environmentId}/notification-platforms", tag = "push",
+        operation_id = "listPushPlatforms",
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
-        (status = 200, description = "The platforms, without credentials", body = PlatformListResponse),
+        (status = 200, description = "The platforms, without credentials",
+            body = PlatformListResponse),
     ),
     security(("bearer" = ["notification_platforms:read"]))
 )]
@@ -113,14 +115,22 @@ pub async fn list(
 
 /// Create a platform; its credentials are validated offline and sealed at rest.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "createPushPlatform",
+    post, path = "/v1/{environmentId}/notification-platforms", tag = "push",
+        operation_id = "createPushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 201, description = "Created: its arn and id", body = ArnResponse,
-            headers(("Location" = String, description = "Where the platform is listed, replaced and deleted, by its `appId` and `platform`: platforms have no address of their own"))),
-        (status = 400, description = "A field or credential is invalid (`validation_failed`, naming the field and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The environment has a platform for this app and platform (`platform_exists`)", body = Problem, content_type = "application/problem+json"),
+            headers(("Location" = String,
+                description = "Where the platform is listed, replaced and deleted, by its `appId` \
+                    and `platform`: platforms have no address of their own"))),
+        (status = 400,
+            description = "A field or credential is invalid (`validation_failed`, naming the field \
+                and why), or a legacy FCM key (`legacy_fcm_key_unsupported`)", body = Problem,
+                    content_type = "application/problem+json"),
+        (status = 409,
+            description = "The environment has a platform for this app and platform \
+                (`platform_exists`)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
@@ -145,12 +155,14 @@ pub async fn create(
 
 /// Replace the credentials of the platform with this `appId` and `platform`.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "updatePushPlatform",
+    put, path = "/v1/{environmentId}/notification-platforms", tag = "push",
+        operation_id = "updatePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::PlatformRequest,
     responses(
         (status = 200, description = "Updated: its arn and id", body = ArnResponse),
-        (status = 400, description = "A field or credential is invalid, or a legacy FCM key", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A field or credential is invalid, or a legacy FCM key",
+            body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["notification_platforms:write"]))
@@ -173,14 +185,17 @@ pub async fn update(
 
 /// Delete the platform with this `appId` and `platform`; only a disabled one.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/notification-platforms", tag = "push", operation_id = "deletePushPlatform",
+    delete, path = "/v1/{environmentId}/notification-platforms", tag = "push",
+        operation_id = "deletePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::PlatformKey,
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "appId or platform missing or invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "appId or platform missing or invalid", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "The platform is enabled (`platform_enabled`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The platform is enabled (`platform_enabled`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
@@ -202,12 +217,14 @@ pub async fn delete(
 
 /// Enable or disable a platform; answers the record.
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/notification-platform-enabled", tag = "push", operation_id = "enablePushPlatform",
+    put, path = "/v1/{environmentId}/notification-platform-enabled", tag = "push",
+        operation_id = "enablePushPlatform",
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = crate::schemas::PlatformEnabledRequest,
     responses(
         (status = 200, description = "The platform", body = PlatformResponse),
-        (status = 400, description = "id or enabled missing or invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "id or enabled missing or invalid", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["notification_platforms:write"]))
@@ -296,13 +313,15 @@ pub struct DeviceListResponse {
 
 /// The devices of an end user, by token.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/devices", tag = "push", operation_id = "listDevices",
+    get, path = "/v1/{environmentId}/users/{endUserId}/devices", tag = "push",
+        operation_id = "listDevices",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
     ),
     responses(
-        (status = 200, description = "The user's devices (none for an unknown user)", body = DeviceListResponse),
+        (status = 200, description = "The user's devices (none for an unknown user)",
+            body = DeviceListResponse),
     ),
     security(("bearer" = ["users:read"]), ("userToken" = []))
 )]
@@ -350,7 +369,8 @@ pub struct PushListResponse {
 
 /// The pushes of a card, oldest first: one per device the card reached when it became active.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/pushes", tag = "push", operation_id = "listCardPushes",
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/pushes",
+        tag = "push", operation_id = "listCardPushes",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
@@ -392,16 +412,20 @@ pub async fn card_pushes(
 
 /// Register a device of an end user (or move a token to this user).
 #[utoipa::path(
-    put, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push", operation_id = "registerDevice",
+    put, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push",
+        operation_id = "registerDevice",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
+        ("deviceToken" = String, Path,
+            description = "The provider's device token: 1 to 4,096 visible ASCII characters",
+                pattern = "^[!-~]{1,4096}$"),
     ),
     request_body = crate::schemas::DeviceRequest,
     responses(
         (status = 200, description = "The device", body = DeviceResponse),
-        (status = 400, description = "Invalid appId, platform, user id or token", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid appId, platform, user id or token", body = Problem,
+            content_type = "application/problem+json"),
         (status = 409,
             description = "With an end user's own token: the device token is registered to \
             another end user (`device_taken`); a key with `users:write` may move it",
@@ -431,11 +455,14 @@ pub async fn register_device(
 
 /// Forget a device of an end user.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push", operation_id = "unregisterDevice",
+    delete, path = "/v1/{environmentId}/users/{endUserId}/devices/{deviceToken}", tag = "push",
+        operation_id = "unregisterDevice",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "End-user id"),
-        ("deviceToken" = String, Path, description = "The provider's device token: 1 to 4,096 visible ASCII characters", pattern = "^[!-~]{1,4096}$"),
+        ("deviceToken" = String, Path,
+            description = "The provider's device token: 1 to 4,096 visible ASCII characters",
+                pattern = "^[!-~]{1,4096}$"),
     ),
     responses(
         (status = 204, description = "Forgotten"),

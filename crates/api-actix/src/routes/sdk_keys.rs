@@ -28,7 +28,8 @@ pub struct PublicKeyDto {
     pub kind: String,
     /// The key as a PEM `PUBLIC KEY`.
     #[schema(
-        example = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...\n-----END PUBLIC KEY-----\n"
+        example = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...\n-----END \
+            PUBLIC KEY-----\n"
     )]
     pub pem: String,
 }
@@ -178,8 +179,14 @@ fn one(key: SdkKey) -> HttpResponse {
     responses(
         (status = 201, description = "The key", body = SdkKeyResponse,
             headers(("Location" = String, description = "Address of the key"))),
-        (status = 400, description = "Every invalid field (`validation_failed`), including a key that is not RSA of 2048 to 4096 bits or EC P-256", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A key has this name (`sdk_key_name_taken`), or the environment holds the most keys (`sdk_key_limit_reached`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Every invalid field (`validation_failed`), including a key that is not \
+                RSA of 2048 to 4096 bits or EC P-256", body = Problem,
+                    content_type = "application/problem+json"),
+        (status = 409,
+            description = "A key has this name (`sdk_key_name_taken`), or the environment holds \
+                the most keys (`sdk_key_limit_reached`)", body = Problem,
+                    content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sdk_keys:write"]))
 )]
@@ -222,8 +229,10 @@ pub async fn list(
 
 /// One SDK key.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys", operation_id = "getSdkKey",
-    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String, Path, description = "SDK key id")),
+    get, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys",
+        operation_id = "getSdkKey",
+    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String,
+        Path, description = "SDK key id")),
     responses(
         (status = 200, description = "The key", body = SdkKeyResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -244,14 +253,19 @@ pub async fn get(
 /// `publicKey` or `jwks` replaces its public keys; a new name is the `kid` its tokens must
 /// carry from then on. Tokens already in use are checked again under the key as changed.
 #[utoipa::path(
-    patch, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys", operation_id = "updateSdkKey",
-    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String, Path, description = "SDK key id")),
-    request_body(content = crate::schemas::SdkKeyPatch, description = "Any of the fields of a new key; those left out are kept"),
+    patch, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys",
+        operation_id = "updateSdkKey",
+    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String,
+        Path, description = "SDK key id")),
+    request_body(content = crate::schemas::SdkKeyPatch,
+        description = "Any of the fields of a new key; those left out are kept"),
     responses(
         (status = 200, description = "The key as changed", body = SdkKeyResponse),
-        (status = 400, description = "Every invalid field (`validation_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Every invalid field (`validation_failed`)", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "Another key has this name (`sdk_key_name_taken`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another key has this name (`sdk_key_name_taken`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["sdk_keys:write"]))
 )]
@@ -271,8 +285,10 @@ pub async fn update(
 
 /// Delete an SDK key: its tokens are refused from then on (within a second in every process).
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys", operation_id = "deleteSdkKey",
-    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String, Path, description = "SDK key id")),
+    delete, path = "/v1/{environmentId}/sdk-keys/{sdkKeyId}", tag = "sdk-keys",
+        operation_id = "deleteSdkKey",
+    params(("environmentId" = String, Path, description = "Environment id"), ("sdkKeyId" = String,
+        Path, description = "SDK key id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, response = crate::problem::NotFound),

@@ -62,7 +62,8 @@ pub async fn get_settings(
     request_body = SettingsRequest,
     responses(
         (status = 200, description = "The settings", body = SettingsResponse),
-        (status = 400, description = "`approvalsEnabled` missing or not a boolean", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`approvalsEnabled` missing or not a boolean", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = ["environment_settings:write"]))
 )]

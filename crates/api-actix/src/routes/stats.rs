@@ -172,21 +172,35 @@ fn stats_query(req: &HttpRequest) -> Result<StatsQuery, ApiError> {
 
 /// What an Action Flow did, per day (UTC) and version, from totals kept for ever.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/stats", tag = "action-flows", operation_id = "getFlowStats",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/stats", tag = "action-flows",
+        operation_id = "getFlowStats",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("from" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description = "First day, `YYYY-MM-DD` (default: 29 days before `to`)", example = "2026-10-26"),
-        ("to" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description = "Last day, `YYYY-MM-DD` (default: today, UTC); at most 366 days after `from`", example = "2026-11-24"),
-        ("version" = Option<u32>, Query, minimum = 1, maximum = 2147483647, description = "One flow version only", example = 1),
-        ("mode" = Option<String>, Query, description = "`live` (default) or `test`", example = "live"),
+        ("from" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description = "First day, `YYYY-MM-DD` (default: 29 days before `to`)",
+                example = "2026-10-26"),
+        ("to" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description = "Last day, `YYYY-MM-DD` (default: today, UTC); at most 366 days after \
+                `from`", example = "2026-11-24"),
+        ("version" = Option<u32>, Query, minimum = 1, maximum = 2147483647,
+            description = "One flow version only", example = 1),
+        ("mode" = Option<String>, Query, description = "`live` (default) or `test`",
+            example = "live"),
     ),
     responses(
-        (status = 200, description = "One entry per day and version with anything to count, oldest first", body = StatsResponse),
-        (status = 400, description = "A bad date, mode or version, `from` after `to`, or more than 366 days (`validation_failed`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `action_flows:read` (or the role `events`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 200,
+            description = "One entry per day and version with anything to count, oldest first",
+                body = StatsResponse),
+        (status = 400,
+            description = "A bad date, mode or version, `from` after `to`, or more than 366 days \
+                (`validation_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks `action_flows:read` (or the role `events`)",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such Action Flow in this environment", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -207,20 +221,33 @@ pub async fn flow(
 /// What the Action Flows of a folder did, per day (UTC): the flows that were in the folder,
 /// or one of its subfolders, when their instances started.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/workbench-folder/{folderId}/stats", tag = "folders", operation_id = "getFolderStats",
+    get, path = "/v1/{environmentId}/workbench-folder/{folderId}/stats", tag = "folders",
+        operation_id = "getFolderStats",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("folderId" = String, Path, description = "Folder id"),
-        ("from" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description = "First day, `YYYY-MM-DD` (default: 29 days before `to`)", example = "2026-10-26"),
-        ("to" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description = "Last day, `YYYY-MM-DD` (default: today, UTC); at most 366 days after `from`", example = "2026-11-24"),
-        ("mode" = Option<String>, Query, description = "`live` (default) or `test`", example = "live"),
+        ("from" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description = "First day, `YYYY-MM-DD` (default: 29 days before `to`)",
+                example = "2026-10-26"),
+        ("to" = Option<String>, Query, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description = "Last day, `YYYY-MM-DD` (default: today, UTC); at most 366 days after \
+                `from`", example = "2026-11-24"),
+        ("mode" = Option<String>, Query, description = "`live` (default) or `test`",
+            example = "live"),
     ),
     responses(
-        (status = 200, description = "One entry per day with anything to count, oldest first", body = StatsResponse),
-        (status = 400, description = "A bad date or mode, `from` after `to`, or more than 366 days (`validation_failed`)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid credential, or no access to the environment", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks `workbench_folders:read` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such folder in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "One entry per day with anything to count, oldest first",
+            body = StatsResponse),
+        (status = 400,
+            description = "A bad date or mode, `from` after `to`, or more than 366 days \
+                (`validation_failed`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential, or no access to the environment",
+            body = Problem, content_type = "application/problem+json"),
+        (status = 403,
+            description = "The key lacks `workbench_folders:read` or `action_flows:read`",
+                body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such folder in this environment", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

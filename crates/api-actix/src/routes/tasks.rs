@@ -127,7 +127,8 @@ pub enum TaskDto {
         {
             "kind": "cancel",
             "taskId": "3f2b8c1e-6d4a-4b9e-8f0a-2c5d7e9b1a34",
-            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-flow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/task/3f2b8c1e-6d4a-4b9e-8f0a-2c5d7e9b1a34/status",
+            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-fl\
+                ow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/task/3f2b8c1e-6d4a-4b9e-8f0a-2c5d7e9b1a34/status",
             "created": "2026-11-22T10:05:00.000Z",
             "status": "completed",
             "progress": 100,
@@ -149,7 +150,8 @@ pub enum TaskDto {
                 "created": "2026-11-22T10:00:00.000Z",
                 "updated": "2026-11-22T10:00:01.000Z"
             },
-            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-flow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/csv-task/42/status"
+            "statusUrl": "https://workbench.example.com/v1/env_01jd3m5y6q8k9r2t4v6w8x0z1a/action-fl\
+                ow/flw_01jd3m5y6q8k9r2t4v6w8x0z1a/csv-task/42/status"
         }
     ],
     "next": null
@@ -163,11 +165,15 @@ pub struct TaskListResponse {
 /// Cancel the flow's instances (all, or narrowed by the body) and by default their cards.
 /// Work queued before the cancel and not yet done will not create cards either.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel", tag = "triggers", operation_id = "cancelFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Action Flow id")),
-    request_body(content = Option<crate::schemas::CancelRequest>, description = "Optional: without a body, every active instance of the flow"),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel", tag = "triggers",
+        operation_id = "cancelFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Action Flow id")),
+    request_body(content = Option<crate::schemas::CancelRequest>,
+        description = "Optional: without a body, every active instance of the flow"),
     responses(
-        (status = 202, description = "Accepted; poll the `cancel-status` link", body = CancelCreatedResponse,
+        (status = 202, description = "Accepted; poll the `cancel-status` link",
+            body = CancelCreatedResponse,
             headers(("Location" = String, description = "The task's status URL"))),
         (status = 404, response = crate::problem::NotFound),
     ),
@@ -212,15 +218,20 @@ pub async fn cancel(
 
 /// The progress of a cancel task.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/{taskId}/status", tag = "triggers", operation_id = "cancelStatus",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/task/{taskId}/status",
+        tag = "triggers", operation_id = "cancelStatus",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("taskId" = String, Path, description = "The cancel task's id (UUID)", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"),
+        ("taskId" = String, Path, description = "The cancel task's id (UUID)",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\
+                $"),
     ),
     responses(
-        (status = 200, description = "The status (not wrapped in `data`)", body = CancelStatusResponse),
-        (status = 400, description = "The task id is not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The status (not wrapped in `data`)",
+            body = CancelStatusResponse),
+        (status = 400, description = "The task id is not a UUID", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
@@ -307,20 +318,30 @@ fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> 
 /// each in the shape of its status endpoint plus `kind`; both kinds page together with one
 /// cursor. Filters apply together.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/tasks", tag = "triggers", operation_id = "listTasks",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/tasks", tag = "triggers",
+        operation_id = "listTasks",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Action Flow id"),
-        ("kind" = inline(Option<TaskKindParam>), Query, description = "Only tasks of this kind (any letter case)"),
-        ("status" = inline(Option<TaskStatusParam>), Query, description = "Only tasks in this status (any letter case); `pending` is a CSV task's only, refused with `kind=cancel`"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("kind" = inline(Option<TaskKindParam>), Query,
+            description = "Only tasks of this kind (any letter case)"),
+        ("status" = inline(Option<TaskStatusParam>), Query,
+            description = "Only tasks in this status (any letter case); `pending` is a CSV task's \
+                only, refused with `kind=cancel`"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page of tasks, newest first", body = TaskListResponse),
-        (status = 400, description = "A query parameter is invalid (`kind`, `status`, `limit`, `cursor`), each reported; `status=pending` with `kind=cancel`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such Action Flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "A query parameter is invalid (`kind`, `status`, `limit`, `cursor`), \
+                each reported; `status=pending` with `kind=cancel`", body = Problem,
+                    content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "No such Action Flow in this environment", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

@@ -231,20 +231,31 @@ async fn trigger(
     }))
 }
 
-const TRIGGER_400: &str = "Every invalid field of the request (`validation_failed`), paths like `flows[0].payload.cardOptions.priority`";
+const TRIGGER_400: &str = "Every invalid field of the request (`validation_failed`), paths like \
+        `flows[0].payload.cardOptions.priority`";
 
 /// Start a published flow for users, a segment, a tag, all test users or a filter.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/start", tag = "triggers", operation_id = "startActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/start", tag = "triggers",
+        operation_id = "startActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     request_body = crate::schemas::TriggerRequestBody,
     responses(
-        (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
-        (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Accepted durably (also for a replay of the same invocation)",
+            body = TriggerResponse),
+        (status = 400, description = TRIGGER_400, body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`invocation_conflict` (an id reused with another target or payload) or `flow_archived`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "`invocation_conflict` (an id reused with another target or payload) or \
+                `flow_archived`", body = Problem, content_type = "application/problem+json"),
+        (status = 422,
+            description = "`invocation_mismatch`: an id reused with another flow or mode",
+                body = Problem, content_type = "application/problem+json"),
+        (status = 429,
+            description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)",
+                body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
@@ -260,16 +271,26 @@ pub async fn start(
 
 /// Send a flow (its draft when it has one) to test users only; others are ignored silently.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/test", tag = "triggers", operation_id = "testActionFlow",
-    params(("environmentId" = String, Path, description = "Environment id"), ("flowConfigId" = String, Path, description = "Flow id")),
+    post, path = "/v1/{environmentId}/action-flow/{flowConfigId}/test", tag = "triggers",
+        operation_id = "testActionFlow",
+    params(("environmentId" = String, Path, description = "Environment id"),
+        ("flowConfigId" = String, Path, description = "Flow id")),
     request_body = crate::schemas::TriggerRequestBody,
     responses(
-        (status = 200, description = "Accepted durably (also for a replay of the same invocation)", body = TriggerResponse),
-        (status = 400, description = TRIGGER_400, body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Accepted durably (also for a replay of the same invocation)",
+            body = TriggerResponse),
+        (status = 400, description = TRIGGER_400, body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`invocation_conflict`: an id reused with another target or payload", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invocation_mismatch`: an id reused with another flow or mode", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "`invocation_conflict`: an id reused with another target or payload",
+                body = Problem, content_type = "application/problem+json"),
+        (status = 422,
+            description = "`invocation_mismatch`: an id reused with another flow or mode",
+                body = Problem, content_type = "application/problem+json"),
+        (status = 429,
+            description = "`rate_limited`: five bulk-target tasks already run (see Retry-After)",
+                body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
@@ -285,14 +306,16 @@ pub async fn test(
 
 /// An invocation's progress.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}", tag = "triggers", operation_id = "getInvocation",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations/{flowInvocationId}",
+        tag = "triggers", operation_id = "getInvocation",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Flow id"),
         ("flowInvocationId" = String, Path, description = "The invocation id a trigger answered"),
     ),
     responses(
-        (status = 200, description = "Status, users targeted, cards created, errors", body = InvocationResponse),
+        (status = 200, description = "Status, users targeted, cards created, errors",
+            body = InvocationResponse),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["action_flows:read"]))
@@ -383,20 +406,29 @@ fn invocation_query(req: &HttpRequest) -> Result<(InvocationFilter, PageRequest)
 /// A flow's invocations, newest first, each as `GET .../invocations/{flowInvocationId}` answers
 /// it. Filters apply together.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations", tag = "triggers", operation_id = "listInvocations",
+    get, path = "/v1/{environmentId}/action-flow/{flowConfigId}/invocations", tag = "triggers",
+        operation_id = "listInvocations",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("flowConfigId" = String, Path, description = "Flow id"),
-        ("status" = inline(Option<InvocationStatusParam>), Query, description = "Only invocations in this status (any letter case)"),
-        ("mode" = inline(Option<ModeParam>), Query, description = "Only live (`/start`) or test (`/test`) invocations (any letter case)"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("status" = inline(Option<InvocationStatusParam>), Query,
+            description = "Only invocations in this status (any letter case)"),
+        ("mode" = inline(Option<ModeParam>), Query,
+            description = "Only live (`/start`) or test (`/test`) invocations (any letter case)"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
-        (status = 200, description = "A page of invocations, newest first", body = InvocationListResponse),
-        (status = 400, description = "A query parameter is invalid (`status`, `mode`, `limit`, `cursor`), each reported", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such flow in this environment", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of invocations, newest first",
+            body = InvocationListResponse),
+        (status = 400,
+            description = "A query parameter is invalid (`status`, `mode`, `limit`, `cursor`), \
+                each reported", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Needs role `events` or `action_flows:read`", body = Problem,
+            content_type = "application/problem+json"),
+        (status = 404, description = "No such flow in this environment", body = Problem,
+            content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -422,7 +454,8 @@ pub async fn invocations(
 
 /// A user's feed: active cards, priority 10 first, newest first within a priority.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/cards", tag = "cards", operation_id = "getFeed",
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards", tag = "cards",
+        operation_id = "getFeed",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),
@@ -453,7 +486,8 @@ pub async fn feed(
 
 /// Act on a card: submit (completes it, with values), dismiss, or snooze until a time.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions", tag = "cards", operation_id = "actOnCard",
+    post, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
+        tag = "cards", operation_id = "actOnCard",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),
@@ -462,9 +496,14 @@ pub async fn feed(
     request_body = crate::schemas::CardActionRequest,
     responses(
         (status = 200, description = "The card after the action", body = CardResponse),
-        (status = 400, description = "Unknown action, values not an object, snoozeUntil missing or past", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Unknown action, values not an object, snoozeUntil missing or past",
+                body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "`card_closed` (completed, dismissed, cancelled, expired) or `card_not_active` (embargoed, snoozed)", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "`card_closed` (completed, dismissed, cancelled, expired) or \
+                `card_not_active` (embargoed, snoozed)", body = Problem,
+                    content_type = "application/problem+json"),
     ),
     security(("bearer" = ["cards:write"]), ("userToken" = []))
 )]
@@ -526,7 +565,8 @@ pub async fn act(
 
 /// A card's analytics events (spec 2.9 `data`), oldest first.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events", tag = "cards", operation_id = "getCardEvents",
+    get, path = "/v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/events",
+        tag = "cards", operation_id = "getCardEvents",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),

@@ -155,7 +155,8 @@ pub struct QueuedResponse {
 /// Body of a subscribe request.
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the request; the domain reads the body field by field
-#[schema(example = json!({"types": ["card-completed"], "url": "https://93.184.215.14/hooks", "headers": {"X-Token": "abc"}}))]
+#[schema(example = json!({"types": ["card-completed"], "url": "https://93.184.215.14/hooks",
+    "headers": {"X-Token": "abc"}}))]
 pub struct SubscribeRequest {
     /// Event names: card-published, card-embargoed, card-snoozed, card-unsnoozed,
     /// card-completed, card-dismissed, card-expired, card-cancelled.
@@ -219,10 +220,15 @@ fn one(s: Subscription, with_secret: bool) -> HttpResponse {
     params(("environmentId" = String, Path, description = "Environment id")),
     request_body = SubscribeRequest,
     responses(
-        (status = 201, description = "The subscription, with its secret", body = SubscriptionResponse,
+        (status = 201, description = "The subscription, with its secret",
+            body = SubscriptionResponse,
             headers(("Location" = String, description = "Address of the subscription"))),
-        (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The environment has 100 subscriptions (`webhook_limit_reached`)", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Every invalid field (`validation_failed`), including a URL the SSRF \
+                policy refuses", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "The environment has 100 subscriptions (`webhook_limit_reached`)",
+                body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -255,7 +261,8 @@ pub async fn subscribe(
     get, path = "/v1/{environmentId}/webhook", tag = "webhooks", operation_id = "listWebhooks",
     params(("environmentId" = String, Path, description = "Environment id")),
     responses(
-        (status = 200, description = "Every subscription, oldest first", body = SubscriptionListResponse),
+        (status = 200, description = "Every subscription, oldest first",
+            body = SubscriptionListResponse),
     ),
     security(("bearer" = ["webhooks:read"]))
 )]
@@ -278,8 +285,10 @@ pub async fn list(
 /// For a key that may only read webhooks, the secret and the custom header values are masked
 /// (their last 4 characters).
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "getWebhook",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    get, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks",
+        operation_id = "getWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription", body = SubscriptionResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -300,12 +309,17 @@ pub async fn get(
 /// the state are unchanged. The result is validated as a subscription is, and a new `url`
 /// passes the SSRF check again.
 #[utoipa::path(
-    patch, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "updateWebhook",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
-    request_body(content = UpdateWebhookRequest, description = "Any of the subscribe fields; those left out are kept"),
+    patch, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks",
+        operation_id = "updateWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
+    request_body(content = UpdateWebhookRequest,
+        description = "Any of the subscribe fields; those left out are kept"),
     responses(
         (status = 200, description = "The subscription as changed", body = SubscriptionResponse),
-        (status = 400, description = "Every invalid field (`validation_failed`), including a URL the SSRF policy refuses", body = Problem, content_type = "application/problem+json"),
+        (status = 400,
+            description = "Every invalid field (`validation_failed`), including a URL the SSRF \
+                policy refuses", body = Problem, content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
@@ -333,18 +347,24 @@ pub async fn update(
 /// Disable (stops deliveries, cancels queued ones), or with `permanent=true` delete a disabled
 /// subscription with its delivery log.
 #[utoipa::path(
-    delete, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks", operation_id = "disableWebhook",
+    delete, path = "/v1/{environmentId}/webhook/{webhookId}", tag = "webhooks",
+        operation_id = "disableWebhook",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("webhookId" = String, Path, description = "Subscription id"),
-        ("permanent" = Option<bool>, Query, description = "Delete instead of disabling; only a disabled subscription"),
+        ("permanent" = Option<bool>, Query,
+            description = "Delete instead of disabling; only a disabled subscription"),
     ),
     responses(
-        (status = 200, description = "Disabled: the subscription with `status: disabled`", body = SubscriptionResponse),
+        (status = 200, description = "Disabled: the subscription with `status: disabled`",
+            body = SubscriptionResponse),
         (status = 204, description = "Deleted (permanent=true)"),
-        (status = 400, description = "`permanent` is not true or false", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`permanent` is not true or false", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "Permanent delete of an enabled subscription (`webhook_enabled`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409,
+            description = "Permanent delete of an enabled subscription (`webhook_enabled`)",
+                body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -381,8 +401,10 @@ pub async fn disable(
 
 /// Enable a disabled subscription again (what was cancelled stays cancelled; see recover).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/webhook/{webhookId}/enable", tag = "webhooks", operation_id = "enableWebhook",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    post, path = "/v1/{environmentId}/webhook/{webhookId}/enable", tag = "webhooks",
+        operation_id = "enableWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
     responses(
         (status = 200, description = "The subscription, active", body = SubscriptionResponse),
         (status = 404, response = crate::problem::NotFound),
@@ -403,10 +425,13 @@ pub async fn enable(
 
 /// A new secret. The previous one keeps signing beside it for 24 hours.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/webhook/{webhookId}/rotate-secret", tag = "webhooks", operation_id = "rotateWebhookSecret",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    post, path = "/v1/{environmentId}/webhook/{webhookId}/rotate-secret", tag = "webhooks",
+        operation_id = "rotateWebhookSecret",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
     responses(
-        (status = 200, description = "The subscription, with its new secret", body = SubscriptionResponse),
+        (status = 200, description = "The subscription, with its new secret",
+            body = SubscriptionResponse),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
@@ -425,10 +450,14 @@ pub async fn rotate_secret(
 
 /// Send a `webhook-test` event now; the answer is the attempt's outcome (also logged).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/webhook/{webhookId}/test", tag = "webhooks", operation_id = "testWebhook",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    post, path = "/v1/{environmentId}/webhook/{webhookId}/test", tag = "webhooks",
+        operation_id = "testWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
     responses(
-        (status = 200, description = "The attempt: status code (null when the call failed), duration, answer", body = AttemptResponse),
+        (status = 200,
+            description = "The attempt: status code (null when the call failed), duration, answer",
+                body = AttemptResponse),
         (status = 404, response = crate::problem::NotFound),
     ),
     security(("bearer" = ["webhooks:write"]))
@@ -447,11 +476,13 @@ pub async fn test(
 
 /// The attempt log, newest first.
 #[utoipa::path(
-    get, path = "/v1/{environmentId}/webhook/{webhookId}/deliveries", tag = "webhooks", operation_id = "listWebhookDeliveries",
+    get, path = "/v1/{environmentId}/webhook/{webhookId}/deliveries", tag = "webhooks",
+        operation_id = "listWebhookDeliveries",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("webhookId" = String, Path, description = "Subscription id"),
-        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1, maximum = 500),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50", minimum = 1,
+            maximum = 500),
         ("cursor" = Option<String>, Query, description = "`next` of the previous page"),
     ),
     responses(
@@ -483,7 +514,8 @@ pub async fn deliveries(
 
 /// Send one event to the subscription again (whatever happened to it before).
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/webhook/{webhookId}/deliveries/{eventId}/resend", tag = "webhooks", operation_id = "resendWebhookEvent",
+    post, path = "/v1/{environmentId}/webhook/{webhookId}/deliveries/{eventId}/resend",
+        tag = "webhooks", operation_id = "resendWebhookEvent",
     params(
         ("environmentId" = String, Path, description = "Environment id"),
         ("webhookId" = String, Path, description = "Subscription id"),
@@ -492,7 +524,8 @@ pub async fn deliveries(
     responses(
         (status = 202, description = "Queued", body = QueuedResponse),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The subscription is disabled (`webhook_disabled`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]
@@ -510,14 +543,18 @@ pub async fn resend(
 
 /// Queue again every failed or cancelled delivery of events since a time.
 #[utoipa::path(
-    post, path = "/v1/{environmentId}/webhook/{webhookId}/recover", tag = "webhooks", operation_id = "recoverWebhook",
-    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String, Path, description = "Subscription id")),
+    post, path = "/v1/{environmentId}/webhook/{webhookId}/recover", tag = "webhooks",
+        operation_id = "recoverWebhook",
+    params(("environmentId" = String, Path, description = "Environment id"), ("webhookId" = String,
+        Path, description = "Subscription id")),
     request_body = crate::schemas::RecoverRequest,
     responses(
         (status = 202, description = "How many deliveries were queued", body = QueuedResponse),
-        (status = 400, description = "`since` missing or not RFC 3339", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`since` missing or not RFC 3339", body = Problem,
+            content_type = "application/problem+json"),
         (status = 404, response = crate::problem::NotFound),
-        (status = 409, description = "The subscription is disabled (`webhook_disabled`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The subscription is disabled (`webhook_disabled`)",
+            body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = ["webhooks:write"]))
 )]

@@ -408,7 +408,8 @@ mod tests {
             "u1",
             true,
             &["vip", "beta"],
-            json!({"country": "NZ", "age": 42, "plan": "gold-annual", "since": "2026-01-01T00:00:00Z"}),
+            json!({"country": "NZ", "age": 42, "plan": "gold-annual",
+                "since": "2026-01-01T00:00:00Z"}),
         );
         let cases: Vec<(Value, bool)> = vec![
             (
@@ -493,7 +494,8 @@ mod tests {
     #[test]
     fn all_and_any_combine_conditions() {
         let u = user("u1", false, &["vip"], json!({"country": "NZ"}));
-        let c = json!([{"field": "tags", "op": "contains", "value": "vip"}, {"field": "attributes.country", "op": "eq", "value": "AU"}]);
+        let c = json!([{"field": "tags", "op": "contains", "value": "vip"},
+            {"field": "attributes.country", "op": "eq", "value": "AU"}]);
         assert!(!filter(json!({"match": "all", "conditions": c})).matches(&u));
         assert!(filter(json!({"match": "any", "conditions": c})).matches(&u));
         assert!(

@@ -100,21 +100,35 @@ impl CsvHeader {
                 None
             };
             match column {
-                Some(c) if !matches!(&c, Column::Attribute(f) | Column::Variable(f) | Column::Metadata(f) | Column::NotificationDetail(f) if f.is_empty()) => {
+                Some(c)
+                    if !matches!(&c,
+                    Column::Attribute(f) | Column::Variable(f) | Column::Metadata(f) |
+                        Column::NotificationDetail(f) if f.is_empty()) =>
+                {
                     if !seen.insert(c.clone()) {
-                        problems.push(format!("column {} ({name:?}) repeats an earlier column", i + 1));
+                        problems.push(format!(
+                            "column {} ({name:?}) repeats an earlier column",
+                            i + 1
+                        ));
                     }
                     columns.push(c);
                 }
                 _ => problems.push(format!(
-                    "column {} ({name:?}) is not one of target.attributes.<field>, payload.variables.<name>, payload.metadata.<name>, payload.notificationDetail.<name>, payload.cardOptions.<{}>, flowInvocationId",
+                    "column {} ({name:?}) is not one of target.attributes.<field>, \
+                        payload.variables.<name>, payload.metadata.<name>, \
+                            payload.notificationDetail.<name>, payload.cardOptions.<{}>, \
+                                flowInvocationId",
                     i + 1,
                     CARD_OPTIONS.join("|")
                 )),
             }
         }
         if !columns.iter().any(|c| matches!(c, Column::Attribute(_))) {
-            problems.push("the header needs at least one target.attributes.<field> column (target.attributes.id is the end-user id)".into());
+            problems.push(
+                "the header needs at least one target.attributes.<field> column \
+                (target.attributes.id is the end-user id)"
+                    .into(),
+            );
         }
         if problems.is_empty() {
             Ok(CsvHeader { columns })

@@ -143,7 +143,9 @@ fn rows_map_to_elements() {
     assert_eq!(
         element,
         json!({"flowInvocationId": "csv-1-1", "target": {"type": "user", "targetUserIds": ["u1"]},
-               "payload": {"variables": {"name": "Ann"}, "cardOptions": {"priority": 7, "targetStreamIds": ["s1", "s2"], "targetPlatforms": {"Web": true, "iOS": true, "Android": false}}}})
+               "payload": {"variables": {"name": "Ann"}, "cardOptions": {"priority": 7,
+                   "targetStreamIds": ["s1", "s2"], "targetPlatforms": {"Web": true, "iOS": true,
+                       "Android": false}}}})
     );
     assert!(header
         .row(&strings(&["u1"]))

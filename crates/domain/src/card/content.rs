@@ -287,7 +287,8 @@ mod tests {
         let ios = json!({"defaultView": {"t": "ios"}, "notification": {"b": 1}}).to_string();
         let content = CardContent::per_platform(&[("Web", &web), ("iOS", &ios)], true);
         let of = platforms(&["Web", "iOS"]);
-        let expected = json!({"Web": {"defaultView": {"t": "web"}}, "iOS": {"defaultView": {"t": "ios"}, "notification": {"b": 1}}});
+        let expected = json!({"Web": {"defaultView": {"t": "web"}},
+            "iOS": {"defaultView": {"t": "ios"}, "notification": {"b": 1}}});
         assert_eq!(Value::Object(content.views(&of)), expected);
         let read = CardContent::stored(content.text().to_owned());
         assert_eq!(read, content);

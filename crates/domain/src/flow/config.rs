@@ -307,7 +307,13 @@ fn check_view(
                     if let Some((first_list, first_index)) = keys.insert(key.as_str(), (list, i)) {
                         let first = path.key(first_list);
                         let first = first.index(first_index);
-                        p.add(&element_path.key("key"), format!("`{key}` is already the key of {first}; keys are unique within a view"));
+                        p.add(
+                            &element_path.key("key"),
+                            format!(
+                                "`{key}` is already the key of {first}; keys are unique within \
+                                a view"
+                            ),
+                        );
                     }
                 }
                 Some(Value::String(_)) | None => p.add(
@@ -382,7 +388,13 @@ fn check_references(
                         p.add(path, "has an `%{assetv1:}` reference without an asset name");
                     }
                 } else if !known(name) {
-                    p.add(path, format!("references `%{{{name}}}`, which is not a variable of the card template or the flow"));
+                    p.add(
+                        path,
+                        format!(
+                            "references `%{{{name}}}`, which is not a variable of the \
+                        card template or the flow"
+                        ),
+                    );
                 }
                 rest = &after[end + 1..];
             }

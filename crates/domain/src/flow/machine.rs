@@ -136,7 +136,10 @@ pub fn decide(
             if let Some(draft) = flow.draft_version {
                 return Err(DomainError::conflict(
                     ConflictKind::DraftExists,
-                    format!("version {draft} is a draft: publish it (config/draft/publish) or discard it before publishing a new configuration"),
+                    format!(
+                        "version {draft} is a draft: publish it (config/draft/publish) or \
+                        discard it before publishing a new configuration"
+                    ),
                 ));
             }
             check_config(config)?;
@@ -234,7 +237,9 @@ pub fn decide(
             let draft = current_draft(flow, draft)?;
             if context.approvals_enabled && draft.approved_by.is_none() {
                 return Err(DomainError::ApprovalRequired(
-                    "approvals are enabled for this environment: the draft must be approved by another credential first".into(),
+                    "approvals are enabled for this environment: the draft must be approved by \
+                        another credential first"
+                        .into(),
                 ));
             }
             check_config(&draft.config)?;
@@ -266,7 +271,9 @@ pub fn decide(
 /// The refusal of a direct publish while approvals are enabled.
 pub fn publish_needs_approval() -> DomainError {
     DomainError::ApprovalRequired(
-        "approvals are enabled for this environment: save a draft, have it approved by another credential, then publish the draft".into(),
+        "approvals are enabled for this environment: save a draft, have it approved by another \
+            credential, then publish the draft"
+            .into(),
     )
 }
 

@@ -124,7 +124,8 @@ impl Flow {
     /// ```
     /// use workbench_domain::flow::{Flow, FlowStatus};
     ///
-    /// let flow = Flow::new("flw_1", "env_1", "org_1", "Welcome", workbench_domain::chrono::Utc::now());
+    /// let flow = Flow::new("flw_1", "env_1", "org_1", "Welcome",
+    ///     workbench_domain::chrono::Utc::now());
     /// assert_eq!((flow.status(), flow.latest_version, flow.revision), (FlowStatus::Draft, 0, 0));
     /// ```
     pub fn new(

@@ -578,14 +578,10 @@ impl FlowService {
     }
 
     /// Load, decide, save with compare-and-swap; decide again after a lost race.
-    async fn change<T>(
-        &self,
-        env: &str,
-        id: &str,
-        decide: impl Fn(&Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError> + Send + Sync,
-    ) -> Result<T, DomainError>
+    async fn change<T, D>(&self, env: &str, id: &str, decide: D) -> Result<T, DomainError>
     where
         T: Send,
+        D: Fn(&Flow, Timestamp) -> Result<(Flow, VersionChange, T), DomainError> + Send + Sync,
     {
         self.change_async(env, id, |flow: Flow, now| {
             std::future::ready(decide(&flow, now))

@@ -236,7 +236,9 @@ async fn publish_creates_the_next_version_with_compare_and_swap() {
                 && f.revision == 8
                 && f.latest_version == 3
                 && f.published_version == Some(3)
-                && matches!(change, VersionChange::Insert(v) if v.version == 3 && v.status == VersionStatus::Published && v.published == Some(t0()))
+                && matches!(change,
+                    VersionChange::Insert(v) if v.version == 3
+                        && v.status == VersionStatus::Published && v.published == Some(t0()))
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
@@ -424,7 +426,8 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
             f.draft_version == Some(5)
                 && f.published_version == Some(4)
                 && f.variables.is_empty()
-                && matches!(change, VersionChange::Insert(v) if v.version == 5 && v.status == VersionStatus::Draft)
+                && matches!(change,
+                    VersionChange::Insert(v) if v.version == 5 && v.status == VersionStatus::Draft)
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
@@ -453,7 +456,9 @@ async fn saving_a_draft_starts_a_new_version_or_replaces_the_draft_and_clears_it
         .withf(|f, _, change| {
             f.latest_version == 5
                 && f.variables.contains_key("name")
-                && matches!(change, VersionChange::Update(v) if v.version == 5 && v.approved_by.is_none() && v.created_by == "key_c")
+                && matches!(change,
+                    VersionChange::Update(v) if v.version == 5 && v.approved_by.is_none()
+                        && v.created_by == "key_c")
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
@@ -510,7 +515,11 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .returning(|_, _| Ok(Some(version(1, VersionStatus::Draft, "key_author"))));
     m.flows
         .expect_save()
-        .withf(|_, _, change| matches!(change, VersionChange::Update(v) if v.approved_by.as_deref() == Some("key_reviewer") && v.status == VersionStatus::Draft))
+        .withf(|_, _, change| {
+            matches!(change,
+            VersionChange::Update(v) if v.approved_by.as_deref() == Some("key_reviewer")
+                && v.status == VersionStatus::Draft)
+        })
         .times(1)
         .returning(|_, _, _| Ok(()));
     m.service()
@@ -530,7 +539,9 @@ async fn approval_needs_another_credential_and_publishing_needs_approval_when_en
         .withf(|f, _, change| {
             f.published_version == Some(1)
                 && f.draft_version.is_none()
-                && matches!(change, VersionChange::Update(v) if v.status == VersionStatus::Published && v.published.is_some())
+                && matches!(change,
+                    VersionChange::Update(v) if v.status == VersionStatus::Published
+                        && v.published.is_some())
         })
         .times(1)
         .returning(|_, _, _| Ok(()));

@@ -78,7 +78,8 @@ pub fn validate_name(field: &str, name: &str) -> Vec<FieldError> {
         errors.push(FieldError::new(
             field,
             format!(
-                "may contain only letters, digits, hyphens, underscores and spaces (found `{shown}`)"
+                "may contain only letters, digits, hyphens, underscores and spaces (found \
+                    `{shown}`)"
             ),
         ));
     }
@@ -118,7 +119,8 @@ pub fn parent_problem(parent_id: &str, parent_level: Option<usize>) -> Option<Fi
         Some(level) if level >= FOLDER_MAX_DEPTH => Some(FieldError::new(
             "parentId",
             format!(
-                "folders nest at most {FOLDER_MAX_DEPTH} levels deep; this parent is at level {level}"
+                "folders nest at most {FOLDER_MAX_DEPTH} levels deep; this parent is at level \
+                    {level}"
             ),
         )),
         Some(_) => None,

@@ -79,7 +79,8 @@ pub trait DeviceRepository: Send + Sync {
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
 /// let body = json!({"appId": "com.example", "platform": "APNS"});
-/// let device = devices.register(&who, &"env_1".into(), &"user-1".into(), "a1b2c3", &body).await.unwrap();
+/// let device = devices.register(&who, &"env_1".into(), &"user-1".into(), "a1b2c3",
+///     &body).await.unwrap();
 /// assert_eq!((device.user_id.as_str(), device.token.as_str()), ("user-1", "a1b2c3"));
 /// assert_eq!(device.platform, "APNS");
 ///

@@ -161,7 +161,11 @@ impl PlatformInput {
                     if !["channelId", "restrictedPackageName", "teamId", "bundleId"]
                         .contains(&k.as_str())
                     {
-                        errors.push(FieldError::new(format!("platformProperties.{k}"), "is not a property this service knows (channelId, restrictedPackageName, teamId, bundleId)"));
+                        errors.push(FieldError::new(
+                            format!("platformProperties.{k}"),
+                            "is not a property this service knows (channelId, \
+                                restrictedPackageName, teamId, bundleId)",
+                        ));
                     } else if !v.is_string() {
                         errors.push(FieldError::new(
                             format!("platformProperties.{k}"),
@@ -442,7 +446,8 @@ impl PushPlatformService {
             Err(StorageError::UniqueViolation(_)) => Err(DomainError::conflict(
                 ConflictKind::PlatformExists,
                 format!(
-                    "the environment already has a {} platform for app {:?}; update it (PUT) instead",
+                    "the environment already has a {} platform for app {:?}; update it (PUT) \
+                        instead",
                     platform.platform, platform.app_id
                 ),
             )),

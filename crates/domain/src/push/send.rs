@@ -561,7 +561,8 @@ impl PushService {
                 Ok(record) => return record,
                 Err(panic) => format!("panic: {panic}"),
             };
-            tracing::warn!(unit = "push", id = %job.id, attempt, cause = %cause, "a push attempt failed; trying it again");
+            tracing::warn!(unit = "push", id = %job.id, attempt, cause = %cause,
+                "a push attempt failed; trying it again");
         }
         let failure = crate::unit::Failure::new("push", &job.id, cause);
         PushRecord {

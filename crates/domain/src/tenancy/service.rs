@@ -296,7 +296,8 @@ impl AuthService {
         if role == Role::Auth {
             return Err(DomainError::invalid(
                 "role",
-                "must be `events` or `workbench`; keys with the `auth` role are created by an administrator",
+                "must be `events` or `workbench`; keys with the `auth` role are created by an \
+                    administrator",
             ));
         }
         let access = KeyAccess::Roles(vec![role]);

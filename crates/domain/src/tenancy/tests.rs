@@ -51,7 +51,8 @@ fn permission_table_matches_the_contract() {
     assert!(legacy(&[Role::Workbench]).allows(Permission::UsersRead));
     assert!(legacy(&[Role::Auth]).allows(Permission::CredentialsWrite));
     assert!(!legacy(&[Role::Events]).allows(Permission::CredentialsWrite));
-    assert!(!KeyAccess::Scopes(vec![Scope::WorkbenchFoldersRead]).allows(Permission::FoldersCreate));
+    let folders_read = KeyAccess::Scopes(vec![Scope::WorkbenchFoldersRead]);
+    assert!(!folders_read.allows(Permission::FoldersCreate));
 }
 
 #[test]

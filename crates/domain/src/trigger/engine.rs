@@ -297,10 +297,14 @@ impl Engine {
                 Ok(Ok(stale)) if count => self.stale.add(stale),
                 Ok(Ok(_)) => {}
                 Ok(Err(cause)) => {
-                    tracing::warn!(round = later.round, cause = %cause, "a fan-out's save given after one that stopped it failed; its batch waits for the next claim")
+                    tracing::warn!(round = later.round, cause = %cause,
+                        "a fan-out's save given after one that stopped it failed; its batch waits \
+                            for the next claim")
                 }
                 Err(e) => {
-                    tracing::warn!(round = later.round, error = %e, "a fan-out's save given after one that stopped it failed; its batch waits for the next claim")
+                    tracing::warn!(round = later.round, error = %e,
+                        "a fan-out's save given after one that stopped it failed; its batch waits \
+                            for the next claim")
                 }
             }
         }
@@ -335,7 +339,8 @@ impl Engine {
                 Ok(run) => return run,
                 Err(panic) => format!("panic: {panic}"),
             };
-            tracing::warn!(unit = "invocation", id = %invocation.id, attempt, cause = %cause, "an invocation's batch failed; trying it again");
+            tracing::warn!(unit = "invocation", id = %invocation.id, attempt, cause = %cause,
+                "an invocation's batch failed; trying it again");
         }
         Ok(failed_batch(
             invocation,
@@ -374,7 +379,8 @@ impl Engine {
         configs: &mut HashMap<(String, u32), Arc<FlowPlan>>,
         streams: &mut HashMap<String, String>,
     ) -> Result<(), StorageError> {
-        tracing::warn!(invocations = invocations.len(), cause = %together, "an engine step could not be saved; saving its invocations one by one");
+        tracing::warn!(invocations = invocations.len(), cause = %together,
+            "an engine step could not be saved; saving its invocations one by one");
         for invocation in invocations {
             let mut cause = together.clone();
             let mut saved = false;

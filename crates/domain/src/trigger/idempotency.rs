@@ -84,7 +84,8 @@ impl Reuse {
         match self {
             Reuse::New | Reuse::Replay => None,
             Reuse::Mismatch => Some(DomainError::InvocationMismatch(format!(
-                "{path} `{id}` was used with {} in {} mode; an invocation id belongs to one flow and one mode",
+                "{path} `{id}` was used with {} in {} mode; an invocation id belongs to one flow \
+                    and one mode",
                 stored.flow_id,
                 stored.mode.as_str()
             ))),

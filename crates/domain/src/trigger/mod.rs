@@ -44,9 +44,9 @@ crate::spelling::spelled!(Mode {
 
 /// The fingerprint of what an invocation asked for: SHA-256 of the canonical JSON of its
 /// target and payload (object keys sorted, so key order does not matter), its first 128 bits
-/// in hex (stored with every invocation; the whole hash was 32 bytes more of each, issue 27). The flow and the
-/// mode are kept beside it: a reused id with another flow or mode is a different kind of
-/// mismatch (422) than one with another target or payload (409).
+/// in hex (stored with every invocation; the whole hash was 32 bytes more of each, issue 27). The
+/// flow and the mode are kept beside it: a reused id with another flow or mode is a different kind
+/// of mismatch (422) than one with another target or payload (409).
 pub fn fingerprint(element: &FlowElement) -> String {
     fingerprint_of(
         &element.raw_target.to_string(),

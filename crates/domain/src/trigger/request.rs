@@ -536,7 +536,12 @@ fn payload(errors: &mut Vec<FieldError>, raw: &Value, path: &str) -> Payload {
                         }
                     }
                     _ => {
-                        err(errors, &var_path, "must be a string, or an object with `value`, `valueIos`, `valueAndroid`");
+                        err(
+                            errors,
+                            &var_path,
+                            "must be a string, or an object with `value`, `valueIos`, \
+                                `valueAndroid`",
+                        );
                         None
                     }
                 };
@@ -570,7 +575,10 @@ fn payload(errors: &mut Vec<FieldError>, raw: &Value, path: &str) -> Payload {
             err(
                 errors,
                 format!("{path}.notificationDetail"),
-                format!("is {size} bytes; the push payload it travels in is limited to {MAX_NOTIFICATION_DETAIL_BYTES} bytes"),
+                format!(
+                    "is {size} bytes; the push payload it travels in is limited to \
+                    {MAX_NOTIFICATION_DETAIL_BYTES} bytes"
+                ),
             );
         }
     }

@@ -132,7 +132,8 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 ///     "target": {"type": "user", "targetUserIds": ["u1"]},
 ///     "payload": {"variables": {"name": "Ann"}},
 /// }]});
-/// let ids = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live, &body).await?;
+/// let ids = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live,
+///     &body).await?;
 /// assert_eq!(ids, ["welcome-u1"]);
 /// {
 ///     // A live trigger of one user is recorded with its run: its card exists at once.
@@ -153,7 +154,8 @@ impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
 ///     "target": {"type": "user", "targetUserIds": ["u2"]},
 ///     "payload": {"variables": {"name": 7}, "cardOptions": {"priority": 11}},
 /// }]});
-/// let refused = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live, &bad).await;
+/// let refused = triggers.trigger_body(&who, &"env_1".into(), &"flw_1".into(), Mode::Live,
+///     &bad).await;
 /// let Err(DomainError::Validation(problems)) = refused else { panic!("{refused:?}") };
 /// let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
 /// assert!(fields.contains(&"flows[0].payload.cardOptions.priority"), "{fields:?}");
@@ -354,7 +356,10 @@ impl TriggerService {
         if bulk > 0 && self.invocations.running_bulk(env).await? + bulk > MAX_RUNNING_BULK {
             return Err(DomainError::RateLimited {
                 retry_after_seconds: 5,
-                message: format!("at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run at once per environment; try again shortly"),
+                message: format!(
+                    "at most {MAX_RUNNING_BULK} segment, tag, filter or CSV tasks run \
+                    at once per environment; try again shortly"
+                ),
             });
         }
 
@@ -740,7 +745,9 @@ pub(crate) fn push_payload_problems(
                 errors.push(FieldError::new(
                     path,
                     format!(
-                        "the push notification of card template `{template_id}` on {name} would be {size} bytes (its rendered text and notificationDetail); the limit is {} bytes",
+                        "the push notification of card template `{template_id}` on {name} would be \
+                            {size} bytes (its rendered text and notificationDetail); the limit is \
+                                {} bytes",
                         crate::push::MAX_PUSH_PAYLOAD_BYTES
                     ),
                 ));

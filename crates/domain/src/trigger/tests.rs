@@ -138,7 +138,8 @@ fn table_of_invalid_requests() {
             "expires before embargo",
             one(
                 user.clone(),
-                json!({"cardOptions": {"embargo": "2027-01-02T00:00:00Z", "expires": "2027-01-01T00:00:00Z"}}),
+                json!({"cardOptions": {"embargo": "2027-01-02T00:00:00Z",
+                    "expires": "2027-01-01T00:00:00Z"}}),
             ),
             &["flows[0].payload.cardOptions.expires"],
         ),
@@ -199,7 +200,8 @@ fn table_of_invalid_requests() {
         ),
         (
             "invocation id twice",
-            json!({"flows": [{"target": user, "flowInvocationId": "a"}, {"target": user, "flowInvocationId": "a"}]}),
+            json!({"flows": [{"target": user, "flowInvocationId": "a"}, {"target": user,
+                "flowInvocationId": "a"}]}),
             &["flows[1].flowInvocationId"],
         ),
         (
@@ -244,7 +246,8 @@ fn payload_parts_beside_the_payload_are_refused_with_where_they_belong() {
 fn every_problem_of_every_element_is_reported() {
     let body = json!({"flows": [
         {"target": {"type": "tag"}, "payload": {"cardOptions": {"priority": 20}}},
-        {"target": {"type": "user", "targetUserIds": ["ok"]}, "payload": {"cardOptions": {"embargo": "x"}}}
+        {"target": {"type": "user", "targetUserIds": ["ok"]},
+            "payload": {"cardOptions": {"embargo": "x"}}}
     ]});
     assert_eq!(
         fields(body),
@@ -260,15 +263,20 @@ fn every_problem_of_every_element_is_reported() {
 fn valid_requests_parse_into_targets_and_options() {
     let body = json!({
         "flows": [
-            {"target": {"type": "user", "targetUserIds": ["b", "a", "b"]}, "flowInvocationId": "inv-1",
+            {"target": {"type": "user", "targetUserIds": ["b", "a", "b"]},
+                "flowInvocationId": "inv-1",
              "payload": {"variables": {"name": "Ann", "amount": {"value": "5", "valueIos": "6"}},
-                         "cardOptions": {"priority": 7, "expires": "2027-01-01T00:00:00Z", "expiresInterval": "PT30M",
-                                         "targetStreamIds": ["str_1"], "targetPlatforms": {"Web": true, "iOS": false}},
-                         "metadata": {"campaign": "x"}, "notificationDetail": {"deepLink": "app://x"}}},
+                         "cardOptions": {"priority": 7, "expires": "2027-01-01T00:00:00Z",
+                             "expiresInterval": "PT30M",
+                                         "targetStreamIds": ["str_1"],
+                                             "targetPlatforms": {"Web": true, "iOS": false}},
+                         "metadata": {"campaign": "x"},
+                             "notificationDetail": {"deepLink": "app://x"}}},
             {"target": {"type": "tag", "tag": "vip"}},
             {"target": {"type": "segment", "targetSegmentId": "seg_1"}},
             {"target": {"type": "allTestUsers"}},
-            {"target": {"type": "filters", "filter": {"conditions": [{"field": "testUser", "op": "eq", "value": true}]}}}
+            {"target": {"type": "filters", "filter": {"conditions": [{"field": "testUser",
+                "op": "eq", "value": true}]}}}
         ],
         "options": {"strictVariables": true}
     });
@@ -325,7 +333,8 @@ fn config() -> Value {
         "cardTemplates": {"t": {
             "metadata": {"cardName": "T"},
             "variables": {"amount": {"type": "number", "default": 10}},
-            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}, pay %{amount} by %{due} %{assetv1:logo}"}}]},
+            "defaultView": {"content": [{"key": "h", "type": "headline",
+                "attributes": {"text": "Hi %{name}, pay %{amount} by %{due} %{assetv1:logo}"}}]},
             "notification": {"attributes": {"body": "Hello %{name}"}}
         }}
     })
@@ -406,7 +415,14 @@ fn table_of_variable_resolution() {
 
 #[test]
 fn rendering_uses_request_then_flow_default_then_template_default_per_platform() {
-    let vars = resolve(&config(), &payload(json!({"due": {"value": "2027-01-01T00:00:00Z", "valueAndroid": "2027-02-01T00:00:00Z"}})), false, "p").expect("ok");
+    let vars = resolve(
+        &config(),
+        &payload(json!({"due": {"value": "2027-01-01T00:00:00Z",
+        "valueAndroid": "2027-02-01T00:00:00Z"}})),
+        false,
+        "p",
+    )
+    .expect("ok");
     let web = render(&config()["cardTemplates"]["t"], &vars, Platform::Web);
     assert_eq!(
         web["defaultView"]["content"][0]["attributes"]["text"],
@@ -442,8 +458,10 @@ fn a_compiled_view_renders_the_text_serde_json_writes_of_the_rendered_view() {
     let templates = [
         config_template(),
         json!({"variables": {"gone": {"default": "d\"q"}},
-            "defaultView": {"z": [1, 2.5, -3, true, null, "%{gone}", {"k\n\"": "%{ name }!"}], "a": "no vars"},
-            "subviews": {"s": {"content": ["%{name}%{name}", "%{unknown}", "%{assetv1:x}%{name}", "tail %{unclosed", "%{", "}%{}"]}},
+            "defaultView": {"z": [1, 2.5, -3, true, null, "%{gone}", {"k\n\"": "%{ name }!"}],
+                "a": "no vars"},
+            "subviews": {"s": {"content": ["%{name}%{name}", "%{unknown}", "%{assetv1:x}%{name}",
+                "tail %{unclosed", "%{", "}%{}"]}},
             "notification": {"attributes": {"body": "\u{1}%{n}\t"}},
             "metadata": {"cardName": "not rendered"}}),
         json!({"metadata": {}}),
@@ -483,9 +501,21 @@ fn config_template() -> Value {
 
 #[test]
 fn fingerprints_ignore_key_order_but_not_content() {
-    let a = parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {"metadata": {"a": 1, "b": 2}}}]})).expect("a");
-    let b = parse(&json!({"flows": [{"payload": {"metadata": {"b": 2, "a": 1}}, "target": {"tagName": "x", "type": "tag"}}]})).expect("b");
-    let c = parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {"metadata": {"a": 1, "b": 3}}}]})).expect("c");
+    let a = parse(
+        &json!({"flows": [{"target": {"type": "tag", "tagName": "x"},
+        "payload": {"metadata": {"a": 1, "b": 2}}}]}),
+    )
+    .expect("a");
+    let b = parse(
+        &json!({"flows": [{"payload": {"metadata": {"b": 2, "a": 1}},
+        "target": {"tagName": "x", "type": "tag"}}]}),
+    )
+    .expect("b");
+    let c = parse(
+        &json!({"flows": [{"target": {"type": "tag", "tagName": "x"},
+        "payload": {"metadata": {"a": 1, "b": 3}}}]}),
+    )
+    .expect("c");
     let empty =
         parse(&json!({"flows": [{"target": {"type": "tag", "tagName": "x"}, "payload": {}}]}))
             .expect("empty");
@@ -560,7 +590,8 @@ pub(crate) fn published(template: Value) -> crate::flow::FlowVersion {
         version: 1,
         status: crate::flow::VersionStatus::Published,
         config: json!({"type": "card", "initialSteps": ["s1"],
-            "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t"}}},
+            "steps": {"s1": {"id": "s1", "type": "create-card",
+                "properties": {"cardTemplateId": "t"}}},
             "cardTemplates": {"t": template}}),
         created_by: "key".into(),
         approved_by: None,
@@ -606,7 +637,8 @@ pub(crate) fn card_flows() -> crate::flow::MockFlowRepository {
     });
     flows.expect_get_version().returning(|_, _| {
         let mut version = published(json!({"metadata": {"cardName": "T"},
-            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hi %{name}"}}]}}));
+            "defaultView": {"content": [{"key": "h", "type": "headline",
+                "attributes": {"text": "Hi %{name}"}}]}}));
         version.config["variables"] = json!({"name": {"type": "string", "default": "you"}});
         Ok(Some(version))
     });

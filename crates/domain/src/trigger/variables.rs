@@ -111,7 +111,11 @@ pub fn resolve(
             continue;
         };
         if def.get("source").and_then(Value::as_str) == Some("script") {
-            errors.push(FieldError::new(var_path(), "is a script variable: its value comes from the template's script and cannot be sent"));
+            errors.push(FieldError::new(
+                var_path(),
+                "is a script variable: its value comes from the template's script and cannot be \
+                    sent",
+            ));
             continue;
         }
         let var_type = def.get("type").and_then(Value::as_str).unwrap_or("string");

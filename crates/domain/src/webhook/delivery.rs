@@ -83,7 +83,8 @@ impl AttemptOutcome {
     /// the transport's [`CallFailure`].
     ///
     /// ```
-    /// use workbench_domain::webhook::{AttemptKind, AttemptOutcome, CallFailure, TransportResponse};
+    /// use workbench_domain::webhook::{AttemptKind, AttemptOutcome, CallFailure,
+    ///     TransportResponse};
     ///
     /// let got = |status: Option<u16>, failure: Option<CallFailure>| {
     ///     AttemptOutcome::from(TransportResponse {
@@ -421,7 +422,8 @@ impl DeliveryService {
                 Ok(record) => return record,
                 Err(panic) => format!("panic: {panic}"),
             };
-            tracing::warn!(unit = "webhook delivery", id = %job.delivery_id, attempt, cause = %cause, "a webhook delivery attempt failed; trying it again");
+            tracing::warn!(unit = "webhook delivery", id = %job.delivery_id, attempt,
+                cause = %cause, "a webhook delivery attempt failed; trying it again");
         }
         let failure = unit::Failure::new("webhook delivery", &job.delivery_id, cause);
         AttemptRecord {

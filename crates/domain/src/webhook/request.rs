@@ -212,7 +212,10 @@ fn parse_headers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> BTreeMa
         {
             errors.push(FieldError::new(
                 &path,
-                format!("is not a valid header name (1 to {MAX_HEADER_NAME_CHARS} letters, digits and !#$%&'*+-.^_`|~)"),
+                format!(
+                    "is not a valid header name (1 to {MAX_HEADER_NAME_CHARS} letters, digits \
+                    and !#$%&'*+-.^_`|~)"
+                ),
             ));
             continue;
         }
@@ -242,7 +245,10 @@ fn parse_headers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> BTreeMa
             }
             Some(_) => errors.push(FieldError::new(
                 &path,
-                format!("must be at most {MAX_HEADER_VALUE_CHARS} characters without line breaks or control characters"),
+                format!(
+                    "must be at most {MAX_HEADER_VALUE_CHARS} characters without line breaks \
+                    or control characters"
+                ),
             )),
             None => errors.push(FieldError::new(&path, "must be a string")),
         }

@@ -637,7 +637,8 @@ async fn an_attempt_carries_its_claims_lease_so_a_stale_holder_cannot_record_it(
         duration_ms: 2,
     });
     let mut repo = MockWebhookRepository::new();
-    // The store refuses an outcome whose lease is not the one it holds (docs/architecture.md, Time, leases and fencing).
+    // The store refuses an outcome whose lease is not the one it holds (docs/architecture.md, Time,
+    // leases and fencing).
     let held = t0() + Duration::seconds(90);
     repo.expect_record().returning(move |records| {
         Ok(records.iter().filter(|r| r.lease != Some(held)).count() as u64)

@@ -45,9 +45,11 @@ pub fn config() -> Value {
     json!({
         "type": "card", "initialSteps": ["s1"],
         "variables": {"firstName": {"type": "string", "default": "there"}},
-        "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
+        "steps": {"s1": {"id": "s1", "type": "create-card",
+            "properties": {"cardTemplateId": "t1"}}},
         "cardTemplates": {"t1": {"metadata": {"cardName": "Bench", "delivery": {"priority": 5}},
-            "defaultView": {"content": [{"key": "h", "type": "headline", "attributes": {"text": "Hello %{firstName}"}}]}}}
+            "defaultView": {"content": [{"key": "h", "type": "headline",
+                "attributes": {"text": "Hello %{firstName}"}}]}}}
     })
 }
 
@@ -97,8 +99,10 @@ pub async fn open_loop(
 pub fn seed_users(url: &str, env: &str, users: u64) {
     let sql = format!(
         "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
-         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM series; \
-         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || n FROM series;"
+         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM \
+             series; \
+         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || \
+             n FROM series;"
     );
     with_series(url, users, &sql);
 }
@@ -108,13 +112,16 @@ pub fn with_series(url: &str, rows: u64, sql: &str) {
     if let Some(path) = url.strip_prefix("sqlite://") {
         let mut conn = SqliteConnection::establish(path).expect("sqlite");
         conn.batch_execute(&format!(
-            "PRAGMA busy_timeout = 30000; BEGIN IMMEDIATE; CREATE TEMP TABLE series AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT n FROM s; {sql} DROP TABLE series; COMMIT;"
+            "PRAGMA busy_timeout = 30000; BEGIN IMMEDIATE; CREATE TEMP TABLE series AS WITH \
+                RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {rows}) SELECT \
+                    n FROM s; {sql} DROP TABLE series; COMMIT;"
         ))
         .expect("sql");
     } else {
         let mut conn = PgConnection::establish(url).expect("postgres");
         conn.batch_execute(&format!(
-            "BEGIN; CREATE TEMP TABLE series AS SELECT n FROM generate_series(1, {rows}) AS n; {sql} DROP TABLE series; COMMIT;"
+            "BEGIN; CREATE TEMP TABLE series AS SELECT n FROM generate_series(1, {rows}) AS n; \
+                {sql} DROP TABLE series; COMMIT;"
         ))
         .expect("sql");
     }
@@ -219,7 +226,8 @@ pub async fn starts(server: &crate::support::Server, flow: &str, prefix: &str) -
                 let response = client
                     .post(&url)
                     .bearer_auth(&secret)
-                    .json(&json!({"flows": [{"target": {"type": "user", "targetUserIds": [format!("{prefix}{n}")]}}]}))
+                    .json(&json!({"flows": [{"target": {"type": "user",
+                        "targetUserIds": [format!("{prefix}{n}")]}}]}))
                     .send()
                     .await
                     .expect("start");

@@ -10,7 +10,8 @@ fn valid() -> Value {
         "version": "1",
         "initialSteps": ["s1"],
         "variables": {
-            "firstName": {"type": "string", "source": "event", "default": "there", "required": true},
+            "firstName": {"type": "string", "source": "event", "default": "there",
+                "required": true},
             "due": {"type": "date", "source": "event", "default": "2026-12-01T00:00:00Z"}
         },
         "steps": {
@@ -21,18 +22,24 @@ fn valid() -> Value {
         },
         "cardTemplates": {
             "welcome": {
-                "metadata": {"cardName": "Welcome", "cardDescription": "Hi", "delivery": {"priority": 5}},
+                "metadata": {"cardName": "Welcome", "cardDescription": "Hi",
+                    "delivery": {"priority": 5}},
                 "variables": {"amount": {"type": "number", "source": "static", "default": 10}},
                 "defaultView": {
                     "content": [
-                        {"key": "h1", "type": "headline", "attributes": {"text": "Hello %{firstName}"}},
-                        {"key": "img", "type": "image", "attributes": {"src": "%{assetv1:logo}", "label": "Logo"}},
-                        {"key": "t1", "type": "text", "attributes": {"text": "You owe %{amount} by %{due}"}},
+                        {"key": "h1", "type": "headline",
+                            "attributes": {"text": "Hello %{firstName}"}},
+                        {"key": "img", "type": "image", "attributes": {"src": "%{assetv1:logo}",
+                            "label": "Logo"}},
+                        {"key": "t1", "type": "text",
+                            "attributes": {"text": "You owe %{amount} by %{due}"}},
                         {"key": "x1", "type": "futureElement", "attributes": {"anything": true}}
                     ],
-                    "actions": [{"key": "go", "type": "submitButton", "attributes": {"text": "OK", "values": {}}}]
+                    "actions": [{"key": "go", "type": "submitButton", "attributes": {"text": "OK",
+                        "values": {}}}]
                 },
-                "subviews": {"more": {"content": [{"key": "h1", "type": "headline", "attributes": {"text": "More"}}]}},
+                "subviews": {"more": {"content": [{"key": "h1", "type": "headline",
+                    "attributes": {"text": "More"}}]}},
                 "notification": {"attributes": {"body": "Hi %{firstName}"}}
             },
             "reminder": {"metadata": {"cardName": "Reminder"}}
@@ -252,7 +259,8 @@ fn table_of_invalid_configurations() {
             "template variable of another template",
             with(
                 "/cardTemplates/reminder/defaultView",
-                json!({"content": [{"key": "t", "type": "text", "attributes": {"text": "%{amount}"}}]}),
+                json!({"content": [{"key": "t", "type": "text",
+                    "attributes": {"text": "%{amount}"}}]}),
             ),
             &["config.cardTemplates.reminder.defaultView.content[0].attributes.text"],
         ),
@@ -321,7 +329,8 @@ fn table_of_valid_variations() {
             "date default matching its pattern",
             with(
                 "/variables/due",
-                json!({"type": "date", "default": "22/11/2026", "defaultFormatter": "date", "defaultFormatterOption": "dd/MM/yyyy"}),
+                json!({"type": "date", "default": "22/11/2026", "defaultFormatter": "date",
+                    "defaultFormatterOption": "dd/MM/yyyy"}),
             ),
         ),
         (
@@ -382,9 +391,12 @@ fn diamond_shapes_are_not_cycles() {
     let config = json!({
         "type": "card", "initialSteps": ["a"],
         "steps": {
-            "a": {"id": "a", "type": "create-card", "next": ["b", "c"], "properties": {"cardTemplateId": "t"}},
-            "b": {"id": "b", "type": "create-card", "next": ["d"], "properties": {"cardTemplateId": "t"}},
-            "c": {"id": "c", "type": "create-card", "next": ["d"], "properties": {"cardTemplateId": "t"}},
+            "a": {"id": "a", "type": "create-card", "next": ["b", "c"],
+                "properties": {"cardTemplateId": "t"}},
+            "b": {"id": "b", "type": "create-card", "next": ["d"],
+                "properties": {"cardTemplateId": "t"}},
+            "c": {"id": "c", "type": "create-card", "next": ["d"],
+                "properties": {"cardTemplateId": "t"}},
             "d": {"id": "d", "type": "create-card", "properties": {"cardTemplateId": "t"}}
         },
         "cardTemplates": {"t": {"metadata": {"cardName": "T"}}}
