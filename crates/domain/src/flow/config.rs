@@ -5,11 +5,12 @@
 //! The configuration stays a JSON document: fields this service does not know are kept as
 //! they are. What it does know is checked:
 //! - `type` is `card`; `version`, when present, is a string;
-//! - `steps` is a map; each step's `id` equals its key, its `type` is a known [`StepType`], each
-//!   target names a step; `initialSteps` is non-empty and names steps; every step is reachable
-//!   from `initialSteps`; the step graph has no cycle; each step type's properties hold
-//!   (a `create-card` step names a card template of `cardTemplates`; waits, card listeners and
-//!   branches as [`super::steps`] checks them);
+//! - `steps` is a map; each step's `id` equals its key, its `type` is a known
+//!   [`StepType`](crate::flow::steps::StepType), each target names a step; `initialSteps` is
+//!   non-empty and names steps; every step is reachable from `initialSteps`; the step graph
+//!   has no cycle; each step type's properties hold (a `create-card` step names a card
+//!   template of `cardTemplates`; waits, card listeners and branches as
+//!   [`super::steps`] checks them);
 //! - a card template has a non-empty `metadata.cardName`, a `metadata.delivery.priority` of
 //!   1–10 when given, views whose element keys are unique, known element types with their
 //!   required attributes (unknown element types pass untouched: the SDKs render them), and

@@ -52,7 +52,7 @@ impl InstanceService {
     }
 
     /// The invocation `id` of the flow, with its instances' counts. Needs `action_flows:read`
-    /// ([`Permission::ActionFlowsRead`](crate::tenancy::Permission::ActionFlowsRead)); another
+    /// ([`Permission::ActionFlowsRead`]); another
     /// flow's invocation is [`DomainError::NotFound`].
     pub async fn invocation(
         &self,

@@ -5,7 +5,7 @@
 use chrono::Duration;
 
 /// Step types a configuration may use (contract §21). Adding a step type means adding a
-/// variant here, its definition and validation in [`super::steps`], and its execution in the
+/// variant here, its definition and validation in [`crate::flow::steps`], and its execution in the
 /// engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StepType {
@@ -86,7 +86,8 @@ pub enum Outcome {
     Cancelled,
     /// The `wait-for-card` step's timeout passed while the card was open.
     Timeout,
-    /// A `branch` step's condition held (which one, [`StepData::Condition`] says).
+    /// A `branch` step's condition held (which one,
+    /// [`StepData::Condition`](crate::flow::steps::StepData::Condition) says).
     Matched,
     /// No condition of a `branch` step held and it has `otherwise`.
     Otherwise,
