@@ -9,10 +9,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
-use domain::card::AnalyticsEvent;
 use domain::id::{new_id, IdKind};
 use domain::webhook::{
-    Attempt, AttemptRecord, DeliveryJob, DeliveryStatus, HttpMethod, NextStep, Subscription,
+    Attempt, AttemptRecord, DeliveryJob, DeliveryStatus, NextStep, Subscription,
     SubscriptionChange, WebhookRepository,
 };
 use domain::{Page, PageRequest, StorageError, Timestamp};
@@ -20,7 +19,7 @@ use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::{corrupt, read_number, write_number};
+use crate::error::{read_number, write_number};
 use crate::millis::At;
 use crate::rows::EventRow;
 use crate::schema::{
@@ -30,69 +29,14 @@ use crate::totals::{CardOf, Totals};
 
 mod enqueue;
 mod pending;
+mod rows;
 mod sealing;
 pub(crate) use enqueue::enqueue;
 #[cfg(test)]
 pub(crate) use enqueue::subscriptions_of;
 use pending::pending_subscriptions;
+use rows::{AttemptRow, DeliveryRow, SubscriptionRow, INSERT_CHUNK};
 use sealing::{open, seal};
-
-const INSERT_CHUNK: usize = 500;
-#[derive(Queryable, Selectable, Insertable, AsChangeset)]
-#[diesel(table_name = webhook_subscriptions, treat_none_as_null = true)]
-struct SubscriptionRow {
-    id: String,
-    environment_id: String,
-    url: String,
-    method: String,
-    headers: String,
-    types: String,
-    card_template_id: Option<String>,
-    flow_id: Option<String>,
-    secret: String,
-    previous_secret: Option<String>,
-    previous_secret_until: Option<NaiveDateTime>,
-    enabled: bool,
-    disabled_reason: Option<String>,
-    failing_since: Option<NaiveDateTime>,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
-    description: Option<String>,
-}
-
-#[derive(Insertable)]
-#[diesel(table_name = webhook_deliveries)]
-struct DeliveryRow {
-    id: String,
-    environment_id: String,
-    subscription_id: String,
-    event_id: String,
-    event_name: String,
-    status: String,
-    attempts: i32,
-    trigger_kind: String,
-    next_attempt_at: NaiveDateTime,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
-}
-
-#[derive(Queryable, Selectable, Insertable)]
-#[diesel(table_name = webhook_attempts)]
-struct AttemptRow {
-    id: String,
-    subscription_id: String,
-    delivery_id: Option<String>,
-    event_id: String,
-    event_name: String,
-    attempt: i32,
-    trigger_kind: String,
-    status_code: Option<i32>,
-    error: Option<String>,
-    duration_ms: i64,
-    response_body: String,
-    next_attempt_at: Option<At>,
-    created: At,
-}
 
 pub struct DieselWebhookRepository {
     db: Database,
@@ -108,6 +52,13 @@ impl DieselWebhookRepository {
             secrets,
             rotation: Default::default(),
         }
+    }
+
+    /// Seals the custom header values of subscriptions written before they were sealed
+    /// (contract §16); run at start. Each row is changed only if it still holds what was read,
+    /// so a process writing the same row meanwhile wins. Returns how many were sealed.
+    pub async fn seal_plain_headers(&self) -> Result<usize, StorageError> {
+        sealing::seal_plain_headers(&self.db, &self.secrets).await
     }
 }
 

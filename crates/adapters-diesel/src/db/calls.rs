@@ -1,7 +1,10 @@
 //! A pooled connection and the state of one call on it: what a call given up at its deadline
 //! leaves behind, and the thread that cancels its statement on PostgreSQL.
 
-use super::*;
+use diesel::pg::PgConnection;
+use diesel::RunQueryDsl;
+
+use super::connection::AnyConnection;
 
 /// A pooled connection, discarded instead of returned when a call on it outlived its deadline
 /// (contract §20): what it was doing is unknown, and the server may still be hung.
@@ -26,8 +29,8 @@ pub(super) const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 /// be reused by a later backend).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct ServerProcess {
-    pid: i32,
-    started: chrono::NaiveDateTime,
+    pub(super) pid: i32,
+    pub(super) started: chrono::NaiveDateTime,
 }
 
 impl ServerProcess {
@@ -74,50 +77,4 @@ impl CallState {
 /// The lock, even if a thread panicked while holding it (the state stays meaningful).
 pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Cancels, on the server, what calls given up were running (contract §20), one at a time on
-/// a thread and a connection of its own, so that no backend goes on working for a client that
-/// is gone. Requests beyond [`CANCELS_WAITING`] are dropped: while the server hangs, the
-/// cancels wait with everything else, and the connections they name are discarded anyway.
-#[derive(Clone)]
-pub(super) struct Canceller(std::sync::mpsc::SyncSender<ServerProcess>);
-
-const CANCELS_WAITING: usize = 64;
-
-impl Canceller {
-    pub(super) fn start(url: DatabaseUrl) -> std::io::Result<Self> {
-        let (sender, asked) = std::sync::mpsc::sync_channel::<ServerProcess>(CANCELS_WAITING);
-        std::thread::Builder::new()
-            .name("db-canceller".into())
-            .spawn(move || {
-                let mut conn: Option<PgConnection> = None;
-                for process in asked {
-                    if conn.is_none() {
-                        conn = match url.establish() {
-                            Ok(AnyConnection::Postgresql(c)) => Some(c),
-                            _ => None,
-                        };
-                    }
-                    let Some(c) = conn.as_mut() else { continue };
-                    let cancelled = diesel::sql_query(
-                        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
-                         WHERE pid = $1 AND (backend_start AT TIME ZONE 'UTC') = $2",
-                    )
-                    .bind::<diesel::sql_types::Integer, _>(process.pid)
-                    .bind::<diesel::sql_types::Timestamp, _>(process.started)
-                    .execute(c);
-                    if let Err(e) = cancelled {
-                        tracing::debug!(error = %e, pid = process.pid,
-                            "cancelling a given-up query failed");
-                        conn = None;
-                    }
-                }
-            })?;
-        Ok(Self(sender))
-    }
-
-    pub(super) fn cancel(&self, process: ServerProcess) {
-        let _ = self.0.try_send(process);
-    }
 }

@@ -5,12 +5,18 @@
 use diesel::connection::SimpleConnection;
 use diesel::migration::MigrationSource;
 use diesel::{QueryableByName, RunQueryDsl};
-use diesel_migrations::MigrationHarness;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
-use super::{
-    AnyConnection, DatabaseError, MIGRATION_LOCK_KEY, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,
-    SQLITE_PAGE_SIZE,
-};
+use super::connection::{AnyConnection, DatabaseError, SQLITE_PAGE_SIZE};
+
+/// The SQLite schema's migrations, embedded in the binary.
+pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+/// The PostgreSQL schema's migrations, embedded in the binary.
+pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+
+/// Key of the PostgreSQL advisory lock held while migrations run, so that several processes
+/// starting together on one database apply them once.
+const MIGRATION_LOCK_KEY: i64 = 0x776f_726b_6265_6e63; // "workbenc"
 
 /// A database's schema against the migrations this binary carries. Versions are the
 /// migrations' timestamps (`20261125000018`), in ascending order.

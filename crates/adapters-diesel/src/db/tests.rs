@@ -1,4 +1,9 @@
 use super::*;
+use std::path::PathBuf;
+
+use diesel::pg::PgConnection;
+
+use super::connection::SQLITE_PAGE_SIZE;
 
 #[test]
 fn urls_choose_the_backend_by_scheme() {

@@ -1,7 +1,17 @@
 //! Database URLs, the waits bounded on them and SQLite's durability setting: what a
 //! [`Database`](super::Database) is opened with.
 
-use super::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel::pg::PgConnection;
+use diesel::r2d2::R2D2Connection;
+use diesel::sqlite::SqliteConnection;
+use diesel::Connection;
+
+use super::calls::{Pooled, ServerProcess, FRESH};
+use super::connection::{AnyConnection, Backend, DatabaseError, WRITER_CHECKPOINT_PAGES};
 
 /// SQLite's `PRAGMA synchronous` (contract §18). `Full`, the default, fsyncs the WAL at every
 /// commit: a write acknowledged survives a power loss. `Normal` fsyncs only at checkpoints:

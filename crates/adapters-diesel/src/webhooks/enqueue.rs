@@ -1,7 +1,16 @@
 //! The deliveries of new events: written by every transaction that appends analytics events,
 //! in that transaction.
 
-use super::*;
+use diesel::prelude::*;
+use domain::card::AnalyticsEvent;
+use domain::id::{new_id, IdKind};
+use domain::webhook::DeliveryStatus;
+
+use crate::db::{AnyConnection, Failure};
+use crate::error::corrupt;
+use crate::schema::{webhook_deliveries, webhook_subscriptions};
+
+use super::rows::{DeliveryRow, INSERT_CHUNK};
 
 /// A webhook subscription's id, environment, event types, card template filter and flow
 /// filter.

@@ -1,6 +1,9 @@
 //! Which subscriptions have deliveries pending, for the claims.
 
-use super::*;
+use diesel::prelude::*;
+use domain::webhook::DeliveryStatus;
+
+use crate::db::{AnyConnection, Failure};
 
 /// Subscriptions with pending work one claim looks at, at most.
 const MAX_SCANNED_SUBSCRIPTIONS: i64 = 10_000;

@@ -1,7 +1,18 @@
 //! A subscription's secrets sealed at rest: the signing secrets and the custom header values,
 //! with the record id as associated data.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use diesel::prelude::*;
+use domain::webhook::{HttpMethod, Subscription};
+use domain::StorageError;
+
+use crate::crypto::SecretBox;
+use crate::db::Database;
+use crate::error::corrupt;
+use crate::schema::webhook_subscriptions;
+
+use super::rows::SubscriptionRow;
 
 pub(super) fn secret_context(id: &str, field: &str) -> String {
     format!("webhook_subscriptions.{field}:{id}")
@@ -103,13 +114,13 @@ pub(super) fn open(
     })
 }
 
-impl DieselWebhookRepository {
-    /// Seals the custom header values of subscriptions written before they were sealed
-    /// (contract §16); run at start. Each row is changed only if it still holds what was read,
-    /// so a process writing the same row meanwhile wins. Returns how many were sealed.
-    pub async fn seal_plain_headers(&self) -> Result<usize, StorageError> {
-        let plain: Vec<(String, String)> = self
-            .db
+/// [`DieselWebhookRepository::seal_plain_headers`](super::DieselWebhookRepository).
+pub(super) async fn seal_plain_headers(
+    db: &Database,
+    secrets: &SecretBox,
+) -> Result<usize, StorageError> {
+    {
+        let plain: Vec<(String, String)> = db
             .run(|conn| {
                 Ok(webhook_subscriptions::table
                     .filter(webhook_subscriptions::headers.not_like("v1.%"))
@@ -120,24 +131,23 @@ impl DieselWebhookRepository {
             .await?;
         let mut sealed = Vec::with_capacity(plain.len());
         for (id, stored) in plain {
-            let headers = open_headers(&self.secrets, &id, &stored)?;
-            let new = seal_headers(&self.secrets, &id, &headers)?;
+            let headers = open_headers(secrets, &id, &stored)?;
+            let new = seal_headers(secrets, &id, &headers)?;
             sealed.push((id, stored, new));
         }
-        self.db
-            .transaction(move |conn| {
-                let mut changed = 0;
-                for (id, old, new) in &sealed {
-                    changed += diesel::update(
-                        webhook_subscriptions::table
-                            .filter(webhook_subscriptions::id.eq(id))
-                            .filter(webhook_subscriptions::headers.eq(old)),
-                    )
-                    .set(webhook_subscriptions::headers.eq(new))
-                    .execute(conn)?;
-                }
-                Ok(changed)
-            })
-            .await
+        db.transaction(move |conn| {
+            let mut changed = 0;
+            for (id, old, new) in &sealed {
+                changed += diesel::update(
+                    webhook_subscriptions::table
+                        .filter(webhook_subscriptions::id.eq(id))
+                        .filter(webhook_subscriptions::headers.eq(old)),
+                )
+                .set(webhook_subscriptions::headers.eq(new))
+                .execute(conn)?;
+            }
+            Ok(changed)
+        })
+        .await
     }
 }
