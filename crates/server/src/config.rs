@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
@@ -181,14 +180,6 @@ struct Raw {
     retention_deliveries: Option<String>,
 }
 
-/// A whole number as written: a TOML integer, or text (every environment variable is text).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Whole {
-    Number(i64),
-    Text(String),
-}
-
 /// A switch as written: a TOML boolean, or text (`true`, `false`, `1`, `0`, `yes`, `no`).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -203,28 +194,6 @@ enum Switch {
 enum Keys {
     List(Vec<SecretString>),
     Text(SecretString),
-}
-
-/// A setting's environment variable: `WORKBENCH_` and its key in capitals, but for two
-/// spelled otherwise.
-fn variable(key: &str) -> String {
-    match key {
-        "log_filter" => "WORKBENCH_LOG".into(),
-        "previous_secret_keys" => "WORKBENCH_SECRET_KEY_PREVIOUS".into(),
-        key => format!("WORKBENCH_{}", key.to_ascii_uppercase()),
-    }
-}
-
-/// The key of a `WORKBENCH_*` variable ([`variable`] reversed), or `None` for other variables
-/// (and for the two keys spelled otherwise, which have no variable of their own name).
-fn key_of(variable: &str) -> Option<String> {
-    let rest = variable.strip_prefix("WORKBENCH_")?;
-    match rest {
-        "LOG" => Some("log_filter".into()),
-        "SECRET_KEY_PREVIOUS" => Some("previous_secret_keys".into()),
-        "LOG_FILTER" | "PREVIOUS_SECRET_KEYS" => None,
-        rest => Some(rest.to_ascii_lowercase()),
-    }
 }
 
 /// Every setting's variable, as [`Raw`] knows them (serde names a struct's fields in the error
@@ -318,25 +287,6 @@ impl Provider for Environment {
 struct Layered {
     raw: Raw,
     from_environment: Sources,
-}
-
-/// The keys the environment set (the others came from the file, or are defaults): how a bad
-/// value is named.
-struct Sources(BTreeSet<String>);
-
-impl Sources {
-    /// How a bad value is named: its variable, and its key when it came from the file.
-    fn name(&self, key: &str) -> String {
-        if self.0.contains(key) {
-            variable(key)
-        } else {
-            format!("{} (`{key}` in the configuration file)", variable(key))
-        }
-    }
-
-    fn set_by_environment(&self, key: &str) -> bool {
-        self.0.contains(key)
-    }
 }
 
 /// A setting read from text into its type once, as the configuration is read, and kept with
@@ -677,7 +627,9 @@ fn retention(
 }
 
 mod ranges;
+mod sources;
 use ranges::*;
+use sources::{key_of, variable, Sources, Whole};
 
 mod effective;
 

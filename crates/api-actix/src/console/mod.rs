@@ -25,11 +25,11 @@ mod webhooks;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::tenancy::Environment;
-use domain::{DomainError, Permission};
+use domain::DomainError;
 use maud::html;
 use serde::Deserialize;
 
-use page::Problems;
+use page::{Problems, SECTIONS};
 use session::{Posted, Refusal, Session};
 use shell::ROOT;
 use shell::{respond, see_other};
@@ -88,20 +88,6 @@ async fn root(state: web::Data<AppState>, session: Session) -> Result<HttpRespon
         None => Ok(nothing_to_show(&session)),
     }
 }
-
-/// The sections of the console, with the permission that shows each.
-pub(super) const SECTIONS: [(&str, &str, Permission); 6] = [
-    ("flows", "Flows", Permission::ActionFlowsRead),
-    ("folders", "Folders", Permission::FoldersRead),
-    ("users", "Audience", Permission::UsersRead),
-    ("webhooks", "Webhooks", Permission::WebhooksRead),
-    (
-        "push",
-        "Push platforms",
-        Permission::NotificationPlatformsRead,
-    ),
-    ("credentials", "Credentials", Permission::CredentialsRead),
-];
 
 /// The first section the key may read in `env`, if any.
 fn first_section(session: &Session, env: &str) -> Option<&'static str> {

@@ -3,12 +3,26 @@
 
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
-use domain::tenancy::Environment;
+use domain::tenancy::{Environment, Permission};
 use domain::DomainError;
 use maud::{html, Markup};
 
 use super::session::{Refusal, Session};
 use super::shell::{document, message, ROOT};
+
+/// The sections of the console, with the permission that shows each.
+pub(crate) const SECTIONS: [(&str, &str, Permission); 6] = [
+    ("flows", "Flows", Permission::ActionFlowsRead),
+    ("folders", "Folders", Permission::FoldersRead),
+    ("users", "Audience", Permission::UsersRead),
+    ("webhooks", "Webhooks", Permission::WebhooksRead),
+    (
+        "push",
+        "Push platforms",
+        Permission::NotificationPlatformsRead,
+    ),
+    ("credentials", "Credentials", Permission::CredentialsRead),
+];
 
 /// One page: its title, the section it belongs to, the environment it shows.
 pub(crate) struct Frame<'a> {
@@ -30,7 +44,7 @@ pub(crate) fn frame(frame: &Frame<'_>, content: Markup) -> Markup {
                 span.brand { "Workbench" }
                 nav aria-label="Sections" {
                     ul {
-                        @for (path, name, permission) in super::SECTIONS {
+                        @for (path, name, permission) in SECTIONS {
                             @if frame.session.may(env, permission) {
                                 li {
                                     a href={ (ROOT) "/" (env) "/" (path) }

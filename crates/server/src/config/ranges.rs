@@ -1,7 +1,11 @@
 //! The ranges of numeric and duration settings, checked as each is read, and the syntax of
 //! the rate limits.
 
-use super::*;
+use std::ops::RangeInclusive;
+
+use anyhow::{anyhow, bail};
+
+use super::sources::{variable, Sources, Whole};
 
 /// An integer setting: its key, its default and the range it must be in
 /// (docs/configuration.md). The range keeps every use safe: a lease of at most an hour, in
