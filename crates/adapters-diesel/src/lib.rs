@@ -39,6 +39,7 @@ mod rows;
 mod schema;
 mod sdk_keys;
 mod stats;
+mod stream_tickets;
 mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -71,5 +72,6 @@ pub use push::{DieselDeviceRepository, DieselPushPlatformRepository};
 pub use push_jobs::DieselPushJobRepository;
 pub use sdk_keys::DieselSdkKeyRepository;
 pub use stats::DieselStatsRepository;
+pub use stream_tickets::DieselStreamTicketRepository;
 pub use tenancy::DieselTenancyRepository;
 pub use webhooks::DieselWebhookRepository;

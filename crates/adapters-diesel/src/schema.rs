@@ -163,6 +163,21 @@ diesel::table! {
         claim_mappings -> Text,
         created -> Timestamp,
         updated -> Timestamp,
+        allowed_origins -> Text,
+    }
+}
+
+diesel::table! {
+    stream_tickets (hash) {
+        hash -> Text,
+        environment_id -> Text,
+        end_user -> Text,
+        kid -> Text,
+        sdk_key_id -> Text,
+        key_updated -> Timestamp,
+        token_expires -> BigInt,
+        expires -> Timestamp,
+        used -> Bool,
     }
 }
 
@@ -473,6 +488,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     flow_instances,
     instance_counts,
     sdk_keys,
+    stream_tickets,
     flow_folders,
     leases,
     flow_totals,

@@ -1,5 +1,5 @@
 //! SDK keys (contract §15): the public keys that verify end users' tokens, one row per key
-//! with its public keys, issuers and claim mappings as JSON text.
+//! with its public keys, issuers, claim mappings and origins as JSON text.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +26,7 @@ struct SdkKeyRow {
     claim_mappings: String,
     created: NaiveDateTime,
     updated: NaiveDateTime,
+    allowed_origins: String,
 }
 
 /// One public key as stored in `public_keys`.
@@ -56,6 +57,8 @@ fn row(key: &SdkKey) -> SdkKeyRow {
         claim_mappings: serde_json::to_string(&key.claim_mappings).unwrap_or_else(|_| "{}".into()),
         created: key.created.naive_utc(),
         updated: key.updated.naive_utc(),
+        allowed_origins: serde_json::to_string(&key.allowed_origins)
+            .unwrap_or_else(|_| "[]".into()),
     }
 }
 
@@ -74,6 +77,8 @@ fn key(row: SdkKeyRow) -> Result<SdkKey, Failure> {
         .map_err(|e| Failure::Domain(corrupt("SDK key issuers", e)))?;
     let claim_mappings: BTreeMap<String, String> = serde_json::from_str(&row.claim_mappings)
         .map_err(|e| Failure::Domain(corrupt("SDK key claim mappings", e)))?;
+    let allowed_origins: Vec<String> = serde_json::from_str(&row.allowed_origins)
+        .map_err(|e| Failure::Domain(corrupt("SDK key origins", e)))?;
     Ok(SdkKey {
         id: row.id.into(),
         environment_id: row.environment_id,
@@ -82,6 +87,7 @@ fn key(row: SdkKeyRow) -> Result<SdkKey, Failure> {
         max_token_expiry_days: u32::try_from(row.max_token_expiry_days).unwrap_or(0),
         allowed_issuers,
         claim_mappings,
+        allowed_origins,
         created: row.created.and_utc(),
         updated: row.updated.and_utc(),
     })
@@ -182,6 +188,7 @@ impl SdkKeyRepository for DieselSdkKeyRepository {
                     sdk_keys::max_token_expiry_days.eq(row.max_token_expiry_days),
                     sdk_keys::allowed_issuers.eq(&row.allowed_issuers),
                     sdk_keys::claim_mappings.eq(&row.claim_mappings),
+                    sdk_keys::allowed_origins.eq(&row.allowed_origins),
                     sdk_keys::updated.eq(row.updated),
                 ))
                 .execute(conn)?;

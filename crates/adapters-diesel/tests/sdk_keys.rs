@@ -1,16 +1,21 @@
 //! SDK keys and end users signing in (contract §15), on SQLite and PostgreSQL: keys stored,
 //! found by name, changed and deleted within their environment; a first sign-in creates its
-//! user and later ones merge attributes without touching tags.
+//! user and later ones merge attributes without touching tags; stream tickets are taken once,
+//! before they expire, by their user only, and by one of two processes racing.
 
 use std::collections::BTreeMap;
 
 use adapters_diesel::{
     both_backends, Database, DieselEndUserRepository, DieselSdkKeyRepository,
-    DieselTenancyRepository,
+    DieselStreamTicketRepository, DieselTenancyRepository,
 };
 use chrono::{Duration, TimeZone, Utc};
 use domain::audience::{EndUser, EndUserRepository};
-use domain::sdk::{SdkKey, SdkKeyKind, SdkKeyRepository, VerifyingKey};
+use domain::sdk::{
+    SdkKey, SdkKeyKind, SdkKeyRepository, StreamTicket, StreamTicketRepository, TicketGrant,
+    VerifyingKey,
+};
+use domain::secret::SecretHash;
 use domain::{Environment, Organisation, StorageError, TenancyRepository, Timestamp};
 use serde_json::{json, Map, Value};
 
@@ -63,6 +68,7 @@ fn sdk_key(id: &str, env: &str, name: &str) -> SdkKey {
         max_token_expiry_days: 7,
         allowed_issuers: vec!["https://a.example".into(), "https://b.example".into()],
         claim_mappings: BTreeMap::from([("email".to_owned(), "email".to_owned())]),
+        allowed_origins: vec!["https://app.example".into(), "http://localhost:3000".into()],
         created: t(2),
         updated: t(2),
     }
@@ -115,6 +121,7 @@ async fn keys_round_trip_within_their_environment(url: &str) {
     changed.max_token_expiry_days = 30;
     changed.allowed_issuers.clear();
     changed.claim_mappings.clear();
+    changed.allowed_origins = vec!["https://other.example".into()];
     changed.updated = t(9);
     assert!(repo.update(&changed).await.expect("update"));
     assert_eq!(
@@ -222,7 +229,78 @@ async fn a_sign_in_creates_its_user_and_merges_attributes_keeping_tags(url: &str
     assert_eq!(repo.get("env_b", "u1").await.expect("get"), None);
 }
 
+fn ticket(text: &str, user: &str, expires: Timestamp) -> StreamTicket {
+    StreamTicket {
+        hash: SecretHash::of(text),
+        environment_id: "env_a".into(),
+        end_user: user.into(),
+        grant: TicketGrant {
+            kid: "app".into(),
+            key_id: "sdk_1".into(),
+            key_updated: t(2),
+            token_expires: t(3_600).timestamp(),
+        },
+        expires,
+    }
+}
+
+async fn a_stream_ticket_is_taken_once_by_its_user_before_it_expires(url: &str) {
+    let db = seeded(url).await;
+    let repo = DieselStreamTicketRepository::new(db.clone());
+    let one = ticket("wst_one", "u1", t(60));
+    repo.insert(&one, t(0)).await.expect("insert");
+    let hash = SecretHash::of("wst_one");
+    for (env, user) in [("env_b", "u1"), ("env_a", "u2")] {
+        let taken = repo.redeem(&hash, env, user, t(1)).await.expect("redeem");
+        assert_eq!(taken, None, "{env} {user}");
+    }
+    let taken = repo
+        .redeem(&hash, "env_a", "u1", t(1))
+        .await
+        .expect("redeem");
+    assert_eq!(taken, Some(one.grant.clone()));
+    let again = repo
+        .redeem(&hash, "env_a", "u1", t(2))
+        .await
+        .expect("again");
+    assert_eq!(again, None, "used once");
+    // Expired: not taken.
+    repo.insert(&ticket("wst_two", "u1", t(60)), t(0))
+        .await
+        .expect("insert");
+    let late = repo
+        .redeem(&SecretHash::of("wst_two"), "env_a", "u1", t(60))
+        .await
+        .expect("late");
+    assert_eq!(late, None);
+    // Minting removes the expired ones.
+    repo.insert(&ticket("wst_three", "u1", t(200)), t(100))
+        .await
+        .expect("insert");
+    let other = DieselStreamTicketRepository::new(db.clone());
+    let kept = other
+        .redeem(&SecretHash::of("wst_three"), "env_a", "u1", t(101))
+        .await
+        .expect("redeem");
+    assert!(
+        kept.is_some(),
+        "minted through one repository, taken through another"
+    );
+    // Two processes at once: one takes it.
+    repo.insert(&ticket("wst_race", "u1", t(300)), t(150))
+        .await
+        .expect("insert");
+    let race = SecretHash::of("wst_race");
+    let (a, b) = tokio::join!(
+        repo.redeem(&race, "env_a", "u1", t(151)),
+        other.redeem(&race, "env_a", "u1", t(151)),
+    );
+    let taken = [a.expect("a"), b.expect("b")];
+    assert_eq!(taken.iter().filter(|g| g.is_some()).count(), 1);
+}
+
 both_backends!(
     keys_round_trip_within_their_environment,
     a_sign_in_creates_its_user_and_merges_attributes_keeping_tags,
+    a_stream_ticket_is_taken_once_by_its_user_before_it_expires,
 );

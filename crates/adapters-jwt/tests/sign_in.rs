@@ -31,6 +31,7 @@ fn service() -> SdkKeyService {
         max_token_expiry_days: 7,
         allowed_issuers: vec![],
         claim_mappings: Default::default(),
+        allowed_origins: vec![],
         created: at,
         updated: at,
     };

@@ -244,7 +244,9 @@ pub fn verify_token(
 }
 
 mod keys;
+mod origins;
 mod service;
+mod tickets;
 
 #[cfg(feature = "mock")]
 pub use keys::MockSdkKeyRepository;
@@ -253,7 +255,13 @@ pub use keys::{
     ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_CLAIM_MAPPINGS, MAX_SDK_KEYS,
     SDK_KEY_NAME_MAX_CHARS,
 };
+pub use origins::{origin_problem, MAX_ALLOWED_ORIGINS, ORIGIN_MAX_CHARS};
 pub use service::{mapped_attributes, SdkKeyService, KEY_TTL_MS};
+#[cfg(feature = "mock")]
+pub use tickets::MockStreamTicketRepository;
+pub use tickets::{
+    StreamTicket, StreamTicketRepository, StreamTicketService, TicketGrant, STREAM_TICKET_SECONDS,
+};
 
 #[cfg(test)]
 mod tests;

@@ -47,6 +47,9 @@ pub struct SdkKey {
     /// `claimMappings`: a token claim's name → the name of the user attribute it sets (the
     /// part after [`ATTRIBUTE_TARGET_PREFIX`]).
     pub claim_mappings: BTreeMap<String, String>,
+    /// `allowedOrigins`: the web origins whose pages may call its end users' routes from a
+    /// browser (docs/api.md, Browser access), each as a browser writes its `Origin`.
+    pub allowed_origins: Vec<String>,
     /// When it was added.
     pub created: Timestamp,
     /// When it was last changed; a change makes every token of it verified again.
@@ -81,6 +84,8 @@ pub struct SdkKeyInput {
     pub allowed_issuers: Option<Vec<String>>,
     /// `claimMappings`, claim → `attributes.<name>`; an empty map maps nothing.
     pub claim_mappings: Option<BTreeMap<String, String>>,
+    /// `allowedOrigins`; an empty list lets no browser page in.
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// The fields of an [`SdkKeyInput`] once checked, each `None` when not sent (or invalid).
@@ -88,6 +93,7 @@ pub(super) struct CheckedFields {
     pub(super) days: Option<u32>,
     pub(super) issuers: Option<Vec<String>>,
     pub(super) mappings: Option<BTreeMap<String, String>>,
+    pub(super) origins: Option<Vec<String>>,
 }
 
 /// Checks the fields sent (not the public key: that is the verifier's to read), adding every
@@ -171,10 +177,15 @@ pub(super) fn check_fields(errors: &mut Vec<FieldError>, input: &SdkKeyInput) ->
         }
         kept
     });
+    let origins = input
+        .allowed_origins
+        .as_deref()
+        .map(|origins| super::origins::check_origins(errors, origins));
     CheckedFields {
         days,
         issuers,
         mappings,
+        origins,
     }
 }
 
@@ -220,7 +231,7 @@ pub trait SdkKeyRepository: Send + Sync {
     ) -> Result<Option<SdkKey>, StorageError>;
     /// Every key of the environment, by name.
     async fn list(&self, environment_id: &str) -> Result<Vec<SdkKey>, StorageError>;
-    /// Replaces the key's name, public keys, days, issuers, mappings and `updated` (found by
+    /// Replaces the key's name, public keys, days, issuers, mappings, origins and `updated` (found by
     /// its environment and id). False when there is no such key; a name another key of the
     /// environment has is a [`StorageError::UniqueViolation`].
     async fn update(&self, key: &SdkKey) -> Result<bool, StorageError>;

@@ -11,7 +11,7 @@ use super::keys::{
     check_fields, default_days, CheckedFields, SdkKey, SdkKeyInput, SdkKeyRepository,
 };
 use super::keys::{MAX_SDK_KEYS, SDK_KEY_NAME_MAX_CHARS};
-use super::{verify_token, PublicKeyInput, TokenClaims, TokenRefusal, TokenVerifier};
+use super::{verify_token, PublicKeyInput, TicketGrant, TokenClaims, TokenRefusal, TokenVerifier};
 use crate::audience::{validate_user_id, EndUserRepository, ATTRIBUTE_VALUE_MAX_CHARS};
 use crate::id::{EnvironmentId, SdkKeyId};
 use crate::secret::SecretHash;
@@ -114,6 +114,7 @@ impl SdkKeyService {
                 days,
                 issuers,
                 mappings,
+                origins,
             },
             keys,
         ) = self.checked(errors, &input)?;
@@ -132,6 +133,7 @@ impl SdkKeyService {
             max_token_expiry_days: days.unwrap_or(default_days()),
             allowed_issuers: issuers.unwrap_or_default(),
             claim_mappings: mappings.unwrap_or_default(),
+            allowed_origins: origins.unwrap_or_default(),
             created: now,
             updated: now,
         };
@@ -186,6 +188,7 @@ impl SdkKeyService {
                 days,
                 issuers,
                 mappings,
+                origins,
             },
             keys,
         ) = self.checked(Vec::new(), &input)?;
@@ -208,6 +211,9 @@ impl SdkKeyService {
         }
         if let Some(mappings) = mappings {
             key.claim_mappings = mappings;
+        }
+        if let Some(origins) = origins {
+            key.allowed_origins = origins;
         }
         // Later than the version it replaces, even within one millisecond: a token verified
         // under that version must not pass as verified under this one.
@@ -262,6 +268,73 @@ impl SdkKeyService {
         end_user: &str,
         token: &str,
     ) -> Result<Principal, DomainError> {
+        let seen = self.verified(env, end_user, token).await?;
+        Ok(Principal::end_user(&seen.key_id, env, end_user))
+    }
+
+    /// What a stream ticket minted with `token` holds on to ([`TicketGrant`]): the token is
+    /// checked as [`authenticate_user`](Self::authenticate_user) checks it, with the same
+    /// answers.
+    pub async fn grant(
+        &self,
+        env: &EnvironmentId,
+        end_user: &str,
+        token: &str,
+    ) -> Result<TicketGrant, DomainError> {
+        let seen = self.verified(env, end_user, token).await?;
+        Ok(TicketGrant {
+            kid: seen.kid,
+            key_id: seen.key_id,
+            key_updated: seen.key_updated,
+            token_expires: seen.expires,
+        })
+    }
+
+    /// Whether the token behind `grant` would still sign its user in: not expired, and its
+    /// SDK key in the environment unchanged (read again at most every [`KEY_TTL_MS`]).
+    pub async fn grant_holds(
+        &self,
+        env: &EnvironmentId,
+        grant: &TicketGrant,
+    ) -> Result<bool, DomainError> {
+        let now = self.clock.now();
+        if grant.token_expires < now.timestamp().saturating_sub(super::LEEWAY_SECONDS) {
+            return Ok(false);
+        }
+        let current = self.key(env, &grant.kid, now).await?;
+        Ok(current.is_some_and(|key| key.id == grant.key_id && key.updated == grant.key_updated))
+    }
+
+    /// Whether a key of `env` lists `origin` in its `allowedOrigins` (read again at most every
+    /// [`KEY_TTL_MS`]): a browser page of that origin may then call its end users' routes.
+    pub async fn allows_origin(
+        &self,
+        env: &EnvironmentId,
+        origin: &str,
+    ) -> Result<bool, DomainError> {
+        let keys = self.keys_of(env, self.clock.now()).await?;
+        Ok(keys
+            .iter()
+            .any(|key| key.allowed_origins.iter().any(|o| o == origin)))
+    }
+
+    /// The token checked, from memory when this process verified it under the key as it is.
+    /// The end user a request to `end_user`'s own routes of `env` signed in as, from its
+    /// token (contract §15). The token must name an SDK key of the environment as its `kid`,
+    /// be signed with it under the one algorithm of its type, and pass
+    /// [`check_claims`](super::check_claims) for `end_user` now. Each refusal is a
+    /// [`DomainError::TokenRefused`] with its reason.
+    ///
+    /// A token verified once is remembered until it expires, so that presenting it again
+    /// reads no key and checks no signature, as long as its key is unchanged. The first time
+    /// this process sees a token, the end user is created if the environment has no user of
+    /// that id, and the claims the key maps are set as its attributes.
+    async fn verified(
+        &self,
+        env: &EnvironmentId,
+        end_user: &str,
+        token: &str,
+    ) -> Result<Verified, DomainError> {
         let now = self.clock.now();
         let seconds = now.timestamp();
         let hash = SecretHash::of(token);
@@ -274,10 +347,10 @@ impl SdkKeyService {
                 // The key as it is now (read again at most every KEY_TTL_MS): deleted or
                 // changed since, the token is verified again.
                 let current = self.key(env, &seen.kid, now).await?;
-                if let Some(key) =
-                    current.filter(|key| key.id == seen.key_id && key.updated == seen.key_updated)
+                if current
+                    .is_some_and(|key| key.id == seen.key_id && key.updated == seen.key_updated)
                 {
-                    return Ok(Principal::end_user(&key.id, env, end_user));
+                    return Ok(seen);
                 }
             }
         }
@@ -303,18 +376,16 @@ impl SdkKeyService {
             return Err(DomainError::TokenRefused(TokenRefusal::UnknownKey));
         };
         self.first_seen(env, end_user, &key, &claims, now).await?;
-        self.remember(
-            hash,
-            Verified {
-                environment_id: env.to_string(),
-                end_user: end_user.to_owned(),
-                kid: key.name.clone(),
-                key_id: key.id.clone(),
-                key_updated: key.updated,
-                expires: claims.exp.unwrap_or(seconds),
-            },
-        );
-        Ok(Principal::end_user(&key.id, env, end_user))
+        let seen = Verified {
+            environment_id: env.to_string(),
+            end_user: end_user.to_owned(),
+            kid: key.name.clone(),
+            key_id: key.id.clone(),
+            key_updated: key.updated,
+            expires: claims.exp.unwrap_or(seconds),
+        };
+        self.remember(hash, seen.clone());
+        Ok(seen)
     }
 
     /// A token seen for the first time by this process: its end user is created if missing,
@@ -374,14 +445,24 @@ impl SdkKeyService {
         }
     }
 
-    /// The key named `name` in `env` (or `None`), from the environment's keys in memory while
-    /// fresh, else read again from storage (all of them, so that unknown names cost nothing).
+    /// The key named `name` in `env` (or `None`), from the environment's keys.
     async fn key(
         &self,
         env: &EnvironmentId,
         name: &str,
         now: Timestamp,
     ) -> Result<Option<Arc<SdkKey>>, DomainError> {
+        let keys = self.keys_of(env, now).await?;
+        Ok(keys.iter().find(|k| k.name == name).cloned())
+    }
+
+    /// The keys of `env`, in memory while fresh, else read again from storage (all of them, so
+    /// that unknown names cost nothing).
+    async fn keys_of(
+        &self,
+        env: &EnvironmentId,
+        now: Timestamp,
+    ) -> Result<Arc<Vec<Arc<SdkKey>>>, DomainError> {
         use std::sync::atomic::Ordering;
         let cached = self
             .known
@@ -417,7 +498,7 @@ impl SdkKeyService {
                 keys
             }
         };
-        Ok(keys.iter().find(|k| k.name == name).cloned())
+        Ok(keys)
     }
 
     fn remembered(&self, hash: &SecretHash) -> Option<Verified> {

@@ -25,6 +25,7 @@ fn key() -> SdkKey {
         max_token_expiry_days: 7,
         allowed_issuers: vec![],
         claim_mappings: BTreeMap::from([("email".to_owned(), "email".to_owned())]),
+        allowed_origins: vec!["https://app.example".into()],
         created: t0(),
         updated: t0(),
     }
@@ -324,6 +325,7 @@ async fn adding_a_key_reports_every_problem_at_once() {
         max_token_expiry_days: Some(31),
         allowed_issuers: Some(vec![String::new()]),
         claim_mappings: Some(BTreeMap::from([("email".into(), "profile.email".into())])),
+        allowed_origins: Some(vec!["https://app.example/".into()]),
     };
     let Err(DomainError::Validation(errors)) = service.create(&admin(), &ENV.into(), input).await
     else {
@@ -337,10 +339,11 @@ async fn adding_a_key_reports_every_problem_at_once() {
             "maxTokenExpiryDays",
             "allowedIssuers[0]",
             "claimMappings.email",
+            "allowedOrigins[0]",
             "publicKey"
         ]
     );
-    assert!(errors[4].message.contains("1024"));
+    assert!(errors[5].message.contains("1024"));
     // Nothing sent: both required fields named.
     let Err(DomainError::Validation(errors)) = service
         .create(&admin(), &ENV.into(), SdkKeyInput::default())
@@ -423,4 +426,190 @@ fn only_scalar_mapped_claims_become_attributes() {
         Value::Object(attributes),
         json!({"email": "a@b.c", "age": 30, "admin": false})
     );
+}
+
+/// Tickets in memory, as the storage port promises them: each taken once, before it expires.
+#[derive(Default)]
+struct Tickets(Mutex<Vec<(crate::sdk::StreamTicket, bool)>>);
+
+#[async_trait::async_trait]
+impl crate::sdk::StreamTicketRepository for Tickets {
+    async fn insert(
+        &self,
+        ticket: &crate::sdk::StreamTicket,
+        now: Timestamp,
+    ) -> Result<(), StorageError> {
+        let mut all = self.0.lock().expect("lock");
+        all.retain(|(t, _)| t.expires >= now);
+        all.push((ticket.clone(), false));
+        Ok(())
+    }
+
+    async fn redeem(
+        &self,
+        hash: &SecretHash,
+        environment_id: &str,
+        end_user: &str,
+        now: Timestamp,
+    ) -> Result<Option<TicketGrant>, StorageError> {
+        let mut all = self.0.lock().expect("lock");
+        let found = all.iter_mut().find(|(t, used)| {
+            !*used
+                && t.hash == *hash
+                && t.environment_id == environment_id
+                && t.end_user == end_user
+                && t.expires > now
+        });
+        Ok(found.map(|(t, used)| {
+            *used = true;
+            t.grant.clone()
+        }))
+    }
+}
+
+fn tickets(f: &Fixture) -> (crate::sdk::StreamTicketService, Arc<Tickets>) {
+    let store = Arc::new(Tickets::default());
+    let (clock, now) = (MockClock::new(), Arc::clone(&f.now));
+    let mut clock = clock;
+    clock
+        .expect_now()
+        .returning(move || *now.lock().expect("lock"));
+    let service = crate::sdk::StreamTicketService::new(
+        Arc::new(fixture_service(f)),
+        store.clone(),
+        Arc::new(clock),
+    );
+    (service, store)
+}
+
+/// A second service over the fixture's stored key, as another process would have.
+fn fixture_service(f: &Fixture) -> SdkKeyService {
+    let mut keys = MockSdkKeyRepository::new();
+    let stored = Arc::clone(&f.stored);
+    keys.expect_list()
+        .returning(move |_| Ok(stored.lock().expect("lock").clone().into_iter().collect()));
+    let mut users = MockEndUserRepository::new();
+    users
+        .expect_merge_attributes()
+        .returning(|_, _, _, _| Ok(()));
+    let now = Arc::clone(&f.now);
+    let mut clock = MockClock::new();
+    clock
+        .expect_now()
+        .returning(move || *now.lock().expect("lock"));
+    SdkKeyService::new(
+        Arc::new(keys),
+        Arc::new(users),
+        Arc::new(verifier(Arc::new(Mutex::new(0)))),
+        Arc::new(clock),
+    )
+}
+
+#[tokio::test]
+async fn a_ticket_opens_one_stream_of_its_user_once_and_only_in_time() {
+    let f = fixture();
+    let (service, store) = tickets(&f);
+    let env: EnvironmentId = ENV.into();
+    let (ticket, expires) = service.mint(&env, "u1", "token").await.expect("mint");
+    assert!(ticket.starts_with("wst_"));
+    assert_eq!(
+        expires,
+        t0() + Duration::seconds(crate::sdk::STREAM_TICKET_SECONDS)
+    );
+    // Only its hash is stored.
+    let stored = store.0.lock().expect("lock")[0].0.clone();
+    assert_ne!(stored.hash.as_str(), ticket);
+    assert!(stored.hash.verify(&ticket));
+    // Another user's stream, another environment's: refused, and not used up.
+    for (e, u) in [(ENV, "u2"), ("env_2", "u1")] {
+        let refused = service.redeem(&e.into(), u, &ticket).await;
+        assert!(
+            matches!(refused, Err(DomainError::Unauthenticated)),
+            "{e} {u}"
+        );
+    }
+    let (principal, grant) = service.redeem(&env, "u1", &ticket).await.expect("redeem");
+    assert_eq!(principal.end_user.as_deref(), Some("u1"));
+    assert_eq!(grant.key_id.as_str(), "sdk_1");
+    // Used once: never again.
+    let again = service.redeem(&env, "u1", &ticket).await;
+    assert!(matches!(again, Err(DomainError::Unauthenticated)));
+    // Expired: refused.
+    let (late, _) = service.mint(&env, "u1", "token").await.expect("mint");
+    *f.now.lock().expect("lock") = t0() + Duration::seconds(61);
+    let refused = service.redeem(&env, "u1", &late).await;
+    assert!(matches!(refused, Err(DomainError::Unauthenticated)));
+    // Text that is no ticket costs no read.
+    for text in ["", "wbs_x", &format!("wst_{}", "a".repeat(100))] {
+        let refused = service.redeem(&env, "u1", text).await;
+        assert!(
+            matches!(refused, Err(DomainError::Unauthenticated)),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_ticket_is_minted_only_with_a_token_that_signs_in() {
+    let f = fixture();
+    let (service, store) = tickets(&f);
+    let forged = service.mint(&ENV.into(), "u1", "forged").await;
+    assert!(matches!(
+        forged,
+        Err(DomainError::TokenRefused(TokenRefusal::Signature))
+    ));
+    let other = service.mint(&ENV.into(), "u2", "token").await;
+    assert!(matches!(
+        other,
+        Err(DomainError::TokenRefused(TokenRefusal::OtherUser))
+    ));
+    assert!(store.0.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_ticket_stream_holds_while_its_token_would() {
+    let f = fixture();
+    let (service, _) = tickets(&f);
+    let env: EnvironmentId = ENV.into();
+    let (ticket, _) = service.mint(&env, "u1", "token").await.expect("mint");
+    let (_, grant) = service.redeem(&env, "u1", &ticket).await.expect("redeem");
+    assert!(service.holds(&env, &grant).await.expect("holds"));
+    // The token expired (beyond the leeway): the stream ends.
+    *f.now.lock().expect("lock") = t0() + Duration::seconds(3_600 + 61);
+    assert!(!service.holds(&env, &grant).await.expect("holds"));
+    // Its key changed, or deleted: the stream ends.
+    *f.now.lock().expect("lock") = t0() + Duration::seconds(10);
+    let mut changed = key();
+    changed.updated = t0() + Duration::seconds(1);
+    *f.stored.lock().expect("lock") = Some(changed);
+    assert!(!service.holds(&env, &grant).await.expect("holds"));
+    *f.stored.lock().expect("lock") = None;
+    assert!(!service.holds(&env, &grant).await.expect("holds"));
+}
+
+#[tokio::test]
+async fn only_an_origin_a_key_lists_is_allowed() {
+    let f = fixture();
+    let env: EnvironmentId = ENV.into();
+    assert!(f
+        .service
+        .allows_origin(&env, "https://app.example")
+        .await
+        .expect("read"));
+    for other in [
+        "https://app.example.evil",
+        "http://app.example",
+        "https://APP.example",
+        "",
+    ] {
+        assert!(
+            !f.service.allows_origin(&env, other).await.expect("read"),
+            "{other}"
+        );
+    }
+    assert!(!f
+        .service
+        .allows_origin(&"env_2".into(), "https://app.example")
+        .await
+        .expect("read"));
 }

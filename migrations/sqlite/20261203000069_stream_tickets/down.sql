@@ -1,0 +1,2 @@
+DROP TABLE stream_tickets;
+ALTER TABLE sdk_keys DROP COLUMN allowed_origins;
