@@ -441,7 +441,7 @@ blackbox!(
 );
 
 /// Headless Chromium driven through chromedriver, ended with the test.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     client: Option<Client>,
     _profile: tempfile::TempDir,
@@ -449,7 +449,7 @@ struct Browser {
 
 impl Browser {
     /// `None` when chromedriver is not installed and `CI` is not set.
-    async fn start() -> Option<Browser> {
+    pub(crate) async fn start() -> Option<Browser> {
         let driver =
             std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
         let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
@@ -507,7 +507,7 @@ impl Browser {
         panic!("chromedriver did not start: {last:?}");
     }
 
-    fn c(&self) -> &Client {
+    pub(crate) fn c(&self) -> &Client {
         self.client.as_ref().expect("client")
     }
 
@@ -529,7 +529,7 @@ impl Browser {
     }
 
     /// Waits until the element `css` holds `needle` (a click's page may not have loaded yet).
-    async fn until(&self, css: &str, needle: &str) -> String {
+    pub(crate) async fn until(&self, css: &str, needle: &str) -> String {
         let mut text = String::new();
         for _ in 0..100 {
             if let Ok(element) = self.c().find(Locator::Css(css)).await {
@@ -584,7 +584,7 @@ impl Browser {
         }
     }
 
-    async fn end(mut self) {
+    pub(crate) async fn end(mut self) {
         if let Some(client) = self.client.take() {
             let _ = client.close().await;
         }

@@ -15,14 +15,14 @@ use crate::trigger::{finished, fire, flow_publishing, invocation_id};
 
 /// One server-sent event: its id, name and data (`None` for a comment or `retry:`).
 #[derive(Debug, Clone)]
-struct Event {
-    id: String,
-    name: String,
-    data: Value,
+pub(crate) struct Event {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) data: Value,
 }
 
 /// An open stream, read frame by frame.
-struct Feed {
+pub(crate) struct Feed {
     body: std::pin::Pin<
         Box<dyn futures_util::Stream<Item = reqwest::Result<actix_web::web::Bytes>> + Send>,
     >,
@@ -50,7 +50,11 @@ impl Feed {
         if let Some(last) = last {
             request = request.header("Last-Event-ID", last);
         }
-        let response = request.send().await.expect("stream");
+        Feed::read(request.send().await.expect("stream"))
+    }
+
+    /// The stream `response` opened, which must be one.
+    pub(crate) fn read(response: reqwest::Response) -> Feed {
         assert_eq!(response.status(), 200);
         assert_eq!(
             response
@@ -68,7 +72,7 @@ impl Feed {
     }
 
     /// The next event within `limit`; `None` when none came or the stream ended.
-    async fn next(&mut self, limit: Duration) -> Option<Event> {
+    pub(crate) async fn next(&mut self, limit: Duration) -> Option<Event> {
         let until = Instant::now() + limit;
         loop {
             if let Some(event) = self.events.pop_front() {
@@ -125,7 +129,7 @@ impl Feed {
     }
 }
 
-fn config() -> Value {
+pub(crate) fn config() -> Value {
     json!({"type": "card", "initialSteps": ["s1"],
         "steps": {"s1": {"id": "s1", "type": "create-card", "properties": {"cardTemplateId": "t1"}}},
         "cardTemplates": {"t1": {"metadata": {"cardName": "Live"},
@@ -134,7 +138,7 @@ fn config() -> Value {
 }
 
 /// Gives `user` one card through `s`; answers nothing (the stream tells).
-async fn card_for(s: &Server, flow: &str, user: &str) {
+pub(crate) async fn card_for(s: &Server, flow: &str, user: &str) {
     let fired = fire(
         s,
         flow,

@@ -4,6 +4,7 @@
 mod access;
 mod audience;
 mod auth;
+mod browser;
 mod bulk;
 mod cancel;
 mod clock;

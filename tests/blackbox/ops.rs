@@ -533,6 +533,11 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             &["200", "400", "401", "403", "429"],
         ),
         (
+            "/v1/{environmentId}/users/{endUserId}/cards/stream-tickets",
+            "post",
+            &["201", "401", "403", "429", "503"],
+        ),
+        (
             "/v1/{environmentId}/sdk-keys",
             "post",
             &[
@@ -587,7 +592,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
         }
     }
     let paths = doc.body["paths"].as_object().expect("paths").len();
-    assert_eq!(paths, 62, "a new endpoint must be added to this test");
+    assert_eq!(paths, 63, "a new endpoint must be added to this test");
     let schemes = &doc.body["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     // End users' own tokens (contract §15): a second scheme, on their routes only.
@@ -615,6 +620,7 @@ async fn openapi_lists_every_endpoint_with_its_errors(server: Server) {
             "get /v1/{environmentId}/users/{endUserId}/cards",
             "get /v1/{environmentId}/users/{endUserId}/cards/count",
             "get /v1/{environmentId}/users/{endUserId}/cards/stream",
+            "post /v1/{environmentId}/users/{endUserId}/cards/stream-tickets",
             "post /v1/{environmentId}/users/{endUserId}/cards/{cardInstanceId}/actions",
             "get /v1/{environmentId}/users/{endUserId}/devices",
             "delete /v1/{environmentId}/users/{endUserId}/devices/{deviceToken}",

@@ -5,6 +5,7 @@ mod auth;
 mod body;
 pub mod client;
 mod console;
+mod cors;
 mod edge;
 mod hub;
 mod limits;
@@ -58,6 +59,8 @@ pub struct AppState {
     pub stats: Arc<domain::stats::StatsService>,
     /// SDK keys, and end users signed in with their tokens (contract §15).
     pub sdk: Arc<domain::sdk::SdkKeyService>,
+    /// Stream tickets: how a browser's `EventSource` opens a user's feed stream.
+    pub tickets: Arc<domain::sdk::StreamTicketService>,
     /// Card counts and the changes feed streams send (contract §12).
     pub feed: Arc<domain::feed::FeedService>,
     /// The open feed streams of the process, woken by whose cards changed.
@@ -188,6 +191,7 @@ pub fn build_server(
                 .app_data(state)
                 .app_data(body_timeout.clone())
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+                .wrap(from_fn(cors::cors))
                 .wrap(from_fn(edge::edge))
                 .configure(configure)
                 .default_service(web::to(no_route));

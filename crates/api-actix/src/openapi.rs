@@ -38,8 +38,8 @@ every response carries `X-Request-Id`.",
         tasks::cancel, tasks::cancel_status, tasks::list, bulk::create_live, bulk::create_test,
             bulk::status, bulk::upload,
         trigger::start, trigger::test, trigger::invocation, instances::instance,
-        trigger::invocations, trigger::feed, feed::count, feed::stream, trigger::act,
-            trigger::events,
+        trigger::invocations, trigger::feed, feed::count, feed::stream, feed::stream_ticket,
+            trigger::act, trigger::events,
         webhooks::subscribe, webhooks::list, webhooks::get, webhooks::update, webhooks::disable,
             webhooks::enable,
         webhooks::rotate_secret, webhooks::test, webhooks::deliveries, webhooks::resend,
@@ -306,12 +306,7 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
             if let Some(scopes) = bearer {
                 let mut unauthorized = reference("Unauthorized");
                 if user_token {
-                    unauthorized.description = "No valid credential, or an environment the key \
-                        may not use (`unauthorized`); a refused user token names its reason: \
-                        `token_malformed`, `token_unknown_key`, `token_signature`, \
-                        `token_expired`, `token_lifetime` or `token_issuer`, with \
-                        `WWW-Authenticate: Bearer error=\"invalid_token\"`"
-                        .to_owned();
+                    unauthorized.description = TOKEN_REFUSED.to_owned();
                 }
                 add("401", unauthorized);
                 let scope = scopes
@@ -343,6 +338,18 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
                     add("403", forbidden);
                 }
                 add("429", reference("RateLimited"));
+            } else if user_token {
+                // A route of end users' own tokens only (stream tickets).
+                let mut unauthorized = reference("Unauthorized");
+                unauthorized.description = TOKEN_REFUSED.to_owned();
+                add("401", unauthorized);
+                let mut forbidden = reference("Forbidden");
+                forbidden.description =
+                    "The user token is another end user's, or the credential is an API key, \
+                     which never belongs in a browser (`forbidden`)"
+                        .to_owned();
+                add("403", forbidden);
+                add("429", reference("RateLimited"));
             }
             if json_body {
                 add("413", reference("PayloadTooLarge"));
@@ -354,6 +361,12 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
         }
     }
 }
+
+/// The 401 of a route a user token reaches.
+const TOKEN_REFUSED: &str = "No valid credential, or an environment the key may not use \
+    (`unauthorized`); a refused user token names its reason: `token_malformed`, \
+    `token_unknown_key`, `token_signature`, `token_expired`, `token_lifetime` or \
+    `token_issuer`, with `WWW-Authenticate: Bearer error=\"invalid_token\"`";
 
 /// The pattern of every path parameter that states none: the edge refuses a path with a
 /// control character (`invalid_path`, `edge::path_problem`).

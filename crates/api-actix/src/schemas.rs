@@ -120,8 +120,9 @@ W0AXSJ8liEnVBLgZTCu9DJfHbYvkHCVWEzg6AHC5ZpQXKrp4V5yP8nHE8Q==\n\
 fn sdk_key(create: bool) -> Value {
     use domain::audience::ATTRIBUTE_NAME_MAX_CHARS;
     use domain::sdk::{
-        CLAIM_MAX_CHARS, ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_CLAIM_MAPPINGS, MAX_JWKS_KEYS,
-        MAX_TOKEN_EXPIRY_DAYS, SDK_KEY_NAME_MAX_CHARS,
+        CLAIM_MAX_CHARS, ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_ALLOWED_ORIGINS,
+        MAX_CLAIM_MAPPINGS, MAX_JWKS_KEYS, MAX_TOKEN_EXPIRY_DAYS, ORIGIN_MAX_CHARS,
+        SDK_KEY_NAME_MAX_CHARS,
     };
     let mut schema = json!({
         "type": "object",
@@ -154,6 +155,14 @@ fn sdk_key(create: bool) -> Value {
                     "pattern": format!("^attributes\\.[\\s\\S]{{1,{ATTRIBUTE_NAME_MAX_CHARS}}}$")},
                 "description":
                     "A claim → `attributes.<name>`: set on the user when a token is first seen"},
+            "allowedOrigins": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_ORIGINS,
+                "items": {"type": "string", "minLength": 1, "maxLength": ORIGIN_MAX_CHARS,
+                    "pattern": "^https?://[^/?#@*]+$"},
+                "description":
+                    "Web origins whose pages may call this key's end users' routes from a \
+                        browser (CORS), each exactly as a browser sends `Origin` \
+                        (`https://app.example.com`, `http://localhost:3000`); null or [] for \
+                        none"},
         },
     });
     if create {

@@ -255,6 +255,12 @@ impl App {
             )
             .with_lease(engine_lease),
         );
+        let sdk = Arc::new(domain::sdk::SdkKeyService::new(
+            Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
+            users.clone(),
+            Arc::new(adapters_jwt::JwtVerifier::default()),
+            clock.clone(),
+        ));
         let state = AppState {
             auth: crate::auth_service(&db, clock.clone()),
             folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -273,12 +279,14 @@ impl App {
             feed,
             hub,
             instances,
-            sdk: Arc::new(domain::sdk::SdkKeyService::new(
-                Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
-                users.clone(),
-                Arc::new(adapters_jwt::JwtVerifier::default()),
+            tickets: Arc::new(domain::sdk::StreamTicketService::new(
+                sdk.clone(),
+                Arc::new(adapters_diesel::DieselStreamTicketRepository::new(
+                    db.clone(),
+                )),
                 clock.clone(),
             )),
+            sdk,
             audience: Arc::new(AudienceService::new(
                 users,
                 segments,

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use actix_web::http::header;
 use actix_web::web::Bytes;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use domain::feed::{FeedCursor, FeedEvent};
 use domain::id::{EndUserId, EnvironmentId};
+use domain::sdk::TicketGrant;
 use domain::{DomainError, Permission};
 use serde::Serialize;
 use serde_json::json;
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 use utoipa::ToSchema;
 
 use super::query::Query;
+use super::timestamp;
 use super::trigger::CardDto;
 use crate::auth::UserCaller;
 use crate::hub::Watch;
@@ -80,10 +82,14 @@ pub async fn count(
 /// `card-snoozed`, `card-completed`, ...), `data:` `{"card": <the card as the feed shows it,
 /// or null when it is not in the feed>, "count": <the open-card total>}`, both as they are
 /// when the event is sent. A comment line every 15 s keeps the connection open. With
-/// `Last-Event-ID`, every event after that one is sent first (up to 24 h back). A change made
-/// through any process sharing the database arrives within a second. The stream ends when
-/// its key is revoked (or its SDK key deleted), found at the next change or within 15 s, and
-/// when the service stops.
+/// `Last-Event-ID` (or `lastEventId`), every event after that one is sent first (up to 24 h
+/// back). A change made through any process sharing the database arrives within a second.
+/// The stream ends when its key is revoked (or its SDK key deleted), found at the next change
+/// or within 15 s, and when the service stops.
+///
+/// A browser's `EventSource`, which sends no `Authorization`, opens it with `?ticket=`: a
+/// stream ticket of this user, used once (`POST .../cards/stream-tickets`). The stream then
+/// lasts as long as the token the ticket was minted with would sign in.
 #[utoipa::path(
     get, path = "/v1/{environmentId}/users/{endUserId}/cards/stream", tag = "cards",
         operation_id = "streamCards",
@@ -91,6 +97,10 @@ pub async fn count(
         ("environmentId" = String, Path, description = "Environment id"),
         ("endUserId" = String, Path, description = "Your id for the user"),
         ("streamId" = Option<String>, Query, description = "Only cards in this stream"),
+        ("ticket" = Option<String>, Query,
+            description = "A stream ticket of this user, instead of `Authorization`"),
+        ("lastEventId" = Option<String>, Query,
+            description = "As `Last-Event-ID`, for a client that cannot send headers"),
         ("Last-Event-ID" = Option<String>, Header,
             description = "Resume after this event (an `id:` the stream sent)"),
     ),
@@ -98,32 +108,41 @@ pub async fn count(
         (status = 200, description = "Server-Sent Events, until the client leaves",
             content_type = "text/event-stream", body = String),
     ),
-    security(("bearer" = ["cards:write"]), ("userToken" = []))
+    security(("bearer" = ["cards:write"]), ("userToken" = []), ())
 )]
 pub async fn stream(
     state: web::Data<AppState>,
-    caller: UserCaller,
     path: web::Path<(EnvironmentId, EndUserId)>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
-    caller
-        .0
-        .authorize_user(&env, Permission::CardsWrite, &user)?;
-    let stream_id = Query::parse(&req)?.get("streamId");
+    let query = Query::parse(&req)?;
+    let (caller, credential) = match query.get("ticket") {
+        Some(ticket) => {
+            let (principal, grant) = state.tickets.redeem(&env, &user, &ticket).await?;
+            (principal, Credential::Ticket(grant))
+        }
+        None => {
+            let UserCaller(principal) = UserCaller::extract(&req).await?;
+            let bearer = crate::auth::bearer(&req).unwrap_or_default();
+            (principal, Credential::Bearer(bearer))
+        }
+    };
+    caller.authorize_user(&env, Permission::CardsWrite, &user)?;
+    let stream_id = query.get("streamId");
     let last = req
         .headers()
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.len() <= LAST_EVENT_ID_MAX)
-        .map(str::to_owned);
+        .map(str::to_owned)
+        .or_else(|| query.get("lastEventId"))
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty() && v.len() <= LAST_EVENT_ID_MAX);
     let cursor = state
         .feed
-        .open(&caller.0, &env, &user, stream_id, last)
+        .open(&caller, &env, &user, stream_id, last)
         .await?;
     let watch = state.hub.watch(&env, &user);
-    let bearer = crate::auth::bearer(&req).unwrap_or_default();
     let now = Instant::now();
     // Boxed: the stream holds its state and the future working on it, each then a pointer
     // (10,000 open streams are 10,000 of each).
@@ -131,7 +150,7 @@ pub async fn stream(
         state: state.clone(),
         cursor,
         watch,
-        bearer,
+        credential,
         // Reconnect after a second; and the first bytes go out at once.
         pending: VecDeque::from([Bytes::from_static(b"retry: 1000\n\n")]),
         read: true,
@@ -146,12 +165,79 @@ pub async fn stream(
         .streaming(body))
 }
 
+/// What a stream was opened with, checked again as it goes.
+enum Credential {
+    /// A key's secret or access token, or a user token, from `Authorization`.
+    Bearer(String),
+    /// A stream ticket, and what it kept of the user token it was minted with.
+    Ticket(TicketGrant),
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamTicketDto {
+    /// Opens this user's stream once, as `?ticket=`, before `expiresAt`.
+    #[schema(example = "wst_3q2-7wJYV1oZbqk2mSxV8nA5dPYrLh6tCjU0eFgKiOw")]
+    pub ticket: String,
+    /// One minute after it was minted.
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StreamTicketResponse {
+    pub data: StreamTicketDto,
+}
+
+/// A stream ticket: what a browser's `EventSource`, which cannot send `Authorization`, opens
+/// this user's stream with (`GET .../cards/stream?ticket=`). Minted with the user's own
+/// token (an API key is refused: it never belongs in a browser); used once, within a minute.
+#[utoipa::path(
+    post, path = "/v1/{environmentId}/users/{endUserId}/cards/stream-tickets", tag = "cards",
+        operation_id = "createStreamTicket",
+    params(
+        ("environmentId" = String, Path, description = "Environment id"),
+        ("endUserId" = String, Path, description = "Your id for the user"),
+    ),
+    responses(
+        (status = 201, description = "The ticket, shown once", body = StreamTicketResponse),
+    ),
+    security(("userToken" = []))
+)]
+pub async fn stream_ticket(
+    state: web::Data<AppState>,
+    caller: UserCaller,
+    path: web::Path<(EnvironmentId, EndUserId)>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (env, user) = path.into_inner();
+    caller
+        .0
+        .authorize_user(&env, Permission::CardsWrite, &user)?;
+    let token = crate::auth::bearer(&req)?;
+    if caller.0.end_user.is_none() || !crate::auth::is_jwt(&token) {
+        return Err(DomainError::Forbidden(
+            "a stream ticket is minted with the end user's own token, not an API key".into(),
+        )
+        .into());
+    }
+    let (ticket, expires) = state.tickets.mint(&env, &user, &token).await?;
+    Ok(HttpResponse::Created()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(StreamTicketResponse {
+            data: StreamTicketDto {
+                ticket,
+                expires_at: timestamp(&expires),
+            },
+        }))
+}
+
 /// An open stream.
 struct Open {
     state: web::Data<AppState>,
     cursor: FeedCursor,
     watch: Watch,
-    bearer: String,
+    credential: Credential,
     /// Frames to send, in order.
     pending: VecDeque<Bytes>,
     /// Whether to read the user's changes before waiting again.
@@ -219,17 +305,21 @@ async fn next(mut open: Box<Open>) -> Option<(Result<Bytes, actix_web::Error>, B
 async fn still_signed_in(open: &Open) -> bool {
     let state = &open.state;
     let (env, user) = (open.cursor.environment_id(), open.cursor.user_id());
-    let checked = if crate::auth::is_jwt(&open.bearer) {
-        state
+    let checked = match &open.credential {
+        Credential::Ticket(grant) => match state.tickets.holds(env, grant).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(DomainError::Unauthenticated),
+            Err(e) => Err(e),
+        },
+        Credential::Bearer(bearer) if crate::auth::is_jwt(bearer) => state
             .sdk
-            .authenticate_user(env, user, &open.bearer)
+            .authenticate_user(env, user, bearer)
             .await
-            .map(|_| ())
-    } else {
-        match state.auth.authenticate_for(&open.bearer, Some(env)).await {
+            .map(|_| ()),
+        Credential::Bearer(bearer) => match state.auth.authenticate_for(bearer, Some(env)).await {
             Ok(principal) => principal.authorize_user(env, Permission::CardsWrite, user),
             Err(e) => Err(e),
-        }
+        },
     };
     !matches!(
         checked,
@@ -259,5 +349,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/v1/{environmentId}/users/{endUserId}/cards/stream")
             .route(web::get().to(stream)),
+    )
+    .service(
+        web::resource("/v1/{environmentId}/users/{endUserId}/cards/stream-tickets")
+            .route(web::post().to(stream_ticket)),
     );
 }

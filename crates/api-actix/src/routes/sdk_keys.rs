@@ -55,6 +55,10 @@ pub struct SdkKeyDto {
     /// first seen.
     #[schema(example = json!({"email": "attributes.email"}))]
     pub claim_mappings: BTreeMap<String, String>,
+    /// The web origins whose pages may call its end users' routes from a browser (CORS),
+    /// each as a browser writes its `Origin`.
+    #[schema(example = json!(["https://app.example.com"]))]
+    pub allowed_origins: Vec<String>,
     #[schema(format = DateTime)]
     pub created: String,
     #[schema(format = DateTime)]
@@ -81,6 +85,7 @@ impl From<SdkKey> for SdkKeyDto {
                 .into_iter()
                 .map(|(claim, attribute)| (claim, format!("{ATTRIBUTE_TARGET_PREFIX}{attribute}")))
                 .collect(),
+            allowed_origins: k.allowed_origins,
             created: timestamp(&k.created),
             updated: timestamp(&k.updated),
         }
@@ -127,21 +132,8 @@ fn input(object: &Map<String, Value>) -> Result<SdkKeyInput, ApiError> {
         },
         Some(_) => fields.problem("maxTokenExpiryDays", "must be a whole number of days"),
     }
-    match object.get("allowedIssuers") {
-        None => {}
-        Some(Value::Null) => input.allowed_issuers = Some(Vec::new()),
-        Some(Value::Array(items)) => {
-            let mut issuers = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    Value::String(s) => issuers.push(s.clone()),
-                    _ => fields.problem(&format!("allowedIssuers[{i}]"), "must be a string"),
-                }
-            }
-            input.allowed_issuers = Some(issuers);
-        }
-        Some(_) => fields.problem("allowedIssuers", "must be an array of strings"),
-    }
+    input.allowed_issuers = strings(&mut fields, object, "allowedIssuers");
+    input.allowed_origins = strings(&mut fields, object, "allowedOrigins");
     match object.get("claimMappings") {
         None => {}
         Some(Value::Null) => input.claim_mappings = Some(BTreeMap::new()),
@@ -164,6 +156,28 @@ fn input(object: &Map<String, Value>) -> Result<SdkKeyInput, ApiError> {
     }
     fields.finish()?;
     Ok(input)
+}
+
+/// A list of strings as sent: `None` when not sent, empty when `null`; each item that is no
+/// string is a problem.
+fn strings(fields: &mut Fields, object: &Map<String, Value>, name: &str) -> Option<Vec<String>> {
+    match object.get(name)? {
+        Value::Null => Some(Vec::new()),
+        Value::Array(items) => {
+            let mut kept = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(s) => kept.push(s.clone()),
+                    _ => fields.problem(&format!("{name}[{i}]"), "must be a string"),
+                }
+            }
+            Some(kept)
+        }
+        _ => {
+            fields.problem(name, "must be an array of strings");
+            None
+        }
+    }
 }
 
 fn one(key: SdkKey) -> HttpResponse {
