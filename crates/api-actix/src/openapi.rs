@@ -171,6 +171,59 @@ impl Modify for Extras {
         }
 
         shared_responses(doc);
+        open_free_form_objects(doc);
+    }
+}
+
+/// States `additionalProperties: true` on every object schema that names no property: JSON
+/// Schema means that already, but client generators read such an object as an empty one
+/// (TypeScript's `Record<string, never>`), which takes no metadata, values or payload.
+fn open_free_form_objects(doc: &mut utoipa::openapi::OpenApi) {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let object = match map.get("type") {
+                    Some(serde_json::Value::String(t)) => t == "object",
+                    Some(serde_json::Value::Array(types)) => types.iter().any(|t| t == "object"),
+                    _ => false,
+                };
+                let shaped = [
+                    "properties",
+                    "additionalProperties",
+                    "patternProperties",
+                    "oneOf",
+                    "anyOf",
+                    "allOf",
+                    "$ref",
+                ]
+                .iter()
+                .any(|k| map.contains_key(*k));
+                if object && !shaped {
+                    map.insert("additionalProperties".into(), serde_json::Value::Bool(true));
+                }
+                // Examples and values are data, not schemas.
+                map.iter_mut()
+                    .filter(|(k, _)| {
+                        !matches!(
+                            k.as_str(),
+                            "example" | "examples" | "default" | "enum" | "const"
+                        )
+                    })
+                    .for_each(|(_, v)| walk(v));
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let Ok(mut schemas) = serde_json::to_value(&components.schemas) else {
+        return;
+    };
+    walk(&mut schemas);
+    if let Ok(schemas) = serde_json::from_value(schemas) {
+        components.schemas = schemas;
     }
 }
 

@@ -115,9 +115,10 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8OtcUnoij4n/wypVTaSTYSsaXR8i\n\
 W0AXSJ8liEnVBLgZTCu9DJfHbYvkHCVWEzg6AHC5ZpQXKrp4V5yP8nHE8Q==\n\
 -----END PUBLIC KEY-----\n";
 
-/// The body of `POST /sdk-keys` (`create`) or of its `PATCH`: every field optional in a
-/// patch, where `publicKey` and `jwks` each replace the public keys.
-fn sdk_key(create: bool) -> Value {
+/// The body of `POST /sdk-keys` (`create`), one of its two forms (`branch`: the key form it
+/// requires), or the body of its `PATCH`: every field optional in a patch, where `publicKey`
+/// and `jwks` each replace the public keys.
+fn sdk_key(create: bool, branch: Option<&str>) -> Value {
     use domain::audience::ATTRIBUTE_NAME_MAX_CHARS;
     use domain::sdk::{
         CLAIM_MAX_CHARS, ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_ALLOWED_ORIGINS,
@@ -165,15 +166,14 @@ fn sdk_key(create: bool) -> Value {
                         none"},
         },
     });
-    if create {
+    if let Some(form) = branch {
+        schema["required"] = json!(["name", form]);
+        schema["description"] = json!(format!("A new key with `{form}`"));
+    } else if create {
         // One of the two key forms, never both: an object with both matches both branches.
-        let with = |form: &str| {
-            let mut branch = schema.clone();
-            branch["required"] = json!(["name", form]);
-            branch
-        };
+        // Each is a component of its own: generators handle a union of references.
         schema = json!({
-            "oneOf": [with("publicKey"), with("jwks")],
+            "oneOf": [reference("SdkKeyWithPublicKey"), reference("SdkKeyWithJwks")],
             "description": "A name and one public key form: `publicKey` or `jwks`, not both",
             "example": {"name": "ios-app", "publicKey": EXAMPLE_SDK_PUBLIC_KEY,
                 "maxTokenExpiryDays": 7, "allowedIssuers": ["https://auth.example.com"],
@@ -220,7 +220,7 @@ fn bodies() -> Vec<(&'static str, Value)> {
             boolean or nothing)",
         "required": ["conditions"],
         "properties": {
-            "match": {"type": ["string", "null"], "enum": ["all", "any", null]},
+            "match": {"oneOf": [{"type": "string", "enum": ["all", "any"]}, {"type": "null"}]},
             "conditions": {"type": "array", "minItems": 1,
                 "maxItems": domain::audience::filter::MAX_CONDITIONS,
                 "items": {"type": "object", "required": ["field", "op"], "properties": {
@@ -228,7 +228,8 @@ fn bodies() -> Vec<(&'static str, Value)> {
                         "pattern": "^(id|testUser|tags|attributes\\.[\\s\\S]+)$"},
                     "op": {"type": "string", "enum": ["eq", "neq", "in", "contains", "exists",
                         "gt", "lt"]},
-                    "value": {"type": ["string", "number", "boolean", "array", "null"]}}}},
+                    "value": {"type": ["string", "number", "boolean", "array", "null"],
+                        "items": {"type": ["string", "number", "boolean"]}}}}},
         },
     });
     vec![
@@ -353,8 +354,10 @@ fn bodies() -> Vec<(&'static str, Value)> {
                 "example": {"appId": "com.example.app", "platform": "FCM"},
             }),
         ),
-        ("SdkKeyRequest", sdk_key(true)),
-        ("SdkKeyPatch", sdk_key(false)),
+        ("SdkKeyRequest", sdk_key(true, None)),
+        ("SdkKeyWithPublicKey", sdk_key(true, Some("publicKey"))),
+        ("SdkKeyWithJwks", sdk_key(true, Some("jwks"))),
+        ("SdkKeyPatch", sdk_key(false, None)),
         (
             "CancelRequest",
             json!({
@@ -405,6 +408,26 @@ const EXAMPLE_P8_KEY: &str = "-----BEGIN PRIVATE \
             1fppfh9hxoEOhRANCAAS6lW6Xe7o9v7VcwiD1e52FRX14kkoX\ndJBDgAWtKqTH7pu1J4NUfo/5bmmgWrtns7Ye\
                 cvzGJi2eBl/TbnfQtkao\n-----END PRIVATE KEY-----";
 
+/// A flow's tasks as a union of named members, each a status object and its `kind`: derived,
+/// the members were inline `allOf`s, which client generators cannot resolve inside a union.
+/// The JSON on the wire is the same.
+fn tasks() -> [(&'static str, Value); 3] {
+    let member = |status: &str, kind: &str| {
+        json!({"allOf": [reference(status), {"type": "object", "required": ["kind"],
+            "properties": {"kind": {"type": "string", "enum": [kind]}}}]})
+    };
+    [
+        ("CsvTaskItem", member("BulkStatus", "csv")),
+        ("CancelTaskItem", member("CancelTaskDto", "cancel")),
+        (
+            "TaskDto",
+            json!({"oneOf": [reference("CsvTaskItem"), reference("CancelTaskItem")],
+                "description": "One task of a flow, in the shape its status endpoint answers, \
+                    plus `kind`: `csv` (a bulk start from a CSV file) or `cancel`"}),
+        ),
+    ]
+}
+
 /// Every schema of this module, by component name.
 pub fn schemas() -> Vec<(&'static str, Value)> {
     let step_types: Vec<&str> = StepType::ALL.iter().map(|t| t.as_str()).collect();
@@ -417,6 +440,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
     let examples: Vec<Value> = config_examples().into_iter().map(|(_, v)| v).collect();
     let trigger_examples: Vec<Value> = trigger_examples().into_iter().map(|(_, _, v)| v).collect();
     let mut all = bodies();
+    all.extend(tasks());
     all.push((
         "VersionRef",
         json!({"description": "A version number or `latest`",
@@ -649,7 +673,7 @@ pub fn schemas() -> Vec<(&'static str, Value)> {
                         "type": {"type": "string", "enum": ["allTestUsers"]}}},
                     {"type": "object", "required": ["type", "filter"], "properties": {
                         "type": {"type": "string", "enum": ["filters"]},
-                        "filter": {"type": "object", "description": "A filter as a segment's"}}},
+                        "filter": reference("SegmentFilter")}},
                 ],
             }),
         ),

@@ -147,6 +147,7 @@ pub async fn publish_draft(
 #[schema(example = json!({"cancelActiveInstances": true}))]
 pub struct PublishDraftRequest {
     /// Cancel the active instances of the flow's older versions (contract §21).
+    #[schema(rename = "cancelActiveInstances")]
     cancel_active_instances: Option<bool>,
 }
 
