@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is the test command of the README and of CI.
-.PHONY: run test lint fmt ci postgres postgres-stop api-fuzz
+.PHONY: run test lint fmt ci postgres postgres-stop api-fuzz clients
 
 # Serve on 127.0.0.1:8080 with the embedded SQLite database ./workbench.db.
 run:
@@ -19,6 +19,11 @@ test:
 # check, every phase, at least 50 examples per operation; fails on any failure (.ci/api-fuzz.sh).
 api-fuzz:
 	bash .ci/api-fuzz.sh
+
+# Clients generated from /openapi.json of the debug binary (Python and TypeScript), with the
+# generators' warnings as errors, and a first user's journey through each (.ci/clients.sh).
+clients:
+	bash .ci/clients.sh
 
 lint:
 	cargo fmt --all -- --check

@@ -32,65 +32,9 @@ if [ -z "$bin" ]; then
 fi
 
 run=$(mktemp -d "$work/run.XXXXXX")
-export WORKBENCH_DATABASE_URL="sqlite://$run/workbench.db"
-export WORKBENCH_DATA_DIR=$run
-port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export WORKBENCH_LISTEN=127.0.0.1:$port
-# The run sends thousands of requests with one key: no rate limit.
-export WORKBENCH_RATE_LIMIT_KEY=off
-export WORKBENCH_RATE_LIMIT_TOKEN=off
-export WORKBENCH_LOG=warn
-export WORKBENCH_LOG_FORMAT=json
-export WORKBENCH_MIN_FREE_DISK=0
-
-"$bin" env create --name "API fuzz" >"$run/env.json"
-env_id=$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["environmentId"])' "$run/env.json")
-scopes=()
-mapfile -t SCOPES_ALL < <("$venv/bin/python" .ci/api-fuzz-setup.py --scopes)
-for scope in "${SCOPES_ALL[@]}"; do scopes+=(--scope "$scope"); done
-"$bin" key create --env "$env_id" --name "API fuzz" "${scopes[@]}" >"$run/key.json"
-secret=$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["clientSecret"])' "$run/key.json")
-held=$("$venv/bin/python" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["scopes"]))' "$run/key.json")
-if [ "$held" != "${#SCOPES_ALL[@]}" ]; then
-  echo "the key holds $held scopes, not every one (${#SCOPES_ALL[@]})" >&2
-  exit 1
-fi
-
-"$bin" serve >"$run/server.log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
-base=http://127.0.0.1:$port
-# The server is on loopback: never through a proxy the machine may set (curl, urllib, schemathesis).
-export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
-# A debug binary on a loaded machine may take seconds to open its database: up to two minutes.
-# `/readyz`, not `/healthz`: while the process starts, `/healthz` answers 200 at once and every
-# other path 503 `not_ready` (contract §17), which a setup call made then would get.
-started=$(date +%s)
-until curl -fs --max-time 5 "$base/readyz" >/dev/null 2>&1; do
-  if ! kill -0 "$server" 2>/dev/null || [ $(($(date +%s) - started)) -ge 120 ]; then
-    echo "the server was not ready ($base/readyz) within $(($(date +%s) - started)) s:" >&2
-    if kill -0 "$server" 2>/dev/null; then
-      echo "it is still running; its state:" >&2
-      grep -E '^(State|Threads|VmRSS)' "/proc/$server/status" >&2 || true
-      for task in /proc/"$server"/task/*; do
-        echo "  thread $(cat "$task/comm" 2>/dev/null) waits in $(cat "$task/wchan" 2>/dev/null)" >&2
-      done
-      if command -v ss >/dev/null; then
-        ss -ltnp 2>/dev/null | grep -F ":$port " >&2 || echo "nothing listens on port $port" >&2
-      fi
-    else
-      wait "$server" && code=0 || code=$?
-      echo "it exited with status $code" >&2
-    fi
-    df -h "$run" >&2 || true
-    free -m >&2 || true
-    echo "its log:" >&2
-    cat "$run/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-echo "== the server was ready after $(($(date +%s) - started)) s"
+# shellcheck source=.ci/fresh-server.sh
+. .ci/fresh-server.sh
+fresh_server "$bin" "$run" "API fuzz"
 
 echo "== setting up fixed ids at $base"
 WB_BASE=$base WB_ENV=$env_id WB_SECRET=$secret WB_STATEFUL_CONFIG=$run/stateful.toml \
