@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is the test command of the README and of CI.
-.PHONY: run test lint fmt ci postgres postgres-stop api-fuzz clients
+.PHONY: run test lint fmt ci postgres postgres-stop api-fuzz clients sdk
 
 # Serve on 127.0.0.1:8080 with the embedded SQLite database ./workbench.db.
 run:
@@ -24,6 +24,11 @@ api-fuzz:
 # generators' warnings as errors, and a first user's journey through each (.ci/clients.sh).
 clients:
 	bash .ci/clients.sh
+
+# The browser SDK (sdks/web): type check, build (which must match the committed bundle) and
+# unit tests (.ci/sdk.sh).
+sdk:
+	bash .ci/sdk.sh
 
 lint:
 	cargo fmt --all -- --check

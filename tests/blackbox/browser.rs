@@ -1,7 +1,8 @@
 //! Browser access to the end-user API (docs/api.md, Browser access): CORS for the origins an
 //! SDK key lists, stream tickets that open a user's stream once, and a page on a second
 //! origin, in headless Chromium, that shows a card through the native `EventSource`, while a
-//! page of an origin no key lists gets nothing.
+//! page of an origin no key lists gets nothing; and the browser SDK's example page
+//! (`sdks/web`, served at `/console/sdk-example/`), whose feed shows a card and completes it.
 
 use std::time::{Duration, Instant};
 
@@ -340,5 +341,76 @@ async fn in_a_browser_a_page_of_a_listed_origin_shows_a_card_and_another_gets_no
         .await
         .expect("script");
     assert_eq!(cards, json!(0));
+    b.end().await;
+}
+
+/// The SDK's value in the example page's feed: the cards' headlines, from its shadow root.
+const HEADLINES: &str = "const feed = document.querySelector('workbench-feed'); \
+    return feed && feed.shadowRoot \
+      ? [...feed.shadowRoot.querySelectorAll('.card h3')].map((h) => h.textContent) : [];";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_sdk_example_shows_a_card_and_its_button_completes_it() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    // Served by the service itself: its own origin needs no CORS.
+    let token = key_for(&s, &[], "u1").await;
+    let flow = flow_publishing(&s, "Live", config()).await;
+    let page = format!(
+        "{}/console/sdk-example/#base={}&env={}&user=u1&token={token}",
+        s.base, s.base, s.env
+    );
+    b.c().goto(&page).await.expect("goto");
+    b.until("#status", "open").await;
+    card_for(&s, &flow, "u1").await;
+    let mut shown = json!([]);
+    for _ in 0..50 {
+        shown = b.c().execute(HEADLINES, vec![]).await.expect("script");
+        if shown == json!(["Hi"]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(shown, json!(["Hi"]), "the SDK's feed");
+    // The template's submit button, clicked in the page, completes the card.
+    b.c()
+        .execute(
+            "document.querySelector('workbench-feed').shadowRoot \
+               .querySelector('.card button.action').click()",
+            vec![],
+        )
+        .await
+        .expect("click");
+    let mut left = false;
+    for _ in 0..50 {
+        let feed = call(
+            &s,
+            "GET",
+            &format!("/v1/{}/users/u1/cards", s.env),
+            Some(&s.admin_secret),
+            None,
+        )
+        .await;
+        left = feed.body["data"].as_array().is_some_and(Vec::is_empty);
+        if left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(left, "the card left the user's feed once submitted");
+    for _ in 0..50 {
+        shown = b.c().execute(HEADLINES, vec![]).await.expect("script");
+        if shown == json!([]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        shown,
+        json!([]),
+        "the SDK's feed took the completed card away"
+    );
     b.end().await;
 }

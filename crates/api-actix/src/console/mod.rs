@@ -18,6 +18,7 @@ mod folders;
 mod page;
 mod push;
 mod runs;
+mod sdk_example;
 mod session;
 mod shell;
 mod webhooks;
@@ -53,6 +54,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     audience::configure(cfg);
     credentials::configure(cfg);
     webhooks::configure(cfg);
+    sdk_example::configure(cfg);
 }
 
 const CSS: &str = include_str!("assets/console.css");

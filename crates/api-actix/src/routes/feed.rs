@@ -79,8 +79,8 @@ pub async fn count(
 
 /// The user's feed as it changes: `text/event-stream`, one event per change of one of the
 /// user's cards. `id:` is the analytics event id, `event:` its name (`card-published`,
-/// `card-snoozed`, `card-completed`, ...), `data:` `{"card": <the card as the feed shows it,
-/// or null when it is not in the feed>, "count": <the open-card total>}`, both as they are
+/// `card-snoozed`, `card-completed`, ...), `data:` `{"cardId", "card": <the card as the feed
+/// shows it, or null when it is not in the feed>, "count": <the open-card total>}`, as they are
 /// when the event is sent. A comment line every 15 s keeps the connection open. With
 /// `Last-Event-ID` (or `lastEventId`), every event after that one is sent first (up to 24 h
 /// back). A change made through any process sharing the database arrives within a second.
@@ -332,6 +332,7 @@ async fn still_signed_in(open: &Open) -> bool {
 /// One event as the stream sends it.
 fn frame(event: FeedEvent) -> Bytes {
     let data = json!({
+        "cardId": event.head.card_id,
         "card": event.card.map(CardDto::from),
         "count": event.count,
     });
