@@ -349,6 +349,19 @@ const HEADLINES: &str = "const feed = document.querySelector('workbench-feed'); 
     return feed && feed.shadowRoot \
       ? [...feed.shadowRoot.querySelectorAll('.card h3')].map((h) => h.textContent) : [];";
 
+/// Waits up to 5 s for the example page's feed to show `want`.
+async fn headlines_become(b: &Browser, want: Value) {
+    let mut shown = Value::Null;
+    for _ in 0..50 {
+        shown = b.c().execute(HEADLINES, vec![]).await.expect("script");
+        if shown == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the SDK's feed shows {shown}, not {want}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_browser_the_sdk_example_shows_a_card_and_its_button_completes_it() {
     let Some(b) = Browser::start().await else {
@@ -365,15 +378,7 @@ async fn in_a_browser_the_sdk_example_shows_a_card_and_its_button_completes_it()
     b.c().goto(&page).await.expect("goto");
     b.until("#status", "open").await;
     card_for(&s, &flow, "u1").await;
-    let mut shown = json!([]);
-    for _ in 0..50 {
-        shown = b.c().execute(HEADLINES, vec![]).await.expect("script");
-        if shown == json!(["Hi"]) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(shown, json!(["Hi"]), "the SDK's feed");
+    headlines_become(&b, json!(["Hi"])).await;
     // The template's submit button, clicked in the page, completes the card.
     b.c()
         .execute(
@@ -400,17 +405,7 @@ async fn in_a_browser_the_sdk_example_shows_a_card_and_its_button_completes_it()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(left, "the card left the user's feed once submitted");
-    for _ in 0..50 {
-        shown = b.c().execute(HEADLINES, vec![]).await.expect("script");
-        if shown == json!([]) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        shown,
-        json!([]),
-        "the SDK's feed took the completed card away"
-    );
+    // And the SDK's feed takes it away.
+    headlines_become(&b, json!([])).await;
     b.end().await;
 }
