@@ -256,11 +256,11 @@ pub use keys::{
     SDK_KEY_NAME_MAX_CHARS,
 };
 pub use origins::{origin_problem, MAX_ALLOWED_ORIGINS, ORIGIN_MAX_CHARS};
-pub use service::{mapped_attributes, SdkKeyService, KEY_TTL_MS};
+pub use service::{mapped_attributes, SdkKeyService, TicketGrant, KEY_TTL_MS};
 #[cfg(feature = "mock")]
 pub use tickets::MockStreamTicketRepository;
 pub use tickets::{
-    StreamTicket, StreamTicketRepository, StreamTicketService, TicketGrant, STREAM_TICKET_SECONDS,
+    StreamTicket, StreamTicketRepository, StreamTicketService, STREAM_TICKET_SECONDS,
 };
 
 #[cfg(test)]

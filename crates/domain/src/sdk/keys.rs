@@ -231,9 +231,9 @@ pub trait SdkKeyRepository: Send + Sync {
     ) -> Result<Option<SdkKey>, StorageError>;
     /// Every key of the environment, by name.
     async fn list(&self, environment_id: &str) -> Result<Vec<SdkKey>, StorageError>;
-    /// Replaces the key's name, public keys, days, issuers, mappings, origins and `updated` (found by
-    /// its environment and id). False when there is no such key; a name another key of the
-    /// environment has is a [`StorageError::UniqueViolation`].
+    /// Replaces the key's name, public keys, days, issuers, mappings, origins and `updated`
+    /// (found by its environment and id). False when there is no such key; a name another key
+    /// of the environment has is a [`StorageError::UniqueViolation`].
     async fn update(&self, key: &SdkKey) -> Result<bool, StorageError>;
     /// Deletes the key. False when there was no such key in the environment.
     async fn delete(&self, environment_id: &str, id: &str) -> Result<bool, StorageError>;

@@ -11,7 +11,7 @@ use super::keys::{
     check_fields, default_days, CheckedFields, SdkKey, SdkKeyInput, SdkKeyRepository,
 };
 use super::keys::{MAX_SDK_KEYS, SDK_KEY_NAME_MAX_CHARS};
-use super::{verify_token, PublicKeyInput, TicketGrant, TokenClaims, TokenRefusal, TokenVerifier};
+use super::{verify_token, PublicKeyInput, TokenClaims, TokenRefusal, TokenVerifier};
 use crate::audience::{validate_user_id, EndUserRepository, ATTRIBUTE_VALUE_MAX_CHARS};
 use crate::id::{EnvironmentId, SdkKeyId};
 use crate::secret::SecretHash;
@@ -47,6 +47,20 @@ struct Verified {
     key_updated: Timestamp,
     /// `exp`, in seconds since the epoch.
     expires: i64,
+}
+
+/// What a ticket keeps of the user token it was minted with, so that the stream it opens ends
+/// when that token would no longer sign in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketGrant {
+    /// The SDK key's name (the token's `kid`).
+    pub kid: String,
+    /// The SDK key's id.
+    pub key_id: SdkKeyId,
+    /// The version of the key that verified the token.
+    pub key_updated: Timestamp,
+    /// The token's `exp`, in seconds since the epoch.
+    pub token_expires: i64,
 }
 
 /// SDK keys: added, listed, changed and deleted by keys with `sdk_keys:read` /

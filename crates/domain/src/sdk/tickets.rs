@@ -10,8 +10,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::Duration;
 
-use super::SdkKeyService;
-use crate::id::{EnvironmentId, SdkKeyId};
+use super::{SdkKeyService, TicketGrant};
+use crate::id::EnvironmentId;
 use crate::secret::{generate, SecretHash};
 use crate::{Clock, DomainError, Principal, StorageError, Timestamp};
 
@@ -22,20 +22,6 @@ pub const STREAM_TICKET_SECONDS: i64 = 60;
 const TICKET_PREFIX: &str = "wst_";
 /// The longest text taken for a ticket; a longer one is none.
 const TICKET_MAX_CHARS: usize = 64;
-
-/// What a ticket keeps of the user token it was minted with, so that the stream it opens ends
-/// when that token would no longer sign in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TicketGrant {
-    /// The SDK key's name (the token's `kid`).
-    pub kid: String,
-    /// The SDK key's id.
-    pub key_id: SdkKeyId,
-    /// The version of the key that verified the token.
-    pub key_updated: Timestamp,
-    /// The token's `exp`, in seconds since the epoch.
-    pub token_expires: i64,
-}
 
 /// A ticket as stored: its hash, never its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
