@@ -79,6 +79,10 @@ pub struct SdkKeyService {
     /// does not put what it read back in memory.
     changes: std::sync::atomic::AtomicU64,
     verified: Mutex<HashMap<SecretHash, Verified>>,
+    /// Held while the keys of an environment are read again, so that when they go stale the
+    /// requests and streams that need them wait for one read instead of each making its own
+    /// (a thousand streams checking their tokens at once were a thousand reads).
+    refreshing: futures_util::lock::Mutex<()>,
 }
 
 impl SdkKeyService {
@@ -98,6 +102,7 @@ impl SdkKeyService {
             known: Mutex::new(HashMap::new()),
             changes: std::sync::atomic::AtomicU64::new(0),
             verified: Mutex::new(HashMap::new()),
+            refreshing: futures_util::lock::Mutex::new(()),
         }
     }
 
@@ -478,13 +483,19 @@ impl SdkKeyService {
         now: Timestamp,
     ) -> Result<Arc<Vec<Arc<SdkKey>>>, DomainError> {
         use std::sync::atomic::Ordering;
-        let cached = self
-            .known
-            .lock()
-            .ok()
-            .and_then(|k| k.get(env.as_str()).cloned())
-            .filter(|(_, until)| *until > now);
-        let keys = match cached {
+        let remembered = || {
+            self.known
+                .lock()
+                .ok()
+                .and_then(|k| k.get(env.as_str()).cloned())
+                .filter(|(_, until)| *until > now)
+        };
+        if let Some((keys, _)) = remembered() {
+            return Ok(keys);
+        }
+        // One read at a time; whoever waited finds what the read before it remembered.
+        let _reading = self.refreshing.lock().await;
+        let keys = match remembered() {
             Some((keys, _)) => keys,
             None => {
                 let before = self.changes.load(Ordering::Acquire);

@@ -613,3 +613,71 @@ async fn only_an_origin_a_key_lists_is_allowed() {
         .await
         .expect("read"));
 }
+
+/// Keys whose every read waits once before answering, as storage does, and counts itself.
+struct SlowKeys(Mutex<usize>);
+
+#[async_trait::async_trait]
+impl SdkKeyRepository for SlowKeys {
+    async fn insert(&self, _: &SdkKey) -> Result<(), StorageError> {
+        Ok(())
+    }
+    async fn get(&self, _: &str, _: &str) -> Result<Option<SdkKey>, StorageError> {
+        Ok(None)
+    }
+    async fn find_by_name(&self, _: &str, _: &str) -> Result<Option<SdkKey>, StorageError> {
+        Ok(None)
+    }
+    async fn list(&self, _: &str) -> Result<Vec<SdkKey>, StorageError> {
+        *self.0.lock().expect("lock") += 1;
+        let mut waited = false;
+        futures_util::future::poll_fn(|cx| {
+            if waited {
+                std::task::Poll::Ready(())
+            } else {
+                waited = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        Ok(vec![key()])
+    }
+    async fn update(&self, _: &SdkKey) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+    async fn delete(&self, _: &str, _: &str) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+}
+
+#[tokio::test]
+async fn stale_keys_are_read_again_once_however_many_wait_for_them() {
+    let keys = Arc::new(SlowKeys(Mutex::new(0)));
+    let (clock, now) = moving_clock();
+    let service = SdkKeyService::new(
+        keys.clone(),
+        Arc::new(MockEndUserRepository::new()),
+        Arc::new(verifier(Arc::new(Mutex::new(0)))),
+        clock,
+    );
+    let env: EnvironmentId = ENV.into();
+    let grant = TicketGrant {
+        kid: "app".into(),
+        key_id: "sdk_1".into(),
+        key_updated: t0(),
+        token_expires: t0().timestamp() + 3_600,
+    };
+    for round in 1..=2 {
+        let checks = (0..50).map(|_| service.grant_holds(&env, &grant));
+        let held = futures_util::future::join_all(checks).await;
+        assert!(held.into_iter().all(|h| h.expect("read")), "round {round}");
+        assert_eq!(
+            *keys.0.lock().expect("lock"),
+            round,
+            "one read for 50 checks"
+        );
+        // Stale after KEY_TTL_MS.
+        *now.lock().expect("lock") = t0() + Duration::milliseconds(KEY_TTL_MS * round as i64 + 1);
+    }
+}
