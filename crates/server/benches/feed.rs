@@ -15,6 +15,11 @@
 //! for 10,000 streams, `/start` with the streams open within 10% of the figure without.
 //! With BENCH_PROCESSES=2 on PostgreSQL, the streams are held by a second process and the
 //! triggers go to the first.
+//!
+//! With BENCH_BROWSER=1 every stream is opened as a browser opens it (docs/api.md, Browser
+//! access): each user signs in with a token of its own (an EC SDK key made for the run, the
+//! page's origin allowed), mints a stream ticket with it, and opens the stream with
+//! `?ticket=` and `Origin`, without `Authorization`; the same goals hold (issue 61).
 
 mod common;
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -51,7 +56,7 @@ struct Received {
 struct Holder {
     address: String,
     path: String,
-    secret: String,
+    credential: Credential,
     user: u64,
     sent: Sent,
     received: Arc<Received>,
@@ -62,7 +67,7 @@ async fn hold(holder: Holder, permit: tokio::sync::OwnedSemaphorePermit) {
     let Holder {
         address,
         path,
-        secret,
+        credential,
         user,
         sent,
         received,
@@ -70,10 +75,19 @@ async fn hold(holder: Holder, permit: tokio::sync::OwnedSemaphorePermit) {
     } = holder;
     // Streams open 200 at a time: the permit goes back once this one's answer has begun.
     let mut permit = Some(permit);
+    let (path, credential) = match credential {
+        Credential::Key(secret) => (path, format!("Authorization: Bearer {secret}\r\n")),
+        Credential::Browser(page) => {
+            let ticket = page.ticket(&address, &path).await;
+            (
+                format!("{path}?ticket={ticket}"),
+                format!("Origin: {ORIGIN}\r\n"),
+            )
+        }
+    };
     let mut socket = TcpStream::connect(&address).await.expect("connect");
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {secret}\r\nAccept: \
-            text/event-stream\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{credential}Accept: text/event-stream\r\n\r\n"
     );
     socket.write_all(request.as_bytes()).await.expect("request");
     let mut buffer = Vec::with_capacity(1024);
@@ -136,6 +150,73 @@ async fn hold(holder: Holder, permit: tokio::sync::OwnedSemaphorePermit) {
     }
 }
 
+/// The origin of the page the browser streams are opened from.
+const ORIGIN: &str = "http://127.0.0.1:18291";
+
+/// How a stream signs in.
+enum Credential {
+    /// The bench's key, in `Authorization`.
+    Key(String),
+    /// As a browser page: a user token traded for a stream ticket.
+    Browser(Page),
+}
+
+/// A user's page: the client it calls with, and the user's token.
+struct Page {
+    client: reqwest::Client,
+    token: String,
+}
+
+impl Page {
+    /// A ticket for the stream at `path`, minted with the user's token from the page's origin.
+    async fn ticket(&self, address: &str, path: &str) -> String {
+        let minted = self
+            .client
+            .post(format!("http://{address}{path}-tickets"))
+            .bearer_auth(&self.token)
+            .header("Origin", ORIGIN)
+            .send()
+            .await
+            .expect("mint");
+        assert_eq!(minted.status(), 201, "a stream ticket");
+        let body: serde_json::Value = minted.json().await.expect("ticket");
+        body["data"]["ticket"].as_str().expect("ticket").to_owned()
+    }
+}
+
+/// An EC SDK key named `bench` that allows [`ORIGIN`], added to the server's environment;
+/// the signing half.
+async fn browser_key(server: &support::Server) -> jsonwebtoken::EncodingKey {
+    use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
+    let secret = p256::SecretKey::random(&mut rand::rngs::OsRng);
+    let public = secret
+        .public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .expect("public PEM");
+    let added = server
+        .client
+        .post(server.url(&format!("/v1/{}/sdk-keys", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"name": "bench", "publicKey": public, "allowedOrigins": [ORIGIN]}))
+        .send()
+        .await
+        .expect("add the SDK key");
+    assert_eq!(added.status(), 201, "the SDK key");
+    let private = secret.to_pkcs8_pem(LineEnding::LF).expect("private PEM");
+    jsonwebtoken::EncodingKey::from_ec_pem(private.as_bytes()).expect("signing key")
+}
+
+/// A token of `user`, valid for an hour.
+fn token(key: &jsonwebtoken::EncodingKey, user: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("bench".into());
+    let claims = json!({"sub": user, "iat": now - 60, "exp": now + 3_600});
+    jsonwebtoken::encode(&header, &claims, key).expect("signed")
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -145,12 +226,23 @@ async fn run(db: TestDatabase, backend: &str) {
     let triggered = setting("BENCH_TRIGGERED", 1_000).min(streams);
     let rate = setting("BENCH_RATE", 500);
     let processes = common::processes(backend);
-    println!("{backend} ({processes} process(es)):");
+    let browser = setting("BENCH_BROWSER", 0) == 1;
+    let path_taken = if browser {
+        "user tokens, stream tickets, Origin"
+    } else {
+        "the key in Authorization"
+    };
+    println!("{backend} ({processes} process(es); streams opened with {path_taken}):");
     let server =
         support::Server::start_with(db, &[("WORKBENCH_RATE_LIMIT_KEY", Some("off"))]).await;
     let replica = (processes > 1).then(|| server.replica(&[]));
     let holder = replica.as_ref().unwrap_or(&server);
     let flow = common::published_flow(&server).await;
+    let signing = if browser {
+        Some(browser_key(&server).await)
+    } else {
+        None
+    };
 
     let (without, p99_without) = common::starts(&server, &flow, "before").await;
     common::drained(&server).await;
@@ -174,10 +266,17 @@ async fn run(db: TestDatabase, backend: &str) {
     for user in 0..streams {
         let permit = gate.clone().acquire_owned().await.expect("gate");
         let path = format!("/v1/{}/users/s{user}/cards/stream", holder.env);
+        let credential = match &signing {
+            Some(key) => Credential::Browser(Page {
+                client: server.client.clone(),
+                token: token(key, &format!("s{user}")),
+            }),
+            None => Credential::Key(holder.admin_secret.clone()),
+        };
         let stream = Holder {
             address: address.clone(),
             path,
-            secret: holder.admin_secret.clone(),
+            credential,
             user,
             sent: sent.clone(),
             received: received.clone(),
