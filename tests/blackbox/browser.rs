@@ -2,7 +2,8 @@
 //! SDK key lists, stream tickets that open a user's stream once, and a page on a second
 //! origin, in headless Chromium, that shows a card through the native `EventSource`, while a
 //! page of an origin no key lists gets nothing; and the browser SDK's example page
-//! (`sdks/web`, served at `/console/sdk-example/`), whose feed shows a card and completes it.
+//! (`sdks/web`, served at `/console/sdk-example/`), whose feed shows a card and completes it,
+//! and whose client, its stream ended, reconnects with a new ticket and replays what it missed.
 
 use std::time::{Duration, Instant};
 
@@ -407,5 +408,74 @@ async fn in_a_browser_the_sdk_example_shows_a_card_and_its_button_completes_it()
     assert!(left, "the card left the user's feed once submitted");
     // And the SDK's feed takes it away.
     headlines_become(&b, json!([])).await;
+    b.end().await;
+}
+
+/// In the example page: the SDK's client following `u1`'s stream, its opens and events counted
+/// on `window`.
+const FOLLOW: &str = "const [base, env, token, done] = arguments; \
+    import('./workbench.js').then(({WorkbenchClient}) => { \
+      window.opens = 0; window.seen = []; \
+      const client = new WorkbenchClient({baseUrl: base, environmentId: env, userId: 'u1', token}); \
+      window.live = client.stream({onCard: () => {}, \
+        onEvent: (e) => window.seen.push(e.type), onOpen: () => { window.opens += 1; }}); \
+      done(true); \
+    });";
+
+/// Waits up to 10 s for `script` to answer `want` in the page.
+async fn page_says(b: &Browser, script: &str, want: Value) {
+    let mut said = Value::Null;
+    for _ in 0..100 {
+        said = b.c().execute(script, vec![]).await.expect("script");
+        if said == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("`{script}` says {said}, not {want}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_sdk_reconnects_and_replays_what_it_missed() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let s = Server::start(adapters_diesel::testing::TestDatabase::sqlite()).await;
+    let token = key_for(&s, &[], "u1").await;
+    let flow = flow_publishing(&s, "Live", config()).await;
+    // The example page is only the place the SDK is served from; its own feed waits for a hash.
+    b.c()
+        .goto(&format!("{}/console/sdk-example/", s.base))
+        .await
+        .expect("goto");
+    let args = vec![json!(s.base), json!(s.env), json!(token)];
+    b.c().execute_async(FOLLOW, args).await.expect("the SDK");
+    page_says(&b, "return window.opens", json!(1)).await;
+    card_for(&s, &flow, "u1").await;
+    page_says(&b, "return window.seen", json!(["card-published"])).await;
+    // A change of its SDK key ends the stream at its next change (its token is checked again
+    // before anything is sent), so the card below is published while the SDK is away.
+    let path = format!("/v1/{}/sdk-keys", s.env);
+    let keys = call(&s, "GET", &path, Some(&s.admin_secret), None).await;
+    let id = keys.body["data"][0]["id"].as_str().expect("key").to_owned();
+    let changed = call(
+        &s,
+        "PATCH",
+        &format!("/v1/{}/sdk-keys/{id}", s.env),
+        Some(&s.admin_secret),
+        Some(json!({"maxTokenExpiryDays": 7})),
+    )
+    .await;
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    card_for(&s, &flow, "u1").await;
+    // It reconnects with a new ticket and the last event it saw, and the missed card arrives.
+    page_says(&b, "return window.opens", json!(2)).await;
+    let both = json!(["card-published", "card-published"]);
+    page_says(&b, "return window.seen", both).await;
+    b.c()
+        .execute("window.live.close()", vec![])
+        .await
+        .expect("close");
     b.end().await;
 }

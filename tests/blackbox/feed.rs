@@ -212,7 +212,10 @@ async fn the_stream_tells_each_change_in_order_and_resumes_after_the_last_seen(s
     .await;
     let snoozed = feed.next(SOON).await.expect("card-snoozed");
     assert_eq!(snoozed.name, "card-snoozed");
-    assert_eq!(snoozed.data, json!({"cardId": first, "card": null, "count": 1}));
+    assert_eq!(
+        snoozed.data,
+        json!({"cardId": first, "card": null, "count": 1})
+    );
 
     act(
         &s,
@@ -223,7 +226,10 @@ async fn the_stream_tells_each_change_in_order_and_resumes_after_the_last_seen(s
     .await;
     let completed = feed.next(SOON).await.expect("card-completed");
     assert_eq!(completed.name, "card-completed");
-    assert_eq!(completed.data, json!({"cardId": second, "card": null, "count": 0}));
+    assert_eq!(
+        completed.data,
+        json!({"cardId": second, "card": null, "count": 0})
+    );
     // Another user's changes are not this stream's.
     card_for(&s, &flow, "u2").await;
     assert!(feed.next(Duration::from_millis(700)).await.is_none());
