@@ -1,6 +1,7 @@
 //! Stream tickets (docs/api.md, Browser access): one row per ticket, by the hash of its text.
-//! Redeeming is one conditional `UPDATE`: of two processes redeeming one ticket at once, one
-//! changes the row and the other finds it used.
+//! Redeeming reads first (text that is no ticket writes nothing), then is one conditional
+//! `UPDATE`: of two processes redeeming one ticket at once, one changes the row and the other
+//! finds it used.
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
@@ -77,6 +78,23 @@ impl StreamTicketRepository for DieselStreamTicketRepository {
             end_user.to_owned(),
         );
         let now = now.naive_utc();
+        // A read first: text that is no ticket (anyone may send some) takes no write lock.
+        let (h, e, u) = (hash.clone(), env.clone(), user.clone());
+        let known: i64 = self
+            .db
+            .run(move |conn| {
+                Ok(stream_tickets::table
+                    .filter(stream_tickets::hash.eq(&h))
+                    .filter(stream_tickets::environment_id.eq(&e))
+                    .filter(stream_tickets::end_user.eq(&u))
+                    .filter(stream_tickets::used.eq(false))
+                    .count()
+                    .get_result(conn)?)
+            })
+            .await?;
+        if known == 0 {
+            return Ok(None);
+        }
         self.db
             .transaction(move |conn| {
                 let this = stream_tickets::table

@@ -26,6 +26,8 @@ use crate::{
 pub const KEY_TTL_MS: i64 = 500;
 /// Keys (and names that are no key) remembered at most; past it the memory starts afresh.
 const KEY_CACHE_MAX: usize = 10_000;
+/// The locks the reads of environments' keys take (see `SdkKeyService::refreshing`).
+const READ_LOCKS: usize = 64;
 /// Verified tokens remembered at most; past it the memory starts afresh.
 const TOKEN_CACHE_MAX: usize = 100_000;
 
@@ -81,8 +83,10 @@ pub struct SdkKeyService {
     verified: Mutex<HashMap<SecretHash, Verified>>,
     /// Held while the keys of an environment are read again, so that when they go stale the
     /// requests and streams that need them wait for one read instead of each making its own
-    /// (a thousand streams checking their tokens at once were a thousand reads).
-    refreshing: futures_util::lock::Mutex<()>,
+    /// (a thousand streams checking their tokens at once were a thousand reads). One lock of
+    /// [`READ_LOCKS`] per environment, by its hash: the reads of one environment do not wait
+    /// for another's, but for the few that share its lock.
+    refreshing: Vec<futures_util::lock::Mutex<()>>,
 }
 
 impl SdkKeyService {
@@ -102,7 +106,9 @@ impl SdkKeyService {
             known: Mutex::new(HashMap::new()),
             changes: std::sync::atomic::AtomicU64::new(0),
             verified: Mutex::new(HashMap::new()),
-            refreshing: futures_util::lock::Mutex::new(()),
+            refreshing: (0..READ_LOCKS)
+                .map(|_| futures_util::lock::Mutex::new(()))
+                .collect(),
         }
     }
 
@@ -493,8 +499,16 @@ impl SdkKeyService {
         if let Some((keys, _)) = remembered() {
             return Ok(keys);
         }
-        // One read at a time; whoever waited finds what the read before it remembered.
-        let _reading = self.refreshing.lock().await;
+        // One read of an environment at a time; whoever waited finds what the read before it
+        // remembered.
+        let lock = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            env.as_str().hash(&mut hasher);
+            let at = usize::try_from(hasher.finish() % READ_LOCKS as u64).unwrap_or(0);
+            &self.refreshing[at]
+        };
+        let _reading = lock.lock().await;
         let keys = match remembered() {
             Some((keys, _)) => keys,
             None => {
