@@ -150,6 +150,16 @@ async fn cors_answers_the_origins_a_key_lists_and_no_other(s: Server) {
         header(&expired, "access-control-allow-origin").as_deref(),
         Some(ALLOWED)
     );
+    // A refusal the edge writes as a problem (a method the route lacks) keeps them too.
+    let wrong = from(&s, "PATCH", "/users/u1/cards", ALLOWED, &auth).await;
+    assert_eq!(wrong.status(), 405);
+    assert_eq!(
+        header(&wrong, "access-control-allow-origin").as_deref(),
+        Some(ALLOWED)
+    );
+    // A card's pushes are for keys only: no CORS.
+    let pushes = from(&s, "GET", "/users/u1/cards/ci_x/pushes", ALLOWED, &auth).await;
+    assert_eq!(header(&pushes, "access-control-allow-origin"), None);
     // Another origin is answered as anyone is, with no CORS header: the browser keeps it.
     let elsewhere = from(&s, "GET", "/users/u1/cards", other, &auth).await;
     assert_eq!(elsewhere.status(), 200);

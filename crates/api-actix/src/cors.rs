@@ -1,8 +1,9 @@
 //! Browser access to the end-user routes (docs/api.md, Browser access): CORS for the origins
 //! an environment's SDK keys list in `allowedOrigins`. The end-user routes are those under
 //! `/v1/{environmentId}/users/{endUserId}/cards` and `.../devices`, which a user token
-//! reaches; every other route answers a browser of another origin as it answers anyone, with
-//! no CORS header, so that the browser keeps the answer from the page.
+//! reaches (a card's `pushes`, for keys only, left out); every other route answers a browser
+//! of another origin as it answers anyone, with no CORS header, so that the browser keeps the
+//! answer from the page.
 //!
 //! An allowed origin's preflight is answered here (204, its `Access-Control-Allow-*`), and
 //! its requests get `Access-Control-Allow-Origin` with the origin itself (never `*`) and the
@@ -42,7 +43,9 @@ pub(crate) fn end_user_environment(path: &str) -> Option<&str> {
     let users = parts.next()?;
     parts.next().filter(|u| !u.is_empty())?;
     let what = parts.next()?;
-    (users == "users" && matches!(what, "cards" | "devices")).then_some(env)
+    // A card's pushes (`.../cards/{id}/pushes`) are for API keys only.
+    let pushes = what == "cards" && parts.nth(1) == Some("pushes");
+    (users == "users" && matches!(what, "cards" | "devices") && !pushes).then_some(env)
 }
 
 /// The request's `Origin`, when it has one that a key could list.
@@ -143,6 +146,7 @@ mod tests {
             ("/v1/env_1/users/u1/cards/ci_1/actions", Some("env_1")),
             ("/v1/env_1/users/u1/devices/tok", Some("env_1")),
             ("/v1/env_1/users/u1", None),
+            ("/v1/env_1/users/u1/cards/ci_1/pushes", None),
             ("/v1/env_1/users//cards", None),
             ("/v1//users/u1/cards", None),
             ("/v1/env_1/action-flow/f/start", None),

@@ -230,9 +230,15 @@ pub async fn edge(
             }
             let (request, original) = response.into_parts();
             let mut replacement = ApiError::from_status(status).error_response();
-            for name in [header::ALLOW, header::RETRY_AFTER] {
-                if let Some(value) = original.headers().get(&name) {
-                    replacement.headers_mut().insert(name, value.clone());
+            // What the allowed methods, the wait and a browser's access (CORS) said holds for
+            // the problem too.
+            for (name, value) in original.headers() {
+                let kept = matches!(*name, header::ALLOW | header::RETRY_AFTER | header::VARY)
+                    || name.as_str().starts_with("access-control-");
+                if kept {
+                    replacement
+                        .headers_mut()
+                        .append(name.clone(), value.clone());
                 }
             }
             response = ServiceResponse::new(request, replacement);

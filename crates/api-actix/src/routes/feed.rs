@@ -130,14 +130,16 @@ pub async fn stream(
     };
     caller.authorize_user(&env, Permission::CardsWrite, &user)?;
     let stream_id = query.get("streamId");
+    let usable = |v: &str| {
+        let v = v.trim();
+        (!v.is_empty() && v.len() <= LAST_EVENT_ID_MAX).then(|| v.to_owned())
+    };
     let last = req
         .headers()
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| query.get("lastEventId"))
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty() && v.len() <= LAST_EVENT_ID_MAX);
+        .and_then(usable)
+        .or_else(|| query.get("lastEventId").as_deref().and_then(usable));
     let cursor = state
         .feed
         .open(&caller, &env, &user, stream_id, last)
