@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON_CLIENT_VERSION=0.29.1
-target=${CARGO_TARGET_DIR:-$PWD/target}
+target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 work=$target/clients
 venv=$work/venv
 mkdir -p "$work"

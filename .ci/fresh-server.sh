@@ -21,8 +21,13 @@ fresh_server() {
 
   "$bin" env create --name "$name" >"$run/env.json"
   env_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["environmentId"])' "$run/env.json")
-  local scopes=() all scope held
-  mapfile -t all < <(python3 .ci/api-fuzz-setup.py --scopes)
+  local scopes=() all=() scope held listed
+  listed=$(python3 .ci/api-fuzz-setup.py --scopes)
+  mapfile -t all <<<"$listed"
+  if [ "${#all[@]}" -lt 2 ]; then
+    echo "no scopes listed by .ci/api-fuzz-setup.py --scopes" >&2
+    return 1
+  fi
   for scope in "${all[@]}"; do scopes+=(--scope "$scope"); done
   "$bin" key create --env "$env_id" --name "$name" "${scopes[@]}" >"$run/key.json"
   secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["clientSecret"])' "$run/key.json")
