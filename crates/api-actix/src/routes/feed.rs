@@ -116,7 +116,14 @@ pub async fn stream(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (env, user) = path.into_inner();
-    let query = Query::parse(&req)?;
+    let query = match Query::parse(&req) {
+        Ok(query) => query,
+        // The credential before the query (contract §16): 401 comes before 400.
+        Err(unreadable) => {
+            UserCaller::extract(&req).await?;
+            return Err(unreadable);
+        }
+    };
     let (caller, credential) = match query.get("ticket") {
         Some(ticket) => {
             let (principal, grant) = state.tickets.redeem(&env, &user, &ticket).await?;
