@@ -506,9 +506,12 @@ impl SdkKeyService {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             env.as_str().hash(&mut hasher);
             let at = usize::try_from(hasher.finish() % READ_LOCKS as u64).unwrap_or(0);
-            &self.refreshing[at]
+            self.refreshing.get(at)
         };
-        let _reading = lock.lock().await;
+        let _reading = match lock {
+            Some(lock) => Some(lock.lock().await),
+            None => None,
+        };
         let keys = match remembered() {
             Some((keys, _)) => keys,
             None => {
