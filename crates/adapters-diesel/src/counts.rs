@@ -8,7 +8,8 @@ use diesel::prelude::*;
 use diesel::upsert::excluded;
 
 use crate::db::{AnyConnection, Failure};
-use crate::schema::instance_counts;
+use crate::schema::{instance_counts, invocations};
+use domain::trigger::Mode;
 
 /// Counts by (environment, invocation), then by (step id, metric).
 pub(crate) type Counts = BTreeMap<(String, String), BTreeMap<(String, String), i64>>;
@@ -89,4 +90,35 @@ pub(crate) fn of(
             instance_counts::n,
         ))
         .load(conn)?)
+}
+
+/// How many instances wait at each step of every invocation of `(flow, version, mode)`.
+pub(crate) fn waiting(
+    conn: &mut AnyConnection,
+    environment_id: &str,
+    flow_id: &str,
+    flow_version: i32,
+    mode: Mode,
+) -> Result<Vec<(String, u64)>, Failure> {
+    let of_version = invocations::table
+        .filter(invocations::environment_id.eq(environment_id))
+        .filter(invocations::flow_id.eq(flow_id))
+        .filter(invocations::flow_version.eq(flow_version))
+        .filter(invocations::mode.eq(mode.as_str()))
+        .select(invocations::id);
+    let rows: Vec<(String, i64)> = instance_counts::table
+        .filter(instance_counts::environment_id.eq(environment_id))
+        .filter(instance_counts::invocation_id.eq_any(of_version))
+        .filter(instance_counts::metric.eq("waiting"))
+        .filter(instance_counts::step_id.ne(""))
+        .filter(instance_counts::n.gt(0))
+        .select((instance_counts::step_id, instance_counts::n))
+        .load(conn)?;
+    let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
+    for (step, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        let sum = by_step.entry(step).or_insert(0);
+        *sum = sum.saturating_add(n);
+    }
+    Ok(by_step.into_iter().collect())
 }

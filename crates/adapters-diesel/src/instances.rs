@@ -496,6 +496,20 @@ impl InstanceRepository for DieselInstanceRepository {
             .run(move |conn| crate::counts::of(conn, &env, &inv))
             .await
     }
+
+    async fn waiting(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        flow_version: u32,
+        mode: Mode,
+    ) -> Result<Vec<(String, u64)>, StorageError> {
+        let (env, flow) = (environment_id.to_owned(), flow_id.to_owned());
+        let version = write_number("a flow version", flow_version)?;
+        self.db
+            .run(move |conn| crate::counts::waiting(conn, &env, &flow, version, mode))
+            .await
+    }
 }
 
 /// Fails a stored instance of `(environment, invocation)` that its row cannot be read back

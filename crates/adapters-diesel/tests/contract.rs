@@ -5134,7 +5134,47 @@ mod instances {
         assert_eq!((n("active"), n("failed")), (0, 1));
     }
 
+    /// The graph's "waiting now": per step, over the invocations of one version and mode.
+    async fn waiting_instances_are_counted_by_step_for_a_flow_version(url: &str) {
+        let (repo, _) = started(url).await;
+        let waiting = repo
+            .waiting("env_a", "flw_1", 1, Mode::Live)
+            .await
+            .expect("waiting");
+        assert_eq!(waiting, [("listen".to_owned(), 1), ("pause".to_owned(), 1)]);
+        for (env, version, mode) in [
+            ("env_b", 1, Mode::Live),
+            ("env_a", 2, Mode::Live),
+            ("env_a", 1, Mode::Test),
+        ] {
+            let none = repo
+                .waiting(env, "flw_1", version, mode)
+                .await
+                .expect("none");
+            assert!(none.is_empty(), "{env} v{version} {mode:?}: {none:?}");
+        }
+        let held = repo
+            .claim_due(t(60), lease(), 10)
+            .await
+            .expect("claim")
+            .remove(0);
+        assert_eq!(
+            repo.advance(vec![advanced(held, 61)]).await.expect("save"),
+            0
+        );
+        let waiting = repo
+            .waiting("env_a", "flw_1", 1, Mode::Live)
+            .await
+            .expect("waiting");
+        assert_eq!(
+            waiting,
+            [("listen".to_owned(), 1)],
+            "the minute's wait is over"
+        );
+    }
+
     both_backends!(
+        waiting_instances_are_counted_by_step_for_a_flow_version,
         a_claimed_instance_is_not_claimed_again_while_its_lease_lives,
         a_stale_holders_save_changes_nothing,
         a_card_that_closes_makes_its_instance_due_at_once,

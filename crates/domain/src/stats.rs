@@ -16,8 +16,11 @@ use crate::folder::{Folder, FolderRepository};
 use crate::id::{EnvironmentId, FlowId, FolderId};
 use crate::tenancy::{Permission, Principal};
 use crate::time::Clock;
+use crate::trigger::instances::InstanceRepository;
 use crate::trigger::Mode;
 use crate::{DomainError, FieldError, Resource, StorageError};
+
+pub mod steps;
 
 /// The longest range one request may read, in days (both ends included).
 pub const MAX_DAYS: i64 = 366;
@@ -301,6 +304,7 @@ pub struct StatsService {
     totals: Arc<dyn StatsRepository>,
     flows: Arc<dyn FlowRepository>,
     folders: Arc<dyn FolderRepository>,
+    instances: Arc<dyn InstanceRepository>,
     clock: Arc<dyn Clock>,
 }
 
@@ -310,14 +314,48 @@ impl StatsService {
         totals: Arc<dyn StatsRepository>,
         flows: Arc<dyn FlowRepository>,
         folders: Arc<dyn FolderRepository>,
+        instances: Arc<dyn InstanceRepository>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         StatsService {
             totals,
             flows,
             folders,
+            instances,
             clock,
         }
+    }
+
+    /// Today, on the service's clock (UTC): the last day a range can end on.
+    pub fn today(&self) -> NaiveDate {
+        self.clock.now().date_naive()
+    }
+
+    /// What each step of a version of the flow did in `mode` since the flow was created
+    /// ([`steps::step_totals`]): reached and outcomes from the daily totals, waiting now from
+    /// the instances. Needs [`Permission::ActionFlowsRead`]; a flow not in the environment is
+    /// not found. Steps nothing reached are left out.
+    pub async fn steps(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        version: u32,
+        mode: Mode,
+    ) -> Result<BTreeMap<String, steps::StepTotals>, DomainError> {
+        who.authorize(env, Permission::ActionFlowsRead)?;
+        let Some(flow) = self.flows.get(env, flow_id).await? else {
+            return Err(DomainError::NotFound(Resource::Flow));
+        };
+        let range = DayRange {
+            from: flow.created.date_naive(),
+            to: self.clock.now().date_naive(),
+            mode,
+            version: Some(version),
+        };
+        let totals = self.totals.flow_totals(env, flow_id, range).await?;
+        let waiting = self.instances.waiting(env, flow_id, version, mode).await?;
+        Ok(steps::step_totals(&totals, &waiting))
     }
 
     /// A flow's days, per version. Needs [`Permission::ActionFlowsRead`]; a bad query is

@@ -122,7 +122,7 @@ impl App {
         ));
         let instances = Arc::new(domain::trigger::views::InstanceService::new(
             invocations.clone(),
-            instance_repo,
+            instance_repo.clone(),
         ));
         let engine = Arc::new(
             Engine::new(
@@ -268,6 +268,7 @@ impl App {
                 Arc::new(adapters_diesel::DieselStatsRepository::new(db.clone())),
                 flows.clone(),
                 folders.clone(),
+                instance_repo.clone(),
                 clock.clone(),
             )),
             flows: Arc::new(FlowService::new(

@@ -3,6 +3,7 @@
 //! docs/api.md, Audience.
 
 pub mod filter;
+pub mod test_users;
 
 use crate::id::{EndUserId, EnvironmentId, SegmentId, StreamId};
 use std::sync::Arc;

@@ -370,3 +370,35 @@ async fn the_default_stream_cannot_be_deleted_and_names_are_unique() {
         }
     ));
 }
+
+#[tokio::test]
+async fn marking_a_test_user_keeps_its_tags_and_attributes() {
+    let mut m = Mocks::new();
+    m.users
+        .expect_get()
+        .with(eq(ENV), eq("u1"))
+        .returning(|_, _| {
+            let mut u = user("u1", &["vip"]);
+            u.attributes.insert("plan".into(), json!("pro"));
+            Ok(Some(u))
+        });
+    m.users
+        .expect_upsert()
+        .withf(|users| {
+            users.len() == 1
+                && users[0].test_user
+                && users[0].tags == ["vip"]
+                && users[0].attributes.get("plan") == Some(&json!("pro"))
+        })
+        .times(1)
+        .returning(|_| Ok(()));
+    let svc = m.service();
+    svc.set_test_user(&writer(), &ENV.into(), &"u1".into(), true)
+        .await
+        .expect("marked");
+    let reader = who(&[Scope::UsersRead]);
+    let refused = svc
+        .set_test_user(&reader, &ENV.into(), &"u1".into(), true)
+        .await;
+    assert!(matches!(refused, Err(DomainError::Forbidden(_))));
+}

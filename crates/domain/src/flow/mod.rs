@@ -16,7 +16,9 @@
 //! a discarded draft).
 
 pub mod config;
+pub mod editor;
 pub mod machine;
+pub mod preview;
 mod problems;
 mod recent;
 pub mod steps;

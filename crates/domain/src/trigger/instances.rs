@@ -11,6 +11,7 @@ use chrono::Duration;
 use crate::card::{AnalyticsEvent, CardInstance};
 use crate::flow::steps::run::Records;
 use crate::flow::steps::{ClosedCard, InstanceState};
+use crate::trigger::Mode;
 use crate::{StorageError, Timestamp};
 
 /// How many due instances one claim takes, oldest deadline first.
@@ -118,6 +119,16 @@ pub trait InstanceRepository: Send + Sync {
         environment_id: &str,
         invocation_id: &str,
     ) -> Result<Vec<(String, String, i64)>, StorageError>;
+
+    /// How many instances wait at each step now, over every invocation of this version of the
+    /// flow in `mode`: `(step id, count)`, steps no instance waits at left out.
+    async fn waiting(
+        &self,
+        environment_id: &str,
+        flow_id: &str,
+        flow_version: u32,
+        mode: Mode,
+    ) -> Result<Vec<(String, u64)>, StorageError>;
 }
 
 /// What one step of an invocation's instances did.
