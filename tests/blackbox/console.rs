@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::support::{blackbox, call, Server};
 
 /// A client that does not follow redirects and keeps no cookies: each test says what it sends.
-fn plain() -> reqwest::Client {
+pub(crate) fn plain() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -33,7 +33,7 @@ fn key(s: &Server, args: &[&str]) -> (String, String) {
 }
 
 /// Signs in over HTTP: the `Set-Cookie` header of the answer.
-async fn sign_in(s: &Server, client_id: &str, secret: &str) -> String {
+pub(crate) async fn sign_in(s: &Server, client_id: &str, secret: &str) -> String {
     let reply = plain()
         .post(s.url("/console/sign-in"))
         .form(&[("client_id", client_id), ("client_secret", secret)])
@@ -52,7 +52,7 @@ async fn sign_in(s: &Server, client_id: &str, secret: &str) -> String {
 }
 
 /// The `name=value` part of a `Set-Cookie` header.
-fn pair(set_cookie: &str) -> String {
+pub(crate) fn pair(set_cookie: &str) -> String {
     set_cookie
         .split(';')
         .next()
@@ -61,7 +61,7 @@ fn pair(set_cookie: &str) -> String {
         .to_owned()
 }
 
-async fn get(s: &Server, cookie: &str, path: &str) -> (u16, String) {
+pub(crate) async fn get(s: &Server, cookie: &str, path: &str) -> (u16, String) {
     let reply = plain()
         .get(s.url(path))
         .header("cookie", cookie)
@@ -73,7 +73,7 @@ async fn get(s: &Server, cookie: &str, path: &str) -> (u16, String) {
 }
 
 /// The form token a page carries.
-fn csrf(page: &str) -> String {
+pub(crate) fn csrf(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
     page[at..at + 32].to_owned()
 }

@@ -9,6 +9,7 @@ mod bulk;
 mod cancel;
 mod clock;
 mod console;
+mod console_steps;
 mod document;
 mod feed;
 mod flows;

@@ -158,6 +158,8 @@ fn branch(
                 (page::alert(problems, &["name"]))
                 div.actions {
                     strong { (f.name) }
+                    a href={ (ROOT) "/" (env) "/folders/" (f.id) "/insights" }
+                        aria-label={ "Insights of " (f.name) } { "Insights" }
                     @if may_rename {
                         form method="post" action={ (ROOT) "/" (env) "/folders/" (f.id) "/rename" }
                             {

@@ -15,6 +15,9 @@ mod audience;
 mod credentials;
 mod flows;
 mod folders;
+mod graph;
+mod insights;
+mod instances;
 mod page;
 mod push;
 mod runs;
@@ -50,6 +53,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     folders::configure(cfg);
     flows::configure(cfg);
     runs::configure(cfg);
+    instances::configure(cfg);
+    insights::configure(cfg);
     push::configure(cfg);
     audience::configure(cfg);
     credentials::configure(cfg);

@@ -6,7 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::bulk::{BulkStatus, BulkTask};
 use domain::cancel::{CancelStatus, CancelTask};
-use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId, TaskId};
+use domain::id::{EnvironmentId, FlowId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
 use domain::trigger::invocation::InvocationFilter;
 use domain::trigger::Mode;
@@ -23,10 +23,6 @@ use crate::AppState;
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/console/{env}/flows/{id}/runs", web::get().to(runs))
-        .route(
-            "/console/{env}/flows/{id}/invocations/{invocation}",
-            web::get().to(invocation),
-        )
         .route("/console/{env}/flows/{id}/csv", web::post().to(create_csv))
         .route(
             "/console/{env}/flows/{id}/csv/{task}",
@@ -468,92 +464,6 @@ async fn cancel_task(
                     } }
                 p { (cancel_progress(&task)) }
             }
-        }
-    };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
-}
-
-/// An invocation's progress and, for users named in its target, the cards it gave them, read
-/// again in place each second (by the console's script) until the invocation ends.
-async fn invocation(
-    state: web::Data<AppState>,
-    session: Session,
-    path: web::Path<(EnvironmentId, FlowId, InvocationId)>,
-) -> Result<HttpResponse, Refusal> {
-    let (env, flow_id, id) = path.into_inner();
-    let who = &session.principal;
-    let invocation = match state.triggers.invocation(who, &env, &flow_id, &id).await {
-        Ok(i) => i,
-        Err(err) => return page::unreadable(err, "Invocation"),
-    };
-    let users: Vec<String> = serde_json::from_str::<Value>(invocation.target.text())
-        .ok()
-        .and_then(|t| t.get("targetUserIds").cloned())
-        .and_then(|u| serde_json::from_value(u).ok())
-        .unwrap_or_default();
-    let mut cards = Vec::new();
-    if session.may(&env, Permission::CardsWrite) {
-        for user in users.iter().take(20) {
-            let user_id = EndUserId::from(user.clone());
-            if let Ok(feed) = state.cards.feed(who, &env, &user_id, None).await {
-                cards.extend(
-                    feed.into_iter()
-                        .filter(|c| c.invocation_id == invocation.id.as_str()),
-                );
-            }
-        }
-    }
-    let running = !invocation.status.is_final();
-    let environments = environments(&state, &session).await?;
-    let title = format!("Invocation {id}");
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
-    let here = format!(
-        "{ROOT}/{env}/flows/{flow_id}/invocations/{}",
-        page::url_path(&id)
-    );
-    let content = html! {
-        p {
-            a href={ (ROOT) "/" (env) "/flows/" (flow_id) } { "Back to the flow" }
-            // Without the script, the page is read again by hand; with it, the progress and
-            // the cards are read again each second in place (nothing else on the page moves).
-            @if running { " · " a href=(here) { "Refresh" } }
-        }
-        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
-        section.card aria-labelledby="progress" {
-            h2 #progress { "Progress" }
-            p aria-live="polite" {
-                "Status " span.status #invocation-status { (invocation.status.as_str()) }
-                " · " (invocation.mode.as_str()) " · v" (invocation.flow_version)
-                " · users targeted " (invocation.users_targeted)
-                " · cards created " (invocation.cards_created)
-            }
-            @if !invocation.errors.is_empty() {
-                ul.errors { @for e in &invocation.errors { li { (e) } } }
-            }
-        }
-        section.card aria-labelledby="cards" {
-            h2 #cards { "Cards" }
-            @if cards.is_empty() {
-                p.muted { "No card in the named users' feeds from this invocation." }
-            } @else {
-                div.scroll { table {
-                    thead { tr { th scope="col" { "User" } th scope="col" { "Card" } th scope="col"
-                        { "Status" } th scope="col" { "Content" } } }
-                    tbody { @for c in &cards { tr.card-row {
-                        td { (c.user_id) }
-                        td { (c.template_name) }
-                        td { span.status { (c.status.as_str()) } }
-                        td { code { (c.content.text()) } }
-                    } } }
-                } }
-            }
-        }
         }
     };
     Ok(respond(StatusCode::OK, page::frame(&frame, content)))
