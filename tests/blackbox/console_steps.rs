@@ -320,10 +320,113 @@ async fn publish_does_what_the_editor_means(s: Server) {
     );
 }
 
+async fn the_form_edits_a_flow_without_json(s: Server) {
+    let flow = flow_publishing(&s, "Ratings", rating_flow()).await;
+    let cookie = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let base = format!("/console/{}/flows/{flow}", s.env);
+    let (_, page) = get(&s, &cookie, &base).await;
+    assert!(page.contains("Edit in a form"), "{page}");
+    let token = csrf(&page);
+    let edit = |kind: &'static str, form: Vec<(&'static str, &'static str)>| {
+        let mut form: Vec<(&str, String)> =
+            form.into_iter().map(|(k, v)| (k, v.to_owned())).collect();
+        form.push(("csrf", token.clone()));
+        plain()
+            .post(s.url(&format!("{base}/edit/{kind}")))
+            .header("cookie", &cookie)
+            .form(&form)
+            .send()
+    };
+    let saved = edit(
+        "add",
+        vec![
+            ("after", "survey"),
+            ("kind", "wait"),
+            ("id", "pause"),
+            ("amount", "2"),
+            ("unit", "hours"),
+        ],
+    )
+    .await
+    .expect("add");
+    assert_eq!(saved.status(), 303);
+    let saved = edit(
+        "template",
+        vec![
+            ("template", "survey"),
+            ("headline", "Rate us now"),
+            ("text", "One to five"),
+            ("button", "Send"),
+        ],
+    )
+    .await
+    .expect("words");
+    assert_eq!(saved.status(), 303);
+    let saved = edit(
+        "outcome",
+        vec![
+            ("step", "ask"),
+            ("outcome", "dismissed"),
+            ("target", "sorry"),
+        ],
+    )
+    .await
+    .expect("outcome");
+    assert_eq!(saved.status(), 303);
+    let (_, page) = get(&s, &cookie, &base).await;
+    for text in ["Wait · pause", "for 2 hours", ">dismissed<", "v2, DRAFT"] {
+        assert!(page.contains(text), "{text}: {page}");
+    }
+    let draft = call(
+        &s,
+        "GET",
+        &format!("/v1/{}/action-flow/{flow}/config/2", s.env),
+        Some(&s.admin_secret),
+        None,
+    )
+    .await;
+    let config = &draft.body["data"]["config"];
+    assert_eq!(
+        config["steps"]["survey"]["next"],
+        json!(["pause"]),
+        "{}",
+        draft.text
+    );
+    assert_eq!(config["steps"]["pause"]["next"], json!(["ask"]));
+    assert_eq!(
+        config["cardTemplates"]["survey"]["defaultView"]["content"][0]["attributes"]["text"],
+        "Rate us now"
+    );
+
+    // An edit that does not fit says why, at the top of the page.
+    let refused = edit("add", vec![("after", "ask"), ("kind", "card"), ("id", "x")])
+        .await
+        .expect("add");
+    assert_eq!(refused.status(), 400);
+    let text = refused.text().await.expect("body");
+    assert!(
+        text.contains("a step can be added after a card or a wait"),
+        "{text}"
+    );
+    let refused = edit(
+        "wait",
+        vec![("step", "pause"), ("amount", "lots"), ("unit", "days")],
+    )
+    .await
+    .expect("wait");
+    assert_eq!(refused.status(), 400);
+    assert!(refused
+        .text()
+        .await
+        .expect("body")
+        .contains("must be a whole number"));
+}
+
 const ONE_STEP: &str = include_str!("../../crates/api-actix/src/examples/one-step.json");
 
 blackbox!(
     a_flows_graph_counts_its_runs_and_draws_one_users_path,
     a_test_send_says_why_it_missed_a_user_until_they_are_one,
     publish_does_what_the_editor_means,
+    the_form_edits_a_flow_without_json,
 );

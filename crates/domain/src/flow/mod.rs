@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod editor;
+pub mod edits;
 pub mod machine;
 pub mod preview;
 mod problems;

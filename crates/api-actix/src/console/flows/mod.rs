@@ -7,6 +7,8 @@ mod edit;
 mod list;
 mod page;
 mod preview;
+mod quick;
+mod quick_form;
 mod test;
 
 use actix_web::web;
@@ -25,6 +27,7 @@ pub(super) fn configure(cfg: &mut web::ServiceConfig) {
     list::configure(cfg);
     page::configure(cfg);
     preview::configure(cfg);
+    quick::configure(cfg);
     edit::configure(cfg);
     test::configure(cfg);
 }

@@ -116,6 +116,7 @@ pub(super) async fn flow_page(
         Some(v) => steps_section(state, session, env, v, &base, shown.test_counts).await,
         None => html! {},
     };
+    let may_write = session.may(env, Permission::ActionFlowsWrite) && !flow.archived;
     let title = flow.name.clone();
     let frame = Frame {
         title: &title,
@@ -130,6 +131,9 @@ pub(super) async fn flow_page(
         (page::alert(shown.action.as_ref(), &["flows[0].target", "flows[0].payload"]))
         (about(session, env, &flow, &folders, config.as_ref(), &base))
         (steps)
+        @if let Some(v) = config.as_ref().filter(|_| may_write) {
+            (super::quick_form::forms(session, &base, &v.config))
+        }
         (editor(session, env, &flow, config.as_ref(), &shown, &base))
         @if session.may(env, Permission::ActionFlowsTrigger) {
             (test_form(session, &base, shown.test, shown.action.as_ref()))
