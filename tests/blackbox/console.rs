@@ -511,7 +511,7 @@ impl Browser {
         self.client.as_ref().expect("client")
     }
 
-    async fn text(&self, css: &str) -> String {
+    pub(crate) async fn text(&self, css: &str) -> String {
         let found = self
             .c()
             .wait()
@@ -545,7 +545,7 @@ impl Browser {
     }
 
     /// The element `css`, once the page has one.
-    async fn element(&self, css: &str) -> fantoccini::elements::Element {
+    pub(crate) async fn element(&self, css: &str) -> fantoccini::elements::Element {
         self.c()
             .wait()
             .at_most(Duration::from_secs(10))
@@ -565,18 +565,18 @@ impl Browser {
             .expect("keys");
     }
 
-    async fn fill(&self, css: &str, value: &str) {
+    pub(crate) async fn fill(&self, css: &str, value: &str) {
         let field = self.element(css).await;
         field.clear().await.expect("clear");
         field.send_keys(value).await.expect("type");
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         self.element(css).await.click().await.expect("click");
     }
 
     /// Saves the page as `name`.png when `WORKBENCH_SCREENSHOTS` names a folder.
-    async fn shot(&self, name: &str) {
+    pub(crate) async fn shot(&self, name: &str) {
         if let Some(dir) = std::env::var_os("WORKBENCH_SCREENSHOTS") {
             let png = self.c().screenshot().await.expect("screenshot");
             std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png)
@@ -599,7 +599,7 @@ impl Drop for Browser {
 }
 
 /// Signs in through the form.
-async fn browser_sign_in(b: &Browser, s: &Server, client_id: &str, secret: &str) {
+pub(crate) async fn browser_sign_in(b: &Browser, s: &Server, client_id: &str, secret: &str) {
     b.c().goto(&s.url("/console/")).await.expect("goto");
     b.text("#client_id").await;
     b.shot("sign-in").await;

@@ -9,6 +9,7 @@ mod bulk;
 mod cancel;
 mod clock;
 mod console;
+mod console_journeys;
 mod console_steps;
 mod document;
 mod feed;

@@ -168,7 +168,8 @@ impl StepGraph {
         let svg = svg::render(self, title, marks, &lines);
         html! {
             figure.graph {
-                div.scroll.graph-frame { (PreEscaped(svg)) }
+                div.scroll.graph-frame tabindex="0" role="region" aria-label=(title) {
+                    (PreEscaped(svg)) }
                 figcaption.muted { (self.nodes.len()) " steps; shapes: card (square corners), \
                     wait (round ends), wait for card (round ends, dashed), branch (pointed \
                     ends)." }

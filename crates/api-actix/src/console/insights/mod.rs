@@ -136,10 +136,12 @@ fn insights(
                 (stats.from) " to " (stats.to) }
             div.insights {
                 figure.chart {
-                    div.scroll { (PreEscaped(chart::draw(title, &days))) }
+                    div.scroll tabindex="0" role="region" aria-label="The chart" {
+                        (PreEscaped(chart::draw(title, &days))) }
                     figcaption { (PreEscaped(chart::legend())) }
                 }
-                div.scroll.numbers { table #insights-table {
+                div.scroll.numbers tabindex="0" role="region" aria-label="Each day's totals" {
+                    table #insights-table {
                     caption { "Each day's totals" }
                     thead { tr { th scope="col" { "Day" } th scope="col" { "Published" }
                         th scope="col" { "Completed" } th scope="col" { "Dismissed" }
