@@ -422,6 +422,80 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
         .contains("must be a whole number"));
 }
 
+/// The editor's text on a flow's page, unescaped.
+fn editor_text(page: &str) -> String {
+    let start = page.find("<textarea id=\"config\"").expect("the editor");
+    let open = start + page[start..].find('>').expect("tag") + 1;
+    let end = open + page[open..].find("</textarea>").expect("end");
+    page[open..end]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+async fn the_editor_shows_the_users_own_text_until_the_form_changes_it(s: Server) {
+    let flow = flow_publishing(&s, "Kept", serde_json::from_str(ONE_STEP).expect("json")).await;
+    let cookie = pair(&sign_in(&s, &s.admin_client_id, &s.admin_secret).await);
+    let base = format!("/console/{}/flows/{flow}", s.env);
+    let (_, page) = get(&s, &cookie, &base).await;
+    let token = csrf(&page);
+    // Sent through the API: shown in reading order, not by key name.
+    let shown = editor_text(&page);
+    let at = |text: &str, needle: &str| text.find(needle).expect(needle);
+    assert!(at(&shown, "\"type\"") < at(&shown, "\"steps\""), "{shown}");
+    assert!(
+        at(&shown, "\"steps\"") < at(&shown, "\"cardTemplates\""),
+        "{shown}"
+    );
+    // Written in the user's own order and spacing: shown again as written.
+    let config: Value = serde_json::from_str(ONE_STEP).expect("json");
+    let mut own = String::from("{\n    \"cardTemplates\": ");
+    own.push_str(&serde_json::to_string(&config["cardTemplates"]).expect("text"));
+    own.push_str(",\n    \"steps\": ");
+    own.push_str(&serde_json::to_string(&config["steps"]).expect("text"));
+    own.push_str(",\n    \"initialSteps\": [\"welcome\"],\n    \"type\": \"card\"\n}");
+    let own_config: Value = serde_json::from_str(&own).expect("own");
+    assert_eq!(own_config["initialSteps"], config["initialSteps"], "{own}");
+    let saved = plain()
+        .post(s.url(&format!("{base}/config")))
+        .header("cookie", &cookie)
+        .form(&[
+            ("csrf", token.as_str()),
+            ("action", "draft"),
+            ("config", own.as_str()),
+        ])
+        .send()
+        .await
+        .expect("save");
+    assert_eq!(saved.status(), 303);
+    let (_, page) = get(&s, &cookie, &base).await;
+    assert_eq!(editor_text(&page), own);
+    // Changed by the form, the text no longer says the draft: reading order again.
+    let words = plain()
+        .post(s.url(&format!("{base}/edit/template")))
+        .header("cookie", &cookie)
+        .form(&[
+            ("csrf", token.as_str()),
+            ("template", "welcome-card"),
+            ("headline", "Hello"),
+            ("text", ""),
+            ("button", ""),
+        ])
+        .send()
+        .await
+        .expect("edit");
+    assert_eq!(words.status(), 303);
+    let (_, page) = get(&s, &cookie, &base).await;
+    let shown = editor_text(&page);
+    assert_ne!(shown, own);
+    assert!(
+        at(&shown, "\"type\"") < at(&shown, "\"cardTemplates\""),
+        "{shown}"
+    );
+    assert!(shown.contains("\"Hello\""));
+}
+
 const ONE_STEP: &str = include_str!("../../crates/api-actix/src/examples/one-step.json");
 
 blackbox!(
@@ -429,4 +503,5 @@ blackbox!(
     a_test_send_says_why_it_missed_a_user_until_they_are_one,
     publish_does_what_the_editor_means,
     the_form_edits_a_flow_without_json,
+    the_editor_shows_the_users_own_text_until_the_form_changes_it,
 );

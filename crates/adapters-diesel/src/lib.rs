@@ -17,6 +17,7 @@ mod columns;
 mod counts;
 pub mod crypto;
 pub mod db;
+mod editor_texts;
 mod error;
 #[cfg(feature = "testing")]
 pub mod faults;
@@ -61,6 +62,7 @@ pub use db::{
     apply_migrations, schema_status, Backend, Database, DatabaseError, DatabaseUrl, SchemaStatus,
     Synchronous, Waits, WAL_LIMIT_BYTES,
 };
+pub use editor_texts::DieselEditorTextRepository;
 pub use feed::{listen as listen_for_feed, DieselFeedRepository, CHANNEL as FEED_CHANNEL};
 pub use flows::{DieselFlowRepository, DieselSettingsRepository};
 pub use folders::DieselFolderRepository;

@@ -168,6 +168,15 @@ diesel::table! {
 }
 
 diesel::table! {
+    editor_texts (environment_id, flow_id, version) {
+        environment_id -> Text,
+        flow_id -> Text,
+        version -> Integer,
+        text -> Text,
+    }
+}
+
+diesel::table! {
     stream_tickets (hash) {
         hash -> Text,
         environment_id -> Text,
@@ -489,6 +498,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     instance_counts,
     sdk_keys,
     stream_tickets,
+    editor_texts,
     flow_folders,
     leases,
     flow_totals,

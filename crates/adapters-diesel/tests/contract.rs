@@ -5181,3 +5181,44 @@ mod instances {
         an_unreadable_instance_fails_alone,
     );
 }
+
+// ---- The console editor's texts ----
+
+mod editor_texts {
+    use adapters_diesel::{both_backends, DieselEditorTextRepository};
+    use domain::flow::texts::EditorTextRepository;
+
+    async fn a_text_is_kept_per_version_and_replaced_by_the_next_save(url: &str) {
+        let repo = DieselEditorTextRepository::new(super::connect(url));
+        assert_eq!(repo.get("env_a", "flw_1", 1).await.expect("get"), None);
+        let text = "{\n  \"type\": \"card\",\n  \"é\": \"ü\"\n}".to_owned();
+        repo.put("env_a", "flw_1", 1, text.clone())
+            .await
+            .expect("put");
+        repo.put("env_a", "flw_1", 2, "{}".into())
+            .await
+            .expect("put");
+        assert_eq!(
+            repo.get("env_a", "flw_1", 1).await.expect("get"),
+            Some(text)
+        );
+        repo.put("env_a", "flw_1", 1, "[]".into())
+            .await
+            .expect("again");
+        assert_eq!(
+            repo.get("env_a", "flw_1", 1).await.expect("get").as_deref(),
+            Some("[]")
+        );
+        assert_eq!(repo.get("env_b", "flw_1", 1).await.expect("other"), None);
+        assert_eq!(
+            repo.get("env_a", "flw_1", u32::MAX).await.expect("large"),
+            None
+        );
+        assert!(repo
+            .put("env_a", "flw_1", u32::MAX, "{}".into())
+            .await
+            .is_err());
+    }
+
+    both_backends!(a_text_is_kept_per_version_and_replaced_by_the_next_save);
+}

@@ -57,6 +57,8 @@ pub struct AppState {
     pub devices: Arc<domain::push::DeviceService>,
     pub pushes: Arc<domain::push::PushService>,
     pub stats: Arc<domain::stats::StatsService>,
+    /// The console's editor: configurations saved from their text, and the text read back.
+    pub editor: Arc<domain::flow::texts::EditorService>,
     /// SDK keys, and end users signed in with their tokens (contract §15).
     pub sdk: Arc<domain::sdk::SdkKeyService>,
     /// Stream tickets: how a browser's `EventSource` opens a user's feed stream.

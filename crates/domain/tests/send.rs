@@ -30,7 +30,18 @@ fn futures(
     waits: Arc<workbench_domain::trigger::waits::Waits>,
     delivery_service: Arc<workbench_domain::webhook::DeliveryService>,
     webhook_service: Arc<workbench_domain::webhook::WebhookService>,
+    editor_service: Arc<workbench_domain::flow::texts::EditorService>,
+    stats_service: Arc<workbench_domain::stats::StatsService>,
 ) {
+    send(editor_service.save_text(any(), any(), any(), any(), any()));
+    send(editor_service.text(any(), any(), any()));
+    send(stats_service.flow(any(), any(), any(), any()));
+    send(stats_service.folder(any(), any(), any(), any()));
+    send(stats_service.steps(any(), any(), any(), any(), any()));
+    send(flow_service.publish_edited(any(), any(), any(), any()));
+    send(flow_service.save_edit(any(), any(), any(), any()));
+    send(flow_service.preview(any(), any(), any(), any(), any()));
+    send(audience_service.set_test_user(any(), any(), any(), any()));
     send(audience_service.put_user(any(), any(), any()));
     send(audience_service.put_users(any(), any(), any()));
     send(audience_service.get_user(any(), any(), any()));

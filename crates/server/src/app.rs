@@ -261,6 +261,12 @@ impl App {
             Arc::new(adapters_jwt::JwtVerifier::default()),
             clock.clone(),
         ));
+        let flow_service = Arc::new(FlowService::new(
+            flows.clone(),
+            folders.clone(),
+            Arc::new(DieselSettingsRepository::new(db.clone())),
+            clock.clone(),
+        ));
         let state = AppState {
             auth: crate::auth_service(&db, clock.clone()),
             folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
@@ -271,11 +277,10 @@ impl App {
                 instance_repo.clone(),
                 clock.clone(),
             )),
-            flows: Arc::new(FlowService::new(
-                flows,
-                folders,
-                Arc::new(DieselSettingsRepository::new(db.clone())),
-                clock.clone(),
+            flows: flow_service.clone(),
+            editor: Arc::new(domain::flow::texts::EditorService::new(
+                flow_service,
+                Arc::new(adapters_diesel::DieselEditorTextRepository::new(db.clone())),
             )),
             feed,
             hub,

@@ -23,6 +23,7 @@ pub mod preview;
 mod problems;
 mod recent;
 pub mod steps;
+pub mod texts;
 pub mod values;
 
 use crate::id::FlowId;

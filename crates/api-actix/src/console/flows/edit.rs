@@ -1,12 +1,11 @@
 //! The editor and the version actions: save a draft, publish, approve, discard, archive.
 
 use actix_web::{web, HttpResponse};
-use domain::flow::editor::Edited;
+use domain::flow::texts::SaveOutcome;
 use domain::flow::VersionRef;
 use domain::id::{EnvironmentId, FlowId};
 use domain::DomainError;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::page::{flow_page, Shown};
 use crate::console::page::Problems;
@@ -34,9 +33,8 @@ struct ConfigForm {
     action: String,
 }
 
-/// The editor: saved as the draft, or published as its user means it
-/// ([`domain::flow::FlowService::publish_edited`]). Text that is not JSON is refused here with
-/// the parser's message; everything else is the service's to judge.
+/// The editor: its text saved as the draft, or published as its user means it, and kept so
+/// that the editor shows it again as written ([`domain::flow::texts::EditorService`]).
 async fn save(
     state: web::Data<AppState>,
     path: web::Path<(EnvironmentId, FlowId)>,
@@ -53,22 +51,19 @@ async fn save(
             ))
         }
     };
-    let result = match serde_json::from_str::<Value>(&form.config) {
-        Err(e) => Err(DomainError::invalid("", format!("is not JSON: {e}"))),
-        Ok(config) if publish => state
-            .flows
-            .publish_edited(&session.principal, &env, &id, config)
-            .await
-            .map(|edited| match edited {
-                Edited::Published { .. } => "published",
-                Edited::AwaitingApproval { .. } => "awaiting",
-            }),
-        Ok(config) => state
-            .flows
-            .save_draft(&session.principal, &env, &id, config)
-            .await
-            .map(|_| "saved"),
-    };
+    let result = state
+        .editor
+        .save_text(&session.principal, &env, &id, &form.config, publish)
+        .await
+        .map(|saved| {
+            let done = match saved.outcome {
+                SaveOutcome::Draft => "saved",
+                SaveOutcome::Published => "published",
+                SaveOutcome::AwaitingApproval => "awaiting",
+            };
+            let kept = if saved.text_kept { "" } else { "&text=lost" };
+            format!("{done}{kept}")
+        });
     match result {
         Ok(done) => Ok(see_other(&format!("{ROOT}/{env}/flows/{id}?done={done}"))),
         Err(err) => {

@@ -4,6 +4,7 @@
 //! happened.
 
 mod edit;
+mod json_text;
 mod list;
 mod page;
 mod preview;

@@ -29,6 +29,8 @@ struct ShowQuery {
     done: Option<String>,
     /// `test`: the graph counts test runs rather than live ones.
     counts: Option<String>,
+    /// `lost`: the editor's text could not be kept.
+    text: Option<String>,
 }
 
 /// What the flow's page shows again after a refused change.
@@ -55,6 +57,9 @@ async fn show(
     let (env, id) = path.into_inner();
     let notice = match query.done.as_deref() {
         Some("created") => Some("The flow was created."),
+        Some("saved") if query.text.is_some() => {
+            Some("The draft was saved; its text could not be kept, so it shows in reading order.")
+        }
         Some("saved") => Some("The draft was saved."),
         Some("published") => Some("The configuration was published."),
         Some("approved") => Some("The draft was approved."),
@@ -112,6 +117,15 @@ pub(super) async fn flow_page(
     let folders = folders(state, session, env).await;
     let environments = environments(state, session).await?;
     let base = format!("{ROOT}/{env}/flows/{id}");
+    let kept = match &config {
+        Some(v) => state
+            .editor
+            .text(&session.principal, env, v)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
     let steps = match &config {
         Some(v) => steps_section(state, session, env, v, &base, shown.test_counts).await,
         None => html! {},
@@ -134,7 +148,7 @@ pub(super) async fn flow_page(
         @if let Some(v) = config.as_ref().filter(|_| may_write) {
             (super::quick_form::forms(session, &base, &v.config))
         }
-        (editor(session, env, &flow, config.as_ref(), &shown, &base))
+        (editor(session, env, &flow, config.as_ref(), kept.as_deref(), &shown, &base))
         @if session.may(env, Permission::ActionFlowsTrigger) {
             (test_form(session, &base, shown.test, shown.action.as_ref()))
         }
@@ -268,19 +282,24 @@ async fn steps_section(
 }
 
 /// The configuration: the editor for a key that may write, else the text.
+#[allow(clippy::too_many_arguments)]
 fn editor(
     session: &Session,
     env: &str,
     flow: &Flow,
     config: Option<&FlowVersion>,
+    kept: Option<&str>,
     shown: &Shown<'_>,
     base: &str,
 ) -> Markup {
     let may_write = session.may(env, Permission::ActionFlowsWrite) && !flow.archived;
-    let editor_text = match (&shown.editor, config) {
-        (Some((text, _)), _) => (*text).to_owned(),
-        (None, Some(v)) => serde_json::to_string_pretty(&v.config).unwrap_or_default(),
-        (None, None) => String::new(),
+    // What was sent again after a refusal; else the text the version was saved as; else
+    // the configuration in reading order.
+    let editor_text = match (&shown.editor, kept, config) {
+        (Some((text, _)), _, _) => (*text).to_owned(),
+        (None, Some(text), _) => text.to_owned(),
+        (None, None, Some(v)) => super::json_text::reading_order(&v.config),
+        (None, None, None) => String::new(),
     };
     let editor_problems = shown.editor.as_ref().map(|(_, p)| p);
     html! {

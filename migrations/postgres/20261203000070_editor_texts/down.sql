@@ -1,0 +1,1 @@
+DROP TABLE editor_texts;
