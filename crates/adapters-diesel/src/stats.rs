@@ -56,7 +56,7 @@ impl StatsRepository for DieselStatsRepository {
         let rows = self
             .db
             .run(move |conn| {
-                let query = flow_totals::table
+                let mut query = flow_totals::table
                     .filter(flow_totals::environment_id.eq(env))
                     .filter(flow_totals::flow_id.eq(flow))
                     .filter(flow_totals::day.between(day(range.from), day(range.to)))
@@ -66,13 +66,16 @@ impl StatsRepository for DieselStatsRepository {
                         flow_totals::flow_version,
                         flow_totals::metric,
                         flow_totals::n,
-                    ));
-                let rows: Vec<(String, i32, String, i64)> = match range.version {
-                    Some(v) => query
-                        .filter(flow_totals::flow_version.eq(i32::try_from(v).unwrap_or(i32::MAX)))
-                        .load(conn)?,
-                    None => query.load(conn)?,
-                };
+                    ))
+                    .into_boxed();
+                if let Some(v) = range.version {
+                    let v = i32::try_from(v).unwrap_or(i32::MAX);
+                    query = query.filter(flow_totals::flow_version.eq(v));
+                }
+                if let Some(metrics) = range.metrics {
+                    query = query.filter(flow_totals::metric.eq_any(metrics));
+                }
+                let rows: Vec<(String, i32, String, i64)> = query.load(conn)?;
                 Ok(rows)
             })
             .await?;
@@ -91,20 +94,22 @@ impl StatsRepository for DieselStatsRepository {
             .run(move |conn| {
                 let mut rows: Vec<(String, i32, String, i64)> = Vec::new();
                 for chunk in folder_ids.chunks(CHUNK) {
-                    rows.extend(
-                        flow_totals::table
-                            .filter(flow_totals::environment_id.eq(&env))
-                            .filter(flow_totals::folder_id.eq_any(chunk))
-                            .filter(flow_totals::day.between(day(range.from), day(range.to)))
-                            .filter(flow_totals::mode.eq(range.mode.as_str()))
-                            .select((
-                                flow_totals::day,
-                                flow_totals::flow_version,
-                                flow_totals::metric,
-                                flow_totals::n,
-                            ))
-                            .load::<(String, i32, String, i64)>(conn)?,
-                    );
+                    let mut query = flow_totals::table
+                        .filter(flow_totals::environment_id.eq(&env))
+                        .filter(flow_totals::folder_id.eq_any(chunk))
+                        .filter(flow_totals::day.between(day(range.from), day(range.to)))
+                        .filter(flow_totals::mode.eq(range.mode.as_str()))
+                        .select((
+                            flow_totals::day,
+                            flow_totals::flow_version,
+                            flow_totals::metric,
+                            flow_totals::n,
+                        ))
+                        .into_boxed();
+                    if let Some(metrics) = range.metrics {
+                        query = query.filter(flow_totals::metric.eq_any(metrics));
+                    }
+                    rows.extend(query.load::<(String, i32, String, i64)>(conn)?);
                 }
                 Ok(rows)
             })

@@ -5222,3 +5222,82 @@ mod editor_texts {
 
     both_backends!(a_text_is_kept_per_version_and_replaced_by_the_next_save);
 }
+
+// ---- Daily totals read back (contract §14) ----
+
+mod daily_totals {
+    use adapters_diesel::{both_backends, DieselStatsRepository};
+    use chrono::NaiveDate;
+    use domain::stats::{DayRange, StatsRepository, CARD_METRICS};
+    use domain::trigger::Mode;
+
+    fn range(version: Option<u32>, metrics: Option<&'static [&'static str]>) -> DayRange {
+        DayRange {
+            from: NaiveDate::from_ymd_opt(2026, 11, 1).expect("day"),
+            to: NaiveDate::from_ymd_opt(2026, 11, 30).expect("day"),
+            mode: Mode::Live,
+            version,
+            metrics,
+        }
+    }
+
+    async fn a_read_takes_the_metrics_and_version_asked_for(url: &str) {
+        let repo = DieselStatsRepository::new(super::connect(url));
+        let mut rows = Vec::new();
+        for (day, version, metric) in [
+            ("2026-11-02", 1, "events.card-published"),
+            ("2026-11-02", 1, "steps.ask.reached"),
+            ("2026-11-03", 2, "events.card-completed"),
+            ("2026-11-03", 2, "cards.created"),
+            ("2026-12-01", 2, "events.card-published"),
+        ] {
+            rows.push(format!(
+                "('env_a', 'flw_1', '{day}', {version}, 'fld_1', 'live', '{metric}', 0, 3)"
+            ));
+        }
+        rows.push(
+            "('env_b', 'flw_1', '2026-11-02', 1, 'fld_1', 'live', 'cards.created', 0, 9)".into(),
+        );
+        adapters_diesel::testing::raw_execute(
+            url,
+            &format!(
+                "INSERT INTO flow_totals (environment_id, flow_id, day, flow_version, folder_id, \
+                 mode, metric, shard, n) VALUES {}",
+                rows.join(", ")
+            ),
+        );
+        let all = repo
+            .flow_totals("env_a", "flw_1", range(None, None))
+            .await
+            .expect("all");
+        assert_eq!(all.len(), 4, "the range's days only: {all:?}");
+        let cards = repo
+            .flow_totals("env_a", "flw_1", range(None, Some(&CARD_METRICS)))
+            .await
+            .expect("cards");
+        let mut metrics: Vec<&str> = cards.iter().map(|t| t.metric.as_str()).collect();
+        metrics.sort();
+        assert_eq!(metrics, ["events.card-completed", "events.card-published"]);
+        let v2 = repo
+            .flow_totals("env_a", "flw_1", range(Some(2), Some(&CARD_METRICS)))
+            .await
+            .expect("v2");
+        assert_eq!(v2.len(), 1);
+        let folder = repo
+            .folder_totals(
+                "env_a",
+                vec!["fld_1".into()],
+                range(None, Some(&CARD_METRICS)),
+            )
+            .await
+            .expect("folder");
+        assert_eq!(folder.len(), 2, "{folder:?}");
+        let other = repo
+            .folder_totals("env_b", vec!["fld_1".into()], range(None, None))
+            .await
+            .expect("other");
+        assert_eq!(other.len(), 1, "env_b's own row only");
+    }
+
+    both_backends!(a_read_takes_the_metrics_and_version_asked_for);
+}

@@ -151,7 +151,16 @@ pub struct DayRange {
     pub mode: Mode,
     /// One version only, when asked.
     pub version: Option<u32>,
+    /// These metrics only, when given (a chart that draws a few); every metric otherwise.
+    pub metrics: Option<&'static [&'static str]>,
 }
+
+/// The metrics of the console's insights chart: cards published, completed and dismissed.
+pub const CARD_METRICS: [&str; 3] = [
+    "events.card-published",
+    "events.card-completed",
+    "events.card-dismissed",
+];
 
 /// The query's range, mode and version on `today` (UTC): every problem at once, each at its
 /// parameter, as [`DomainError::Validation`]. A bad date, `from` after `to`, or more than
@@ -230,6 +239,7 @@ pub fn decide_range(query: &StatsQuery, today: NaiveDate) -> Result<DayRange, Do
         to,
         mode,
         version,
+        metrics: None,
     })
 }
 
@@ -352,6 +362,7 @@ impl StatsService {
             to: self.clock.now().date_naive(),
             mode,
             version: Some(version),
+            metrics: None,
         };
         let totals = self.totals.flow_totals(env, flow_id, range).await?;
         let waiting = self.instances.waiting(env, flow_id, version, mode).await?;
@@ -367,8 +378,24 @@ impl StatsService {
         flow_id: &FlowId,
         query: &StatsQuery,
     ) -> Result<Stats, DomainError> {
+        self.flow_metrics(who, env, flow_id, query, None).await
+    }
+
+    /// [`flow`](Self::flow), of `metrics` only (none: every metric): a chart reads the few it
+    /// draws ([`CARD_METRICS`]).
+    pub async fn flow_metrics(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        flow_id: &FlowId,
+        query: &StatsQuery,
+        metrics: Option<&'static [&'static str]>,
+    ) -> Result<Stats, DomainError> {
         who.authorize(env, Permission::ActionFlowsRead)?;
-        let range = decide_range(query, self.clock.now().date_naive())?;
+        let range = DayRange {
+            metrics,
+            ..decide_range(query, self.clock.now().date_naive())?
+        };
         if self.flows.get(env, flow_id).await?.is_none() {
             return Err(DomainError::NotFound(Resource::Flow));
         }
@@ -391,13 +418,28 @@ impl StatsService {
         folder_id: &FolderId,
         query: &StatsQuery,
     ) -> Result<Stats, DomainError> {
+        self.folder_metrics(who, env, folder_id, query, None).await
+    }
+
+    /// [`folder`](Self::folder), of `metrics` only (none: every metric).
+    pub async fn folder_metrics(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        folder_id: &FolderId,
+        query: &StatsQuery,
+        metrics: Option<&'static [&'static str]>,
+    ) -> Result<Stats, DomainError> {
         who.authorize(env, Permission::FoldersRead)?;
         who.authorize(env, Permission::ActionFlowsRead)?;
         let query = StatsQuery {
             version: None,
             ..query.clone()
         };
-        let range = decide_range(&query, self.clock.now().date_naive())?;
+        let range = DayRange {
+            metrics,
+            ..decide_range(&query, self.clock.now().date_naive())?
+        };
         let folders = self.folders.list(env).await?;
         if !folders.iter().any(|f| &f.id == folder_id) {
             return Err(DomainError::NotFound(Resource::Folder));

@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use chrono::{Duration, NaiveDate};
 use domain::id::{EnvironmentId, FlowId, FolderId};
-use domain::stats::{event_metric, Stats, StatsQuery};
+use domain::stats::{event_metric, Stats, StatsQuery, CARD_METRICS};
 use maud::{html, Markup, PreEscaped};
 use serde::Deserialize;
 
@@ -172,7 +172,13 @@ async fn flow(
     };
     let stats = match state
         .stats
-        .flow(who, &env, &id, &query.stats(state.stats.today()))
+        .flow_metrics(
+            who,
+            &env,
+            &id,
+            &query.stats(state.stats.today()),
+            Some(&CARD_METRICS),
+        )
         .await
     {
         Ok(s) => s,
@@ -209,7 +215,13 @@ async fn folder(
     };
     let stats = match state
         .stats
-        .folder(who, &env, &id, &query.stats(state.stats.today()))
+        .folder_metrics(
+            who,
+            &env,
+            &id,
+            &query.stats(state.stats.today()),
+            Some(&CARD_METRICS),
+        )
         .await
     {
         Ok(s) => s,

@@ -1,0 +1,1 @@
+DROP INDEX flow_totals_folder_metric;
