@@ -12,14 +12,16 @@ use crate::steps::{card_step, program};
 use crate::support::{blackbox, call, Server};
 use crate::trigger::{fire, flow_publishing, invocation_id};
 
-/// `survey` makes a card; `ask` waits a day for it; `route` thanks a rating of 4 or more.
+/// `survey` makes a card; `ask` waits a day for it; `route` thanks a rating of 4 or more; a
+/// card not answered in time waits an hour (`pause`) before `sorry`.
 pub(crate) fn rating_flow() -> Value {
     let mut config = program(
         &["survey"],
         json!({
             "survey": card_step("survey", &["ask"]),
             "ask": {"type": "wait-for-card", "properties": {"cardStep": "survey",
-                "timeout": "P1D", "on": {"submitted": ["route"], "timeout": ["sorry"]}}},
+                "timeout": "P1D", "on": {"submitted": ["route"], "timeout": ["pause"]}}},
+            "pause": {"type": "wait", "properties": {"duration": "PT1H"}, "next": ["sorry"]},
             "route": {"type": "branch", "properties": {"conditions": [
                 {"if": {"variable": "steps.ask.values.rating", "op": "greaterOrEqual",
                         "value": 4}, "next": ["thanks"]}], "otherwise": ["sorry"]}},
@@ -69,7 +71,9 @@ async fn a_flows_graph_counts_its_runs_and_draws_one_users_path(s: Server) {
         "Wait for card · ask",
         "Branch · route",
         "if rating of ask",
-        "0 reached",
+        "Wait · pause",
+        "for 1 hour",
+        "0 reached · 0 waiting",
     ] {
         assert!(page.contains(text), "{text}");
     }
@@ -97,8 +101,8 @@ async fn a_flows_graph_counts_its_runs_and_draws_one_users_path(s: Server) {
     assert!(page.contains("step card reached"));
     assert_eq!(
         page.matches(" unreached\"").count(),
-        3,
-        "route, thanks, sorry"
+        4,
+        "route, pause, thanks, sorry"
     );
     assert!(page.contains("waiting until "));
     let (status, _) = get(&s, &cookie, &format!("{inv_page}/users/nobody")).await;
@@ -342,7 +346,7 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
         vec![
             ("after", "survey"),
             ("kind", "wait"),
-            ("id", "pause"),
+            ("id", "breather"),
             ("amount", "2"),
             ("unit", "hours"),
         ],
@@ -374,7 +378,7 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
     .expect("outcome");
     assert_eq!(saved.status(), 303);
     let (_, page) = get(&s, &cookie, &base).await;
-    for text in ["Wait · pause", "for 2 hours", ">dismissed<", "v2, DRAFT"] {
+    for text in ["Wait · breather", "for 2 hours", ">dismissed<", "v2, DRAFT"] {
         assert!(page.contains(text), "{text}: {page}");
     }
     let draft = call(
@@ -388,11 +392,11 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
     let config = &draft.body["data"]["config"];
     assert_eq!(
         config["steps"]["survey"]["next"],
-        json!(["pause"]),
+        json!(["breather"]),
         "{}",
         draft.text
     );
-    assert_eq!(config["steps"]["pause"]["next"], json!(["ask"]));
+    assert_eq!(config["steps"]["breather"]["next"], json!(["ask"]));
     assert_eq!(
         config["cardTemplates"]["survey"]["defaultView"]["content"][0]["attributes"]["text"],
         "Rate us now"
@@ -410,7 +414,7 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
     );
     let refused = edit(
         "wait",
-        vec![("step", "pause"), ("amount", "lots"), ("unit", "days")],
+        vec![("step", "breather"), ("amount", "lots"), ("unit", "days")],
     )
     .await
     .expect("wait");
