@@ -22,19 +22,25 @@ use serde_json::{json, Value};
 pub struct FakeRequest {
     /// `token`, `fcm` or `apns`.
     pub kind: &'static str,
+    /// Whether it came over HTTP/2 (APNs needs it).
     pub http2: bool,
+    /// Its path.
     pub path: String,
     /// Lower-case names.
     pub headers: HashMap<String, String>,
+    /// Its body.
     pub body: Vec<u8>,
+    /// The status the fake answered.
     pub status: u16,
 }
 
 impl FakeRequest {
+    /// Its body as JSON (`null` when it is not).
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 
+    /// A header's value (empty when absent), by its lower-case name.
     pub fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
@@ -58,8 +64,10 @@ struct State {
     received: Vec<FakeRequest>,
 }
 
+/// A fake FCM, Google token endpoint and APNs on loopback, for tests.
 #[derive(Clone)]
 pub struct FakeProviders {
+    /// Its base URL.
     pub url: String,
     state: Arc<Mutex<State>>,
 }
@@ -92,6 +100,7 @@ fn reply(status: u16, body: Value) -> (u16, Value) {
 }
 
 impl FakeProviders {
+    /// Starts one on a free port.
     pub async fn start() -> FakeProviders {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -153,6 +162,7 @@ impl FakeProviders {
         self.state().unavailable.insert(token.into(), times);
     }
 
+    /// Every request it received, oldest first.
     pub fn received(&self) -> Vec<FakeRequest> {
         self.state().received.clone()
     }

@@ -7,6 +7,8 @@
 //! [`CredentialValidator`]: domain::push::CredentialValidator
 //! [`PushSender`]: domain::push::PushSender
 
+#![deny(missing_docs)]
+
 #[cfg(feature = "testing")]
 pub mod fake;
 mod send;

@@ -46,6 +46,7 @@ pub struct ProviderUrls {
     pub google_token: String,
     /// APNs production (`APNS`) and development (`APNS_SANDBOX`) bases: `{base}/3/device/{token}`.
     pub apns: String,
+    /// The APNs development base (`APNS_SANDBOX` platforms).
     pub apns_sandbox: String,
 }
 
@@ -60,6 +61,7 @@ impl Default for ProviderUrls {
     }
 }
 
+/// The push HTTP client could not be built (the TLS backend did not start).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the push HTTP client: {0}")]
 pub struct SenderError(#[from] reqwest::Error);
@@ -167,6 +169,7 @@ impl ServiceAccount {
 }
 
 impl HttpPushSender {
+    /// A sender to the providers at `urls`, each call within `timeout`.
     pub fn new(urls: ProviderUrls, timeout: Duration) -> Result<Self, SenderError> {
         let http = reqwest::Client::builder()
             .timeout(timeout)

@@ -12,17 +12,23 @@ use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 
 /// A push certificate (PEM) and its private key (PKCS#8 PEM).
 pub struct PushCertificate {
+    /// The certificate.
     pub certificate: String,
+    /// Its private key.
     pub private_key: String,
 }
 
 /// Options of a generated certificate.
 pub struct CertificateSpec {
+    /// Issued by a CA named as Apple's push CA.
     pub apple_issuer: bool,
+    /// With Apple's development (sandbox) push extension.
     pub sandbox: bool,
+    /// With Apple's production push extension.
     pub production: bool,
     /// Year of `notAfter` (2099 by default; a past year makes it expired).
     pub expires_year: i32,
+    /// The app's bundle id, in the subject's UID.
     pub bundle_id: &'static str,
 }
 
@@ -38,6 +44,7 @@ impl Default for CertificateSpec {
     }
 }
 
+/// A push certificate of `spec`, signed by a CA generated for it.
 pub fn push_certificate(spec: CertificateSpec) -> PushCertificate {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();

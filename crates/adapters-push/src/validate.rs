@@ -18,6 +18,8 @@ const OID_UID: &str = "0.9.2342.19200300.100.1.1";
 /// 2048 bits.
 const MIN_RSA_BYTES: usize = 256;
 
+/// Validates credentials without calling the providers: their form, keys and certificates
+/// (the domain's `CredentialValidator` port).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OfflineValidator;
 

@@ -9,6 +9,8 @@
 //! - [`HttpTransport`]: 15 s timeout, no redirects, no proxy, connection reuse, the first
 //!   20 KB of each answer kept for the attempt log.
 
+#![deny(missing_docs)]
+
 pub mod signing;
 pub mod ssrf;
 mod transport;

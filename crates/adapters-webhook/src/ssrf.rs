@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+/// A policy that cannot be made from its configuration.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
+    /// An allowed range that is not a CIDR.
     #[error("{0:?} is not a CIDR (e.g. 127.0.0.0/8 or fc00::/7)")]
     BadCidr(String),
 }

@@ -14,11 +14,14 @@ use crate::ssrf::{refusal, AddressPolicy, GuardedResolver, Refused};
 /// The attempt log keeps this much of each answer.
 pub const MAX_LOGGED_BODY_BYTES: usize = 20 * 1024;
 
+/// How the transport calls receivers.
 #[derive(Debug, Clone)]
 pub struct TransportConfig {
+    /// The addresses a receiver may resolve to (contract §7: no private ranges unless allowed).
     pub policy: AddressPolicy,
     /// The whole call (contract §7: 15 s).
     pub timeout: Duration,
+    /// Connecting alone.
     pub connect_timeout: Duration,
 }
 
@@ -39,6 +42,8 @@ pub struct HttpTransport {
 }
 
 impl HttpTransport {
+    /// A transport of `config`, with redirects and proxies off; fails only when the TLS
+    /// backend cannot start.
     pub fn new(config: TransportConfig) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
