@@ -2,13 +2,11 @@
 
 use actix_web::{web, HttpResponse};
 use domain::flow::texts::SaveOutcome;
-use domain::flow::VersionRef;
 use domain::id::{EnvironmentId, FlowId};
 use domain::DomainError;
 use serde::Deserialize;
 
-use super::page::{flow_page, Shown};
-use crate::console::page::Problems;
+use super::page::{refused, Shown};
 use crate::console::session::{Posted, Refusal, Session};
 use crate::console::shell::{see_other, ROOT};
 use crate::AppState;
@@ -67,23 +65,11 @@ async fn save(
     match result {
         Ok(done) => Ok(see_other(&format!("{ROOT}/{env}/flows/{id}?done={done}"))),
         Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            let shown = Shown {
-                editor: Some((&form.config, problems)),
+            let place = |p| Shown {
+                editor: Some((&form.config, p)),
                 ..Shown::default()
             };
-            flow_page(
-                &state,
-                &session,
-                &env,
-                &id,
-                VersionRef::Latest,
-                status,
-                None,
-                shown,
-            )
-            .await
+            refused(&state, &session, &env, &id, err, place).await
         }
     }
 }
@@ -160,23 +146,11 @@ async fn action_outcome(
     match result {
         Ok(done) => Ok(see_other(&format!("{ROOT}/{env}/flows/{id}?done={done}"))),
         Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            let shown = Shown {
-                action: Some(problems),
+            let place = |p| Shown {
+                action: Some(p),
                 ..Shown::default()
             };
-            flow_page(
-                state,
-                session,
-                env,
-                id,
-                VersionRef::Latest,
-                status,
-                None,
-                shown,
-            )
-            .await
+            refused(state, session, env, id, err, place).await
         }
     }
 }

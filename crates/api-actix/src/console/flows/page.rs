@@ -7,7 +7,7 @@ use domain::flow::steps::Program;
 use domain::flow::{FlowVersion, VersionRef, VersionStatus};
 use domain::id::{EnvironmentId, FlowId};
 use domain::trigger::Mode;
-use domain::{Flow, Folder, Permission};
+use domain::{DomainError, Flow, Folder, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -88,7 +88,7 @@ async fn show(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn flow_page(
+async fn flow_page(
     state: &AppState,
     session: &Session,
     env: &EnvironmentId,
@@ -154,6 +154,33 @@ pub(super) async fn flow_page(
         }
     };
     Ok(respond(status, page::frame(&frame, content)))
+}
+
+/// The flow's latest version again after a refused change: the API's status for `err`, its
+/// problems where `place` puts them (the editor, or the summary of an action), and what was
+/// sent.
+pub(super) async fn refused<'a>(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    id: &FlowId,
+    err: DomainError,
+    place: impl FnOnce(Problems) -> Shown<'a>,
+) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    let status = problems.status;
+    let shown = place(problems);
+    flow_page(
+        state,
+        session,
+        env,
+        id,
+        VersionRef::Latest,
+        status,
+        None,
+        shown,
+    )
+    .await
 }
 
 /// Says who must approve the draft the editor's text was saved as.

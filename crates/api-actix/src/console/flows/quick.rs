@@ -3,13 +3,11 @@
 
 use actix_web::{web, HttpResponse};
 use domain::flow::edits::{Edit, NewStep, Unit};
-use domain::flow::VersionRef;
 use domain::id::{EnvironmentId, FlowId};
 use domain::DomainError;
 use serde::Deserialize;
 
-use super::page::{flow_page, Shown};
-use crate::console::page::Problems;
+use super::page::{refused, Shown};
 use crate::console::session::{Posted, Refusal};
 use crate::console::shell::{see_other, ROOT};
 use crate::AppState;
@@ -122,23 +120,11 @@ async fn save(
     match result {
         Ok(_) => Ok(see_other(&format!("{ROOT}/{env}/flows/{id}?done=saved"))),
         Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            let shown = Shown {
-                action: Some(problems),
+            let place = |p| Shown {
+                action: Some(p),
                 ..Shown::default()
             };
-            flow_page(
-                &state,
-                &session,
-                &env,
-                &id,
-                VersionRef::Latest,
-                status,
-                None,
-                shown,
-            )
-            .await
+            refused(&state, &session, &env, &id, err, place).await
         }
     }
 }

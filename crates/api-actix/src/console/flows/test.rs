@@ -1,15 +1,14 @@
 //! A test trigger from the flow's page.
 
 use actix_web::{web, HttpResponse};
-use domain::flow::VersionRef;
 use domain::id::{EnvironmentId, FlowId};
 use domain::trigger::Mode;
 use domain::DomainError;
 
-use super::page::{flow_page, Shown};
+use super::page::{refused, Shown};
 use super::TestForm;
 use crate::console::failed;
-use crate::console::page::{self, Problems};
+use crate::console::page::{self};
 use crate::console::session::{Posted, Refusal};
 use crate::console::shell::{see_other, ROOT};
 use crate::AppState;
@@ -43,24 +42,12 @@ async fn test(
             None => Err(failed(&DomainError::invalid("flows", "no invocation"))),
         },
         Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            let shown = Shown {
-                action: Some(problems),
+            let place = |p| Shown {
+                action: Some(p),
                 test: Some(&form),
                 ..Shown::default()
             };
-            flow_page(
-                &state,
-                &session,
-                &env,
-                &id,
-                VersionRef::Latest,
-                status,
-                None,
-                shown,
-            )
-            .await
+            refused(&state, &session, &env, &id, err, place).await
         }
     }
 }
