@@ -1,6 +1,8 @@
 //! The HTTP adapter: routes, authentication extraction, request/response DTOs, problem+json
 //! errors, OpenAPI. Handlers translate HTTP to domain calls and back; rules live in `domain`.
 
+#![deny(missing_docs)]
+
 mod auth;
 mod body;
 pub mod client;
@@ -40,22 +42,35 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Everything the handlers need, shared by every worker.
 pub struct AppState {
+    /// Keys, tokens and who a bearer is (contract §2).
     pub auth: Arc<AuthService>,
+    /// The folder tree.
     pub folders: Arc<FolderService>,
+    /// Action Flows, their versions, drafts and approvals.
     pub flows: Arc<FlowService>,
+    /// End users, segments and streams.
     pub audience: Arc<AudienceService>,
+    /// `/start` and `/test`.
     pub triggers: Arc<TriggerService>,
     /// Flow instances of flows that wait or branch (contract §21).
     pub instances: Arc<domain::trigger::views::InstanceService>,
+    /// End users' cards and their actions.
     pub cards: Arc<CardService>,
+    /// Webhook subscriptions and their attempt log.
     pub webhooks: Arc<domain::webhook::WebhookService>,
+    /// Cancel tasks.
     pub cancels: Arc<domain::cancel::CancelService>,
+    /// Bulk starts from CSV.
     pub bulk: Arc<domain::bulk::BulkService>,
     /// A flow's CSV and cancel tasks in one list.
     pub tasks: Arc<domain::tasks::TaskService>,
+    /// Push notification platforms and their credentials.
     pub push: Arc<domain::push::PushPlatformService>,
+    /// End users' devices.
     pub devices: Arc<domain::push::DeviceService>,
+    /// Pushes sent on request.
     pub pushes: Arc<domain::push::PushService>,
+    /// Daily totals (contract §14) and a version's step counts.
     pub stats: Arc<domain::stats::StatsService>,
     /// The console's editor: configurations saved from their text, and the text read back.
     pub editor: Arc<domain::flow::texts::EditorService>,
@@ -67,6 +82,7 @@ pub struct AppState {
     pub feed: Arc<domain::feed::FeedService>,
     /// The open feed streams of the process, woken by whose cards changed.
     pub hub: Arc<FeedHub>,
+    /// The database's answer to `/readyz`.
     pub health: Arc<dyn HealthProbe>,
     /// The background loops of the process (stalled ones make `/readyz` answer 503).
     pub loops: Arc<domain::health::Loops>,
@@ -75,6 +91,7 @@ pub struct AppState {
     /// Set when the process starts to stop (contract §17): `/readyz` answers 503 from then on,
     /// so that load balancers stop sending requests before the listener closes.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    /// The Prometheus series of `/metrics`.
     pub metrics: Metrics,
     /// The rate limits of this process (contract §16).
     pub limits: RateLimits,
@@ -121,6 +138,7 @@ async fn no_route() -> HttpResponse {
 /// Server tuning that is not business configuration.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
+    /// HTTP worker threads.
     pub workers: usize,
     /// How long in-flight requests may run after SIGTERM before they are dropped.
     pub shutdown_timeout: Duration,

@@ -277,6 +277,7 @@ pub struct RateLimits {
 }
 
 impl RateLimits {
+    /// Empty buckets for `options`.
     pub fn new(options: RateLimitOptions) -> Self {
         Self {
             hasher: RandomState::new(),

@@ -24,6 +24,7 @@ const WEBHOOK_BUCKETS: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0,
 ];
 
+/// The service's Prometheus series (`/metrics`), shared by every worker.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -66,6 +67,7 @@ pub struct Scraped {
 }
 
 impl Metrics {
+    /// Every family registered, with the process series.
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some("workbench".into()), None)?;
         let labels = ["method", "route", "status"];

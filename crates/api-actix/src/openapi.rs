@@ -77,6 +77,7 @@ every response carries `X-Request-Id`.",
         (name = "operations", description = "Health, metrics and this document"),
     )
 )]
+/// The OpenAPI document of the API (`/openapi.json`).
 pub struct ApiDoc;
 
 /// Security schemes, and the two documentation endpoints that have no handler of ours.

@@ -28,8 +28,11 @@ pub struct Problem {
     /// `urn:workbench:error:<code>`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// A short summary of the kind (the same for every problem of a code).
     pub title: String,
+    /// The HTTP status, again.
     pub status: u16,
+    /// What happened, for a person.
     pub detail: String,
     /// Stable machine-readable code (see docs/errors.md).
     pub code: String,
@@ -77,6 +80,7 @@ struct Details {
 pub const STORAGE_FULL_RETRY_SECONDS: u64 = 5;
 
 impl ApiError {
+    /// An error of `status` and `code` with `detail` and no field problems.
     pub fn new(
         status: StatusCode,
         code: &'static str,
@@ -98,6 +102,7 @@ impl ApiError {
         }))
     }
 
+    /// 400 `validation_failed` with every field problem.
     pub fn validation(errors: Vec<FieldError>) -> Self {
         let detail = match errors.len() {
             1 => "The request has 1 invalid field.".to_owned(),
@@ -113,6 +118,7 @@ impl ApiError {
         err
     }
 
+    /// 400 `malformed_json`: a body that is not the JSON asked for.
     pub fn malformed_json(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
@@ -122,6 +128,7 @@ impl ApiError {
         )
     }
 
+    /// 401 `unauthorized`, with a `WWW-Authenticate: Bearer` challenge.
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -132,6 +139,7 @@ impl ApiError {
         .with_challenge("Bearer realm=\"workbench\"")
     }
 
+    /// 415 `unsupported_media_type`, naming the type expected.
     pub fn unsupported_media_type(expected: &str) -> Self {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -141,6 +149,7 @@ impl ApiError {
         )
     }
 
+    /// 500 `internal_error`, saying nothing of the cause.
     pub fn internal() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -228,6 +237,7 @@ impl ApiError {
         self
     }
 
+    /// The same error carrying the request's id.
     pub fn with_request_id(mut self, id: String) -> Self {
         self.0.request_id = Some(id);
         self
@@ -274,6 +284,7 @@ impl ApiError {
         }
     }
 
+    /// Its stable code (docs/errors.md).
     pub fn code(&self) -> &'static str {
         self.0.code
     }

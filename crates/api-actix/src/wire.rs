@@ -29,6 +29,7 @@ pub struct Guarded<IO> {
 }
 
 impl<IO> Guarded<IO> {
+    /// `io`, nothing rewritten yet.
     pub fn new(io: IO) -> Self {
         Self { io, pending: None }
     }
