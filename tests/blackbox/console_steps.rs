@@ -330,6 +330,13 @@ async fn the_form_edits_a_flow_without_json(s: Server) {
     let base = format!("/console/{}/flows/{flow}", s.env);
     let (_, page) = get(&s, &cookie, &base).await;
     assert!(page.contains("Edit in a form"), "{page}");
+    // Each outcome's row shows where it leads now, so saving it unchanged changes nothing.
+    let row = |page: &str, id: &str| {
+        let at = page.find(&format!("id=\"{id}\"")).expect(id);
+        page[at..at + page[at..].find("</select>").expect("end")].to_owned()
+    };
+    assert!(row(&page, "o-ask-timeout").contains("value=\"pause\" selected"));
+    assert!(row(&page, "o-ask-dismissed").contains("value=\"\" selected"));
     let token = csrf(&page);
     let edit = |kind: &'static str, form: Vec<(&'static str, &'static str)>| {
         let mut form: Vec<(&str, String)> =

@@ -141,11 +141,13 @@ macro_rules! users_matching {
     }};
 }
 
+/// The domain's `EndUserRepository` port on the service's database.
 pub struct DieselEndUserRepository {
     db: Database,
 }
 
 impl DieselEndUserRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }
@@ -373,11 +375,13 @@ impl EndUserRepository for DieselEndUserRepository {
     }
 }
 
+/// The domain's `SegmentRepository` port on the service's database.
 pub struct DieselSegmentRepository {
     db: Database,
 }
 
 impl DieselSegmentRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }
@@ -494,11 +498,13 @@ impl SegmentRepository for DieselSegmentRepository {
     }
 }
 
+/// The domain's `StreamRepository` port on the service's database.
 pub struct DieselStreamRepository {
     db: Database,
 }
 
 impl DieselStreamRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

@@ -197,11 +197,13 @@ fn trim_chunk(conn: &mut AnyConnection, task: i64, cursor: i64) -> Result<(), Fa
     Ok(())
 }
 
+/// The domain's `BulkRepository` port on the service's database.
 pub struct DieselBulkRepository {
     db: Database,
 }
 
 impl DieselBulkRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

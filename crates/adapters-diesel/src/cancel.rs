@@ -130,11 +130,13 @@ fn load(conn: &mut AnyConnection, env: &str, id: &str) -> Result<Option<TaskRow>
         .optional()?)
 }
 
+/// The domain's `CancelRepository` port on the service's database.
 pub struct DieselCancelRepository {
     db: Database,
 }
 
 impl DieselCancelRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

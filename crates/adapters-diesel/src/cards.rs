@@ -11,11 +11,13 @@ use crate::rows::*;
 use crate::schema::{analytics_events, card_instances};
 use crate::writes::*;
 
+/// The domain's `CardRepository` port on the service's database.
 pub struct DieselCardRepository {
     db: Database,
 }
 
 impl DieselCardRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

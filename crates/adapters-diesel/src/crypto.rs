@@ -17,8 +17,10 @@ use domain::StorageError;
 /// Why a key could not be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyError {
+    /// Not base64.
     #[error("the secret key is not valid base64")]
     NotBase64,
+    /// Not 32 bytes once decoded.
     #[error("the secret key must be 32 bytes (base64 of 32 random bytes); this one is {0} bytes")]
     WrongLength(usize),
 }

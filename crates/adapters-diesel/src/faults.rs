@@ -61,6 +61,7 @@ impl ThrowawayPostgres {
         Some(server)
     }
 
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -212,6 +213,7 @@ pub struct Blackhole {
 }
 
 impl Blackhole {
+    /// A relay to `target` on loopback, passing bytes until [`Blackhole::hold`] is on.
     pub fn to(target: u16) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("relay port");
         let port = listener.local_addr().expect("address").port();
@@ -245,6 +247,7 @@ impl Blackhole {
         }
     }
 
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
     }

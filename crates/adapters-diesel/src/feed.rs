@@ -215,11 +215,13 @@ fn head(row: HeadRow) -> EventHead {
     }
 }
 
+/// The domain's `FeedRepository` port on the service's database.
 pub struct DieselFeedRepository {
     db: Database,
 }
 
 impl DieselFeedRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

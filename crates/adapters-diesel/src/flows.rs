@@ -150,11 +150,13 @@ fn like_contains(text: &str) -> String {
     pattern
 }
 
+/// The domain's `FlowRepository` port on the service's database.
 pub struct DieselFlowRepository {
     db: Database,
 }
 
 impl DieselFlowRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }
@@ -317,11 +319,13 @@ impl FlowRepository for DieselFlowRepository {
     }
 }
 
+/// The domain's `SettingsRepository` port on the service's database.
 pub struct DieselSettingsRepository {
     db: Database,
 }
 
 impl DieselSettingsRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

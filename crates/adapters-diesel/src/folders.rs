@@ -46,11 +46,13 @@ impl From<&Folder> for FolderRow {
     }
 }
 
+/// The domain's `FolderRepository` port on the service's database.
 pub struct DieselFolderRepository {
     db: Database,
 }
 
 impl DieselFolderRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

@@ -21,6 +21,7 @@ pub struct DieselHealthProbe {
 }
 
 impl DieselHealthProbe {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self {
             db,

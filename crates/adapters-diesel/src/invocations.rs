@@ -22,6 +22,7 @@ use crate::schema::invocations;
 use crate::totals::{Ended, Totals};
 use crate::writes::*;
 
+/// The domain's `InvocationRepository` port on the service's database.
 pub struct DieselInvocationRepository {
     db: Database,
     /// Group commit: `record_run` calls queue here, and one thread writes all those waiting in
@@ -39,6 +40,7 @@ pub struct DieselInvocationRepository {
 }
 
 impl DieselInvocationRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self {
             db,

@@ -9,6 +9,8 @@
 //! - diesel errors become [`domain::StorageError`]s: unique and foreign-key violations are
 //!   named, pool time-outs are `Unavailable`, nothing panics.
 
+#![deny(missing_docs)]
+
 mod audience;
 mod bulk;
 mod cancel;

@@ -61,6 +61,7 @@ pub struct DieselPruneRepository {
 }
 
 impl DieselPruneRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         DieselPruneRepository { db }
     }

@@ -34,12 +34,14 @@ fn context(id: &str, field: &str) -> String {
     format!("push_platforms.{field}:{id}")
 }
 
+/// The domain's `PushPlatformRepository` port on the service's database.
 pub struct DieselPushPlatformRepository {
     db: Database,
     secrets: Arc<SecretBox>,
 }
 
 impl DieselPushPlatformRepository {
+    /// Over `db`, with `secrets` sealing what it stores secret.
     pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
         Self { db, secrets }
     }
@@ -228,11 +230,13 @@ pub(crate) fn device(r: DeviceRow) -> Device {
     }
 }
 
+/// The domain's `DeviceRepository` port on the service's database.
 pub struct DieselDeviceRepository {
     db: Database,
 }
 
 impl DieselDeviceRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

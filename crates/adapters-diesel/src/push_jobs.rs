@@ -143,12 +143,14 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
     Ok(())
 }
 
+/// The domain's `PushJobRepository` port on the service's database.
 pub struct DieselPushJobRepository {
     db: Database,
     secrets: Arc<SecretBox>,
 }
 
 impl DieselPushJobRepository {
+    /// Over `db`, with `secrets` sealing what it stores secret.
     pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
         Self { db, secrets }
     }

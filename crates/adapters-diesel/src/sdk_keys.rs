@@ -93,11 +93,13 @@ fn key(row: SdkKeyRow) -> Result<SdkKey, Failure> {
     })
 }
 
+/// The domain's `SdkKeyRepository` port on the service's database.
 pub struct DieselSdkKeyRepository {
     db: Database,
 }
 
 impl DieselSdkKeyRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

@@ -20,6 +20,7 @@ pub struct DieselStatsRepository {
 }
 
 impl DieselStatsRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         DieselStatsRepository { db }
     }

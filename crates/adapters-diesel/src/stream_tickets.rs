@@ -27,11 +27,13 @@ struct TicketRow {
     used: bool,
 }
 
+/// The domain's `StreamTicketRepository` port on the service's database.
 pub struct DieselStreamTicketRepository {
     db: Database,
 }
 
 impl DieselStreamTicketRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

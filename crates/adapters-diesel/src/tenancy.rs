@@ -181,11 +181,13 @@ fn env_row(e: &Environment) -> EnvironmentRow {
     }
 }
 
+/// The domain's `TenancyRepository` port on the service's database.
 pub struct DieselTenancyRepository {
     db: Database,
 }
 
 impl DieselTenancyRepository {
+    /// Over `db`.
     pub fn new(db: Database) -> Self {
         Self { db }
     }

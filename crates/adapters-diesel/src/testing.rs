@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection};
 
+/// A fresh database for one test: a temporary SQLite file, or a schema of its own on
+/// `TEST_POSTGRES_URL`, removed when dropped.
 pub struct TestDatabase {
     url: String,
     cleanup: Cleanup,

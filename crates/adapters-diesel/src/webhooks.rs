@@ -38,6 +38,7 @@ use pending::pending_subscriptions;
 use rows::{AttemptRow, DeliveryRow, SubscriptionRow, INSERT_CHUNK};
 use sealing::{open, seal};
 
+/// The domain's `WebhookRepository` port on the service's database.
 pub struct DieselWebhookRepository {
     db: Database,
     secrets: Arc<SecretBox>,
@@ -46,6 +47,7 @@ pub struct DieselWebhookRepository {
 }
 
 impl DieselWebhookRepository {
+    /// Over `db`, with `secrets` sealing what it stores secret.
     pub fn new(db: Database, secrets: Arc<SecretBox>) -> Self {
         Self {
             db,

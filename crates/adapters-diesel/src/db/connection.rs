@@ -18,7 +18,9 @@ pub(crate) const SQLITE_PAGE_SIZE: u32 = 8_192;
 /// that path (see `url::Manager`), but the order keeps it harmless.
 #[derive(diesel::MultiConnection)]
 pub enum AnyConnection {
+    /// To PostgreSQL.
     Postgresql(PgConnection),
+    /// To an SQLite file.
     Sqlite(SqliteConnection),
 }
 
@@ -32,18 +34,25 @@ impl AnyConnection {
     }
 }
 
+/// Which database a URL or a connection is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// SQLite, embedded.
     Sqlite,
+    /// PostgreSQL.
     Postgres,
 }
 
+/// Why the database could not be opened for the service.
 #[derive(Debug, thiserror::Error)]
 pub enum DatabaseError {
+    /// A URL that is neither `sqlite://PATH` nor `postgres://...`.
     #[error("unsupported database URL scheme (use sqlite://PATH or postgres://...)")]
     UnsupportedUrl,
+    /// The first connection failed.
     #[error("cannot connect to the database: {0}")]
     Connect(String),
+    /// A migration failed.
     #[error("cannot apply migrations: {0}")]
     Migrate(String),
     /// The database was migrated by a newer version of the service (contract §17).
@@ -51,7 +60,12 @@ pub enum DatabaseError {
         "the database's schema ({database}) is newer than this binary knows ({binary}): run \
         the newer version, or restore a backup taken before it migrated"
     )]
-    NewerSchema { database: String, binary: String },
+    NewerSchema {
+        /// The newest migration the database has.
+        database: String,
+        /// The newest this binary has.
+        binary: String,
+    },
     /// Migrations were not to be applied (`--no-migrate`), and some are pending.
     #[error("the database lacks migrations {}: run `workbench migrate` first", .0.join(", "))]
     PendingMigrations(Vec<String>),

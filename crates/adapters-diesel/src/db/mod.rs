@@ -11,6 +11,8 @@ use domain::StorageError;
 
 mod calls;
 mod cancel;
+// diesel's `MultiConnection` derive writes items of its own, without docs.
+#[allow(missing_docs)]
 mod connection;
 mod migrations;
 pub(crate) mod notices;
@@ -226,6 +228,7 @@ impl Database {
         ))
     }
 
+    /// Which backend it is.
     pub fn backend(&self) -> Backend {
         self.backend
     }

@@ -19,8 +19,10 @@ use super::connection::{AnyConnection, Backend, DatabaseError, WRITER_CHECKPOINT
 /// (docs/operations.md has the measured trade-off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
+    /// `FULL`: every commit reaches the disk before it is answered.
     #[default]
     Full,
+    /// `NORMAL`: commits reach the disk at checkpoints.
     Normal,
 }
 
@@ -244,6 +246,7 @@ pub struct DatabaseUrl {
 }
 
 impl DatabaseUrl {
+    /// `sqlite://PATH` or `postgres://...` (`postgresql://`), with the default settings.
     pub fn parse(url: &str) -> Result<Self, DatabaseError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self {
@@ -267,6 +270,7 @@ impl DatabaseUrl {
         }
     }
 
+    /// Which backend it names.
     pub fn backend(&self) -> Backend {
         self.backend
     }

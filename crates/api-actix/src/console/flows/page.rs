@@ -131,6 +131,7 @@ async fn flow_page(
         None => html! {},
     };
     let may_write = session.may(env, Permission::ActionFlowsWrite) && !flow.archived;
+    let latest = config.as_ref().filter(|v| v.version == flow.latest_version);
     let title = flow.name.clone();
     let frame = Frame {
         title: &title,
@@ -145,7 +146,8 @@ async fn flow_page(
         (page::alert(shown.action.as_ref(), &["flows[0].target", "flows[0].payload"]))
         (about(session, env, &flow, &folders, config.as_ref(), &base))
         (steps)
-        @if let Some(v) = config.as_ref().filter(|_| may_write) {
+        // The form edits the latest configuration: it is shown with that one only.
+        @if let Some(v) = latest.filter(|_| may_write) {
             (super::quick_form::forms(session, &base, &v.config))
         }
         (editor(session, env, &flow, config.as_ref(), kept.as_deref(), &shown, &base))
@@ -275,33 +277,28 @@ async fn steps_section(
         return html! {};
     };
     let graph = StepGraph::of(&program, &version.config);
-    let ran = version.status == VersionStatus::Published;
+    // A published version runs live and in tests; a draft in tests only.
+    let draft = version.status == VersionStatus::Draft;
+    let test_counts = test_counts || draft;
     let mode = if test_counts { Mode::Test } else { Mode::Live };
     let flow_id = FlowId::from(version.flow_id.as_str());
-    let counts = if ran {
-        state
-            .stats
-            .steps(&session.principal, env, &flow_id, version.version, mode)
-            .await
-            .ok()
-    } else {
-        None
-    };
+    let counts = state
+        .stats
+        .steps(&session.principal, env, &flow_id, version.version, mode)
+        .await
+        .ok();
     let marks = counts.as_ref().map_or(Marks::Nothing, Marks::Counts);
     let here = format!("{base}?version={}", version.version);
     html! {
         section.card aria-labelledby="steps" {
             h2 #steps { "Steps" }
-            @if ran {
-                p {
-                    "Counts of " @if test_counts { "test" } @else { "live" } " runs of v"
-                    (version.version) " since the flow was created: how many reached each step, \
-                    how many wait there now, and how each ended. "
-                    @if test_counts { a href=(here) { "Show live runs" } }
-                    @else { a href={ (here) "&counts=test" } { "Show test runs" } }
-                }
-            } @else {
-                p.muted { "A draft: its counts show once it is published and runs." }
+            p {
+                "Counts of " @if test_counts { "test" } @else { "live" } " runs of v"
+                (version.version) " since the flow was created: how many reached each step, \
+                how many wait there now, and how each ended. "
+                @if draft { "A draft runs in test sends only." }
+                @else if test_counts { a href=(here) { "Show live runs" } }
+                @else { a href={ (here) "&counts=test" } { "Show test runs" } }
             }
             (graph.draw(&format!("The steps of v{}", version.version), &marks))
         }

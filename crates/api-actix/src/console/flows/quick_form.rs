@@ -43,14 +43,24 @@ fn words(template: &Value) -> [String; 3] {
     ]
 }
 
+/// The first step a wait for card's outcome `key` leads to now, if it names one.
+fn outcome_target(config: &Value, step: &str, key: &str) -> Option<String> {
+    let path = format!("/steps/{}/properties/on/{key}/0", pointer_key(step));
+    config
+        .pointer(&path)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn pointer_key(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// A wait step's `duration` in the largest unit that says it exactly; a day when it has
 /// none (it waits until a date) or one the form's units cannot say.
 fn current_duration(config: &Value, step: &str) -> (u32, Unit) {
     let seconds = config
-        .pointer(&format!(
-            "/steps/{}/properties/duration",
-            step.replace('~', "~0").replace('/', "~1")
-        ))
+        .pointer(&format!("/steps/{}/properties/duration", pointer_key(step)))
         .and_then(Value::as_str)
         .and_then(domain::time::parse_duration)
         .map(|d| d.num_seconds())
@@ -126,23 +136,27 @@ pub(super) fn forms(session: &Session, base: &str, config: &Value) -> Markup {
                 }
             }
             @for id in of("wait-for-card") {
-                form.inline method="post" action={ (base) "/edit/outcome" }
-                    aria-label={ "Outcomes of " (id) } {
-                    (page::csrf(session))
-                    input type="hidden" name="step" value=(id);
-                    div.field {
-                        label for={ "o-" (id) "-outcome" } { (id) ": when the card is" }
-                        select id={ "o-" (id) "-outcome" } name="outcome" {
-                            @for o in OUTCOMES { option value=(o) { (o) } } }
-                    }
-                    div.field {
-                        label for={ "o-" (id) "-target" } { "go to" }
-                        select id={ "o-" (id) "-target" } name="target" {
-                            option value="" { "(the path ends)" }
-                            @for (s, _) in &steps { @if s != id { option value=(s) { (s) } } }
+                @for o in OUTCOMES {
+                    @let current = outcome_target(config, id, o);
+                    form.inline method="post" action={ (base) "/edit/outcome" }
+                        aria-label={ "When " (id) "'s card is " (o) } {
+                        (page::csrf(session))
+                        input type="hidden" name="step" value=(id);
+                        input type="hidden" name="outcome" value=(o);
+                        div.field {
+                            label for={ "o-" (id) "-" (o) } { (id) ": when the card is " (o)
+                                ", go to" }
+                            select id={ "o-" (id) "-" (o) } name="target" {
+                                option value="" selected[current.is_none()] {
+                                    "(the path ends)" }
+                                @for (s, _) in &steps { @if s != id {
+                                    option value=(s)
+                                        selected[current.as_deref() == Some(s.as_str())] { (s) }
+                                } }
+                            }
                         }
+                        button.secondary type="submit" { "Save" }
                     }
-                    button.secondary type="submit" { "Save outcome" }
                 }
             }
             (add_form(session, base, &steps))

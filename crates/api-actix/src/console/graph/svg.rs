@@ -9,15 +9,15 @@ use super::layout::{self, Layout};
 use super::{words, Arrow, Kind, Marks, Node, StepGraph};
 
 /// A step's box.
-const WIDTH: f64 = 232.0;
+const WIDTH: f64 = 220.0;
 const HEIGHT: f64 = 92.0;
 /// Between boxes, across and down.
-const GAP_ACROSS: f64 = 36.0;
+const GAP_ACROSS: f64 = 28.0;
 const GAP_DOWN: f64 = 60.0;
 /// Around the drawing.
 const MARGIN: f64 = 12.0;
 /// The characters of a line that fit a box at the drawing's font size.
-const LINE: usize = 30;
+const LINE: usize = 29;
 /// The characters of an arrow's label.
 const LABEL: usize = 34;
 

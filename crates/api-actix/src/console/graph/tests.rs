@@ -159,8 +159,9 @@ fn fifty_steps_stay_four_across() {
         .and_then(|w| w.split('"').next())
         .and_then(|w| w.parse().ok())
         .expect("a width");
+    // `main` is 1100 px wide; its padding, the section's and the frame's leave about 1020.
     assert!(
-        width <= 1100.0,
+        width <= 1000.0,
         "fits a laptop's page without scrolling: {width}"
     );
 }
