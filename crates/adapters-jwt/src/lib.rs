@@ -3,6 +3,8 @@
 //! by `jsonwebtoken` under the one algorithm of their key's type. What a token must say is
 //! decided by the domain (`domain::sdk`); this crate only reads and verifies.
 
+#![deny(missing_docs)]
+
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use domain::sdk::{
