@@ -211,7 +211,18 @@ fn set_element(list: &mut Vec<Value>, element_type: &str, key: &str, text: &str)
         (Some(i), true) => {
             list.remove(i);
         }
-        (Some(i), false) => list[i]["attributes"]["text"] = json!(text),
+        (Some(i), false) => {
+            // `attributes` that is not an object (validation does not read it) is replaced.
+            if let Some(element) = list[i].as_object_mut() {
+                let attributes = element.entry("attributes").or_insert_with(|| json!({}));
+                if !attributes.is_object() {
+                    *attributes = json!({});
+                }
+                if let Some(attributes) = attributes.as_object_mut() {
+                    attributes.insert("text".to_owned(), json!(text));
+                }
+            }
+        }
         (None, true) => {}
         (None, false) => {
             let new = json!({"key": key, "type": element_type, "attributes": {"text": text}});
@@ -381,6 +392,25 @@ mod tests {
             fields(apply(&config(), &missing).expect_err("refused")),
             ["template"]
         );
+    }
+
+    #[test]
+    fn an_element_of_any_shape_takes_its_words_without_panicking() {
+        let mut c = config();
+        c["cardTemplates"]["q"]["defaultView"]["content"] =
+            json!([{"type": "headline", "attributes": "x"}, {"type": "text"}, "loose", 7]);
+        let edit = Edit::Template {
+            template: "q".into(),
+            headline: "H".into(),
+            text: "T".into(),
+            button: String::new(),
+        };
+        let edited = apply(&c, &edit).expect("edited");
+        let content = &edited["cardTemplates"]["q"]["defaultView"]["content"];
+        assert_eq!(content[0]["attributes"]["text"], "H");
+        assert_eq!(content[1]["attributes"]["text"], "T");
+        c["cardTemplates"]["q"]["defaultView"] = json!("not a view");
+        assert!(apply(&c, &edit).is_err());
     }
 
     #[test]
