@@ -4,6 +4,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+/// `key` as one token of a JSON pointer (RFC 6901): `~` and `/` escaped.
+///
+/// ```
+/// assert_eq!(workbench_domain::json::pointer_token("a/b~c"), "a~1b~0c");
+/// ```
+pub fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// A JSON document held as its text: written once, stored as it is, parsed only where it is
 /// read, and cheap to clone (shared). For what the service records and seldom reads — an
 /// invocation's target and payload, a card's context — a JSON tree was built, copied,

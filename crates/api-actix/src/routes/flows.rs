@@ -50,11 +50,7 @@ pub struct FlowSummaryDto {
 impl FlowSummaryDto {
     fn new(flow: Flow, public_url: &str) -> Self {
         FlowSummaryDto {
-            status: match flow.status() {
-                FlowStatus::Published => "active",
-                FlowStatus::Draft => "draft",
-                FlowStatus::Archived => "archived",
-            },
+            status: flow.status().summary(),
             created: timestamp(&flow.created),
             updated: timestamp(&flow.updated),
             invocation_url: format!(

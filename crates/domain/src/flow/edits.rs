@@ -151,7 +151,7 @@ fn step_of<'a>(
     kind: &str,
 ) -> Result<&'a mut Value, Vec<FieldError>> {
     let step = config
-        .pointer_mut(&format!("/steps/{}", pointer_key(id)))
+        .pointer_mut(&format!("/steps/{}", crate::json::pointer_token(id)))
         .filter(|s| s.is_object())
         .ok_or_else(|| {
             problem(
@@ -165,10 +165,6 @@ fn step_of<'a>(
     Ok(step)
 }
 
-fn pointer_key(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
 fn set_words(
     config: &mut Value,
     template: &str,
@@ -177,7 +173,10 @@ fn set_words(
     button: &str,
 ) -> Result<(), Vec<FieldError>> {
     let t = config
-        .pointer_mut(&format!("/cardTemplates/{}", pointer_key(template)))
+        .pointer_mut(&format!(
+            "/cardTemplates/{}",
+            crate::json::pointer_token(template)
+        ))
         .and_then(Value::as_object_mut)
         .ok_or_else(|| problem("template", format!("`{template}` is not a card template")))?;
     let view = t
@@ -276,7 +275,7 @@ fn add_after(
         return Err(problem("id", format!("`{id}` is already used")));
     }
     let before = config
-        .pointer_mut(&format!("/steps/{}", pointer_key(after)))
+        .pointer_mut(&format!("/steps/{}", crate::json::pointer_token(after)))
         .filter(|s| s.is_object())
         .ok_or_else(|| problem("after", format!("`{after}` is not a step")))?;
     match before.get("type").and_then(Value::as_str) {

@@ -94,6 +94,21 @@ pub enum FlowStatus {
 }
 
 impl FlowStatus {
+    /// Its word in a flow's summary (docs/api.md, Action Flows: list): `active` for a
+    /// published flow, `draft`, `archived`.
+    ///
+    /// ```
+    /// use workbench_domain::flow::FlowStatus;
+    /// assert_eq!(FlowStatus::Published.summary(), "active");
+    /// ```
+    pub fn summary(self) -> &'static str {
+        match self {
+            FlowStatus::Published => "active",
+            FlowStatus::Draft => "draft",
+            FlowStatus::Archived => "archived",
+        }
+    }
+
     /// Its name, as [`FlowStatus::parse`] reads it and a list filter is given it.
     ///
     /// ```

@@ -8,7 +8,7 @@ use domain::{Flow, Folder, Page, PageRequest, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::{folder_name, folders, numbered, status_word};
+use super::{folder_name, folders, numbered};
 use crate::console::environments;
 use crate::console::page::{self, Frame, Problems};
 use crate::console::session::{Posted, Refusal, Session};
@@ -166,7 +166,7 @@ fn filter_form(env: &str, query: &ListQuery, folders: &[Folder]) -> Markup {
                     @for s in [FlowStatus::Draft, FlowStatus::Published, FlowStatus::Archived] {
                         option value=(s.as_str())
                             selected[query.status.as_deref() == Some(s.as_str())] {
-                                (status_word(s)) }
+                                (s.summary()) }
                     }
                 }
             }
@@ -199,7 +199,7 @@ fn flows_table(env: &str, query: &ListQuery, folders: &[Folder], flows: &Page<Fl
                     @for f in &flows.items {
                         tr {
                             td { a href={ (ROOT) "/" (env) "/flows/" (f.id) } { (f.name) } }
-                            td { span.status { (status_word(f.status())) } }
+                            td { span.status { (f.status().summary()) } }
                             td { (folder_name(folders, f)) }
                             td { (numbered(f.published_version)) }
                             td { (numbered(f.draft_version)) }

@@ -13,7 +13,6 @@ mod quick_form;
 mod test;
 
 use actix_web::web;
-use domain::flow::FlowStatus;
 use domain::id::EnvironmentId;
 use domain::DomainError;
 use domain::{Flow, Folder};
@@ -55,15 +54,6 @@ pub(super) async fn folders(
         .list(&session.principal, env)
         .await
         .unwrap_or_default()
-}
-
-/// A status filter's word, as the list shows the status.
-pub(super) fn status_word(s: FlowStatus) -> &'static str {
-    match s {
-        FlowStatus::Draft => "draft",
-        FlowStatus::Published => "active",
-        FlowStatus::Archived => "archived",
-    }
 }
 
 #[derive(Deserialize)]

@@ -261,7 +261,7 @@ fn about(
 
 /// A flow's status as the API's summary spells it (`active` rather than `PUBLISHED`).
 pub(super) fn shown_status(flow: &Flow) -> &'static str {
-    super::status_word(flow.status())
+    flow.status().summary()
 }
 
 /// The version's steps drawn; a version that ran shows what its instances did, live or test.

@@ -45,22 +45,24 @@ fn words(template: &Value) -> [String; 3] {
 
 /// The first step a wait for card's outcome `key` leads to now, if it names one.
 fn outcome_target(config: &Value, step: &str, key: &str) -> Option<String> {
-    let path = format!("/steps/{}/properties/on/{key}/0", pointer_key(step));
+    let path = format!(
+        "/steps/{}/properties/on/{key}/0",
+        domain::json::pointer_token(step)
+    );
     config
         .pointer(&path)
         .and_then(Value::as_str)
         .map(str::to_owned)
 }
 
-fn pointer_key(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
 /// A wait step's `duration` in the largest unit that says it exactly; a day when it has
 /// none (it waits until a date) or one the form's units cannot say.
 fn current_duration(config: &Value, step: &str) -> (u32, Unit) {
     let seconds = config
-        .pointer(&format!("/steps/{}/properties/duration", pointer_key(step)))
+        .pointer(&format!(
+            "/steps/{}/properties/duration",
+            domain::json::pointer_token(step)
+        ))
         .and_then(Value::as_str)
         .and_then(domain::time::parse_duration)
         .map(|d| d.num_seconds())

@@ -254,16 +254,11 @@ fn template_name(config: &Value, template: &str) -> String {
     config
         .pointer(&format!(
             "/cardTemplates/{}/metadata/cardName",
-            pointer_key(template)
+            domain::json::pointer_token(template)
         ))
         .and_then(Value::as_str)
         .unwrap_or(template)
         .to_owned()
-}
-
-/// A key as a JSON pointer token.
-fn pointer_key(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// The two lines a step's marks add: counts, or where one instance is.
