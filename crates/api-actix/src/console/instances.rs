@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use domain::audience::test_users::why_not_reached;
+use domain::audience::test_users::{why_none_reached, why_not_reached};
 use domain::flow::steps::Program;
 use domain::flow::VersionRef;
 use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId};
@@ -99,16 +99,8 @@ async fn missed(
     if inv.mode != Mode::Test || !session.may(env, Permission::UsersRead) {
         return Vec::new();
     }
-    if users.is_empty() && view.status().is_final() && inv.users_targeted == 0 {
-        let all = inv.target.text().contains("allTestUsers");
-        return if all {
-            vec![
-                "This environment has no test user: mark one on the user's page in Audience."
-                    .to_owned(),
-            ]
-        } else {
-            Vec::new()
-        };
+    if users.is_empty() {
+        return why_none_reached(view).into_iter().collect();
     }
     let mut reasons = Vec::new();
     for user in users.iter().take(NAMED) {
