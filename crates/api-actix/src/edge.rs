@@ -4,11 +4,12 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, ResponseError};
 use futures_util::FutureExt;
@@ -82,73 +83,142 @@ fn new_work(method: &str, route: &str) -> bool {
     matches!(method, "POST" | "PUT" | "PATCH") && !GOES_ON.contains(&route)
 }
 
+/// What the edge knows of a request from its start, for its metrics and its refusals.
+struct Seen {
+    started: Instant,
+    id: String,
+    method: String,
+    state: Option<web::Data<AppState>>,
+}
+
+impl Seen {
+    /// Counts the answer in the metrics, when the app has its state.
+    fn count(&self, route: &str, status: u16, elapsed: Duration) {
+        if let Some(state) = &self.state {
+            state.metrics.observe(&self.method, route, status, elapsed);
+        }
+    }
+
+    /// A refusal without a response, counted under `route`: the problem is returned as an
+    /// error that carries the request id, and actix renders it through
+    /// `ApiError::error_response`.
+    fn refuse(self, route: &str, problem: ApiError) -> actix_web::Error {
+        let status = problem.status_code().as_u16();
+        self.count(route, status, self.started.elapsed());
+        problem.with_request_id(self.id).into()
+    }
+}
+
+/// What the rest of the chain answered, or the panic it raised.
+type Caught<B> = std::thread::Result<Result<ServiceResponse<B>, actix_web::Error>>;
+
 pub async fn edge(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let started = Instant::now();
-    let id = request_id(&req);
+    let seen = Seen {
+        started: Instant::now(),
+        id: request_id(&req),
+        method: req.method().to_string(),
+        state: req.app_data::<web::Data<AppState>>().cloned(),
+    };
     if let Some(why) = path_problem(req.path()) {
-        let state = req.app_data::<web::Data<AppState>>().cloned();
-        if let Some(state) = state {
-            let method = req.method().to_string();
-            state
-                .metrics
-                .observe(&method, "invalid", 400, started.elapsed());
-        }
-        tracing::info!(request_id = %id, "request refused: the path {why}");
-        let problem = ApiError::new(
-            actix_web::http::StatusCode::BAD_REQUEST,
-            "invalid_path",
-            "Invalid path",
-            format!("the path {why}"),
-        );
-        return Err(problem.with_request_id(id).into());
+        return Err(refuse_path(seen, why));
     }
-    let method = req.method().to_string();
     // The route pattern, not the path, names the request in metrics and logs (bounded label
     // values). It is read after routing, from the route taken (matching the path against every
     // pattern first cost `/start` a measurable share of its CPU); a request that leaves no
     // response is named from its path by this thread's copy of the routes.
     remember_routes(&req);
     let path = req.path().to_owned();
-    let state = req.app_data::<web::Data<AppState>>().cloned();
-    if let Some(state) = state.as_ref().filter(|s| s.storage.guard_tripped()) {
+    if seen
+        .state
+        .as_ref()
+        .is_some_and(|s| s.storage.guard_tripped())
+    {
         let route = route_of(&path);
-        if new_work(&method, &route) {
-            // Contract §18: below the low-disk guard, the last free space serves what was
-            // promised; new work and new resources wait.
-            LOW_DISK.refused(&method, &route);
-            tracing::info!(
-                request_id = %id,
-                method = %method,
-                route = %route,
-                status = 503u16,
-                "request refused below the low-disk guard"
-            );
-            state
-                .metrics
-                .observe(&method, &route, 503, started.elapsed());
-            return Err(ApiError::storage_full().with_request_id(id).into());
+        if new_work(&seen.method, &route) {
+            return Err(refuse_low_disk(seen, &route));
         }
     }
-    // Contract §17: who called, as the proxies trusted say; for the log and the rate limits.
-    let client = state
+    let span = request_span(&mut req, &seen);
+    // The request cannot be kept aside (actix needs sole ownership of it while routing), so
+    // a failure that leaves no response is answered by returning the problem as an error.
+    let caught = match call_in_time(req, next, &span).await {
+        Ok(caught) => caught,
+        Err((limit, arrived)) => {
+            let route = route_of(&path);
+            span.record("route", route.as_str());
+            let problem = timed_out(&span, limit, arrived);
+            return Err(seen.refuse(&route, problem));
+        }
+    };
+    let route = route_taken(&caught, &path);
+    span.record("route", route.as_str());
+    let mut response = match response_of(caught, &span) {
+        Ok(response) => response,
+        Err(problem) => return Err(seen.refuse(&route, problem)),
+    };
+    let status = response.status();
+    if (status.is_client_error() || status.is_server_error()) && !is_problem(&response, &route) {
+        response = as_problem(response, &span);
+    }
+    stamp_headers(&mut response, &seen.id, &route);
+    log_completed(&seen, &span, &route, status);
+    Ok(response)
+}
+
+/// A path that cannot name anything (contract §16): 400, counted under `invalid`.
+fn refuse_path(seen: Seen, why: &str) -> actix_web::Error {
+    tracing::info!(request_id = %seen.id, "request refused: the path {why}");
+    let problem = ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_path",
+        "Invalid path",
+        format!("the path {why}"),
+    );
+    seen.refuse("invalid", problem)
+}
+
+/// Contract §18: below the low-disk guard, the last free space serves what was promised; new
+/// work and new resources wait.
+fn refuse_low_disk(seen: Seen, route: &str) -> actix_web::Error {
+    LOW_DISK.refused(&seen.method, route);
+    tracing::info!(
+        request_id = %seen.id,
+        method = %seen.method,
+        route = %route,
+        status = 503u16,
+        "request refused below the low-disk guard"
+    );
+    seen.refuse(route, ApiError::storage_full())
+}
+
+/// The request's span. Contract §17: it names who called, as the proxies trusted say, and the
+/// address is kept on the request for the rate limits.
+fn request_span(req: &mut ServiceRequest, seen: &Seen) -> tracing::Span {
+    let client = seen
+        .state
         .as_ref()
-        .and_then(|state| crate::client::of(&req, &state.trusted_proxies));
+        .and_then(|state| crate::client::of(req, &state.trusted_proxies));
     if let Some(address) = client {
         req.extensions_mut()
             .insert(crate::client::ClientAddress(address));
     }
     let client = client.map(|a| a.to_string()).unwrap_or_default();
-    let span = tracing::info_span!("request", request_id = %id, method = %method,
-        route = tracing::field::Empty, client = %client);
+    tracing::info_span!("request", request_id = %seen.id, method = %seen.method,
+        route = tracing::field::Empty, client = %client)
+}
 
-    // The request cannot be kept aside (actix needs sole ownership of it while routing), so
-    // a failure that leaves no response is answered by returning the problem as an error that
-    // carries the request id: actix renders it through `ApiError::error_response`.
-    // Contract §16: a request with a body is answered 408, and its connection closed, when the
-    // body has not arrived in time (a slow client holds a connection and a worker's attention).
+/// Calls the rest of the chain, a panic caught. Contract §16: a request with a body is answered
+/// 408, and its connection closed, when the body has not arrived in time (a slow client holds a
+/// connection and a worker's attention); `Err` is the time that ran out and whether the body
+/// had arrived whole.
+async fn call_in_time<B: MessageBody + 'static>(
+    mut req: ServiceRequest,
+    next: Next<B>,
+    span: &tracing::Span,
+) -> Result<Caught<B>, (Duration, bool)> {
     let body_timeout = req
         .app_data::<web::Data<crate::BodyTimeout>>()
         .map(|t| t.0)
@@ -157,37 +227,36 @@ pub async fn edge(
     let call = AssertUnwindSafe(next.call(req))
         .catch_unwind()
         .instrument(span.clone());
-    let outcome = match body_timeout {
-        None => call.await,
-        Some(limit) => match tokio::time::timeout(limit, call).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                let route = route_of(&path);
-                span.record("route", route.as_str());
-                let arrived = whole.is_some_and(|w| w.load(Ordering::Relaxed));
-                let problem = timed_out(&span, limit, arrived);
-                if let Some(state) = &state {
-                    let status = problem.status_code().as_u16();
-                    state
-                        .metrics
-                        .observe(&method, &route, status, started.elapsed());
-                }
-                return Err(problem.with_request_id(id).into());
-            }
-        },
-    };
-    let route = match &outcome {
+    match body_timeout {
+        None => Ok(call.await),
+        Some(limit) => tokio::time::timeout(limit, call).await.map_err(|_| {
+            let arrived = whole.is_some_and(|w| w.load(Ordering::Relaxed));
+            (limit, arrived)
+        }),
+    }
+}
+
+/// The route pattern of the route taken, or of the path when the request left no response.
+fn route_taken<B>(caught: &Caught<B>, path: &str) -> String {
+    match caught {
         Ok(Ok(response)) => response
             .request()
             .match_pattern()
             .unwrap_or_else(|| "unmatched".to_owned()),
-        _ => route_of(&path),
-    };
-    span.record("route", route.as_str());
-    let failure = match outcome {
+        _ => route_of(path),
+    }
+}
+
+/// The response, or the problem that answers a failure that left none (logged; a panic's
+/// message is not sent).
+fn response_of<B: MessageBody + 'static>(
+    caught: Caught<B>,
+    span: &tracing::Span,
+) -> Result<ServiceResponse<BoxBody>, ApiError> {
+    match caught {
         Ok(Ok(response)) => Ok(response.map_into_boxed_body()),
         Ok(Err(err)) => {
-            tracing::error!(parent: &span, error = %err, "request failed without a response");
+            tracing::error!(parent: span, error = %err, "request failed without a response");
             Err(ApiError::from_status(err.as_response_error().status_code()))
         }
         Err(panic) => {
@@ -196,55 +265,50 @@ pub async fn edge(
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
-            tracing::error!(parent: &span, panic = %message, "handler panicked");
+            tracing::error!(parent: span, panic = %message, "handler panicked");
             Err(ApiError::internal())
         }
-    };
-    let mut response = match failure {
-        Ok(response) => response,
-        Err(problem) => {
-            let status = problem.status_code();
-            if let Some(state) = &state {
-                state
-                    .metrics
-                    .observe(&method, &route, status.as_u16(), started.elapsed());
-            }
-            return Err(problem.with_request_id(id).into());
-        }
-    };
+    }
+}
 
-    let status = response.status();
-    if status.is_client_error() || status.is_server_error() {
-        // A problem document already, or a console page (which shows its error itself).
-        let is_problem = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| {
-                v.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes())
-                    || (route.starts_with("/console/") && v.as_bytes().starts_with(b"text/html"))
-            });
-        if !is_problem {
-            if let Some(err) = response.response().error() {
-                tracing::debug!(parent: &span, error = %err,
-                    "framework error replaced by a problem");
-            }
-            let (request, original) = response.into_parts();
-            let mut replacement = ApiError::from_status(status).error_response();
-            // What the allowed methods, the wait and a browser's access (CORS) said holds for
-            // the problem too.
-            for (name, value) in original.headers() {
-                let kept = matches!(*name, header::ALLOW | header::RETRY_AFTER | header::VARY)
-                    || name.as_str().starts_with("access-control-");
-                if kept {
-                    replacement
-                        .headers_mut()
-                        .append(name.clone(), value.clone());
-                }
-            }
-            response = ServiceResponse::new(request, replacement);
+/// Whether an error response is a problem document already, or a console page (which shows
+/// its error itself).
+fn is_problem(response: &ServiceResponse<BoxBody>, route: &str) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| {
+            v.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes())
+                || (route.starts_with("/console/") && v.as_bytes().starts_with(b"text/html"))
+        })
+}
+
+/// A framework's error response replaced by the problem of its status.
+fn as_problem(response: ServiceResponse<BoxBody>, span: &tracing::Span) -> ServiceResponse {
+    if let Some(err) = response.response().error() {
+        tracing::debug!(parent: span, error = %err,
+            "framework error replaced by a problem");
+    }
+    let (request, original) = response.into_parts();
+    let mut replacement = ApiError::from_status(original.status()).error_response();
+    // What the allowed methods, the wait and a browser's access (CORS) said holds for the
+    // problem too.
+    for (name, value) in original.headers() {
+        let kept = matches!(*name, header::ALLOW | header::RETRY_AFTER | header::VARY)
+            || name.as_str().starts_with("access-control-");
+        if kept {
+            replacement
+                .headers_mut()
+                .append(name.clone(), value.clone());
         }
     }
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    ServiceResponse::new(request, replacement)
+}
+
+/// The headers every answer carries: its request id, a rate-limited caller's allowance, and
+/// what no answer is sniffed or cached as.
+fn stamp_headers(response: &mut ServiceResponse<BoxBody>, id: &str, route: &str) {
+    if let Ok(value) = HeaderValue::from_str(id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     // Contract §16: every answer to a rate-limited caller says where it stands.
@@ -264,27 +328,25 @@ pub async fn edge(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    if carries_credentials(&route) && !headers.contains_key(header::CACHE_CONTROL) {
+    if carries_credentials(route) && !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
+}
 
-    let elapsed = started.elapsed();
-    if let Some(state) = state {
-        state
-            .metrics
-            .observe(&method, &route, status.as_u16(), elapsed);
-    }
+/// Counts the answer and logs it: failures at ERROR, probes at DEBUG, the rest at INFO.
+fn log_completed(seen: &Seen, span: &tracing::Span, route: &str, status: StatusCode) {
+    let elapsed = seen.started.elapsed();
+    seen.count(route, status.as_u16(), elapsed);
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
     // A 503 (database unreachable, storage full) was logged where it was decided, once.
-    if status.is_server_error() && status != actix_web::http::StatusCode::SERVICE_UNAVAILABLE {
-        tracing::error!(parent: &span, status = status.as_u16(), latency_ms, "request failed");
-    } else if is_probe(&route) {
+    if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+        tracing::error!(parent: span, status = status.as_u16(), latency_ms, "request failed");
+    } else if is_probe(route) {
         // Probes and scrapes come every few seconds from every balancer and scraper.
-        tracing::debug!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
+        tracing::debug!(parent: span, status = status.as_u16(), latency_ms, "request completed");
     } else {
-        tracing::info!(parent: &span, status = status.as_u16(), latency_ms, "request completed");
+        tracing::info!(parent: span, status = status.as_u16(), latency_ms, "request completed");
     }
-    Ok(response)
 }
 
 thread_local! {
@@ -362,7 +424,7 @@ impl futures_util::Stream for Watched {
 
 /// The answer to a request whose time ran out, logged once: 408 while its body was still
 /// arriving; 503 when it had arrived whole (the work was stopped, and may be tried again).
-fn timed_out(span: &tracing::Span, limit: std::time::Duration, arrived: bool) -> ApiError {
+fn timed_out(span: &tracing::Span, limit: Duration, arrived: bool) -> ApiError {
     let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
     if arrived {
         tracing::warn!(parent: span, limit_ms, "request stopped: it was not processed in time");

@@ -85,94 +85,109 @@ struct Extras;
 
 impl Modify for Extras {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let components = doc.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(
-                Http::builder()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("An API key secret, or a token from POST /oauth/token"))
-                    .build(),
-            ),
-        );
-        components.add_security_scheme(
-            "userToken",
-            SecurityScheme::Http(
-                Http::builder()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("JWT")
-                    .description(Some(
-                        "An end user's own token (contract §15): a JWT your backend signs \
-                         (RS256 or ES256) for the user, whose header's `kid` names an SDK key \
-                         of the environment and whose `sub` is the path's `endUserId`. It \
-                         reaches that user's feed, card actions and devices, and nothing else.",
-                    ))
-                    .build(),
-            ),
-        );
-        components.add_security_scheme(
-            "basic",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
-        );
-
-        let document = |summary: &str, id: &str, content_type: &str, description: &str| {
-            let operation = OperationBuilder::new()
-                .summary(Some(summary))
-                .operation_id(Some(id))
-                .tag("operations")
-                .response(
-                    "200",
-                    ResponseBuilder::new()
-                        .description(description)
-                        .content(content_type, ContentBuilder::new().build())
-                        .build(),
-                )
-                .build();
-            (HttpMethod::Get, operation)
-        };
-        let (method, operation) = document(
-            "This OpenAPI 3.1 document",
-            "openapi",
-            "application/json",
-            "The OpenAPI document",
-        );
-        doc.paths
-            .add_path_operation("/openapi.json", vec![method], operation);
-        let (method, operation) = document(
-            "Interactive API reference (Swagger UI)",
-            "docs",
-            "text/html",
-            "An HTML page",
-        );
-        doc.paths
-            .add_path_operation("/docs/", vec![method], operation);
-
-        // The upload takes POST as well as PUT (browsers' forms and some HTTP clients send
-        // POST): the same operation under an id of its own.
-        if let Some(item) = doc.paths.paths.get_mut("/uploads/csv/{token}") {
-            if let Some(mut post) = item.put.clone() {
-                post.operation_id = Some("uploadCsvWithPost".to_owned());
-                item.post = Some(post);
-            }
-        }
-
-        // The cancel body is optional: utoipa renders `Option<T>` as `oneOf [null, T]`, which
-        // calls a JSON `null` body valid; the server reads no body, not a `null` one.
-        if let Some(body) = doc
-            .paths
-            .paths
-            .get_mut("/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel")
-            .and_then(|item| item.post.as_mut())
-            .and_then(|operation| operation.request_body.as_mut())
-        {
-            for content in body.content.values_mut() {
-                content.schema = Some(Ref::from_schema_name("CancelRequest").into());
-            }
-            body.required = Some(Required::False);
-        }
-
+        security_schemes(doc);
+        documentation_paths(doc);
+        upload_with_post(doc);
+        optional_cancel_body(doc);
         shared_responses(doc);
         open_free_form_objects(doc);
+    }
+}
+
+/// The credentials an operation may name: an API key (or its access token), an end user's own
+/// token, and the token exchange's basic authentication.
+fn security_schemes(doc: &mut utoipa::openapi::OpenApi) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            Http::builder()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some("An API key secret, or a token from POST /oauth/token"))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        "userToken",
+        SecurityScheme::Http(
+            Http::builder()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("JWT")
+                .description(Some(
+                    "An end user's own token (contract §15): a JWT your backend signs \
+                     (RS256 or ES256) for the user, whose header's `kid` names an SDK key \
+                     of the environment and whose `sub` is the path's `endUserId`. It \
+                     reaches that user's feed, card actions and devices, and nothing else.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        "basic",
+        SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
+    );
+}
+
+/// `/openapi.json` and `/docs/`, which are served by no handler of ours.
+fn documentation_paths(doc: &mut utoipa::openapi::OpenApi) {
+    let document = |summary: &str, id: &str, content_type: &str, description: &str| {
+        let operation = OperationBuilder::new()
+            .summary(Some(summary))
+            .operation_id(Some(id))
+            .tag("operations")
+            .response(
+                "200",
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(content_type, ContentBuilder::new().build())
+                    .build(),
+            )
+            .build();
+        (HttpMethod::Get, operation)
+    };
+    let (method, operation) = document(
+        "This OpenAPI 3.1 document",
+        "openapi",
+        "application/json",
+        "The OpenAPI document",
+    );
+    doc.paths
+        .add_path_operation("/openapi.json", vec![method], operation);
+    let (method, operation) = document(
+        "Interactive API reference (Swagger UI)",
+        "docs",
+        "text/html",
+        "An HTML page",
+    );
+    doc.paths
+        .add_path_operation("/docs/", vec![method], operation);
+}
+
+/// The upload takes POST as well as PUT (browsers' forms and some HTTP clients send POST): the
+/// same operation under an id of its own.
+fn upload_with_post(doc: &mut utoipa::openapi::OpenApi) {
+    if let Some(item) = doc.paths.paths.get_mut("/uploads/csv/{token}") {
+        if let Some(mut post) = item.put.clone() {
+            post.operation_id = Some("uploadCsvWithPost".to_owned());
+            item.post = Some(post);
+        }
+    }
+}
+
+/// The cancel body is optional: utoipa renders `Option<T>` as `oneOf [null, T]`, which calls a
+/// JSON `null` body valid; the server reads no body, not a `null` one.
+fn optional_cancel_body(doc: &mut utoipa::openapi::OpenApi) {
+    if let Some(body) = doc
+        .paths
+        .paths
+        .get_mut("/v1/{environmentId}/action-flow/{flowConfigId}/task/cancel")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|operation| operation.request_body.as_mut())
+    {
+        for content in body.content.values_mut() {
+            content.schema = Some(Ref::from_schema_name("CancelRequest").into());
+        }
+        body.required = Some(Required::False);
     }
 }
 
@@ -238,13 +253,46 @@ fn reference(name: &str) -> Ref {
 /// for every JSON body, 400 for every query, 503 `storage_full` for every write. An
 /// operation's own annotation of a status wins.
 fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, schema) in crate::schemas::schemas() {
+        if let Ok(schema) = serde_json::from_value(schema) {
+            components.schemas.insert(name.to_owned(), schema);
+        }
+    }
+    let (name, not_found) = NotFound::response();
+    components.responses.insert(name.to_owned(), not_found);
+    for (name, response) in shared() {
+        components
+            .responses
+            .insert(name.to_owned(), response.build().into());
+    }
+
+    for item in doc.paths.paths.values_mut() {
+        let writes = [&item.post, &item.put, &item.patch].map(Option::is_some);
+        let operations = [
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.get,
+            &mut item.delete,
+        ];
+        for (i, operation) in operations.into_iter().enumerate() {
+            let Some(operation) = operation else { continue };
+            let write = i < 3 && writes[i];
+            add_shared(operation, write);
+        }
+    }
+}
+
+/// The shared answers, by the name they are referenced by.
+fn shared() -> [(&'static str, ResponseBuilder); 7] {
     let integer = |description: &str| {
         utoipa::openapi::HeaderBuilder::new()
             .schema(ObjectBuilder::new().schema_type(Type::Integer))
             .description(Some(description))
             .build()
     };
-    let shared = [
+    [
         (
             "BadRequest",
             problem(
@@ -300,119 +348,98 @@ fn shared_responses(doc: &mut utoipa::openapi::OpenApi) {
             .header("RateLimit-Remaining", integer("Requests left now: 0"))
             .header("RateLimit-Reset", integer("Seconds until a request may go")),
         ),
-    ];
-    let components = doc.components.get_or_insert_with(Default::default);
-    for (name, schema) in crate::schemas::schemas() {
-        if let Ok(schema) = serde_json::from_value(schema) {
-            components.schemas.insert(name.to_owned(), schema);
-        }
-    }
-    let (name, not_found) = NotFound::response();
-    components.responses.insert(name.to_owned(), not_found);
-    for (name, response) in shared {
-        components
-            .responses
-            .insert(name.to_owned(), response.build().into());
-    }
+    ]
+}
 
-    for item in doc.paths.paths.values_mut() {
-        let writes = [&item.post, &item.put, &item.patch].map(Option::is_some);
-        let operations = [
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.get,
-            &mut item.delete,
-        ];
-        for (i, operation) in operations.into_iter().enumerate() {
-            let Some(operation) = operation else { continue };
-            let write = i < 3 && writes[i];
-            let bearer = operation.security.iter().flatten().find_map(|requirement| {
-                let value = serde_json::to_value(requirement).ok()?;
-                let scopes = value.get("bearer")?.as_array()?.clone();
-                Some(scopes)
-            });
-            let user_token = operation.security.iter().flatten().any(|requirement| {
-                serde_json::to_value(requirement)
-                    .is_ok_and(|value| value.get("userToken").is_some())
-            });
-            let json_body = operation
-                .request_body
-                .as_ref()
-                .is_some_and(|body| body.content.keys().any(|media| media == "application/json"));
-            let query = operation.parameters.iter().flatten().any(|parameter| {
-                matches!(
-                    parameter.parameter_in,
-                    utoipa::openapi::path::ParameterIn::Query
-                )
-            });
-            let path = path_parameters(operation);
-            let mut add = |status: &str, response: Ref| {
-                operation
-                    .responses
-                    .responses
-                    .entry(status.to_owned())
-                    .or_insert_with(|| response.into());
-            };
-            if json_body || query || path {
-                add("400", reference("BadRequest"));
-            }
-            if let Some(scopes) = bearer {
-                let mut unauthorized = reference("Unauthorized");
-                if user_token {
-                    unauthorized.description = TOKEN_REFUSED.to_owned();
-                }
-                add("401", unauthorized);
-                let scope = scopes
-                    .first()
-                    .and_then(|s| s.as_str())
-                    .and_then(|s| s.parse::<Scope>().ok());
-                if let Some(scope) = scope {
-                    let roles: Vec<String> = Permission::granted_by(scope)
-                        .legacy_roles()
-                        .iter()
-                        .map(|role| format!("`{role}`"))
-                        .collect();
-                    let needs = if roles.is_empty() {
-                        format!("The key lacks the scope `{scope}` (`forbidden`)")
-                    } else {
-                        format!(
-                            "The key lacks the scope `{scope}` and the legacy role {} \
-                             (`forbidden`)",
-                            roles.join(" or ")
-                        )
-                    };
-                    let needs = if user_token {
-                        format!("{needs}, or the user token is another end user's")
-                    } else {
-                        needs
-                    };
-                    let mut forbidden = reference("Forbidden");
-                    forbidden.description = needs;
-                    add("403", forbidden);
-                }
-                add("429", reference("RateLimited"));
-            } else if user_token {
-                // A route of end users' own tokens only (stream tickets).
-                let mut unauthorized = reference("Unauthorized");
-                unauthorized.description = TOKEN_REFUSED.to_owned();
-                add("401", unauthorized);
-                let mut forbidden = reference("Forbidden");
-                forbidden.description =
-                    "The user token is another end user's, or the credential is an API key, \
-                     which never belongs in a browser (`forbidden`)"
-                        .to_owned();
-                add("403", forbidden);
-                add("429", reference("RateLimited"));
-            }
-            if json_body {
-                add("413", reference("PayloadTooLarge"));
-                add("415", reference("UnsupportedMediaType"));
-            }
-            if write {
-                add("503", reference("StorageFull"));
-            }
+/// Adds to `operation` the shared answers its credentials, body, parameters and method call
+/// for (`write`: a POST, PUT or PATCH), unless it states them itself.
+fn add_shared(operation: &mut utoipa::openapi::path::Operation, write: bool) {
+    let bearer = operation.security.iter().flatten().find_map(|requirement| {
+        let value = serde_json::to_value(requirement).ok()?;
+        let scopes = value.get("bearer")?.as_array()?.clone();
+        Some(scopes)
+    });
+    let user_token = operation.security.iter().flatten().any(|requirement| {
+        serde_json::to_value(requirement).is_ok_and(|value| value.get("userToken").is_some())
+    });
+    let json_body = operation
+        .request_body
+        .as_ref()
+        .is_some_and(|body| body.content.keys().any(|media| media == "application/json"));
+    let query = operation.parameters.iter().flatten().any(|parameter| {
+        matches!(
+            parameter.parameter_in,
+            utoipa::openapi::path::ParameterIn::Query
+        )
+    });
+    let path = path_parameters(operation);
+    let mut add = |status: &str, response: Ref| {
+        operation
+            .responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| response.into());
+    };
+    if json_body || query || path {
+        add("400", reference("BadRequest"));
+    }
+    if let Some(scopes) = bearer {
+        let mut unauthorized = reference("Unauthorized");
+        if user_token {
+            unauthorized.description = TOKEN_REFUSED.to_owned();
         }
+        add("401", unauthorized);
+        let scope = scopes
+            .first()
+            .and_then(|s| s.as_str())
+            .and_then(|s| s.parse::<Scope>().ok());
+        if let Some(scope) = scope {
+            let mut forbidden = reference("Forbidden");
+            forbidden.description = lacks_scope(scope, user_token);
+            add("403", forbidden);
+        }
+        add("429", reference("RateLimited"));
+    } else if user_token {
+        // A route of end users' own tokens only (stream tickets).
+        let mut unauthorized = reference("Unauthorized");
+        unauthorized.description = TOKEN_REFUSED.to_owned();
+        add("401", unauthorized);
+        let mut forbidden = reference("Forbidden");
+        forbidden.description = "The user token is another end user's, or the credential is an \
+                                 API key, which never belongs in a browser (`forbidden`)"
+            .to_owned();
+        add("403", forbidden);
+        add("429", reference("RateLimited"));
+    }
+    if json_body {
+        add("413", reference("PayloadTooLarge"));
+        add("415", reference("UnsupportedMediaType"));
+    }
+    if write {
+        add("503", reference("StorageFull"));
+    }
+}
+
+/// The 403 of an operation that needs `scope`: the scope, the legacy roles that grant it too,
+/// and (where a user token reaches it) another end user's token.
+fn lacks_scope(scope: Scope, user_token: bool) -> String {
+    let roles: Vec<String> = Permission::granted_by(scope)
+        .legacy_roles()
+        .iter()
+        .map(|role| format!("`{role}`"))
+        .collect();
+    let needs = if roles.is_empty() {
+        format!("The key lacks the scope `{scope}` (`forbidden`)")
+    } else {
+        format!(
+            "The key lacks the scope `{scope}` and the legacy role {} (`forbidden`)",
+            roles.join(" or ")
+        )
+    };
+    if user_token {
+        format!("{needs}, or the user token is another end user's")
+    } else {
+        needs
     }
 }
 

@@ -421,12 +421,7 @@ impl From<DomainError> for ApiError {
     fn from(err: DomainError) -> Self {
         match err {
             DomainError::Validation(errors) => ApiError::validation(errors),
-            DomainError::InvalidConfig(errors) => {
-                let mut err = ApiError::validation(errors);
-                err.0.code = "invalid_config";
-                err.0.title = "Invalid configuration";
-                err
-            }
+            DomainError::InvalidConfig(errors) => invalid_config(errors),
             DomainError::InvocationMismatch(detail) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invocation_mismatch",
@@ -436,16 +431,7 @@ impl From<DomainError> for ApiError {
             DomainError::RateLimited {
                 retry_after_seconds,
                 message,
-            } => {
-                let mut err = ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    "Too many requests",
-                    message,
-                );
-                err.0.retry_after = Some(retry_after_seconds);
-                err
-            }
+            } => rate_limited(retry_after_seconds, message),
             DomainError::ApprovalRequired(detail) => ApiError::new(
                 StatusCode::FORBIDDEN,
                 "approvals_enabled",
@@ -477,31 +463,67 @@ impl From<DomainError> for ApiError {
             DomainError::Forbidden(detail) => {
                 ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
             }
-            DomainError::TokenRefused(TokenRefusal::OtherUser) => ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "Forbidden",
-                "the token is for another end user (its `sub` is not the path's user)",
-            ),
-            DomainError::TokenRefused(why) => ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                why.code(),
-                "Invalid token",
-                token_refusal(why),
-            )
-            .with_challenge("Bearer error=\"invalid_token\""),
-            DomainError::Storage(StorageError::Full(cause)) => {
-                tracing::warn!(%cause, "write refused: storage full");
-                ApiError::storage_full()
-            }
-            DomainError::Storage(StorageError::Unavailable(cause)) => {
-                tracing::error!(%cause, "storage unavailable");
-                ApiError::from_status(StatusCode::SERVICE_UNAVAILABLE)
-            }
-            DomainError::Storage(cause) => {
-                tracing::error!(%cause, "storage failure");
-                ApiError::internal()
-            }
+            DomainError::TokenRefused(why) => token_refused(why),
+            DomainError::Storage(cause) => storage_failure(cause),
+        }
+    }
+}
+
+/// 400 `invalid_config`: a flow's configuration refused, with every field problem.
+fn invalid_config(errors: Vec<FieldError>) -> ApiError {
+    let mut err = ApiError::validation(errors);
+    err.0.code = "invalid_config";
+    err.0.title = "Invalid configuration";
+    err
+}
+
+/// 429 `rate_limited` as the domain decided it, with its own message.
+fn rate_limited(retry_after_seconds: u64, message: String) -> ApiError {
+    let mut err = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "Too many requests",
+        message,
+    );
+    err.0.retry_after = Some(retry_after_seconds);
+    err
+}
+
+/// A refused end-user token (contract §15): 403 when it is another user's, else 401 with its
+/// reason's code and an `invalid_token` challenge.
+fn token_refused(why: TokenRefusal) -> ApiError {
+    match why {
+        TokenRefusal::OtherUser => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Forbidden",
+            "the token is for another end user (its `sub` is not the path's user)",
+        ),
+        why => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            why.code(),
+            "Invalid token",
+            token_refusal(why),
+        )
+        .with_challenge("Bearer error=\"invalid_token\""),
+    }
+}
+
+/// A storage failure, logged here with its cause (which the answer never shows): 503
+/// `storage_full` for a full disk, 503 when the database is unreachable, else 500.
+fn storage_failure(cause: StorageError) -> ApiError {
+    match cause {
+        StorageError::Full(cause) => {
+            tracing::warn!(%cause, "write refused: storage full");
+            ApiError::storage_full()
+        }
+        StorageError::Unavailable(cause) => {
+            tracing::error!(%cause, "storage unavailable");
+            ApiError::from_status(StatusCode::SERVICE_UNAVAILABLE)
+        }
+        cause => {
+            tracing::error!(%cause, "storage failure");
+            ApiError::internal()
         }
     }
 }

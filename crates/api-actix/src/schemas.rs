@@ -8,6 +8,13 @@
 //! steps of the configuration, every step is reachable and the steps form no cycle, a step's
 //! `cardTemplateId` names a template, and every `%{name}` names a variable.
 
+mod actions;
+mod audience;
+mod fields;
+mod folders;
+mod keys;
+mod push;
+
 use domain::flow::config::{KNOWN_ELEMENTS, PRIORITIES, VARIABLE_SOURCES, VARIABLE_TYPES};
 use domain::flow::steps::StepType;
 use domain::trigger::request::{
@@ -17,6 +24,8 @@ use serde_json::{json, Value};
 use std::borrow::Cow;
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
+
+use fields::{id_string, reference};
 
 /// A one-step card flow: one card with a headline, a text and a button.
 pub const ONE_STEP: &str = include_str!("examples/one-step.json");
@@ -53,360 +62,17 @@ pub fn trigger_examples() -> Vec<(&'static str, &'static str, Value)> {
     .collect()
 }
 
-fn reference(name: &str) -> Value {
-    json!({"$ref": format!("#/components/schemas/{name}")})
-}
-
-/// A string of 1 or more characters, none of them a control character.
-fn id_string(description: &str) -> Value {
-    json!({"type": "string", "minLength": 1, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
-           "description": description})
-}
-
-/// Characters no name may hold: control characters (`char::is_control`) and bidirectional
-/// controls (`domain::name::is_bidi_control`), as ranges of a regular expression class.
-const NOT_IN_NAMES: &str =
-    "\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069";
-
-/// Characters that show nothing (`domain::name::is_invisible`), as ranges of a class: white
-/// space, then the zero-width, blank and filler characters, then the tag characters (written
-/// as themselves: they lie beyond `\\uFFFF`).
-const INVISIBLE: &str =
-    "\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\
-        \\u3000\\u00ad\\u034f\\u115f\\u1160\\u180e\\u200b-\\u200f\\u2060-\\u2064\\u2800\\u3164\\ufe\
-            ff\\uffa0\u{e0000}-\u{e007f}";
-
-/// A name by `domain::name`: 1 to `max` characters, no control or bidirectional control
-/// character, at least one visible one.
-pub fn name_schema(max: usize) -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": max,
-           "pattern": format!("^[^{NOT_IN_NAMES}]*[^{NOT_IN_NAMES}{INVISIBLE}][^{NOT_IN_NAMES}]*$"),
-           "description": format!("1 to {max} characters with at least one visible one; no \
-               control or bidirectional control characters")})
-}
-
-/// A folder name by `domain::folder::rules::validate_name`.
-fn folder_name() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": domain::folder::FOLDER_NAME_MAX_CHARS,
-           "pattern": "^[\\w-]([\\w -]*[\\w-])?$",
-           "description": "Letters and digits of any script, hyphens, underscores and spaces; \
-               not starting or ending with a space; unique among the folders of its parent"})
-}
-
-/// One of the four push platforms (`domain::push::provider_of`).
-fn platform() -> Value {
-    json!({"type": "string", "enum": domain::push::PLATFORMS})
-}
-
-/// An app id (`domain::push`): 1 to 256 ASCII letters, digits, dots, hyphens and underscores.
-fn app_id() -> Value {
-    json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,256}$"})
-}
-
-/// A string without control characters, of `min` to `max` characters.
-fn text(min: usize, max: usize) -> Value {
-    json!({"type": "string", "minLength": min, "maxLength": max,
-           "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"})
-}
-
-/// An example SDK public key: EC P-256, as `openssl ec -pubout` writes it.
-pub(crate) const EXAMPLE_SDK_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----\n\
-MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8OtcUnoij4n/wypVTaSTYSsaXR8i\n\
-W0AXSJ8liEnVBLgZTCu9DJfHbYvkHCVWEzg6AHC5ZpQXKrp4V5yP8nHE8Q==\n\
------END PUBLIC KEY-----\n";
-
-/// The body of `POST /sdk-keys` (`create`), one of its two forms (`branch`: the key form it
-/// requires), or the body of its `PATCH`: every field optional in a patch, where `publicKey`
-/// and `jwks` each replace the public keys.
-fn sdk_key(create: bool, branch: Option<&str>) -> Value {
-    use domain::audience::ATTRIBUTE_NAME_MAX_CHARS;
-    use domain::sdk::{
-        CLAIM_MAX_CHARS, ISSUER_MAX_CHARS, MAX_ALLOWED_ISSUERS, MAX_ALLOWED_ORIGINS,
-        MAX_CLAIM_MAPPINGS, MAX_JWKS_KEYS, MAX_TOKEN_EXPIRY_DAYS, ORIGIN_MAX_CHARS,
-        SDK_KEY_NAME_MAX_CHARS,
-    };
-    let mut schema = json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string",
-                "pattern": format!("^[A-Za-z0-9._-]{{1,{SDK_KEY_NAME_MAX_CHARS}}}$"),
-                "description":
-                    "What tokens name as their header's `kid`; unique in the environment"},
-            "publicKey": {"type": "string", "minLength": 1, "maxLength": 16_384,
-                "description":
-                    "A PEM public key (`PUBLIC KEY`, or `RSA PUBLIC KEY`): RSA of 2048 to 4096 \
-                        bits, or EC P-256"},
-            "jwks": {"type": "object", "required": ["keys"],
-                "description":
-                    "A JSON Web Key Set of RSA (2048 to 4096 bits) or EC P-256 keys, instead of \
-                        `publicKey`",
-                "properties": {"keys": {"type": "array", "minItems": 1, "maxItems": MAX_JWKS_KEYS,
-                    "items": {"type": "object", "required": ["kty"]}}}},
-            "maxTokenExpiryDays": {"type": "integer", "minimum": 1,
-                "maximum": MAX_TOKEN_EXPIRY_DAYS,
-                "description":
-                    "The longest a token may live, `exp - iat`; 7 when a new key has none"},
-            "allowedIssuers": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_ISSUERS,
-                "items": text(1, ISSUER_MAX_CHARS),
-                "description":
-                    "When not empty, a token's `iss` must be one of them; null or [] for any"},
-            "claimMappings": {"type": ["object", "null"], "maxProperties": MAX_CLAIM_MAPPINGS,
-                "propertyNames": text(1, CLAIM_MAX_CHARS),
-                "additionalProperties": {"type": "string",
-                    "pattern": format!("^attributes\\.[\\s\\S]{{1,{ATTRIBUTE_NAME_MAX_CHARS}}}$")},
-                "description":
-                    "A claim → `attributes.<name>`: set on the user when a token is first seen"},
-            "allowedOrigins": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_ORIGINS,
-                "items": {"type": "string", "minLength": 1, "maxLength": ORIGIN_MAX_CHARS,
-                    "pattern": "^https?://[^/?#@*]+$"},
-                "description":
-                    "Web origins whose pages may call this key's end users' routes from a \
-                        browser (CORS), each exactly as a browser sends `Origin` \
-                        (`https://app.example.com`, `http://localhost:3000`); null or [] for \
-                        none"},
-        },
-    });
-    if let Some(form) = branch {
-        schema["required"] = json!(["name", form]);
-        schema["description"] = json!(format!("A new key with `{form}`"));
-    } else if create {
-        // One of the two key forms, never both: an object with both matches both branches.
-        // Each is a component of its own: generators handle a union of references.
-        schema = json!({
-            "oneOf": [reference("SdkKeyWithPublicKey"), reference("SdkKeyWithJwks")],
-            "description": "A name and one public key form: `publicKey` or `jwks`, not both",
-            "example": {"name": "ios-app", "publicKey": EXAMPLE_SDK_PUBLIC_KEY,
-                "maxTokenExpiryDays": 7, "allowedIssuers": ["https://auth.example.com"],
-                "claimMappings": {"email": "attributes.email"}},
-        });
-    } else {
-        schema["description"] = json!(
-            "Any of the fields of a new key; a new `publicKey` or \
-            `jwks` (not both) replaces its public keys"
-        );
-        schema["example"] = json!({"maxTokenExpiryDays": 1, "allowedIssuers": []});
-    }
-    schema
-}
-
 /// The request bodies read field by field (`crate::body`, the domain's parsers), by component
 /// name: what the parsers check, from their constants.
 fn bodies() -> Vec<(&'static str, Value)> {
-    use domain::audience::{
-        ATTRIBUTE_NAME_MAX_CHARS, MAX_ATTRIBUTES_PER_USER, MAX_BATCH_USERS, MAX_TAGS_PER_USER,
-        NAME_MAX_CHARS, TAG_MAX_CHARS, USER_ID_MAX_CHARS,
-    };
-    let user_id = text(1, USER_ID_MAX_CHARS);
-    let user_fields = json!({
-        "testUser": {"type": ["boolean", "null"]},
-        "tags": {"type": ["array", "null"], "maxItems": MAX_TAGS_PER_USER, "items": text(1,
-            TAG_MAX_CHARS)},
-        "attributes": {"type": ["object", "null"], "maxProperties": MAX_ATTRIBUTES_PER_USER,
-            "propertyNames": {"type": "string", "minLength": 1,
-                "maxLength": ATTRIBUTE_NAME_MAX_CHARS},
-            "additionalProperties": {"type": ["string", "number", "boolean"],
-                "maxLength": domain::audience::ATTRIBUTE_VALUE_MAX_CHARS},
-            "description": "String, number or boolean values"},
-    });
-    let mut batch_user = user_fields.clone();
-    batch_user["id"] = user_id;
-    let filter = json!({
-        "type": "object",
-        "description": "Users matching `all` (default) or `any` of the conditions. A condition's \
-            `value` depends on its `field` and `op`: `testUser` takes `eq`/`neq` and a boolean; \
-            `tags` takes `eq`, `neq`, `contains` (a tag), `in` (tags) or `exists`; `id` and \
-            `attributes.<name>` take `eq`/`neq` (a scalar), `in` (a non-empty array of \
-            scalars), `contains` (a string), `gt`/`lt` (a number or a string), `exists` (a \
-            boolean or nothing)",
-        "required": ["conditions"],
-        "properties": {
-            "match": {"oneOf": [{"type": "string", "enum": ["all", "any"]}, {"type": "null"}]},
-            "conditions": {"type": "array", "minItems": 1,
-                "maxItems": domain::audience::filter::MAX_CONDITIONS,
-                "items": {"type": "object", "required": ["field", "op"], "properties": {
-                    "field": {"type": "string",
-                        "pattern": "^(id|testUser|tags|attributes\\.[\\s\\S]+)$"},
-                    "op": {"type": "string", "enum": ["eq", "neq", "in", "contains", "exists",
-                        "gt", "lt"]},
-                    "value": {"type": ["string", "number", "boolean", "array", "null"],
-                        "items": {"type": ["string", "number", "boolean"]}}}}},
-        },
-    });
-    vec![
-        (
-            "PutUserRequest",
-            json!({
-                "type": "object",
-                    "description": "The whole user: omitted fields take their defaults",
-                "properties": user_fields,
-                "example": {"testUser": false, "tags": ["vip"], "attributes": {"country": "NZ"}},
-            }),
-        ),
-        (
-            "BatchRequest",
-            json!({
-                "type": "object", "required": ["users"],
-                "properties": {"users": {"type": "array", "minItems": 1,
-                    "maxItems": MAX_BATCH_USERS,
-                    "items": {"type": "object", "required": ["id"], "properties": batch_user}}},
-                "example": {"users": [{"id": "user-1", "tags": ["vip"]}, {"id": "user-2",
-                    "testUser": true}]},
-            }),
-        ),
-        ("SegmentFilter", filter),
-        (
-            "SegmentRequest",
-            json!({
-                "type": "object", "required": ["name", "filter"],
-                "properties": {"name": name_schema(NAME_MAX_CHARS),
-                    "filter": reference("SegmentFilter")},
-                "example": {"name": "NZ VIPs", "filter": {"match": "all", "conditions": [
-                    {"field": "attributes.country", "op": "eq", "value": "NZ"},
-                    {"field": "tags", "op": "contains", "value": "vip"}]}},
-            }),
-        ),
-        (
-            "StreamRequest",
-            json!({
-                "type": "object", "required": ["name"],
-                "properties": {"name": name_schema(NAME_MAX_CHARS)},
-                "example": {"name": "Promotions"},
-            }),
-        ),
-        (
-            "CreateFolderRequest",
-            json!({
-                "type": "object", "required": ["name"],
-                "properties": {"name": folder_name(),
-                    "parentId": {"type": ["string", "null"],
-                        "description":
-                            "The parent folder; omitted, null or \"\" for a root folder"}},
-                "example": {"name": "Q4 campaigns", "parentId": null},
-            }),
-        ),
-        (
-            "RenameFolderRequest",
-            json!({
-                "type": "object", "required": ["name"],
-                "properties": {"name": folder_name(),
-                    "parentId": {"type": ["string", "null"],
-                        "description": "The current parent, if sent: folders cannot be moved"}},
-                "example": {"name": "Q1 campaigns"},
-            }),
-        ),
-        (
-            "CreateCredentialRequest",
-            json!({
-                "type": "object", "required": ["role"],
-                "properties": {"role": {"type": "string", "enum": ["events", "workbench"]}},
-                "example": {"role": "events"},
-            }),
-        ),
-        (
-            "PlatformRequest",
-            json!({
-                "type": "object", "required": ["appId", "platform", "platformCredential"],
-                "description": "The credential is checked offline: a service account (GCM, FCM), a \
-                    certificate's private key, or a .p8 signing key (APNS, APNS_SANDBOX)",
-                "properties": {
-                    "appId": app_id(), "platform": platform(),
-                    "platformCredential": {"type": "string", "maxLength": 16384, "pattern": "\\S",
-                        "description":
-                            "Service-account JSON (GCM/FCM), the certificate's private key \
-                            (iOS certificate), or the .p8 signing key (iOS token)"},
-                    "platformPrincipal": {"type": ["string", "null"], "maxLength": 16384,
-                        "description": "Empty (GCM/FCM), the PEM certificate (iOS certificate), or \
-                            the key id (iOS token)"},
-                    "platformProperties": {"type": ["object", "null"],
-                        "propertyNames": {"type": "string", "enum": ["channelId",
-                            "restrictedPackageName", "teamId", "bundleId"]},
-                        "additionalProperties": {"type": "string"}},
-                },
-                // A .p8 key made for this example only: Apple never issued it, so pushes with it
-                // are refused by APNs, but it passes the offline checks.
-                "example": {"appId": "com.example.app", "platform": "APNS",
-                    "platformCredential": EXAMPLE_P8_KEY, "platformPrincipal": "ABC123DEFG",
-                    "platformProperties": {"teamId": "DEF123GHIJ", "bundleId": "com.example.app"}},
-            }),
-        ),
-        (
-            "PlatformKey",
-            json!({
-                "type": "object", "required": ["appId", "platform"],
-                "properties": {"appId": {"type": "string", "minLength": 1}, "platform": platform()},
-                "example": {"appId": "com.example.app", "platform": "FCM"},
-            }),
-        ),
-        (
-            "PlatformEnabledRequest",
-            json!({
-                "type": "object", "required": ["id", "enabled"],
-                "properties": {"id": {"type": "string", "minLength": 1,
-                    "description": "The platform's id"},
-                               "enabled": {"type": "boolean"}},
-            }),
-        ),
-        (
-            "DeviceRequest",
-            json!({
-                "type": "object", "required": ["appId", "platform"],
-                "properties": {"appId": app_id(), "platform": platform()},
-                "example": {"appId": "com.example.app", "platform": "FCM"},
-            }),
-        ),
-        ("SdkKeyRequest", sdk_key(true, None)),
-        ("SdkKeyWithPublicKey", sdk_key(true, Some("publicKey"))),
-        ("SdkKeyWithJwks", sdk_key(true, Some("jwks"))),
-        ("SdkKeyPatch", sdk_key(false, None)),
-        (
-            "CancelRequest",
-            json!({
-                "type": "object",
-                "properties": {
-                    "endUserId": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
-                    "flowInvocationId": {"type": ["string", "null"], "minLength": 1,
-                        "maxLength": 255},
-                    "flowConfigVersion": {"type": ["integer", "null"], "minimum": 1,
-                                          "maximum": domain::flow::MAX_FLOW_VERSION},
-                    "cancelCards": {"type": ["boolean", "null"],
-                        "description":
-                            "Default true; false stops the instances and leaves their cards"},
-                },
-                "example": {"endUserId": "user-1", "cancelCards": true},
-            }),
-        ),
-        (
-            "CardActionRequest",
-            json!({
-                "type": "object", "required": ["action"],
-                "description": "`snoozeUntil` is required with `snooze` and must be in the future",
-                "properties": {
-                    "action": {"type": "string", "enum": ["submit", "dismiss", "snooze"]},
-                    "values": {"type": ["object", "null"],
-                        "description":
-                            "With `submit`: the user's input, passed to `card-completed`"},
-                    "snoozeUntil": {"type": ["string", "null"], "format": "date-time"},
-                },
-                "example": {"action": "submit", "values": {"answer": "yes"}},
-            }),
-        ),
-        (
-            "RecoverRequest",
-            json!({
-                "type": "object", "required": ["since"],
-                "properties": {"since": {"type": "string", "format": "date-time",
-                    "description": "Failed deliveries of events since then are queued again"}},
-                "example": {"since": "2026-11-21T00:00:00Z"},
-            }),
-        ),
-    ]
+    let mut all = audience::bodies();
+    all.extend(folders::bodies());
+    all.push(keys::credential());
+    all.extend(push::bodies());
+    all.extend(keys::sdk_keys());
+    all.extend(actions::bodies());
+    all
 }
-
-/// The signing key of the push platform example.
-const EXAMPLE_P8_KEY: &str = "-----BEGIN PRIVATE \
-        KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgUWvlIdjjdauOF75L\nH03I5BU0kPRpccE\
-            1fppfh9hxoEOhRANCAAS6lW6Xe7o9v7VcwiD1e52FRX14kkoX\ndJBDgAWtKqTH7pu1J4NUfo/5bmmgWrtns7Ye\
-                cvzGJi2eBl/TbnfQtkao\n-----END PRIVATE KEY-----";
 
 /// A flow's tasks as a union of named members, each a status object and its `kind`: derived,
 /// the members were inline `allOf`s, which client generators cannot resolve inside a union.

@@ -4,9 +4,9 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::id::{EnvironmentId, KeyId};
-use domain::tenancy::{IssuedKey, Role};
+use domain::tenancy::{IssuedKey, KeySummary, Role};
 use domain::{PageRequest, Permission};
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::environments;
@@ -38,17 +38,12 @@ async fn show(
     query: web::Query<Shown>,
 ) -> Result<HttpResponse, Refusal> {
     let notice = (query.done.as_deref() == Some("revoked")).then_some("The key was revoked.");
-    render(
-        &state,
-        &session,
-        &env,
-        StatusCode::OK,
+    let shown = Extras {
         notice,
-        None,
-        None,
-        query.after.as_deref(),
-    )
-    .await
+        after: query.after.as_deref(),
+        ..Extras::default()
+    };
+    render(&state, &session, &env, StatusCode::OK, shown).await
 }
 
 /// The page again, with the API's status and messages for a refused change.
@@ -59,31 +54,39 @@ async fn refused(
     err: domain::DomainError,
 ) -> Result<HttpResponse, Refusal> {
     let problems = Problems::of(err);
-    render(
-        state,
-        session,
-        env,
-        problems.status,
-        None,
-        None,
-        Some(&problems),
-        None,
-    )
-    .await
+    let shown = Extras {
+        problems: Some(&problems),
+        ..Extras::default()
+    };
+    render(state, session, env, problems.status, shown).await
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the page shows besides the keys.
+#[derive(Default)]
+struct Extras<'a> {
+    /// A change's notice.
+    notice: Option<&'a str>,
+    /// The key a create just made, with its secret.
+    issued: Option<&'a IssuedKey>,
+    /// A refused change's problems.
+    problems: Option<&'a Problems>,
+    /// The key of the previous page's last key, for a later page.
+    after: Option<&'a str>,
+}
+
 async fn render(
     state: &AppState,
     session: &Session,
     env: &EnvironmentId,
     status: StatusCode,
-    notice: Option<&str>,
-    issued: Option<&IssuedKey>,
-    problems: Option<&Problems>,
-    // The key of the previous page's last key, for a later page.
-    after: Option<&str>,
+    shown: Extras<'_>,
 ) -> Result<HttpResponse, Refusal> {
+    let Extras {
+        notice,
+        issued,
+        problems,
+        after,
+    } = shown;
     let page_request = PageRequest {
         limit: 100,
         after: page::query_value(after, "after")?,
@@ -111,18 +114,38 @@ async fn render(
         environments: &environments,
         session,
     };
-    let role_errors = problems.map(|p| p.about("role", false)).unwrap_or_default();
     let content = html! {
         (page::notice(notice))
         (page::alert(problems, &["role"]))
-        @if let Some(issued) = issued {
-            section.card aria-labelledby="issued" {
-                h2 #issued { "New key" }
-                p { "Client id " code #new-client-id { (issued.key.id) } }
-                p { "Client secret (shown this once; copy it now):" }
-                p.secret #new-secret { (issued.client_secret) }
-            }
+        @if let Some(issued) = issued { (issued_section(issued)) }
+        (keys_table(session, env, &keys.items, may_write))
+        (page::pages(&format!("{ROOT}/{env}/credentials"), &[], "after", after,
+            keys.next_after.as_deref()))
+        @if may_write { (create_section(session, env, problems)) }
+    };
+    Ok(respond(status, page::frame(&frame, content)))
+}
+
+/// The key a change just made, with its secret (shown on this answer only).
+fn issued_section(issued: &IssuedKey) -> Markup {
+    html! {
+        section.card aria-labelledby="issued" {
+            h2 #issued { "New key" }
+            p { "Client id " code #new-client-id { (issued.key.id) } }
+            p { "Client secret (shown this once; copy it now):" }
+            p.secret #new-secret { (issued.client_secret) }
         }
+    }
+}
+
+/// The keys of this page, each with its revoke button for a key that may write.
+fn keys_table(
+    session: &Session,
+    env: &EnvironmentId,
+    keys: &[KeySummary],
+    may_write: bool,
+) -> Markup {
+    html! {
         div.scroll { table {
             thead { tr {
                 th scope="col" { "Client id" } th scope="col" { "Name" } th scope="col" { "Access" }
@@ -130,7 +153,7 @@ async fn render(
                     "Revoked" }
                 @if may_write { th scope="col" { span.muted { "Actions" } } }
             } }
-            tbody { @for k in &keys.items { tr {
+            tbody { @for k in keys { tr {
                 td { code { (k.key.id) } }
                 td { (k.key.name.as_deref().unwrap_or("")) }
                 td { (access(&k.key.access)) }
@@ -149,30 +172,32 @@ async fn render(
                 } }
             } } }
         } }
-        (page::pages(&format!("{ROOT}/{env}/credentials"), &[], "after", after,
-            keys.next_after.as_deref()))
-        @if may_write {
-            section.card aria-labelledby="create" {
-                h2 #create { "New key" }
-                form.inline method="post" action={ (ROOT) "/" (env) "/credentials" } {
-                    (page::csrf(session))
-                    div.field {
-                        label for="role" { "Role" }
-                        select #role name="role"
-                            aria-invalid=[(!role_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!role_errors.is_empty()).then_some("role-errors")] {
-                            option value="events" { "events: Action Flows, end users and cards" }
-                            option value="workbench" {
-                                "workbench: webhooks, push platforms, SDK keys and end users" }
-                        }
-                        (page::field_errors("role-errors", &role_errors))
+    }
+}
+
+/// The form that makes a key of a role, with the role's problems next to its choice.
+fn create_section(session: &Session, env: &EnvironmentId, problems: Option<&Problems>) -> Markup {
+    let role_errors = problems.map(|p| p.about("role", false)).unwrap_or_default();
+    html! {
+        section.card aria-labelledby="create" {
+            h2 #create { "New key" }
+            form.inline method="post" action={ (ROOT) "/" (env) "/credentials" } {
+                (page::csrf(session))
+                div.field {
+                    label for="role" { "Role" }
+                    select #role name="role"
+                        aria-invalid=[(!role_errors.is_empty()).then_some("true")]
+                        aria-describedby=[(!role_errors.is_empty()).then_some("role-errors")] {
+                        option value="events" { "events: Action Flows, end users and cards" }
+                        option value="workbench" {
+                            "workbench: webhooks, push platforms, SDK keys and end users" }
                     }
-                    button type="submit" { "Create key" }
+                    (page::field_errors("role-errors", &role_errors))
                 }
+                button type="submit" { "Create key" }
             }
         }
-    };
-    Ok(respond(status, page::frame(&frame, content)))
+    }
 }
 
 /// A key's roles or scopes, as the API names them.
@@ -212,17 +237,11 @@ async fn create(
         // The secret is shown on this answer only (201, never cached). Reloading it sends the
         // form again, which the browser asks about first, and would make another key.
         Ok(issued) => {
-            render(
-                &state,
-                &session,
-                &env,
-                StatusCode::CREATED,
-                None,
-                Some(&issued),
-                None,
-                None,
-            )
-            .await
+            let shown = Extras {
+                issued: Some(&issued),
+                ..Extras::default()
+            };
+            render(&state, &session, &env, StatusCode::CREATED, shown).await
         }
         Err(err) => refused(&state, &session, &env, err).await,
     }

@@ -4,14 +4,14 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::folder::{CreateFolder, RenameFolder};
 use domain::id::{EnvironmentId, FolderId};
-use domain::{Folder, Permission};
+use domain::{DomainError, Folder, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use super::page::{self, Frame, Problems};
+use super::page::{self, Problems};
 use super::session::{Posted, Refusal, Session};
 use super::shell::{respond, see_other, ROOT};
-use super::{environments, outcome};
+use super::{framed, outcome};
 use crate::AppState;
 
 pub(super) fn configure(cfg: &mut web::ServiceConfig) {
@@ -55,18 +55,10 @@ async fn render(
         Ok(folders) => folders,
         Err(err) => return page::unreadable(err, "Folders"),
     };
-    let environments = environments(state, session).await?;
     let may_create = session.may(env, Permission::FoldersCreate);
     let (create_values, create_problems) = match &failed_change {
         Some(Failed::Create(form, p)) => (Some(*form), Some(p)),
         _ => (None, None),
-    };
-    let frame = Frame {
-        title: "Folders",
-        section: "folders",
-        env,
-        environments: &environments,
-        session,
     };
     let parent_errors = create_problems
         .map(|p| p.about("parentId", false))
@@ -114,7 +106,8 @@ async fn render(
             }
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "folders", "Folders", content).await?;
+    Ok(respond(status, body))
 }
 
 /// A folder's name with its parents', for choosing a parent.
@@ -191,6 +184,25 @@ fn branch(
     }
 }
 
+/// A change's answer: back to the folders with the notice `done` names, or the page again
+/// with the API's status and the problems at the form `failed` names.
+async fn answer<'a, T>(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    result: Result<T, DomainError>,
+    done: &str,
+    failed: impl FnOnce(Problems) -> Failed<'a>,
+) -> Result<HttpResponse, Refusal> {
+    match outcome(result, |_| format!("{ROOT}/{env}/folders?done={done}")) {
+        Ok(to) => Ok(see_other(&to)),
+        Err(p) => {
+            let status = p.status;
+            render(state, session, env, status, None, Some(failed(p))).await
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct CreateForm {
     name: String,
@@ -212,21 +224,10 @@ async fn create(
         .folders
         .create(&session.principal, &env, request)
         .await;
-    match outcome(result, |_| format!("{ROOT}/{env}/folders?done=created")) {
-        Ok(to) => Ok(see_other(&to)),
-        Err(p) => {
-            let status = p.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                Some(Failed::Create(&form, p)),
-            )
-            .await
-        }
-    }
+    answer(&state, &session, &env, result, "created", |p| {
+        Failed::Create(&form, p)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -249,21 +250,10 @@ async fn rename(
         .folders
         .rename(&session.principal, &env, &id, request)
         .await;
-    match outcome(result, |_| format!("{ROOT}/{env}/folders?done=renamed")) {
-        Ok(to) => Ok(see_other(&to)),
-        Err(p) => {
-            let status = p.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                Some(Failed::Rename(id.as_str(), &form.name, p)),
-            )
-            .await
-        }
-    }
+    answer(&state, &session, &env, result, "renamed", |p| {
+        Failed::Rename(id.as_str(), &form.name, p)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -277,19 +267,8 @@ async fn delete(
     let (env, id) = path.into_inner();
     let session = posted.session;
     let result = state.folders.delete(&session.principal, &env, &id).await;
-    match outcome(result, |_| format!("{ROOT}/{env}/folders?done=deleted")) {
-        Ok(to) => Ok(see_other(&to)),
-        Err(p) => {
-            let status = p.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                Some(Failed::Delete(id.as_str(), p)),
-            )
-            .await
-        }
-    }
+    answer(&state, &session, &env, result, "deleted", |p| {
+        Failed::Delete(id.as_str(), p)
+    })
+    .await
 }

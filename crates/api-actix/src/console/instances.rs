@@ -18,9 +18,9 @@ use domain::Permission;
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::environments;
+use super::framed;
 use super::graph::{Marks, StepGraph};
-use super::page::{self, Frame};
+use super::page;
 use super::session::{Refusal, Session};
 use super::shell::{respond, ROOT};
 use crate::AppState;
@@ -145,15 +145,7 @@ async fn invocation(
         None => None,
     };
     let running = !view.status().is_final();
-    let environments = environments(&state, &session).await?;
     let title = format!("Invocation {id}");
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let flow_page = format!("{ROOT}/{env}/flows/{flow_id}");
     let here = format!("{flow_page}/invocations/{}", page::url_path(&id));
     let content = html! {
@@ -171,7 +163,8 @@ async fn invocation(
         (cards_section(&cards))
         }
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 /// The cards the invocation gave the users its target names (the first [`NAMED`]), for a key
@@ -298,15 +291,7 @@ async fn instance(
         Err(err) => return page::unreadable(err, "Instance"),
     };
     let graph = graph_of(&state, &session, &env, &flow_id, found.flow_version).await;
-    let environments = environments(&state, &session).await?;
     let title = format!("{user}'s path");
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let back = format!(
         "{ROOT}/{env}/flows/{flow_id}/invocations/{}",
         page::url_path(&id)
@@ -339,7 +324,8 @@ async fn instance(
             } }
         }
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 /// A step's state in words: "waiting until …", "done: submitted", "failed: why".

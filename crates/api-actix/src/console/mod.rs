@@ -30,10 +30,10 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use domain::tenancy::Environment;
 use domain::DomainError;
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 
-use page::{Problems, SECTIONS};
+use page::{Frame, Problems, SECTIONS};
 use session::{Posted, Refusal, Session};
 use shell::ROOT;
 use shell::{respond, see_other};
@@ -135,6 +135,27 @@ pub(super) async fn environments(
         .list_environments(&session.principal)
         .await
         .map_err(|err| failed(&err))
+}
+
+/// A page of `env` in the console's frame (`section` marked in the navigation), with the
+/// switcher of the environments the key may use: what every page of an environment shares.
+pub(super) async fn framed(
+    state: &AppState,
+    session: &Session,
+    env: &str,
+    section: &str,
+    title: &str,
+    content: Markup,
+) -> Result<Markup, Refusal> {
+    let environments = environments(state, session).await?;
+    let frame = Frame {
+        title,
+        section,
+        env,
+        environments: &environments,
+        session,
+    };
+    Ok(page::frame(&frame, content))
 }
 
 /// A failure no page can show in place: logged, then a generic page.

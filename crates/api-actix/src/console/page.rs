@@ -186,6 +186,34 @@ pub(crate) fn text_field(
     }
 }
 
+/// A wide text area with its label and, above it, the problems of its field.
+pub(crate) struct TextArea<'a> {
+    /// The element's id, and the start of its problems' id.
+    pub(crate) id: &'a str,
+    /// The form field's name.
+    pub(crate) name: &'a str,
+    pub(crate) label: &'a str,
+    pub(crate) rows: &'a str,
+    /// The text shown in it.
+    pub(crate) value: &'a str,
+    pub(crate) errors: &'a [&'a (String, String)],
+}
+
+/// A [`TextArea`] as a form shows it.
+pub(crate) fn text_area(area: &TextArea<'_>) -> Markup {
+    let described = format!("{}-errors", area.id);
+    let invalid = !area.errors.is_empty();
+    html! {
+        div.field.wide {
+            label for=(area.id) { (area.label) }
+            (field_errors(&described, area.errors))
+            textarea #(area.id) name=(area.name) rows=(area.rows) spellcheck="false"
+                aria-invalid=[invalid.then_some("true")]
+                aria-describedby=[invalid.then_some(described.as_str())] { (area.value) }
+        }
+    }
+}
+
 /// The problems of a field, listed under it.
 pub(crate) fn field_errors(id: &str, errors: &[&(String, String)]) -> Markup {
     html! {

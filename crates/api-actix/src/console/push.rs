@@ -4,13 +4,14 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::id::EnvironmentId;
+use domain::push::PushPlatform;
 use domain::{DomainError, Permission};
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::environments;
-use super::page::{self, Frame, Problems};
+use super::framed;
+use super::page::{self, Problems, TextArea};
 use super::session::{Posted, Refusal, Session};
 use super::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -83,56 +84,61 @@ async fn list(
         Some("deleted") => Some("The platform was deleted."),
         _ => None,
     };
-    render(
-        &state,
-        &session,
-        &env,
-        StatusCode::OK,
+    let shown = Shown {
         notice,
-        None,
-        None,
-        None,
-    )
-    .await
+        ..Shown::default()
+    };
+    render(&state, &session, &env, StatusCode::OK, shown).await
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the page shows besides the platforms: a change's notice, or a refused change.
+#[derive(Default)]
+struct Shown<'a> {
+    notice: Option<&'a str>,
+    /// A refused create: the form as sent, and its problems.
+    sent: Option<&'a CreateForm>,
+    problems: Option<&'a Problems>,
+    /// A refused enable, disable or delete.
+    action: Option<&'a Problems>,
+}
+
 async fn render(
     state: &AppState,
     session: &Session,
     env: &EnvironmentId,
     status: StatusCode,
-    notice: Option<&str>,
-    sent: Option<&CreateForm>,
-    problems: Option<&Problems>,
-    // A refused enable, disable or delete.
-    action: Option<&Problems>,
+    shown: Shown<'_>,
 ) -> Result<HttpResponse, Refusal> {
+    let Shown {
+        notice,
+        sent,
+        problems,
+        action,
+    } = shown;
     let platforms = match state.push.list(&session.principal, env).await {
         Ok(p) => p,
         Err(err) => return page::unreadable(err, "Push platforms"),
     };
-    let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::NotificationPlatformsWrite);
-    let empty = CreateForm::default();
-    let form = sent.unwrap_or(&empty);
-    let errors_of = |field: &str| problems.map(|p| p.about(field, true)).unwrap_or_default();
-    let platform_errors = errors_of("platform");
-    let (credential_errors, principal_errors, property_errors) = (
-        errors_of("platformCredential"),
-        errors_of("platformPrincipal"),
-        errors_of("platformProperties"),
-    );
-    let frame = Frame {
-        title: "Push platforms",
-        section: "push",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (page::notice(notice))
         (page::alert(action, &[]))
+        (platforms_table(session, env, &platforms, may_write))
+        @if may_write { (create_section(session, env, sent, problems)) }
+    };
+    let body = framed(state, session, env, "push", "Push platforms", content).await?;
+    Ok(respond(status, body))
+}
+
+/// The platforms with their credentials' facts, each with its buttons for a key that may
+/// write.
+fn platforms_table(
+    session: &Session,
+    env: &EnvironmentId,
+    platforms: &[PushPlatform],
+    may_write: bool,
+) -> Markup {
+    html! {
         div.scroll { table {
             caption.muted { (platforms.len()) " platforms" }
             thead { tr {
@@ -140,91 +146,108 @@ async fn render(
                 th scope="col" { "Credential" }
                 @if may_write { th scope="col" { span.muted { "Actions" } } }
             } }
-            tbody { @for p in &platforms { tr.platform-row {
+            tbody { @for p in platforms { tr.platform-row {
                 td { (p.app_id) }
                 td { (p.platform) }
                 td { span.status { @if p.enabled { "enabled" } @else { "disabled" } } }
                 td { dl { @for (fact, value) in &p.facts { dt { (fact) } dd { (value) } } } }
-                @if may_write { td { div.actions {
-                    form method="post" action={ (ROOT) "/" (env) "/push/enabled" } {
-                        (page::csrf(session))
-                        input type="hidden" name="id" value=(p.id);
-                        input type="hidden" name="enabled"
-                            value=(if p.enabled { "false" } else { "true" });
-                        button.secondary type="submit" aria-label={
-                            (if p.enabled { "Disable " } else { "Enable " }) (p.app_id) " "
-                                (p.platform) } {
-                            @if p.enabled { "Disable" } @else { "Enable" }
-                        }
-                    }
-                    form method="post" action={ (ROOT) "/" (env) "/push/delete" } {
-                        (page::csrf(session))
-                        input type="hidden" name="app_id" value=(p.app_id);
-                        input type="hidden" name="platform" value=(p.platform);
-                        button.danger type="submit" aria-label={ "Delete " (p.app_id) " "
-                            (p.platform) } { "Delete" }
-                    }
-                } } }
+                @if may_write { td { (platform_actions(session, env, p)) } }
             } } }
         } }
-        @if may_write {
-            section.card aria-labelledby="create" {
-                h2 #create { "New platform" }
-                p.muted { "The credential is checked when it is saved: its type, its key, its \
-                    expiry." }
-                (page::alert(problems, &["appId", "platform", "platformCredential",
-                    "platformPrincipal", "platformProperties"]))
-                form method="post" action={ (ROOT) "/" (env) "/push" } {
-                    (page::csrf(session))
-                    (page::text_field("app-id", "App id (bundle id or package name)", "app_id",
-                        &form.app_id, "appId", problems))
-                    div.field {
-                        label for="platform" { "Platform" }
-                        select #platform name="platform"
-                            aria-invalid=[(!platform_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!platform_errors.is_empty())
-                                .then_some("platform-errors")] {
-                            @for value in domain::push::PLATFORMS {
-                                option value=(value) selected[form.platform == value] {
-                                    (platform_name(value)) }
-                            }
-                        }
-                        (page::field_errors("platform-errors", &platform_errors))
-                    }
-                    div.field.wide {
-                        label for="credential" {
-                            "Credential (a service account's JSON, a certificate's private key or \
-                                a .p8 key)" }
-                        (page::field_errors("credential-errors", &credential_errors))
-                        textarea #credential name="credential" rows="6" spellcheck="false"
-                            aria-invalid=[(!credential_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!credential_errors.is_empty())
-                                .then_some("credential-errors")] {}
-                    }
-                    div.field.wide {
-                        label for="principal" {
-                            "Principal (a certificate, a key id; empty for FCM)" }
-                        (page::field_errors("principal-errors", &principal_errors))
-                        textarea #principal name="principal" rows="3" spellcheck="false"
-                            aria-invalid=[(!principal_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!principal_errors.is_empty())
-                                .then_some("principal-errors")] { (form.principal) }
-                    }
-                    div.field.wide {
-                        label for="properties" {
-                            "Properties (a JSON object, e.g. teamId and bundleId for a .p8 key)" }
-                        (page::field_errors("properties-errors", &property_errors))
-                        textarea #properties name="properties" rows="3" spellcheck="false"
-                            aria-invalid=[(!property_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!property_errors.is_empty())
-                                .then_some("properties-errors")] { (form.properties) }
-                    }
-                    button type="submit" { "Create platform" }
+    }
+}
+
+/// A platform's enable or disable button and its delete button.
+fn platform_actions(session: &Session, env: &EnvironmentId, p: &PushPlatform) -> Markup {
+    html! {
+        div.actions {
+            form method="post" action={ (ROOT) "/" (env) "/push/enabled" } {
+                (page::csrf(session))
+                input type="hidden" name="id" value=(p.id);
+                input type="hidden" name="enabled"
+                    value=(if p.enabled { "false" } else { "true" });
+                button.secondary type="submit" aria-label={
+                    (if p.enabled { "Disable " } else { "Enable " }) (p.app_id) " "
+                        (p.platform) } {
+                    @if p.enabled { "Disable" } @else { "Enable" }
                 }
             }
+            form method="post" action={ (ROOT) "/" (env) "/push/delete" } {
+                (page::csrf(session))
+                input type="hidden" name="app_id" value=(p.app_id);
+                input type="hidden" name="platform" value=(p.platform);
+                button.danger type="submit" aria-label={ "Delete " (p.app_id) " "
+                    (p.platform) } { "Delete" }
+            }
         }
-    };
-    Ok(respond(status, page::frame(&frame, content)))
+    }
+}
+
+/// The form that creates a platform: what was sent again after a refusal, with the problems
+/// at their fields (the credential is a secret, so it is never shown back).
+fn create_section(
+    session: &Session,
+    env: &EnvironmentId,
+    sent: Option<&CreateForm>,
+    problems: Option<&Problems>,
+) -> Markup {
+    let empty = CreateForm::default();
+    let form = sent.unwrap_or(&empty);
+    let errors_of = |field: &str| problems.map(|p| p.about(field, true)).unwrap_or_default();
+    let platform_errors = errors_of("platform");
+    html! {
+        section.card aria-labelledby="create" {
+            h2 #create { "New platform" }
+            p.muted { "The credential is checked when it is saved: its type, its key, its \
+                expiry." }
+            (page::alert(problems, &["appId", "platform", "platformCredential",
+                "platformPrincipal", "platformProperties"]))
+            form method="post" action={ (ROOT) "/" (env) "/push" } {
+                (page::csrf(session))
+                (page::text_field("app-id", "App id (bundle id or package name)", "app_id",
+                    &form.app_id, "appId", problems))
+                div.field {
+                    label for="platform" { "Platform" }
+                    select #platform name="platform"
+                        aria-invalid=[(!platform_errors.is_empty()).then_some("true")]
+                        aria-describedby=[(!platform_errors.is_empty())
+                            .then_some("platform-errors")] {
+                        @for value in domain::push::PLATFORMS {
+                            option value=(value) selected[form.platform == value] {
+                                (platform_name(value)) }
+                        }
+                    }
+                    (page::field_errors("platform-errors", &platform_errors))
+                }
+                (page::text_area(&TextArea {
+                    id: "credential",
+                    name: "credential",
+                    label: "Credential (a service account's JSON, a certificate's private key \
+                        or a .p8 key)",
+                    rows: "6",
+                    value: "",
+                    errors: &errors_of("platformCredential"),
+                }))
+                (page::text_area(&TextArea {
+                    id: "principal",
+                    name: "principal",
+                    label: "Principal (a certificate, a key id; empty for FCM)",
+                    rows: "3",
+                    value: &form.principal,
+                    errors: &errors_of("platformPrincipal"),
+                }))
+                (page::text_area(&TextArea {
+                    id: "properties",
+                    name: "properties",
+                    label: "Properties (a JSON object, e.g. teamId and bundleId for a .p8 key)",
+                    rows: "3",
+                    value: &form.properties,
+                    errors: &errors_of("platformProperties"),
+                }))
+                button type="submit" { "Create platform" }
+            }
+        }
+    }
 }
 
 async fn create(
@@ -242,18 +265,12 @@ async fn create(
         // The credential is not shown back: it is a secret, and it was refused.
         Err(err) => {
             let problems = Problems::of(err);
-            let status = problems.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                Some(&form),
-                Some(&problems),
-                None,
-            )
-            .await
+            let shown = Shown {
+                sent: Some(&form),
+                problems: Some(&problems),
+                ..Shown::default()
+            };
+            render(&state, &session, &env, problems.status, shown).await
         }
     }
 }
@@ -282,21 +299,7 @@ async fn set_enabled(
             "{ROOT}/{env}/push?done={}",
             if enabled { "enabled" } else { "disabled" }
         ))),
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                None,
-                None,
-                Some(&problems),
-            )
-            .await
-        }
+        Err(err) => action_refused(&state, &session, &env, err).await,
     }
 }
 
@@ -317,20 +320,22 @@ async fn delete(
     let body = json!({"appId": form.app_id, "platform": form.platform});
     match state.push.delete(&session.principal, &env, &body).await {
         Ok(()) => Ok(see_other(&format!("{ROOT}/{env}/push?done=deleted"))),
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            render(
-                &state,
-                &session,
-                &env,
-                status,
-                None,
-                None,
-                None,
-                Some(&problems),
-            )
-            .await
-        }
+        Err(err) => action_refused(&state, &session, &env, err).await,
     }
+}
+
+/// The page again after a refused enable, disable or delete, with the API's status and
+/// messages.
+async fn action_refused(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    err: DomainError,
+) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    let shown = Shown {
+        action: Some(&problems),
+        ..Shown::default()
+    };
+    render(state, session, env, problems.status, shown).await
 }

@@ -9,14 +9,15 @@ use domain::cancel::{CancelStatus, CancelTask};
 use domain::id::{EnvironmentId, FlowId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter};
 use domain::trigger::invocation::InvocationFilter;
+use domain::trigger::Invocation;
 use domain::trigger::Mode;
-use domain::{PageRequest, Permission};
+use domain::{DomainError, PageRequest, Permission};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::environments;
-use super::page::{self, Frame, Problems};
+use super::framed;
+use super::page::{self, Problems};
 use super::session::{Posted, Refusal, Session};
 use super::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -82,57 +83,17 @@ async fn runs_page(
         Ok(flow) => flow,
         Err(err) => return page::unreadable(err, "Runs"),
     };
-    let page_request = |after: Option<String>| PageRequest {
-        limit: LISTED,
-        after,
-    };
     let invocations_after = page::query_value(from.invocations.as_deref(), "invocations")?;
     let tasks_after = page::query_value(from.tasks.as_deref(), "tasks")?;
-    let (invocations, next_invocations) = match state
-        .triggers
-        .invocations(
-            who,
-            env,
-            id,
-            InvocationFilter::default(),
-            page_request(invocations_after),
-        )
-        .await
-    {
-        Ok(page) => (page.items, page.next_after),
-        Err(err) => return page::unreadable(err, "Runs"),
-    };
-    let (tasks, next_tasks) = match state
-        .tasks
-        .list(
-            who,
-            env,
-            id,
-            TaskFilter::default(),
-            page_request(tasks_after),
-        )
-        .await
-    {
-        Ok(page) => (page.items, page.next_after),
+    let runs = match list_runs(state, session, env, id, invocations_after, tasks_after).await {
+        Ok(runs) => runs,
         Err(err) => return page::unreadable(err, "Runs"),
     };
     // A later page is not read again as it runs: the first pages are, where new runs appear.
     let paged = from.invocations.is_some() || from.tasks.is_some();
-    let running = invocations.iter().any(|i| !i.status.is_final())
-        || tasks.iter().any(|t| match t {
-            FlowTask::Csv(task) => csv_running(task),
-            FlowTask::Cancel(task) => task.status == CancelStatus::Processing,
-        });
-    let environments = environments(state, session).await?;
+    let running = runs.running();
     let may_trigger = session.may(env, Permission::ActionFlowsTrigger);
     let title = format!("Runs of {}", flow.name);
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env,
-        environments: &environments,
-        session,
-    };
     let base = format!("{ROOT}/{env}/flows/{id}");
     let here = format!("{base}/runs");
     let content = html! {
@@ -141,97 +102,185 @@ async fn runs_page(
         div #live data-poll=[(running && !paged).then_some("1000")] data-poll-url=(here) {
             p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them."
                 } @else { "Nothing runs now." } }
-            section.card aria-labelledby="invocations" {
-                h2 #invocations { "Invocations" }
-                @if invocations.is_empty() { p.muted { "None yet." } } @else {
-                    div.scroll { table {
-                        thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th
-                            scope="col" { "Status" } th scope="col" { "Users" } th scope="col" {
-                                "Cards" } th scope="col" { "Started" } } }
-                        tbody { @for i in &invocations { tr {
-                            td { a href={ (base) "/invocations/" (page::url_path(&i.id)) } { code {
-                                (i.id) } } }
-                            td { (i.mode.as_str()) }
-                            td { span.status { (i.status.as_str()) } }
-                            td { (i.users_targeted) }
-                            td { (i.cards_created) }
-                            td { (i.created.format("%Y-%m-%d %H:%M:%S")) }
-                        } } }
-                    } }
-                }
-                (page::pages(&here, &[("tasks", from.tasks.as_deref().unwrap_or(""))],
-                    "invocations",
-                    from.invocations.as_deref(), next_invocations.as_deref()))
-            }
-            section.card aria-labelledby="tasks" {
-                h2 #tasks { "Tasks" }
-                @if tasks.is_empty() { p.muted { "None yet." } } @else {
-                    div.scroll { table {
-                        thead { tr { th scope="col" { "Task" } th scope="col" { "Status" } th
-                            scope="col" { "Progress" } th scope="col" { "Started" } } }
-                        tbody { @for t in &tasks { tr.task-row {
-                            @match t {
-                                FlowTask::Csv(task) => {
-                                    td { a href={ (base) "/csv/" (task.id) } { "CSV " (task.id) }
-                                        " (" (task.mode.as_str()) ")" }
-                                    td { span.status { (task.public_status().as_str()) } }
-                                    td { (csv_progress(task)) }
-                                    td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
-                                }
-                                FlowTask::Cancel(task) => {
-                                    td { a href={ (base) "/cancel/" (task.id) } { "Cancel "
-                                        (task.id) } }
-                                    td { span.status { (task.status.as_str()) } }
-                                    td { (cancel_progress(task)) }
-                                    td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
-                                }
-                            }
-                        } } }
-                    } }
-                }
-                (page::pages(&here, &[("invocations", from.invocations.as_deref().unwrap_or(""))],
-                    "tasks",
-                    from.tasks.as_deref(), next_tasks.as_deref()))
-            }
+            (invocations_section(&base, &here, from, &runs))
+            (tasks_section(&base, &here, from, &runs))
         }
-        @if may_trigger {
-            section.card aria-labelledby="csv" {
-                h2 #csv { "Start from a CSV file" }
-                p.muted {
-                    "A header row naming where each column goes in a flow element (for example "
-                    code { "target.attributes.id" } " and " code { "payload.variables.firstName" }
-                    "), then one row per element. The next page takes the file."
-                }
-                form.inline method="post" action={ (base) "/csv" } {
-                    (page::csrf(session))
-                    div.field {
-                        label for="csv-mode" { "Mode" }
-                        select #csv-mode name="mode" {
-                            option value="live" { "Live (the published version)" }
-                            option value="test" { "Test (the draft, test users only)" }
-                        }
-                    }
-                    button type="submit" { "New CSV task" }
-                }
-            }
-            section.card aria-labelledby="cancel" {
-                h2 #cancel { "Cancel" }
-                p.muted { "Ends the flow's instances (all, or those of one version) and, unless \
-                    unticked, their cards." }
-                form.inline method="post" action={ (base) "/cancel" } {
-                    (page::csrf(session))
-                    (page::text_field("cancel-version", "Version (empty: every version)",
-                        "version", typed_version, "flowConfigVersion", problems))
-                    div.field {
-                        label { input type="checkbox" name="cards" value="on" checked;
-                            " Cancel their cards" }
-                    }
-                    button.danger type="submit" { "Cancel instances" }
-                }
-            }
-        }
+        @if may_trigger { (start_and_cancel(session, &base, typed_version, problems)) }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "flows", &title, content).await?;
+    Ok(respond(status, body))
+}
+
+/// A page of a flow's invocations and a page of its tasks, each with the key of its next page.
+struct Runs {
+    invocations: Vec<Invocation>,
+    next_invocations: Option<String>,
+    tasks: Vec<FlowTask>,
+    next_tasks: Option<String>,
+}
+
+impl Runs {
+    /// Whether any invocation or task listed is still under way.
+    fn running(&self) -> bool {
+        self.invocations.iter().any(|i| !i.status.is_final())
+            || self.tasks.iter().any(|t| match t {
+                FlowTask::Csv(task) => csv_running(task),
+                FlowTask::Cancel(task) => task.status == CancelStatus::Processing,
+            })
+    }
+}
+
+/// The flow's invocations and tasks, each list from after the key of the page before.
+async fn list_runs(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    id: &FlowId,
+    invocations_after: Option<String>,
+    tasks_after: Option<String>,
+) -> Result<Runs, DomainError> {
+    let who = &session.principal;
+    let page_request = |after: Option<String>| PageRequest {
+        limit: LISTED,
+        after,
+    };
+    let invocations = state
+        .triggers
+        .invocations(
+            who,
+            env,
+            id,
+            InvocationFilter::default(),
+            page_request(invocations_after),
+        )
+        .await?;
+    let tasks = state
+        .tasks
+        .list(
+            who,
+            env,
+            id,
+            TaskFilter::default(),
+            page_request(tasks_after),
+        )
+        .await?;
+    Ok(Runs {
+        invocations: invocations.items,
+        next_invocations: invocations.next_after,
+        tasks: tasks.items,
+        next_tasks: tasks.next_after,
+    })
+}
+
+/// The invocations listed, with the links between their pages (the tasks' page kept).
+fn invocations_section(base: &str, here: &str, from: &RunsQuery, runs: &Runs) -> Markup {
+    html! {
+        section.card aria-labelledby="invocations" {
+            h2 #invocations { "Invocations" }
+            @if runs.invocations.is_empty() { p.muted { "None yet." } } @else {
+                div.scroll { table {
+                    thead { tr { th scope="col" { "Invocation" } th scope="col" { "Mode" } th
+                        scope="col" { "Status" } th scope="col" { "Users" } th scope="col" {
+                            "Cards" } th scope="col" { "Started" } } }
+                    tbody { @for i in &runs.invocations { tr {
+                        td { a href={ (base) "/invocations/" (page::url_path(&i.id)) } { code {
+                            (i.id) } } }
+                        td { (i.mode.as_str()) }
+                        td { span.status { (i.status.as_str()) } }
+                        td { (i.users_targeted) }
+                        td { (i.cards_created) }
+                        td { (i.created.format("%Y-%m-%d %H:%M:%S")) }
+                    } } }
+                } }
+            }
+            (page::pages(here, &[("tasks", from.tasks.as_deref().unwrap_or(""))],
+                "invocations",
+                from.invocations.as_deref(), runs.next_invocations.as_deref()))
+        }
+    }
+}
+
+/// The CSV and cancel tasks listed, with the links between their pages (the invocations' page
+/// kept).
+fn tasks_section(base: &str, here: &str, from: &RunsQuery, runs: &Runs) -> Markup {
+    html! {
+        section.card aria-labelledby="tasks" {
+            h2 #tasks { "Tasks" }
+            @if runs.tasks.is_empty() { p.muted { "None yet." } } @else {
+                div.scroll { table {
+                    thead { tr { th scope="col" { "Task" } th scope="col" { "Status" } th
+                        scope="col" { "Progress" } th scope="col" { "Started" } } }
+                    tbody { @for t in &runs.tasks { tr.task-row {
+                        @match t {
+                            FlowTask::Csv(task) => {
+                                td { a href={ (base) "/csv/" (task.id) } { "CSV " (task.id) }
+                                    " (" (task.mode.as_str()) ")" }
+                                td { span.status { (task.public_status().as_str()) } }
+                                td { (csv_progress(task)) }
+                                td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
+                            }
+                            FlowTask::Cancel(task) => {
+                                td { a href={ (base) "/cancel/" (task.id) } { "Cancel "
+                                    (task.id) } }
+                                td { span.status { (task.status.as_str()) } }
+                                td { (cancel_progress(task)) }
+                                td { (task.created.format("%Y-%m-%d %H:%M:%S")) }
+                            }
+                        }
+                    } } }
+                } }
+            }
+            (page::pages(here, &[("invocations", from.invocations.as_deref().unwrap_or(""))],
+                "tasks",
+                from.tasks.as_deref(), runs.next_tasks.as_deref()))
+        }
+    }
+}
+
+/// The forms of a key that may trigger: a new CSV task, and a cancel (its version as typed
+/// again after a refusal).
+fn start_and_cancel(
+    session: &Session,
+    base: &str,
+    typed_version: &str,
+    problems: Option<&Problems>,
+) -> Markup {
+    html! {
+        section.card aria-labelledby="csv" {
+            h2 #csv { "Start from a CSV file" }
+            p.muted {
+                "A header row naming where each column goes in a flow element (for example "
+                code { "target.attributes.id" } " and " code { "payload.variables.firstName" }
+                "), then one row per element. The next page takes the file."
+            }
+            form.inline method="post" action={ (base) "/csv" } {
+                (page::csrf(session))
+                div.field {
+                    label for="csv-mode" { "Mode" }
+                    select #csv-mode name="mode" {
+                        option value="live" { "Live (the published version)" }
+                        option value="test" { "Test (the draft, test users only)" }
+                    }
+                }
+                button type="submit" { "New CSV task" }
+            }
+        }
+        section.card aria-labelledby="cancel" {
+            h2 #cancel { "Cancel" }
+            p.muted { "Ends the flow's instances (all, or those of one version) and, unless \
+                unticked, their cards." }
+            form.inline method="post" action={ (base) "/cancel" } {
+                (page::csrf(session))
+                (page::text_field("cancel-version", "Version (empty: every version)",
+                    "version", typed_version, "flowConfigVersion", problems))
+                div.field {
+                    label { input type="checkbox" name="cards" value="on" checked;
+                        " Cancel their cards" }
+                }
+                button.danger type="submit" { "Cancel instances" }
+            }
+        }
+    }
 }
 
 /// Whether a CSV task is receiving its file or handing its rows on. A task still waiting for
@@ -279,31 +328,9 @@ async fn create_csv(
     };
     let (task, token) = match state.bulk.create(&session.principal, &env, &id, mode).await {
         Ok(made) => made,
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            return runs_page(
-                &state,
-                &session,
-                &env,
-                &id,
-                status,
-                Some(&problems),
-                "",
-                &RunsQuery::default(),
-            )
-            .await;
-        }
+        Err(err) => return refused(&state, &session, &env, &id, err, "").await,
     };
-    let environments = environments(&state, &session).await?;
     let task_page = format!("{ROOT}/{env}/flows/{id}/csv/{}", task.id);
-    let frame = Frame {
-        title: "Upload a CSV file",
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let content = html! {
         p { "Task " (task.id) " (" (task.mode.as_str())
             ") waits for its file: choose it within five minutes." }
@@ -327,7 +354,16 @@ async fn create_csv(
         }
         p { a href=(task_page) { "The task's progress" } }
     };
-    Ok(respond(StatusCode::CREATED, page::frame(&frame, content)))
+    let body = framed(
+        &state,
+        &session,
+        &env,
+        "flows",
+        "Upload a CSV file",
+        content,
+    )
+    .await?;
+    Ok(respond(StatusCode::CREATED, body))
 }
 
 async fn csv_task(
@@ -345,36 +381,23 @@ async fn csv_task(
         Err(err) => return page::unreadable(err, "CSV task"),
     };
     let running = csv_running(&task);
-    let environments = environments(&state, &session).await?;
     let title = format!("CSV task {}", task.id);
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let here = format!("{ROOT}/{env}/flows/{id}/csv/{}", task.id);
-    let content = html! {
-        p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a
-            href=(here) { "Refresh" } } }
-        div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
-            section.card aria-labelledby="progress" {
-                h2 #progress { "Progress" }
-                p aria-live="polite" { "Status " span.status #task-status {
-                    (task.public_status().as_str()) } " · " (task.mode.as_str()) }
-                p { (csv_progress(&task)) }
-                @if !task.errors.is_empty() {
-                    h3 { "Refused rows" }
-                    ul.errors { @for e in task.errors.iter().take(100) {
-                        li { @if e.row == 0 { "The file: " } @else { "Row " (e.row) ": " }
-                            (e.message) }
-                    } }
-                }
-            }
+    let progress = html! {
+        p aria-live="polite" { "Status " span.status #task-status {
+            (task.public_status().as_str()) } " · " (task.mode.as_str()) }
+        p { (csv_progress(&task)) }
+        @if !task.errors.is_empty() {
+            h3 { "Refused rows" }
+            ul.errors { @for e in task.errors.iter().take(100) {
+                li { @if e.row == 0 { "The file: " } @else { "Row " (e.row) ": " }
+                    (e.message) }
+            } }
         }
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let content = task_page(&env, &id, &here, running, progress);
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 #[derive(Deserialize)]
@@ -411,21 +434,7 @@ async fn cancel(
             "{ROOT}/{env}/flows/{id}/cancel/{}",
             task.id
         ))),
-        Err(err) => {
-            let problems = Problems::of(err);
-            let status = problems.status;
-            runs_page(
-                &state,
-                &session,
-                &env,
-                &id,
-                status,
-                Some(&problems),
-                &form.version,
-                &RunsQuery::default(),
-            )
-            .await
-        }
+        Err(err) => refused(&state, &session, &env, &id, err, &form.version).await,
     }
 }
 
@@ -444,27 +453,60 @@ async fn cancel_task(
         Err(err) => return page::unreadable(err, "Cancel"),
     };
     let running = task.status == CancelStatus::Processing;
-    let environments = environments(&state, &session).await?;
     let title = format!("Cancel {}", task.id);
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let here = format!("{ROOT}/{env}/flows/{id}/cancel/{}", task.id);
-    let content = html! {
+    let progress = html! {
+        p aria-live="polite" { "Status " span.status #task-status { (task.status.as_str()) } }
+        p { (cancel_progress(&task)) }
+    };
+    let content = task_page(&env, &id, &here, running, progress);
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
+}
+
+/// The runs page again after a refused CSV task or cancel, with the API's status and messages
+/// (and the cancel's version as typed).
+async fn refused(
+    state: &AppState,
+    session: &Session,
+    env: &EnvironmentId,
+    id: &FlowId,
+    err: DomainError,
+    typed_version: &str,
+) -> Result<HttpResponse, Refusal> {
+    let problems = Problems::of(err);
+    let status = problems.status;
+    let from = RunsQuery::default();
+    runs_page(
+        state,
+        session,
+        env,
+        id,
+        status,
+        Some(&problems),
+        typed_version,
+        &from,
+    )
+    .await
+}
+
+/// A task's page: back to the flow's runs, and the task's `progress`, which the script reads
+/// again each second in place while the task runs (without it, the page is read again by hand).
+fn task_page(
+    env: &EnvironmentId,
+    id: &FlowId,
+    here: &str,
+    running: bool,
+    progress: Markup,
+) -> Markup {
+    html! {
         p { a href={ (ROOT) "/" (env) "/flows/" (id) "/runs" } { "All runs" } @if running { " · " a
             href=(here) { "Refresh" } } }
         div #live data-poll=[running.then_some("1000")] data-poll-url=(here) {
             section.card aria-labelledby="progress" {
                 h2 #progress { "Progress" }
-                p aria-live="polite" { "Status " span.status #task-status { (task.status.as_str())
-                    } }
-                p { (cancel_progress(&task)) }
+                (progress)
             }
         }
-    };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    }
 }

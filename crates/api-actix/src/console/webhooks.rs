@@ -4,14 +4,14 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use domain::id::{EnvironmentId, EventId, WebhookId};
-use domain::webhook::{Subscription, EVENT_TYPES};
+use domain::webhook::{Attempt, Subscription, EVENT_TYPES};
 use domain::{DomainError, PageRequest, Permission};
-use maud::html;
+use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::environments;
-use super::page::{self, Frame, Problems};
+use super::framed;
+use super::page::{self, Problems};
 use super::session::{Posted, Refusal, Session};
 use super::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -128,14 +128,6 @@ async fn list_page(
         Ok(s) => s,
         Err(err) => return page::unreadable(err, "Webhooks"),
     };
-    let environments = environments(state, session).await?;
-    let frame = Frame {
-        title: "Webhooks",
-        section: "webhooks",
-        env,
-        environments: &environments,
-        session,
-    };
     let empty = SubscriptionForm::default();
     let (form, problems) = match &failed {
         Some((form, p)) => (*form, Some(p)),
@@ -165,7 +157,8 @@ async fn list_page(
             }
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "webhooks", "Webhooks", content).await?;
+    Ok(respond(status, body))
 }
 
 async fn create(
@@ -198,7 +191,7 @@ struct Shown<'a> {
     edit: Option<(&'a SubscriptionForm, Problems)>,
     action: Option<Problems>,
     /// The answer of "send test": status code or error, and the duration.
-    tested: Option<domain::webhook::Attempt>,
+    tested: Option<Attempt>,
     notice: Option<String>,
     /// The recover form's time as typed, shown again after a refusal.
     since: Option<&'a str>,
@@ -260,7 +253,6 @@ async fn subscription_page(
         Ok(a) => (a.items, a.next_after),
         Err(err) => return page::unreadable(err, "Webhook"),
     };
-    let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::WebhooksWrite);
     let stored = SubscriptionForm::of(&subscription);
     let (form, edit_problems) = match &shown.edit {
@@ -268,51 +260,11 @@ async fn subscription_page(
         None => (&stored, None),
     };
     let base = format!("{ROOT}/{env}/webhooks/{id}");
-    let frame = Frame {
-        title: &subscription.url,
-        section: "webhooks",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (page::notice(shown.notice.as_deref()))
         (page::alert(shown.action.as_ref(), &["since"]))
-        @if let Some(t) = &shown.tested {
-            p.notice role="status" #test-result {
-                "Test sent: "
-                @match (t.status_code, &t.error) {
-                    (Some(code), _) => { "the receiver answered " (code) }
-                    (None, Some(e)) => { "no answer: " (e) }
-                    (None, None) => { "no answer" }
-                }
-                " in " (t.duration_ms) " ms."
-            }
-        }
-        section.card aria-labelledby="about" {
-            h2 #about { "Subscription" }
-            p {
-                "State " span.status { @if subscription.enabled { "enabled" } @else { "disabled" } }
-                @if let Some(reason) = &subscription.disabled_reason { " (" (reason) ")" }
-                " · events " (subscription.types.join(", "))
-            }
-            p { "Signing secret " code #signing-secret { (subscription.secret) } }
-            @if may_write {
-                div.actions {
-                    @if subscription.enabled {
-                        form method="post" action={ (base) "/do/disable" } { (page::csrf(session))
-                            button.secondary type="submit" { "Disable" } }
-                    } @else {
-                        form method="post" action={ (base) "/do/enable" } { (page::csrf(session))
-                            button.secondary type="submit" { "Enable" } }
-                    }
-                    form method="post" action={ (base) "/do/rotate" } { (page::csrf(session))
-                        button.secondary type="submit" { "Rotate secret" } }
-                    form method="post" action={ (base) "/do/test" } { (page::csrf(session)) button
-                        type="submit" { "Send test" } }
-                }
-            }
-        }
+        @if let Some(t) = &shown.tested { (test_result(t)) }
+        (about_section(session, &subscription, &base, may_write))
         @if may_write {
             section.card aria-labelledby="edit" {
                 h2 #edit { "Edit" }
@@ -338,41 +290,100 @@ async fn subscription_page(
             @if attempts.is_empty() {
                 p.muted { "No attempt yet." }
             } @else {
-                div.scroll { table {
-                    thead { tr {
-                        th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "Try"
-                            }
-                        th scope="col" { "Status" } th scope="col" { "Duration" } th scope="col" {
-                            "Response" }
-                        @if may_write { th scope="col" { span.muted { "Actions" } } }
-                    } }
-                    tbody { @for a in &attempts { tr.attempt-row {
-                        td { (a.created.format("%Y-%m-%d %H:%M:%S")) }
-                        td { (a.event_name) br; code { (a.event_id) } }
-                        td { (a.attempt) " (" (a.trigger) ")" }
-                        td { @match (a.status_code, &a.error) {
-                            (Some(code), _) => { (code) }
-                            (None, Some(e)) => { (e) }
-                            (None, None) => { "–" }
-                        } }
-                        td { (a.duration_ms) " ms" }
-                        td { @if !a.response_body.is_empty() { details { summary { "Body" } pre {
-                            (a.response_body) } } } }
-                        @if may_write { td {
-                            form method="post" action={ (base) "/resend" } {
-                                (page::csrf(session))
-                                input type="hidden" name="event_id" value=(a.event_id);
-                                button.secondary type="submit" aria-label={ "Resend " (a.event_id)
-                                    } { "Resend" }
-                            }
-                        } }
-                    } } }
-                } }
+                (attempts_table(session, &base, &attempts, may_write))
             }
             (page::pages(&base, &[], "after", shown.after, next.as_deref()))
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "webhooks", &subscription.url, content).await?;
+    Ok(respond(status, body))
+}
+
+/// What "send test" got back: the receiver's status or the error, and how long it took.
+fn test_result(t: &Attempt) -> Markup {
+    html! {
+        p.notice role="status" #test-result {
+            "Test sent: "
+            @match (t.status_code, &t.error) {
+                (Some(code), _) => { "the receiver answered " (code) }
+                (None, Some(e)) => { "no answer: " (e) }
+                (None, None) => { "no answer" }
+            }
+            " in " (t.duration_ms) " ms."
+        }
+    }
+}
+
+/// The subscription's state, events and secret, with its actions for a key that may write.
+fn about_section(
+    session: &Session,
+    subscription: &Subscription,
+    base: &str,
+    may_write: bool,
+) -> Markup {
+    html! {
+        section.card aria-labelledby="about" {
+            h2 #about { "Subscription" }
+            p {
+                "State " span.status { @if subscription.enabled { "enabled" } @else { "disabled" } }
+                @if let Some(reason) = &subscription.disabled_reason { " (" (reason) ")" }
+                " · events " (subscription.types.join(", "))
+            }
+            p { "Signing secret " code #signing-secret { (subscription.secret) } }
+            @if may_write {
+                div.actions {
+                    @if subscription.enabled {
+                        form method="post" action={ (base) "/do/disable" } { (page::csrf(session))
+                            button.secondary type="submit" { "Disable" } }
+                    } @else {
+                        form method="post" action={ (base) "/do/enable" } { (page::csrf(session))
+                            button.secondary type="submit" { "Enable" } }
+                    }
+                    form method="post" action={ (base) "/do/rotate" } { (page::csrf(session))
+                        button.secondary type="submit" { "Rotate secret" } }
+                    form method="post" action={ (base) "/do/test" } { (page::csrf(session)) button
+                        type="submit" { "Send test" } }
+                }
+            }
+        }
+    }
+}
+
+/// The delivery attempts of this page of the log, each with its resend button for a key that
+/// may write.
+fn attempts_table(session: &Session, base: &str, attempts: &[Attempt], may_write: bool) -> Markup {
+    html! {
+        div.scroll { table {
+            thead { tr {
+                th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "Try"
+                    }
+                th scope="col" { "Status" } th scope="col" { "Duration" } th scope="col" {
+                    "Response" }
+                @if may_write { th scope="col" { span.muted { "Actions" } } }
+            } }
+            tbody { @for a in attempts { tr.attempt-row {
+                td { (a.created.format("%Y-%m-%d %H:%M:%S")) }
+                td { (a.event_name) br; code { (a.event_id) } }
+                td { (a.attempt) " (" (a.trigger) ")" }
+                td { @match (a.status_code, &a.error) {
+                    (Some(code), _) => { (code) }
+                    (None, Some(e)) => { (e) }
+                    (None, None) => { "–" }
+                } }
+                td { (a.duration_ms) " ms" }
+                td { @if !a.response_body.is_empty() { details { summary { "Body" } pre {
+                    (a.response_body) } } } }
+                @if may_write { td {
+                    form method="post" action={ (base) "/resend" } {
+                        (page::csrf(session))
+                        input type="hidden" name="event_id" value=(a.event_id);
+                        button.secondary type="submit" aria-label={ "Resend " (a.event_id)
+                            } { "Resend" }
+                    }
+                } }
+            } } }
+        } }
+    }
 }
 
 async fn edit(

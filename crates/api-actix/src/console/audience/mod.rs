@@ -12,8 +12,8 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::environments;
-use super::page::{self, Frame, Problems};
+use super::framed;
+use super::page::{self, Problems, TextArea};
 use super::session::{Posted, Refusal, Session};
 use super::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -89,14 +89,6 @@ async fn users(
         Ok(page) => page,
         Err(err) => return page::unreadable(err, "End users"),
     };
-    let environments = environments(&state, &session).await?;
-    let frame = Frame {
-        title: "End users",
-        section: "users",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let content = html! {
         (tabs(&env, "users"))
         form.inline method="get" action={ (ROOT) "/" (env) "/users" } role="search"
@@ -126,7 +118,8 @@ async fn users(
             ("segment", query.segment.as_deref().unwrap_or("")),
         ], "after", query.after.as_deref(), found.next_after.as_deref()))
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "users", "End users", content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 #[derive(Deserialize, Default)]
@@ -157,20 +150,12 @@ async fn segments_page(
         Ok(s) => s,
         Err(err) => return page::unreadable(err, "Segments"),
     };
-    let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::UsersWrite);
     let empty = SegmentForm::default();
     let form = sent.unwrap_or(&empty);
     let filter_errors = problems
         .map(|p| p.about("filter", true))
         .unwrap_or_default();
-    let frame = Frame {
-        title: "Segments",
-        section: "users",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (tabs(env, "segments"))
         div.scroll { table {
@@ -194,20 +179,21 @@ async fn segments_page(
                 form method="post" action={ (ROOT) "/" (env) "/segments" } {
                     (page::csrf(session))
                     (page::text_field("segment-name", "Name", "name", &form.name, "name", problems))
-                    div.field.wide {
-                        label for="segment-filter" { "Filter (JSON)" }
-                        (page::field_errors("segment-filter-errors", &filter_errors))
-                        textarea #segment-filter name="filter" rows="5" spellcheck="false"
-                            aria-invalid=[(!filter_errors.is_empty()).then_some("true")]
-                            aria-describedby=[(!filter_errors.is_empty())
-                                .then_some("segment-filter-errors")] { (form.filter) }
-                    }
+                    (page::text_area(&TextArea {
+                        id: "segment-filter",
+                        name: "filter",
+                        label: "Filter (JSON)",
+                        rows: "5",
+                        value: &form.filter,
+                        errors: &filter_errors,
+                    }))
                     button type="submit" { "Create segment" }
                 }
             }
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "users", "Segments", content).await?;
+    Ok(respond(status, body))
 }
 
 async fn create_segment(
@@ -285,15 +271,7 @@ async fn streams_page(
         Ok(s) => s,
         Err(err) => return page::unreadable(err, "Streams"),
     };
-    let environments = environments(state, session).await?;
     let may_write = session.may(env, Permission::UsersWrite);
-    let frame = Frame {
-        title: "Streams",
-        section: "users",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (tabs(env, "streams"))
         (page::alert(problems, &["name"]))
@@ -323,7 +301,8 @@ async fn streams_page(
             }
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "users", "Streams", content).await?;
+    Ok(respond(status, body))
 }
 
 async fn create_stream(

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::tabs;
-use crate::console::environments;
-use crate::console::page::{self, Frame, Problems};
+use crate::console::framed;
+use crate::console::page::{self, Problems};
 use crate::console::session::{Posted, Refusal, Session};
 use crate::console::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -66,15 +66,7 @@ async fn user_page(
     };
     let flows = trigger_flows(state, &session, &env).await;
     let here = format!("{ROOT}/{env}/users/{}", page::url_path(&id));
-    let environments = environments(state, &session).await?;
     let title = format!("End user {}", found.id);
-    let frame = Frame {
-        title: &title,
-        section: "users",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let content = html! {
         (tabs(&env, "users"))
         (page::alert(problems.as_ref(), &[]))
@@ -84,7 +76,8 @@ async fn user_page(
         (cards_section(&env, &cards))
     };
     let status = problems.as_ref().map_or(StatusCode::OK, |p| p.status);
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, &session, &env, "users", &title, content).await?;
+    Ok(respond(status, body))
 }
 
 /// The flows a test can be sent of (the first hundred not archived), for a key that may.

@@ -9,8 +9,8 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{folder_name, folders, numbered};
-use crate::console::environments;
-use crate::console::page::{self, Frame, Problems};
+use crate::console::framed;
+use crate::console::page::{self, Problems};
 use crate::console::session::{Posted, Refusal, Session};
 use crate::console::shell::{respond, see_other, ROOT};
 use crate::AppState;
@@ -84,14 +84,6 @@ async fn list_page(
         Err(err) => return page::unreadable(err, "Flows"),
     };
     let folders = folders(state, session, env).await;
-    let environments = environments(state, session).await?;
-    let frame = Frame {
-        title: "Flows",
-        section: "flows",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (filter_form(env, query, &folders))
         (flows_table(env, query, &folders, &flows))
@@ -99,7 +91,8 @@ async fn list_page(
             (new_flow_form(session, env, &folders, failed_create.as_ref()))
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "flows", "Flows", content).await?;
+    Ok(respond(status, body))
 }
 
 #[derive(Deserialize)]

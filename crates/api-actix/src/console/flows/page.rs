@@ -12,9 +12,9 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::{folder_name, folders, numbered, TestForm};
-use crate::console::environments;
+use crate::console::framed;
 use crate::console::graph::{Marks, StepGraph};
-use crate::console::page::{self, Frame, Problems};
+use crate::console::page::{self, Problems};
 use crate::console::session::{Refusal, Session};
 use crate::console::shell::{respond, ROOT};
 use crate::AppState;
@@ -115,7 +115,6 @@ async fn flow_page(
         }
     };
     let folders = folders(state, session, env).await;
-    let environments = environments(state, session).await?;
     let base = format!("{ROOT}/{env}/flows/{id}");
     let kept = match &config {
         Some(v) => state
@@ -133,13 +132,6 @@ async fn flow_page(
     let may_write = session.may(env, Permission::ActionFlowsWrite) && !flow.archived;
     let latest = config.as_ref().filter(|v| v.version == flow.latest_version);
     let title = flow.name.clone();
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env,
-        environments: &environments,
-        session,
-    };
     let content = html! {
         (page::notice(notice))
         @if shown.awaiting_approval { (awaiting(config.as_ref())) }
@@ -155,7 +147,8 @@ async fn flow_page(
             (test_form(session, &base, shown.test, shown.action.as_ref()))
         }
     };
-    Ok(respond(status, page::frame(&frame, content)))
+    let body = framed(state, session, env, "flows", &title, content).await?;
+    Ok(respond(status, body))
 }
 
 /// The flow's latest version again after a refused change: the API's status for `err`, its

@@ -13,8 +13,8 @@ use domain::id::{EnvironmentId, FlowId};
 use maud::{html, Markup};
 use serde_json::Value;
 
-use crate::console::environments;
-use crate::console::page::{self, Frame};
+use crate::console::framed;
+use crate::console::page;
 use crate::console::session::{Refusal, Session};
 use crate::console::shell::{respond, ROOT};
 use crate::AppState;
@@ -53,15 +53,7 @@ async fn show(
         Ok(found) => found,
         Err(err) => return page::unreadable(err, "Preview"),
     };
-    let environments = environments(&state, &session).await?;
     let title = format!("Preview of v{}", v.version);
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let back = format!("{ROOT}/{env}/flows/{id}");
     let content = html! {
         p { a href={ (back) "?version=" (v.version) } { "Back to the flow" } }
@@ -69,7 +61,8 @@ async fn show(
         @if shown.cards.is_empty() { p.muted { "This configuration has no card template." } }
         div.previews { @for card in &shown.cards { (card_preview(card)) } }
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 /// The sample values, one field each, with what a trigger would refuse at its field.

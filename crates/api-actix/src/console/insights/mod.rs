@@ -13,8 +13,8 @@ use domain::stats::{event_metric, Stats, StatsQuery, CARD_METRICS};
 use maud::{html, Markup, PreEscaped};
 use serde::Deserialize;
 
-use super::environments;
-use super::page::{self, Frame};
+use super::framed;
+use super::page;
 use super::session::{Refusal, Session};
 use super::shell::{respond, ROOT};
 use crate::AppState;
@@ -184,21 +184,14 @@ async fn flow(
         Ok(s) => s,
         Err(err) => return page::unreadable(err, "Insights"),
     };
-    let environments = environments(&state, &session).await?;
     let title = format!("Insights: {}", flow.name);
-    let frame = Frame {
-        title: &title,
-        section: "flows",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let back = format!("{ROOT}/{env}/flows/{id}");
     let content = html! {
         p { a href=(back) { "Back to the flow" } }
         (insights(&format!("{back}/insights"), &query, flow.latest_version, &stats, &title))
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "flows", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
 
 async fn folder(
@@ -234,20 +227,13 @@ async fn folder(
         .ok()
         .and_then(|all| all.into_iter().find(|f| f.id == id))
         .map_or_else(|| id.as_str().to_owned(), |f| f.name);
-    let environments = environments(&state, &session).await?;
     let title = format!("Insights: {name} (folder)");
-    let frame = Frame {
-        title: &title,
-        section: "folders",
-        env: &env,
-        environments: &environments,
-        session: &session,
-    };
     let base = format!("{ROOT}/{env}/folders/{id}/insights");
     let content = html! {
         p { a href={ (ROOT) "/" (env) "/folders" } { "Back to the folders" } }
         p.muted { "The flows in this folder and its subfolders when their instances started." }
         (insights(&base, &query, 0, &stats, &title))
     };
-    Ok(respond(StatusCode::OK, page::frame(&frame, content)))
+    let body = framed(&state, &session, &env, "folders", &title, content).await?;
+    Ok(respond(StatusCode::OK, body))
 }
