@@ -1,7 +1,7 @@
 //! A flow's configuration versions (spec 2.3, 4.2; contract §4): read one, save, discard and
 //! approve the draft; the configuration record every publish and draft answers with.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::flow::{ShownStatus, VersionRef};
 use domain::id::{EnvironmentId, FlowId};
 use domain::{Flow, FlowVersion, Permission};
@@ -9,11 +9,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::shape::{invalid, no_content, ok, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
-use crate::AppState;
 
 /// A configuration version (spec 2.3).
 #[derive(Serialize, ToSchema)]
@@ -69,9 +67,10 @@ pub struct ConfigRecordResponse {
     pub data: ConfigRecordDto,
 }
 
-pub(super) fn record(flow: &Flow, version: FlowVersion) -> HttpResponse {
-    HttpResponse::Ok().json(ConfigRecordResponse {
-        data: ConfigRecordDto::new(flow, version),
+/// 200 with the configuration record of `version`, a version of `flow`.
+fn record((flow, version): (Flow, FlowVersion)) -> Reply {
+    ok(ConfigRecordResponse {
+        data: ConfigRecordDto::new(&flow, version),
     })
 }
 
@@ -96,10 +95,10 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
     }
     match raw.parse::<u32>() {
         Ok(n) if n >= 1 => Ok(VersionRef::Number(n)),
-        _ => Err(ApiError::validation(vec![domain::FieldError::new(
+        _ => Err(invalid(
             "flowConfigVersion",
             "must be a version number (1, 2, ...) or `latest`",
-        )])),
+        )),
     }
 }
 
@@ -121,19 +120,12 @@ fn version_ref(raw: &str) -> Result<VersionRef, ApiError> {
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn get_config(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id, version) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
-    let version = version_ref(&version)?;
-    let (flow, version) = state
-        .flows
-        .get_config(&caller.0, &env, &id, version)
-        .await?;
-    Ok(record(&flow, version))
+pub async fn get_config(call: Call<(EnvironmentId, FlowId, String)>) -> Reply {
+    call.authorize(Permission::ActionFlowsRead)?;
+    let (env, id, version) = &call.path;
+    let version = version_ref(version)?;
+    let flows = &call.state.flows;
+    record(flows.get_config(&call.caller, env, id, version).await?)
 }
 
 /// Save the draft (validated like a publish). Replacing a draft clears its approval.
@@ -155,18 +147,11 @@ pub async fn get_config(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn save_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
-    let config = config_of(json_object(&req, &body)?);
-    let (flow, version) = state.flows.save_draft(&caller.0, &env, &id, config).await?;
-    Ok(record(&flow, version))
+pub async fn save_draft(call: Call<(EnvironmentId, FlowId)>, body: Body) -> Reply {
+    let config = config_of(call.read(Permission::ActionFlowsWrite, &body)?);
+    let (env, id) = &call.path;
+    let flows = &call.state.flows;
+    record(flows.save_draft(&call.caller, env, id, config).await?)
 }
 
 /// Discard the draft. Its version number is not given again.
@@ -181,14 +166,11 @@ pub async fn save_draft(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn discard_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    state.flows.discard_draft(&caller.0, &env, &id).await?;
-    Ok(HttpResponse::NoContent().finish())
+pub async fn discard_draft(call: Call<(EnvironmentId, FlowId)>) -> Reply {
+    let (env, id) = &call.path;
+    let flows = &call.state.flows;
+    flows.discard_draft(&call.caller, env, id).await?;
+    no_content()
 }
 
 /// Approve the draft: by a credential other than the one that saved it.
@@ -203,14 +185,10 @@ pub async fn discard_draft(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn approve_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let (flow, version) = state.flows.approve_draft(&caller.0, &env, &id).await?;
-    Ok(record(&flow, version))
+pub async fn approve_draft(call: Call<(EnvironmentId, FlowId)>) -> Reply {
+    let (env, id) = &call.path;
+    let flows = &call.state.flows;
+    record(flows.approve_draft(&call.caller, env, id).await?)
 }
 
 /// The configuration routes, after the publish module's (`config/{version}` would match its

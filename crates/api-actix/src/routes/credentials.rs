@@ -1,18 +1,16 @@
 //! The Credentials API (contract §2): legacy `events`/`workbench` keys for one environment,
 //! created and revoked by a key with the `auth` role or the `credentials:write` scope.
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use domain::id::{EnvironmentId, KeyId};
 use domain::{Permission, Role};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth::Caller;
-use crate::body::{json_object, Fields};
+use super::query::{page_only, paged};
+use super::shape::{created, no_content, ok, Body, Call, Reply};
+use crate::body::Fields;
 use crate::problem::{ApiError, Problem};
-use crate::routes::query::{cursor, Query};
-use crate::AppState;
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -49,15 +47,8 @@ pub struct CredentialResponse {
     ),
     security(("bearer" = ["credentials:write"]))
 )]
-pub async fn create(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::CredentialsWrite)?;
-    let object = json_object(&req, &body)?;
+pub async fn create(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let object = call.read(Permission::CredentialsWrite, &body)?;
     let mut fields = Fields::new(&object);
     let role = match fields.string("role").map(|r| r.parse::<Role>()) {
         Some(Ok(role)) => Some(role),
@@ -69,16 +60,14 @@ pub async fn create(
     };
     fields.finish()?;
     let role = role.ok_or_else(ApiError::internal)?;
-    let issued = state.auth.create_credential(&caller.0, &env, role).await?;
+    let (auth, env) = (&call.state.auth, &call.path);
+    let issued = auth.create_credential(&call.caller, env, role).await?;
     let location = format!("/v1/{env}/credentials/{}", issued.key.id);
-    Ok(HttpResponse::Created()
-        .insert_header((header::LOCATION, location))
-        .json(CredentialResponse {
-            data: CredentialDto {
-                client_id: issued.key.id.into(),
-                client_secret: issued.client_secret,
-            },
-        }))
+    let data = CredentialDto {
+        client_id: issued.key.id.into(),
+        client_secret: issued.client_secret,
+    };
+    created(location, CredentialResponse { data })
 }
 
 /// A key as the list shows it: never its secret nor its hash.
@@ -145,24 +134,15 @@ pub struct KeyListResponse {
     ),
     security(("bearer" = ["credentials:read"]))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::CredentialsRead)?;
-    let query = Query::parse(&req)?;
-    let mut errors = Vec::new();
-    let page = query.page(&mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
-    let page = state.auth.list_credentials(&caller.0, &env, page).await?;
-    Ok(HttpResponse::Ok().json(KeyListResponse {
-        data: page.items.into_iter().map(Into::into).collect(),
-        next: cursor(page.next_after),
-    }))
+pub async fn list(call: Call<EnvironmentId>, req: HttpRequest) -> Reply {
+    call.authorize(Permission::CredentialsRead)?;
+    let page = page_only(&req)?;
+    let page = call
+        .state
+        .auth
+        .list_credentials(&call.caller, &call.path, page);
+    let (data, next) = paged(page.await?);
+    ok(KeyListResponse { data, next })
 }
 
 /// Revoke a key (its access tokens die with it).
@@ -177,17 +157,11 @@ pub async fn list(
     ),
     security(("bearer" = ["credentials:write"]))
 )]
-pub async fn revoke(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, KeyId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, client_id) = path.into_inner();
-    state
-        .auth
-        .revoke_credential(&caller.0, &env, &client_id)
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
+pub async fn revoke(call: Call<(EnvironmentId, KeyId)>) -> Reply {
+    let (env, client_id) = &call.path;
+    let auth = &call.state.auth;
+    auth.revoke_credential(&call.caller, env, client_id).await?;
+    no_content()
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -17,8 +17,9 @@ use tokio::time::Instant;
 use utoipa::ToSchema;
 
 use super::query::Query;
+use super::shape::{ok, Call, Reply};
 use super::timestamp;
-use super::trigger::CardDto;
+use super::trigger::{feed_stream, CardDto};
 use crate::auth::UserCaller;
 use crate::hub::Watch;
 use crate::problem::ApiError;
@@ -60,21 +61,17 @@ pub struct CardCountResponse {
     responses((status = 200, description = "The open-card total", body = CardCountResponse)),
     security(("bearer" = ["cards:write"]), ("userToken" = []))
 )]
-pub async fn count(
-    state: web::Data<AppState>,
-    caller: UserCaller,
-    path: web::Path<(EnvironmentId, EndUserId)>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user) = path.into_inner();
-    caller
-        .0
-        .authorize_user(&env, Permission::CardsWrite, &user)?;
-    let stream = Query::parse(&req)?.get("streamId");
-    let total = state.feed.count(&caller.0, &env, &user, stream).await?;
-    Ok(HttpResponse::Ok().json(CardCountResponse {
+pub async fn count(call: Call<(EnvironmentId, EndUserId), UserCaller>, req: HttpRequest) -> Reply {
+    let stream = feed_stream(&call, &req)?;
+    let (env, user) = &call.path;
+    let total = call
+        .state
+        .feed
+        .count(&call.caller, env, user, stream)
+        .await?;
+    ok(CardCountResponse {
         data: CardCount { total },
-    }))
+    })
 }
 
 /// The user's feed as it changes: `text/event-stream`, one event per change of one of the
@@ -214,23 +211,20 @@ pub struct StreamTicketResponse {
     security(("userToken" = []))
 )]
 pub async fn stream_ticket(
-    state: web::Data<AppState>,
-    caller: UserCaller,
-    path: web::Path<(EnvironmentId, EndUserId)>,
+    call: Call<(EnvironmentId, EndUserId), UserCaller>,
     req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user) = path.into_inner();
-    caller
-        .0
-        .authorize_user(&env, Permission::CardsWrite, &user)?;
+) -> Reply {
+    let (env, user) = &call.path;
+    call.caller
+        .authorize_user(env, Permission::CardsWrite, user)?;
     let token = crate::auth::bearer(&req)?;
-    if caller.0.end_user.is_none() || !crate::auth::is_jwt(&token) {
+    if call.caller.end_user.is_none() || !crate::auth::is_jwt(&token) {
         return Err(DomainError::Forbidden(
             "a stream ticket is minted with the end user's own token, not an API key".into(),
         )
         .into());
     }
-    let (ticket, expires) = state.tickets.mint(&env, &user, &token).await?;
+    let (ticket, expires) = call.state.tickets.mint(env, user, &token).await?;
     Ok(HttpResponse::Created()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(StreamTicketResponse {

@@ -2,8 +2,7 @@
 //! configurations are `configs`', the settings `settings`'. Legacy role `events` or scopes
 //! `action_flows:*`.
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use domain::flow::{CreateFlow, FlowFilter, FlowStatus, FolderFilter, UpdateFlow};
 use domain::id::{EnvironmentId, FlowId};
 use domain::{Flow, PageRequest, Permission};
@@ -12,9 +11,9 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::query::{cursor, Query};
+use super::shape::{created, invalid, ok, valid, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::body::{json_object, Fields};
+use crate::body::Fields;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
@@ -108,10 +107,18 @@ pub struct UpdateFlowRequest {
     action_flow: Value,
 }
 
-fn summary(state: &AppState, flow: Flow) -> HttpResponse {
-    HttpResponse::Ok().json(FlowSummaryResponse {
-        data: FlowSummaryDto::new(flow, &state.public_url),
-    })
+impl FlowSummaryResponse {
+    /// The answer showing `flow`, its start endpoint under the service's public URL.
+    fn new(state: &AppState, flow: Flow) -> Self {
+        FlowSummaryResponse {
+            data: FlowSummaryDto::new(flow, &state.public_url),
+        }
+    }
+}
+
+/// 200 with the flow's summary.
+fn summary(state: &AppState, flow: Flow) -> Reply {
+    ok(FlowSummaryResponse::new(state, flow))
 }
 
 /// The list's query: every problem reported at once.
@@ -130,17 +137,7 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
                 None
             }
         });
-    let uncategorized = match query.get("uncategorized").as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            errors.push(domain::FieldError::new(
-                "uncategorized",
-                "must be true or false",
-            ));
-            false
-        }
-    };
+    let uncategorized = query.flag("uncategorized", &mut errors) == Some(true);
     let folder = match (query.get("folderId"), uncategorized) {
         (Some(_), true) => {
             errors.push(domain::FieldError::new(
@@ -161,9 +158,7 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
         (None, false) => None,
     };
     let page = query.page(&mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
+    valid(errors)?;
     Ok((
         FlowFilter {
             name_contains: query.get("name"),
@@ -195,23 +190,20 @@ fn list_query(req: &HttpRequest) -> Result<(FlowFilter, PageRequest), ApiError> 
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+pub async fn list(call: Call<EnvironmentId>, req: HttpRequest) -> Reply {
+    call.authorize(Permission::ActionFlowsRead)?;
     let (filter, page) = list_query(&req)?;
-    let page = state.flows.list(&caller.0, &env, filter, page).await?;
-    Ok(HttpResponse::Ok().json(FlowListResponse {
-        data: page
-            .items
-            .into_iter()
-            .map(|f| FlowSummaryDto::new(f, &state.public_url))
-            .collect(),
+    let flows = &call.state.flows;
+    let page = flows.list(&call.caller, &call.path, filter, page).await?;
+    let public_url = &call.state.public_url;
+    let summaries = page
+        .items
+        .into_iter()
+        .map(|f| FlowSummaryDto::new(f, public_url));
+    ok(FlowListResponse {
+        data: summaries.collect(),
         next: cursor(page.next_after),
-    }))
+    })
 }
 
 /// Create a flow; with a `config`, its version 1 is a draft.
@@ -230,15 +222,8 @@ pub async fn list(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn create(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
-    let object = json_object(&req, &body)?;
+pub async fn create(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let object = call.read(Permission::ActionFlowsWrite, &body)?;
     let mut fields = Fields::new(&object);
     let name = fields.string("name");
     let description = fields.nullable_string("description").flatten();
@@ -251,13 +236,10 @@ pub async fn create(
         folder_id,
         config,
     };
-    let flow = state.flows.create(&caller.0, &env, request).await?;
+    let flows = &call.state.flows;
+    let flow = flows.create(&call.caller, &call.path, request).await?;
     let location = format!("/v1/{}/action-flow/{}", flow.environment_id, flow.id);
-    Ok(HttpResponse::Created()
-        .insert_header((header::LOCATION, location))
-        .json(FlowSummaryResponse {
-            data: FlowSummaryDto::new(flow, &state.public_url),
-        }))
+    created(location, FlowSummaryResponse::new(&call.state, flow))
 }
 
 /// Get a flow's summary.
@@ -272,14 +254,12 @@ pub async fn create(
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let flow = state.flows.get(&caller.0, &env, &id).await?;
-    Ok(summary(&state, flow))
+pub async fn get(call: Call<(EnvironmentId, FlowId)>) -> Reply {
+    let (env, id) = &call.path;
+    summary(
+        &call.state,
+        call.state.flows.get(&call.caller, env, id).await?,
+    )
 }
 
 /// Update a flow's name, description or folder.
@@ -298,21 +278,18 @@ pub async fn get(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn update(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
-    let object = json_object(&req, &body)?;
+pub async fn update(call: Call<(EnvironmentId, FlowId)>, body: Body) -> Reply {
+    let request = update_request(&call.read(Permission::ActionFlowsWrite, &body)?)?;
+    let (env, id) = &call.path;
+    let flows = &call.state.flows;
+    let flow = flows.update(&call.caller, env, id, request).await?;
+    summary(&call.state, flow)
+}
+
+/// The metadata update an update body asks for: every problem reported at once.
+fn update_request(object: &Map<String, Value>) -> Result<UpdateFlow, ApiError> {
     let Some(Value::Object(inner)) = object.get("actionFlow") else {
-        return Err(ApiError::validation(vec![domain::FieldError::new(
-            "actionFlow",
-            "is required and must be an object",
-        )]));
+        return Err(invalid("actionFlow", "is required and must be an object"));
     };
     let mut fields = Fields::new(inner);
     fields.prefix("actionFlow");
@@ -329,13 +306,11 @@ pub async fn update(
         fields.problem("", "give at least one of name, description, folderId");
     }
     fields.finish()?;
-    let request = UpdateFlow {
+    Ok(UpdateFlow {
         name: name.flatten(),
         description: description.map(Option::unwrap_or_default),
         folder_id: folder_id.map(|f| f.filter(|f| !f.is_empty())),
-    };
-    let flow = state.flows.update(&caller.0, &env, &id, request).await?;
-    Ok(summary(&state, flow))
+    })
 }
 
 /// Archive a flow: it no longer starts, its versions show ARCHIVED.
@@ -350,14 +325,18 @@ pub async fn update(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn archive(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let flow = state.flows.set_archived(&caller.0, &env, &id, true).await?;
-    Ok(summary(&state, flow))
+pub async fn archive(call: Call<(EnvironmentId, FlowId)>) -> Reply {
+    set_archived(call, true).await
+}
+
+/// Archives the path's flow, or unarchives it.
+async fn set_archived(call: Call<(EnvironmentId, FlowId)>, archived: bool) -> Reply {
+    let (env, id) = &call.path;
+    let flows = &call.state.flows;
+    summary(
+        &call.state,
+        flows.set_archived(&call.caller, env, id, archived).await?,
+    )
 }
 
 /// Unarchive a flow.
@@ -372,17 +351,8 @@ pub async fn archive(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn unarchive(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let flow = state
-        .flows
-        .set_archived(&caller.0, &env, &id, false)
-        .await?;
-    Ok(summary(&state, flow))
+pub async fn unarchive(call: Call<(EnvironmentId, FlowId)>) -> Reply {
+    set_archived(call, false).await
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -1,18 +1,16 @@
 //! Folders (spec 4.1). Fine-grained keys only: `workbench_folders:read|create|update|delete`.
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::folder::{CreateFolder, RenameFolder};
 use domain::id::{EnvironmentId, FolderId};
 use domain::{Folder, Permission};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::shape::{created, listed, no_content, ok, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::body::{json_object, Fields};
-use crate::problem::{ApiError, Problem};
-use crate::AppState;
+use crate::body::Fields;
+use crate::problem::Problem;
 
 /// A folder of Action Flows.
 #[derive(Serialize, ToSchema)]
@@ -56,10 +54,11 @@ pub struct FolderListResponse {
     pub data: Vec<FolderDto>,
 }
 
-fn found(folder: Folder) -> HttpResponse {
-    HttpResponse::Ok().json(FolderResponse {
+/// The answer showing `folder`.
+fn found(folder: Folder) -> FolderResponse {
+    FolderResponse {
         data: folder.into(),
-    })
+    }
 }
 
 /// List every folder of the environment (roots and sub-folders), sorted by name.
@@ -72,15 +71,11 @@ fn found(folder: Folder) -> HttpResponse {
     ),
     security(("bearer" = ["workbench_folders:read"]))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-) -> Result<HttpResponse, ApiError> {
-    let folders = state.folders.list(&caller.0, &env).await?;
-    Ok(HttpResponse::Ok().json(FolderListResponse {
-        data: folders.into_iter().map(Into::into).collect(),
-    }))
+pub async fn list(call: Call<EnvironmentId>) -> Reply {
+    let folders = call.state.folders.list(&call.caller, &call.path).await?;
+    ok(FolderListResponse {
+        data: listed(folders),
+    })
 }
 
 /// Create a folder, at the root or under a parent (at most three levels deep).
@@ -100,15 +95,8 @@ pub async fn list(
     ),
     security(("bearer" = ["workbench_folders:create"]))
 )]
-pub async fn create(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    caller.0.authorize(&env, Permission::FoldersCreate)?;
-    let object = json_object(&req, &body)?;
+pub async fn create(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let object = call.read(Permission::FoldersCreate, &body)?;
     let mut fields = Fields::new(&object);
     let name = fields.string("name");
     let parent_id = fields.nullable_id("parentId").flatten();
@@ -117,16 +105,13 @@ pub async fn create(
         name: name.unwrap_or_default(),
         parent_id,
     };
-    let folder = state.folders.create(&caller.0, &env, request).await?;
+    let folders = &call.state.folders;
+    let folder = folders.create(&call.caller, &call.path, request).await?;
     let location = format!(
         "/v1/{}/workbench-folder/{}",
         folder.environment_id, folder.id
     );
-    Ok(HttpResponse::Created()
-        .insert_header((header::LOCATION, location))
-        .json(FolderResponse {
-            data: folder.into(),
-        }))
+    created(location, found(folder))
 }
 
 /// Get one folder.
@@ -141,13 +126,9 @@ pub async fn create(
     ),
     security(("bearer" = ["workbench_folders:read"]))
 )]
-pub async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FolderId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    Ok(found(state.folders.get(&caller.0, &env, &id).await?))
+pub async fn get(call: Call<(EnvironmentId, FolderId)>) -> Reply {
+    let (env, id) = &call.path;
+    ok(found(call.state.folders.get(&call.caller, env, id).await?))
 }
 
 /// Rename a folder. Folders cannot move: a `parentId` other than the current one is refused.
@@ -168,16 +149,8 @@ pub async fn get(
     ),
     security(("bearer" = ["workbench_folders:update"]))
 )]
-pub async fn rename(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FolderId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::FoldersUpdate)?;
-    let object = json_object(&req, &body)?;
+pub async fn rename(call: Call<(EnvironmentId, FolderId)>, body: Body) -> Reply {
+    let object = call.read(Permission::FoldersUpdate, &body)?;
     let mut fields = Fields::new(&object);
     let name = fields.string("name");
     let parent_id = fields.nullable_string("parentId");
@@ -186,9 +159,9 @@ pub async fn rename(
         name: name.unwrap_or_default(),
         parent_id,
     };
-    Ok(found(
-        state.folders.rename(&caller.0, &env, &id, request).await?,
-    ))
+    let (env, id) = &call.path;
+    let folders = &call.state.folders;
+    ok(found(folders.rename(&call.caller, env, id, request).await?))
 }
 
 /// Delete a folder without sub-folders; Action Flows filed in it become uncategorised.
@@ -206,14 +179,10 @@ pub async fn rename(
     ),
     security(("bearer" = ["workbench_folders:delete"]))
 )]
-pub async fn delete(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FolderId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    state.folders.delete(&caller.0, &env, &id).await?;
-    Ok(HttpResponse::NoContent().finish())
+pub async fn delete(call: Call<(EnvironmentId, FolderId)>) -> Reply {
+    let (env, id) = &call.path;
+    call.state.folders.delete(&call.caller, env, id).await?;
+    no_content()
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

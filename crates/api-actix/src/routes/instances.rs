@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpResponse};
 use domain::flow::steps::run::StepRecord;
 use domain::flow::steps::StepState;
 use domain::id::{EndUserId, EnvironmentId, FlowId, InvocationId};
@@ -11,10 +10,8 @@ use domain::trigger::instances::{FlowInstance, InstanceCounts, StepCounts};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::shape::{ok, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::problem::ApiError;
-use crate::AppState;
 
 /// What the instances did at one step.
 #[derive(Serialize, ToSchema)]
@@ -177,17 +174,11 @@ pub struct InstanceResponse {
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn instance(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId, InvocationId, EndUserId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, flow, id, user) = path.into_inner();
-    let instance = state
-        .instances
-        .instance(&caller.0, &env, &flow, &id, &user)
-        .await?;
-    Ok(HttpResponse::Ok().json(InstanceResponse {
-        data: instance.into(),
-    }))
+pub async fn instance(call: Call<(EnvironmentId, FlowId, InvocationId, EndUserId)>) -> Reply {
+    let (env, flow, id, user) = &call.path;
+    let instances = &call.state.instances;
+    let instance = instances.instance(&call.caller, env, flow, id, user);
+    ok(InstanceResponse {
+        data: instance.await?.into(),
+    })
 }

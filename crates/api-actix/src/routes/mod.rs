@@ -16,6 +16,7 @@ pub mod push;
 pub mod query;
 pub mod sdk_keys;
 pub mod settings;
+mod shape;
 pub mod stats;
 pub mod tasks;
 pub mod trigger;

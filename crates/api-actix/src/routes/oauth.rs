@@ -54,13 +54,9 @@ fn one_value_each(pairs: Vec<(String, String)>) -> Result<HashMap<String, String
             continue;
         }
         if form.contains_key(&name) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "Invalid request",
-                format!("the parameter `{name}` is sent more than once; send each once"),
-            )
-            .with_oauth_error("invalid_request"));
+            return Err(invalid_request(format!(
+                "the parameter `{name}` is sent more than once; send each once"
+            )));
         }
         form.insert(name, value);
     }
@@ -123,77 +119,9 @@ pub async fn token(
     // Contract §16: per client address first (before a credential is looked at), then per
     // client id; the answer says where the caller stands on the one that binds first.
     let by_address = state.limits.admit_token_address(&req)?;
-    let is_form = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case(FORM)
-        });
-    if !is_form {
-        return Err(ApiError::unsupported_media_type(FORM));
-    }
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "Invalid request",
-            format!("the form cannot be read: {e}"),
-        )
-        .with_oauth_error("invalid_request")
-    })?;
-    let form = one_value_each(pairs)?;
-    match form.get("grant_type").map(String::as_str) {
-        Some("client_credentials") => {}
-        None => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "Invalid request",
-                "`grant_type` is required",
-            )
-            .with_oauth_error("invalid_request"))
-        }
-        Some(other) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unsupported_grant_type",
-                "Unsupported grant type",
-                format!("grant_type `{other}` is not supported; use `client_credentials`"),
-            )
-            .with_oauth_error("unsupported_grant_type"))
-        }
-    }
-    let (client_id, client_secret) = match basic_credentials(&req)? {
-        // One place for credentials (RFC 6749 §2.3: a client must not use more than one
-        // method; contract §16).
-        Some((id, _))
-            if form.contains_key("client_secret")
-                || form.get("client_id").is_some_and(|form_id| *form_id != id) =>
-        {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "Invalid request",
-                "credentials were sent both in the Authorization header and in the form (a secret, \
-                    or another client id); send them in one",
-            )
-            .with_oauth_error("invalid_request"))
-        }
-        Some(pair) => pair,
-        None => match (form.get("client_id"), form.get("client_secret")) {
-            (Some(id), Some(secret)) => (id.clone(), secret.clone()),
-            _ => {
-                return Err(invalid_client(
-                    "authenticate with HTTP Basic (clientId:clientSecret)",
-                ))
-            }
-        },
-    };
+    let form = read_form(&req, &body)?;
+    check_grant(&form)?;
+    let (client_id, client_secret) = client_credentials(&req, &form)?;
     state
         .limits
         .admit_token_client(&req, &client_id, by_address)?;
@@ -218,6 +146,80 @@ pub async fn token(
             token_type: "Bearer",
             expires_in: issued.expires_in,
         }))
+}
+
+/// RFC 6749's `invalid_request`: a form this exchange cannot read as a request.
+fn invalid_request(detail: impl Into<String>) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        "Invalid request",
+        detail,
+    )
+    .with_oauth_error("invalid_request")
+}
+
+/// The form's known parameters: a form body (415 otherwise) that can be read, each sent once.
+fn read_form(req: &HttpRequest, body: &[u8]) -> Result<HashMap<String, String>, ApiError> {
+    let is_form = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(FORM)
+        });
+    if !is_form {
+        return Err(ApiError::unsupported_media_type(FORM));
+    }
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
+        .map_err(|e| invalid_request(format!("the form cannot be read: {e}")))?;
+    one_value_each(pairs)
+}
+
+/// Refuses a form without `grant_type`, or with another grant than `client_credentials`.
+fn check_grant(form: &HashMap<String, String>) -> Result<(), ApiError> {
+    match form.get("grant_type").map(String::as_str) {
+        Some("client_credentials") => Ok(()),
+        None => Err(invalid_request("`grant_type` is required")),
+        Some(other) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "Unsupported grant type",
+            format!("grant_type `{other}` is not supported; use `client_credentials`"),
+        )
+        .with_oauth_error("unsupported_grant_type")),
+    }
+}
+
+/// The client id and secret, from HTTP Basic or else from the form, never from both.
+fn client_credentials(
+    req: &HttpRequest,
+    form: &HashMap<String, String>,
+) -> Result<(String, String), ApiError> {
+    match basic_credentials(req)? {
+        // One place for credentials (RFC 6749 §2.3: a client must not use more than one
+        // method; contract §16).
+        Some((id, _))
+            if form.contains_key("client_secret")
+                || form.get("client_id").is_some_and(|form_id| *form_id != id) =>
+        {
+            Err(invalid_request(
+                "credentials were sent both in the Authorization header and in the form (a secret, \
+                    or another client id); send them in one",
+            ))
+        }
+        Some(pair) => Ok(pair),
+        None => match (form.get("client_id"), form.get("client_secret")) {
+            (Some(id), Some(secret)) => Ok((id.clone(), secret.clone())),
+            _ => Err(invalid_client(
+                "authenticate with HTTP Basic (clientId:clientSecret)",
+            )),
+        },
+    }
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

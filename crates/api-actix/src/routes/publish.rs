@@ -1,17 +1,15 @@
 //! Publishing a flow's configuration, directly or from its draft, optionally cancelling the
 //! active instances of its older versions (contract §21, `cancelActiveInstances`).
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::id::{EnvironmentId, FlowId};
-use domain::{FieldError, Flow, FlowVersion, Permission};
+use domain::{Flow, FlowVersion, Permission};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::configs::{config_of, ConfigRecordDto, ConfigRecordResponse};
-use crate::auth::Caller;
-use crate::body::json_object;
+use super::shape::{invalid, ok, Body, Call, Reply};
 use crate::problem::{ApiError, Problem};
-use crate::AppState;
 
 /// `cancelActiveInstances` taken out of a publish body: absent or `false` is false; any other
 /// value than a boolean is a problem at its name.
@@ -19,17 +17,15 @@ fn cancel_active(body: &mut Map<String, Value>) -> Result<bool, ApiError> {
     match body.remove("cancelActiveInstances") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(false),
         Some(Value::Bool(true)) => Ok(true),
-        Some(_) => Err(ApiError::validation(vec![FieldError::new(
-            "cancelActiveInstances",
-            "must be true or false",
-        )])),
+        Some(_) => Err(invalid("cancelActiveInstances", "must be true or false")),
     }
 }
 
-fn answer(flow: &Flow, version: FlowVersion, task: Option<String>) -> HttpResponse {
+/// 200 with the published version's record, and the cancel task's id when one was started.
+fn answer(flow: &Flow, version: FlowVersion, task: Option<String>) -> Reply {
     let mut data = ConfigRecordDto::new(flow, version);
     data.cancel_task_id = task;
-    HttpResponse::Ok().json(ConfigRecordResponse { data })
+    ok(ConfigRecordResponse { data })
 }
 
 /// Publish a new version from the configuration in the body (or `{"config": ...}`). With
@@ -64,27 +60,18 @@ fn answer(flow: &Flow, version: FlowVersion, task: Option<String>) -> HttpRespon
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn publish(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
-    let mut body = json_object(&req, &body)?;
-    if cancel_active(&mut body)? {
-        let config = config_of(body);
-        let (flow, version, task) = state
-            .flows
-            .publish_cancelling(&caller.0, &env, &id, Some(config))
-            .await?;
-        return Ok(answer(&flow, version, Some(task)));
-    }
+pub async fn publish(call: Call<(EnvironmentId, FlowId)>, body: Body) -> Reply {
+    let mut body = call.read(Permission::ActionFlowsWrite, &body)?;
+    let cancel = cancel_active(&mut body)?;
     let config = config_of(body);
-    let (flow, version) = state.flows.publish(&caller.0, &env, &id, config).await?;
-    Ok(answer(&flow, version, None))
+    let ((env, id), flows) = (&call.path, &call.state.flows);
+    if cancel {
+        let published = flows.publish_cancelling(&call.caller, env, id, Some(config));
+        let (flow, version, task) = published.await?;
+        return answer(&flow, version, Some(task));
+    }
+    let (flow, version) = flows.publish(&call.caller, env, id, config).await?;
+    answer(&flow, version, None)
 }
 
 /// Publish the draft (approved first when approvals are enabled). An optional JSON body
@@ -114,31 +101,19 @@ pub async fn publish(
     ),
     security(("bearer" = ["action_flows:write"]))
 )]
-pub async fn publish_draft(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
+pub async fn publish_draft(call: Call<(EnvironmentId, FlowId)>, body: Body) -> Reply {
     // The key first, then the body (docs/architecture.md, A request).
-    caller.0.authorize(&env, Permission::ActionFlowsWrite)?;
+    call.authorize(Permission::ActionFlowsWrite)?;
     // No body, as before the option existed, publishes alone.
-    let cancel = if body.iter().all(u8::is_ascii_whitespace) {
-        false
-    } else {
-        cancel_active(&mut json_object(&req, &body)?)?
-    };
+    let cancel = !body.is_blank() && cancel_active(&mut body.object()?)?;
+    let ((env, id), flows) = (&call.path, &call.state.flows);
     if cancel {
-        let (flow, version, task) = state
-            .flows
-            .publish_cancelling(&caller.0, &env, &id, None)
-            .await?;
-        return Ok(answer(&flow, version, Some(task)));
+        let published = flows.publish_cancelling(&call.caller, env, id, None);
+        let (flow, version, task) = published.await?;
+        return answer(&flow, version, Some(task));
     }
-    let (flow, version) = state.flows.publish_draft(&caller.0, &env, &id).await?;
-    Ok(answer(&flow, version, None))
+    let (flow, version) = flows.publish_draft(&call.caller, env, id).await?;
+    answer(&flow, version, None)
 }
 
 /// The optional body of `POST .../config/draft/publish`.

@@ -4,18 +4,17 @@
 use domain::id::{CardId, EndUserId, EnvironmentId};
 use std::collections::BTreeMap;
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::push::PushPlatform;
+use domain::Permission;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::shape::{created, listed, no_content, ok, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::{Caller, UserCaller};
-use crate::body::json_object;
+use crate::auth::UserCaller;
 use crate::problem::{ApiError, Problem};
-use crate::AppState;
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -102,15 +101,18 @@ fn arn_of(p: PushPlatform) -> ArnResponse {
     ),
     security(("bearer" = ["notification_platforms:read"]))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-) -> Result<HttpResponse, ApiError> {
-    let platforms = state.push.list(&caller.0, &env).await?;
-    Ok(HttpResponse::Ok().json(PlatformListResponse {
-        data: platforms.into_iter().map(Into::into).collect(),
-    }))
+pub async fn list(call: Call<EnvironmentId>) -> Reply {
+    let platforms = call.state.push.list(&call.caller, &call.path).await?;
+    ok(PlatformListResponse {
+        data: listed(platforms),
+    })
+}
+
+/// The body of a platform request, read once the caller may write platforms.
+fn platform_body(call: &Call<EnvironmentId>, body: &Body) -> Result<Value, ApiError> {
+    Ok(Value::Object(
+        call.read(Permission::NotificationPlatformsWrite, body)?,
+    ))
 }
 
 /// Create a platform; its credentials are validated offline and sealed at rest.
@@ -134,23 +136,14 @@ pub async fn list(
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
-pub async fn create(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
-    let body = Value::Object(json_object(&req, &body)?);
-    let platform = state.push.create(&caller.0, &env, &body).await?;
-    let location = format!("/v1/{env}/notification-platforms");
-    Ok(HttpResponse::Created()
-        .insert_header((header::LOCATION, location))
-        .json(arn_of(platform)))
+pub async fn create(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let body = platform_body(&call, &body)?;
+    let push = &call.state.push;
+    let platform = push.create(&call.caller, &call.path, &body).await?;
+    created(
+        format!("/v1/{}/notification-platforms", call.path),
+        arn_of(platform),
+    )
 }
 
 /// Replace the credentials of the platform with this `appId` and `platform`.
@@ -167,20 +160,10 @@ pub async fn create(
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
-pub async fn update(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
-    let body = Value::Object(json_object(&req, &body)?);
-    let platform = state.push.update(&caller.0, &env, &body).await?;
-    Ok(HttpResponse::Ok().json(arn_of(platform)))
+pub async fn update(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let body = platform_body(&call, &body)?;
+    let push = &call.state.push;
+    ok(arn_of(push.update(&call.caller, &call.path, &body).await?))
 }
 
 /// Delete the platform with this `appId` and `platform`; only a disabled one.
@@ -199,20 +182,11 @@ pub async fn update(
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
-pub async fn delete(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
-    let body = Value::Object(json_object(&req, &body)?);
-    state.push.delete(&caller.0, &env, &body).await?;
-    Ok(HttpResponse::NoContent().finish())
+pub async fn delete(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let body = platform_body(&call, &body)?;
+    let push = &call.state.push;
+    push.delete(&call.caller, &call.path, &body).await?;
+    no_content()
 }
 
 /// Enable or disable a platform; answers the record.
@@ -229,22 +203,13 @@ pub async fn delete(
     ),
     security(("bearer" = ["notification_platforms:write"]))
 )]
-pub async fn set_enabled(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize(&env, domain::Permission::NotificationPlatformsWrite)?;
-    let body = Value::Object(json_object(&req, &body)?);
-    let platform = state.push.set_enabled(&caller.0, &env, &body).await?;
-    Ok(HttpResponse::Ok().json(PlatformResponse {
+pub async fn set_enabled(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let body = platform_body(&call, &body)?;
+    let push = &call.state.push;
+    let platform = push.set_enabled(&call.caller, &call.path, &body).await?;
+    ok(PlatformResponse {
         data: platform.into(),
-    }))
+    })
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -325,16 +290,12 @@ pub struct DeviceListResponse {
     ),
     security(("bearer" = ["users:read"]), ("userToken" = []))
 )]
-pub async fn list_devices(
-    state: web::Data<AppState>,
-    caller: UserCaller,
-    path: web::Path<(EnvironmentId, EndUserId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user) = path.into_inner();
-    let devices = state.devices.list(&caller.0, &env, &user).await?;
-    Ok(HttpResponse::Ok().json(DeviceListResponse {
-        data: devices.into_iter().map(DeviceDto::from).collect(),
-    }))
+pub async fn list_devices(call: Call<(EnvironmentId, EndUserId), UserCaller>) -> Reply {
+    let (env, user) = &call.path;
+    let devices = call.state.devices.list(&call.caller, env, user).await?;
+    ok(DeviceListResponse {
+        data: listed(devices),
+    })
 }
 
 /// One push of a card to one device.
@@ -362,6 +323,25 @@ pub struct PushDto {
     pub updated: String,
 }
 
+impl From<domain::push::PushStatus> for PushDto {
+    fn from(p: domain::push::PushStatus) -> Self {
+        PushDto {
+            next_attempt_at: p.next_attempt_at.as_ref().map(timestamp),
+            created: timestamp(&p.created),
+            updated: timestamp(&p.updated),
+            id: p.id,
+            card_instance_id: p.card_instance_id,
+            device_token: p.token,
+            app_id: p.app_id,
+            platform: p.platform,
+            status: p.status,
+            attempts: p.attempts,
+            status_code: p.status_code,
+            error: p.error,
+        }
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 pub struct PushListResponse {
     pub data: Vec<PushDto>,
@@ -382,32 +362,12 @@ pub struct PushListResponse {
     ),
     security(("bearer" = ["users:read"]))
 )]
-pub async fn card_pushes(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, EndUserId, CardId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user, card) = path.into_inner();
-    let pushes = state.pushes.of_card(&caller.0, &env, &user, &card).await?;
-    Ok(HttpResponse::Ok().json(PushListResponse {
-        data: pushes
-            .into_iter()
-            .map(|p| PushDto {
-                next_attempt_at: p.next_attempt_at.as_ref().map(timestamp),
-                created: timestamp(&p.created),
-                updated: timestamp(&p.updated),
-                id: p.id,
-                card_instance_id: p.card_instance_id,
-                device_token: p.token,
-                app_id: p.app_id,
-                platform: p.platform,
-                status: p.status,
-                attempts: p.attempts,
-                status_code: p.status_code,
-                error: p.error,
-            })
-            .collect(),
-    }))
+pub async fn card_pushes(call: Call<(EnvironmentId, EndUserId, CardId)>) -> Reply {
+    let (env, user, card) = &call.path;
+    let pushes = call.state.pushes.of_card(&call.caller, env, user, card);
+    ok(PushListResponse {
+        data: listed(pushes.await?),
+    })
 }
 
 /// Register a device of an end user (or move a token to this user).
@@ -434,23 +394,19 @@ pub async fn card_pushes(
     security(("bearer" = ["users:write"]), ("userToken" = []))
 )]
 pub async fn register_device(
-    state: web::Data<AppState>,
-    caller: UserCaller,
-    path: web::Path<(EnvironmentId, EndUserId, String)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user, token) = path.into_inner();
+    call: Call<(EnvironmentId, EndUserId, String), UserCaller>,
+    body: Body,
+) -> Reply {
+    let (env, user, token) = &call.path;
     // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize_user(&env, domain::Permission::UsersWrite, &user)?;
-    let body = Value::Object(json_object(&req, &body)?);
-    let d = state
-        .devices
-        .register(&caller.0, &env, &user, &token, &body)
-        .await?;
-    Ok(HttpResponse::Ok().json(DeviceResponse { data: d.into() }))
+    call.caller
+        .authorize_user(env, Permission::UsersWrite, user)?;
+    let body = Value::Object(body.object()?);
+    let devices = &call.state.devices;
+    let device = devices.register(&call.caller, env, user, token, &body);
+    ok(DeviceResponse {
+        data: device.await?.into(),
+    })
 }
 
 /// Forget a device of an end user.
@@ -471,14 +427,10 @@ pub async fn register_device(
     security(("bearer" = ["users:write"]), ("userToken" = []))
 )]
 pub async fn unregister_device(
-    state: web::Data<AppState>,
-    caller: UserCaller,
-    path: web::Path<(EnvironmentId, EndUserId, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, user, token) = path.into_inner();
-    state
-        .devices
-        .unregister(&caller.0, &env, &user, &token)
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
+    call: Call<(EnvironmentId, EndUserId, String), UserCaller>,
+) -> Reply {
+    let (env, user, token) = &call.path;
+    let devices = &call.state.devices;
+    devices.unregister(&call.caller, env, user, token).await?;
+    no_content()
 }

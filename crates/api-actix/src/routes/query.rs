@@ -1,11 +1,13 @@
 //! Query strings of list endpoints: parameters, and `limit`/`cursor` paging (contract §1).
 //! A cursor is the base64url of the last item's key: opaque to clients, checked when read.
+//! The list-with-cursor shape lives here: [`page_only`] reads a page, [`paged`] answers one.
 
 use actix_web::HttpRequest;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use domain::{DomainError, FieldError, PageRequest};
+use domain::{DomainError, FieldError, Page, PageRequest};
 
+use super::shape::{listed, valid};
 use crate::problem::ApiError;
 
 pub struct Query {
@@ -43,6 +45,36 @@ impl Query {
             .map(|(_, v)| v.clone())
     }
 
+    /// A `true` / `false` parameter; None when absent, or (a problem added to `errors`) when
+    /// it is neither.
+    pub fn flag(&self, key: &str, errors: &mut Vec<FieldError>) -> Option<bool> {
+        match self.get(key).as_deref() {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(_) => {
+                errors.push(FieldError::new(key, "must be true or false"));
+                None
+            }
+        }
+    }
+
+    /// A parameter sent as one of the names of `P` (see [`one_of`]), as the domain's `T`; None
+    /// when absent, or (a problem `message` added to `errors`) when it is no name of `P`.
+    pub fn choice<P: serde::de::DeserializeOwned + Into<T>, T>(
+        &self,
+        key: &str,
+        message: &str,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<T> {
+        let value = self.get_sent(key)?;
+        let choice = one_of::<P>(&value);
+        if choice.is_none() {
+            errors.push(FieldError::new(key, message));
+        }
+        choice.map(P::into)
+    }
+
     /// `limit` and `cursor`; problems are added to `errors`.
     pub fn page(&self, errors: &mut Vec<FieldError>) -> PageRequest {
         // An empty `limit=` is not a number either: refused, not read as no limit.
@@ -71,6 +103,19 @@ impl Query {
             Err(_) => PageRequest::default(),
         }
     }
+}
+
+/// The page a list's query asks for, when `limit` and `cursor` are its only parameters.
+pub fn page_only(req: &HttpRequest) -> Result<PageRequest, ApiError> {
+    let mut errors = Vec::new();
+    let page = Query::parse(req)?.page(&mut errors);
+    valid(errors)?;
+    Ok(page)
+}
+
+/// A page as a list answers it: its items as the API shows them, and the `next` cursor.
+pub fn paged<T, D: From<T>>(page: Page<T>) -> (Vec<D>, Option<String>) {
+    (listed(page.items), cursor(page.next_after))
 }
 
 /// A parameter's value as one of the names of `T`, an enum of unit variants that documents the

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::id::{EnvironmentId, SdkKeyId};
 use domain::sdk::{PublicKeyInput, SdkKey, SdkKeyInput, ATTRIBUTE_TARGET_PREFIX};
 use domain::Permission;
@@ -12,11 +11,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::shape::{created, listed, no_content, ok, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::body::{json_object, Fields};
+use crate::body::Fields;
 use crate::problem::{ApiError, Problem};
-use crate::AppState;
 
 /// One public key of an SDK key, as stored whatever form it was sent in.
 #[derive(Serialize, ToSchema)]
@@ -180,10 +178,6 @@ fn strings(fields: &mut Fields, object: &Map<String, Value>, name: &str) -> Opti
     }
 }
 
-fn one(key: SdkKey) -> HttpResponse {
-    HttpResponse::Ok().json(SdkKeyResponse { data: key.into() })
-}
-
 /// Add an SDK key: a name and a public key (PEM) or a JWKS, RSA of 2048 to 4096 bits or EC
 /// P-256.
 #[utoipa::path(
@@ -204,22 +198,12 @@ fn one(key: SdkKey) -> HttpResponse {
     ),
     security(("bearer" = ["sdk_keys:write"]))
 )]
-pub async fn create(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let env = path.into_inner();
-    // The key before the body (contract §16): 401 and 403 come before 400.
-    caller.0.authorize(&env, Permission::SdkKeysWrite)?;
-    let input = input(&json_object(&req, &body)?)?;
-    let key = state.sdk.create(&caller.0, &env, input).await?;
+pub async fn create(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let input = input(&call.read(Permission::SdkKeysWrite, &body)?)?;
+    let sdk = &call.state.sdk;
+    let key = sdk.create(&call.caller, &call.path, input).await?;
     let location = format!("/v1/{}/sdk-keys/{}", key.environment_id, key.id);
-    Ok(HttpResponse::Created()
-        .insert_header((header::LOCATION, location))
-        .json(SdkKeyResponse { data: key.into() }))
+    created(location, SdkKeyResponse { data: key.into() })
 }
 
 /// List the environment's SDK keys, by name.
@@ -229,16 +213,9 @@ pub async fn create(
     responses((status = 200, description = "Every SDK key", body = SdkKeyListResponse)),
     security(("bearer" = ["sdk_keys:read"]))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<EnvironmentId>,
-) -> Result<HttpResponse, ApiError> {
-    let env = path.into_inner();
-    let keys = state.sdk.list(&caller.0, &env).await?;
-    Ok(HttpResponse::Ok().json(SdkKeyListResponse {
-        data: keys.into_iter().map(Into::into).collect(),
-    }))
+pub async fn list(call: Call<EnvironmentId>) -> Reply {
+    let keys = call.state.sdk.list(&call.caller, &call.path).await?;
+    ok(SdkKeyListResponse { data: listed(keys) })
 }
 
 /// One SDK key.
@@ -253,14 +230,10 @@ pub async fn list(
     ),
     security(("bearer" = ["sdk_keys:read"]))
 )]
-pub async fn get(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, SdkKeyId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    let key = state.sdk.get(&caller.0, &env, &id).await?;
-    Ok(one(key))
+pub async fn get(call: Call<(EnvironmentId, SdkKeyId)>) -> Reply {
+    let (env, id) = &call.path;
+    let key = call.state.sdk.get(&call.caller, env, id).await?;
+    ok(SdkKeyResponse { data: key.into() })
 }
 
 /// Change an SDK key: any of the fields of its creation; those left out are kept. A new
@@ -283,18 +256,11 @@ pub async fn get(
     ),
     security(("bearer" = ["sdk_keys:write"]))
 )]
-pub async fn update(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, SdkKeyId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::SdkKeysWrite)?;
-    let input = input(&json_object(&req, &body)?)?;
-    let key = state.sdk.update(&caller.0, &env, &id, input).await?;
-    Ok(one(key))
+pub async fn update(call: Call<(EnvironmentId, SdkKeyId)>, body: Body) -> Reply {
+    let input = input(&call.read(Permission::SdkKeysWrite, &body)?)?;
+    let (env, id) = &call.path;
+    let key = call.state.sdk.update(&call.caller, env, id, input).await?;
+    ok(SdkKeyResponse { data: key.into() })
 }
 
 /// Delete an SDK key: its tokens are refused from then on (within a second in every process).
@@ -309,14 +275,10 @@ pub async fn update(
     ),
     security(("bearer" = ["sdk_keys:write"]))
 )]
-pub async fn delete(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, SdkKeyId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    state.sdk.delete(&caller.0, &env, &id).await?;
-    Ok(HttpResponse::NoContent().finish())
+pub async fn delete(call: Call<(EnvironmentId, SdkKeyId)>) -> Reply {
+    let (env, id) = &call.path;
+    call.state.sdk.delete(&call.caller, env, id).await?;
+    no_content()
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -1,16 +1,15 @@
 //! The environment's settings (contract §4): whether publishing needs an approved draft.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::web;
 use domain::flow::EnvironmentSettings;
 use domain::id::EnvironmentId;
 use domain::Permission;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth::Caller;
-use crate::body::{json_object, Fields};
-use crate::problem::{ApiError, Problem};
-use crate::AppState;
+use super::shape::{ok, Body, Call, Reply};
+use crate::body::Fields;
+use crate::problem::Problem;
 
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -22,6 +21,16 @@ pub struct SettingsDto {
 #[derive(Serialize, ToSchema)]
 pub struct SettingsResponse {
     pub data: SettingsDto,
+}
+
+impl From<EnvironmentSettings> for SettingsResponse {
+    fn from(settings: EnvironmentSettings) -> Self {
+        SettingsResponse {
+            data: SettingsDto {
+                approvals_enabled: settings.approvals_enabled,
+            },
+        }
+    }
 }
 
 /// Body of a settings update.
@@ -42,17 +51,9 @@ pub struct SettingsRequest {
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn get_settings(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-) -> Result<HttpResponse, ApiError> {
-    let settings = state.flows.settings(&caller.0, &env).await?;
-    Ok(HttpResponse::Ok().json(SettingsResponse {
-        data: SettingsDto {
-            approvals_enabled: settings.approvals_enabled,
-        },
-    }))
+pub async fn get_settings(call: Call<EnvironmentId>) -> Reply {
+    let settings = call.state.flows.settings(&call.caller, &call.path).await?;
+    ok(SettingsResponse::from(settings))
 }
 
 /// Change the environment's settings.
@@ -67,29 +68,19 @@ pub async fn get_settings(
     ),
     security(("bearer" = ["environment_settings:write"]))
 )]
-pub async fn put_settings(
-    state: web::Data<AppState>,
-    caller: Caller,
-    env: web::Path<EnvironmentId>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    caller
-        .0
-        .authorize(&env, Permission::EnvironmentSettingsWrite)?;
-    let object = json_object(&req, &body)?;
+pub async fn put_settings(call: Call<EnvironmentId>, body: Body) -> Reply {
+    let object = call.read(Permission::EnvironmentSettingsWrite, &body)?;
     let mut fields = Fields::new(&object);
     let approvals = fields.boolean("approvalsEnabled");
     fields.finish()?;
     let settings = EnvironmentSettings {
         approvals_enabled: approvals.unwrap_or_default(),
     };
-    let settings = state.flows.put_settings(&caller.0, &env, settings).await?;
-    Ok(HttpResponse::Ok().json(SettingsResponse {
-        data: SettingsDto {
-            approvals_enabled: settings.approvals_enabled,
-        },
-    }))
+    let settings = call
+        .state
+        .flows
+        .put_settings(&call.caller, &call.path, settings);
+    ok(SettingsResponse::from(settings.await?))
 }
 
 /// The settings routes.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use domain::id::{EnvironmentId, FlowId, FolderId};
 use domain::stats::{
     event_names, DayTotals, Stats, StatsQuery, CANCELLED, CARDS_CREATED, COMPLETED, FAILED,
@@ -15,9 +15,8 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::query::Query;
-use crate::auth::Caller;
+use super::shape::{ok, Call, Reply};
 use crate::problem::{ApiError, Problem};
-use crate::AppState;
 
 /// Invocations of a day.
 #[derive(Serialize, ToSchema)]
@@ -148,8 +147,9 @@ pub struct StatsResponse {
     pub data: StatsDto,
 }
 
-fn render(stats: Stats) -> HttpResponse {
-    HttpResponse::Ok().json(StatsResponse {
+/// 200 with the statistics of a range of days.
+fn render(stats: Stats) -> Reply {
+    ok(StatsResponse {
         data: StatsDto {
             from: stats.from.format("%Y-%m-%d").to_string(),
             to: stats.to.format("%Y-%m-%d").to_string(),
@@ -204,18 +204,11 @@ fn stats_query(req: &HttpRequest) -> Result<StatsQuery, ApiError> {
     ),
     security(("bearer" = []))
 )]
-pub async fn flow(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+pub async fn flow(call: Call<(EnvironmentId, FlowId)>, req: HttpRequest) -> Reply {
+    call.authorize(Permission::ActionFlowsRead)?;
     let query = stats_query(&req)?;
-    Ok(render(
-        state.stats.flow(&caller.0, &env, &id, &query).await?,
-    ))
+    let (env, id) = &call.path;
+    render(call.state.stats.flow(&call.caller, env, id, &query).await?)
 }
 
 /// What the Action Flows of a folder did, per day (UTC): the flows that were in the folder,
@@ -251,19 +244,13 @@ pub async fn flow(
     ),
     security(("bearer" = []))
 )]
-pub async fn folder(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FolderId)>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    let (env, id) = path.into_inner();
-    caller.0.authorize(&env, Permission::FoldersRead)?;
-    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+pub async fn folder(call: Call<(EnvironmentId, FolderId)>, req: HttpRequest) -> Reply {
+    call.authorize(Permission::FoldersRead)?;
+    call.authorize(Permission::ActionFlowsRead)?;
     let query = stats_query(&req)?;
-    Ok(render(
-        state.stats.folder(&caller.0, &env, &id, &query).await?,
-    ))
+    let (env, id) = &call.path;
+    let stats = &call.state.stats;
+    render(stats.folder(&call.caller, env, id, &query).await?)
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -1,22 +1,20 @@
 //! Cancel tasks (spec 2.7, 4.2; contract §6), and the list of a flow's tasks of both kinds,
 //! CSV and cancel (contract §11). Role `events`.
 
-use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use domain::bulk::PublicStatus;
 use domain::cancel::{CancelStatus, CancelTask};
 use domain::id::{EnvironmentId, FlowId, TaskId};
 use domain::tasks::{FlowTask, TaskFilter, TaskKind};
-use domain::{FieldError, PageRequest, Permission};
+use domain::{PageRequest, Permission};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::bulk::BulkStatus;
-use super::query::{cursor, one_of, Query};
+use super::query::{cursor, Query};
+use super::shape::{accepted_at, ok, valid, Body, Call, Reply};
 use super::timestamp;
-use crate::auth::Caller;
-use crate::body::json_object;
 use crate::problem::{ApiError, Problem};
 use crate::AppState;
 
@@ -43,6 +41,24 @@ pub struct CancelCreated {
 #[derive(Serialize, ToSchema)]
 pub struct CancelCreatedResponse {
     pub data: CancelCreated,
+}
+
+impl CancelCreatedResponse {
+    /// The answer to a cancel: the task's id, and its status URL as a `cancel-status` link.
+    fn new(href: String, task_id: String) -> Self {
+        let link = Link {
+            href,
+            rel: "cancel-status".into(),
+            title: "Status of the cancel task".into(),
+            method: "GET".into(),
+        };
+        CancelCreatedResponse {
+            data: CancelCreated {
+                links: vec![link],
+                task_id,
+            },
+        }
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -120,6 +136,20 @@ pub enum TaskDto {
     Cancel(CancelTaskDto),
 }
 
+impl TaskDto {
+    /// `task`, a task of the flow `flow` of `env`, in the shape of its status endpoint.
+    fn new(state: &AppState, env: &str, flow: &str, task: FlowTask) -> Self {
+        match task {
+            FlowTask::Csv(task) => TaskDto::Csv(BulkStatus::new(state, env, flow, task)),
+            FlowTask::Cancel(task) => TaskDto::Cancel(CancelTaskDto {
+                status_url: status_url(state, env, flow, &task.id),
+                task_id: task.id.as_str().to_owned(),
+                status: task.into(),
+            }),
+        }
+    }
+}
+
 /// A page of a flow's tasks, newest first.
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({
@@ -179,41 +209,24 @@ pub struct TaskListResponse {
     ),
     security(("bearer" = ["action_flows:trigger"]))
 )]
-pub async fn cancel(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (env, flow) = path.into_inner();
+pub async fn cancel(call: Call<(EnvironmentId, FlowId)>, body: Body) -> Reply {
     // The key before the body (contract §16): 401 and 403 come before 400.
-    caller
-        .0
-        .authorize(&env, domain::Permission::ActionFlowsTrigger)?;
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
+    call.authorize(Permission::ActionFlowsTrigger)?;
+    let body = if body.is_blank() {
         None
     } else {
-        Some(Value::Object(json_object(&req, &body)?))
+        Some(Value::Object(body.object()?))
     };
-    let task = state
-        .cancels
-        .start(&caller.0, &env, &flow, body.as_ref())
+    let (env, flow) = &call.path;
+    let cancels = &call.state.cancels;
+    let task = cancels
+        .start(&call.caller, env, flow, body.as_ref())
         .await?;
-    let href = status_url(&state, &env, &flow, &task.id);
-    Ok(HttpResponse::Accepted()
-        .insert_header((header::LOCATION, href.clone()))
-        .json(CancelCreatedResponse {
-            data: CancelCreated {
-                links: vec![Link {
-                    href,
-                    rel: "cancel-status".into(),
-                    title: "Status of the cancel task".into(),
-                    method: "GET".into(),
-                }],
-                task_id: task.id.into(),
-            },
-        }))
+    let href = status_url(&call.state, env, flow, &task.id);
+    accepted_at(
+        href.clone(),
+        CancelCreatedResponse::new(href, task.id.into()),
+    )
 }
 
 /// The progress of a cancel task.
@@ -236,14 +249,11 @@ pub async fn cancel(
     ),
     security(("bearer" = ["action_flows:read"]))
 )]
-pub async fn cancel_status(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId, TaskId)>,
-) -> Result<HttpResponse, ApiError> {
-    let (env, flow, task) = path.into_inner();
-    let task = state.cancels.status(&caller.0, &env, &flow, &task).await?;
-    Ok(HttpResponse::Ok().json(CancelStatusResponse::from(task)))
+pub async fn cancel_status(call: Call<(EnvironmentId, FlowId, TaskId)>) -> Reply {
+    let (env, flow, task) = &call.path;
+    let cancels = &call.state.cancels;
+    let task = cancels.status(&call.caller, env, flow, task).await?;
+    ok(CancelStatusResponse::from(task))
 }
 
 /// `kind` of the task list.
@@ -290,28 +300,17 @@ impl From<TaskStatusParam> for PublicStatus {
 fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> {
     let query = Query::parse(req)?;
     let mut errors = Vec::new();
-    let kind = query.get_sent("kind").and_then(|k| {
-        let kind = one_of::<TaskKindParam>(&k).map(TaskKind::from);
-        if kind.is_none() {
-            errors.push(FieldError::new("kind", "must be csv or cancel"));
-        }
-        kind
-    });
-    let status = query.get_sent("status").and_then(|s| {
-        let status = one_of::<TaskStatusParam>(&s).map(PublicStatus::from);
-        if status.is_none() {
-            errors.push(FieldError::new(
-                "status",
-                "must be pending, processing, completed or failed",
-            ));
-        }
-        status
-    });
+    let filter = TaskFilter {
+        kind: query.choice::<TaskKindParam, _>("kind", "must be csv or cancel", &mut errors),
+        status: query.choice::<TaskStatusParam, _>(
+            "status",
+            "must be pending, processing, completed or failed",
+            &mut errors,
+        ),
+    };
     let page = query.page(&mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::validation(errors));
-    }
-    Ok((TaskFilter { kind, status }, page))
+    valid(errors)?;
+    Ok((filter, page))
 }
 
 /// A flow's CSV (bulk start) and cancel tasks, newest first (at one instant CSV tasks first),
@@ -345,36 +344,20 @@ fn task_query(req: &HttpRequest) -> Result<(TaskFilter, PageRequest), ApiError> 
     ),
     security(("bearer" = []))
 )]
-pub async fn list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(EnvironmentId, FlowId)>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    let (env, flow) = path.into_inner();
+pub async fn list(call: Call<(EnvironmentId, FlowId)>, req: HttpRequest) -> Reply {
     // The key before the query (contract §16): 401 and 403 come before 400.
-    caller.0.authorize(&env, Permission::ActionFlowsRead)?;
+    call.authorize(Permission::ActionFlowsRead)?;
     let (filter, page) = task_query(&req)?;
-    let page = state
-        .tasks
-        .list(&caller.0, &env, &flow, filter, page)
-        .await?;
-    let data = page
-        .items
-        .into_iter()
-        .map(|task| match task {
-            FlowTask::Csv(task) => TaskDto::Csv(BulkStatus::new(&state, &env, &flow, task)),
-            FlowTask::Cancel(task) => TaskDto::Cancel(CancelTaskDto {
-                status_url: status_url(&state, &env, &flow, &task.id),
-                task_id: task.id.as_str().to_owned(),
-                status: task.into(),
-            }),
-        })
-        .collect();
-    Ok(HttpResponse::Ok().json(TaskListResponse {
-        data,
+    let (env, flow) = &call.path;
+    let tasks = &call.state.tasks;
+    let page = tasks.list(&call.caller, env, flow, filter, page).await?;
+    let shown = page.items.into_iter();
+    ok(TaskListResponse {
+        data: shown
+            .map(|task| TaskDto::new(&call.state, env, flow, task))
+            .collect(),
         next: cursor(page.next_after),
-    }))
+    })
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
