@@ -5,197 +5,25 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::bulk::{BulkRepository, BulkStatus, BulkTask, PublicStatus, RowError, MAX_ROW_ERRORS};
 use domain::page::After;
-use domain::trigger::{InvocationStatus, Mode};
 use domain::{StorageError, Timestamp};
 
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::{corrupt, read_number, write_number};
+use crate::error::{corrupt, write_number};
 use crate::page::after;
 use crate::schema::{bulk_chunks, bulk_tasks};
+
+mod chunks;
+mod slots;
+mod task;
+use chunks::{chunk_rows, trim_chunk, ChunkRow};
+pub(crate) use slots::slots_held;
+use task::{load, task, NewTask, TaskRow};
 
 /// Chunks read by the largest of the reads that gather a step's rows: the first reads one
 /// (an upload's chunk holds a step's rows), each next one twice as many as the one before.
 const READ_CHUNKS: i64 = 256;
 /// Started tasks looked at per claim (another worker may take some meanwhile).
 const CLAIM_CANDIDATES: i64 = 32;
-
-/// The statuses in which a bulk invocation holds a slot, as the partial index
-/// `invocations_bulk` spells them: written literally, since a bound status cannot choose a
-/// partial index.
-static HOLDING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "status IN ('{}', '{}')",
-        InvocationStatus::Pending.as_str(),
-        InvocationStatus::Running.as_str()
-    )
-});
-
-/// The count of `$env`'s bulk invocations that hold a slot, read through `invocations_bulk`:
-/// the bare column, not `= ?`, and [`HOLDING`] are the partial index's own condition.
-macro_rules! held_invocations {
-    ($env:expr) => {
-        crate::schema::invocations::table
-            .filter(crate::schema::invocations::environment_id.eq($env))
-            .filter(crate::schema::invocations::bulk)
-            .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(
-                &*crate::bulk::HOLDING,
-            ))
-            .count()
-    };
-}
-
-/// Slots of `env` held (contract §10): bulk invocations pending or running, and processing
-/// tasks not queued.
-pub(crate) fn slots_held(conn: &mut AnyConnection, env: &str) -> Result<u64, Failure> {
-    let invocations: i64 = held_invocations!(env).get_result(conn)?;
-    let tasks: i64 = bulk_tasks::table
-        .filter(bulk_tasks::environment_id.eq(env))
-        .filter(bulk_tasks::status.eq(BulkStatus::Processing.as_str()))
-        .filter(bulk_tasks::queued.eq(false))
-        .count()
-        .get_result(conn)?;
-    let count = |what: &str, n: i64| -> Result<u64, Failure> {
-        read_number(what, n).map_err(Failure::Domain)
-    };
-    Ok(count("count of bulk invocations", invocations)? + count("count of bulk tasks", tasks)?)
-}
-
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = bulk_tasks)]
-struct TaskRow {
-    id: i64,
-    environment_id: String,
-    flow_id: String,
-    mode: String,
-    status: String,
-    header: Option<String>,
-    rows_total: i64,
-    rows_processed: i64,
-    rows_failed: i64,
-    errors: String,
-    cursor: i64,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
-    queued: bool,
-    lease_until: Option<NaiveDateTime>,
-}
-
-#[derive(Insertable)]
-#[diesel(table_name = bulk_tasks)]
-struct NewTask<'a> {
-    environment_id: &'a str,
-    flow_id: &'a str,
-    mode: &'a str,
-    status: &'a str,
-    rows_total: i64,
-    rows_processed: i64,
-    rows_failed: i64,
-    errors: &'a str,
-    cursor: i64,
-    created: NaiveDateTime,
-    updated: NaiveDateTime,
-}
-
-/// One batch of an upload's rows, stored as one row: `cells` is a JSON array of
-/// `[number, [cell, ...]]` in ascending order of number, `last_row` the last number.
-#[derive(Insertable)]
-#[diesel(table_name = bulk_chunks)]
-struct ChunkRow {
-    task_id: i64,
-    last_row: i64,
-    first_row: i64,
-    row_count: i32,
-    cells: String,
-}
-
-impl ChunkRow {
-    /// The chunk of `rows` (in ascending order of number) of task `task`; none when empty.
-    fn of(task: i64, rows: &[(u64, Vec<String>)]) -> Result<Option<ChunkRow>, StorageError> {
-        let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
-            return Ok(None);
-        };
-        Ok(Some(ChunkRow {
-            task_id: task,
-            last_row: write_number("bulk row number", last)?,
-            first_row: write_number("bulk row number", first)?,
-            row_count: write_number("bulk rows in a chunk", rows.len())?,
-            cells: serde_json::to_string(rows).map_err(|e| corrupt("bulk rows", e))?,
-        }))
-    }
-}
-
-/// The rows a chunk's `cells` hold, as [`ChunkRow::of`] wrote them.
-fn chunk_rows(cells: &str) -> Result<Vec<(u64, Vec<String>)>, StorageError> {
-    serde_json::from_str(cells).map_err(|e| corrupt("bulk rows", e))
-}
-
-fn task(row: TaskRow) -> Result<BulkTask, StorageError> {
-    Ok(BulkTask {
-        mode: Mode::parse(&row.mode).ok_or_else(|| corrupt("bulk task mode", &row.mode))?,
-        status: BulkStatus::parse(&row.status)
-            .ok_or_else(|| corrupt("bulk task status", &row.status))?,
-        header: row
-            .header
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|e| corrupt("bulk task header", e))?,
-        errors: serde_json::from_str(&row.errors).map_err(|e| corrupt("bulk task errors", e))?,
-        id: row.id,
-        environment_id: row.environment_id,
-        flow_id: row.flow_id,
-        rows_total: read_number("bulk task rows total", row.rows_total)?,
-        rows_processed: read_number("bulk task rows processed", row.rows_processed)?,
-        rows_failed: read_number("bulk task rows failed", row.rows_failed)?,
-        cursor: read_number("bulk task cursor", row.cursor)?,
-        queued: row.queued,
-        created: row.created.and_utc(),
-        updated: row.updated.and_utc(),
-        lease_until: row.lease_until.map(|t| t.and_utc()),
-    })
-}
-
-fn load(conn: &mut AnyConnection, env: &str, id: i64) -> Result<Option<TaskRow>, Failure> {
-    Ok(bulk_tasks::table
-        .filter(bulk_tasks::environment_id.eq(env))
-        .filter(bulk_tasks::id.eq(id))
-        .select(TaskRow::as_select())
-        .first(conn)
-        .optional()?)
-}
-
-/// Drops a task's rows up to `cursor` from the chunk a step stopped within, if any: the rest
-/// of the chunk stays. Steps and chunks both hold 2,000 rows, so this is rare.
-fn trim_chunk(conn: &mut AnyConnection, task: i64, cursor: i64) -> Result<(), Failure> {
-    let within: Option<(i64, String)> = bulk_chunks::table
-        .filter(bulk_chunks::task_id.eq(task))
-        .filter(bulk_chunks::last_row.gt(cursor))
-        .filter(bulk_chunks::first_row.le(cursor))
-        .select((bulk_chunks::last_row, bulk_chunks::cells))
-        .first(conn)
-        .optional()?;
-    let Some((last, cells)) = within else {
-        return Ok(());
-    };
-    let mut rows = chunk_rows(&cells).map_err(Failure::Domain)?;
-    let after = u64::try_from(cursor).unwrap_or(0);
-    rows.retain(|(n, _)| *n > after);
-    let Some(trimmed) = ChunkRow::of(task, &rows).map_err(Failure::Domain)? else {
-        return Ok(());
-    };
-    diesel::update(
-        bulk_chunks::table
-            .filter(bulk_chunks::task_id.eq(task))
-            .filter(bulk_chunks::last_row.eq(last)),
-    )
-    .set((
-        bulk_chunks::first_row.eq(trimmed.first_row),
-        bulk_chunks::row_count.eq(trimmed.row_count),
-        bulk_chunks::cells.eq(trimmed.cells),
-    ))
-    .execute(conn)?;
-    Ok(())
-}
 
 /// The domain's `BulkRepository` port on the service's database.
 pub struct DieselBulkRepository {
@@ -738,17 +566,6 @@ mod tests {
         assert_eq!(read, all);
         let read = runtime.block_on(repo.rows("env_a", 7, 2, 1)).expect("rows");
         assert_eq!(read, all[1..2]);
-    }
-
-    #[test]
-    fn held_slots_are_counted_through_their_partial_index() {
-        use diesel::prelude::*;
-        let query = held_invocations!("env_a");
-        let plan = crate::testing::sqlite_query_plan(&query);
-        assert!(
-            plan.iter().any(|d| d.contains("invocations_bulk")),
-            "{plan:?}"
-        );
     }
 
     #[test]

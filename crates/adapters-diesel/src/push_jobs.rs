@@ -73,20 +73,44 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
     envs.sort_unstable();
     envs.dedup();
     // No enabled platform, no device to look up (the common case of a large fan-out).
-    let mut enabled: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let mut enabled: Enabled = HashMap::new();
     for (env, app, platform) in enabled_platforms(conn, &envs)? {
         enabled.entry((env, app)).or_default().push(platform);
     }
     if enabled.is_empty() {
         return Ok(());
     }
+    let by_user = devices_of(conn, &envs, &wanted)?;
+    let rows = jobs_of(&wanted, &by_user, &enabled);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    for chunk in rows.chunks(CHUNK) {
+        crate::per_backend!(&mut *conn, c => diesel::insert_into(push_jobs::table)
+            .values(chunk)
+            .on_conflict_do_nothing()
+            .execute(c))?;
+    }
+    crate::db::notices::queued(crate::Work::Pushes);
+    Ok(())
+}
+
+/// The enabled platforms of each (environment, app).
+type Enabled = HashMap<(String, String), Vec<String>>;
+
+/// The devices of each (environment, user) of the `wanted` events' users in `envs`.
+fn devices_of(
+    conn: &mut AnyConnection,
+    envs: &[&str],
+    wanted: &[&AnalyticsEvent],
+) -> Result<HashMap<(String, String), Vec<Device>>, Failure> {
     let mut users: Vec<&str> = wanted.iter().map(|e| e.user_id()).collect();
     users.sort_unstable();
     users.dedup();
     let mut by_user: HashMap<(String, String), Vec<Device>> = HashMap::new();
     for chunk in users.chunks(CHUNK) {
         let rows: Vec<DeviceRow> = devices::table
-            .filter(devices::environment_id.eq_any(&envs))
+            .filter(devices::environment_id.eq_any(envs))
             .filter(devices::user_id.eq_any(chunk))
             .select(DeviceRow::as_select())
             .load(conn)?;
@@ -97,6 +121,16 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
                 .push(d);
         }
     }
+    Ok(by_user)
+}
+
+/// A pending job for each device of an event's user that the event reaches through an
+/// enabled platform of the device's app.
+fn jobs_of(
+    wanted: &[&AnalyticsEvent],
+    by_user: &HashMap<(String, String), Vec<Device>>,
+    enabled: &Enabled,
+) -> Vec<JobRow> {
     let mut rows = Vec::new();
     for event in wanted {
         let Some(devices) = by_user.get(&(event.environment_id().into(), event.user_id().into()))
@@ -130,17 +164,7 @@ pub(crate) fn enqueue(conn: &mut AnyConnection, events: &[&AnalyticsEvent]) -> R
             });
         }
     }
-    if rows.is_empty() {
-        return Ok(());
-    }
-    for chunk in rows.chunks(CHUNK) {
-        crate::per_backend!(&mut *conn, c => diesel::insert_into(push_jobs::table)
-            .values(chunk)
-            .on_conflict_do_nothing()
-            .execute(c))?;
-    }
-    crate::db::notices::queued(crate::Work::Pushes);
-    Ok(())
+    rows
 }
 
 /// The domain's `PushJobRepository` port on the service's database.
@@ -186,94 +210,11 @@ impl PushJobRepository for DieselPushJobRepository {
         limit: u32,
     ) -> Result<Vec<PushJob>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
-        let (jobs, cards, devices, platforms) = self
+        let claimed = self
             .db
-            .claim_transaction(move |conn| {
-                let due = push_jobs::table
-                    .filter(push_jobs::status.eq(PushJobStatus::Pending.as_str()))
-                    .filter(push_jobs::next_attempt_at.le(now))
-                    .order(push_jobs::next_attempt_at)
-                    .limit(i64::from(limit));
-                // Several processes share PostgreSQL: skip rows another one is claiming.
-                let jobs: Vec<JobRow> = match &mut *conn {
-                    AnyConnection::Postgresql(c) => due
-                        .select(JobRow::as_select())
-                        .for_update()
-                        .skip_locked()
-                        .load(c)?,
-                    AnyConnection::Sqlite(c) => due.select(JobRow::as_select()).load(c)?,
-                };
-                if jobs.is_empty() {
-                    return Ok((jobs, Vec::new(), Vec::new(), Vec::new()));
-                }
-                let ids: Vec<&String> = jobs.iter().map(|j| &j.id).collect();
-                diesel::update(push_jobs::table.filter(push_jobs::id.eq_any(ids)))
-                    .set(push_jobs::next_attempt_at.eq(lease))
-                    .execute(conn)?;
-                let mut envs: Vec<&String> = jobs.iter().map(|j| &j.environment_id).collect();
-                envs.sort_unstable();
-                envs.dedup();
-                let card_ids: Vec<&String> = jobs.iter().map(|j| &j.card_instance_id).collect();
-                let cards: Vec<CardRow> = card_instances::table
-                    .filter(card_instances::id.eq_any(card_ids))
-                    .select(CardRow::as_select())
-                    .load(conn)?;
-                let tokens: Vec<&String> = jobs.iter().map(|j| &j.token).collect();
-                let devices: Vec<Device> = devices::table
-                    .filter(devices::environment_id.eq_any(&envs))
-                    .filter(devices::token.eq_any(tokens))
-                    .select(DeviceRow::as_select())
-                    .load(conn)?
-                    .into_iter()
-                    .map(device)
-                    .collect();
-                let apps: Vec<&String> = devices.iter().map(|d| &d.app_id).collect();
-                let platforms: Vec<PlatformRow> = push_platforms::table
-                    .filter(push_platforms::environment_id.eq_any(&envs))
-                    .filter(push_platforms::app_id.eq_any(apps))
-                    .select(PlatformRow::as_select())
-                    .load(conn)?;
-                Ok((jobs, cards, devices, platforms))
-            })
+            .claim_transaction(move |conn| claim_due(conn, now, lease, limit))
             .await?;
-        let mut card_by_id = HashMap::new();
-        for row in cards {
-            let card = crate::rows::card(row)?;
-            card_by_id.insert(card.id.clone(), card);
-        }
-        let device_by_token: HashMap<(String, String), _> = devices
-            .into_iter()
-            .map(|d| ((d.environment_id.clone(), d.token.clone()), d))
-            .collect();
-        let platforms = platforms
-            .into_iter()
-            .map(|row| open(&self.secrets, row))
-            .collect::<Result<Vec<_>, _>>()?;
-        jobs.into_iter()
-            .map(|j| {
-                let device = device_by_token
-                    .get(&(j.environment_id.clone(), j.token.clone()))
-                    .cloned();
-                let platform = device
-                    .as_ref()
-                    .and_then(|d| domain::push::platform_for(&platforms, d))
-                    .cloned();
-                Ok(PushJob {
-                    card: card_by_id
-                        .get(j.card_instance_id.as_str())
-                        .filter(|c| c.environment_id == j.environment_id)
-                        .cloned(),
-                    attempt: read_number::<_, u32>("push attempts", j.attempts)? + 1,
-                    id: j.id,
-                    environment_id: j.environment_id,
-                    user_id: j.user_id,
-                    token: j.token,
-                    device,
-                    platform,
-                    lease_until,
-                })
-            })
-            .collect()
+        claimed_jobs(&self.secrets, claimed, lease_until)
     }
 
     async fn record(&self, records: Vec<PushRecord>) -> Result<u64, StorageError> {
@@ -368,4 +309,110 @@ impl PushJobRepository for DieselPushJobRepository {
         rows.map(|rows| rows.into_iter().map(status).collect())
             .transpose()
     }
+}
+
+/// What a claim read in its transaction: the jobs, their cards, their devices and the
+/// platforms of the devices' apps.
+type Claimed = (Vec<JobRow>, Vec<CardRow>, Vec<Device>, Vec<PlatformRow>);
+
+/// Inside the claim's transaction: leases up to `limit` due jobs until `lease`, oldest due
+/// first, and reads what they carry.
+fn claim_due(
+    conn: &mut AnyConnection,
+    now: NaiveDateTime,
+    lease: NaiveDateTime,
+    limit: u32,
+) -> Result<Claimed, Failure> {
+    let due = push_jobs::table
+        .filter(push_jobs::status.eq(PushJobStatus::Pending.as_str()))
+        .filter(push_jobs::next_attempt_at.le(now))
+        .order(push_jobs::next_attempt_at)
+        .limit(i64::from(limit));
+    // Several processes share PostgreSQL: skip rows another one is claiming.
+    let jobs: Vec<JobRow> = match &mut *conn {
+        AnyConnection::Postgresql(c) => due
+            .select(JobRow::as_select())
+            .for_update()
+            .skip_locked()
+            .load(c)?,
+        AnyConnection::Sqlite(c) => due.select(JobRow::as_select()).load(c)?,
+    };
+    if jobs.is_empty() {
+        return Ok((jobs, Vec::new(), Vec::new(), Vec::new()));
+    }
+    let ids: Vec<&String> = jobs.iter().map(|j| &j.id).collect();
+    diesel::update(push_jobs::table.filter(push_jobs::id.eq_any(ids)))
+        .set(push_jobs::next_attempt_at.eq(lease))
+        .execute(conn)?;
+    let mut envs: Vec<&String> = jobs.iter().map(|j| &j.environment_id).collect();
+    envs.sort_unstable();
+    envs.dedup();
+    let card_ids: Vec<&String> = jobs.iter().map(|j| &j.card_instance_id).collect();
+    let cards: Vec<CardRow> = card_instances::table
+        .filter(card_instances::id.eq_any(card_ids))
+        .select(CardRow::as_select())
+        .load(conn)?;
+    let tokens: Vec<&String> = jobs.iter().map(|j| &j.token).collect();
+    let devices: Vec<Device> = devices::table
+        .filter(devices::environment_id.eq_any(&envs))
+        .filter(devices::token.eq_any(tokens))
+        .select(DeviceRow::as_select())
+        .load(conn)?
+        .into_iter()
+        .map(device)
+        .collect();
+    let apps: Vec<&String> = devices.iter().map(|d| &d.app_id).collect();
+    let platforms: Vec<PlatformRow> = push_platforms::table
+        .filter(push_platforms::environment_id.eq_any(&envs))
+        .filter(push_platforms::app_id.eq_any(apps))
+        .select(PlatformRow::as_select())
+        .load(conn)?;
+    Ok((jobs, cards, devices, platforms))
+}
+
+/// The jobs of what a claim read: each with its card, device and platform (secrets opened),
+/// where they still exist.
+fn claimed_jobs(
+    secrets: &SecretBox,
+    (jobs, cards, devices, platforms): Claimed,
+    lease_until: Timestamp,
+) -> Result<Vec<PushJob>, StorageError> {
+    let mut card_by_id = HashMap::new();
+    for row in cards {
+        let card = crate::rows::card(row)?;
+        card_by_id.insert(card.id.clone(), card);
+    }
+    let device_by_token: HashMap<(String, String), _> = devices
+        .into_iter()
+        .map(|d| ((d.environment_id.clone(), d.token.clone()), d))
+        .collect();
+    let platforms = platforms
+        .into_iter()
+        .map(|row| open(secrets, row))
+        .collect::<Result<Vec<_>, _>>()?;
+    jobs.into_iter()
+        .map(|j| {
+            let device = device_by_token
+                .get(&(j.environment_id.clone(), j.token.clone()))
+                .cloned();
+            let platform = device
+                .as_ref()
+                .and_then(|d| domain::push::platform_for(&platforms, d))
+                .cloned();
+            Ok(PushJob {
+                card: card_by_id
+                    .get(j.card_instance_id.as_str())
+                    .filter(|c| c.environment_id == j.environment_id)
+                    .cloned(),
+                attempt: read_number::<_, u32>("push attempts", j.attempts)? + 1,
+                id: j.id,
+                environment_id: j.environment_id,
+                user_id: j.user_id,
+                token: j.token,
+                device,
+                platform,
+                lease_until,
+            })
+        })
+        .collect()
 }

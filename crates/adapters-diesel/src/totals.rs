@@ -195,20 +195,7 @@ impl Totals {
         if self.counts.is_empty() {
             return Ok(());
         }
-        let mut flows: Vec<&str> = self.counts.keys().map(|k| k.flow_id.as_str()).collect();
-        flows.sort_unstable();
-        flows.dedup();
-        let mut history: HashMap<&str, Vec<(NaiveDateTime, String)>> = HashMap::new();
-        for flow in flows {
-            // One flow at a time: the statement is the same whatever the number of flows, and
-            // a transaction rarely counts more than a few.
-            let rows: Vec<(NaiveDateTime, String)> = flow_folders::table
-                .filter(flow_folders::flow_id.eq(flow))
-                .order(flow_folders::since)
-                .select((flow_folders::since, flow_folders::folder_id))
-                .load(conn)?;
-            history.insert(flow, rows);
-        }
+        let history = self.folder_history(conn)?;
         let shard = match conn {
             AnyConnection::Sqlite(_) => 0,
             AnyConnection::Postgresql(_) => next_shard(),
@@ -244,39 +231,66 @@ impl Totals {
                 n,
             })
             .collect();
-        match conn {
-            // Row by row: a flow, version, mode and day each count a handful of metrics.
-            AnyConnection::Sqlite(c) => {
-                for row in rows {
-                    sqlite_upsert(row).run(c)?;
-                }
-            }
-            // As arrays of columns: one statement text whatever the number of rows, which
-            // PostgreSQL plans once per connection (diesel's multi-row upsert it parsed and
-            // planned again in every transaction). In key order, as the arrays are.
-            AnyConnection::Postgresql(c) => {
-                column_insert!(
-                    "flow_totals",
-                    rows,
-                    " ON CONFLICT (environment_id, flow_id, day, flow_version, folder_id, mode, \
-                     metric, shard) DO UPDATE SET n = flow_totals.n + excluded.n",
-                    {
-                        environment_id: Text,
-                        flow_id: Text,
-                        day: Text,
-                        flow_version: Int,
-                        folder_id: Text,
-                        mode: Text,
-                        metric: Text,
-                        shard: Int,
-                        n: BigInt,
-                    }
-                )
-                .run(c)?;
+        upsert(conn, rows)
+    }
+
+    /// The folders of each flow counted, with the time each was entered, in order.
+    fn folder_history(&self, conn: &mut AnyConnection) -> Result<History<'_>, Failure> {
+        let mut flows: Vec<&str> = self.counts.keys().map(|k| k.flow_id.as_str()).collect();
+        flows.sort_unstable();
+        flows.dedup();
+        let mut history: History = HashMap::new();
+        for flow in flows {
+            // One flow at a time: the statement is the same whatever the number of flows, and
+            // a transaction rarely counts more than a few.
+            let rows: Vec<(NaiveDateTime, String)> = flow_folders::table
+                .filter(flow_folders::flow_id.eq(flow))
+                .order(flow_folders::since)
+                .select((flow_folders::since, flow_folders::folder_id))
+                .load(conn)?;
+            history.insert(flow, rows);
+        }
+        Ok(history)
+    }
+}
+
+/// Each flow's folders, with the time it entered each, in order.
+type History<'a> = HashMap<&'a str, Vec<(NaiveDateTime, String)>>;
+
+/// Adds `rows` to `flow_totals`, in the order given (their key's).
+fn upsert(conn: &mut AnyConnection, rows: Vec<TotalRow>) -> Result<(), Failure> {
+    match conn {
+        // Row by row: a flow, version, mode and day each count a handful of metrics.
+        AnyConnection::Sqlite(c) => {
+            for row in rows {
+                sqlite_upsert(row).run(c)?;
             }
         }
-        Ok(())
+        // As arrays of columns: one statement text whatever the number of rows, which
+        // PostgreSQL plans once per connection (diesel's multi-row upsert it parsed and
+        // planned again in every transaction). In key order, as the arrays are.
+        AnyConnection::Postgresql(c) => {
+            column_insert!(
+                "flow_totals",
+                rows,
+                " ON CONFLICT (environment_id, flow_id, day, flow_version, folder_id, mode, \
+                 metric, shard) DO UPDATE SET n = flow_totals.n + excluded.n",
+                {
+                    environment_id: Text,
+                    flow_id: Text,
+                    day: Text,
+                    flow_version: Int,
+                    folder_id: Text,
+                    mode: Text,
+                    metric: Text,
+                    shard: Int,
+                    n: BigInt,
+                }
+            )
+            .run(c)?;
+        }
     }
+    Ok(())
 }
 
 /// The shard of the next transaction on PostgreSQL: in turn.

@@ -3,39 +3,36 @@
 //! [`enqueue`] is called by every transaction that appends analytics events, so an event and
 //! its deliveries commit together. Secrets are sealed with [`SecretBox`] on write.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::id::{new_id, IdKind};
 use domain::webhook::{
-    Attempt, AttemptRecord, DeliveryJob, DeliveryStatus, NextStep, Subscription,
-    SubscriptionChange, WebhookRepository,
+    Attempt, AttemptRecord, DeliveryJob, DeliveryStatus, Subscription, WebhookRepository,
 };
 use domain::{Page, PageRequest, StorageError, Timestamp};
-use serde_json::Value;
 
 use crate::crypto::SecretBox;
 use crate::db::{AnyConnection, Database, Failure};
-use crate::error::{read_number, write_number};
+use crate::error::read_number;
 use crate::millis::At;
-use crate::rows::EventRow;
 use crate::schema::{
-    analytics_events, card_instances, webhook_attempts, webhook_deliveries, webhook_subscriptions,
+    analytics_events, webhook_attempts, webhook_deliveries, webhook_subscriptions,
 };
-use crate::totals::{CardOf, Totals};
 
+mod claim;
 mod enqueue;
 mod pending;
+mod record;
 mod rows;
 mod sealing;
+use claim::{claim_due, Share};
 pub(crate) use enqueue::enqueue;
 #[cfg(test)]
 pub(crate) use enqueue::subscriptions_of;
-use pending::pending_subscriptions;
-use rows::{AttemptRow, DeliveryRow, SubscriptionRow, INSERT_CHUNK};
+use pending::cancel_pending;
+use rows::{AttemptRow, DeliveryRow, SubscriptionRow};
 use sealing::{open, seal};
 
 /// The domain's `WebhookRepository` port on the service's database.
@@ -95,21 +92,6 @@ fn load_subscription(
         .select(SubscriptionRow::as_select())
         .first(conn)
         .optional()?)
-}
-
-/// Cancels what is still queued for a subscription (it was disabled).
-fn cancel_pending(conn: &mut AnyConnection, id: &str, now: NaiveDateTime) -> Result<(), Failure> {
-    diesel::update(
-        webhook_deliveries::table
-            .filter(webhook_deliveries::subscription_id.eq(id))
-            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str())),
-    )
-    .set((
-        webhook_deliveries::status.eq(DeliveryStatus::Cancelled.as_str()),
-        webhook_deliveries::updated.eq(now),
-    ))
-    .execute(conn)?;
-    Ok(())
 }
 
 #[async_trait]
@@ -370,108 +352,19 @@ impl WebhookRepository for DieselWebhookRepository {
         limit: u32,
     ) -> Result<Vec<DeliveryJob>, StorageError> {
         let (now, lease) = (now.naive_utc(), lease_until.naive_utc());
-        let rotation = self
-            .rotation
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        type Claimed = (String, String, String, String, i32, String);
-        let (claimed, subs, events) = self
+        let share = Share {
+            per_subscription,
+            exclude,
+            limit,
+            rotation: self
+                .rotation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        let read = self
             .db
-            .claim_transaction(move |conn| {
-                // Which subscriptions have pending work: a loose index scan, one index probe
-                // per such subscription however long its backlog (a dead endpoint's backlog
-                // must not slow the claims of healthy ones). Rotated for fairness.
-                let mut with_work: Vec<String> = pending_subscriptions(conn)?
-                    .into_iter()
-                    .filter(|s| !exclude.contains(s))
-                    .collect();
-                if !with_work.is_empty() {
-                    let turn = rotation % with_work.len();
-                    with_work.rotate_left(turn);
-                }
-                let enabled: std::collections::HashSet<String> = webhook_subscriptions::table
-                    .filter(webhook_subscriptions::id.eq_any(&with_work))
-                    .filter(webhook_subscriptions::enabled.eq(true))
-                    .select(webhook_subscriptions::id)
-                    .load::<String>(conn)?
-                    .into_iter()
-                    .collect();
-                with_work.retain(|s| enabled.contains(s));
-                let mut claimed: Vec<Claimed> = Vec::new();
-                for sub_id in &with_work {
-                    let room = i64::from(limit) - claimed.len() as i64;
-                    if room <= 0 {
-                        break;
-                    }
-                    let take = room.min(i64::from(per_subscription));
-                    let due = webhook_deliveries::table
-                        .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
-                        .filter(webhook_deliveries::subscription_id.eq(sub_id))
-                        .filter(webhook_deliveries::next_attempt_at.le(now))
-                        .order(webhook_deliveries::next_attempt_at)
-                        .limit(take)
-                        .select((
-                            webhook_deliveries::id,
-                            webhook_deliveries::subscription_id,
-                            webhook_deliveries::event_id,
-                            webhook_deliveries::event_name,
-                            webhook_deliveries::attempts,
-                            webhook_deliveries::trigger_kind,
-                        ));
-                    // Several processes share PostgreSQL: skip rows another one is claiming.
-                    let rows: Vec<Claimed> = match &mut *conn {
-                        AnyConnection::Postgresql(c) => due.for_update().skip_locked().load(c)?,
-                        AnyConnection::Sqlite(c) => due.load(c)?,
-                    };
-                    let ids: Vec<&String> = rows.iter().map(|r| &r.0).collect();
-                    diesel::update(
-                        webhook_deliveries::table.filter(webhook_deliveries::id.eq_any(ids)),
-                    )
-                    .set(webhook_deliveries::next_attempt_at.eq(lease))
-                    .execute(conn)?;
-                    claimed.extend(rows);
-                }
-                let claimed_subs: std::collections::HashSet<&String> =
-                    claimed.iter().map(|c| &c.1).collect();
-                let subs: Vec<SubscriptionRow> = webhook_subscriptions::table
-                    .filter(webhook_subscriptions::id.eq_any(claimed_subs))
-                    .select(SubscriptionRow::as_select())
-                    .load(conn)?;
-                let event_ids: Vec<&String> = claimed.iter().map(|c| &c.2).collect();
-                let rows: Vec<EventRow> = analytics_events::table
-                    .filter(analytics_events::id.eq_any(event_ids))
-                    .select(EventRow::as_select())
-                    .load(conn)?;
-                let events: HashMap<String, Value> = crate::rows::with_cards(conn, rows)?
-                    .into_iter()
-                    .map(|e| (e.id.as_str().to_owned(), e.data()))
-                    .collect();
-                Ok((claimed, subs, events))
-            })
+            .claim_transaction(move |conn| claim_due(conn, now, lease, &share))
             .await?;
-        let mut by_id = HashMap::new();
-        for row in subs {
-            let s = open(&self.secrets, row)?;
-            by_id.insert(s.id.as_str().to_owned(), s);
-        }
-        let mut jobs = Vec::with_capacity(claimed.len());
-        for (delivery_id, sub_id, event_id, event_name, attempts, trigger) in claimed {
-            let (Some(subscription), Some(data)) =
-                (by_id.get(&sub_id), events.get(&event_id).cloned())
-            else {
-                continue;
-            };
-            jobs.push(DeliveryJob {
-                delivery_id,
-                subscription: subscription.clone(),
-                event_id,
-                event_name,
-                data,
-                attempt: read_number::<_, u32>("webhook delivery attempts", attempts)? + 1,
-                trigger,
-                lease_until,
-            });
-        }
-        Ok(jobs)
+        claim::jobs(&self.secrets, read, lease_until)
     }
 
     async fn record(&self, records: Vec<AttemptRecord>) -> Result<u64, StorageError> {
@@ -479,208 +372,7 @@ impl WebhookRepository for DieselWebhookRepository {
             return Ok(0);
         }
         self.db
-            .transaction(move |conn| {
-                // A subscription deleted while its calls were in flight takes their outcomes
-                // with it (and its attempt log): drop them rather than fail the whole batch.
-                let mut ids: Vec<&String> = records.iter().map(|r| &r.subscription_id).collect();
-                ids.sort_unstable();
-                ids.dedup();
-                let existing: std::collections::HashSet<String> = webhook_subscriptions::table
-                    .filter(webhook_subscriptions::id.eq_any(ids))
-                    .select(webhook_subscriptions::id)
-                    .load::<String>(conn)?
-                    .into_iter()
-                    .collect();
-                let records: Vec<&AttemptRecord> = records
-                    .iter()
-                    .filter(|r| existing.contains(&r.subscription_id))
-                    .collect();
-                // Contract §19: a delivery's outcome is saved only by the claim that holds it:
-                // still pending, at the attempt before this one, leased until exactly this
-                // claim's lease. `UPDATE ... RETURNING` says which were; the others' lease ran
-                // out and the delivery was claimed again, so their outcome changes nothing.
-                let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
-                // Deliveries done, by attempt and claim: one statement per group (usually one).
-                // A delivery done leaves the outbox (issue 27: it was a large share of a card's
-                // bytes at rest); the attempt log, written below, is its record, and a resend of
-                // its event is a new delivery.
-                let mut delivered: BTreeMap<(u32, Option<NaiveDateTime>), Vec<&String>> =
-                    BTreeMap::new();
-                for r in &records {
-                    if let (Some(id), NextStep::Done) = (&r.delivery_id, &r.next) {
-                        delivered
-                            .entry((r.attempt, r.lease.map(|l| l.naive_utc())))
-                            .or_default()
-                            .push(id);
-                    }
-                }
-                for ((attempt, lease), ids) in &delivered {
-                    let before: i32 =
-                        write_number("webhook attempt number", attempt.saturating_sub(1))
-                            .map_err(Failure::Domain)?;
-                    for chunk in ids.chunks(INSERT_CHUNK) {
-                        let targets = webhook_deliveries::table
-                            .filter(webhook_deliveries::id.eq_any(chunk))
-                            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
-                            .filter(webhook_deliveries::attempts.eq(before));
-                        let saved: Vec<String> = match lease {
-                            Some(lease) => diesel::delete(
-                                targets.filter(webhook_deliveries::next_attempt_at.eq(*lease)),
-                            )
-                            .returning(webhook_deliveries::id)
-                            .get_results(conn)?,
-                            None => diesel::delete(targets)
-                                .returning(webhook_deliveries::id)
-                                .get_results(conn)?,
-                        };
-                        held.extend(saved);
-                    }
-                }
-                for r in &records {
-                    let at = r.at.naive_utc();
-                    if let (Some(delivery), false) = (&r.delivery_id, r.next == NextStep::Done) {
-                        let (status, next) = match r.next {
-                            NextStep::Done => (DeliveryStatus::Delivered, at), // removed above
-                            NextStep::RetryAt(t) => (DeliveryStatus::Pending, t.naive_utc()),
-                            NextStep::Failed => (DeliveryStatus::Failed, at),
-                        };
-                        let before: i32 =
-                            write_number("webhook attempt number", r.attempt.saturating_sub(1))
-                                .map_err(Failure::Domain)?;
-                        let attempt: i32 = write_number("webhook attempt number", r.attempt)
-                            .map_err(Failure::Domain)?;
-                        let targets = webhook_deliveries::table
-                            .filter(webhook_deliveries::id.eq(delivery))
-                            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str()))
-                            .filter(webhook_deliveries::attempts.eq(before));
-                        let values = (
-                            webhook_deliveries::status.eq(status.as_str()),
-                            webhook_deliveries::attempts.eq(attempt),
-                            webhook_deliveries::trigger_kind.eq("scheduled"),
-                            webhook_deliveries::next_attempt_at.eq(next),
-                            webhook_deliveries::updated.eq(at),
-                        );
-                        let changed =
-                            match r.lease {
-                                Some(lease) => diesel::update(targets.filter(
-                                    webhook_deliveries::next_attempt_at.eq(lease.naive_utc()),
-                                ))
-                                .set(values)
-                                .execute(conn)?,
-                                None => diesel::update(targets).set(values).execute(conn)?,
-                            };
-                        if changed == 1 {
-                            held.insert(delivery.clone());
-                        }
-                    }
-                }
-                // Test calls have no delivery: always kept.
-                let (kept, stale): (Vec<&AttemptRecord>, Vec<&AttemptRecord>) = records
-                    .into_iter()
-                    .partition(|r| r.delivery_id.as_ref().is_none_or(|id| held.contains(id)));
-                let rows: Vec<AttemptRow> = kept
-                    .iter()
-                    .map(|r| {
-                        let a = r.to_attempt(new_id(IdKind::Attempt));
-                        Ok(AttemptRow {
-                            id: a.id,
-                            subscription_id: a.subscription_id,
-                            // A delivery done leaves the outbox: its last attempt needs no link
-                            // to it. A failed one stays, and can be sent again (recover,
-                            // resend): the pruner keeps its log while it is pending.
-                            delivery_id: match r.next {
-                                NextStep::Done => None,
-                                NextStep::RetryAt(_) | NextStep::Failed => r.delivery_id.clone(),
-                            },
-                            event_id: a.event_id,
-                            event_name: a.event_name,
-                            attempt: write_number("webhook attempt number", a.attempt)?,
-                            trigger_kind: a.trigger,
-                            status_code: a.status_code.map(i32::from),
-                            error: a.error,
-                            duration_ms: write_number("webhook attempt duration", a.duration_ms)?,
-                            response_body: a.response_body,
-                            next_attempt_at: a.next_attempt_at.map(At::of),
-                            created: At::of(a.created),
-                        })
-                    })
-                    .collect::<Result<_, StorageError>>()
-                    .map_err(Failure::Domain)?;
-                for chunk in rows.chunks(INSERT_CHUNK) {
-                    crate::per_backend!(&mut *conn,
-                        c => diesel::insert_into(webhook_attempts::table).values(chunk)
-                            .execute(c))?;
-                }
-                // The subscription's health as the kept outcomes say.
-                for r in &kept {
-                    let at = r.at.naive_utc();
-                    let sub = webhook_subscriptions::table
-                        .filter(webhook_subscriptions::id.eq(&r.subscription_id));
-                    match &r.subscription {
-                        None => {}
-                        Some(SubscriptionChange::Recovered) => {
-                            diesel::update(sub)
-                                .set(webhook_subscriptions::failing_since.eq(None::<NaiveDateTime>))
-                                .execute(conn)?;
-                        }
-                        Some(SubscriptionChange::Failing { since }) => {
-                            diesel::update(
-                                sub.filter(webhook_subscriptions::failing_since.is_null()),
-                            )
-                            .set(webhook_subscriptions::failing_since.eq(since.naive_utc()))
-                            .execute(conn)?;
-                        }
-                        Some(SubscriptionChange::Disable { reason }) => {
-                            diesel::update(sub)
-                                .set((
-                                    webhook_subscriptions::enabled.eq(false),
-                                    webhook_subscriptions::disabled_reason.eq(reason),
-                                    webhook_subscriptions::updated.eq(at),
-                                ))
-                                .execute(conn)?;
-                            cancel_pending(conn, &r.subscription_id, at)?;
-                        }
-                    }
-                }
-                // Deliveries done for good, in the daily totals of their event's flow: their
-                // events' cards read in one query per chunk, not one per delivery.
-                let done: Vec<(&AttemptRecord, bool)> = kept
-                    .iter()
-                    .filter(|r| r.delivery_id.is_some())
-                    .filter_map(|r| match r.next {
-                        NextStep::Done => Some((*r, true)),
-                        NextStep::Failed => Some((*r, false)),
-                        NextStep::RetryAt(_) => None,
-                    })
-                    .collect();
-                let events: Vec<&str> = done.iter().map(|(r, _)| r.event_id.as_str()).collect();
-                let mut cards: HashMap<String, CardOf> = HashMap::with_capacity(events.len());
-                for chunk in events.chunks(INSERT_CHUNK) {
-                    let found: Vec<(String, CardOf)> = analytics_events::table
-                        .inner_join(card_instances::table)
-                        .filter(analytics_events::id.eq_any(chunk))
-                        .select((
-                            analytics_events::id,
-                            (
-                                card_instances::environment_id,
-                                card_instances::flow_id,
-                                card_instances::flow_version,
-                                card_instances::context,
-                                card_instances::created,
-                            ),
-                        ))
-                        .load(conn)?;
-                    cards.extend(found);
-                }
-                let mut totals = Totals::default();
-                for (r, succeeded) in done {
-                    if let Some(card) = cards.get(&r.event_id) {
-                        totals.delivery(card, succeeded, r.at.naive_utc());
-                    }
-                }
-                totals.flush(conn)?;
-                Ok(u64::try_from(stale.len()).unwrap_or(u64::MAX))
-            })
+            .transaction(move |conn| record::record(conn, &records))
             .await
     }
 }

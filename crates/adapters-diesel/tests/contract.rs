@@ -2747,6 +2747,31 @@ mod bulk_cancel_push {
         CancelTask::new(id.into(), "env_a", "flw_1", filter, t(created))
     }
 
+    /// Runs `task`'s batches of `limit` in turn, each to cancel the next of `expected`
+    /// instances.
+    async fn cancel_batches(
+        cancels: &DieselCancelRepository,
+        task: &CancelTask,
+        limit: u32,
+        now: domain::Timestamp,
+        expected: &[u64],
+    ) {
+        for &n in expected {
+            let done = cancels.cancel_batch(task, limit, now).await.expect("batch");
+            assert_eq!(done, Some(n));
+        }
+    }
+
+    /// The instances and cards `task` cancelled, as stored.
+    async fn cancelled(cancels: &DieselCancelRepository, task: &CancelTask) -> (u64, u64) {
+        let stored = cancels
+            .get("env_a", &task.id)
+            .await
+            .expect("get")
+            .expect("task");
+        (stored.actual, stored.cards_actual)
+    }
+
     async fn cancels_mark_engine_batches_and_cancel_in_batches(url: &str) {
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());
@@ -2821,24 +2846,8 @@ mod bulk_cancel_push {
             Some(CancelStatus::Processing)
         );
         assert_eq!(cancels.count(&all).await.expect("count"), (3, 3));
-        assert_eq!(
-            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            Some(2)
-        );
-        assert_eq!(
-            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            Some(1)
-        );
-        assert_eq!(
-            cancels.cancel_batch(&all, 2, t(11)).await.expect("batch"),
-            Some(0)
-        );
-        let stored = cancels
-            .get("env_a", &all.id)
-            .await
-            .expect("get")
-            .expect("task");
-        assert_eq!((stored.actual, stored.cards_actual), (3, 3));
+        cancel_batches(&cancels, &all, 2, t(11), &[2, 1, 0]).await;
+        assert_eq!(cancelled(&cancels, &all).await, (3, 3));
         let events = cards.events_of("env_a", "crd_1").await.expect("events");
         assert_eq!(
             events.last().map(|e| e.name.as_str()),
@@ -3588,18 +3597,10 @@ mod bulk_cancel_push {
                 "{inv} {user} {step}"
             );
         }
-        for expected in [1, 0, 0] {
-            let done = cancels.cancel_batch(&all, 2, t(15)).await.expect("batch");
-            assert_eq!(done, Some(expected));
-        }
+        cancel_batches(&cancels, &all, 2, t(15), &[1, 0, 0]).await;
         assert_eq!(status("inv_a", "u3", "s1").await, CardStatus::Cancelled);
         assert_eq!(status("inv_d", "u1", "s1").await, CardStatus::Active);
-        let stored = cancels
-            .get("env_a", &all.id)
-            .await
-            .expect("get")
-            .expect("task");
-        assert_eq!((stored.actual, stored.cards_actual), (3, 4));
+        assert_eq!(cancelled(&cancels, &all).await, (3, 4));
         // Nothing of the flow up to a task is left to cancel.
         let again = cancel_task(
             "00000000-0000-4000-8000-000000000004",
@@ -3681,24 +3682,8 @@ mod bulk_cancel_push {
         );
         cancels.create(&stop).await.expect("create");
         assert_eq!(cancels.count(&stop).await.expect("count"), (3, 5));
-        assert_eq!(
-            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            Some(2)
-        );
-        assert_eq!(
-            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            Some(1)
-        );
-        assert_eq!(
-            cancels.cancel_batch(&stop, 2, t(11)).await.expect("batch"),
-            Some(0)
-        );
-        let stored = cancels
-            .get("env_a", &stop.id)
-            .await
-            .expect("get")
-            .expect("task");
-        assert_eq!((stored.actual, stored.cards_actual), (3, 0));
+        cancel_batches(&cancels, &stop, 2, t(11), &[2, 1, 0]).await;
+        assert_eq!(cancelled(&cancels, &stop).await, (3, 0));
         for id in ["crd_u1_s1", "crd_u1_s2", "crd_u3_s2"] {
             let user = &id[4..6];
             let kept = cards.get("env_a", user, id).await.expect("get").expect(id);
@@ -3733,12 +3718,7 @@ mod bulk_cancel_push {
                 }
             }
         }
-        let stored = cancels
-            .get("env_a", &all.id)
-            .await
-            .expect("get")
-            .expect("task");
-        assert_eq!((stored.actual, stored.cards_actual), (2, 4));
+        assert_eq!(cancelled(&cancels, &all).await, (2, 4));
         assert_eq!(
             cards
                 .get("env_a", "u1", "crd_u1_s1")

@@ -218,18 +218,7 @@ fn seed(url: &str) {
         ("my-own-id", "completed", OLD.to_owned()),
         ("inv_fresh", "completed", now.clone()),
     ] {
-        raw_execute(
-            url,
-            &format!(
-                "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, \
-                fingerprint, target, payload, strict_variables, bulk, status, users_targeted, \
-                    cards_created, errors, attempts, created, updated) \
-             VALUES ('env_a', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, \
-                 '{status}', 1, 1, '[]', 0, {}, {})",
-                at(OLD),
-                at(&updated)
-            ),
-        );
+        insert_invocation(url, "env_a", id, status, &at(OLD), &at(&updated));
     }
     for (id, status) in [(1, "completed"), (2, "processing")] {
         raw_execute(
@@ -252,6 +241,21 @@ fn seed(url: &str) {
             );
         }
     }
+}
+
+/// Stores an invocation `id` of `flw_1` in `env`, `status`, created and updated at the SQL
+/// times `created` and `updated`.
+fn insert_invocation(url: &str, env: &str, id: &str, status: &str, created: &str, updated: &str) {
+    raw_execute(
+        url,
+        &format!(
+            "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, \
+             fingerprint, target, payload, strict_variables, bulk, status, users_targeted, \
+             cards_created, errors, attempts, created, updated) \
+             VALUES ('{env}', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, \
+             '{status}', 1, 1, '[]', 0, {created}, {updated})"
+        ),
+    );
 }
 
 fn ids(url: &str, table: &str, column: &str) -> Vec<String> {
@@ -417,17 +421,13 @@ async fn invocations_go_batch_by_batch_past_the_ones_kept(url: &str) {
     );
     let late = "2020-01-01 00:00:00.123";
     for (env, id, ended) in [("env_b", "inv_0", OLD), ("env_a", "inv_late", late)] {
-        raw_execute(
+        insert_invocation(
             url,
-            &format!(
-                "INSERT INTO invocations (environment_id, id, flow_id, mode, flow_version, \
-                fingerprint, target, payload, strict_variables, bulk, status, users_targeted, \
-                    cards_created, errors, attempts, created, updated) \
-             VALUES ('{env}', '{id}', 'flw_1', 'live', 1, 'f', '{{}}', '{{}}', FALSE, FALSE, \
-                 'completed', 1, 1, '[]', 0, {}, {})",
-                instant(url, OLD),
-                instant(url, ended)
-            ),
+            env,
+            id,
+            "completed",
+            &instant(url, OLD),
+            &instant(url, ended),
         );
     }
     raw_execute(

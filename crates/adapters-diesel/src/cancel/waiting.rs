@@ -8,7 +8,7 @@ use domain::card::InstanceStatus;
 use domain::flow::steps::{run, InstanceState};
 use domain::Timestamp;
 
-use super::{TaskRow, CHUNK};
+use super::task::{TaskRow, CHUNK};
 use crate::db::{AnyConnection, Failure};
 use crate::error::write_number;
 use crate::millis::At;

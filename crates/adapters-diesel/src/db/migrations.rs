@@ -7,7 +7,11 @@ use diesel::migration::MigrationSource;
 use diesel::{QueryableByName, RunQueryDsl};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
+use diesel::sqlite::SqliteConnection;
+use diesel::Connection;
+
 use super::connection::{AnyConnection, DatabaseError, SQLITE_PAGE_SIZE};
+use super::url::DatabaseUrl;
 
 /// The SQLite schema's migrations, embedded in the binary.
 pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
@@ -230,4 +234,36 @@ fn apply(conn: &mut AnyConnection, may_migrate: bool) -> Result<Vec<String>, Dat
     let mut applied: Vec<String> = applied.map_err(|e| failed(&e))?;
     applied.sort();
     Ok(applied)
+}
+
+/// Applies pending migrations (refusing a newer schema); the versions applied.
+pub(crate) fn migrate(conn: &mut AnyConnection) -> Result<Vec<String>, DatabaseError> {
+    prepare(conn, true)
+}
+
+/// The schema of the database at `url` against this binary's migrations, changing nothing.
+/// A SQLite file that does not exist yet is not created: everything is pending.
+pub fn schema_status(url: &DatabaseUrl) -> Result<SchemaStatus, DatabaseError> {
+    if let Some(file) = url.sqlite_file() {
+        if !file.exists() {
+            let mut empty = SqliteConnection::establish(":memory:")
+                .map(AnyConnection::Sqlite)
+                .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+            return status(&mut empty);
+        }
+    }
+    let mut conn = url
+        .establish()
+        .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+    status(&mut conn)
+}
+
+/// Applies the pending migrations of the database at `url` (`workbench migrate`); the
+/// versions applied, and the schema after.
+pub fn apply_migrations(url: &DatabaseUrl) -> Result<(Vec<String>, SchemaStatus), DatabaseError> {
+    let mut conn = url
+        .establish()
+        .map_err(|e| DatabaseError::Connect(e.to_string()))?;
+    let applied = migrate(&mut conn)?;
+    Ok((applied, status(&mut conn)?))
 }

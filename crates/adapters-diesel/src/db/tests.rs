@@ -1,8 +1,12 @@
 use super::*;
 use std::path::PathBuf;
+use std::time::Duration;
 
+use diesel::connection::SimpleConnection;
 use diesel::pg::PgConnection;
+use diesel::{Connection, RunQueryDsl};
 
+use super::calls::FRESH;
 use super::connection::SQLITE_PAGE_SIZE;
 
 #[test]

@@ -1,9 +1,12 @@
-//! Which subscriptions have deliveries pending, for the claims.
+//! Pending deliveries: which subscriptions have some, for the claims, and cancelling those of
+//! a subscription disabled.
 
+use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use domain::webhook::DeliveryStatus;
 
 use crate::db::{AnyConnection, Failure};
+use crate::schema::webhook_deliveries;
 
 /// Subscriptions with pending work one claim looks at, at most.
 const MAX_SCANNED_SUBSCRIPTIONS: i64 = 10_000;
@@ -30,4 +33,23 @@ pub(super) fn pending_subscriptions(conn: &mut AnyConnection) -> Result<Vec<Stri
     let rows: Vec<SubscriptionId> =
         crate::per_backend!(&mut *conn, c => diesel::sql_query(&sql).load(c))?;
     Ok(rows.into_iter().filter_map(|r| r.id).collect())
+}
+
+/// Cancels what is still queued for a subscription (it was disabled).
+pub(super) fn cancel_pending(
+    conn: &mut AnyConnection,
+    id: &str,
+    now: NaiveDateTime,
+) -> Result<(), Failure> {
+    diesel::update(
+        webhook_deliveries::table
+            .filter(webhook_deliveries::subscription_id.eq(id))
+            .filter(webhook_deliveries::status.eq(DeliveryStatus::Pending.as_str())),
+    )
+    .set((
+        webhook_deliveries::status.eq(DeliveryStatus::Cancelled.as_str()),
+        webhook_deliveries::updated.eq(now),
+    ))
+    .execute(conn)?;
+    Ok(())
 }
