@@ -187,7 +187,29 @@ fn parse_condition(item: &Value, path: &str) -> Result<Condition, Vec<FieldError
             "must be an object with `field`, `op` and `value`",
         )]);
     };
-    let field = match object.get("field").and_then(Value::as_str) {
+    let field = parse_field(&mut errors, object.get("field"), path);
+    let op = parse_op(&mut errors, object.get("op"), path);
+    let value = object.get("value").cloned().unwrap_or(Value::Null);
+    if let (Some(field), Some(op)) = (&field, op) {
+        let allowed = value_fits(&mut errors, field, op, &value, path);
+        if allowed && errors.is_empty() {
+            return Ok(Condition {
+                field: field.clone(),
+                op,
+                value,
+            });
+        }
+    }
+    Err(errors)
+}
+
+/// A condition's `field`, or (with its problem in `errors`) none.
+fn parse_field(
+    errors: &mut Vec<FieldError>,
+    field: Option<&Value>,
+    path: &str,
+) -> Option<FilterField> {
+    match field.and_then(Value::as_str) {
         Some("id") => Some(FilterField::Id),
         Some("testUser") => Some(FilterField::TestUser),
         Some("tags") => Some(FilterField::Tags),
@@ -201,8 +223,12 @@ fn parse_condition(item: &Value, path: &str) -> Result<Condition, Vec<FieldError
             ));
             None
         }
-    };
-    let op = match object.get("op").and_then(Value::as_str).and_then(Op::parse) {
+    }
+}
+
+/// A condition's `op`, or (with its problem in `errors`) none.
+fn parse_op(errors: &mut Vec<FieldError>, op: Option<&Value>, path: &str) -> Option<Op> {
+    match op.and_then(Value::as_str).and_then(Op::parse) {
         Some(op) => Some(op),
         None => {
             errors.push(FieldError::new(
@@ -211,64 +237,59 @@ fn parse_condition(item: &Value, path: &str) -> Result<Condition, Vec<FieldError
             ));
             None
         }
-    };
-    let value = object.get("value").cloned().unwrap_or(Value::Null);
-    if let (Some(field), Some(op)) = (&field, op) {
-        let value_path = format!("{path}.value");
-        let allowed = match (field, op) {
-            (FilterField::TestUser, Op::Eq | Op::Neq) => {
-                value.is_boolean() || problem(&mut errors, &value_path, "must be true or false")
-            }
-            (FilterField::TestUser, _) => problem(
-                &mut errors,
-                &format!("{path}.op"),
-                "testUser takes eq or neq",
+    }
+}
+
+/// Whether `field` takes `op`, and `op` takes `value`; each problem goes to `errors`.
+fn value_fits(
+    errors: &mut Vec<FieldError>,
+    field: &FilterField,
+    op: Op,
+    value: &Value,
+    path: &str,
+) -> bool {
+    let value_path = format!("{path}.value");
+    match (field, op) {
+        (FilterField::TestUser, Op::Eq | Op::Neq) => {
+            value.is_boolean() || problem(errors, &value_path, "must be true or false")
+        }
+        (FilterField::TestUser, _) => {
+            problem(errors, &format!("{path}.op"), "testUser takes eq or neq")
+        }
+        (FilterField::Tags, Op::Gt | Op::Lt) => problem(
+            errors,
+            &format!("{path}.op"),
+            "tags take eq, neq, in, contains or exists",
+        ),
+        (FilterField::Tags, Op::Eq | Op::Neq | Op::Contains) => {
+            value.is_string() || problem(errors, &value_path, "must be a tag (a string)")
+        }
+        (_, Op::In) => match value {
+            Value::Array(items) if !items.is_empty() && items.iter().all(scalar) => true,
+            _ => problem(
+                errors,
+                &value_path,
+                "must be a non-empty array of strings, numbers or booleans",
             ),
-            (FilterField::Tags, Op::Gt | Op::Lt) => problem(
-                &mut errors,
-                &format!("{path}.op"),
-                "tags take eq, neq, in, contains or exists",
-            ),
-            (FilterField::Tags, Op::Eq | Op::Neq | Op::Contains) => {
-                value.is_string() || problem(&mut errors, &value_path, "must be a tag (a string)")
-            }
-            (_, Op::In) => match &value {
-                Value::Array(items) if !items.is_empty() && items.iter().all(scalar) => true,
-                _ => problem(
-                    &mut errors,
+        },
+        (_, Op::Exists) => {
+            matches!(value, Value::Bool(_) | Value::Null)
+                || problem(errors, &value_path, "must be true or false")
+        }
+        (_, Op::Contains) => value.is_string() || problem(errors, &value_path, "must be a string"),
+        (_, Op::Gt | Op::Lt) => {
+            matches!(value, Value::Number(_) | Value::String(_))
+                || problem(errors, &value_path, "must be a number or a string")
+        }
+        (_, Op::Eq | Op::Neq) => {
+            scalar(value)
+                || problem(
+                    errors,
                     &value_path,
-                    "must be a non-empty array of strings, numbers or booleans",
-                ),
-            },
-            (_, Op::Exists) => {
-                matches!(value, Value::Bool(_) | Value::Null)
-                    || problem(&mut errors, &value_path, "must be true or false")
-            }
-            (_, Op::Contains) => {
-                value.is_string() || problem(&mut errors, &value_path, "must be a string")
-            }
-            (_, Op::Gt | Op::Lt) => {
-                matches!(value, Value::Number(_) | Value::String(_))
-                    || problem(&mut errors, &value_path, "must be a number or a string")
-            }
-            (_, Op::Eq | Op::Neq) => {
-                scalar(&value)
-                    || problem(
-                        &mut errors,
-                        &value_path,
-                        "must be a string, a number or a boolean",
-                    )
-            }
-        };
-        if allowed && errors.is_empty() {
-            return Ok(Condition {
-                field: field.clone(),
-                op,
-                value,
-            });
+                    "must be a string, a number or a boolean",
+                )
         }
     }
-    Err(errors)
 }
 
 fn problem(errors: &mut Vec<FieldError>, path: &str, message: &str) -> bool {

@@ -200,81 +200,104 @@ fn card_templates<'v>(
             &template_path.key("variables"),
         );
         let known = |name: &str| own.contains(name) || flow_variables.contains(name);
-
         let metadata_path = template_path.key("metadata");
         if let Some(metadata) = object(p, template.get("metadata"), &metadata_path, true) {
-            match metadata.get("cardName") {
-                Some(Value::String(name)) if !name.trim().is_empty() => {}
-                Some(Value::String(_)) | None => p.add(
-                    &metadata_path.key("cardName"),
-                    "is required and must not be empty",
-                ),
-                Some(other) => p.add(
-                    &metadata_path.key("cardName"),
-                    format!("must be a string, not {}", describe(other)),
-                ),
-            }
-            if metadata
-                .get("cardDescription")
-                .is_some_and(|d| !d.is_string())
-            {
-                p.add(&metadata_path.key("cardDescription"), "must be a string");
-            }
-            let delivery_path = metadata_path.key("delivery");
-            if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
-                if let Some(priority) = delivery.get("priority") {
-                    let valid = priority
-                        .as_u64()
-                        .and_then(|n| u8::try_from(n).ok())
-                        .is_some_and(|n| PRIORITIES.contains(&n));
-                    if !valid {
-                        p.add(
-                            &delivery_path.key("priority"),
-                            format!("must be a whole number from 1 to 10, not {priority}"),
-                        );
-                    }
-                }
-            }
+            check_metadata(p, metadata, &metadata_path);
         }
+        check_views(p, template, &template_path, &known);
+        check_notification(p, template, &template_path, &known);
+    }
+    templates.keys().map(String::as_str).collect()
+}
 
-        let default_view_path = template_path.key("defaultView");
-        if let Some(view) = object(p, template.get("defaultView"), &default_view_path, false) {
-            check_view(p, view, &default_view_path, &known);
-        }
-        let subviews_path = template_path.key("subviews");
-        if let Some(subviews) = object(p, template.get("subviews"), &subviews_path, false) {
-            for (name, view) in subviews {
-                let view_path = subviews_path.key(name);
-                if let Some(view) = object(p, Some(view), &view_path, true) {
-                    check_view(p, view, &view_path, &known);
-                }
-            }
-        }
-        let notification_path = template_path.key("notification");
-        if let Some(notification) =
-            object(p, template.get("notification"), &notification_path, false)
-        {
-            // The push's title and body are text: anything else was stored and pushed as JSON.
-            let attributes_path = notification_path.key("attributes");
-            if let Some(attributes) =
-                object(p, notification.get("attributes"), &attributes_path, false)
-            {
-                for field in ["title", "body"] {
-                    match attributes.get(field) {
-                        None | Some(Value::String(_)) => {}
-                        Some(other) => p.add(
-                            &attributes_path.key(field),
-                            format!("must be a string, not {}", describe(other)),
-                        ),
-                    }
-                }
-            }
-            if let Some(notification) = template.get("notification") {
-                check_references(p, notification, &notification_path, &known);
+/// A template's `metadata`: a non-empty `cardName`, a string `cardDescription`, a known
+/// `delivery.priority`.
+fn check_metadata(p: &mut Problems, metadata: &Map<String, Value>, metadata_path: &Path<'_>) {
+    match metadata.get("cardName") {
+        Some(Value::String(name)) if !name.trim().is_empty() => {}
+        Some(Value::String(_)) | None => p.add(
+            &metadata_path.key("cardName"),
+            "is required and must not be empty",
+        ),
+        Some(other) => p.add(
+            &metadata_path.key("cardName"),
+            format!("must be a string, not {}", describe(other)),
+        ),
+    }
+    if metadata
+        .get("cardDescription")
+        .is_some_and(|d| !d.is_string())
+    {
+        p.add(&metadata_path.key("cardDescription"), "must be a string");
+    }
+    let delivery_path = metadata_path.key("delivery");
+    if let Some(delivery) = object(p, metadata.get("delivery"), &delivery_path, false) {
+        if let Some(priority) = delivery.get("priority") {
+            let valid = priority
+                .as_u64()
+                .and_then(|n| u8::try_from(n).ok())
+                .is_some_and(|n| PRIORITIES.contains(&n));
+            if !valid {
+                p.add(
+                    &delivery_path.key("priority"),
+                    format!("must be a whole number from 1 to 10, not {priority}"),
+                );
             }
         }
     }
-    templates.keys().map(String::as_str).collect()
+}
+
+/// A template's `defaultView` and each of its `subviews`.
+fn check_views(
+    p: &mut Problems,
+    template: &Map<String, Value>,
+    template_path: &Path<'_>,
+    known: &dyn Fn(&str) -> bool,
+) {
+    let default_view_path = template_path.key("defaultView");
+    if let Some(view) = object(p, template.get("defaultView"), &default_view_path, false) {
+        check_view(p, view, &default_view_path, known);
+    }
+    let subviews_path = template_path.key("subviews");
+    if let Some(subviews) = object(p, template.get("subviews"), &subviews_path, false) {
+        for (name, view) in subviews {
+            let view_path = subviews_path.key(name);
+            if let Some(view) = object(p, Some(view), &view_path, true) {
+                check_view(p, view, &view_path, known);
+            }
+        }
+    }
+}
+
+/// A template's `notification`: text for the push's title and body, and references that
+/// resolve.
+fn check_notification(
+    p: &mut Problems,
+    template: &Map<String, Value>,
+    template_path: &Path<'_>,
+    known: &dyn Fn(&str) -> bool,
+) {
+    let notification_path = template_path.key("notification");
+    let Some(notification) = object(p, template.get("notification"), &notification_path, false)
+    else {
+        return;
+    };
+    // The push's title and body are text: anything else was stored and pushed as JSON.
+    let attributes_path = notification_path.key("attributes");
+    if let Some(attributes) = object(p, notification.get("attributes"), &attributes_path, false) {
+        for field in ["title", "body"] {
+            match attributes.get(field) {
+                None | Some(Value::String(_)) => {}
+                Some(other) => p.add(
+                    &attributes_path.key(field),
+                    format!("must be a string, not {}", describe(other)),
+                ),
+            }
+        }
+    }
+    if let Some(notification) = template.get("notification") {
+        check_references(p, notification, &notification_path, known);
+    }
 }
 
 fn check_view(
@@ -303,64 +326,84 @@ fn check_view(
             let Some(element) = object(p, Some(element), &element_path, true) else {
                 continue;
             };
-            match element.get("key") {
-                Some(Value::String(key)) if !key.is_empty() => {
-                    if let Some((first_list, first_index)) = keys.insert(key.as_str(), (list, i)) {
-                        let first = path.key(first_list);
-                        let first = first.index(first_index);
-                        p.add(
-                            &element_path.key("key"),
-                            format!(
-                                "`{key}` is already the key of {first}; keys are unique within \
-                                a view"
-                            ),
-                        );
-                    }
-                }
-                Some(Value::String(_)) | None => p.add(
-                    &element_path.key("key"),
-                    "is required and must not be empty",
-                ),
-                Some(other) => p.add(
-                    &element_path.key("key"),
-                    format!("must be a string, not {}", describe(other)),
-                ),
-            }
-            let element_type = match element.get("type") {
-                Some(Value::String(t)) => Some(t.as_str()),
-                Some(other) => {
+            if let Some(key) = element_key(p, element, &element_path) {
+                if let Some((first_list, first_index)) = keys.insert(key, (list, i)) {
+                    let first = path.key(first_list);
+                    let first = first.index(first_index);
                     p.add(
-                        &element_path.key("type"),
-                        format!("must be a string, not {}", describe(other)),
+                        &element_path.key("key"),
+                        format!(
+                            "`{key}` is already the key of {first}; keys are unique within \
+                            a view"
+                        ),
                     );
-                    None
-                }
-                None => {
-                    p.add(&element_path.key("type"), "is required");
-                    None
-                }
-            };
-            let attributes_path = element_path.key("attributes");
-            let attributes = object(p, element.get("attributes"), &attributes_path, false);
-            if let Some((_, required)) =
-                element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t))
-            {
-                match attributes.and_then(|a| a.get(*required)) {
-                    Some(Value::String(s)) if !s.is_empty() => {}
-                    Some(Value::String(_)) | None => p.add(
-                        &attributes_path.key(required),
-                        "is required and must not be empty",
-                    ),
-                    Some(other) => p.add(
-                        &attributes_path.key(required),
-                        format!("must be a string, not {}", describe(other)),
-                    ),
                 }
             }
-            if let Some(attributes) = element.get("attributes") {
-                check_references(p, attributes, &attributes_path, known);
-            }
+            check_element(p, element, &element_path, known);
         }
+    }
+}
+
+/// An element's `key`, when it is a non-empty string.
+fn element_key<'v>(
+    p: &mut Problems,
+    element: &'v Map<String, Value>,
+    element_path: &Path<'_>,
+) -> Option<&'v str> {
+    match element.get("key") {
+        Some(Value::String(key)) if !key.is_empty() => return Some(key.as_str()),
+        Some(Value::String(_)) | None => p.add(
+            &element_path.key("key"),
+            "is required and must not be empty",
+        ),
+        Some(other) => p.add(
+            &element_path.key("key"),
+            format!("must be a string, not {}", describe(other)),
+        ),
+    }
+    None
+}
+
+/// An element's `type`, the attribute a known type requires, and its attributes' references.
+fn check_element(
+    p: &mut Problems,
+    element: &Map<String, Value>,
+    element_path: &Path<'_>,
+    known: &dyn Fn(&str) -> bool,
+) {
+    let element_type = match element.get("type") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(other) => {
+            p.add(
+                &element_path.key("type"),
+                format!("must be a string, not {}", describe(other)),
+            );
+            None
+        }
+        None => {
+            p.add(&element_path.key("type"), "is required");
+            None
+        }
+    };
+    let attributes_path = element_path.key("attributes");
+    let attributes = object(p, element.get("attributes"), &attributes_path, false);
+    if let Some((_, required)) =
+        element_type.and_then(|t| KNOWN_ELEMENTS.iter().find(|(name, _)| *name == t))
+    {
+        match attributes.and_then(|a| a.get(*required)) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) | None => p.add(
+                &attributes_path.key(required),
+                "is required and must not be empty",
+            ),
+            Some(other) => p.add(
+                &attributes_path.key(required),
+                format!("must be a string, not {}", describe(other)),
+            ),
+        }
+    }
+    if let Some(attributes) = element.get("attributes") {
+        check_references(p, attributes, &attributes_path, known);
     }
 }
 

@@ -124,147 +124,187 @@ pub fn decide(
     command: &Command,
     context: &Context<'_>,
 ) -> Result<Transition, DomainError> {
-    let now = context.now;
     let mut next = flow.clone();
-    next.updated = now;
+    next.updated = context.now;
     match command {
-        Command::Publish(config) => {
-            if context.approvals_enabled {
-                return Err(publish_needs_approval());
-            }
-            refuse_archived(flow)?;
-            if let Some(draft) = flow.draft_version {
-                return Err(DomainError::conflict(
-                    ConflictKind::DraftExists,
-                    format!(
-                        "version {draft} is a draft: publish it (config/draft/publish) or \
-                        discard it before publishing a new configuration"
-                    ),
-                ));
-            }
-            check_config(config)?;
+        Command::Publish(config) => publish(flow, next, config, context),
+        Command::SaveDraft(config) => save_draft(flow, next, draft, config, context),
+        Command::DiscardDraft => discard_draft(flow, next),
+        Command::ApproveDraft => approve_draft(flow, next, draft, context),
+        Command::PublishDraft => publish_draft(flow, next, draft, context),
+        Command::SetArchived(archived) => Ok(set_archived(flow, next, *archived)),
+    }
+}
+
+/// [`Command::Publish`]: a new published version, unless approvals are on, the flow is
+/// archived or has a draft, or the configuration is invalid.
+fn publish(
+    flow: &Flow,
+    mut next: Flow,
+    config: &Value,
+    context: &Context<'_>,
+) -> Result<Transition, DomainError> {
+    if context.approvals_enabled {
+        return Err(publish_needs_approval());
+    }
+    refuse_archived(flow)?;
+    if let Some(draft) = flow.draft_version {
+        return Err(DomainError::conflict(
+            ConflictKind::DraftExists,
+            format!(
+                "version {draft} is a draft: publish it (config/draft/publish) or \
+                discard it before publishing a new configuration"
+            ),
+        ));
+    }
+    check_config(config)?;
+    let version = new_version(flow, VersionStatus::Published, config, context);
+    next.latest_version = version.version;
+    next.published_version = Some(version.version);
+    next.variables = variables_of(&version.config);
+    Ok(inserted(next, version))
+}
+
+/// The flow's next version, numbered from its counter, saved by `context.by` with `config`.
+fn new_version(
+    flow: &Flow,
+    status: VersionStatus,
+    config: &Value,
+    context: &Context<'_>,
+) -> FlowVersion {
+    let now = context.now;
+    FlowVersion {
+        flow_id: flow.id.clone().into(),
+        version: flow.latest_version + 1,
+        status,
+        config: config.clone(),
+        created_by: context.by.to_owned(),
+        approved_by: None,
+        approved: None,
+        published: (status == VersionStatus::Published).then_some(now),
+        created: now,
+        updated: now,
+    }
+}
+
+/// [`Command::SaveDraft`]: the draft's configuration replaced (its approval cleared), or a
+/// new draft version.
+fn save_draft(
+    flow: &Flow,
+    mut next: Flow,
+    draft: Option<&FlowVersion>,
+    config: &Value,
+    context: &Context<'_>,
+) -> Result<Transition, DomainError> {
+    check_config(config)?;
+    refuse_archived(flow)?;
+    let (version, change) = match flow.draft_version {
+        Some(_) => {
+            let current = current_draft(flow, draft)?;
             let version = FlowVersion {
-                flow_id: flow.id.clone().into(),
-                version: flow.latest_version + 1,
-                status: VersionStatus::Published,
                 config: config.clone(),
                 created_by: context.by.to_owned(),
                 approved_by: None,
                 approved: None,
-                published: Some(now),
-                created: now,
-                updated: now,
+                updated: context.now,
+                ..current.clone()
             };
-            next.latest_version = version.version;
-            next.published_version = Some(version.version);
-            next.variables = variables_of(&version.config);
-            Ok(inserted(next, version))
+            (version.clone(), VersionChange::Update(version))
         }
-        Command::SaveDraft(config) => {
-            check_config(config)?;
-            refuse_archived(flow)?;
-            let (version, change) = match flow.draft_version {
-                Some(_) => {
-                    let current = current_draft(flow, draft)?;
-                    let version = FlowVersion {
-                        config: config.clone(),
-                        created_by: context.by.to_owned(),
-                        approved_by: None,
-                        approved: None,
-                        updated: now,
-                        ..current.clone()
-                    };
-                    (version.clone(), VersionChange::Update(version))
-                }
-                None => {
-                    let version = FlowVersion {
-                        flow_id: flow.id.clone().into(),
-                        version: flow.latest_version + 1,
-                        status: VersionStatus::Draft,
-                        config: config.clone(),
-                        created_by: context.by.to_owned(),
-                        approved_by: None,
-                        approved: None,
-                        published: None,
-                        created: now,
-                        updated: now,
-                    };
-                    (version.clone(), VersionChange::Insert(version))
-                }
-            };
-            next.latest_version = next.latest_version.max(version.version);
-            next.draft_version = Some(version.version);
-            if next.published_version.is_none() {
-                next.variables = variables_of(&version.config);
-            }
-            Ok(Transition {
-                flow: next,
-                change,
-                version: Some(version),
-            })
+        None => {
+            let version = new_version(flow, VersionStatus::Draft, config, context);
+            (version.clone(), VersionChange::Insert(version))
         }
-        Command::DiscardDraft => {
-            let draft = flow
-                .draft_version
-                .ok_or(DomainError::NotFound(Resource::Draft))?;
-            next.draft_version = None;
-            if next.published_version.is_none() {
-                next.variables = Map::new();
-            }
-            Ok(Transition {
-                flow: next,
-                change: VersionChange::Delete(draft),
-                version: None,
-            })
-        }
-        Command::ApproveDraft => {
-            let draft = current_draft(flow, draft)?;
-            if draft.created_by == context.by {
-                return Err(DomainError::Forbidden(
-                    "a draft must be approved by a credential other than the one that saved it"
-                        .into(),
-                ));
-            }
-            let version = FlowVersion {
-                approved_by: Some(context.by.to_owned()),
-                approved: Some(now),
-                ..draft.clone()
-            };
-            Ok(updated(next, version))
-        }
-        Command::PublishDraft => {
-            refuse_archived(flow)?;
-            let draft = current_draft(flow, draft)?;
-            if context.approvals_enabled && draft.approved_by.is_none() {
-                return Err(DomainError::ApprovalRequired(
-                    "approvals are enabled for this environment: the draft must be approved by \
-                        another credential first"
-                        .into(),
-                ));
-            }
-            check_config(&draft.config)?;
-            let version = FlowVersion {
-                status: VersionStatus::Published,
-                published: Some(now),
-                updated: now,
-                ..draft.clone()
-            };
-            next.published_version = Some(version.version);
-            next.draft_version = None;
-            next.variables = variables_of(&version.config);
-            Ok(updated(next, version))
-        }
-        Command::SetArchived(archived) => {
-            if flow.archived == *archived {
-                next.updated = flow.updated;
-            }
-            next.archived = *archived;
-            Ok(Transition {
-                flow: next,
-                change: VersionChange::None,
-                version: None,
-            })
-        }
+    };
+    next.latest_version = next.latest_version.max(version.version);
+    next.draft_version = Some(version.version);
+    if next.published_version.is_none() {
+        next.variables = variables_of(&version.config);
+    }
+    Ok(Transition {
+        flow: next,
+        change,
+        version: Some(version),
+    })
+}
+
+/// [`Command::DiscardDraft`]: the draft deleted; a flow never published loses its variables.
+fn discard_draft(flow: &Flow, mut next: Flow) -> Result<Transition, DomainError> {
+    let draft = flow
+        .draft_version
+        .ok_or(DomainError::NotFound(Resource::Draft))?;
+    next.draft_version = None;
+    if next.published_version.is_none() {
+        next.variables = Map::new();
+    }
+    Ok(Transition {
+        flow: next,
+        change: VersionChange::Delete(draft),
+        version: None,
+    })
+}
+
+/// [`Command::ApproveDraft`]: approved by a credential other than the one that saved it.
+fn approve_draft(
+    flow: &Flow,
+    next: Flow,
+    draft: Option<&FlowVersion>,
+    context: &Context<'_>,
+) -> Result<Transition, DomainError> {
+    let draft = current_draft(flow, draft)?;
+    if draft.created_by == context.by {
+        return Err(DomainError::Forbidden(
+            "a draft must be approved by a credential other than the one that saved it".into(),
+        ));
+    }
+    let version = FlowVersion {
+        approved_by: Some(context.by.to_owned()),
+        approved: Some(context.now),
+        ..draft.clone()
+    };
+    Ok(updated(next, version))
+}
+
+/// [`Command::PublishDraft`]: the draft published under its own number, approved first when
+/// approvals are on.
+fn publish_draft(
+    flow: &Flow,
+    mut next: Flow,
+    draft: Option<&FlowVersion>,
+    context: &Context<'_>,
+) -> Result<Transition, DomainError> {
+    refuse_archived(flow)?;
+    let draft = current_draft(flow, draft)?;
+    if context.approvals_enabled && draft.approved_by.is_none() {
+        return Err(DomainError::ApprovalRequired(
+            "approvals are enabled for this environment: the draft must be approved by \
+                another credential first"
+                .into(),
+        ));
+    }
+    check_config(&draft.config)?;
+    let version = FlowVersion {
+        status: VersionStatus::Published,
+        published: Some(context.now),
+        updated: context.now,
+        ..draft.clone()
+    };
+    next.published_version = Some(version.version);
+    next.draft_version = None;
+    next.variables = variables_of(&version.config);
+    Ok(updated(next, version))
+}
+
+/// [`Command::SetArchived`]: a flow already so keeps its `updated` time.
+fn set_archived(flow: &Flow, mut next: Flow, archived: bool) -> Transition {
+    if flow.archived == archived {
+        next.updated = flow.updated;
+    }
+    next.archived = archived;
+    Transition {
+        flow: next,
+        change: VersionChange::None,
+        version: None,
     }
 }
 

@@ -97,6 +97,21 @@ impl Mocks {
         self
     }
 
+    /// The flow as the `n`th read of it (from 1) sees it; answers how many reads there were.
+    fn stored_per_read(
+        &mut self,
+        flow_at: impl Fn(u32) -> Flow + Send + 'static,
+    ) -> Arc<Mutex<u32>> {
+        let reads = Arc::new(Mutex::new(0));
+        let counter = reads.clone();
+        self.flows.expect_get().returning(move |_, _| {
+            let mut n = counter.lock().expect("lock");
+            *n += 1;
+            Ok(Some(flow_at(*n)))
+        });
+        reads
+    }
+
     fn service(self) -> FlowService {
         let mut clock = MockClock::new();
         clock.expect_now().returning(t0);
@@ -107,6 +122,16 @@ impl Mocks {
             Arc::new(clock),
         )
     }
+}
+
+/// The version a publish of [`config`] by `key_a` answers, with the mocks as set.
+async fn published_by_key_a(m: Mocks) -> FlowVersion {
+    let (_, version) = m
+        .service()
+        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
+        .await
+        .expect("published");
+    version
 }
 
 fn code(err: &DomainError) -> String {
@@ -242,12 +267,7 @@ async fn publish_creates_the_next_version_with_compare_and_swap() {
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
-    let (_, published) = m
-        .service()
-        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
-        .await
-        .expect("published");
-    assert_eq!(published.version, 3);
+    assert_eq!(published_by_key_a(m).await.version, 3);
 }
 
 /// Contract §21: a publish with `cancelActiveInstances` writes, with its version, a cancel task
@@ -298,18 +318,12 @@ async fn a_publish_that_cancels_older_instances_saves_the_task_with_its_version(
 #[tokio::test]
 async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
     let mut m = Mocks::new().approvals(false);
-    let reads = Arc::new(Mutex::new(0));
-    let counter = reads.clone();
-    m.flows.expect_get().returning(move |_, _| {
-        let mut n = counter.lock().expect("lock");
-        *n += 1;
-        // The second read sees the version the racing request published.
-        Ok(Some(Flow {
-            latest_version: *n,
-            published_version: Some(*n),
-            revision: i64::from(*n),
-            ..flow()
-        }))
+    // The second read sees the version the racing request published.
+    let reads = m.stored_per_read(|n| Flow {
+        latest_version: n,
+        published_version: Some(n),
+        revision: i64::from(n),
+        ..flow()
     });
     m.flows
         .expect_save()
@@ -325,12 +339,7 @@ async fn a_publish_that_loses_a_race_decides_again_and_takes_the_next_number() {
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
-    let (_, v) = m
-        .service()
-        .publish(&who("key_a"), &ENV.into(), &"flw_1".into(), config())
-        .await
-        .expect("published");
-    assert_eq!(v.version, 3);
+    assert_eq!(published_by_key_a(m).await.version, 3);
     assert_eq!(*reads.lock().expect("lock"), 2);
 }
 
@@ -769,18 +778,12 @@ async fn the_key_that_drafts_cannot_switch_approvals_off() {
 #[tokio::test]
 async fn a_draft_discarded_between_its_flow_and_its_read_is_decided_again() {
     let mut m = Mocks::new().approvals(false);
-    let reads = Arc::new(Mutex::new(0));
-    let counter = reads.clone();
-    m.flows.expect_get().returning(move |_, _| {
-        let mut n = counter.lock().expect("lock");
-        *n += 1;
-        // The first read still names draft 2; by the second it has been discarded.
-        Ok(Some(Flow {
-            latest_version: 2,
-            published_version: Some(1),
-            draft_version: (*n == 1).then_some(2),
-            ..flow()
-        }))
+    // The first read still names draft 2; by the second it has been discarded.
+    let reads = m.stored_per_read(|n| Flow {
+        latest_version: 2,
+        published_version: Some(1),
+        draft_version: (n == 1).then_some(2),
+        ..flow()
     });
     m.flows.expect_get_version().returning(|_, _| Ok(None));
     m.flows.expect_save().never();

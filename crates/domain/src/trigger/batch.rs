@@ -79,44 +79,13 @@ pub(super) fn batch_for(
     batch.cards.reserve(users * prototypes.len());
     batch.events.reserve(users * prototypes.len());
     for (n, user) in audience.users.iter().enumerate() {
-        // The user's flow instance: its cards, which carry its id.
-        let instance = new_id(IdKind::FlowInstance);
         // The last user's cards take the prototypes (a CSV row's one user: a copy fewer).
         let cards = if n + 1 == users {
             std::mem::take(&mut prototypes)
         } else {
             prototypes.clone()
         };
-        let mut records = first.as_ref().map(|f| f.records.clone());
-        for prototype in cards {
-            let card = Arc::new(CardInstance {
-                id: new_id(IdKind::Card).into(),
-                user_id: user.clone(),
-                flow_instance_id: instance.clone(),
-                ..prototype
-            });
-            if let Some(record) = records.as_mut().and_then(|r| r.get_mut(&card.step_id)) {
-                record.card = Some(card.id.to_string());
-            }
-            batch.events.push(card_event(card.clone(), None, None, now));
-            batch.cards.push(card);
-        }
-        if let (Some(first), Some(records)) = (&first, records) {
-            batch.instances.push(FlowInstance {
-                environment_id: invocation.environment_id.clone(),
-                id: instance,
-                invocation_id: invocation.id.to_string(),
-                flow_id: invocation.flow_id.clone(),
-                flow_version: invocation.flow_version,
-                user_id: user.clone(),
-                state: first.state,
-                records,
-                due: first.due,
-                revision: 0,
-                created: now,
-                updated: now,
-            });
-        }
+        add_user(&mut batch, invocation, user, cards, first.as_ref(), now);
     }
     batch.users_targeted = audience.users.len() as u64;
     batch.cards_created = batch.cards.len() as u64;
@@ -127,6 +96,50 @@ pub(super) fn batch_for(
         InvocationStatus::Completed
     };
     batch
+}
+
+/// Adds `user`'s flow instance to `batch`: its `cards` (made from the prototypes) with their
+/// events and, for a flow with a program, the instance as its `first` run left it.
+fn add_user(
+    batch: &mut BatchResult,
+    invocation: &Invocation,
+    user: &str,
+    cards: Vec<CardInstance>,
+    first: Option<&run::Advance>,
+    now: Timestamp,
+) {
+    // The user's flow instance: its cards, which carry its id.
+    let instance = new_id(IdKind::FlowInstance);
+    let mut records = first.map(|f| f.records.clone());
+    for prototype in cards {
+        let card = Arc::new(CardInstance {
+            id: new_id(IdKind::Card).into(),
+            user_id: user.to_owned(),
+            flow_instance_id: instance.clone(),
+            ..prototype
+        });
+        if let Some(record) = records.as_mut().and_then(|r| r.get_mut(&card.step_id)) {
+            record.card = Some(card.id.to_string());
+        }
+        batch.events.push(card_event(card.clone(), None, None, now));
+        batch.cards.push(card);
+    }
+    if let (Some(first), Some(records)) = (first, records) {
+        batch.instances.push(FlowInstance {
+            environment_id: invocation.environment_id.clone(),
+            id: instance,
+            invocation_id: invocation.id.to_string(),
+            flow_id: invocation.flow_id.clone(),
+            flow_version: invocation.flow_version,
+            user_id: user.to_owned(),
+            state: first.state,
+            records,
+            due: first.due,
+            revision: 0,
+            created: now,
+            updated: now,
+        });
+    }
 }
 
 /// The flow variables an instance's conditions and waits read: each variable's value as the

@@ -2,14 +2,15 @@
 //! flow, records its invocation (running it at once when its audience is a few known users)
 //! and reads invocations back.
 
+mod bulk;
+pub(super) mod checks;
+mod kept;
 pub(crate) mod reads;
 
 use crate::id::{EnvironmentId, FlowId, InvocationId};
 use crate::trigger::FlowElement;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
-
-use serde_json::Value;
 
 use super::batch::{batch_for, default_stream_of, Audience};
 use super::idempotency::decide;
@@ -18,41 +19,16 @@ use super::invocation::{
 };
 use super::plan::FlowPlan;
 use super::request::{Payload, Target, TriggerRequest};
-use super::variables::{render, resolve, Platform, ResolvedVariables};
+use super::variables::ResolvedVariables;
 use super::{fingerprint_of, Mode};
 use crate::audience::{SegmentRepository, Stream, StreamRepository};
 use crate::flow::{FlowRepository, VersionRef};
-use crate::id::IdKind;
 use crate::json::JsonText;
 use crate::tenancy::{Permission, Principal};
-use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, StorageError, Timestamp};
+use crate::{Clock, ConflictKind, DomainError, FieldError, Resource, Timestamp};
+use kept::Kept;
 
-/// What never changes once read (published configurations, default streams), kept in memory:
-/// at most 10,000 entries, all forgotten when that is reached.
-struct Kept<K, V>(std::sync::Mutex<HashMap<K, V>>);
-
-impl<K: std::hash::Hash + Eq, V: Clone> Kept<K, V> {
-    fn new() -> Self {
-        Self(std::sync::Mutex::new(HashMap::new()))
-    }
-
-    fn get<Q>(&self, key: &Q) -> Option<V>
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: std::hash::Hash + Eq + ?Sized,
-    {
-        self.0.lock().ok()?.get(key).cloned()
-    }
-
-    fn keep(&self, key: K, value: V) {
-        if let Ok(mut kept) = self.0.lock() {
-            if kept.len() >= 10_000 {
-                kept.clear();
-            }
-            kept.insert(key, value);
-        }
-    }
-}
+pub use bulk::PreparedElements;
 
 /// Records triggers; reads their progress (docs/api.md, Triggers).
 ///
@@ -180,14 +156,6 @@ pub struct TriggerService {
 /// The answer to a trigger: the invocation ids, in request order.
 pub type Triggered = Vec<String>;
 
-/// Elements of a bulk task validated and built, not yet recorded: per element why it was
-/// refused, and the valid ones' invocations with their runs.
-#[derive(Debug)]
-pub struct PreparedElements {
-    outcome: Vec<Result<String, String>>,
-    valid: Vec<(usize, Invocation, Option<BatchResult>)>,
-}
-
 impl TriggerService {
     /// A service over these ports. `streams` gives each environment's default stream (read
     /// once, created when missing) and checks `targetStreamIds`; `segments` checks segment
@@ -249,53 +217,6 @@ impl TriggerService {
             Ok(request) => self.trigger(who, env, flow_id, mode, request).await,
             Err(rejected) => Err(self.all_problems(env, flow_id, mode, rejected).await?),
         }
-    }
-
-    /// A rejected request's problems, with those the flow finds in its drafts. Without a
-    /// runnable flow, the problems of its shape alone.
-    async fn all_problems(
-        &self,
-        env: &str,
-        flow_id: &str,
-        mode: Mode,
-        rejected: super::request::Rejected,
-    ) -> Result<DomainError, DomainError> {
-        let super::request::Rejected {
-            mut problems,
-            drafts,
-            strict_variables,
-        } = rejected;
-        let Ok((_, _, plan)) = self.runnable(env, flow_id, mode).await else {
-            return Ok(DomainError::Validation(problems));
-        };
-        let known_streams = self
-            .known_streams(env, drafts.iter().map(|d| &d.payload))
-            .await?;
-        let shape = problems.len();
-        for (i, draft) in drafts.iter().enumerate() {
-            let (found, _) = self
-                .check_element(
-                    env,
-                    &plan,
-                    (draft.target.as_ref(), &draft.payload),
-                    strict_variables,
-                    &format!("flows[{i}]"),
-                    &known_streams,
-                )
-                .await?;
-            // A field whose shape was wrong is not reported twice (a variable that did not
-            // parse is also missing from the payload).
-            let overlaps = |f: &FieldError| {
-                problems[..shape]
-                    .iter()
-                    .any(|p| p.field.starts_with(&f.field) || f.field.starts_with(&p.field))
-            };
-            let found: Vec<FieldError> = found.into_iter().filter(|f| !overlaps(f)).collect();
-            problems.extend(found);
-        }
-        // In the order of the elements, each element's shape first.
-        problems.sort_by_key(|p| element_index(&p.field));
-        Ok(DomainError::Validation(problems))
     }
 
     /// Records a parsed request (see [`parse`](super::parse)). Every element is checked
@@ -438,101 +359,6 @@ impl TriggerService {
         )))
     }
 
-    /// For bulk tasks (CSV rows), with [`record_prepared`](Self::record_prepared): each element
-    /// validated and recorded on its own; one bad element does not stop the others. This half
-    /// does not write: each element validated, its invocation and its run (see
-    /// [`INLINE_USERS`]) built. A bulk task prepares its next rows while the last ones are
-    /// recorded.
-    ///
-    /// No caller is checked: the task's creator was. Fails for the whole call, as
-    /// [`trigger`](Self::trigger) does, when the flow cannot run in `mode` (not found, nothing
-    /// to run, archived), and on a storage error; an element's problems are its own, kept in
-    /// the answer as one line (`path: message; ...`).
-    pub async fn prepare_elements(
-        &self,
-        env: &str,
-        flow_id: &str,
-        mode: Mode,
-        elements: Vec<FlowElement>,
-    ) -> Result<PreparedElements, DomainError> {
-        let (flow, version, plan) = self.runnable(env, flow_id, mode).await?;
-        let known_streams = self
-            .known_streams(env, elements.iter().map(|f| &f.payload))
-            .await?;
-        let now = self.clock.now();
-        let mut outcome: Vec<Result<String, String>> = Vec::with_capacity(elements.len());
-        let mut valid: Vec<(usize, Invocation, Option<BatchResult>)> = Vec::new();
-        for (i, mut element) in elements.into_iter().enumerate() {
-            let (problems, variables) = self
-                .check_element(
-                    env,
-                    &plan,
-                    (Some(&element.target), &element.payload),
-                    false,
-                    "",
-                    &known_streams,
-                )
-                .await?;
-            match variables {
-                Some(variables) if problems.is_empty() => {
-                    let invocation =
-                        invocation_of(env, &flow.id, mode, version, &mut element, false, now);
-                    let run = self
-                        .inline_run(&invocation, &element, &plan, &variables)
-                        .await?;
-                    valid.push((i, invocation, run));
-                    outcome.push(Ok(String::new()));
-                }
-                _ => outcome.push(Err(describe(&problems))),
-            }
-        }
-        Ok(PreparedElements { outcome, valid })
-    }
-
-    /// Records what [`prepare_elements`](Self::prepare_elements) built. Per element, in order,
-    /// its invocation id or why it was refused: its problems, or its `flowInvocationId` reused
-    /// with another run (the others are recorded all the same).
-    ///
-    /// Fails with a storage error, and with [`StorageError::Unavailable`] when ids were still
-    /// being reused for other runs meanwhile after the refused ones were left out.
-    pub async fn record_prepared(
-        &self,
-        prepared: PreparedElements,
-    ) -> Result<Vec<Result<String, String>>, DomainError> {
-        let PreparedElements {
-            mut outcome,
-            mut valid,
-        } = prepared;
-        // A reused id that does not match refuses the whole record call: drop such elements
-        // and record the rest again.
-        for _ in 0..2 {
-            // The runs are moved, not copied: after a refusal (rare) the rest are recorded
-            // again without them, for the workers to run.
-            let asked: Vec<(Invocation, Option<BatchResult>)> = valid
-                .iter_mut()
-                .map(|(_, inv, run)| (inv.clone(), run.take()))
-                .collect();
-            let stored = self.invocations.record_run(asked).await?;
-            let mut refused = Vec::new();
-            for ((i, inv, _), stored) in valid.iter().zip(&stored) {
-                if let Some(problem) = reuse_problem(inv, stored.as_ref(), "flowInvocationId") {
-                    refused.push(*i);
-                    outcome[*i] = Err(problem.to_string());
-                }
-            }
-            if refused.is_empty() {
-                for (i, inv, _) in &valid {
-                    outcome[*i] = Ok(inv.id.clone().into());
-                }
-                return Ok(outcome);
-            }
-            valid.retain(|(i, _, _)| !refused.contains(i));
-        }
-        Err(DomainError::Storage(StorageError::Unavailable(
-            "invocation ids kept being reused concurrently".into(),
-        )))
-    }
-
     /// The flow, the version `mode` runs, and its plan.
     async fn runnable(
         &self,
@@ -580,61 +406,6 @@ impl TriggerService {
             .into_iter()
             .map(|s| s.id.into_string())
             .collect())
-    }
-
-    /// What is wrong with one element beyond its shape (variables, streams, the segment), and
-    /// its variables when they resolve.
-    async fn check_element(
-        &self,
-        env: &str,
-        plan: &FlowPlan,
-        (target, payload): (Option<&Target>, &Payload),
-        strict: bool,
-        path: &str,
-        known_streams: &BTreeSet<String>,
-    ) -> Result<(Vec<FieldError>, Option<ResolvedVariables>), DomainError> {
-        let at = |rest: &str| {
-            if path.is_empty() {
-                rest.to_owned()
-            } else {
-                format!("{path}.{rest}")
-            }
-        };
-        let mut errors = Vec::new();
-        let resolved = match resolve(&plan.config, payload, strict, &at("payload")) {
-            Err(mut e) => {
-                errors.append(&mut e);
-                None
-            }
-            Ok(variables) => {
-                errors.extend(push_payload_problems(
-                    plan,
-                    payload,
-                    &variables,
-                    &at("payload"),
-                ));
-                Some(variables)
-            }
-        };
-        if let Some(ids) = &payload.card_options.target_stream_ids {
-            for (j, id) in ids.iter().enumerate() {
-                if !known_streams.contains(id) {
-                    errors.push(FieldError::new(
-                        at(&format!("payload.cardOptions.targetStreamIds[{j}]")),
-                        format!("`{id}` is not a stream of this environment"),
-                    ));
-                }
-            }
-        }
-        if let Some(Target::Segment(segment)) = target {
-            if self.segments.get(env, segment).await?.is_none() {
-                errors.push(FieldError::new(
-                    at("target.targetSegmentId"),
-                    format!("`{segment}` is not a segment of this environment"),
-                ));
-            }
-        }
-        Ok((errors, resolved))
     }
 }
 
@@ -685,74 +456,4 @@ fn reuse_problem(
 ) -> Option<DomainError> {
     let stored = stored?.run_key();
     decide(&asked.run_key(), Some(&stored)).problem(&asked.id, &stored, path)
-}
-
-/// The element a problem's path names (`flows[3].payload...` is 3); the request's own
-/// fields come first.
-fn element_index(path: &str) -> Option<usize> {
-    let rest = path.strip_prefix("flows[")?;
-    rest[..rest.find(']')?].parse().ok()
-}
-
-/// Field problems as one line: `path: message; ...`.
-fn describe(problems: &[FieldError]) -> String {
-    problems
-        .iter()
-        .map(|e| {
-            if e.field.is_empty() {
-                e.message.clone()
-            } else {
-                format!("{}: {}", e.field, e.message)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The push payload (the notification as rendered for iOS and Android, the trigger's
-/// `notificationDetail` and the ids the SDKs need) must fit in 2 KB (docs/api.md, Triggers,
-/// and its Sending pushes). Checked at
-/// trigger time with ids of their longest form, so a card never fails to push for its size.
-pub(crate) fn push_payload_problems(
-    plan: &FlowPlan,
-    payload: &Payload,
-    variables: &ResolvedVariables,
-    path: &str,
-) -> Vec<FieldError> {
-    let templates = plan.notifying_templates();
-    if templates.is_empty() {
-        return Vec::new();
-    }
-    let platforms = payload.card_options.target_platforms.unwrap_or_default();
-    let detail = payload
-        .notification_detail
-        .clone()
-        .map(Value::Object)
-        .unwrap_or(Value::Null);
-    let longest_id = format!("{}_{}", IdKind::Stream.prefix(), "0".repeat(26));
-    let mut errors = Vec::new();
-    for (template_id, template) in templates {
-        for (name, platform, on) in [
-            ("iOS", Platform::Ios, platforms.ios),
-            ("Android", Platform::Android, platforms.android),
-        ] {
-            let rendered = render(template, variables, platform);
-            let message = rendered.get("notification").and_then(|n| {
-                crate::push::PushMessage::new(n, &longest_id, &longest_id, &detail, None)
-            });
-            let size = message.map_or(0, |m| m.payload_bytes());
-            if on && size > crate::push::MAX_PUSH_PAYLOAD_BYTES {
-                errors.push(FieldError::new(
-                    path,
-                    format!(
-                        "the push notification of card template `{template_id}` on {name} would be \
-                            {size} bytes (its rendered text and notificationDetail); the limit is \
-                                {} bytes",
-                        crate::push::MAX_PUSH_PAYLOAD_BYTES
-                    ),
-                ));
-            }
-        }
-    }
-    errors
 }

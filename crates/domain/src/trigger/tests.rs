@@ -562,7 +562,7 @@ fn the_whole_push_payload_must_fit_in_2_kb() {
         .remove(0)
         .payload;
         let variables = resolve(&config, &p, false, "flows[0].payload").expect("resolves");
-        service::push_payload_problems(&plan, &p, &variables, "flows[0].payload")
+        service::checks::push_payload_problems(&plan, &p, &variables, "flows[0].payload")
     };
     // Each part fits alone; together they do not.
     assert!(check(900, 900, json!({})).is_empty());
@@ -807,6 +807,15 @@ mod engine_steps {
             let save = self.inner.save_after(batch, after.clone());
             self.under_way(save, Some(&after)).await
         }
+    }
+
+    /// A tag fan-out of more batches than one step follows, saved two at a time.
+    fn long_fan_out_two_in_flight(
+        stale: fn(usize) -> u64,
+        fails: fn(usize) -> Option<StorageError>,
+    ) -> (Engine, Saves, Watched) {
+        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
+        engine_of(vec![tag], (FOLLOW_BATCHES + 3) * 1_000, 2, stale, fails)
     }
 
     /// [`engine_with`], with up to `in_flight` saves under way at once, and the save numbered
@@ -1199,13 +1208,9 @@ mod engine_steps {
 
     #[tokio::test]
     async fn with_two_saves_in_flight_a_failed_save_is_run_again_from_where_it_started() {
-        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
         // The second save fails; the third, given before that was known, finds its batch
         // before not saved (stale, as its fence answers).
-        let (engine, saves, _) = engine_of(
-            vec![tag],
-            (FOLLOW_BATCHES + 3) * 1_000,
-            2,
+        let (engine, saves, _) = long_fan_out_two_in_flight(
             |n| u64::from(n == 2),
             |n| (n == 1).then(|| StorageError::Internal("injected: row refused".into())),
         );
@@ -1226,11 +1231,7 @@ mod engine_steps {
 
     #[tokio::test]
     async fn with_two_saves_in_flight_an_unreachable_database_ends_the_step_after_both() {
-        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, watched) = engine_of(
-            vec![tag],
-            (FOLLOW_BATCHES + 3) * 1_000,
-            2,
+        let (engine, saves, watched) = long_fan_out_two_in_flight(
             |n| u64::from(n == 2),
             |n| (n == 1).then(|| StorageError::Unavailable("injected: unreachable".into())),
         );
@@ -1246,14 +1247,7 @@ mod engine_steps {
 
     #[tokio::test]
     async fn with_two_saves_in_flight_a_fan_out_taken_over_stops_and_counts_both() {
-        let tag = invocation("inv_tag", json!({"type": "tag", "tagName": "vip"}));
-        let (engine, saves, _) = engine_of(
-            vec![tag],
-            (FOLLOW_BATCHES + 3) * 1_000,
-            2,
-            |n| u64::from(n >= 1),
-            |_| None,
-        );
+        let (engine, saves, _) = long_fan_out_two_in_flight(|n| u64::from(n >= 1), |_| None);
         assert!(step_of(&engine).await.expect("step"));
         assert_eq!(saves.lock().expect("saved").len(), 3, "no batch after them");
         assert_eq!(engine.take_stale(), 2);

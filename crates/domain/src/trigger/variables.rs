@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::request::Payload;
+use super::request::{Payload, VariableValue};
 use crate::card::content::{push_json_escaped, push_json_string};
 use crate::flow::values::check_value;
 use crate::FieldError;
@@ -110,70 +110,108 @@ pub fn resolve(
             }
             continue;
         };
-        if def.get("source").and_then(Value::as_str) == Some("script") {
-            errors.push(FieldError::new(
-                var_path(),
-                "is a script variable: its value comes from the template's script and cannot be \
-                    sent",
-            ));
-            continue;
+        if let Some(value) = sent_value(&mut errors, def, sent, &var_path) {
+            values.insert(name.clone(), value);
         }
-        let var_type = def.get("type").and_then(Value::as_str).unwrap_or("string");
-        let pattern = def.get("defaultFormatterOption").and_then(Value::as_str);
-        let mut ok = true;
-        for (suffix, value) in [
-            ("", Some(&sent.value)),
-            (".valueIos", sent.ios.as_ref()),
-            (".valueAndroid", sent.android.as_ref()),
-        ] {
-            if let Some(value) = value {
-                if let Err(message) = check_value(var_type, value, pattern) {
-                    errors.push(FieldError::new(format!("{}{suffix}", var_path()), message));
-                    ok = false;
-                }
+    }
+    fill_in_flow_defaults(&mut errors, config, payload, &mut values, path);
+    check_wait_variables(&mut errors, config, payload, &values, path);
+    if errors.is_empty() {
+        Ok(ResolvedVariables { values })
+    } else {
+        Err(errors)
+    }
+}
+
+/// A sent variable's values per platform, when each is of its definition's type (and it is
+/// not a script variable, which cannot be sent).
+fn sent_value(
+    errors: &mut Vec<FieldError>,
+    def: &Map<String, Value>,
+    sent: &VariableValue,
+    var_path: &dyn Fn() -> String,
+) -> Option<PlatformValues> {
+    if def.get("source").and_then(Value::as_str) == Some("script") {
+        errors.push(FieldError::new(
+            var_path(),
+            "is a script variable: its value comes from the template's script and cannot be \
+                sent",
+        ));
+        return None;
+    }
+    let var_type = def.get("type").and_then(Value::as_str).unwrap_or("string");
+    let pattern = def.get("defaultFormatterOption").and_then(Value::as_str);
+    let mut ok = true;
+    for (suffix, value) in [
+        ("", Some(&sent.value)),
+        (".valueIos", sent.ios.as_ref()),
+        (".valueAndroid", sent.android.as_ref()),
+    ] {
+        if let Some(value) = value {
+            if let Err(message) = check_value(var_type, value, pattern) {
+                errors.push(FieldError::new(format!("{}{suffix}", var_path()), message));
+                ok = false;
             }
         }
-        if ok {
-            let web = text(&sent.value);
+    }
+    if !ok {
+        return None;
+    }
+    let web = text(&sent.value);
+    Some(PlatformValues {
+        ios: sent.ios.as_ref().map(text).unwrap_or_else(|| web.clone()),
+        android: sent
+            .android
+            .as_ref()
+            .map(text)
+            .unwrap_or_else(|| web.clone()),
+        web,
+    })
+}
+
+/// Required variables must be sent; flow-level defaults fill in the rest.
+fn fill_in_flow_defaults(
+    errors: &mut Vec<FieldError>,
+    config: &Value,
+    payload: &Payload,
+    values: &mut BTreeMap<String, PlatformValues>,
+    path: &str,
+) {
+    let Some(flow_defs) = config.get("variables").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, def) in flow_defs {
+        if values.contains_key(name) || payload.variables.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        if def.get("required").and_then(Value::as_bool) == Some(true) {
+            errors.push(FieldError::new(
+                format!("{path}.variables.{name}"),
+                "is required by the flow",
+            ));
+        } else if let Some(default) = def.get("default").filter(|d| !d.is_null()) {
+            let v = text(default);
             values.insert(
                 name.clone(),
                 PlatformValues {
-                    ios: sent.ios.as_ref().map(text).unwrap_or_else(|| web.clone()),
-                    android: sent
-                        .android
-                        .as_ref()
-                        .map(text)
-                        .unwrap_or_else(|| web.clone()),
-                    web,
+                    web: v.clone(),
+                    ios: v.clone(),
+                    android: v,
                 },
             );
         }
     }
-    // Required variables must be sent; flow-level defaults fill in the rest.
-    if let Some(flow_defs) = config.get("variables").and_then(Value::as_object) {
-        for (name, def) in flow_defs {
-            if values.contains_key(name) || payload.variables.iter().any(|(n, _)| n == name) {
-                continue;
-            }
-            if def.get("required").and_then(Value::as_bool) == Some(true) {
-                errors.push(FieldError::new(
-                    format!("{path}.variables.{name}"),
-                    "is required by the flow",
-                ));
-            } else if let Some(default) = def.get("default").filter(|d| !d.is_null()) {
-                let v = text(default);
-                values.insert(
-                    name.clone(),
-                    PlatformValues {
-                        web: v.clone(),
-                        ios: v.clone(),
-                        android: v,
-                    },
-                );
-            }
-        }
-    }
-    // A wait on a variable needs its date: without a value or a default it has no deadline.
+}
+
+/// A wait on a variable needs its date: without a value or a default it has no deadline.
+/// A problem already found at the same field is not reported again.
+fn check_wait_variables(
+    errors: &mut Vec<FieldError>,
+    config: &Value,
+    payload: &Payload,
+    values: &BTreeMap<String, PlatformValues>,
+    path: &str,
+) {
     let sent = |name: &str| payload.variables.iter().any(|(n, _)| n == name);
     for problem in crate::flow::steps::missing_wait_variables(config, &sent, path) {
         if !errors.iter().any(|e| e.field == problem.field) {
@@ -185,11 +223,6 @@ pub fn resolve(
         if !errors.iter().any(|e| e.field == problem.field) {
             errors.push(problem);
         }
-    }
-    if errors.is_empty() {
-        Ok(ResolvedVariables { values })
-    } else {
-        Err(errors)
     }
 }
 

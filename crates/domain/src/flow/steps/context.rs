@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::graph::{Ancestry, Edge, Site};
 use super::vocabulary::{StepType, VariableType};
-use crate::flow::problems::{string_list, Path, Problems};
+use crate::flow::problems::{object, string_list, Path, Problems};
 
 /// A flow variable as a wait or a condition sees it: its declared type (None when the type is
 /// missing or unknown, a problem reported on the definition) and its default.
@@ -76,6 +76,25 @@ pub(super) fn edges<'a>(targets: &[&'a str], site: Site<'a>) -> Vec<Edge<'a>> {
 
 pub(super) fn owned(ids: &[&str]) -> Vec<String> {
     ids.iter().map(|id| (*id).to_owned()).collect()
+}
+
+/// A step that goes on to its `next` steps and needs its `properties`: those targets, their
+/// edges, and the properties object (none, with its problem recorded, when it is missing or
+/// not an object).
+pub(super) fn next_and_properties<'a>(
+    cx: &mut Cx<'a, '_>,
+    step: &'a Map<String, Value>,
+    step_path: &Path<'_>,
+) -> (Vec<&'a str>, Vec<Edge<'a>>, Option<&'a Map<String, Value>>) {
+    let next = targets(cx, step.get("next"), &step_path.key("next"), false);
+    let out = edges(&next, Site::Next);
+    let props = object(
+        cx.p,
+        step.get("properties"),
+        &step_path.key("properties"),
+        true,
+    );
+    (next, out, props)
 }
 
 /// A `next` on a step type whose properties say where each path goes would make a path

@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::context::{declared_variables, edges, owned, refuse_next, targets, Cx, Declared, Scope};
+use super::context::{
+    declared_variables, edges, next_and_properties, owned, refuse_next, targets, Cx, Declared,
+    Scope,
+};
 use super::definition::{Branch, CreateCard, Program, Rule, StepDefinition, StepKind};
 use super::graph::{self, Edge, Site};
 use super::vocabulary::{StepType, MAX_CONDITIONS, MAX_STEPS};
@@ -189,12 +192,11 @@ fn create_card<'a>(
     step: &'a Map<String, Value>,
     step_path: &Path<'_>,
 ) -> (Vec<Edge<'a>>, Option<StepKind>) {
-    let next = targets(cx, step.get("next"), &step_path.key("next"), false);
-    let out = edges(&next, Site::Next);
-    let props_path = step_path.key("properties");
-    let Some(props) = object(cx.p, step.get("properties"), &props_path, true) else {
+    let (next, out, props) = next_and_properties(cx, step, step_path);
+    let Some(props) = props else {
         return (out, None);
     };
+    let props_path = step_path.key("properties");
     let template_path = props_path.key("cardTemplateId");
     let template = match props.get("cardTemplateId") {
         Some(Value::String(id)) if cx.scope.templates.contains(id.as_str()) => Some(id),

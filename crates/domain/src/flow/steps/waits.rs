@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::Duration;
 use serde_json::{Map, Value};
 
-use super::context::{edges, owned, refuse_next, targets, Cx};
+use super::context::{edges, next_and_properties, owned, refuse_next, targets, Cx};
 use super::definition::{StepKind, Wait, WaitForCard, WaitUntil};
 use super::graph::{Ancestry, Edge, Site};
 use super::vocabulary::{OnKey, StepType, VariableType, MAX_WAIT, MIN_WAIT};
@@ -18,12 +18,11 @@ pub(super) fn wait<'a>(
     step: &'a Map<String, Value>,
     step_path: &Path<'_>,
 ) -> (Vec<Edge<'a>>, Option<StepKind>) {
-    let next = targets(cx, step.get("next"), &step_path.key("next"), false);
-    let out = edges(&next, Site::Next);
-    let props_path = step_path.key("properties");
-    let Some(props) = object(cx.p, step.get("properties"), &props_path, true) else {
+    let (next, out, props) = next_and_properties(cx, step, step_path);
+    let Some(props) = props else {
         return (out, None);
     };
+    let props_path = step_path.key("properties");
     let kind = wait_until(cx, props, &props_path).map(|until| {
         StepKind::Wait(Wait {
             until,
