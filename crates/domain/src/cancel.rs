@@ -374,8 +374,7 @@ pub struct CancelService {
     tasks: Arc<dyn CancelRepository>,
     flows: Arc<dyn FlowRepository>,
     clock: Arc<dyn Clock>,
-    lease: Duration,
-    stale: crate::health::Stale,
+    claims: crate::unit::Claims,
 }
 
 impl CancelService {
@@ -389,21 +388,20 @@ impl CancelService {
             tasks,
             flows,
             clock,
-            lease: Duration::seconds(i64::from(crate::unit::LEASE_SECONDS)),
-            stale: crate::health::Stale::default(),
+            claims: crate::unit::Claims::default(),
         }
     }
 
     /// Writes refused since the last call because the task's lease had passed to another
     /// holder (docs/architecture.md, Time, leases and fencing).
     pub fn take_stale(&self) -> u64 {
-        self.stale.take()
+        self.claims.take_stale()
     }
 
     /// The same service with another lease: how long a claimed task stays with its worker
     /// before another may take it over.
     pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
+        self.claims.lease = lease;
         self
     }
 
@@ -466,7 +464,7 @@ impl CancelService {
     /// and marks the task completed. A worker calls it in a loop, pausing after a false.
     pub async fn step(&self) -> Result<bool, StorageError> {
         let now = self.clock.now();
-        let Some(task) = self.tasks.claim(now, now + self.lease).await? else {
+        let Some(task) = self.tasks.claim(now, now + self.claims.lease).await? else {
             return Ok(false);
         };
         match crate::unit::attempts("cancel task", &task.id, || self.run_step(task.clone())).await {
@@ -485,10 +483,7 @@ impl CancelService {
     /// Saves the task; false (counted) when its lease had passed to another holder.
     async fn saved(&self, task: &CancelTask) -> Result<bool, StorageError> {
         let held = self.tasks.save(task).await?;
-        if !held {
-            self.stale.add(1);
-        }
-        Ok(held)
+        Ok(self.claims.held(held))
     }
 
     /// One step of a claimed task.
@@ -514,7 +509,7 @@ impl CancelService {
                 .cancel_batch(&task, CANCEL_BATCH, self.clock.now())
                 .await?
             else {
-                self.stale.add(1);
+                self.claims.held(false);
                 return Ok(true);
             };
             if done < u64::from(CANCEL_BATCH) {

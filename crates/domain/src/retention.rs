@@ -362,29 +362,15 @@ impl Pruner {
         batches: Option<u32>,
     ) -> Result<Option<(PruneCounts, bool)>, DomainError> {
         let now = self.clock.now();
-        if !dry_run
-            && !self
-                .repo
-                .lease(&self.holder, now, Self::lease_until(now))
-                .await?
-        {
+        if !dry_run && !self.hold_lease(now).await? {
             return Ok(None);
         }
         let cutoffs = self.policy.cutoffs(now);
         let mut counts = PruneCounts::default();
         let mut left = batches;
-        let mut done = true;
-        // A dry run is one whole pass, apart from the steps of the pruning itself.
-        let mut resume = match dry_run {
-            true => None,
-            false => self
-                .resume
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        };
-        let mut stopped = None;
-        'kinds: for kind in PruneKind::ALL {
+        let mut resume = self.take_resume(dry_run);
+        let mut end = KindEnd::Done;
+        for kind in PruneKind::ALL {
             let mut after = None;
             if let Some((at, next)) = &resume {
                 // The kinds before were done by the steps before.
@@ -397,54 +383,126 @@ impl Pruner {
             let Some(cutoff) = kind.cutoff(&cutoffs) else {
                 continue;
             };
-            loop {
-                if left == Some(0) {
-                    done = false;
-                    stopped = Some((kind, after));
-                    break 'kinds;
-                }
-                left = left.map(|n| n.saturating_sub(1));
-                let batch = self
-                    .repo
-                    .prune(kind, cutoff, after, BATCH_ROWS, dry_run)
-                    .await?;
-                for (k, n) in batch.removed {
-                    counts.add(k, n);
-                }
-                YieldNow(false).await;
-                match batch.next {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-                if !dry_run {
-                    // Still ours? (A pass longer than the lease: another process may have
-                    // taken it; both pruning the same rows is harmless, but one is enough.)
-                    let now = self.clock.now();
-                    if !self
-                        .repo
-                        .lease(&self.holder, now, Self::lease_until(now))
-                        .await?
-                    {
-                        done = false;
-                        break 'kinds;
-                    }
-                }
+            let batches = Batches {
+                kind,
+                cutoff,
+                dry_run,
+            };
+            end = self
+                .prune_kind(&batches, after, &mut left, &mut counts)
+                .await?;
+            if !matches!(end, KindEnd::Done) {
+                break;
             }
         }
+        let done = matches!(end, KindEnd::Done);
         if !dry_run {
-            *self.resume.lock().unwrap_or_else(PoisonError::into_inner) = stopped;
+            let stopped = match end {
+                KindEnd::OutOfBatches(kind, after) => Some((kind, after)),
+                KindEnd::Done | KindEnd::LostLease => None,
+            };
+            self.finish(&counts, done, stopped).await?;
         }
-        if !dry_run && counts.total() > 0 {
+        Ok(Some((counts, done)))
+    }
+
+    /// Takes or keeps the lease at `now`; false when another process holds it.
+    async fn hold_lease(&self, now: Timestamp) -> Result<bool, StorageError> {
+        self.repo
+            .lease(&self.holder, now, Self::lease_until(now))
+            .await
+    }
+
+    /// Where the step before stopped, taken; a dry run is one whole pass, apart from the steps
+    /// of the pruning itself, so it starts at the front.
+    fn take_resume(&self, dry_run: bool) -> Option<(PruneKind, Option<String>)> {
+        match dry_run {
+            true => None,
+            false => self
+                .resume
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        }
+    }
+
+    /// The batches of one kind, starting after `after`, until the kind is done, `left` runs
+    /// out or the lease is lost; what they removed is added to `counts`.
+    async fn prune_kind(
+        &self,
+        batches: &Batches,
+        mut after: Option<String>,
+        left: &mut Option<u32>,
+        counts: &mut PruneCounts,
+    ) -> Result<KindEnd, DomainError> {
+        let Batches {
+            kind,
+            cutoff,
+            dry_run,
+        } = *batches;
+        loop {
+            if *left == Some(0) {
+                return Ok(KindEnd::OutOfBatches(kind, after));
+            }
+            *left = left.map(|n| n.saturating_sub(1));
+            let batch = self
+                .repo
+                .prune(kind, cutoff, after, BATCH_ROWS, dry_run)
+                .await?;
+            for (k, n) in batch.removed {
+                counts.add(k, n);
+            }
+            YieldNow(false).await;
+            match batch.next {
+                Some(next) => after = Some(next),
+                None => return Ok(KindEnd::Done),
+            }
+            // Still ours? (A pass longer than the lease: another process may have taken it;
+            // both pruning the same rows is harmless, but one is enough.)
+            if !dry_run && !self.hold_lease(self.clock.now()).await? {
+                return Ok(KindEnd::LostLease);
+            }
+        }
+    }
+
+    /// After a step that was not a dry run: remembers where it `stopped`, gives the space
+    /// freed back, and lets the lease go when the pass is `done`.
+    async fn finish(
+        &self,
+        counts: &PruneCounts,
+        done: bool,
+        stopped: Option<(PruneKind, Option<String>)>,
+    ) -> Result<(), DomainError> {
+        *self.resume.lock().unwrap_or_else(PoisonError::into_inner) = stopped;
+        if counts.total() > 0 {
             self.repo.compact().await?;
         }
-        if !dry_run && done {
+        if done {
             // Let go (a lease that ran out a second ago): the next pass may be any process's.
             let now = self.clock.now();
             let past = now.checked_sub_signed(Duration::seconds(1)).unwrap_or(now);
             self.repo.lease(&self.holder, now, past).await?;
         }
-        Ok(Some((counts, done)))
+        Ok(())
     }
+}
+
+/// What the batches of one kind remove in a step.
+#[derive(Clone, Copy)]
+struct Batches {
+    kind: PruneKind,
+    cutoff: Timestamp,
+    dry_run: bool,
+}
+
+/// How the batches of one kind ended.
+enum KindEnd {
+    /// None of the kind's rows are left to remove in this pass.
+    Done,
+    /// The step ran out of batches: the kind goes on after this `next`.
+    OutOfBatches(PruneKind, Option<String>),
+    /// Another process took the lease.
+    LostLease,
 }
 
 #[cfg(test)]

@@ -23,6 +23,41 @@ pub const ATTEMPTS: u32 = 3;
 /// Named once here; the server's `WORKBENCH_ENGINE_LEASE_SECONDS` defaults to it too.
 pub const LEASE_SECONDS: u32 = 30;
 
+/// A worker's claims of leased tasks (CSV and cancel tasks): how long each claim lasts, and
+/// the writes refused because a claim had passed to another holder (docs/architecture.md,
+/// Time, leases and fencing).
+#[derive(Debug)]
+pub(crate) struct Claims {
+    /// How long a claimed task stays with its worker before another may take it over.
+    pub(crate) lease: chrono::Duration,
+    stale: crate::health::Stale,
+}
+
+impl Default for Claims {
+    /// Claims of [`LEASE_SECONDS`].
+    fn default() -> Self {
+        Claims {
+            lease: chrono::Duration::seconds(i64::from(LEASE_SECONDS)),
+            stale: crate::health::Stale::default(),
+        }
+    }
+}
+
+impl Claims {
+    /// Counts a write refused because the lease had passed to another holder; answers `held`.
+    pub(crate) fn held(&self, held: bool) -> bool {
+        if !held {
+            self.stale.add(1);
+        }
+        held
+    }
+
+    /// The refused writes counted since the last take.
+    pub(crate) fn take_stale(&self) -> u64 {
+        self.stale.take()
+    }
+}
+
 /// A unit given up after [`ATTEMPTS`]: `error_id` is logged with `cause`, and shown with
 /// [`Failure::message`] where the unit's owner looks (an invocation's or task's errors, a
 /// delivery's last error).

@@ -4,9 +4,10 @@ use mockall::predicate::eq;
 use serde_json::json;
 
 use super::*;
-use crate::tenancy::{KeyAccess, Role, Scope};
+use crate::tenancy::{KeyAccess, Permission, Principal, Role, Scope};
 use crate::testing::{caller, t0};
 use crate::time::MockClock;
+use crate::{ConflictKind, DomainError};
 
 const ENV: &str = "env_1";
 

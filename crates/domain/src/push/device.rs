@@ -1,5 +1,6 @@
 //! Devices: the tokens pushes reach, registered per end user, and [`DeviceService`].
 
+use super::input::{app_id_problem, valid_app_id};
 use super::*;
 use crate::id::{EndUserId, EnvironmentId};
 

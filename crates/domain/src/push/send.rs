@@ -13,169 +13,21 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::Duration;
 use rand::Rng;
-use serde_json::{json, Map, Value};
 
-use super::{provider_of, Device, Provider, PushPlatform};
-use crate::card::{AnalyticsEvent, CardInstance, CardStatus};
+use super::{Device, PushPlatform};
+use crate::card::{CardInstance, CardStatus};
 use crate::retry::RetryPolicy;
 use crate::{Clock, StorageError, Timestamp};
 
-/// The push payload limit, in bytes of [`PushMessage::payload`] as JSON (docs/api.md, Sending
-/// pushes: the 2 KB limit): the payload every provider gets, before its envelope.
-pub const MAX_PUSH_PAYLOAD_BYTES: usize = 2_048;
+mod message;
+mod target;
+
+pub use message::{PushMessage, MAX_PUSH_PAYLOAD_BYTES, PAYLOAD_KEY};
+pub use target::{card_platform, platform_for, reaches, serves, targeted_platforms, wants};
+
 /// 5 s, 30 s, 2 min, 10 min, 1 h, 4 h: a push is worth little a day late. The default of
 /// `WORKBENCH_PUSH_RETRY_SCHEDULE`, in [`RetryPolicy::parse`]'s format.
 pub const DEFAULT_PUSH_RETRY_SCHEDULE: &str = "5s,30s,2m,10m,1h,4h";
-/// The key of the object that marks a push as the service's, for the SDKs.
-pub const PAYLOAD_KEY: &str = "workbench";
-
-/// Whether `event` calls for pushes: a card became active for the first time and its
-/// template has a notification.
-pub fn wants(event: &AnalyticsEvent) -> bool {
-    event.name == "card-published" && event.sends_notifications()
-}
-
-/// The platforms (`Web`, `iOS`, `Android`) the card of a card event targets.
-pub fn targeted_platforms(event: &AnalyticsEvent) -> &[String] {
-    &event.card.platforms
-}
-
-/// The card platform (`iOS`, `Android`) whose content a device of `device_platform` shows.
-pub fn card_platform(device_platform: &str) -> Option<&'static str> {
-    match provider_of(device_platform)? {
-        Provider::Fcm => Some("Android"),
-        Provider::Apns { .. } => Some("iOS"),
-    }
-}
-
-/// Whether a card aimed at `target_platforms` (`Web`, `iOS`, `Android`) reaches a device
-/// registered for `device_platform` (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`).
-pub fn reaches(target_platforms: &[String], device_platform: &str) -> bool {
-    card_platform(device_platform).is_some_and(|p| target_platforms.iter().any(|t| t == p))
-}
-
-/// Whether a platform record (`GCM`, `FCM`, `APNS`, `APNS_SANDBOX`) serves a device registered
-/// for `device_platform`: the same provider and, for APNs, the same environment. `GCM` and
-/// `FCM` are one provider (docs/api.md, Sending pushes), so either serves a device registered
-/// with the other.
-///
-/// ```
-/// use workbench_domain::push::serves;
-///
-/// assert!(serves("FCM", "GCM"));
-/// assert!(!serves("APNS", "APNS_SANDBOX"));
-/// ```
-pub fn serves(platform: &str, device_platform: &str) -> bool {
-    provider_of(platform).is_some() && provider_of(platform) == provider_of(device_platform)
-}
-
-/// The platform that serves `device` among an app's platforms: an enabled one first.
-pub fn platform_for<'a>(
-    platforms: &'a [PushPlatform],
-    device: &Device,
-) -> Option<&'a PushPlatform> {
-    let serving = |p: &&PushPlatform| {
-        p.environment_id == device.environment_id
-            && p.app_id == device.app_id
-            && serves(&p.platform, &device.platform)
-    };
-    platforms
-        .iter()
-        .filter(serving)
-        .find(|p| p.enabled)
-        .or_else(|| platforms.iter().find(serving))
-}
-
-/// What a push says, whatever the provider: the adapter puts it in the provider's format.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PushMessage {
-    /// The notification's `attributes.title`, when the template has one.
-    pub title: Option<String>,
-    /// The notification's `attributes.body`; never blank.
-    pub body: String,
-    /// The object the SDKs recognise under [`PAYLOAD_KEY`]: `cardInstanceId`, `streamId` and
-    /// `detail` (the trigger's `notificationDetail`).
-    pub data: Value,
-    /// Repeats of one card replace each other on the device.
-    pub collapse_id: String,
-    /// The provider stops trying when the card expires.
-    pub expires_at: Option<Timestamp>,
-}
-
-impl PushMessage {
-    /// A message from a rendered `notification`: its `attributes.body`, and its
-    /// `attributes.title` when the template has one (docs/api.md, Sending pushes). None when
-    /// there is no body to show (none, not a string, or blank). A `detail` that is not an
-    /// object is sent as `{}`.
-    pub fn new(
-        notification: &Value,
-        card_instance_id: &str,
-        stream_id: &str,
-        detail: &Value,
-        expires_at: Option<Timestamp>,
-    ) -> Option<PushMessage> {
-        let text = |key: &str| {
-            notification
-                .pointer(&format!("/attributes/{key}"))
-                .and_then(Value::as_str)
-                .filter(|s| !s.trim().is_empty())
-                .map(str::to_owned)
-        };
-        let body = text("body")?;
-        let detail = match detail {
-            Value::Object(_) => detail.clone(),
-            _ => Value::Object(Map::new()),
-        };
-        Some(PushMessage {
-            title: text("title"),
-            body,
-            data: json!({
-                "cardInstanceId": card_instance_id,
-                "streamId": stream_id,
-                "detail": detail,
-            }),
-            collapse_id: card_instance_id.to_owned(),
-            expires_at,
-        })
-    }
-
-    /// The message of `card` for a device of `device_platform`: the notification as rendered
-    /// for that platform. The stream is the card's first, `All cards`, which every card is in.
-    pub fn of_card(card: &CardInstance, device_platform: &str) -> Option<PushMessage> {
-        let platform = card_platform(device_platform)?;
-        let view = card.content.view(platform, &card.platforms)?;
-        PushMessage::new(
-            view.get("notification")?,
-            &card.id,
-            card.stream_ids
-                .first()
-                .map(String::as_str)
-                .unwrap_or_default(),
-            card.context
-                .value()
-                .get("notificationDetail")
-                .unwrap_or(&Value::Null),
-            card.expires_at,
-        )
-    }
-
-    /// The payload the limit applies to: title, body and the service's object, as JSON.
-    pub fn payload(&self) -> Value {
-        let mut payload = Map::new();
-        if let Some(title) = &self.title {
-            payload.insert("title".into(), Value::String(title.clone()));
-        }
-        payload.insert("body".into(), Value::String(self.body.clone()));
-        payload.insert(PAYLOAD_KEY.into(), self.data.clone());
-        Value::Object(payload)
-    }
-
-    /// The size of [`payload`](Self::payload) as compact JSON, in bytes: what
-    /// [`MAX_PUSH_PAYLOAD_BYTES`] limits.
-    pub fn payload_bytes(&self) -> usize {
-        self.payload().to_string().len()
-    }
-}
 
 /// What the provider said of one push.
 #[derive(Debug, Clone, PartialEq)]

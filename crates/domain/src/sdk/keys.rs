@@ -105,78 +105,15 @@ pub(super) fn check_fields(errors: &mut Vec<FieldError>, input: &SdkKeyInput) ->
     }
     let days = input
         .max_token_expiry_days
-        .and_then(|days| match u32::try_from(days) {
-            Ok(d) if (1..=MAX_TOKEN_EXPIRY_DAYS).contains(&d) => Some(d),
-            _ => {
-                errors.push(FieldError::new(
-                    "maxTokenExpiryDays",
-                    format!("must be a whole number of days from 1 to {MAX_TOKEN_EXPIRY_DAYS}"),
-                ));
-                None
-            }
-        });
-    let issuers = input.allowed_issuers.as_ref().map(|issuers| {
-        if issuers.len() > MAX_ALLOWED_ISSUERS {
-            errors.push(FieldError::new(
-                "allowedIssuers",
-                format!("at most {MAX_ALLOWED_ISSUERS} issuers"),
-            ));
-        }
-        let mut kept: Vec<String> = Vec::with_capacity(issuers.len());
-        for (i, issuer) in issuers.iter().enumerate() {
-            let length = issuer.chars().count();
-            if length == 0 || length > ISSUER_MAX_CHARS || issuer.chars().any(char::is_control) {
-                errors.push(FieldError::new(
-                    format!("allowedIssuers[{i}]"),
-                    format!(
-                        "an issuer is 1 to {ISSUER_MAX_CHARS} characters without control \
-                         characters"
-                    ),
-                ));
-            } else if !kept.contains(issuer) {
-                kept.push(issuer.clone());
-            }
-        }
-        kept
-    });
-    let mappings = input.claim_mappings.as_ref().map(|mappings| {
-        if mappings.len() > MAX_CLAIM_MAPPINGS {
-            errors.push(FieldError::new(
-                "claimMappings",
-                format!("at most {MAX_CLAIM_MAPPINGS} mappings"),
-            ));
-        }
-        let mut kept = BTreeMap::new();
-        for (claim, target) in mappings {
-            let field = format!("claimMappings.{claim}");
-            let length = claim.chars().count();
-            if length == 0 || length > CLAIM_MAX_CHARS || claim.chars().any(char::is_control) {
-                errors.push(FieldError::new(
-                    &field,
-                    format!(
-                        "a claim is 1 to {CLAIM_MAX_CHARS} characters without control characters"
-                    ),
-                ));
-                continue;
-            }
-            match target.strip_prefix(ATTRIBUTE_TARGET_PREFIX) {
-                Some(attribute)
-                    if !attribute.is_empty()
-                        && attribute.chars().count() <= ATTRIBUTE_NAME_MAX_CHARS =>
-                {
-                    kept.insert(claim.clone(), attribute.to_owned());
-                }
-                _ => errors.push(FieldError::new(
-                    &field,
-                    format!(
-                        "must be `attributes.<name>`, a name of 1 to {ATTRIBUTE_NAME_MAX_CHARS} \
-                         characters"
-                    ),
-                )),
-            }
-        }
-        kept
-    });
+        .and_then(|days| check_days(errors, days));
+    let issuers = input
+        .allowed_issuers
+        .as_ref()
+        .map(|issuers| check_issuers(errors, issuers));
+    let mappings = input
+        .claim_mappings
+        .as_ref()
+        .map(|mappings| check_mappings(errors, mappings));
     let origins = input
         .allowed_origins
         .as_deref()
@@ -187,6 +124,87 @@ pub(super) fn check_fields(errors: &mut Vec<FieldError>, input: &SdkKeyInput) ->
         mappings,
         origins,
     }
+}
+
+/// `maxTokenExpiryDays` as a number of days, 1 to [`MAX_TOKEN_EXPIRY_DAYS`].
+fn check_days(errors: &mut Vec<FieldError>, days: i64) -> Option<u32> {
+    match u32::try_from(days) {
+        Ok(d) if (1..=MAX_TOKEN_EXPIRY_DAYS).contains(&d) => Some(d),
+        _ => {
+            errors.push(FieldError::new(
+                "maxTokenExpiryDays",
+                format!("must be a whole number of days from 1 to {MAX_TOKEN_EXPIRY_DAYS}"),
+            ));
+            None
+        }
+    }
+}
+
+/// `allowedIssuers` deduplicated in their order, without those that are not valid.
+fn check_issuers(errors: &mut Vec<FieldError>, issuers: &[String]) -> Vec<String> {
+    if issuers.len() > MAX_ALLOWED_ISSUERS {
+        errors.push(FieldError::new(
+            "allowedIssuers",
+            format!("at most {MAX_ALLOWED_ISSUERS} issuers"),
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(issuers.len());
+    for (i, issuer) in issuers.iter().enumerate() {
+        let length = issuer.chars().count();
+        if length == 0 || length > ISSUER_MAX_CHARS || issuer.chars().any(char::is_control) {
+            errors.push(FieldError::new(
+                format!("allowedIssuers[{i}]"),
+                format!(
+                    "an issuer is 1 to {ISSUER_MAX_CHARS} characters without control \
+                     characters"
+                ),
+            ));
+        } else if !kept.contains(issuer) {
+            kept.push(issuer.clone());
+        }
+    }
+    kept
+}
+
+/// `claimMappings` with their targets as attribute names, without those that are not valid.
+fn check_mappings(
+    errors: &mut Vec<FieldError>,
+    mappings: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    if mappings.len() > MAX_CLAIM_MAPPINGS {
+        errors.push(FieldError::new(
+            "claimMappings",
+            format!("at most {MAX_CLAIM_MAPPINGS} mappings"),
+        ));
+    }
+    let mut kept = BTreeMap::new();
+    for (claim, target) in mappings {
+        let field = format!("claimMappings.{claim}");
+        let length = claim.chars().count();
+        if length == 0 || length > CLAIM_MAX_CHARS || claim.chars().any(char::is_control) {
+            errors.push(FieldError::new(
+                &field,
+                format!("a claim is 1 to {CLAIM_MAX_CHARS} characters without control characters"),
+            ));
+            continue;
+        }
+        match target.strip_prefix(ATTRIBUTE_TARGET_PREFIX) {
+            Some(attribute)
+                if !attribute.is_empty()
+                    && attribute.chars().count() <= ATTRIBUTE_NAME_MAX_CHARS =>
+            {
+                kept.insert(claim.clone(), attribute.to_owned());
+            }
+            _ => errors.push(FieldError::new(
+                &field,
+                format!(
+                    "must be `attributes.<name>`, a name of 1 to {ATTRIBUTE_NAME_MAX_CHARS} \
+                     characters"
+                ),
+            )),
+        }
+    }
+    kept
 }
 
 /// A name tokens can carry as their `kid`: 1 to [`SDK_KEY_NAME_MAX_CHARS`] ASCII letters,

@@ -169,15 +169,7 @@ impl WebhookService {
         env: &EnvironmentId,
         id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
-        who.authorize(env, Permission::WebhooksWrite)?;
-        let mut sub = self.find(env, id).await?;
-        if sub.enabled {
-            sub.enabled = false;
-            sub.disabled_reason = Some("api".into());
-            sub.updated = self.clock.now();
-            self.repo.update(&sub).await?;
-        }
-        Ok(sub)
+        self.switch_enabled(who, env, id, false).await
     }
 
     /// Re-enables a disabled subscription; its failure history starts afresh. Deliveries
@@ -190,12 +182,28 @@ impl WebhookService {
         env: &EnvironmentId,
         id: &WebhookId,
     ) -> Result<Subscription, DomainError> {
+        self.switch_enabled(who, env, id, true).await
+    }
+
+    /// Enables or disables the subscription, stored only when it was not so already: enabled,
+    /// its failure history starts afresh; disabled, by the API (`disabledReason` `api`).
+    async fn switch_enabled(
+        &self,
+        who: &Principal,
+        env: &EnvironmentId,
+        id: &WebhookId,
+        enabled: bool,
+    ) -> Result<Subscription, DomainError> {
         who.authorize(env, Permission::WebhooksWrite)?;
         let mut sub = self.find(env, id).await?;
-        if !sub.enabled {
-            sub.enabled = true;
-            sub.disabled_reason = None;
-            sub.failing_since = None;
+        if sub.enabled != enabled {
+            sub.enabled = enabled;
+            if enabled {
+                sub.disabled_reason = None;
+                sub.failing_since = None;
+            } else {
+                sub.disabled_reason = Some("api".into());
+            }
             sub.updated = self.clock.now();
             self.repo.update(&sub).await?;
         }

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use chrono::TimeZone;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::card::card_event;
