@@ -9,6 +9,8 @@ use p256::pkcs8::{DecodePrivateKey, EncodePublicKey};
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::pem::Pem;
 
 /// Apple's push certificate extensions: development (sandbox) and production.
 const OID_APNS_SANDBOX: &str = "1.2.840.113635.100.6.3.1";
@@ -179,6 +181,7 @@ fn public_key_of(pem: &str) -> Result<Vec<u8>, String> {
 }
 
 /// iOS, certificate based: the principal is the certificate, the credential its private key.
+/// Every problem found is named, in the order of the checks.
 fn certificate(
     input: &PlatformInput,
     principal: &str,
@@ -190,53 +193,79 @@ fn certificate(
     let cert = pem
         .parse_x509()
         .map_err(|_| invalid("platformPrincipal", "is not a valid X.509 certificate"))?;
-    let mut errors = Vec::new();
-    let not_after = cert.validity().not_after.timestamp();
-    if not_after <= now.timestamp() {
-        errors.push(FieldError::new(
-            "platformPrincipal",
-            "is an expired certificate",
-        ));
+    let errors: Vec<FieldError> = [
+        validity_problem(&cert, now),
+        issuer_problem(&cert),
+        environment_problem(&cert, sandbox),
+        key_problem(&cert, &input.credential),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !errors.is_empty() {
+        return Err(CredentialProblem::Invalid(errors));
+    }
+    Ok(certificate_facts(&cert, &pem))
+}
+
+/// A certificate expired, or not valid yet, at `now`.
+fn validity_problem(cert: &X509Certificate<'_>, now: Timestamp) -> Option<FieldError> {
+    let message = if cert.validity().not_after.timestamp() <= now.timestamp() {
+        "is an expired certificate"
     } else if cert.validity().not_before.timestamp() > now.timestamp() {
-        errors.push(FieldError::new(
-            "platformPrincipal",
-            "is a certificate not valid yet",
-        ));
+        "is a certificate not valid yet"
+    } else {
+        return None;
+    };
+    Some(FieldError::new("platformPrincipal", message))
+}
+
+/// A certificate that Apple did not issue.
+fn issuer_problem(cert: &X509Certificate<'_>) -> Option<FieldError> {
+    if cert.issuer().to_string().contains(APPLE_ISSUER) {
+        return None;
     }
-    if !cert.issuer().to_string().contains(APPLE_ISSUER) {
-        errors.push(FieldError::new(
-            "platformPrincipal",
-            "is not an Apple-issued certificate (issuer must be Apple Worldwide Developer \
-                Relations)",
-        ));
-    }
+    Some(FieldError::new(
+        "platformPrincipal",
+        "is not an Apple-issued certificate (issuer must be Apple Worldwide Developer \
+            Relations)",
+    ))
+}
+
+/// A push certificate for the other environment than the platform's (APNS_SANDBOX needs a
+/// development one, APNS a production one).
+fn environment_problem(cert: &X509Certificate<'_>, sandbox: bool) -> Option<FieldError> {
     let has = |oid: &str| {
         cert.extensions()
             .iter()
             .any(|e| e.oid.to_id_string() == oid)
     };
-    match (sandbox, has(OID_APNS_SANDBOX), has(OID_APNS_PRODUCTION)) {
-        (true, false, _) => errors.push(FieldError::new(
-            "platformPrincipal",
-            "is not a development (sandbox) push certificate, as APNS_SANDBOX needs",
-        )),
-        (false, _, false) => errors.push(FieldError::new(
-            "platformPrincipal",
-            "is not a production push certificate, as APNS needs",
-        )),
-        _ => {}
-    }
-    match public_key_of(&input.credential) {
-        Ok(public) if public == cert.public_key().raw => {}
-        Ok(_) => errors.push(FieldError::new(
+    let message = match (sandbox, has(OID_APNS_SANDBOX), has(OID_APNS_PRODUCTION)) {
+        (true, false, _) => {
+            "is not a development (sandbox) push certificate, as APNS_SANDBOX needs"
+        }
+        (false, _, false) => "is not a production push certificate, as APNS needs",
+        _ => return None,
+    };
+    Some(FieldError::new("platformPrincipal", message))
+}
+
+/// A credential that is not the certificate's private key.
+fn key_problem(cert: &X509Certificate<'_>, credential: &str) -> Option<FieldError> {
+    match public_key_of(credential) {
+        Ok(public) if public == cert.public_key().raw => None,
+        Ok(_) => Some(FieldError::new(
             "platformCredential",
             "is not the private key of this certificate",
         )),
-        Err(why) => errors.push(FieldError::new("platformCredential", why)),
+        Err(why) => Some(FieldError::new("platformCredential", why)),
     }
-    if !errors.is_empty() {
-        return Err(CredentialProblem::Invalid(errors));
-    }
+}
+
+/// What the platform shows of a valid certificate: its expiry, its fingerprint (SHA-256 of
+/// its DER) and, when its subject names one, the app's bundle id.
+fn certificate_facts(cert: &X509Certificate<'_>, pem: &Pem) -> BTreeMap<String, String> {
+    let not_after = cert.validity().not_after.timestamp();
     let expires = chrono::DateTime::from_timestamp(not_after, 0).unwrap_or_default();
     let mut facts = BTreeMap::from([
         (
@@ -259,7 +288,7 @@ fn certificate(
     if let Some(bundle) = uid {
         facts.insert("BundleId".into(), bundle.to_owned());
     }
-    Ok(facts)
+    facts
 }
 
 fn apple_id(s: &str) -> bool {

@@ -1,37 +1,31 @@
 //! The application wired: every repository, service and background loop of `serve`, built from
 //! the settings and an open database, so that `serve` only prepares, starts and stops, and a
-//! test can build the whole application in the process.
+//! test can build the whole application in the process. [`App::build`] is the composition
+//! root: one function per area, in the order their checks, logs and writes come.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use adapters_diesel::{
-    Database, DieselCardRepository, DieselEndUserRepository, DieselFlowRepository,
-    DieselFolderRepository, DieselHealthProbe, DieselInvocationRepository, DieselSegmentRepository,
-    DieselSettingsRepository, DieselStreamRepository, SecretBox, Work,
-};
-use anyhow::Context;
+use adapters_diesel::{Database, SecretBox, Work};
 use api_actix::{AppState, Metrics};
-use domain::audience::AudienceService;
 use domain::bulk::BulkService;
 use domain::cancel::CancelService;
 use domain::card::CardService;
 use domain::push::PushService;
 use domain::retention::{Pruner, RetentionPolicy};
-use domain::trigger::{Engine, TriggerService};
+use domain::trigger::waits::Waits;
+use domain::trigger::Engine;
 use domain::webhook::DeliveryService;
-use domain::{Clock, FlowService, FolderService};
-use secrecy::ExposeSecret;
+use domain::Clock;
 
 use crate::config::Settings;
 use crate::workers::{self, Supervisor};
 
-/// The recorder's writing threads for CSV rows on PostgreSQL (docs/scaling.md, CSV tasks on
-/// PostgreSQL).
-const CSV_WRITERS: usize = 2;
+mod areas;
+mod state;
 
-/// A call to FCM, Google's token endpoint or APNs gives up after this.
-pub const PUSH_TIMEOUT_SECONDS: u64 = 15;
+use areas::{upload_key, Areas, Feed, Pushes, Runs, Stores, Tasks, Webhooks, PUSH_TIMEOUT_SECONDS};
+pub use state::auth_service;
+use state::http_state;
 
 /// What the process runs: the HTTP state, and the services of the background loops.
 pub struct App {
@@ -44,7 +38,7 @@ pub struct App {
 struct Loops {
     db: Database,
     engine: Arc<Engine>,
-    waits: Arc<domain::trigger::waits::Waits>,
+    waits: Arc<Waits>,
     cancels: Arc<CancelService>,
     bulk: Arc<BulkService>,
     deliveries: Arc<DeliveryService>,
@@ -82,263 +76,35 @@ impl App {
             public_url,
         } = parts;
         let engine_lease = lease(settings.engine_lease_seconds);
-        let folders = Arc::new(DieselFolderRepository::new(db.clone()));
-        // Flows read in the last second are answered again (every write of this process
-        // forgets them): the trigger's hot path reads its flow on every call.
-        let flows = Arc::new(domain::flow::RecentFlows::new(
-            Arc::new(DieselFlowRepository::new(db.clone())),
-            clock.clone(),
-        ));
-        let users = Arc::new(DieselEndUserRepository::new(db.clone()));
-        let segments = Arc::new(DieselSegmentRepository::new(db.clone()));
-        let streams = Arc::new(DieselStreamRepository::new(db.clone()));
-        let invocations = Arc::new(DieselInvocationRepository::new(db.clone()));
-        let card_repo = Arc::new(DieselCardRepository::new(db.clone()));
-        let cards = Arc::new(CardService::new(card_repo.clone(), clock.clone()));
-        // Contract §12: every commit of card events wakes the streams of their users.
-        let hub = Arc::new(api_actix::FeedHub::default());
-        db.tell_feed(hub.clone());
-        // A stream reads again twice the database's deadline back: an event stamped before a
-        // slow commit is not missed (contract §20 bounds how slow).
-        let reread = i64::try_from(settings.database_waits.request.as_secs())
-            .unwrap_or(i64::MAX)
-            .saturating_mul(2);
-        let feed = Arc::new(
-            domain::feed::FeedService::new(
-                Arc::new(adapters_diesel::DieselFeedRepository::new(db.clone())),
-                card_repo,
-                clock.clone(),
-            )
-            .with_reread(reread),
-        );
-        // Contract §21: flow instances that wait, run on as they come due, and read.
-        let instance_repo = Arc::new(adapters_diesel::DieselInstanceRepository::new(db.clone()));
-        let waits = Arc::new(domain::trigger::waits::Waits::new(
-            flows.clone(),
-            invocations.clone(),
-            instance_repo.clone(),
-            streams.clone(),
-            clock.clone(),
-        ));
-        let instances = Arc::new(domain::trigger::views::InstanceService::new(
-            invocations.clone(),
-            instance_repo.clone(),
-        ));
-        let engine = Arc::new(
-            Engine::new(
-                flows.clone(),
-                invocations.clone(),
-                users.clone(),
-                segments.clone(),
-                streams.clone(),
-                clock.clone(),
-            )
-            .with_lease(engine_lease)
-            // PostgreSQL writes transactions side by side, SQLite one at a time: there a
-            // fan-out's batch is written while the one before it is being saved (measured; see
-            // the git history of docs/benchmarks.md).
-            .with_saves_in_flight(match db.backend() {
-                adapters_diesel::Backend::Postgres => 2,
-                adapters_diesel::Backend::Sqlite => 1,
-            }),
-        );
-        let upload_key = secrets.derive_key("workbench upload urls v1").to_vec();
-        tracing::info!(
-            key_id = secrets.key_id(),
-            "secrets at rest sealed with AES-256-GCM"
-        );
-        let transport = Arc::new(
-            adapters_webhook::HttpTransport::new(adapters_webhook::TransportConfig {
-                policy: settings.webhook_allow_cidrs.value.clone(),
-                ..Default::default()
-            })
-            .context("cannot build the webhook HTTP client")?,
-        );
-        let webhook_repo = Arc::new(adapters_diesel::DieselWebhookRepository::new(
-            db.clone(),
-            secrets.clone(),
-        ));
-        // Custom header values stored in plain text by an older version are sealed now.
-        let sealed = webhook_repo
-            .seal_plain_headers()
-            .await
-            .context("cannot seal the custom header values of webhook subscriptions")?;
-        if sealed > 0 {
-            tracing::info!(
-                subscriptions = sealed,
-                "sealed the custom header values that were stored in plain text"
-            );
-        }
-        let pushes = Arc::new(PushService::new(
-            Arc::new(adapters_diesel::DieselPushJobRepository::new(
-                db.clone(),
-                secrets.clone(),
-            )),
-            Arc::new(
-                adapters_push::HttpPushSender::new(
-                    settings.push_urls.clone(),
-                    Duration::from_secs(PUSH_TIMEOUT_SECONDS),
-                )
-                .context("cannot build the push HTTP clients")?,
-            ),
-            clock.clone(),
-            settings.push_retry_schedule.value.clone(),
-        ));
-        let push = Arc::new(domain::push::PushPlatformService::new(
-            Arc::new(adapters_diesel::DieselPushPlatformRepository::new(
-                db.clone(),
-                secrets,
-            )),
-            Arc::new(adapters_push::OfflineValidator),
-            clock.clone(),
-        ));
-        let deliveries = Arc::new(DeliveryService::new(
-            webhook_repo.clone(),
-            transport.clone(),
-            clock.clone(),
-            settings.webhook_retry_schedule.value.clone(),
-        ));
-        let cancel_tasks = Arc::new(adapters_diesel::DieselCancelRepository::new(db.clone()));
-        let cancels = Arc::new(
-            CancelService::new(cancel_tasks.clone(), flows.clone(), clock.clone())
-                .with_lease(engine_lease),
-        );
-        let triggers = Arc::new(TriggerService::new(
-            flows.clone(),
-            invocations,
-            segments.clone(),
-            streams.clone(),
-            clock.clone(),
-        ));
-        // The recorders' writers (one for `/start`, `CSV_WRITERS` for CSV rows) take pool
-        // connections besides the calls, which need one more.
-        let least = 1 + CSV_WRITERS + 1;
-        if db.backend() == adapters_diesel::Backend::Postgres
-            && usize::try_from(settings.database_pool_size).is_ok_and(|size| size < least)
-        {
-            tracing::warn!(
-                pool_size = settings.database_pool_size,
-                least,
-                "a pool this small on PostgreSQL leaves requests waiting for a connection \
-                 while a CSV task is recorded (WORKBENCH_DATABASE_POOL_SIZE)"
-            );
-        }
-        // On PostgreSQL a CSV task's rows are recorded by a recorder of their own, with two
-        // writing threads: `/start` calls do not queue behind its transactions, and its rows
-        // are written two transactions at a time (docs/scaling.md, CSV tasks on PostgreSQL).
-        // On SQLite, which writes one transaction at a time, they share the `/start` recorder
-        // and its group commit.
-        let bulk_triggers = match db.backend() {
-            adapters_diesel::Backend::Postgres => Arc::new(TriggerService::new(
-                flows.clone(),
-                Arc::new(DieselInvocationRepository::new(db.clone()).with_writers(CSV_WRITERS)),
-                segments.clone(),
-                streams.clone(),
-                clock.clone(),
-            )),
-            adapters_diesel::Backend::Sqlite => triggers.clone(),
-        };
-        let bulk_tasks = Arc::new(adapters_diesel::DieselBulkRepository::new(db.clone()));
-        let tasks = Arc::new(domain::tasks::TaskService::new(
-            bulk_tasks.clone(),
-            cancel_tasks,
-            flows.clone(),
-        ));
-        let bulk = Arc::new(
-            BulkService::new(
-                bulk_tasks,
-                flows.clone(),
-                users.clone(),
-                bulk_triggers,
-                clock.clone(),
-                upload_key,
-            )
-            .with_lease(engine_lease),
-        );
-        let sdk = Arc::new(domain::sdk::SdkKeyService::new(
-            Arc::new(adapters_diesel::DieselSdkKeyRepository::new(db.clone())),
-            users.clone(),
-            Arc::new(adapters_jwt::JwtVerifier::default()),
-            clock.clone(),
-        ));
-        let flow_service = Arc::new(FlowService::new(
-            flows.clone(),
-            folders.clone(),
-            Arc::new(DieselSettingsRepository::new(db.clone())),
-            clock.clone(),
-        ));
-        let state = AppState {
-            auth: crate::auth_service(&db, clock.clone()),
-            folders: Arc::new(FolderService::new(folders.clone(), clock.clone())),
-            stats: Arc::new(domain::stats::StatsService::new(
-                Arc::new(adapters_diesel::DieselStatsRepository::new(db.clone())),
-                flows.clone(),
-                folders.clone(),
-                instance_repo.clone(),
-                clock.clone(),
-            )),
-            flows: flow_service.clone(),
-            editor: Arc::new(domain::flow::texts::EditorService::new(
-                flow_service,
-                Arc::new(adapters_diesel::DieselEditorTextRepository::new(db.clone())),
-            )),
-            feed,
-            hub,
-            instances,
-            tickets: Arc::new(domain::sdk::StreamTicketService::new(
-                sdk.clone(),
-                Arc::new(adapters_diesel::DieselStreamTicketRepository::new(
-                    db.clone(),
-                )),
-                clock.clone(),
-            )),
-            sdk,
-            audience: Arc::new(AudienceService::new(
-                users,
-                segments,
-                streams,
-                clock.clone(),
-            )),
-            triggers,
+        let stores = Stores::new(&db, &clock);
+        let cards = Arc::new(CardService::new(stores.cards.clone(), clock.clone()));
+        let feed = Feed::new(&db, &stores, &clock, settings);
+        let runs = Runs::new(&db, &stores, &clock, engine_lease);
+        let upload_key = upload_key(&secrets);
+        let webhooks = Webhooks::new(&db, settings, &secrets, &clock).await?;
+        let pushes = Pushes::new(&db, settings, secrets, &clock)?;
+        let tasks = Tasks::new(&db, settings, &stores, &clock, engine_lease, upload_key);
+        let areas = Areas {
+            stores,
             cards,
-            webhooks: Arc::new(domain::webhook::WebhookService::new(
-                webhook_repo,
-                transport,
-                clock.clone(),
-            )),
-            cancels: cancels.clone(),
-            bulk: bulk.clone(),
+            feed,
+            runs,
+            webhooks,
+            pushes,
             tasks,
-            push,
-            devices: Arc::new(domain::push::DeviceService::new(
-                Arc::new(adapters_diesel::DieselDeviceRepository::new(db.clone())),
-                clock.clone(),
-            )),
-            pushes: pushes.clone(),
-            health: Arc::new(DieselHealthProbe::new(db.clone()).with_clock(clock.clone())),
-            loops: Arc::new(domain::health::Loops::default()),
-            storage: db.storage(),
-            shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            metrics,
-            limits: api_actix::RateLimits::new(settings.rate_limits),
-            trusted_proxies: settings.trusted_proxies.clone(),
-            metrics_token: settings
-                .metrics_token
-                .as_ref()
-                .map(|t| t.expose_secret().to_owned()),
-            public_url,
         };
+        let state = http_state(settings, &db, &clock, metrics, public_url, &areas);
         let pruner = Arc::new(pruner(&db, clock, settings.retention));
         Ok(App {
             state,
             loops: Loops {
                 db,
-                engine,
-                waits,
-                cancels,
-                bulk,
-                deliveries,
-                pushes,
+                engine: areas.runs.engine,
+                waits: areas.runs.waits,
+                cancels: areas.tasks.cancels,
+                bulk: areas.tasks.bulk,
+                deliveries: areas.webhooks.deliveries,
+                pushes: areas.pushes.sending,
                 webhook_concurrency: settings.webhook_concurrency,
                 webhook_lease: lease(settings.webhook_lease_seconds),
                 pruner,
@@ -410,6 +176,8 @@ pub fn lease(seconds: u64) -> chrono::Duration {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use adapters_diesel::testing::TestDatabase;
     use adapters_diesel::DatabaseClock;

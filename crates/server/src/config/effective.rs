@@ -132,8 +132,8 @@ mod tests {
         assert_eq!(shown["rate_limit_key"], "200/s");
         assert_eq!(shown["unknown_variables"], json!(["WORKBENCH_LISTN"]));
         // Every setting is shown: the keys are the configuration file's.
-        for variable in super::super::known_variables() {
-            let key = super::super::key_of(&variable).expect("a key");
+        for variable in super::super::help::known_variables() {
+            let key = super::super::sources::key_of(&variable).expect("a key");
             assert!(shown.get(&key).is_some(), "{key} missing from {text}");
         }
     }

@@ -1,7 +1,8 @@
 //! The ranges of numeric and duration settings, checked as each is read, and the syntax of
-//! the rate limits.
+//! the rate limits and of sizes.
 
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 
@@ -16,83 +17,73 @@ pub(super) struct Integer {
     range: RangeInclusive<u64>,
 }
 
-pub(super) const DATABASE_POOL_SIZE: Integer = Integer {
-    key: "database_pool_size",
-    default: 8,
-    range: 1..=256,
-};
-pub(super) const WORKERS: Integer = Integer {
-    key: "workers",
-    default: 2,
-    range: 1..=256,
-};
-pub(super) const SHUTDOWN_TIMEOUT_SECONDS: Integer = Integer {
-    key: "shutdown_timeout_seconds",
-    default: 30,
-    range: 0..=3600,
-};
-pub(super) const SHUTDOWN_DRAIN_SECONDS: Integer = Integer {
-    key: "shutdown_drain_seconds",
-    default: 5,
-    range: 0..=300,
-};
-pub(super) const ENGINE_LEASE_SECONDS: Integer = Integer {
-    key: "engine_lease_seconds",
-    default: domain::unit::LEASE_SECONDS as u64,
-    range: 1..=3600,
-};
-pub(super) const WEBHOOK_CONCURRENCY: Integer = Integer {
-    key: "webhook_concurrency",
-    default: 64,
-    range: 1..=1024,
-};
-pub(super) const WEBHOOK_LEASE_SECONDS: Integer = Integer {
-    key: "webhook_lease_seconds",
-    default: 60,
-    range: 1..=3600,
-};
+impl Integer {
+    const fn new(key: &'static str, default: u64, range: RangeInclusive<u64>) -> Self {
+        Integer {
+            key,
+            default,
+            range,
+        }
+    }
+}
+
+pub(super) const DATABASE_POOL_SIZE: Integer = Integer::new("database_pool_size", 8, 1..=256);
+pub(super) const WORKERS: Integer = Integer::new("workers", 2, 1..=256);
+pub(super) const SHUTDOWN_TIMEOUT_SECONDS: Integer =
+    Integer::new("shutdown_timeout_seconds", 30, 0..=3600);
+pub(super) const SHUTDOWN_DRAIN_SECONDS: Integer =
+    Integer::new("shutdown_drain_seconds", 5, 0..=300);
+pub(super) const ENGINE_LEASE_SECONDS: Integer = Integer::new(
+    "engine_lease_seconds",
+    domain::unit::LEASE_SECONDS as u64,
+    1..=3600,
+);
+pub(super) const WEBHOOK_CONCURRENCY: Integer = Integer::new("webhook_concurrency", 64, 1..=1024);
+pub(super) const WEBHOOK_LEASE_SECONDS: Integer =
+    Integer::new("webhook_lease_seconds", 60, 1..=3600);
 
 /// A wait: `5s`, `500ms`, `2m` (a whole number with `ms`, `s`, `m` or `h`), within a range.
 pub(super) struct Wait {
     key: &'static str,
-    default: std::time::Duration,
-    range: RangeInclusive<std::time::Duration>,
+    default: Duration,
+    range: RangeInclusive<Duration>,
 }
 
-pub(super) const DATABASE_REQUEST_TIMEOUT: Wait = Wait {
-    key: "database_request_timeout",
-    default: std::time::Duration::from_secs(5),
-    range: std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(300),
-};
-pub(super) const DATABASE_TCP_TIMEOUT: Wait = Wait {
-    key: "database_tcp_timeout",
-    default: std::time::Duration::from_secs(10),
-    range: std::time::Duration::from_secs(2)..=std::time::Duration::from_secs(600),
-};
+/// `n` seconds, as the waits' defaults and ranges are written.
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
 
-pub(super) const DATABASE_POOL_TIMEOUT: Wait = Wait {
-    key: "database_pool_timeout",
-    default: std::time::Duration::from_secs(5),
-    range: std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(300),
-};
-pub(super) const DATABASE_STATEMENT_TIMEOUT: Wait = Wait {
-    key: "database_statement_timeout",
-    default: std::time::Duration::from_secs(30),
-    range: std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(86_400),
-};
-pub(super) const DATABASE_WAIT: Wait = Wait {
-    key: "database_wait",
-    default: std::time::Duration::ZERO,
-    range: std::time::Duration::ZERO..=std::time::Duration::from_secs(3600),
-};
+/// `n` milliseconds, as the waits' defaults and ranges are written.
+const fn millis(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
 
-pub(super) const REQUEST_BODY_TIMEOUT: Wait = Wait {
-    key: "request_body_timeout",
-    default: std::time::Duration::from_secs(30),
-    range: std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600),
-};
+pub(super) const DATABASE_REQUEST_TIMEOUT: Wait =
+    Wait::new("database_request_timeout", secs(5), millis(100)..=secs(300));
+pub(super) const DATABASE_TCP_TIMEOUT: Wait =
+    Wait::new("database_tcp_timeout", secs(10), secs(2)..=secs(600));
+pub(super) const DATABASE_POOL_TIMEOUT: Wait =
+    Wait::new("database_pool_timeout", secs(5), millis(100)..=secs(300));
+pub(super) const DATABASE_STATEMENT_TIMEOUT: Wait = Wait::new(
+    "database_statement_timeout",
+    secs(30),
+    secs(1)..=secs(86_400),
+);
+pub(super) const DATABASE_WAIT: Wait =
+    Wait::new("database_wait", Duration::ZERO, Duration::ZERO..=secs(3600));
+pub(super) const REQUEST_BODY_TIMEOUT: Wait =
+    Wait::new("request_body_timeout", secs(30), secs(1)..=secs(3600));
 
 impl Wait {
+    const fn new(key: &'static str, default: Duration, range: RangeInclusive<Duration>) -> Self {
+        Wait {
+            key,
+            default,
+            range,
+        }
+    }
+
     /// The value read, else the default; within the range.
     pub(super) fn read(
         &self,
@@ -177,4 +168,27 @@ impl Integer {
             anyhow!("{name} = {value} does not fit this platform (allowed: {lo} to {hi})")
         })
     }
+}
+
+/// The low-disk guard's default (contract §18).
+pub(super) const DEFAULT_MIN_FREE_DISK: u64 = 128 << 20;
+
+/// A size in bytes: a whole number with an optional unit `B`, `KiB`, `MiB`, `GiB`, `TiB` (or
+/// `KB`, `MB`, `GB`, `TB`, `K`, `M`, `G`, `T`, all in powers of 1,024).
+pub(super) fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
 }

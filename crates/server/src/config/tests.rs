@@ -1,3 +1,5 @@
+use super::help::known_variables;
+use super::ranges::parse_size;
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -1,5 +1,7 @@
-//! How the background loops pause: between polls, until a slot is freed, and while idle.
+//! How the background loops pause: between polls, until a slot is freed, while idle, and
+//! until what they claimed is saved.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -25,6 +27,14 @@ pub(super) async fn pause_until_freed(
         () = tokio::time::sleep(length) => {}
         () = freed.notified() => {}
         () = stopping.cancelled() => {}
+    }
+}
+
+/// Polls every `length` until `unsaved` is zero: a claim loop that is to stop ends only once
+/// the calls in flight have finished and their outcomes are saved.
+pub(super) async fn until_saved(unsaved: &AtomicUsize, length: Duration) {
+    while unsaved.load(Ordering::Acquire) > 0 {
+        tokio::time::sleep(length).await;
     }
 }
 

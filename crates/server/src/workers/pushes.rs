@@ -1,7 +1,17 @@
 //! The push loop: due push jobs claimed, sent with a bounded number in flight, and their
 //! outcomes saved in batches.
 
-use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use domain::push::{PushRecord, PushService};
+use tokio::sync::Notify;
+
+use super::pacing::Pacing;
+use super::pauses::{pause, pause_until_freed, until_saved, Idle};
+use super::saver::spawn_saver;
+use super::supervisor::{reported, Supervisor};
+use super::{DELIVERY_IDLE, IDLE, IDLE_MOST};
 
 /// Pushes in flight from this process, in all.
 const MAX_PUSHES_IN_FLIGHT: usize = 256;
@@ -17,21 +27,12 @@ pub fn spawn_pushes(
     lease: chrono::Duration,
 ) {
     let in_flight = Arc::new(AtomicUsize::new(0));
-    let recorder = service.clone();
     let counter = in_flight.clone();
-    let metrics = supervisor.metrics.clone();
-    metrics.stale_outcomes("push", 0);
     let (done, freed) = spawn_saver(
         supervisor,
         "push-saver",
-        move |batch: Vec<PushRecord>| {
-            let (recorder, metrics) = (recorder.clone(), metrics.clone());
-            async move {
-                let stale = recorder.record(batch).await?;
-                stale_outcomes(&metrics, "push", stale);
-                Ok(())
-            }
-        },
+        "push",
+        service.clone(),
         move |batch: &[PushRecord]| {
             counter.fetch_sub(batch.len(), Ordering::Relaxed);
         },
@@ -53,9 +54,7 @@ pub fn spawn_pushes(
             loop {
                 if stopping.is_cancelled() {
                     // The pushes in flight finish and their outcomes are saved first.
-                    while in_flight.load(Ordering::Relaxed) > 0 {
-                        tokio::time::sleep(DELIVERY_IDLE).await;
-                    }
+                    until_saved(&in_flight, DELIVERY_IDLE).await;
                     return;
                 }
                 let room = MAX_PUSHES_IN_FLIGHT.saturating_sub(in_flight.load(Ordering::Relaxed));

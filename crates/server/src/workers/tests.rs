@@ -1,6 +1,17 @@
 //! Unit tests of the supervisor and its loops.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use api_actix::Metrics;
+use domain::health::Loops;
+use domain::webhook::{AttemptRecord, DeliveryService};
+use domain::StorageError;
+
+use super::deliveries::{call_ended, lock};
+use super::{spawn_deliveries, Supervisor};
 
 #[tokio::test]
 async fn a_loop_that_dies_is_started_again_counted_and_goes_on() {
