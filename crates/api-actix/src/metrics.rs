@@ -11,8 +11,8 @@ use domain::webhook::AttemptKind;
 use domain::HealthProbe;
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Counter, Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// How long one read of the backlog answers scrapes: scrapes at once, or a scraper's retry,
@@ -39,6 +39,7 @@ pub struct Metrics {
     clock_offset: Gauge,
     stale: IntCounterVec,
     pruned: IntCounterVec,
+    prune_seconds: Counter,
     build: IntGaugeVec,
     webhook_attempts: IntCounterVec,
     webhook_duration: Histogram,
@@ -115,6 +116,10 @@ impl Metrics {
             ),
             &["kind"],
         )?;
+        let prune_seconds = Counter::new(
+            "prune_seconds_total",
+            "Time the pruner's steps took, their transactions included, in seconds",
+        )?;
         let stale = IntCounterVec::new(
             Opts::new(
                 "stale_outcomes_total",
@@ -157,6 +162,7 @@ impl Metrics {
         registry.register(Box::new(clock_offset.clone()))?;
         registry.register(Box::new(stale.clone()))?;
         registry.register(Box::new(pruned.clone()))?;
+        registry.register(Box::new(prune_seconds.clone()))?;
         registry.register(Box::new(free_bytes.clone()))?;
         registry.register(Box::new(full.clone()))?;
         registry.register(Box::new(storage_errors.clone()))?;
@@ -180,6 +186,7 @@ impl Metrics {
             clock_offset,
             stale,
             pruned,
+            prune_seconds,
             build,
             webhook_attempts,
             webhook_duration,
@@ -260,6 +267,11 @@ impl Metrics {
     /// pruned (0 lists the kind).
     pub fn pruned(&self, kind: &str, n: u64) {
         self.pruned.with_label_values(&[kind]).inc_by(n);
+    }
+
+    /// A step of the pruner took `took`: its share of the writer over time.
+    pub fn pruning(&self, took: Duration) {
+        self.prune_seconds.inc_by(took.as_secs_f64());
     }
 
     /// Takes the storage figures as they are now, for the next rendering.

@@ -69,7 +69,10 @@ pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Prun
             let mut pacing = Pacing::new("pruner");
             while !stopping.is_cancelled() {
                 let step = pruner.step(false, Some(PRUNE_STEP_BATCHES));
-                match reported(&loops, "pruner", step).await {
+                let began = std::time::Instant::now();
+                let stepped = reported(&loops, "pruner", step).await;
+                metrics.pruning(began.elapsed());
+                match stepped {
                     Ok(stepped) => {
                         pacing.ok();
                         let mut done = true;
