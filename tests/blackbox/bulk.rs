@@ -495,22 +495,6 @@ async fn a_restart_mid_task_resumes_it(mut s: Server) {
     assert_eq!(open_cards(&s), 5_000, "once each");
 }
 
-/// CPU time the process has used, user and system, in clock ticks (`/proc/<pid>/stat`).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    // The fields after the command's closing parenthesis: utime and stime are the 12th and
-    // 13th of them.
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).expect("fields");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .expect("ticks")
-    };
-    tick(11) + tick(12)
-}
-
 /// A header of very many columns (found by an outside probe: 200,000 columns kept both cores
 /// busy for half a minute after a 408) is refused while it arrives, naming the limit, and no
 /// work goes on after the answer. A header over 1,000 short columns is refused by its count.
@@ -542,9 +526,9 @@ async fn a_header_of_many_columns_is_refused_at_once_and_nothing_runs_on(s: Serv
     assert_eq!(settled_task["status"], "failed");
     // Nothing runs on: the process is as idle over the next 5 s as it was before.
     let ticks_per_second = 100; // USER_HZ on Linux
-    let before = cpu_ticks(s.pid());
+    let before = s.cpu_ticks();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let used = cpu_ticks(s.pid()) - before;
+    let used = s.cpu_ticks() - before;
     assert!(
         used * 100 < 5 * 5 * ticks_per_second,
         "{used} ticks of CPU in the 5 s after the answer (5% of a core is 25)"

@@ -202,6 +202,23 @@ impl Server {
         self.child.id()
     }
 
+    /// CPU time the process has used so far, user and system, in clock ticks
+    /// (`/proc/<pid>/stat`; 100 a second on Linux).
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).expect("stat");
+        // The fields after the command's closing parenthesis: utime and stime are the 12th and
+        // 13th of them.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).expect("fields");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let tick = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .expect("ticks")
+        };
+        tick(11) + tick(12)
+    }
+
     /// Waits for the process to exit by itself.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + timeout;

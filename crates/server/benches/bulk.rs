@@ -18,6 +18,11 @@
 //!    engine, then a cancel of every instance of that flow (one per invocation), with the same
 //!    ledger.
 //!
+//! 5. before them, BENCH_WIDE (default 20) uploads of a header of 200,000 columns (5.2 MB), each
+//!    timed from the request to its answer, then the server's CPU over the 5 s after the last
+//!    answer; its ledger: every answer a 400 `invalid_csv` naming the limit, every task
+//!    `failed`. BENCH_PART=wide runs this part alone.
+//!
 //! BENCH_BACKEND=postgres runs PostgreSQL alone. BENCH_PROCESSES=2 (PostgreSQL) starts a second
 //! `workbench serve` on the same database: both run the CSV, engine and cancel loops of every
 //! part, and the `POST /start` calls of 4 alternate between the two.
@@ -174,6 +179,59 @@ async fn csv(server: &support::Server, flow: &str, mib: usize) {
         "invocations completed / cards / users"
     );
     println!("  ledger: {rows} rows, each an invocation completed with one card of its own user");
+}
+
+/// `uploads` uploads of a header of 200,000 columns, each to a task of its own: how long each
+/// takes to be refused, and how much CPU the server spends in the 5 s after the last answer (a
+/// parse that went on after its answer would show there).
+async fn wide_headers(server: &support::Server, flow: &str, uploads: u64) {
+    let mut header = String::from("target.attributes.id");
+    for i in 0..200_000 {
+        header.push_str(&format!(",target.attributes.c{i}"));
+    }
+    let body = format!("{header}\nu1{}\n", ",x".repeat(200_000));
+    let (mut took, mut tasks) = (Vec::new(), Vec::new());
+    for _ in 0..uploads {
+        let (_, upload_url, status_url) = csv_task(server, flow).await;
+        let request = server
+            .client
+            .put(&upload_url)
+            .header("content-type", "text/csv")
+            .body(body.clone());
+        let started = Instant::now();
+        let reply = request.send().await.expect("upload");
+        let status = reply.status();
+        let text = reply.text().await.expect("answer");
+        took.push(started.elapsed());
+        assert_eq!(status, 400, "{text}");
+        assert!(
+            text.contains("invalid_csv") && text.contains("at most 1000 columns"),
+            "{text}"
+        );
+        tasks.push(status_url);
+    }
+    let before = server.cpu_ticks();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Ticks are hundredths of a second: over 5 s, 5 ticks are 1% of a core.
+    let cpu = (server.cpu_ticks() - before) as f64 / 5.0;
+    for status_url in &tasks {
+        let task = get(server, status_url).await["data"]["task"].clone();
+        assert_eq!(task["status"], "failed", "{task}");
+    }
+    took.sort();
+    println!(
+        "  header of 200,000 columns ({:.1} MB), {uploads} uploads: refused in p50 {:.1} ms, \
+            p99 {:.1} ms, max {:.1} ms; server CPU over the 5 s after the last answer {cpu:.1}% \
+            of a core",
+        body.len() as f64 / 1e6,
+        common::pct(&took, 0.5),
+        common::pct(&took, 0.99),
+        common::pct(&took, 1.0),
+    );
+    println!(
+        "  ledger: {uploads} uploads, each answered 400 invalid_csv naming the limit, each task \
+            failed"
+    );
 }
 
 /// A CSV without `target.attributes.id`: each of its `rows` rows names one of `users` users
@@ -391,6 +449,10 @@ async fn run(db: TestDatabase, backend: &str, mib: usize, users: u64, starts: u6
     let server = support::Server::start(db).await;
     let replica = (processes > 1).then(|| server.replica(&[]));
     let flow = common::published_flow(&server).await;
+    wide_headers(&server, &flow, common::setting("BENCH_WIDE", 20)).await;
+    if std::env::var("BENCH_PART").as_deref() == Ok("wide") {
+        return;
+    }
     by_attribute(&server, &flow, 2_000, 10_000).await;
     csv(&server, &flow, mib).await;
     // Stop them: their engines would still be turning the rows into cards.

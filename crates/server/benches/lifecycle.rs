@@ -16,6 +16,16 @@
 //! ledger: every request answered 2xx, and every event of every card delivered (duplicates
 //! counted); a run whose ledger does not close is void.
 //!
+//! BENCH_MIX=soak runs a production-like mix instead of `/start` alone: of every 5 scheduled
+//! slots, 3 are a `/start`, 1 a feed read of the user started a second before followed at once
+//! by the submit of the card it shows (2 requests), and 1 a read of the last invocation started:
+//! BENCH_RATE × 6/5 requests/s (BENCH_RATE=500 makes 600). Its ledger also counts every feed
+//! read, submit and invocation read answered 2xx, and each card's closing event (completed or
+//! expired) delivered.
+//!
+//! Each phase prints `/start` p99 over the first and over the last minute of the run, and the
+//! share of the run the pruner spent in its transactions (`workbench_prune_seconds_total`).
+//!
 //! BENCH_BACKEND=sqlite or postgres runs one backend alone; BENCH_PHASE=pruned or off one
 //! phase alone.
 
@@ -33,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use adapters_diesel::testing::TestDatabase;
 use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use common::pct;
 
@@ -51,6 +61,155 @@ fn rate() -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(400)
+}
+
+/// Whether the load is the soak's mix (BENCH_MIX=soak) rather than `/start` alone.
+fn soak() -> bool {
+    std::env::var("BENCH_MIX").as_deref() == Ok("soak")
+}
+
+/// The flow of the load: [`common::config`], with a submit button for the mix's submits.
+fn flow_config() -> Value {
+    let mut config = common::config();
+    config["cardTemplates"]["t1"]["defaultView"]["actions"] =
+        json!([{"key": "ok", "type": "submitButton", "attributes": {"text": "OK"}}]);
+    config
+}
+
+/// One answered request of the load.
+struct Answered {
+    /// Whether it was a `/start`.
+    start: bool,
+    /// When it was sent, since the run began.
+    sent: Duration,
+    /// How long its answer took.
+    took: Duration,
+}
+
+/// What sends the load's requests.
+#[derive(Clone)]
+struct Load {
+    client: reqwest::Client,
+    /// `.../v1/{env}`.
+    base: String,
+    flow: String,
+    secret: String,
+    /// The invocation of the last `/start` answered, for the mix's invocation reads.
+    last: Arc<Mutex<Option<String>>>,
+    started: Instant,
+}
+
+impl Load {
+    /// Sends request `n` (slot `slot` of the mix; always 0 without it) and what it leads to.
+    async fn send(self, slot: u64, n: u64) -> Vec<Answered> {
+        match slot {
+            0..=2 => vec![self.start(n).await],
+            3 => self.read_and_submit(n).await,
+            _ => vec![self.invocation().await],
+        }
+    }
+
+    /// Sends `request`, which must be answered 2xx: the answer's JSON (null if none).
+    async fn timed(&self, request: reqwest::RequestBuilder, start: bool) -> (Answered, Value) {
+        let sent = Instant::now();
+        let response = request
+            .bearer_auth(&self.secret)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let body = response.bytes().await.expect("body");
+        assert!(
+            status.is_success(),
+            "{status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let answered = Answered {
+            start,
+            sent: sent.duration_since(self.started),
+            took: sent.elapsed(),
+        };
+        (
+            answered,
+            serde_json::from_slice(&body).unwrap_or(Value::Null),
+        )
+    }
+
+    /// `/start` of `user{n}`, whose card expires 10 s after it is made.
+    async fn start(&self, n: u64) -> Answered {
+        let request = self
+            .client
+            .post(format!("{}/action-flow/{}/start", self.base, self.flow))
+            .json(&json!({"flows": [{
+                "target": {"type": "user", "targetUserIds": [format!("user{n}")]},
+                "payload": {"cardOptions": {"expiresInterval": "PT10S"}}
+            }]}));
+        let (answered, body) = self.timed(request, true).await;
+        if let Some(id) = body["data"]["triggeredFlows"][0]["flowInvocationId"].as_str() {
+            *self.last.lock().expect("last") = Some(id.to_owned());
+        }
+        answered
+    }
+
+    /// The feed of the user started about a second before slot `n` (slot 3 of the mix reads
+    /// the user of a slot 0, one a slot), then the submit of the card it shows. In the first
+    /// second, the feed of the first user, and no submit.
+    async fn read_and_submit(&self, n: u64) -> Vec<Answered> {
+        let back = 3 + 5 * (rate() / 5).max(1);
+        let started = n.checked_sub(back);
+        let user = format!("user{}", started.unwrap_or(0));
+        let feed = self.client.get(format!("{}/users/{user}/cards", self.base));
+        let (read, body) = self.timed(feed, false).await;
+        let mut answered = vec![read];
+        let card = body["data"][0]["id"].as_str().filter(|_| started.is_some());
+        if let Some(card) = card {
+            let submit = self
+                .client
+                .post(format!("{}/users/{user}/cards/{card}/actions", self.base))
+                .json(&json!({"action": "submit", "values": {"ok": true}}));
+            answered.push(self.timed(submit, false).await.0);
+        }
+        answered
+    }
+
+    /// A read of the last invocation started (of the flow's first, before any is answered).
+    async fn invocation(&self) -> Answered {
+        let last = self.last.lock().expect("last").clone();
+        let url = match last {
+            Some(id) => format!("{}/action-flow/{}/invocations/{id}", self.base, self.flow),
+            None => format!("{}/action-flow/{}", self.base, self.flow),
+        };
+        self.timed(self.client.get(url), false).await.0
+    }
+}
+
+/// The p99 of the `/start` answers sent within `from..to` of the run, in milliseconds.
+fn start_p99(answered: &[Answered], from: Duration, to: Duration) -> f64 {
+    let mut took: Vec<Duration> = answered
+        .iter()
+        .filter(|a| a.start && a.sent >= from && a.sent < to)
+        .map(|a| a.took)
+        .collect();
+    took.sort();
+    pct(&took, 0.99)
+}
+
+/// The figures of one phase.
+struct Phase {
+    p50: f64,
+    p99: f64,
+    /// `/start` p99 over the first and over the last minute.
+    first_minute: f64,
+    last_minute: f64,
+    /// The database's size at each sample.
+    sizes: Vec<u64>,
+    /// Cards made (one a `/start`), and kept at the end.
+    made: u64,
+    kept: u64,
+    /// Cards in the database at each sample.
+    counts: Vec<u64>,
+    /// The share of the run the pruner spent in its transactions, in percent.
+    pruning: f64,
 }
 
 #[derive(QueryableByName)]
@@ -102,9 +261,8 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_048_576.0
 }
 
-/// One phase: steady traffic for the run, sampling the size and the cards in the database;
-/// (p50 ms, p99 ms, sizes, cards made, cards kept at the end, cards at each size sample).
-async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u64, Vec<u64>) {
+/// One phase: steady traffic for the run, sampling the size and the cards in the database.
+async fn phase(db: TestDatabase, retention: &str) -> Phase {
     let server = support::Server::start_with(
         db,
         &[
@@ -114,13 +272,16 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
     )
     .await;
     let env = server.env.clone();
-    let flow = common::published_flow(&server).await;
+    let flow = common::published_flow_of(&server, &flow_config()).await;
     let receiver = receiver::Receiver::start().await;
     let subscribed = server
         .client
         .post(server.url(&format!("/v1/{env}/webhook")))
         .bearer_auth(&server.admin_secret)
-        .json(&json!({"types": ["card-published", "card-expired"], "url": receiver.url}))
+        .json(
+            &json!({"types": ["card-published", "card-expired", "card-completed"],
+            "url": receiver.url}),
+        )
         .send()
         .await
         .expect("subscribe");
@@ -141,15 +302,19 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
             }
         })
     };
-    let (client, url, secret) = (
-        server.client.clone(),
-        server.url(&format!("/v1/{env}/action-flow/{flow}/start")),
-        server.admin_secret.clone(),
-    );
     let run = Duration::from_secs(seconds());
     let interval = Duration::from_secs_f64(1.0 / rate() as f64);
     let database = server.database_url().to_owned();
+    let pruned_before = common::metric(&server, "workbench_prune_seconds_total").await;
     let started = Instant::now();
+    let load = Load {
+        client: server.client.clone(),
+        base: server.url(&format!("/v1/{env}")),
+        flow,
+        secret: server.admin_secret.clone(),
+        last: Arc::default(),
+        started,
+    };
     let sampler = tokio::spawn(async move {
         let mut sizes = vec![size(&database)];
         let mut counts = vec![0];
@@ -175,38 +340,35 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
         (sizes, counts)
     });
     let mut tasks = Vec::new();
-    let mut n = 0u64;
+    let (mut n, mix) = (0u64, soak());
     while started.elapsed() < run {
         let due = started + interval * u32::try_from(n).unwrap_or(u32::MAX);
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             tokio::time::sleep(wait).await;
         }
-        let request = client
-            .post(&url)
-            .bearer_auth(&secret)
-            .json(&json!({"flows": [{
-                "target": {"type": "user", "targetUserIds": [format!("user{n}")]},
-                "payload": {"cardOptions": {"expiresInterval": "PT10S"}}
-            }]}));
-        tasks.push(tokio::spawn(async move {
-            let sent = Instant::now();
-            let response = request.send().await.expect("request");
-            assert!(response.status().is_success(), "{}", response.status());
-            response.bytes().await.expect("body");
-            sent.elapsed()
-        }));
+        let slot = if mix { n % 5 } else { 0 };
+        tasks.push(tokio::spawn(load.clone().send(slot, n)));
         n += 1;
     }
     let mut all = Vec::new();
     for task in tasks {
-        all.push(task.await.expect("join"));
+        all.extend(task.await.expect("join"));
     }
-    all.sort();
+    let ran = started.elapsed();
+    let pruning = match (
+        pruned_before,
+        common::metric(&server, "workbench_prune_seconds_total").await,
+    ) {
+        (Some(before), Some(after)) => (after - before) / ran.as_secs_f64() * 100.0,
+        _ => f64::NAN,
+    };
     let (sizes, counts) = sampler.await.expect("sampler");
     let kept = cards(server.database_url());
     // The ledger: every request sent was answered 2xx (asserted as each came), and each card's
-    // two events delivered; the last cards expire 10 s after the run.
-    let expected = 2 * n;
+    // two events (published, then completed or expired) delivered; the last cards expire 10 s
+    // after the run.
+    let starts = all.iter().filter(|a| a.start).count() as u64;
+    let expected = 2 * starts;
     let waited = Instant::now();
     while delivered.lock().expect("delivered").0.len() < expected as usize
         && waited.elapsed() < Duration::from_secs(120)
@@ -219,28 +381,45 @@ async fn phase(db: TestDatabase, retention: &str) -> (f64, f64, Vec<u64>, u64, u
         let seen = delivered.lock().expect("delivered");
         (seen.0.len() as u64, seen.1)
     };
-    let closed = all.len() as u64 == n && events == expected;
+    let closed = events == expected;
     println!(
-        "    ledger: {n} sent, {} answered 2xx; {events} of {expected} events delivered ({} calls, \
-            {} duplicates): {}",
+        "    ledger: {n} slots sent, {} requests answered 2xx ({starts} /start); {events} of \
+            {expected} events delivered ({calls} calls, {} duplicates): {}",
         all.len(),
-        calls,
         calls.saturating_sub(events),
         if closed { "closed" } else { "VOID" }
     );
-    (pct(&all, 0.5), pct(&all, 0.99), sizes, n, kept, counts)
+    let minute = Duration::from_secs(60);
+    let mut took: Vec<Duration> = all.iter().filter(|a| a.start).map(|a| a.took).collect();
+    took.sort();
+    Phase {
+        p50: pct(&took, 0.5),
+        p99: pct(&took, 0.99),
+        first_minute: start_p99(&all, Duration::ZERO, minute),
+        last_minute: start_p99(&all, run.saturating_sub(minute), run),
+        sizes,
+        made: starts,
+        kept,
+        counts,
+        pruning,
+    }
 }
 
 async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
     let phases = std::env::var("BENCH_PHASE").ok();
+    let what = match soak() {
+        true => "the soak's mix (3 /start, 1 feed read and its submit, 1 invocation read)",
+        false => "/start",
+    };
     println!(
-        "{backend}: {} s of /start at {} req/s, cards expiring after 10 s",
+        "{backend}: {} s of {what} at {} slots/s, cards expiring after 10 s",
         seconds(),
         rate()
     );
     if phases.as_deref() != Some("off") {
         println!("  WORKBENCH_RETENTION=1m, database size:");
-        let (p50, p99, sizes, made, kept, counts) = phase(make(), "1m").await;
+        let phase = phase(make(), "1m").await;
+        let (sizes, counts) = (&phase.sizes, &phase.counts);
         let last = *sizes.last().unwrap_or(&0);
         // The size 2 minutes before the end (4 samples of 30 s).
         let before = sizes.len().checked_sub(5).map_or(0, |i| sizes[i]);
@@ -255,21 +434,32 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
         let steady = sizes[recent..].iter().sum::<u64>() as f64
             / counts[recent..].iter().sum::<u64>().max(1) as f64;
         println!(
-            "  pruned: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards made, {kept} kept at \
-                the end; \
-             last 2 min {growth:+.1}%; {:.0} bytes per card kept at the end, {steady:.0} over the \
-                 last 2 min",
-            last as f64 / kept.max(1) as f64
+            "  pruned: /start p50 {:.2} ms  p99 {:.2} ms (first minute {:.2}, last minute {:.2}); \
+                {} cards made, {} kept at the end; last 2 min {growth:+.1}%; {:.0} bytes per \
+                card kept at the end, {steady:.0} over the last 2 min; pruning {:.1}% of the run",
+            phase.p50,
+            phase.p99,
+            phase.first_minute,
+            phase.last_minute,
+            phase.made,
+            phase.kept,
+            last as f64 / phase.kept.max(1) as f64,
+            phase.pruning
         );
     }
     if phases.as_deref() != Some("pruned") {
-        let (p50, p99, sizes, made, _, _) = phase(make(), "off").await;
-        let (first, last) = (sizes[0], *sizes.last().unwrap_or(&0));
+        let phase = phase(make(), "off").await;
+        let (first, last) = (phase.sizes[0], *phase.sizes.last().unwrap_or(&0));
         println!(
-            "  retention off: /start p50 {p50:.2} ms  p99 {p99:.2} ms; {made} cards, {:.1} MB at \
-                the end, {:.0} bytes each",
+            "  retention off: /start p50 {:.2} ms  p99 {:.2} ms (first minute {:.2}, last minute \
+                {:.2}); {} cards, {:.1} MB at the end, {:.0} bytes each",
+            phase.p50,
+            phase.p99,
+            phase.first_minute,
+            phase.last_minute,
+            phase.made,
             mb(last),
-            last.saturating_sub(first) as f64 / made.max(1) as f64
+            last.saturating_sub(first) as f64 / phase.made.max(1) as f64
         );
     }
 }

@@ -129,6 +129,11 @@ pub fn with_series(url: &str, rows: u64, sql: &str) {
 
 /// A published flow of [`config`]; returns its id.
 pub async fn published_flow(server: &crate::support::Server) -> String {
+    published_flow_of(server, &config()).await
+}
+
+/// A published flow of `config`; returns its id.
+pub async fn published_flow_of(server: &crate::support::Server, config: &Value) -> String {
     let (admin, env) = (&server.admin_secret, &server.env);
     let created = server
         .client
@@ -146,7 +151,7 @@ pub async fn published_flow(server: &crate::support::Server) -> String {
         .client
         .post(server.url(&format!("/v1/{env}/action-flow/{flow}/config/publish")))
         .bearer_auth(admin)
-        .json(&config())
+        .json(config)
         .send()
         .await
         .expect("publish");
