@@ -18,7 +18,7 @@
 //!    engine, then a cancel of every instance of that flow (one per invocation), with the same
 //!    ledger.
 //!
-//! 5. before them, BENCH_WIDE (default 20) uploads of a header of 200,000 columns (5.2 MB), each
+//! 5. before them, BENCH_WIDE (default 20) uploads of a header of 200,000 columns (5.5 MB), each
 //!    timed from the request to its answer, then the server's CPU over the 5 s after the last
 //!    answer; its ledger: every answer a 400 `invalid_csv` naming the limit, every task
 //!    `failed`. BENCH_PART=wide runs this part alone.
