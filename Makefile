@@ -39,6 +39,8 @@ lint:
 	  echo "crates/domain must not depend on infrastructure crates" >&2; exit 1; fi
 	RUSTDOCFLAGS="-D warnings" cargo doc -p workbench-domain --no-deps
 	RUSTDOCFLAGS="-D warnings" cargo doc -p workbench-domain --no-deps --all-features
+	RUSTDOCFLAGS="-D missing_docs -D warnings" cargo doc --no-deps -p adapters-diesel \
+	  -p adapters-jwt -p adapters-push -p adapters-webhook -p api-actix
 
 fmt:
 	cargo fmt --all
