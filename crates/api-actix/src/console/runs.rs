@@ -97,7 +97,10 @@ async fn runs_page(
     let base = format!("{ROOT}/{env}/flows/{id}");
     let here = format!("{base}/runs");
     let content = html! {
-        p { a href=(base) { "Back to the flow" } @if running { " · " a href=(here) { "Refresh" } } }
+        p {
+            a href=(base) { "Back to the flow" }
+            @if running { " · " a href=(here) { "Refresh" } }
+        }
         (page::alert(problems, &["flowConfigVersion"]))
         div #live data-poll=[(running && !paged).then_some("1000")] data-poll-url=(here) {
             p.muted aria-live="polite" { @if running { "Runs in progress; this list follows them."
