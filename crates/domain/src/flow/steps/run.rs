@@ -265,11 +265,20 @@ fn learn(facts: &mut Facts, id: &str, state: &StepState) {
 }
 
 /// A record as stored: short keys, instants in milliseconds.
+///
+/// Two forms are read. The one written is an object of records by step id, the states spelled
+/// out and the instants since the epoch. The short one, `[base, {step id: record}]`, has
+/// one-letter states ([`short`]) and instants after `base` (the earliest start), a start at the
+/// base left out: about a quarter fewer bytes for a waiting instance. This version reads it so
+/// that a later one may write it while replicas of this one still serve (docs/operations.md,
+/// Upgrading).
 #[derive(Serialize, Deserialize)]
 struct Stored {
     s: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     o: Option<String>,
+    /// When it started: after the base, or (the older form) since the epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
     t: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     d: Option<i64>,
@@ -293,26 +302,77 @@ fn is_first(n: &usize) -> bool {
     *n == 0
 }
 
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// A step state's letter as stored.
+fn short(status: StepStatus) -> &'static str {
+    match status {
+        StepStatus::Pending => "p",
+        StepStatus::Running => "r",
+        StepStatus::Waiting => "w",
+        StepStatus::Done => "d",
+        StepStatus::Cancelled => "c",
+        StepStatus::Failed => "f",
+    }
+}
+
+/// A step state from its letter, or (the older form) its name.
+fn status_of(text: &str) -> Option<StepStatus> {
+    StepStatus::ALL
+        .into_iter()
+        .find(|s| short(*s) == text)
+        .or_else(|| StepStatus::parse(text))
+}
+
 fn millis(t: Timestamp) -> i64 {
     t.timestamp_millis()
 }
 
-fn instant(ms: i64) -> Result<Timestamp, String> {
-    Timestamp::from_timestamp_millis(ms).ok_or_else(|| format!("instant {ms} out of range"))
+/// The instant `ms` after `base`, or why it cannot be one.
+fn instant(base: i64, ms: i64) -> Result<Timestamp, String> {
+    base.checked_add(ms)
+        .and_then(Timestamp::from_timestamp_millis)
+        .ok_or_else(|| format!("instant {base} + {ms} out of range"))
 }
 
 /// The records as the JSON text an instance stores.
 pub fn encode(records: &Records) -> String {
+    write(records, false)
+}
+
+/// The records in the short form, which this version reads and does not write.
+#[cfg(test)]
+pub(crate) fn encode_short(records: &Records) -> String {
+    write(records, true)
+}
+
+/// The records as stored, in the short form or the one written.
+fn write(records: &Records, short_form: bool) -> String {
+    let base = match short_form {
+        true => records
+            .values()
+            .map(|r| millis(r.started))
+            .min()
+            .unwrap_or(0),
+        false => 0,
+    };
+    let after = |t: Timestamp| millis(t).saturating_sub(base);
+    let state = |status: StepStatus| match short_form {
+        true => short(status),
+        false => status.as_str(),
+    };
     let stored: BTreeMap<&str, Stored> = records
         .iter()
         .map(|(id, r)| {
             let mut s = Stored {
-                s: r.state.status().as_str().to_owned(),
+                s: state(r.state.status()).to_owned(),
                 o: None,
-                t: millis(r.started),
+                t: after(r.started),
                 d: None,
                 // A step that ended as it started (most do) keeps one instant.
-                f: r.finished.filter(|f| *f != r.started).map(millis),
+                f: r.finished.filter(|f| *f != r.started).map(after),
                 c: r.card.clone(),
                 v: None,
                 i: None,
@@ -320,7 +380,7 @@ pub fn encode(records: &Records) -> String {
                 n: r.order,
             };
             match &r.state {
-                StepState::Waiting { deadline } => s.d = Some(millis(*deadline)),
+                StepState::Waiting { deadline } => s.d = Some(after(*deadline)),
                 StepState::Done { outcome, data } => {
                     s.o = Some(outcome.as_str().to_owned());
                     match data {
@@ -335,21 +395,29 @@ pub fn encode(records: &Records) -> String {
             (id.as_str(), s)
         })
         .collect();
-    serde_json::to_string(&stored).unwrap_or_else(|_| "{}".to_owned())
+    let text = match short_form {
+        true => serde_json::to_string(&(base, stored)),
+        false => serde_json::to_string(&stored),
+    };
+    text.unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// The records an instance stored, or why they cannot be read.
 pub fn decode(text: &str) -> Result<Records, String> {
-    let stored: BTreeMap<String, Stored> =
-        serde_json::from_str(text).map_err(|e| format!("an instance's steps: {e}"))?;
+    let bad = |e: serde_json::Error| format!("an instance's steps: {e}");
+    // The form written is an object, its instants since the epoch.
+    let (base, stored): (i64, BTreeMap<String, Stored>) = match text.trim_start().starts_with('{') {
+        true => (0, serde_json::from_str(text).map_err(bad)?),
+        false => serde_json::from_str(text).map_err(bad)?,
+    };
     let mut records = Records::new();
     for (id, s) in stored {
-        let status = StepStatus::parse(&s.s).ok_or_else(|| format!("step status `{}`", s.s))?;
+        let status = status_of(&s.s).ok_or_else(|| format!("step status `{}`", s.s))?;
         let state = match status {
             StepStatus::Pending => StepState::Pending,
             StepStatus::Running => StepState::Running,
             StepStatus::Waiting => StepState::Waiting {
-                deadline: instant(s.d.ok_or("a waiting step without its deadline")?)?,
+                deadline: instant(base, s.d.ok_or("a waiting step without its deadline")?)?,
             },
             StepStatus::Done => {
                 let text = s.o.as_deref().unwrap_or_default();
@@ -366,9 +434,9 @@ pub fn decode(text: &str) -> Result<Records, String> {
                 error: StepError::Engine(s.e.unwrap_or_default()),
             },
         };
-        let started = instant(s.t)?;
+        let started = instant(base, s.t)?;
         let finished = match s.f {
-            Some(f) => Some(instant(f)?),
+            Some(f) => Some(instant(base, f)?),
             None => state.is_final().then_some(started),
         };
         records.insert(

@@ -311,6 +311,10 @@ fn stored_text_that_is_not_records_is_an_error_not_a_panic() {
         "{\"a\":{\"s\":\"done\",\"t\":0,\"o\":\"nope\"}}",
         "{\"a\":{\"s\":\"teleported\",\"t\":0}}",
         "{\"a\":{\"s\":\"pending\",\"t\":9223372036854775807}}",
+        "[9223372036854775807,{\"a\":{\"s\":\"p\",\"t\":1}}]",
+        "[0,{\"a\":{\"s\":\"w\"}}]",
+        "[0]",
+        "[\"x\",{}]",
     ] {
         assert!(run::decode(text).is_err(), "{text}");
     }
@@ -321,6 +325,43 @@ fn stored_text_that_is_not_records_is_an_error_not_a_panic() {
 fn a_waiting_instance_stores_few_bytes() {
     let text = run::encode(&started().records);
     assert!(text.len() <= 140, "{} bytes: {text}", text.len());
+}
+
+/// The short form (one-letter states, instants after the earliest), which a later version may
+/// write while this one still serves, reads as the form written does.
+#[test]
+fn records_of_the_short_form_are_read() {
+    let written = concat!(
+        r#"{"pause":{"s":"waiting","t":1796313174225,"d":1796313194225,"n":1},"#,
+        r#""s1":{"s":"done","o":"created","t":1796313174225,"c":"crd_01m8y9qm6m7tggjbm1ng9ns672"}}"#
+    );
+    let records = run::decode(written).expect("the form written");
+    assert_eq!(run::encode(&records), written);
+    let at = |ms| Timestamp::from_timestamp_millis(ms).expect("instant");
+    let pause = &records["pause"];
+    assert_eq!(
+        pause.state,
+        StepState::Waiting {
+            deadline: at(1_796_313_194_225)
+        }
+    );
+    assert_eq!((pause.started, pause.order), (at(1_796_313_174_225), 1));
+    let card = &records["s1"];
+    assert_eq!(card.finished, Some(at(1_796_313_174_225)));
+    assert_eq!(card.card.as_deref(), Some("crd_01m8y9qm6m7tggjbm1ng9ns672"));
+    let short = run::encode_short(&records);
+    assert!(short.starts_with("[1796313174225,{"), "{short}");
+    assert!(short.len() + 30 < written.len(), "{short}");
+    assert_eq!(run::decode(&short), Ok(records));
+    let on = run::resume(
+        &program(),
+        &vars(json!({"plan": "basic"})),
+        started().records,
+        t(60),
+        &|_| Some(submitted(2)),
+        &mut cards(),
+    );
+    assert_eq!(run::decode(&run::encode_short(&on.records)), Ok(on.records));
 }
 
 #[test]
