@@ -6,15 +6,23 @@
 //!    and to a three-step flow (card, `wait P1D`, card), alternating four times each in the same
 //!    minutes (A/B): requests/s and p99. Ledger: every invocation of each run completes with one
 //!    card, and each three-step one leaves one instance waiting.
-//! 2. A tag of BENCH_WAITS users (default 20,000) through card → `wait PT20S` → card: how late
-//!    each second card is made after its deadline (p50, p99, max, the first and the last), on
-//!    the database's own times. Ledger: every user has each card once.
+//! 2. A tag of BENCH_WAITS users (default 20,000) through card → a wait of BENCH_WAIT_SECONDS
+//!    (20) → card: how late each second card is made after its deadline (p50, p99, max, the
+//!    first and the last), on the database's own times. Ledger: every user has each card once.
 //! 3. (SQLite) the bytes a waiting instance takes at rest: `flow_instances` and its indexes, read
 //!    with `dbstat`, over the instances of the second part while they wait.
 //!
-//! BENCH_BACKEND=sqlite or postgres runs one backend.
+//! 4. BENCH_DUE_RATE (2,000) waits a second falling due while `/start` runs open-loop at 2,000/s
+//!    ([`loads::beside`]).
+//! 5. BENCH_SUBMITS (500) submits a second, each resuming a `wait-for-card` step
+//!    ([`loads::submits`]).
+//!
+//! BENCH_BACKEND=sqlite or postgres runs one backend; BENCH_PART=starts, waits, beside or
+//! submits runs one part (the third goes with the second).
 
 mod common;
+#[path = "waits/loads.rs"]
+mod loads;
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../../../tests/blackbox/support.rs"]
 mod support;
@@ -24,12 +32,21 @@ use std::time::{Duration, Instant};
 use adapters_diesel::testing::{raw_texts, TestDatabase};
 use serde_json::{json, Value};
 
-/// A flow of `steps` from `first`, their cards of one template, published.
-async fn flow(server: &support::Server, name: &str, first: &str, steps: Value) -> String {
+/// A flow of `steps` from `first`, their cards of one template (`template`, else a headline),
+/// published.
+async fn flow_of(
+    server: &support::Server,
+    name: &str,
+    first: &str,
+    steps: Value,
+    template: Option<Value>,
+) -> String {
     let (admin, env) = (&server.admin_secret, &server.env);
-    let template = json!({"metadata": {"cardName": "Bench"},
+    let template = template.unwrap_or_else(|| {
+        json!({"metadata": {"cardName": "Bench"},
         "defaultView": {"content": [
-            {"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}});
+            {"key": "h", "type": "headline", "attributes": {"text": "Hello"}}]}})
+    });
     let config = json!({"type": "card", "initialSteps": [first], "steps": steps,
                         "cardTemplates": {"t1": template}});
     let created: Value = server
@@ -62,6 +79,13 @@ fn card(id: &str, next: &[&str]) -> Value {
 
 fn wait(id: &str, duration: &str, next: &[&str]) -> Value {
     json!({"id": id, "type": "wait", "properties": {"duration": duration}, "next": next})
+}
+
+/// A published flow of card `s1` → `wait` of `duration` → card `s2`.
+async fn waiting_flow(server: &support::Server, name: &str, duration: &str) -> String {
+    let steps = json!({"s1": card("s1", &["pause"]), "pause": wait("pause", duration, &["s2"]),
+                       "s2": card("s2", &[])});
+    flow_of(server, name, "s1", steps, None).await
 }
 
 /// One number a query's single row answers, as text.
@@ -115,15 +139,15 @@ async fn settled(server: &support::Server, flow: &str, prefix: &str, staged: boo
 }
 
 async fn starts(server: &support::Server) {
-    let one = flow(server, "One step", "s1", json!({"s1": card("s1", &[])})).await;
-    let three = flow(
+    let one = flow_of(
         server,
-        "Three steps",
+        "One step",
         "s1",
-        json!({"s1": card("s1", &["pause"]), "pause": wait("pause", "P1D", &["s2"]),
-               "s2": card("s2", &[])}),
+        json!({"s1": card("s1", &[])}),
+        None,
     )
     .await;
+    let three = waiting_flow(server, "Three steps", "P1D").await;
     let mut figures: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     for round in 0..4 {
         for (n, (flow, staged)) in [(&one, false), (&three, true)].into_iter().enumerate() {
@@ -159,23 +183,37 @@ async fn starts(server: &support::Server) {
     );
 }
 
-/// The lateness of each second card after its deadline, in milliseconds, from the database's
-/// own times of the two cards of each instance.
-fn lateness(url: &str, flow: &str, wait_ms: u64) -> Vec<f64> {
+/// From which time of a user's first card (of the step named) its second card is timed.
+#[derive(Clone, Copy)]
+enum Gap {
+    /// From when the first was made.
+    Created(&'static str),
+    /// From its last change (a submit).
+    Updated(&'static str),
+}
+
+/// How long after `offset_ms` past the time `from` of each user's first card of `flow` its card
+/// of step `s2` was made, in milliseconds, from the database's own times.
+fn lateness(url: &str, flow: &str, from: Gap, offset_ms: u64) -> Vec<f64> {
+    let (column, step) = match from {
+        Gap::Created(step) => ("created", step),
+        Gap::Updated(step) => ("updated", step),
+    };
     let gap = if url.starts_with("sqlite://") {
-        "b.created - a.created".to_owned()
+        format!("b.created - a.{column}")
     } else {
         // Statistics of the tables just filled, or PostgreSQL plans the join as nested loops.
         adapters_diesel::testing::raw_execute(url, "ANALYZE card_instances");
-        "EXTRACT(EPOCH FROM (b.created - a.created)) * 1000".to_owned()
+        format!("EXTRACT(EPOCH FROM (b.created - a.{column})) * 1000")
     };
     raw_texts(
         url,
         &format!(
-            "SELECT CAST({gap} - {wait_ms} AS TEXT) AS v \
+            "SELECT CAST({gap} - {offset_ms} AS TEXT) AS v \
              FROM card_instances a JOIN card_instances b \
-             ON b.flow_instance_id = a.flow_instance_id AND b.step_id = 's2' \
-             WHERE a.flow_id = '{flow}' AND a.step_id = 's1'"
+             ON b.environment_id = a.environment_id AND b.invocation_id = a.invocation_id \
+             AND b.user_id = a.user_id AND b.step_id = 's2' \
+             WHERE a.flow_id = '{flow}' AND a.step_id = '{step}'"
         ),
     )
     .iter()
@@ -186,16 +224,8 @@ fn lateness(url: &str, flow: &str, wait_ms: u64) -> Vec<f64> {
 async fn due_waits(server: &support::Server, backend: &str, users: u64) {
     let env = &server.env;
     common::seed_users(server.database_url(), env, users);
-    let wait_s = 20;
-    let flow = flow(
-        server,
-        "Waits",
-        "s1",
-        json!({"s1": card("s1", &["pause"]),
-               "pause": wait("pause", &format!("PT{wait_s}S"), &["s2"]),
-               "s2": card("s2", &[])}),
-    )
-    .await;
+    let wait_s = common::setting("BENCH_WAIT_SECONDS", 20);
+    let flow = waiting_flow(server, "Waits", &format!("PT{wait_s}S")).await;
     let started = Instant::now();
     let reply = server
         .client
@@ -240,10 +270,24 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
             "SELECT CAST(COUNT(*) AS TEXT) AS v FROM flow_instances",
         );
         assert_eq!(stored, all, "every stored instance waits");
+        let parts = raw_texts(
+            url,
+            "SELECT name || ' ' || CAST(SUM(pgsize) AS TEXT) AS v FROM dbstat \
+             WHERE name = 'flow_instances' OR name LIKE 'sqlite_autoindex_flow_instances%' \
+             OR name LIKE 'flow_instances_%' GROUP BY name",
+        );
+        let parts: Vec<String> = parts
+            .iter()
+            .filter_map(|p| {
+                let (name, b) = p.rsplit_once(' ')?;
+                Some(format!("{name} {:.0}", b.parse::<f64>().ok()? / stored))
+            })
+            .collect();
         println!(
             "  storage per waiting instance (flow_instances and its indexes, dbstat, \
-             {stored} instances): {:.0} bytes",
-            bytes / stored
+             {stored} instances): {:.0} bytes ({})",
+            bytes / stored,
+            parts.join(", ")
         );
     }
     let limit = Duration::from_secs(wait_s + 120);
@@ -269,26 +313,43 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
         ),
     ) as u64;
     assert_eq!(distinct, users, "each user's second card once");
-    let mut late = lateness(url, &flow, wait_s * 1000);
+    let late = lateness(url, &flow, Gap::Created("s1"), wait_s * 1000);
     assert_eq!(late.len() as u64, users, "ledger: a second card per first");
-    late.sort_by(f64::total_cmp);
-    let at = |p: f64| late[((late.len() as f64 * p).ceil() as usize).clamp(1, late.len()) - 1];
+    let (first, p50, p99, max) = spread(late);
     println!(
         "  {users} waits of {wait_s} s falling due together: second card after its deadline \
-         p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (first {:.0} ms); \
-         ledger: {users} second cards, one per user",
-        at(0.5),
-        at(0.99),
-        at(1.0),
-        late[0]
+         p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms (first {first:.0} ms); \
+         ledger: {users} second cards, one per user"
     );
+}
+
+/// The least, p50, p99 and largest of `values`, sorted here.
+fn spread(mut values: Vec<f64>) -> (f64, f64, f64, f64) {
+    assert!(!values.is_empty(), "no values");
+    values.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let i = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len()) - 1;
+        values[i]
+    };
+    (values[0], at(0.5), at(0.99), at(1.0))
 }
 
 async fn run(db: TestDatabase, backend: &str) {
     println!("{backend}:");
     let server = support::Server::start(db).await;
-    starts(&server).await;
-    due_waits(&server, backend, common::setting("BENCH_WAITS", 20_000)).await;
+    let part = std::env::var("BENCH_PART").unwrap_or_default();
+    if part.is_empty() || part == "starts" {
+        starts(&server).await;
+    }
+    if part.is_empty() || part == "waits" {
+        due_waits(&server, backend, common::setting("BENCH_WAITS", 20_000)).await;
+    }
+    if part.is_empty() || part == "beside" {
+        loads::beside(&server).await;
+    }
+    if part.is_empty() || part == "submits" {
+        loads::submits(&server).await;
+    }
 }
 
 fn main() {
