@@ -277,9 +277,10 @@ struct Stored {
     s: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     o: Option<String>,
-    /// When it started: after the base, or (the older form) since the epoch.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    t: i64,
+    /// When it started: since the epoch in the form written; in the short one after the base,
+    /// left out at the base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    t: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     d: Option<i64>,
     /// When it ended, if not when it started.
@@ -299,10 +300,6 @@ struct Stored {
 }
 
 fn is_first(n: &usize) -> bool {
-    *n == 0
-}
-
-fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
@@ -369,7 +366,7 @@ fn write(records: &Records, short_form: bool) -> String {
             let mut s = Stored {
                 s: state(r.state.status()).to_owned(),
                 o: None,
-                t: after(r.started),
+                t: Some(after(r.started)).filter(|t| !short_form || *t != 0),
                 d: None,
                 // A step that ended as it started (most do) keeps one instant.
                 f: r.finished.filter(|f| *f != r.started).map(after),
@@ -406,7 +403,8 @@ fn write(records: &Records, short_form: bool) -> String {
 pub fn decode(text: &str) -> Result<Records, String> {
     let bad = |e: serde_json::Error| format!("an instance's steps: {e}");
     // The form written is an object, its instants since the epoch.
-    let (base, stored): (i64, BTreeMap<String, Stored>) = match text.trim_start().starts_with('{') {
+    let written = text.trim_start().starts_with('{');
+    let (base, stored): (i64, BTreeMap<String, Stored>) = match written {
         true => (0, serde_json::from_str(text).map_err(bad)?),
         false => serde_json::from_str(text).map_err(bad)?,
     };
@@ -434,7 +432,11 @@ pub fn decode(text: &str) -> Result<Records, String> {
                 error: StepError::Engine(s.e.unwrap_or_default()),
             },
         };
-        let started = instant(base, s.t)?;
+        let started = match (s.t, written) {
+            (Some(t), _) => instant(base, t)?,
+            (None, false) => instant(base, 0)?,
+            (None, true) => return Err("a step without its start".into()),
+        };
         let finished = match s.f {
             Some(f) => Some(instant(base, f)?),
             None => state.is_final().then_some(started),

@@ -315,6 +315,7 @@ fn stored_text_that_is_not_records_is_an_error_not_a_panic() {
         "[0,{\"a\":{\"s\":\"w\"}}]",
         "[0]",
         "[\"x\",{}]",
+        "{\"a\":{\"s\":\"pending\"}}",
     ] {
         assert!(run::decode(text).is_err(), "{text}");
     }
