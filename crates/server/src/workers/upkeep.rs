@@ -137,7 +137,10 @@ pub fn spawn_pruner(supervisor: &Supervisor, pruner: Arc<domain::retention::Prun
                             pause(&stopping, rest).await;
                         }
                     }
-                    Err(e) => pause(&stopping, pacing.failed(&e).max(PRUNE_PERIOD)).await,
+                    Err(e) => {
+                        let rest = pacing.failed(&e).max(PRUNE_PERIOD).max(owed);
+                        pause(&stopping, rest).await;
+                    }
                 }
             }
         }
