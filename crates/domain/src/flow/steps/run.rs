@@ -315,12 +315,12 @@ fn short(status: StepStatus) -> &'static str {
     }
 }
 
-/// A step state from its letter, or (the older form) its name.
-fn status_of(text: &str) -> Option<StepStatus> {
-    StepStatus::ALL
-        .into_iter()
-        .find(|s| short(*s) == text)
-        .or_else(|| StepStatus::parse(text))
+/// A step state from its name (the form written) or its letter (the short form).
+fn status_of(text: &str, written: bool) -> Option<StepStatus> {
+    match written {
+        true => StepStatus::parse(text),
+        false => StepStatus::ALL.into_iter().find(|s| short(*s) == text),
+    }
 }
 
 fn millis(t: Timestamp) -> i64 {
@@ -410,7 +410,7 @@ pub fn decode(text: &str) -> Result<Records, String> {
     };
     let mut records = Records::new();
     for (id, s) in stored {
-        let status = status_of(&s.s).ok_or_else(|| format!("step status `{}`", s.s))?;
+        let status = status_of(&s.s, written).ok_or_else(|| format!("step status `{}`", s.s))?;
         let state = match status {
             StepStatus::Pending => StepState::Pending,
             StepStatus::Running => StepState::Running,

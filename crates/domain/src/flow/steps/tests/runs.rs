@@ -316,6 +316,8 @@ fn stored_text_that_is_not_records_is_an_error_not_a_panic() {
         "[0]",
         "[\"x\",{}]",
         "{\"a\":{\"s\":\"pending\"}}",
+        "{\"a\":{\"s\":\"p\",\"t\":0}}",
+        "[0,{\"a\":{\"s\":\"pending\"}}]",
     ] {
         assert!(run::decode(text).is_err(), "{text}");
     }
