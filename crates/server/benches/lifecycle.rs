@@ -436,7 +436,10 @@ async fn run(backend: &str, make: impl Fn() -> TestDatabase) {
         // third with the pruner's passes (every 30 s), the high-water mark does not.
         let split = sizes.len().saturating_sub(4);
         let peak = |part: &[u64]| part.iter().copied().max().unwrap_or(0) as f64;
-        let added = (peak(&sizes[split..]) / peak(&sizes[..split]).max(1.0) - 1.0) * 100.0;
+        let added = match split {
+            0 => f64::NAN,
+            _ => (peak(&sizes[split..]) / peak(&sizes[..split]).max(1.0) - 1.0) * 100.0,
+        };
         // Over the last 2 minutes (the last 5 samples): the cards kept swing with the pruner's
         // passes (every 30 s), so one instant's count moves the figure by a tenth either way.
         let recent = sizes.len().saturating_sub(5);

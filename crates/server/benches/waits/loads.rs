@@ -77,7 +77,7 @@ async fn cards_made(server: &support::Server, flow: &str, step: &str, n: u64, li
 /// before and after: A/B in the same minutes), and how late each second card is. Ledger: every
 /// `/start` completed with its card, every waiting user has its second card once.
 pub async fn beside(server: &support::Server) {
-    let rate = common::setting("BENCH_DUE_RATE", 2_000);
+    let rate = common::setting("BENCH_DUE_RATE", 2_000).max(1);
     let seconds = common::RUN.as_secs();
     let users = rate * seconds;
     let wait_s = 30;
@@ -147,7 +147,7 @@ fn answerable() -> Value {
 /// to the next step's card, and the submits' own answers. Ledger: every card submitted, every
 /// user its next card once.
 pub async fn submits(server: &support::Server) {
-    let rate = common::setting("BENCH_SUBMITS", 500);
+    let rate = common::setting("BENCH_SUBMITS", 500).max(1);
     // A second's more than the open loop sends (it may send one or two past its time).
     let users = rate * (common::RUN.as_secs() + 1);
     seed_groups(server, "k", "ask", users, users);
