@@ -227,15 +227,7 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
     let wait_s = common::setting("BENCH_WAIT_SECONDS", 20).max(1);
     let flow = waiting_flow(server, "Waits", &format!("PT{wait_s}S")).await;
     let started = Instant::now();
-    let reply = server
-        .client
-        .post(server.url(&format!("/v1/{env}/action-flow/{flow}/start")))
-        .bearer_auth(&server.admin_secret)
-        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": "bench"}}]}))
-        .send()
-        .await
-        .expect("start");
-    assert!(reply.status().is_success(), "{}", reply.status());
+    start_tag(server, &flow, "bench").await;
     // Every user had its batch: the stored invocation is completed (its instances wait).
     let url = server.database_url();
     loop {
@@ -290,21 +282,8 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
             parts.join(", ")
         );
     }
-    let limit = Duration::from_secs(wait_s + 120);
-    loop {
-        let made = number(
-            url,
-            &format!(
-                "SELECT CAST(COUNT(*) AS TEXT) AS v FROM card_instances \
-                 WHERE flow_id = '{flow}' AND step_id = 's2'"
-            ),
-        ) as u64;
-        if made == users {
-            break;
-        }
-        assert!(started.elapsed() < limit, "{made} of {users} second cards");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let limit = Duration::from_secs(wait_s + 120).saturating_sub(started.elapsed());
+    cards_made(server, &flow, "s2", users, limit).await;
     let distinct = number(
         url,
         &format!(
@@ -327,11 +306,35 @@ async fn due_waits(server: &support::Server, backend: &str, users: u64) {
 fn spread(mut values: Vec<f64>) -> (f64, f64, f64, f64) {
     assert!(!values.is_empty(), "no values");
     values.sort_by(f64::total_cmp);
-    let at = |p: f64| {
-        let i = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len()) - 1;
-        values[i]
-    };
+    let at = |p: f64| values[common::rank(values.len(), p)];
     (values[0], at(0.5), at(0.99), at(1.0))
+}
+
+/// `POST /start` of the users tagged `tag`.
+async fn start_tag(server: &support::Server, flow: &str, tag: &str) {
+    let reply = server
+        .client
+        .post(server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)))
+        .bearer_auth(&server.admin_secret)
+        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": tag}}]}))
+        .send()
+        .await
+        .expect("start");
+    assert!(reply.status().is_success(), "{}", reply.status());
+}
+
+/// Waits until `flow` has `n` cards of `step`.
+async fn cards_made(server: &support::Server, flow: &str, step: &str, n: u64, limit: Duration) {
+    let started = Instant::now();
+    let filter = format!("flow_id = '{flow}' AND step_id = '{step}'");
+    loop {
+        let made = count(server.database_url(), "card_instances", &filter);
+        if made == n {
+            return;
+        }
+        assert!(started.elapsed() < limit, "{made} of {n} cards of {step}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn run(db: TestDatabase, backend: &str) {

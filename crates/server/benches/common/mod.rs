@@ -53,13 +53,17 @@ pub fn config() -> Value {
     })
 }
 
+/// The index of the `p` percentile (0–1, nearest rank) in `len` sorted values (`len` > 0).
+pub fn rank(len: usize, p: f64) -> usize {
+    ((len as f64 * p).ceil() as usize).clamp(1, len) - 1
+}
+
 /// The `p` percentile (0–1) of sorted durations, in milliseconds.
 pub fn pct(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i].as_secs_f64() * 1000.0
+    sorted[rank(sorted.len(), p)].as_secs_f64() * 1000.0
 }
 
 /// Open loop at a fixed rate for [`RUN`]: requests are sent on schedule whatever the answers
@@ -97,12 +101,18 @@ pub async fn open_loop(
 
 /// BENCH users `b1`..`b{users}`, tagged `bench`, written straight into the database.
 pub fn seed_users(url: &str, env: &str, users: u64) {
+    seed_tagged(url, env, "b", "'bench'", users);
+}
+
+/// Users `{prefix}1`..`{prefix}{users}`, each tagged with `tag`, an SQL expression of its
+/// number `n`, written straight into the database.
+pub fn seed_tagged(url: &str, env: &str, prefix: &str, tag: &str, users: u64) {
     let sql = format!(
         "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
-         SELECT '{env}', 'b' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM \
-             series; \
-         INSERT INTO end_user_tags (environment_id, tag, user_id) SELECT '{env}', 'bench', 'b' || \
-             n FROM series;"
+         SELECT '{env}', '{prefix}' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP \
+         FROM series; \
+         INSERT INTO end_user_tags (environment_id, tag, user_id) \
+         SELECT '{env}', {tag}, '{prefix}' || n FROM series;"
     );
     with_series(url, users, &sql);
 }

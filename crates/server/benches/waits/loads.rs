@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::{
-    card, common, count, flow_of, lateness, number, settled, spread, support, waiting_flow, Gap,
+    card, cards_made, common, count, flow_of, lateness, number, settled, spread, start_tag,
+    support, waiting_flow, Gap,
 };
 
 type Make = Arc<dyn Fn(u64) -> reqwest::RequestBuilder + Send + Sync>;
@@ -29,49 +30,6 @@ fn starts_of(server: &support::Server, flow: &str, prefix: &str) -> Make {
     })
 }
 
-/// `users` users `{prefix}1`.. tagged `{tag}0`, `{tag}1`, ... in groups of `group`.
-fn seed_groups(server: &support::Server, prefix: &str, tag: &str, users: u64, group: u64) {
-    let env = &server.env;
-    common::with_series(
-        server.database_url(),
-        users,
-        &format!(
-            "INSERT INTO end_users (environment_id, id, test_user, attributes, created, updated) \
-             SELECT '{env}', '{prefix}' || n, FALSE, '{{}}', CURRENT_TIMESTAMP, \
-             CURRENT_TIMESTAMP FROM series; \
-             INSERT INTO end_user_tags (environment_id, tag, user_id) \
-             SELECT '{env}', '{tag}' || ((n - 1) / {group}), '{prefix}' || n FROM series;"
-        ),
-    );
-}
-
-/// `POST /start` of the users tagged `tag`.
-async fn start_tag(server: &support::Server, flow: &str, tag: &str) {
-    let reply = server
-        .client
-        .post(server.url(&format!("/v1/{}/action-flow/{flow}/start", server.env)))
-        .bearer_auth(&server.admin_secret)
-        .json(&json!({"flows": [{"target": {"type": "tag", "tagName": tag}}]}))
-        .send()
-        .await
-        .expect("start");
-    assert!(reply.status().is_success(), "{}", reply.status());
-}
-
-/// Waits until `flow` has `n` cards of `step`.
-async fn cards_made(server: &support::Server, flow: &str, step: &str, n: u64, limit: Duration) {
-    let started = Instant::now();
-    let filter = format!("flow_id = '{flow}' AND step_id = '{step}'");
-    loop {
-        let made = count(server.database_url(), "card_instances", &filter);
-        if made == n {
-            return;
-        }
-        assert!(started.elapsed() < limit, "{made} of {n} cards of {step}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// BENCH_DUE_RATE (2,000) waits a second falling due for [`common::RUN`], while `/start` of a
 /// one-card flow runs open-loop at 2,000/s: its p99 against the same load with no wait due (run
 /// before and after: A/B in the same minutes), and how late each second card is. Ledger: every
@@ -81,7 +39,8 @@ pub async fn beside(server: &support::Server) {
     let seconds = common::RUN.as_secs();
     let users = rate * seconds;
     let wait_s = 30;
-    seed_groups(server, "w", "due", users, rate);
+    let tag = format!("'due' || ((n - 1) / {rate})");
+    common::seed_tagged(server.database_url(), &server.env, "w", &tag, users);
     let one = flow_of(server, "Beside", "s1", json!({"s1": card("s1", &[])}), None).await;
     let waits = waiting_flow(server, "Due beside", &format!("PT{wait_s}S")).await;
     let alone = common::open_loop(starts_of(server, &one, "alone1-"), 2_000).await;
@@ -150,7 +109,7 @@ pub async fn submits(server: &support::Server) {
     let rate = common::setting("BENCH_SUBMITS", 500).max(1);
     // A second's more than the open loop sends (it may send one or two past its time).
     let users = rate * (common::RUN.as_secs() + 1);
-    seed_groups(server, "k", "ask", users, users);
+    common::seed_tagged(server.database_url(), &server.env, "k", "'ask0'", users);
     let steps = json!({"s1": card("s1", &["listen"]),
         "listen": {"id": "listen", "type": "wait-for-card", "properties": {"cardStep": "s1",
             "timeout": "P1D", "on": {"submitted": ["s2"]}}},
