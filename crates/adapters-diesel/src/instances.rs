@@ -233,9 +233,19 @@ impl InstanceRepository for DieselInstanceRepository {
         if advances.is_empty() {
             return Ok(0);
         }
-        self.db
-            .transaction(move |conn| advance::advance(conn, advances))
-            .await
+        // On SQLite a save of many instances hands the writers' turn on between parts when a
+        // writer waits (a `/start`, a submit), and goes on in a transaction of its own after:
+        // each instance is saved whole in one of them.
+        let (mut stale, mut rest) = (0, advances);
+        while !rest.is_empty() {
+            let (more, left) = self
+                .db
+                .transaction_handing_on(move |conn, others| advance::in_parts(conn, rest, others))
+                .await?;
+            stale += more;
+            rest = left;
+        }
+        Ok(stale)
     }
 
     async fn get(

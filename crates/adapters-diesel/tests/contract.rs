@@ -4880,6 +4880,20 @@ mod instances {
     /// `inv_1` with one user, `u1`: its card `crd_1` and its instance `fin_1` saved as the
     /// engine saves a batch; the instances' repository.
     async fn started(url: &str) -> (DieselInstanceRepository, Arc<dyn CardRepository>) {
+        let (repo, cards, _) = started_with(url, 1).await;
+        (repo, cards)
+    }
+
+    /// [`started`] with `users` users, `u1` onwards, each with its card `crd_<n>` and its
+    /// instance `fin_<n>`; and the database.
+    async fn started_with(
+        url: &str,
+        users: usize,
+    ) -> (
+        DieselInstanceRepository,
+        Arc<dyn CardRepository>,
+        adapters_diesel::Database,
+    ) {
         let db = with_flow(url).await;
         let invocations = DieselInvocationRepository::new(db.clone());
         invocations
@@ -4887,24 +4901,36 @@ mod instances {
             .await
             .expect("record");
         let cards = DieselCardRepository::new(db.clone());
-        let first = run::start(&program(), &Map::new(), t(0), &mut || "crd_1".to_owned());
-        let mut b = batch(None, None, vec![card("crd_1", "fin_1", "u1", 5, 0)]);
-        b.instances.push(FlowInstance {
-            environment_id: "env_a".into(),
-            id: "fin_1".into(),
-            invocation_id: "inv_1".into(),
-            flow_id: "flw_1".into(),
-            flow_version: 1,
-            user_id: "u1".into(),
-            state: first.state,
-            records: first.records,
-            due: first.due,
-            revision: 0,
-            created: t(0),
-            updated: t(0),
-        });
+        let mut b = batch(None, None, Vec::new());
+        for n in 1..=users {
+            let card_id = format!("crd_{n}");
+            let first = run::start(&program(), &Map::new(), t(0), &mut || card_id.clone());
+            let user = format!("u{n}");
+            let id = format!("fin_{n}");
+            b.cards.push(card(&card_id, &id, &user, 5, 0).into());
+            b.instances.push(FlowInstance {
+                environment_id: "env_a".into(),
+                id,
+                invocation_id: "inv_1".into(),
+                flow_id: "flw_1".into(),
+                flow_version: 1,
+                user_id: user,
+                state: first.state,
+                records: first.records,
+                due: first.due,
+                revision: 0,
+                created: t(0),
+                updated: t(0),
+            });
+        }
+        b.users_targeted = users as u64;
+        b.cards_created = users as u64;
         assert_eq!(invocations.save_batches(vec![b]).await.expect("save"), 0);
-        (DieselInstanceRepository::new(db), Arc::new(cards))
+        (
+            DieselInstanceRepository::new(db.clone()),
+            Arc::new(cards),
+            db,
+        )
     }
 
     fn lease() -> Duration {
@@ -5153,7 +5179,48 @@ mod instances {
         );
     }
 
+    /// A save of many instances while other writers keep asking for the writers' turn (on
+    /// SQLite it hands the turn on between its parts): every instance is saved once.
+    async fn a_large_save_beside_other_writers_saves_every_instance(url: &str) {
+        let users = 450;
+        let (repo, _, db) = started_with(url, users).await;
+        let claimed = repo.claim_due(t(60), lease(), 1000).await.expect("claim");
+        assert_eq!(claimed.len(), users);
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writing = {
+            let done = done.clone();
+            tokio::spawn(async move {
+                let invocations = DieselInvocationRepository::new(db);
+                let mut n = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    let id = format!("inv_w{n}");
+                    invocations
+                        .record(vec![invocation(&id, Mode::Live, &id, false)])
+                        .await
+                        .expect("a writer beside");
+                }
+                n
+            })
+        };
+        let advances = claimed.into_iter().map(|i| advanced(i, 61)).collect();
+        assert_eq!(repo.advance(advances).await.expect("save"), 0, "none stale");
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(writing.await.expect("writer") > 0);
+        let waiting = repo
+            .waiting("env_a", "flw_1", 1, Mode::Live)
+            .await
+            .expect("waiting");
+        assert_eq!(waiting, [("listen".to_owned(), users as u64)]);
+        assert!(repo
+            .claim_due(t(62), lease(), 1000)
+            .await
+            .expect("claim")
+            .is_empty());
+    }
+
     both_backends!(
+        a_large_save_beside_other_writers_saves_every_instance,
         waiting_instances_are_counted_by_step_for_a_flow_version,
         a_claimed_instance_is_not_claimed_again_while_its_lease_lives,
         a_stale_holders_save_changes_nothing,

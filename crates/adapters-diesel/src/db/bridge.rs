@@ -14,7 +14,7 @@ use super::failure::Failure;
 use super::notices;
 use super::transaction::{deadlocked, write_transaction};
 use super::url::{Manager, Synchronous};
-use super::Database;
+use super::{Database, Others};
 
 /// Below this many free bytes, a disk I/O error on a write is taken for a full disk (SQLite
 /// reports ENOSPC on its files as a plain I/O error).
@@ -179,6 +179,18 @@ impl Database {
         self.reported(outcome, true)
     }
 
+    /// Like [`Database::transaction`], for work that may end early to hand the writers' turn
+    /// on: `work` is told whether another writer waits for it ([`Others`]), and commits what
+    /// it did so far when it ends.
+    pub(crate) async fn transaction_handing_on<T, F>(&self, work: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut AnyConnection, &Others) -> Result<T, Failure> + Send + 'static,
+    {
+        let others = Others::of(self.writers.clone());
+        self.transaction(move |conn| work(conn, &others)).await
+    }
+
     /// Like [`Database::run`], in this writer's turn on SQLite but in no transaction: for a
     /// statement that makes its own (`PRAGMA incremental_vacuum`).
     pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StorageError>
@@ -198,7 +210,7 @@ impl Database {
         deadline: tokio::time::Instant,
     ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, StorageError> {
         match &self.writers {
-            Some(writers) => tokio::time::timeout_at(deadline, writers.lock())
+            Some(writers) => tokio::time::timeout_at(deadline, writers.turn())
                 .await
                 .map(Some)
                 .map_err(|_| self.timed_out()),
@@ -266,7 +278,7 @@ impl Database {
     where
         F: FnOnce(&mut AnyConnection) -> Result<T, Failure>,
     {
-        let _turn = self.writers.as_ref().map(|writers| writers.blocking_lock());
+        let _turn = self.writers.as_ref().map(|writers| writers.blocking_turn());
         let started = std::time::Instant::now();
         let pooled = self.pool.get_timeout(self.waits.pool);
         self.checkouts.observe(started.elapsed());

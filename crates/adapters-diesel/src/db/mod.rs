@@ -17,6 +17,7 @@ mod threads;
 mod transaction;
 mod upkeep;
 mod url;
+mod writers;
 
 use cancel::Canceller;
 pub use connection::{AnyConnection, Backend, DatabaseError, MultiBackend};
@@ -25,6 +26,8 @@ pub use migrations::{apply_migrations, schema_status};
 pub use migrations::{SchemaStatus, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use url::Manager;
 pub use url::{DatabaseUrl, Synchronous, Waits};
+pub(crate) use writers::Others;
+use writers::Writers;
 
 /// The WAL's largest size at rest (contract §18). At rest it is in fact empty: a checkpoint
 /// that finds every frame copied and none added since the last one truncates it.
@@ -72,7 +75,7 @@ pub struct Database {
     /// long transaction (an engine step, a CSV chunk) starved short ones (a `/start`) that
     /// slept through the moments the lock was free. Measured; see the git history of
     /// docs/benchmarks.md.
-    writers: Option<Arc<tokio::sync::Mutex<()>>>,
+    writers: Option<Arc<Writers>>,
     /// Writes refused for lack of space, and those that succeed (contract §18).
     storage: Arc<domain::health::Storage>,
     /// SQLite: the WAL's frames at the last checkpoint, to tell when it is at rest.

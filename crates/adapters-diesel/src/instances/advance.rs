@@ -1,4 +1,5 @@
-//! Saving instances run on, in one transaction: each one a cancel of its flow now covers
+//! Saving instances run on, each whole in one transaction (on SQLite, a save of many in parts
+//! that hand the writers' turn on to a writer waiting): each one a cancel of its flow now covers
 //! stops as it was read; the others are saved fenced by their revision, with the cards and
 //! events of their steps, their invocations' counts and the daily totals.
 
@@ -16,7 +17,7 @@ use domain::Timestamp;
 
 use super::counting::count;
 use super::fenced::save_fenced;
-use crate::db::{AnyConnection, Failure};
+use crate::db::{AnyConnection, Failure, Others};
 use crate::markers::markers_since;
 use crate::schema::invocations;
 use crate::totals::Totals;
@@ -42,12 +43,56 @@ struct Kept {
     cards_created: BTreeMap<(String, String), i64>,
 }
 
-/// Inside the save's transaction: saves `advances`, and answers how many were stale (their
-/// revision had changed: nothing of theirs is written).
-pub(super) fn advance(
+/// How many instances a save writes before it looks whether another writer waits.
+const PART: usize = 100;
+
+/// Inside the save's transaction: saves `advances` part by part, and answers how many were
+/// stale (their revision had changed: nothing of theirs is written) and those not saved yet,
+/// left when another writer waits for the turn after a part ([`Others::waiting`]).
+pub(super) fn in_parts(
     conn: &mut AnyConnection,
     mut advances: Vec<InstanceAdvance>,
-) -> Result<u64, Failure> {
+    others: &Others,
+) -> Result<(u64, Vec<InstanceAdvance>), Failure> {
+    if !others.take_turns() {
+        return Ok((advance(conn, advances)?, Vec::new()));
+    }
+    // Rows are locked in one order, (environment, id), across the parts too.
+    advances.sort_by(|a, b| {
+        (&a.instance.environment_id, &a.instance.id)
+            .cmp(&(&b.instance.environment_id, &b.instance.id))
+    });
+    by_parts(
+        advances,
+        PART,
+        || others.waiting(),
+        |part| advance(conn, part),
+    )
+}
+
+/// Hands `save` the items `part` at a time until all are saved or, after a part, `stop` says
+/// so: the stale ones counted, and those left.
+fn by_parts<T, E>(
+    mut items: Vec<T>,
+    part: usize,
+    stop: impl Fn() -> bool,
+    mut save: impl FnMut(Vec<T>) -> Result<u64, E>,
+) -> Result<(u64, Vec<T>), E> {
+    let mut stale = 0;
+    while !items.is_empty() {
+        let rest = items.split_off(items.len().min(part.max(1)));
+        stale += save(items)?;
+        items = rest;
+        if stop() {
+            break;
+        }
+    }
+    Ok((stale, items))
+}
+
+/// Inside the save's transaction: saves `advances`, and answers how many were stale (their
+/// revision had changed: nothing of theirs is written).
+fn advance(conn: &mut AnyConnection, mut advances: Vec<InstanceAdvance>) -> Result<u64, Failure> {
     // Rows are locked in one order, (environment, id), as cancels lock them.
     advances.sort_by(|a, b| {
         (&a.instance.environment_id, &a.instance.id)
@@ -188,5 +233,51 @@ fn carrier() -> BatchResult {
         instances: Vec::new(),
         updated: Timestamp::default(),
         lease_until: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::by_parts;
+
+    #[test]
+    fn a_save_goes_through_every_part_while_no_writer_waits() {
+        let mut parts = Vec::new();
+        let saved = by_parts(
+            (0..250).collect(),
+            100,
+            || false,
+            |part: Vec<u32>| {
+                parts.push(part.len());
+                Ok::<_, ()>(u64::from(part[0] % 2))
+            },
+        );
+        assert_eq!(saved, Ok((0, Vec::new())));
+        assert_eq!(parts, [100, 100, 50]);
+    }
+
+    #[test]
+    fn a_save_stops_after_the_part_when_a_writer_waits() {
+        let looked = Cell::new(0);
+        let (stale, left) = by_parts(
+            (0..250).collect(),
+            100,
+            || {
+                looked.set(looked.get() + 1);
+                looked.get() == 2
+            },
+            |part: Vec<u32>| Ok::<_, ()>(part.len() as u64),
+        )
+        .expect("saved");
+        assert_eq!(stale, 200, "two parts saved");
+        assert_eq!(left, (200..250).collect::<Vec<_>>(), "in order");
+    }
+
+    #[test]
+    fn a_failed_part_fails_the_save() {
+        let failed = by_parts(vec![1, 2, 3], 2, || false, |_| Err::<u64, _>("no"));
+        assert_eq!(failed, Err("no"));
     }
 }
