@@ -95,10 +95,11 @@ pub trait InstanceRepository: Send + Sync {
         card_ids: Vec<String>,
     ) -> Result<Vec<(String, ClosedCard)>, StorageError>;
 
-    /// Saves each instance run on, with its cards, in one transaction: each only while its
-    /// stored revision is the one it was read at, and with the cancels of its flow accepted
-    /// since its invocation was created applied (a covered instance is stored cancelled, and
-    /// its cards are not made). Answers how many were stale (not saved).
+    /// Saves each instance run on, with its cards, in one transaction (all in one, or in
+    /// several, each instance whole in one; an error may then come after some were saved):
+    /// each only while its stored revision is the one it was read at, and with the cancels of
+    /// its flow accepted since its invocation was created applied (a covered instance is stored
+    /// cancelled, and its cards are not made). Answers how many were stale (not saved).
     async fn advance(&self, advances: Vec<InstanceAdvance>) -> Result<u64, StorageError>;
 
     /// The instance of this user in this invocation of the environment.

@@ -69,7 +69,8 @@ impl Waits {
     /// Claims up to [`CLAIM_INSTANCES`] due instances, oldest due first, runs each on and saves
     /// them. An instance that cannot run on for its own reasons (its invocation or flow version
     /// gone) is stored failed, with the reason in its step's record; a storage error that
-    /// waiting cures fails the step, and what it claimed is claimed again once the lease ends.
+    /// waiting cures fails the step, and what it claimed and did not save is claimed again once
+    /// the lease ends.
     pub async fn step(&self) -> Result<WaitsStep, StorageError> {
         let claimed = self
             .instances
