@@ -54,14 +54,15 @@ pub(super) fn in_parts(
     mut advances: Vec<InstanceAdvance>,
     others: &Others,
 ) -> Result<(u64, Vec<InstanceAdvance>), Failure> {
-    if !others.take_turns() {
-        return Ok((advance(conn, advances)?, Vec::new()));
-    }
-    // Rows are locked in one order, (environment, id), across the parts too.
+    // Rows are locked in one order, (environment, id), as cancels lock them, across the parts
+    // too.
     advances.sort_by(|a, b| {
         (&a.instance.environment_id, &a.instance.id)
             .cmp(&(&b.instance.environment_id, &b.instance.id))
     });
+    if !others.take_turns() {
+        return Ok((advance(conn, advances)?, Vec::new()));
+    }
     by_parts(
         advances,
         PART,
@@ -90,14 +91,9 @@ fn by_parts<T, E>(
     Ok((stale, items))
 }
 
-/// Inside the save's transaction: saves `advances`, and answers how many were stale (their
-/// revision had changed: nothing of theirs is written).
-fn advance(conn: &mut AnyConnection, mut advances: Vec<InstanceAdvance>) -> Result<u64, Failure> {
-    // Rows are locked in one order, (environment, id), as cancels lock them.
-    advances.sort_by(|a, b| {
-        (&a.instance.environment_id, &a.instance.id)
-            .cmp(&(&b.instance.environment_id, &b.instance.id))
-    });
+/// Inside the save's transaction: saves `advances`, in the order of their rows, and answers
+/// how many were stale (their revision had changed: nothing of theirs is written).
+fn advance(conn: &mut AnyConnection, advances: Vec<InstanceAdvance>) -> Result<u64, Failure> {
     let markers = cancels_since(conn, &advances)?;
     let decided: Vec<Decided> = advances
         .into_iter()
